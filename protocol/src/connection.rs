@@ -1,0 +1,767 @@
+//! A bidirectional JSON-RPC endpoint over any `AsyncRead + AsyncWrite` pair (PROTOCOL.md §2, §7).
+//!
+//! Both ends of the protocol are peers: the runner calls plugins, and plugins call the runner
+//! back (`host.*`). A [`Connection`] owns two tasks:
+//!
+//! * the **reader** decodes frames, resolves the caller waiting for each response, answers
+//!   malformed input with `-32700`/`-32600`/`-32602`, and hands requests and notifications to
+//!   the owner through a bounded channel ([`Incoming`]);
+//! * the **writer** is the only place that writes to the stream, so frames never interleave;
+//!   it flushes whenever its queue runs dry.
+//!
+//! When the stream ends, breaks, or loses its frame boundary, every call still waiting fails at
+//! once with `-32000` and [`Connection::closed`] resolves with the [`CloseReason`].
+
+use crate::error::{ErrorCode, ErrorObject};
+use crate::frame::{DEFAULT_MAX_BODY, FrameCodec, InboundFrame};
+use crate::message::{
+    Message, Notification, Request, RequestId, Response, error_response_bytes,
+};
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+/// The method name of the cancellation notification.
+pub const CANCEL_METHOD: &str = "$/cancel";
+
+/// Settings for one connection.
+#[derive(Debug, Clone)]
+pub struct ConnectionOptions {
+    /// Largest frame body accepted or sent, in bytes (default 16 MiB).
+    pub max_body: usize,
+    /// When set, ids of requests sent from this side are the strings `"<prefix><n>"` (the
+    /// runner uses `"<epoch>:"`), and responses whose string id has another `"<epoch>:"`
+    /// prefix are dropped as stale. When `None`, ids are integers from 1.
+    pub id_prefix: Option<String>,
+    /// A label for log lines: the plugin id, or `"client"`.
+    pub label: String,
+    /// Capacity of the [`Incoming`] channel (requests and notifications not yet taken).
+    pub incoming_capacity: usize,
+    /// Capacity of the outgoing frame queue.
+    pub outgoing_capacity: usize,
+}
+
+impl Default for ConnectionOptions {
+    fn default() -> Self {
+        ConnectionOptions {
+            max_body: DEFAULT_MAX_BODY,
+            id_prefix: None,
+            label: "peer".to_owned(),
+            incoming_capacity: 256,
+            outgoing_capacity: 1024,
+        }
+    }
+}
+
+/// A request or notification from the peer, to be handled by the connection's owner.
+///
+/// Every [`Incoming::Request`] must be answered once with [`Connection::respond`].
+/// `$/cancel` arrives as a notification even when the peer sent it with an id (that id has
+/// already been answered with `{}`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    /// A request to answer.
+    Request(Request),
+    /// A notification.
+    Notification(Notification),
+}
+
+/// Why a connection ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The peer closed its side cleanly (end of file between frames).
+    Eof,
+    /// The peer sent bytes that cannot be framed; the stream cannot be resynchronised.
+    Framing(String),
+    /// Reading or writing failed.
+    Io(String),
+    /// This side closed the connection.
+    Local,
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CloseReason::Eof => f.write_str("peer closed the stream"),
+            CloseReason::Framing(e) => write!(f, "unrecoverable framing error: {e}"),
+            CloseReason::Io(e) => write!(f, "i/o error: {e}"),
+            CloseReason::Local => f.write_str("closed by this side"),
+        }
+    }
+}
+
+enum Outbound {
+    Frame(Bytes),
+    Close,
+}
+
+type Waiter = oneshot::Sender<Result<Value, ErrorObject>>;
+
+struct Inner {
+    out: mpsc::Sender<Outbound>,
+    pending: Mutex<HashMap<RequestId, Waiter>>,
+    next_id: AtomicI64,
+    prefix: Option<String>,
+    label: String,
+    /// Set when nothing more can be sent (local close, write error, broken framing).
+    closing: AtomicBool,
+    /// Set when nothing more will be received; new requests fail at once.
+    read_done: AtomicBool,
+    closed: watch::Sender<Option<CloseReason>>,
+    stale: AtomicU64,
+    max_body: usize,
+}
+
+impl Inner {
+    /// Mark the connection closed and fail every waiting call. Idempotent.
+    ///
+    /// A clean end of file from the peer only ends the read side: replies to the peer's own
+    /// requests may still be written until this side closes. Every other reason also shuts
+    /// the write side down.
+    fn finish(&self, reason: CloseReason) {
+        self.read_done.store(true, Ordering::SeqCst);
+        let shut_writer = reason != CloseReason::Eof;
+        if shut_writer {
+            self.closing.store(true, Ordering::SeqCst);
+        }
+        self.closed.send_if_modified(|current| {
+            if current.is_none() {
+                *current = Some(reason.clone());
+                true
+            } else {
+                false
+            }
+        });
+        let waiters: Vec<_> = self
+            .pending
+            .lock()
+            .expect("pending map lock")
+            .drain()
+            .collect();
+        for (_, waiter) in waiters {
+            let _ = waiter.send(Err(ErrorObject::new(
+                ErrorCode::PluginError,
+                format!("connection closed: {reason}"),
+            )));
+        }
+        if shut_writer {
+            let _ = self.out.try_send(Outbound::Close);
+        }
+    }
+
+    fn try_send_bytes(&self, body: Vec<u8>) {
+        if self.out.try_send(Outbound::Frame(body.into())).is_err() {
+            tracing::warn!(peer = %self.label, "outgoing queue full; dropped an error reply");
+        }
+    }
+
+    /// Whether a string id carries an epoch prefix other than ours.
+    fn is_stale(&self, id: &RequestId) -> bool {
+        match (&self.prefix, id) {
+            (Some(prefix), RequestId::String(s)) => !s.starts_with(prefix.as_str()),
+            _ => false,
+        }
+    }
+}
+
+/// One end of a JSON-RPC connection. Cheap to clone; all clones share the stream.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("label", &self.inner.label)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Start the reader and writer tasks on `reader`/`writer` (must be called inside a tokio
+    /// runtime). Returns the connection and the channel of [`Incoming`] requests and
+    /// notifications; the channel ends when the connection closes.
+    pub fn spawn<R, W>(
+        reader: R,
+        writer: W,
+        options: ConnectionOptions,
+    ) -> (Connection, mpsc::Receiver<Incoming>)
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let (out_tx, out_rx) = mpsc::channel(options.outgoing_capacity.max(1));
+        let (in_tx, in_rx) = mpsc::channel(options.incoming_capacity.max(1));
+        let (closed, _) = watch::channel(None);
+        let inner = Arc::new(Inner {
+            out: out_tx,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicI64::new(1),
+            prefix: options.id_prefix,
+            label: options.label,
+            closing: AtomicBool::new(false),
+            read_done: AtomicBool::new(false),
+            closed,
+            stale: AtomicU64::new(0),
+            max_body: options.max_body,
+        });
+        let framed_read = FramedRead::new(reader, FrameCodec::new(options.max_body));
+        let framed_write = FramedWrite::new(writer, FrameCodec::new(options.max_body));
+        tokio::spawn(write_loop(framed_write, out_rx, Arc::downgrade(&inner)));
+        tokio::spawn(read_loop(framed_read, in_tx, Arc::downgrade(&inner)));
+        (Connection { inner }, in_rx)
+    }
+
+    /// The label given in [`ConnectionOptions::label`].
+    pub fn label(&self) -> &str {
+        &self.inner.label
+    }
+
+    /// Send a request and wait for its response.
+    ///
+    /// `timeout` of `None` waits until the response or the end of the connection. When the
+    /// timeout expires, or when the returned future is dropped before the response arrived,
+    /// `$/cancel {id}` is sent to the peer and a late response is ignored.
+    ///
+    /// # Errors
+    /// The peer's error object; `-32001` with `data {id}` on timeout; `-32000` when the
+    /// connection is or becomes closed.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Option<Duration>,
+    ) -> Result<Value, ErrorObject> {
+        let inner = &self.inner;
+        if inner.read_done.load(Ordering::SeqCst) || inner.closing.load(Ordering::SeqCst) {
+            return Err(self.closed_error());
+        }
+        let n = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = match &inner.prefix {
+            Some(prefix) => RequestId::String(format!("{prefix}{n}")),
+            None => RequestId::Number(n),
+        };
+        let (tx, rx) = oneshot::channel();
+        inner
+            .pending
+            .lock()
+            .expect("pending map lock")
+            .insert(id.clone(), tx);
+        let mut guard = CancelGuard {
+            inner,
+            id: Some(id.clone()),
+        };
+        let body = Message::Request(Request {
+            id: id.clone(),
+            method: method.to_owned(),
+            params,
+        })
+        .to_bytes();
+        if body.len() > inner.max_body {
+            guard.disarm();
+            return Err(ErrorObject::invalid_params(format!(
+                "{method}: request of {} bytes exceeds the {}-byte frame limit",
+                body.len(),
+                inner.max_body
+            )));
+        }
+        if inner.out.send(Outbound::Frame(body.into())).await.is_err() {
+            guard.disarm();
+            return Err(self.closed_error());
+        }
+        let outcome = match timeout {
+            Some(limit) => match tokio::time::timeout(limit, rx).await {
+                Ok(outcome) => outcome,
+                Err(_) => {
+                    // The guard sends `$/cancel` as it drops.
+                    drop(guard);
+                    return Err(ErrorObject::new(
+                        ErrorCode::Timeout,
+                        format!("{method}: no response within {} ms", limit.as_millis()),
+                    )
+                    .with_data(json!({ "id": id.to_value() })));
+                }
+            },
+            None => rx.await,
+        };
+        guard.disarm();
+        match outcome {
+            Ok(result) => result,
+            Err(_) => Err(self.closed_error()),
+        }
+    }
+
+    /// Send a notification.
+    ///
+    /// # Errors
+    /// `-32000` when the connection is closed.
+    pub async fn notify(&self, method: &str, params: Value) -> Result<(), ErrorObject> {
+        let body = Message::Notification(Notification {
+            method: method.to_owned(),
+            params,
+        })
+        .to_bytes();
+        self.send_body(body).await
+    }
+
+    /// Answer a request received as [`Incoming::Request`].
+    ///
+    /// # Errors
+    /// `-32000` when the connection is closed.
+    pub async fn respond(
+        &self,
+        id: RequestId,
+        result: Result<Value, ErrorObject>,
+    ) -> Result<(), ErrorObject> {
+        let mut body = Message::Response(Response { id: id.clone(), result }).to_bytes();
+        if body.len() > self.inner.max_body {
+            body = error_response_bytes(
+                Some(&id),
+                &ErrorObject::internal(format!(
+                    "response of {} bytes exceeds the {}-byte frame limit",
+                    body.len(),
+                    self.inner.max_body
+                )),
+            );
+        }
+        self.send_body(body).await
+    }
+
+    async fn send_body(&self, body: Vec<u8>) -> Result<(), ErrorObject> {
+        if self.inner.closing.load(Ordering::SeqCst) {
+            return Err(self.closed_error());
+        }
+        self.inner
+            .out
+            .send(Outbound::Frame(body.into()))
+            .await
+            .map_err(|_| self.closed_error())
+    }
+
+    /// Close the connection: frames already queued are written, then the write side is shut
+    /// down (for a stdio plugin this closes its stdin). Waiting calls fail with `-32000`.
+    pub fn close(&self) {
+        self.inner.finish(CloseReason::Local);
+        self.inner.closing.store(true, Ordering::SeqCst);
+        let _ = self.inner.out.try_send(Outbound::Close);
+    }
+
+    /// Whether the connection is closed or closing (on either side).
+    pub fn is_closed(&self) -> bool {
+        self.inner.closing.load(Ordering::SeqCst) || self.inner.read_done.load(Ordering::SeqCst)
+    }
+
+    /// Wait until the connection has closed and return why.
+    pub async fn closed(&self) -> CloseReason {
+        let mut rx = self.inner.closed.subscribe();
+        loop {
+            if let Some(reason) = rx.borrow_and_update().clone() {
+                return reason;
+            }
+            if rx.changed().await.is_err() {
+                return CloseReason::Local;
+            }
+        }
+    }
+
+    /// How many responses were dropped because their id carried another epoch's prefix.
+    pub fn stale_replies(&self) -> u64 {
+        self.inner.stale.load(Ordering::Relaxed)
+    }
+
+    /// How many of this side's requests are waiting for a response.
+    pub fn pending_requests(&self) -> usize {
+        self.inner.pending.lock().expect("pending map lock").len()
+    }
+
+    fn closed_error(&self) -> ErrorObject {
+        let reason = self
+            .inner
+            .closed
+            .borrow()
+            .clone()
+            .map(|r| r.to_string())
+            .unwrap_or_else(|| "closing".to_owned());
+        ErrorObject::new(
+            ErrorCode::PluginError,
+            format!("connection to {} closed: {reason}", self.inner.label),
+        )
+    }
+}
+
+/// Removes a pending request and tells the peer to stop working on it, unless disarmed.
+struct CancelGuard<'a> {
+    inner: &'a Inner,
+    id: Option<RequestId>,
+}
+
+impl CancelGuard<'_> {
+    fn disarm(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.inner
+                .pending
+                .lock()
+                .expect("pending map lock")
+                .remove(&id);
+        }
+    }
+}
+
+impl Drop for CancelGuard<'_> {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let was_pending = self
+            .inner
+            .pending
+            .lock()
+            .expect("pending map lock")
+            .remove(&id)
+            .is_some();
+        if was_pending && !self.inner.closing.load(Ordering::SeqCst) {
+            let body = Message::Notification(Notification {
+                method: CANCEL_METHOD.to_owned(),
+                params: json!({ "id": id.to_value() }),
+            })
+            .to_bytes();
+            self.inner.try_send_bytes(body);
+        }
+    }
+}
+
+async fn write_loop<W>(
+    mut sink: FramedWrite<W, FrameCodec>,
+    mut rx: mpsc::Receiver<Outbound>,
+    inner: Weak<Inner>,
+) where
+    W: AsyncWrite + Unpin,
+{
+    let fail = |e: String| {
+        if let Some(inner) = inner.upgrade() {
+            tracing::debug!(peer = %inner.label, error = %e, "write failed");
+            inner.finish(CloseReason::Io(e));
+        }
+    };
+    while let Some(item) = rx.recv().await {
+        match item {
+            Outbound::Frame(body) => {
+                if let Err(e) = sink.feed(body).await {
+                    fail(e.to_string());
+                    return;
+                }
+                if rx.is_empty() {
+                    if let Err(e) = sink.flush().await {
+                        fail(e.to_string());
+                        return;
+                    }
+                }
+            }
+            Outbound::Close => break,
+        }
+    }
+    // Flush what is queued, then shut the write side down so the peer sees end of file.
+    let _ = sink.close().await;
+}
+
+async fn read_loop<R>(
+    mut stream: FramedRead<R, FrameCodec>,
+    incoming: mpsc::Sender<Incoming>,
+    inner: Weak<Inner>,
+) where
+    R: AsyncRead + Unpin,
+{
+    let reason = loop {
+        let item = stream.next().await;
+        let Some(inner) = inner.upgrade() else { return };
+        let body = match item {
+            None => break CloseReason::Eof,
+            Some(Err(crate::frame::FrameError::Io(e))) => break CloseReason::Io(e.to_string()),
+            Some(Err(e)) => {
+                tracing::warn!(peer = %inner.label, error = %e, "unrecoverable framing error; closing");
+                inner.try_send_bytes(error_response_bytes(
+                    None,
+                    &ErrorObject::new(
+                        ErrorCode::ParseError,
+                        format!("{e}; the frame boundary is lost, closing the connection"),
+                    ),
+                ));
+                break CloseReason::Framing(e.to_string());
+            }
+            Some(Ok(InboundFrame::Oversized { declared, limit })) => {
+                tracing::warn!(peer = %inner.label, declared, limit, "oversized frame skipped");
+                inner.try_send_bytes(error_response_bytes(
+                    None,
+                    &ErrorObject::new(
+                        ErrorCode::ParseError,
+                        format!(
+                            "frame body of {declared} bytes exceeds the {limit}-byte limit; the frame was skipped"
+                        ),
+                    )
+                    .with_data(json!({ "declared": declared, "limit": limit })),
+                ));
+                continue;
+            }
+            Some(Ok(InboundFrame::Body(body))) => body,
+        };
+        match Message::parse(&body) {
+            Err(rejected) => {
+                tracing::warn!(peer = %inner.label, error = %rejected.error.message, "malformed message");
+                if rejected.reply {
+                    inner.try_send_bytes(rejected.to_bytes());
+                }
+            }
+            Ok(Message::Response(response)) => {
+                let waiter = inner
+                    .pending
+                    .lock()
+                    .expect("pending map lock")
+                    .remove(&response.id);
+                match waiter {
+                    Some(waiter) => {
+                        let _ = waiter.send(response.result);
+                    }
+                    None if inner.is_stale(&response.id) => {
+                        inner.stale.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(peer = %inner.label, id = %response.id, "dropped a response from a stale epoch");
+                    }
+                    None => {
+                        tracing::debug!(peer = %inner.label, id = %response.id, "response to no waiting request (late or unknown); ignored");
+                    }
+                }
+            }
+            Ok(Message::Request(request)) if request.method == CANCEL_METHOD => {
+                // `$/cancel` is a notification; answer it anyway when it came with an id.
+                inner.try_send_bytes(
+                    Message::Response(Response {
+                        id: request.id,
+                        result: Ok(json!({})),
+                    })
+                    .to_bytes(),
+                );
+                let note = Notification {
+                    method: request.method,
+                    params: request.params,
+                };
+                cancel_own(&inner, &note);
+                if incoming.send(Incoming::Notification(note)).await.is_err() {
+                    continue;
+                }
+            }
+            Ok(Message::Notification(note)) => {
+                if note.method == CANCEL_METHOD {
+                    cancel_own(&inner, &note);
+                }
+                let _ = incoming.send(Incoming::Notification(note)).await;
+            }
+            Ok(Message::Request(request)) => {
+                let id = request.id.clone();
+                let method = request.method.clone();
+                if incoming.send(Incoming::Request(request)).await.is_err() {
+                    inner.try_send_bytes(error_response_bytes(
+                        Some(&id),
+                        &ErrorObject::method_not_found(&method),
+                    ));
+                }
+            }
+        }
+    };
+    if let Some(inner) = inner.upgrade() {
+        if reason != CloseReason::Eof {
+            tracing::debug!(peer = %inner.label, %reason, "connection closed");
+        }
+        inner.finish(reason);
+    }
+}
+
+/// A peer's `$/cancel` naming one of *our* pending requests fails that request with `-32002`
+/// (how a client declines a `host.confirm` it was sent).
+fn cancel_own(inner: &Inner, note: &Notification) {
+    let Some(id) = note.params.get("id").and_then(RequestId::from_value) else {
+        return;
+    };
+    let waiter = inner.pending.lock().expect("pending map lock").remove(&id);
+    if let Some(waiter) = waiter {
+        let _ = waiter.send(Err(ErrorObject::new(
+            ErrorCode::Cancelled,
+            "cancelled by the peer",
+        )
+        .with_data(json!({ "id": id.to_value() }))));
+    }
+}
+
+/// A connected pair of in-memory connections, for tests and benchmarks that need no process.
+pub fn memory_pair(
+    options_a: ConnectionOptions,
+    options_b: ConnectionOptions,
+) -> (
+    (Connection, mpsc::Receiver<Incoming>),
+    (Connection, mpsc::Receiver<Incoming>),
+) {
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let (ar, aw) = tokio::io::split(a);
+    let (br, bw) = tokio::io::split(b);
+    (
+        Connection::spawn(ar, aw, options_a),
+        Connection::spawn(br, bw, options_b),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn opts(label: &str, prefix: Option<&str>) -> ConnectionOptions {
+        ConnectionOptions {
+            label: label.into(),
+            id_prefix: prefix.map(str::to_owned),
+            ..Default::default()
+        }
+    }
+
+    /// Answer every request with its own params, except `slow` (never answered).
+    fn echo_server(conn: Connection, mut rx: mpsc::Receiver<Incoming>) -> mpsc::Receiver<Value> {
+        let (seen_tx, seen_rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            while let Some(msg) = rx.recv().await {
+                match msg {
+                    Incoming::Request(r) if r.method == "slow" => {}
+                    Incoming::Request(r) => {
+                        conn.respond(r.id, Ok(r.params)).await.unwrap();
+                    }
+                    Incoming::Notification(n) => {
+                        let _ = seen_tx.send(json!({"method": n.method, "params": n.params})).await;
+                    }
+                }
+            }
+        });
+        seen_rx
+    }
+
+    #[tokio::test]
+    async fn request_response_round_trip_with_prefixed_ids() {
+        let ((a, _arx), (b, brx)) = memory_pair(opts("a", Some("4:")), opts("b", None));
+        let _seen = echo_server(b, brx);
+        let got = a.request("echo", json!({"x": 1}), None).await.unwrap();
+        assert_eq!(got, json!({"x": 1}));
+    }
+
+    #[tokio::test]
+    async fn timeout_sends_cancel_and_reports_minus_32001() {
+        let ((a, _arx), (b, brx)) = memory_pair(opts("a", Some("0:")), opts("b", None));
+        let mut seen = echo_server(b, brx);
+        let err = a
+            .request("slow", json!({}), Some(Duration::from_millis(50)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, -32001);
+        assert_eq!(err.data, Some(json!({"id": "0:1"})));
+        let cancel = seen.recv().await.unwrap();
+        assert_eq!(cancel, json!({"method": "$/cancel", "params": {"id": "0:1"}}));
+        assert_eq!(a.pending_requests(), 0);
+    }
+
+    #[tokio::test]
+    async fn dropping_a_call_sends_cancel() {
+        let ((a, _arx), (b, brx)) = memory_pair(opts("a", None), opts("b", None));
+        let mut seen = echo_server(b, brx);
+        let call = a.request("slow", json!({}), None);
+        let _ = tokio::time::timeout(Duration::from_millis(20), call).await;
+        let cancel = seen.recv().await.unwrap();
+        assert_eq!(cancel["params"]["id"], json!(1));
+    }
+
+    #[tokio::test]
+    async fn peer_eof_fails_pending_calls_at_once() {
+        let (a, b) = tokio::io::duplex(4096);
+        let (ar, aw) = tokio::io::split(a);
+        let (conn, _rx) = Connection::spawn(ar, aw, opts("a", None));
+        let call = tokio::spawn({
+            let conn = conn.clone();
+            async move { conn.request("x", json!({}), None).await }
+        });
+        // Read the request, then hang up.
+        let mut b = b;
+        let mut buf = [0u8; 256];
+        let _ = b.read(&mut buf).await.unwrap();
+        drop(b);
+        let err = call.await.unwrap().unwrap_err();
+        assert_eq!(err.code, -32000);
+        assert_eq!(conn.closed().await, CloseReason::Eof);
+        assert!(conn.request("y", json!({}), None).await.is_err());
+    }
+
+    async fn raw_exchange(input: &[u8]) -> Vec<Value> {
+        let (a, mut b) = tokio::io::duplex(64 * 1024);
+        let (ar, aw) = tokio::io::split(a);
+        let (conn, rx) = Connection::spawn(ar, aw, opts("a", None));
+        let _seen = echo_server(conn, rx);
+        b.write_all(input).await.unwrap();
+        b.shutdown().await.unwrap();
+        let mut out = Vec::new();
+        b.read_to_end(&mut out).await.unwrap();
+        let mut codec = FrameCodec::default();
+        let mut buf = bytes::BytesMut::from(&out[..]);
+        let mut values = Vec::new();
+        while let Some(InboundFrame::Body(body)) =
+            tokio_util::codec::Decoder::decode(&mut codec, &mut buf).unwrap()
+        {
+            values.push(serde_json::from_slice(&body).unwrap());
+        }
+        values
+    }
+
+    #[tokio::test]
+    async fn malformed_input_is_answered_and_the_stream_continues() {
+        let mut input = Vec::new();
+        input.extend(crate::frame::encode_frame(b"{not json"));
+        input.extend(crate::frame::encode_frame(b"[1,2]"));
+        input.extend(crate::frame::encode_frame(br#"{"jsonrpc":"2.0","id":"s","method":"echo","params":{"ok":true}}"#));
+        input.extend(crate::frame::encode_frame(br#"{"jsonrpc":"2.0","id":9,"method":"$/cancel","params":{"id":1}}"#));
+        let replies = raw_exchange(&input).await;
+        assert_eq!(replies[0]["error"]["code"], -32700);
+        assert_eq!(replies[1]["error"]["code"], -32600);
+        assert_eq!(replies[1]["id"], Value::Null);
+        assert!(replies.contains(&json!({"jsonrpc":"2.0","id":"s","result":{"ok":true}})));
+        assert!(replies.contains(&json!({"jsonrpc":"2.0","id":9,"result":{}})));
+    }
+
+    #[tokio::test]
+    async fn broken_header_is_answered_then_closed() {
+        let replies = raw_exchange(b"Content-Length: lots\r\n\r\n{}").await;
+        assert_eq!(replies.len(), 1);
+        assert_eq!(replies[0]["error"]["code"], -32700);
+    }
+
+    #[tokio::test]
+    async fn stale_epoch_replies_are_dropped() {
+        let (a, mut b) = tokio::io::duplex(4096);
+        let (ar, aw) = tokio::io::split(a);
+        let (conn, _rx) = Connection::spawn(ar, aw, opts("a", Some("3:")));
+        let call = tokio::spawn({
+            let conn = conn.clone();
+            async move {
+                conn.request("x", json!({}), Some(Duration::from_millis(300)))
+                    .await
+            }
+        });
+        let mut buf = [0u8; 256];
+        let _ = b.read(&mut buf).await.unwrap();
+        b.write_all(&crate::frame::encode_frame(
+            br#"{"jsonrpc":"2.0","id":"2:1","result":"old"}"#,
+        ))
+        .await
+        .unwrap();
+        let err = call.await.unwrap().unwrap_err();
+        assert_eq!(err.code, -32001);
+        assert_eq!(conn.stale_replies(), 1);
+    }
+}

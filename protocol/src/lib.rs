@@ -1,0 +1,34 @@
+//! The Utter plugin protocol (see `protocol/PROTOCOL.md`).
+//!
+//! This crate owns the wire, and nothing else: no supervisor, no policy.
+//!
+//! * [`frame`]: `Content-Length` framing (the LSP base protocol) as a tokio codec, with capped
+//!   headers and bodies.
+//! * [`message`]: JSON-RPC 2.0 requests, notifications and responses; ids echoed exactly.
+//! * [`error`]: the error codes (`-32700` … `-32007`) and the error object.
+//! * [`connection`]: a bidirectional JSON-RPC endpoint over any `AsyncRead + AsyncWrite`,
+//!   with timeouts, `$/cancel` and epoch-prefixed ids.
+//! * [`handshake`]: `protocol.hello`, `plugin.describe`, `plugin.health` and version
+//!   negotiation.
+//! * [`capability`]: capability names and the registry (`capabilities.json`).
+//! * [`manifest`]: `utter-plugin.toml`, validated by `plugin.schema.json`.
+//! * [`plugin`]: serve a Rust plugin with one call.
+//!
+//! Compatibility promise: within protocol major 1, fields, methods and error codes are added,
+//! never renamed or removed; receivers ignore fields they do not know.
+
+#![warn(missing_docs)]
+
+pub mod capability;
+pub mod connection;
+pub mod error;
+pub mod frame;
+pub mod handshake;
+pub mod manifest;
+pub mod message;
+pub mod plugin;
+
+pub use connection::{CloseReason, Connection, ConnectionOptions, Incoming};
+pub use error::{ErrorCode, ErrorObject};
+pub use message::{Message, Notification, Request, RequestId, Response};
+pub use serde_json;

@@ -1,0 +1,228 @@
+//! Plugin manifests, `utter-plugin.toml` (PROTOCOL.md §11).
+//!
+//! A manifest is checked against `protocol/plugin.schema.json` (JSON Schema draft 2020-12, via
+//! the `jsonschema` crate) before it is read, so every error names the offending field.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// The manifest schema shipped with this crate.
+pub const MANIFEST_SCHEMA_JSON: &str = include_str!("../plugin.schema.json");
+
+/// An error in a manifest: where it is and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    /// The file is not TOML.
+    #[error("{origin}: not valid TOML: {message}")]
+    Toml {
+        /// File name or other origin.
+        origin: String,
+        /// The TOML parser's message (with line and column).
+        message: String,
+    },
+    /// The manifest breaks the schema; one entry per problem.
+    #[error("{origin}: {}", .problems.join("; "))]
+    Schema {
+        /// File name or other origin.
+        origin: String,
+        /// `field: what is wrong` lines.
+        problems: Vec<String>,
+    },
+    /// The file could not be read.
+    #[error("{origin}: {message}")]
+    Io {
+        /// File name.
+        origin: String,
+        /// The OS error.
+        message: String,
+    },
+}
+
+/// `entrypoint`: an argv list, or a single string (a path with no arguments).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Entrypoint {
+    /// `["prog", "arg", ...]`
+    Argv(Vec<String>),
+    /// `"prog"`: one program, no arguments (never split on spaces).
+    Program(String),
+}
+
+impl Entrypoint {
+    /// The argv list.
+    pub fn argv(&self) -> Vec<String> {
+        match self {
+            Entrypoint::Argv(v) => v.clone(),
+            Entrypoint::Program(p) => vec![p.clone()],
+        }
+    }
+}
+
+/// A parsed, schema-valid `utter-plugin.toml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The plugin id, `^[a-z0-9][a-z0-9._-]{1,63}$`.
+    pub name: String,
+    /// The plugin's semver.
+    pub version: String,
+    /// `stt`, `router`, `knowledge`, `llm`, `perceive`, `action`, `input`, `tts`, `context`,
+    /// `ui` or `bundle`.
+    pub kind: String,
+    /// Wire protocol `major.minor`.
+    pub protocol: String,
+    /// Call-semantics version.
+    pub abi: u64,
+    /// `subprocess` (the only one run today), `wasm` or `native`.
+    pub runtime: String,
+    /// `stdio`, `connect` or `listen`.
+    pub transport: String,
+    /// What to run.
+    pub entrypoint: Entrypoint,
+    /// One-line description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Capabilities offered.
+    #[serde(default)]
+    pub provides: Vec<String>,
+    /// Capabilities needed.
+    #[serde(default)]
+    pub requires: Vec<String>,
+    /// Permissions asked for.
+    #[serde(default)]
+    pub permissions: Vec<String>,
+    /// Supported platforms, e.g. `linux-x86_64`.
+    #[serde(default)]
+    pub platforms: Vec<String>,
+    /// Oldest runner version this plugin works with.
+    #[serde(default)]
+    pub min_runner: Option<String>,
+    /// Every other field, kept as JSON.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, Value>,
+}
+
+fn validator() -> &'static jsonschema::Validator {
+    static VALIDATOR: OnceLock<jsonschema::Validator> = OnceLock::new();
+    VALIDATOR.get_or_init(|| {
+        let schema: Value =
+            serde_json::from_str(MANIFEST_SCHEMA_JSON).expect("plugin.schema.json is JSON");
+        jsonschema::validator_for(&schema).expect("plugin.schema.json is a valid schema")
+    })
+}
+
+impl Manifest {
+    /// Parse and validate manifest text. `origin` names the file in error messages.
+    ///
+    /// # Errors
+    /// [`ManifestError::Toml`] for TOML syntax, [`ManifestError::Schema`] listing every field
+    /// that breaks the schema (missing required fields, bad names, unknown fields, ...).
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Manifest, ManifestError> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| ManifestError::Toml {
+            origin: origin.to_owned(),
+            message: e.to_string(),
+        })?;
+        let value = serde_json::to_value(&table).map_err(|e| ManifestError::Toml {
+            origin: origin.to_owned(),
+            message: e.to_string(),
+        })?;
+        Manifest::from_json(value, origin)
+    }
+
+    /// Validate a manifest already in JSON form.
+    ///
+    /// # Errors
+    /// As [`Manifest::from_toml_str`].
+    pub fn from_json(value: Value, origin: &str) -> Result<Manifest, ManifestError> {
+        let problems: Vec<String> = validator()
+            .iter_errors(&value)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                let field = path.trim_start_matches('/').replace('/', ".");
+                if field.is_empty() {
+                    format!("manifest: {e}")
+                } else {
+                    format!("field `{field}`: {e}")
+                }
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(ManifestError::Schema {
+                origin: origin.to_owned(),
+                problems,
+            });
+        }
+        serde_json::from_value(value).map_err(|e| ManifestError::Schema {
+            origin: origin.to_owned(),
+            problems: vec![e.to_string()],
+        })
+    }
+
+    /// Read and validate a manifest file.
+    ///
+    /// # Errors
+    /// [`ManifestError::Io`] when the file cannot be read, else as [`Manifest::from_toml_str`].
+    pub fn from_path(path: &Path) -> Result<Manifest, ManifestError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ManifestError::Io {
+            origin: origin.clone(),
+            message: e.to_string(),
+        })?;
+        Manifest::from_toml_str(&text, &origin)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "fake_rs"
+version = "0.1.0"
+kind = "action"
+protocol = "1.0"
+abi = 1
+runtime = "subprocess"
+transport = "stdio"
+entrypoint = ["fake_rs"]
+provides = ["action.open_url@1", "experimental/fake_rs@1"]
+"#;
+
+    #[test]
+    fn a_good_manifest_parses() {
+        let m = Manifest::from_toml_str(GOOD, "good.toml").unwrap();
+        assert_eq!(m.name, "fake_rs");
+        assert_eq!(m.entrypoint.argv(), vec!["fake_rs"]);
+    }
+
+    #[test]
+    fn a_missing_required_field_is_named() {
+        let text = GOOD.replace("kind = \"action\"\n", "");
+        let err = Manifest::from_toml_str(&text, "m.toml").unwrap_err().to_string();
+        assert!(err.contains("m.toml") && err.contains("\"kind\""), "{err}");
+    }
+
+    #[test]
+    fn a_bad_name_is_named() {
+        let text = GOOD.replace("name = \"fake_rs\"", "name = \"Fake RS\"");
+        let err = Manifest::from_toml_str(&text, "m.toml").unwrap_err().to_string();
+        assert!(err.contains("field `name`"), "{err}");
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_capabilities_are_refused() {
+        let text = format!("{GOOD}\nflavour = \"mint\"\nrequires = [\"no version\"]\n");
+        let err = Manifest::from_toml_str(&text, "m.toml").unwrap_err().to_string();
+        assert!(err.contains("flavour"), "{err}");
+        assert!(err.contains("field `requires.0`"), "{err}");
+    }
+
+    #[test]
+    fn toml_syntax_errors_are_reported() {
+        assert!(matches!(
+            Manifest::from_toml_str("name = ", "m.toml"),
+            Err(ManifestError::Toml { .. })
+        ));
+    }
+}

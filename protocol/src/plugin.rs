@@ -1,0 +1,330 @@
+//! Serve a plugin written in Rust: a [`Handler`] plus one call (PROTOCOL.md §3, §7).
+//!
+//! ```no_run
+//! use utter_protocol::plugin::{self, Call, Handler};
+//! use utter_protocol::{ErrorObject, serde_json::{json, Value}};
+//!
+//! struct Hello;
+//!
+//! impl Handler for Hello {
+//!     fn methods(&self) -> Vec<String> {
+//!         vec!["greet.hello".into()]
+//!     }
+//!     async fn handle(&self, call: Call) -> Result<Value, ErrorObject> {
+//!         match call.method.as_str() {
+//!             "greet.hello" => Ok(json!({"text": "hello"})),
+//!             other => Err(ErrorObject::method_not_found(other)),
+//!         }
+//!     }
+//! }
+//!
+//! const MANIFEST: &str = r#"
+//! name = "hello"
+//! version = "0.1.0"
+//! kind = "action"
+//! protocol = "1.0"
+//! abi = 1
+//! runtime = "subprocess"
+//! transport = "stdio"
+//! entrypoint = ["hello"]
+//! "#;
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> std::process::ExitCode {
+//!     plugin::run_stdio(MANIFEST, Hello).await
+//! }
+//! ```
+//!
+//! The server answers the handshake from the manifest, runs each request in its own task,
+//! aborts a task on `$/cancel` (answering `-32002`), and returns when the runner closes the
+//! stream, which is the plugin's cue to exit.
+
+use crate::connection::{CANCEL_METHOD, Connection, ConnectionOptions, Incoming};
+use crate::error::{ErrorCode, ErrorObject};
+use crate::handshake::{
+    self, DescribeResult, HealthResult, HelloParams, PROTOCOL_VERSION, methods,
+};
+use crate::manifest::Manifest;
+use crate::message::RequestId;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::AbortHandle;
+
+/// One request to a plugin.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The request id (for logs; the server answers it).
+    pub id: RequestId,
+    /// The method, e.g. `"action.invoke"`.
+    pub method: String,
+    /// Named params (always an object).
+    pub params: Value,
+    /// The epoch the runner gave this instance in `protocol.hello`.
+    pub epoch: u64,
+    /// The connection to the runner, for notifications and `host.*` callbacks.
+    pub peer: Connection,
+}
+
+/// A plugin's behaviour. The handshake methods are answered by the server itself.
+pub trait Handler: Send + Sync + 'static {
+    /// Methods listed in `plugin.describe`.
+    fn methods(&self) -> Vec<String>;
+
+    /// Stream notification methods listed in `plugin.describe` (default none).
+    fn streams(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Methods without side effects, listed in `plugin.describe` (default none: every method
+    /// is treated as acting by the runner's policy).
+    fn side_effect_free(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The answer to `plugin.health` (default `ok`).
+    fn health(&self) -> impl Future<Output = HealthResult> + Send {
+        async { HealthResult::ok() }
+    }
+
+    /// Answer one request. Unknown methods should return [`ErrorObject::method_not_found`].
+    fn handle(&self, call: Call) -> impl Future<Output = Result<Value, ErrorObject>> + Send;
+
+    /// A notification other than `$/cancel` (default: ignored).
+    fn notify(&self, _method: &str, _params: Value) {}
+}
+
+/// Errors that end [`serve`].
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The embedded manifest is invalid.
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::ManifestError),
+}
+
+/// Parse the manifest and serve over stdin/stdout until the runner closes stdin. Errors are
+/// printed to stderr; the exit code is 0 on a clean end and 1 otherwise.
+pub async fn run_stdio<H: Handler>(manifest_toml: &str, handler: H) -> std::process::ExitCode {
+    let manifest = match Manifest::from_toml_str(manifest_toml, "utter-plugin.toml") {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("invalid embedded manifest: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    serve(tokio::io::stdin(), tokio::io::stdout(), manifest, handler).await;
+    std::process::ExitCode::SUCCESS
+}
+
+/// Serve `handler` on a reader/writer pair until the peer closes the stream.
+pub async fn serve<R, W, H>(reader: R, writer: W, manifest: Manifest, handler: H)
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+    H: Handler,
+{
+    let options = ConnectionOptions {
+        label: manifest.name.clone(),
+        ..Default::default()
+    };
+    let (conn, mut incoming) = Connection::spawn(reader, writer, options);
+    let handler = Arc::new(handler);
+    let manifest = Arc::new(manifest);
+    let epoch = Arc::new(AtomicU64::new(0));
+    let running: Arc<Mutex<HashMap<RequestId, AbortHandle>>> = Arc::default();
+
+    while let Some(msg) = incoming.recv().await {
+        match msg {
+            Incoming::Notification(note) if note.method == CANCEL_METHOD => {
+                let Some(id) = note.params.get("id").and_then(RequestId::from_value) else {
+                    continue;
+                };
+                let task = running.lock().expect("task map lock").remove(&id);
+                if let Some(task) = task {
+                    task.abort();
+                    let _ = conn
+                        .respond(
+                            id.clone(),
+                            Err(ErrorObject::new(ErrorCode::Cancelled, "cancelled")
+                                .with_data(json!({"id": id.to_value()}))),
+                        )
+                        .await;
+                }
+            }
+            Incoming::Notification(note) => handler.notify(&note.method, note.params),
+            Incoming::Request(req) => {
+                let result = match req.method.as_str() {
+                    methods::HELLO => Some(hello(&manifest, &req.params, &epoch)),
+                    methods::DESCRIBE => Some(Ok(serde_json::to_value(DescribeResult {
+                        methods: handler.methods(),
+                        streams: handler.streams(),
+                        side_effect_free: handler.side_effect_free(),
+                    })
+                    .expect("describe serialises"))),
+                    _ => None,
+                };
+                if let Some(result) = result {
+                    let _ = conn.respond(req.id, result).await;
+                    continue;
+                }
+                let call = Call {
+                    id: req.id.clone(),
+                    method: req.method,
+                    params: req.params,
+                    epoch: epoch.load(Ordering::Relaxed),
+                    peer: conn.clone(),
+                };
+                let id = req.id;
+                let handler = handler.clone();
+                let conn2 = conn.clone();
+                let running2 = running.clone();
+                // Hold the map lock while spawning so the task cannot finish (and try to
+                // remove itself) before it is registered.
+                let mut map = running.lock().expect("task map lock");
+                let task = tokio::spawn({
+                    let id = id.clone();
+                    async move {
+                        let result = if call.method == methods::HEALTH {
+                            Ok(serde_json::to_value(handler.health().await)
+                                .expect("health serialises"))
+                        } else {
+                            handler.handle(call).await
+                        };
+                        let still_ours = running2
+                            .lock()
+                            .expect("task map lock")
+                            .remove(&id)
+                            .is_some();
+                        if still_ours {
+                            let _ = conn2.respond(id, result).await;
+                        }
+                    }
+                });
+                map.insert(id, task.abort_handle());
+            }
+        }
+    }
+    for (_, task) in running.lock().expect("task map lock").drain() {
+        task.abort();
+    }
+}
+
+fn hello(manifest: &Manifest, params: &Value, epoch: &AtomicU64) -> Result<Value, ErrorObject> {
+    let hello: HelloParams = serde_json::from_value(params.clone()).map_err(|e| {
+        ErrorObject::invalid_params(format!(
+            "protocol.hello needs {{protocol, abi, runner, epoch}}: {e}"
+        ))
+    })?;
+    let ours: handshake::ProtocolVersion = manifest
+        .protocol
+        .parse()
+        .unwrap_or(PROTOCOL_VERSION);
+    handshake::negotiate(ours, &hello.protocol, Some(hello.abi))?;
+    epoch.store(hello.epoch, Ordering::Relaxed);
+    Ok(json!({
+        "protocol": manifest.protocol,
+        "abi": manifest.abi,
+        "plugin": {"name": manifest.name, "version": manifest.version, "kind": manifest.kind},
+        "transport": manifest.transport,
+        "provides": manifest.provides,
+        "requires": manifest.requires,
+        "permissions": manifest.permissions,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    struct Sleepy;
+
+    impl Handler for Sleepy {
+        fn methods(&self) -> Vec<String> {
+            vec!["nap".into(), "echo".into()]
+        }
+        async fn handle(&self, call: Call) -> Result<Value, ErrorObject> {
+            match call.method.as_str() {
+                "nap" => {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    Ok(json!("woke"))
+                }
+                "echo" => Ok(json!({"params": call.params, "epoch": call.epoch})),
+                other => Err(ErrorObject::method_not_found(other)),
+            }
+        }
+    }
+
+    const MANIFEST: &str = r#"
+name = "sleepy"
+version = "0.1.0"
+kind = "action"
+protocol = "1.0"
+abi = 1
+runtime = "subprocess"
+transport = "stdio"
+entrypoint = ["sleepy"]
+provides = ["experimental/sleepy@1"]
+"#;
+
+    async fn start() -> Connection {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (br, bw) = tokio::io::split(b);
+        let manifest = Manifest::from_toml_str(MANIFEST, "test").unwrap();
+        tokio::spawn(serve(br, bw, manifest, Sleepy));
+        let (ar, aw) = tokio::io::split(a);
+        Connection::spawn(ar, aw, ConnectionOptions::default()).0
+    }
+
+    #[tokio::test]
+    async fn handshake_is_answered_from_the_manifest() {
+        let runner = start().await;
+        let hello = runner
+            .request(
+                "protocol.hello",
+                json!({"protocol":"1.0","abi":1,"runner":"test","epoch":5}),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(hello["plugin"]["name"], "sleepy");
+        assert_eq!(hello["provides"], json!(["experimental/sleepy@1"]));
+        let describe = runner.request("plugin.describe", json!({}), None).await.unwrap();
+        assert_eq!(describe["methods"], json!(["nap", "echo"]));
+        let health = runner.request("plugin.health", json!({}), None).await.unwrap();
+        assert_eq!(health["status"], "ok");
+        let echo = runner.request("echo", json!({"a": 1}), None).await.unwrap();
+        assert_eq!(echo["epoch"], 5);
+        let missing = runner.request("nope", json!({}), None).await.unwrap_err();
+        assert_eq!(missing.code, -32601);
+    }
+
+    #[tokio::test]
+    async fn incompatible_runner_is_refused() {
+        let runner = start().await;
+        let err = runner
+            .request(
+                "protocol.hello",
+                json!({"protocol":"2.0","abi":1,"runner":"test","epoch":0}),
+                None,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, -32004);
+    }
+
+    #[tokio::test]
+    async fn timed_out_task_is_cancelled_and_the_plugin_keeps_serving() {
+        let runner = start().await;
+        let err = runner
+            .request("nap", json!({}), Some(Duration::from_millis(50)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, -32001);
+        let echo = runner.request("echo", json!({}), None).await.unwrap();
+        assert_eq!(echo["params"], json!({}));
+    }
+}
