@@ -1,1 +1,419 @@
-fn main() {}
+//! `utter`: the command-line face of the runner.
+
+use clap::{Args, Parser, Subcommand};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tracing_subscriber::EnvFilter;
+use utter::config::{self, ConfigIssue, LoadedConfig};
+use utter::pipeline::{CommandOptions, CommandOutcome, ConfirmRequest, Confirmer, deny_all};
+use utter::runner::Runner;
+use utter::supervisor::{PluginReport, SupervisorOptions};
+
+/// Exit codes, as listed in `utter --help`.
+mod exit {
+    pub const OK: u8 = 0;
+    pub const NOT_DONE: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const CONFIG: u8 = 3;
+    pub const RUNNER: u8 = 4;
+}
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success: every step ran (or, with --dry-run, would run)
+  1  nothing was done: no rule matched, or a step failed or was denied
+  2  usage error (bad arguments, empty utterance)
+  3  the configuration is invalid
+  4  the runner could not do its job (no router running, a plugin failed)
+
+Configuration: --config PATH, else $XDG_CONFIG_HOME/utter/config.toml, else the built-in
+default (which runs the `rules` router and the `desktop` action plugin).
+Logs go to stderr; set the level with --log-level or RUST_LOG.";
+
+/// Utter: say what you want, and the desktop does it.
+///
+/// The runner supervises plugins (a router that turns an utterance into steps, action
+/// plugins that carry them out) and checks every step against its policy first.
+#[derive(Parser)]
+#[command(name = "utter", version, after_help = EXIT_CODES, propagate_version = true)]
+struct Cli {
+    /// Runner configuration file (TOML).
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Log level for stderr: error, warn, info, debug or trace (default: warn; info for `daemon`).
+    #[arg(long, global = true, value_name = "LEVEL")]
+    log_level: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one utterance: plan it with the router, check it, and act on it.
+    ///
+    /// Example: utter say "open youtube" --dry-run
+    Say(SayArgs),
+    /// Run the runner in the foreground until SIGTERM or SIGINT.
+    Daemon,
+    /// Start the configured plugins, show their state, and stop them.
+    Plugins {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate a configuration file (default: the one `utter` would use).
+    CheckConfig {
+        /// The file to check.
+        path: Option<PathBuf>,
+        /// Print JSON: {ok, origin, errors, warnings}.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+struct SayArgs {
+    /// What to do, e.g. "open youtube", "pause", "launch calculator".
+    utterance: String,
+    /// Plan and check, and let the action plugins say what they would do, without doing it.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the plan and results as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Timeout of each plugin call, in ms (at most 60000).
+    #[arg(long, value_name = "MS")]
+    timeout_ms: Option<u64>,
+}
+
+fn init_logging(level: Option<&str>, default: &str) {
+    let filter = match level {
+        Some(level) => EnvFilter::new(level),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let default_level = if matches!(cli.command, Command::Daemon) {
+        "info"
+    } else {
+        "warn"
+    };
+    init_logging(cli.log_level.as_deref(), default_level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("utter: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::RUNNER);
+        }
+    };
+    ExitCode::from(runtime.block_on(run(cli)))
+}
+
+async fn run(cli: Cli) -> u8 {
+    match cli.command {
+        Command::CheckConfig { path, json } => check_config(path.or(cli.config), json),
+        Command::Say(args) => {
+            if args.utterance.trim().is_empty() {
+                eprintln!(
+                    "utter say: the utterance is empty; say what to do, e.g. utter say \"open youtube\""
+                );
+                return exit::USAGE;
+            }
+            let Some(loaded) = load_config(cli.config.as_deref()) else {
+                return exit::CONFIG;
+            };
+            say(loaded, args).await
+        }
+        Command::Daemon => {
+            let Some(loaded) = load_config(cli.config.as_deref()) else {
+                return exit::CONFIG;
+            };
+            daemon(loaded).await
+        }
+        Command::Plugins { json } => {
+            let Some(loaded) = load_config(cli.config.as_deref()) else {
+                return exit::CONFIG;
+            };
+            plugins(loaded, json).await
+        }
+    }
+}
+
+fn load_config(path: Option<&std::path::Path>) -> Option<LoadedConfig> {
+    match config::load(path) {
+        Ok(loaded) => {
+            for warning in &loaded.warnings {
+                tracing::warn!("config: {warning}");
+            }
+            Some(loaded)
+        }
+        Err(e) => {
+            for issue in &e.errors {
+                eprintln!("error: {issue}");
+            }
+            eprintln!(
+                "utter: the configuration is invalid; fix it, then check it with `utter check-config`"
+            );
+            None
+        }
+    }
+}
+
+fn check_config(path: Option<PathBuf>, json: bool) -> u8 {
+    let (origin, result) = match config::load(path.as_deref()) {
+        Ok(loaded) => (loaded.origin.clone(), Ok(loaded)),
+        Err(e) => (
+            e.errors.first().map(|i| i.file.clone()).unwrap_or_default(),
+            Err(e),
+        ),
+    };
+    let issue_json = |i: &ConfigIssue| serde_json::json!({"file": i.file, "line": i.line, "key": i.key, "message": i.message});
+    let (errors, warnings): (Vec<&ConfigIssue>, Vec<&ConfigIssue>) = match &result {
+        Ok(loaded) => (Vec::new(), loaded.warnings.iter().collect()),
+        Err(e) => (e.errors.iter().collect(), Vec::new()),
+    };
+    if json {
+        let out = serde_json::json!({
+            "ok": errors.is_empty(),
+            "origin": origin,
+            "errors": errors.iter().map(|i| issue_json(i)).collect::<Vec<_>>(),
+            "warnings": warnings.iter().map(|i| issue_json(i)).collect::<Vec<_>>(),
+        });
+        println!("{out:#}");
+    } else {
+        for w in &warnings {
+            println!("warning: {w}");
+        }
+        for e in &errors {
+            println!("error: {e}");
+        }
+        if errors.is_empty() {
+            println!("config OK ({origin})");
+        } else {
+            println!("config INVALID ({origin})");
+        }
+    }
+    if errors.is_empty() {
+        exit::OK
+    } else {
+        exit::CONFIG
+    }
+}
+
+/// In the terminal, ask on stderr and read a line from stdin; elsewhere, nobody can answer.
+fn terminal_confirmer() -> Confirmer {
+    if !std::io::stdin().is_terminal() {
+        return deny_all();
+    }
+    Arc::new(|request: ConfirmRequest| {
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                eprint!(
+                    "Confirm: {} (op {}, args {}, provenance {}) [y/N] ",
+                    request.summary, request.op, request.args, request.provenance
+                );
+                let _ = std::io::stderr().flush();
+                let mut line = String::new();
+                std::io::stdin().read_line(&mut line).is_ok()
+                    && matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+            })
+            .await
+            .unwrap_or(false)
+        })
+    })
+}
+
+async fn say(loaded: LoadedConfig, args: SayArgs) -> u8 {
+    let options = SupervisorOptions::from_config(&loaded.config);
+    let runner = Runner::start(loaded, options, terminal_confirmer()).await;
+    let command_options = CommandOptions {
+        dry_run: args.dry_run,
+        timeout_ms: args.timeout_ms,
+        ..Default::default()
+    };
+    let outcome = runner.command(&args.utterance, &command_options).await;
+    let code = match &outcome {
+        Ok(outcome) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(outcome).unwrap_or_default()
+                );
+            } else {
+                print_outcome(outcome);
+            }
+            if outcome.all_ok() {
+                exit::OK
+            } else {
+                exit::NOT_DONE
+            }
+        }
+        Err(e) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"utterance": args.utterance, "error": e})
+                );
+            }
+            eprintln!("utter say: {} [{}]", e.message, e.code);
+            for plugin in runner.plugins().iter().filter(|p| !p.status.is_running()) {
+                eprintln!(
+                    "  plugin {} is {}{}",
+                    plugin.id,
+                    plugin.status.as_str(),
+                    plugin
+                        .last_error
+                        .as_ref()
+                        .map(|e| format!(": {e}"))
+                        .unwrap_or_default()
+                );
+            }
+            exit::RUNNER
+        }
+    };
+    runner.shutdown().await;
+    code
+}
+
+fn print_outcome(outcome: &CommandOutcome) {
+    let plan = &outcome.plan;
+    let rule = plan
+        .rule
+        .as_ref()
+        .map(|r| format!(", rule {r:?}"))
+        .unwrap_or_default();
+    if plan.steps.is_empty() {
+        println!(
+            "plan (router {}{rule}): nothing to do — {}",
+            plan.router,
+            plan.message
+                .as_deref()
+                .unwrap_or("the router returned no steps")
+        );
+        return;
+    }
+    println!("plan (router {}{rule}):", plan.router);
+    for (i, step) in plan.steps.iter().enumerate() {
+        let op = step.get("op").and_then(|v| v.as_str()).unwrap_or("?");
+        let args = step
+            .get("args")
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "{}".into());
+        println!("  {}. {op} {args}", i + 1);
+    }
+    println!(
+        "results{}:",
+        if outcome.dry_run {
+            " (dry run: nothing was done)"
+        } else {
+            ""
+        }
+    );
+    for (i, r) in outcome.results.iter().enumerate() {
+        let by = r
+            .plugin
+            .as_ref()
+            .map(|p| format!(" [{p}]"))
+            .unwrap_or_default();
+        let state = match (&r.error, r.ok) {
+            (Some(e), _) => format!("failed ({})", e.code),
+            (None, true) => "ok".to_owned(),
+            (None, false) => "not ok".to_owned(),
+        };
+        let confirm = if r.needs_confirm && outcome.dry_run {
+            " (would ask for confirmation)"
+        } else {
+            ""
+        };
+        println!("  {}. {} {state}{by}: {}{confirm}", i + 1, r.op, r.detail);
+    }
+}
+
+async fn plugins(loaded: LoadedConfig, json: bool) -> u8 {
+    let options = SupervisorOptions::from_config(&loaded.config);
+    let runner = Runner::start(loaded, options, deny_all()).await;
+    let reports = runner.plugins();
+    runner.shutdown().await;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&reports).unwrap_or_default()
+        );
+    } else {
+        print_plugins(&reports);
+    }
+    if reports
+        .iter()
+        .all(|p| p.status.is_running() || p.status == utter::supervisor::PluginStatus::Stopped)
+    {
+        exit::OK
+    } else {
+        exit::RUNNER
+    }
+}
+
+fn print_plugins(reports: &[PluginReport]) {
+    println!(
+        "{:<12} {:<8} {:>5}  {:<10} {:<40} REQUIRES",
+        "ID", "KIND", "EPOCH", "STATUS", "PROVIDES"
+    );
+    for p in reports {
+        println!(
+            "{:<12} {:<8} {:>5}  {:<10} {:<40} {}",
+            p.id,
+            p.kind,
+            p.epoch,
+            p.status.as_str(),
+            p.provides.join(","),
+            if p.requires.is_empty() {
+                "-".to_owned()
+            } else {
+                p.requires.join(",")
+            }
+        );
+        if let Some(e) = &p.last_error {
+            println!("{:>14}last error: {e}", "");
+        }
+    }
+}
+
+async fn daemon(loaded: LoadedConfig) -> u8 {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (mut term, mut int) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(t), Ok(i)) => (t, i),
+        _ => {
+            eprintln!("utter daemon: cannot install signal handlers");
+            return exit::RUNNER;
+        }
+    };
+    tracing::info!(config = %loaded.origin, "starting");
+    let options = SupervisorOptions::from_config(&loaded.config);
+    let runner = Runner::start(loaded, options, deny_all()).await;
+    for p in runner.plugins() {
+        tracing::info!(plugin = %p.id, epoch = p.epoch, status = p.status.as_str(), "plugin");
+    }
+    tracing::info!("ready");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+        _ = int.recv() => tracing::info!("SIGINT: stopping"),
+    }
+    runner.shutdown().await;
+    tracing::info!("stopped");
+    exit::OK
+}

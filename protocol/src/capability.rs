@@ -42,7 +42,11 @@ impl FromStr for Capability {
 
     /// Parse `name@N` or `experimental/Name@N` (the manifest schema's pattern).
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = |why: &str| format!("capability {s:?} is malformed: {why} (expected e.g. \"action.open_url@1\" or \"experimental/MyThing@1\")");
+        let bad = |why: &str| {
+            format!(
+                "capability {s:?} is malformed: {why} (expected e.g. \"action.open_url@1\" or \"experimental/MyThing@1\")"
+            )
+        };
         let (name, version) = s.rsplit_once('@').ok_or_else(|| bad("no @N version"))?;
         if version.is_empty() || !version.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad("the version after @ must be a whole number"));
@@ -167,7 +171,9 @@ impl CapabilityRegistry {
         let mut out = Vec::new();
         for name in names {
             match self.lookup(name) {
-                Lookup::Unknown => out.push(format!("unknown capability {name:?} (not in the registry; ignored)")),
+                Lookup::Unknown => out.push(format!(
+                    "unknown capability {name:?} (not in the registry; ignored)"
+                )),
                 Lookup::Deprecated(_, dep) => out.push(format!(
                     "capability {name:?} is deprecated since protocol {}; use {:?}",
                     dep.since, dep.replacement
@@ -186,7 +192,13 @@ mod tests {
     #[test]
     fn builtin_registry_loads_and_holds_the_older_names() {
         let reg = CapabilityRegistry::builtin();
-        for name in ["router.plan@1", "action.open_url@1", "host.fd.pass@1", "action.quicknote@1", "audio.rate.16000@1"] {
+        for name in [
+            "router.plan@1",
+            "action.open_url@1",
+            "host.fd.pass@1",
+            "action.quicknote@1",
+            "audio.rate.16000@1",
+        ] {
             assert!(matches!(reg.lookup(name), Lookup::Known(_)), "{name}");
         }
         for name in RUNNER_CAPABILITIES {
@@ -198,10 +210,26 @@ mod tests {
     fn parse_names() {
         assert_eq!(
             "action.open_url@1".parse::<Capability>().unwrap(),
-            Capability { name: "action.open_url".into(), version: 1 }
+            Capability {
+                name: "action.open_url".into(),
+                version: 1
+            }
         );
-        assert!("experimental/UiCustom@2".parse::<Capability>().unwrap().is_experimental());
-        for bad in ["action.open_url", "Action@1", "a@x", "a@", "@1", "experimental/@1", "a b@1"] {
+        assert!(
+            "experimental/UiCustom@2"
+                .parse::<Capability>()
+                .unwrap()
+                .is_experimental()
+        );
+        for bad in [
+            "action.open_url",
+            "Action@1",
+            "a@x",
+            "a@",
+            "@1",
+            "experimental/@1",
+            "a b@1",
+        ] {
             assert!(bad.parse::<Capability>().is_err(), "{bad}");
         }
     }
@@ -214,7 +242,12 @@ mod tests {
                 "new.thing@1":{"owner":"x","description":"new"}}}"#,
         )
         .unwrap();
-        let names = vec!["old.thing@1".to_string(), "new.thing@1".into(), "nope@1".into(), "experimental/X@1".into()];
+        let names = vec![
+            "old.thing@1".to_string(),
+            "new.thing@1".into(),
+            "nope@1".into(),
+            "experimental/X@1".into(),
+        ];
         let warnings = reg.warnings(&names);
         assert_eq!(warnings.len(), 2);
         assert!(warnings[0].contains("new.thing@1"));

@@ -14,9 +14,7 @@
 
 use crate::error::{ErrorCode, ErrorObject};
 use crate::frame::{DEFAULT_MAX_BODY, FrameCodec, InboundFrame};
-use crate::message::{
-    Message, Notification, Request, RequestId, Response, error_response_bytes,
-};
+use crate::message::{Message, Notification, Request, RequestId, Response, error_response_bytes};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -322,7 +320,11 @@ impl Connection {
         id: RequestId,
         result: Result<Value, ErrorObject>,
     ) -> Result<(), ErrorObject> {
-        let mut body = Message::Response(Response { id: id.clone(), result }).to_bytes();
+        let mut body = Message::Response(Response {
+            id: id.clone(),
+            result,
+        })
+        .to_bytes();
         if body.len() > self.inner.max_body {
             body = error_response_bytes(
                 Some(&id),
@@ -638,7 +640,9 @@ mod tests {
                         conn.respond(r.id, Ok(r.params)).await.unwrap();
                     }
                     Incoming::Notification(n) => {
-                        let _ = seen_tx.send(json!({"method": n.method, "params": n.params})).await;
+                        let _ = seen_tx
+                            .send(json!({"method": n.method, "params": n.params}))
+                            .await;
                     }
                 }
             }
@@ -665,7 +669,10 @@ mod tests {
         assert_eq!(err.code, -32001);
         assert_eq!(err.data, Some(json!({"id": "0:1"})));
         let cancel = seen.recv().await.unwrap();
-        assert_eq!(cancel, json!({"method": "$/cancel", "params": {"id": "0:1"}}));
+        assert_eq!(
+            cancel,
+            json!({"method": "$/cancel", "params": {"id": "0:1"}})
+        );
         assert_eq!(a.pending_requests(), 0);
     }
 
@@ -724,8 +731,12 @@ mod tests {
         let mut input = Vec::new();
         input.extend(crate::frame::encode_frame(b"{not json"));
         input.extend(crate::frame::encode_frame(b"[1,2]"));
-        input.extend(crate::frame::encode_frame(br#"{"jsonrpc":"2.0","id":"s","method":"echo","params":{"ok":true}}"#));
-        input.extend(crate::frame::encode_frame(br#"{"jsonrpc":"2.0","id":9,"method":"$/cancel","params":{"id":1}}"#));
+        input.extend(crate::frame::encode_frame(
+            br#"{"jsonrpc":"2.0","id":"s","method":"echo","params":{"ok":true}}"#,
+        ));
+        input.extend(crate::frame::encode_frame(
+            br#"{"jsonrpc":"2.0","id":9,"method":"$/cancel","params":{"id":1}}"#,
+        ));
         let replies = raw_exchange(&input).await;
         assert_eq!(replies[0]["error"]["code"], -32700);
         assert_eq!(replies[1]["error"]["code"], -32600);

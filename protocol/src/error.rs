@@ -179,10 +179,12 @@ mod tests {
 
     #[test]
     fn codes_round_trip() {
-        for code in [-32700, -32600, -32601, -32602, -32603, -32000, -32001, -32002, -32003]
-            .into_iter()
-            .chain(-32007..=-32004)
-            .chain([7, -1])
+        for code in [
+            -32700, -32600, -32601, -32602, -32603, -32000, -32001, -32002, -32003,
+        ]
+        .into_iter()
+        .chain(-32007..=-32004)
+        .chain([7, -1])
         {
             assert_eq!(ErrorCode::from_code(code).code(), code);
         }

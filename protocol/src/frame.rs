@@ -271,7 +271,10 @@ mod tests {
     #[test]
     fn header_name_is_case_insensitive_and_others_ignored() {
         let input = b"content-TYPE: application/vscode-jsonrpc; charset=utf-8\r\nCONTENT-LENGTH:  2 \r\n\r\n{}";
-        assert_eq!(decode_all(&mut FrameCodec::default(), input), vec![body("{}")]);
+        assert_eq!(
+            decode_all(&mut FrameCodec::default(), input),
+            vec![body("{}")]
+        );
     }
 
     #[test]
@@ -295,7 +298,10 @@ mod tests {
     #[test]
     fn duplicated_content_length_must_agree() {
         let same = b"Content-Length: 2\r\ncontent-length: 2\r\n\r\n{}";
-        assert_eq!(decode_all(&mut FrameCodec::default(), same), vec![body("{}")]);
+        assert_eq!(
+            decode_all(&mut FrameCodec::default(), same),
+            vec![body("{}")]
+        );
         let differ = b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{} ";
         let got = decode_all(&mut FrameCodec::default(), differ);
         assert_eq!(

@@ -53,7 +53,8 @@ impl FromStr for ProtocolVersion {
 
     /// Parse `"major.minor"`, both plain decimal numbers.
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("protocol version {s:?} is not of the form \"major.minor\" (e.g. \"1.0\")");
+        let bad =
+            || format!("protocol version {s:?} is not of the form \"major.minor\" (e.g. \"1.0\")");
         let (major, minor) = s.split_once('.').ok_or_else(bad)?;
         let num = |p: &str| {
             if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
@@ -259,11 +260,23 @@ mod tests {
 
     #[test]
     fn major_mismatch_and_bad_abi_are_refused() {
-        assert_eq!(negotiate(v("1.0"), "2.0", Some(1)).unwrap_err().code, -32004);
-        assert_eq!(negotiate(v("1.0"), "0.9", Some(1)).unwrap_err().code, -32004);
-        assert_eq!(negotiate(v("1.0"), "1.0", Some(2)).unwrap_err().code, -32004);
+        assert_eq!(
+            negotiate(v("1.0"), "2.0", Some(1)).unwrap_err().code,
+            -32004
+        );
+        assert_eq!(
+            negotiate(v("1.0"), "0.9", Some(1)).unwrap_err().code,
+            -32004
+        );
+        assert_eq!(
+            negotiate(v("1.0"), "1.0", Some(2)).unwrap_err().code,
+            -32004
+        );
         assert_eq!(negotiate(v("1.0"), "1.0", None).unwrap_err().code, -32004);
-        assert_eq!(negotiate(v("1.0"), "one", Some(1)).unwrap_err().code, -32004);
+        assert_eq!(
+            negotiate(v("1.0"), "one", Some(1)).unwrap_err().code,
+            -32004
+        );
     }
 
     #[test]

@@ -199,21 +199,27 @@ provides = ["action.open_url@1", "experimental/fake_rs@1"]
     #[test]
     fn a_missing_required_field_is_named() {
         let text = GOOD.replace("kind = \"action\"\n", "");
-        let err = Manifest::from_toml_str(&text, "m.toml").unwrap_err().to_string();
+        let err = Manifest::from_toml_str(&text, "m.toml")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("m.toml") && err.contains("\"kind\""), "{err}");
     }
 
     #[test]
     fn a_bad_name_is_named() {
         let text = GOOD.replace("name = \"fake_rs\"", "name = \"Fake RS\"");
-        let err = Manifest::from_toml_str(&text, "m.toml").unwrap_err().to_string();
+        let err = Manifest::from_toml_str(&text, "m.toml")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("field `name`"), "{err}");
     }
 
     #[test]
     fn unknown_fields_and_bad_capabilities_are_refused() {
         let text = format!("{GOOD}\nflavour = \"mint\"\nrequires = [\"no version\"]\n");
-        let err = Manifest::from_toml_str(&text, "m.toml").unwrap_err().to_string();
+        let err = Manifest::from_toml_str(&text, "m.toml")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("flavour"), "{err}");
         assert!(err.contains("field `requires.0`"), "{err}");
     }

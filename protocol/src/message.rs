@@ -132,9 +132,9 @@ fn params_of(obj: &mut Map<String, Value>) -> Result<Value, &'static str> {
     match obj.remove("params") {
         None | Some(Value::Null) => Ok(Value::Object(Map::new())),
         Some(v @ Value::Object(_)) => Ok(v),
-        Some(Value::Array(_)) => {
-            Err("params must be an object of named parameters; positional (array) params are not used by this protocol")
-        }
+        Some(Value::Array(_)) => Err(
+            "params must be an object of named parameters; positional (array) params are not used by this protocol",
+        ),
         Some(_) => Err("params must be an object of named parameters"),
     }
 }
@@ -221,7 +221,10 @@ impl Message {
             if id.is_none() {
                 return Err(reject(
                     ErrorCode::InvalidRequest,
-                    format!("\"id\" must be a string or an integer, got {}", kind_of(raw)),
+                    format!(
+                        "\"id\" must be a string or an integer, got {}",
+                        kind_of(raw)
+                    ),
                 ));
             }
         }
@@ -349,7 +352,13 @@ mod tests {
 
     #[test]
     fn ids_are_echoed_exactly() {
-        for id in [json!(7), json!("7"), json!("0:12"), json!(-3), json!(i64::MAX)] {
+        for id in [
+            json!(7),
+            json!("7"),
+            json!("0:12"),
+            json!(-3),
+            json!(i64::MAX),
+        ] {
             let msg = parse(json!({"jsonrpc":"2.0","id":id,"method":"m"})).unwrap();
             let Message::Request(req) = msg else { panic!() };
             let reply = Message::Response(Response {
@@ -366,7 +375,9 @@ mod tests {
             json!({"jsonrpc":"2.0","id":1,"method":"m"}),
             json!({"jsonrpc":"2.0","id":1,"method":"m","params":null}),
         ] {
-            let Message::Request(r) = parse(msg).unwrap() else { panic!() };
+            let Message::Request(r) = parse(msg).unwrap() else {
+                panic!()
+            };
             assert_eq!(r.params, json!({}));
         }
     }
@@ -381,7 +392,11 @@ mod tests {
 
     #[test]
     fn batch_and_scalars_are_invalid_requests() {
-        for v in [json!([{"jsonrpc":"2.0","id":1,"method":"m"}]), json!(3), json!("x")] {
+        for v in [
+            json!([{"jsonrpc":"2.0","id":1,"method":"m"}]),
+            json!(3),
+            json!("x"),
+        ] {
             let err = parse(v).unwrap_err();
             assert_eq!(err.error.code, -32600);
             assert_eq!(err.id, None);
@@ -391,7 +406,10 @@ mod tests {
     #[test]
     fn invalid_json_and_utf8_are_parse_errors() {
         assert_eq!(Message::parse(b"{\"a\":").unwrap_err().error.code, -32700);
-        assert_eq!(Message::parse(b"\xff\xfe{}").unwrap_err().error.code, -32700);
+        assert_eq!(
+            Message::parse(b"\xff\xfe{}").unwrap_err().error.code,
+            -32700
+        );
         assert_eq!(Message::parse(b"").unwrap_err().error.code, -32700);
     }
 

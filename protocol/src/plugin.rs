@@ -218,10 +218,7 @@ fn hello(manifest: &Manifest, params: &Value, epoch: &AtomicU64) -> Result<Value
             "protocol.hello needs {{protocol, abi, runner, epoch}}: {e}"
         ))
     })?;
-    let ours: handshake::ProtocolVersion = manifest
-        .protocol
-        .parse()
-        .unwrap_or(PROTOCOL_VERSION);
+    let ours: handshake::ProtocolVersion = manifest.protocol.parse().unwrap_or(PROTOCOL_VERSION);
     handshake::negotiate(ours, &hello.protocol, Some(hello.abi))?;
     epoch.store(hello.epoch, Ordering::Relaxed);
     Ok(json!({
@@ -292,9 +289,15 @@ provides = ["experimental/sleepy@1"]
             .unwrap();
         assert_eq!(hello["plugin"]["name"], "sleepy");
         assert_eq!(hello["provides"], json!(["experimental/sleepy@1"]));
-        let describe = runner.request("plugin.describe", json!({}), None).await.unwrap();
+        let describe = runner
+            .request("plugin.describe", json!({}), None)
+            .await
+            .unwrap();
         assert_eq!(describe["methods"], json!(["nap", "echo"]));
-        let health = runner.request("plugin.health", json!({}), None).await.unwrap();
+        let health = runner
+            .request("plugin.health", json!({}), None)
+            .await
+            .unwrap();
         assert_eq!(health["status"], "ok");
         let echo = runner.request("echo", json!({"a": 1}), None).await.unwrap();
         assert_eq!(echo["epoch"], 5);

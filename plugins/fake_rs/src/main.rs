@@ -46,7 +46,9 @@ impl Handler for FakeRs {
                     .params
                     .pointer("/args/url")
                     .and_then(Value::as_str)
-                    .ok_or_else(|| ErrorObject::invalid_params("open_url needs args.url (a string)"))?;
+                    .ok_or_else(|| {
+                        ErrorObject::invalid_params("open_url needs args.url (a string)")
+                    })?;
                 Ok(json!({
                     "ok": true,
                     "dry_run": true,

@@ -1,1 +1,176 @@
-fn main() {}
+//! `utter-test-plugin`: a plugin for the runner's tests that misbehaves on command.
+//!
+//! Options (all optional):
+//! * `--protocol V` / `--abi N`: what to answer in `protocol.hello` (default 1.0 / 1).
+//! * `--provides CAP`, `--requires CAP` (repeatable): capabilities in the hello.
+//! * `--record FILE`: append one JSON line per message received (method, id, params).
+//! * `--ignore-eof`: keep running after stdin closes (the runner must SIGTERM it).
+//! * `--ignore-term`: also ignore SIGTERM (the runner must SIGKILL it).
+//! * `--exit-before-hello`: exit with status 3 at once.
+//! * `--pid-file FILE`: write the process id there at start.
+//!
+//! Methods: `test.echo` (returns its params and the epoch), `test.die` (exits with status 7
+//! before answering), `test.hang` (never answers), `test.garbage` (writes a broken header,
+//! so the stream cannot be resynchronised), `action.capabilities`, `action.invoke` (records
+//! and answers `{ok: true}`), `router.plan` (one `open_url` step to the URL in the utterance).
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use tokio::io::AsyncWriteExt;
+use utter_protocol::serde_json::{Value, json};
+use utter_protocol::{Connection, ConnectionOptions, ErrorObject, Incoming};
+
+#[derive(Default)]
+struct Options {
+    protocol: String,
+    abi: u64,
+    provides: Vec<String>,
+    requires: Vec<String>,
+    record: Option<String>,
+    ignore_eof: bool,
+    ignore_term: bool,
+    exit_before_hello: bool,
+    pid_file: Option<String>,
+}
+
+fn parse_args() -> Options {
+    let mut o = Options {
+        protocol: "1.0".into(),
+        abi: 1,
+        ..Default::default()
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().unwrap_or_default();
+        match arg.as_str() {
+            "--protocol" => o.protocol = value(),
+            "--abi" => o.abi = value().parse().unwrap_or(0),
+            "--provides" => o.provides.push(value()),
+            "--requires" => o.requires.push(value()),
+            "--record" => o.record = Some(value()),
+            "--pid-file" => o.pid_file = Some(value()),
+            "--ignore-eof" => o.ignore_eof = true,
+            "--ignore-term" => o.ignore_term = true,
+            "--exit-before-hello" => o.exit_before_hello = true,
+            other => eprintln!("utter-test-plugin: unknown option {other}"),
+        }
+    }
+    o
+}
+
+fn record(file: &Option<String>, line: Value) {
+    let Some(path) = file else { return };
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let o = Arc::new(parse_args());
+    if let Some(path) = &o.pid_file {
+        let _ = std::fs::write(path, std::process::id().to_string());
+    }
+    if o.exit_before_hello {
+        eprintln!("utter-test-plugin: exiting before hello, as asked");
+        return ExitCode::from(3);
+    }
+    if o.ignore_term {
+        // SAFETY-free: ignoring a signal through tokio's handler keeps it from terminating us.
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("install SIGTERM handler");
+        tokio::spawn(async move {
+            while term.recv().await.is_some() {
+                eprintln!("utter-test-plugin: ignoring SIGTERM");
+            }
+        });
+    }
+    let (conn, mut incoming) = Connection::spawn(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        ConnectionOptions {
+            label: "runner".into(),
+            ..Default::default()
+        },
+    );
+    let epoch = Arc::new(Mutex::new(0u64));
+    while let Some(msg) = incoming.recv().await {
+        match msg {
+            Incoming::Notification(n) => {
+                record(
+                    &o.record,
+                    json!({"notification": n.method, "params": n.params}),
+                );
+            }
+            Incoming::Request(r) => {
+                record(
+                    &o.record,
+                    json!({"method": r.method, "id": r.id.to_value(), "params": r.params}),
+                );
+                let conn = conn.clone();
+                let o = o.clone();
+                let epoch = epoch.clone();
+                tokio::spawn(async move {
+                    let result: Result<Value, ErrorObject> = match r.method.as_str() {
+                        "protocol.hello" => {
+                            *epoch.lock().expect("lock") = r.params["epoch"].as_u64().unwrap_or(0);
+                            Ok(json!({
+                                "protocol": o.protocol, "abi": o.abi,
+                                "plugin": {"name": "test", "version": "0.1.0", "kind": "bundle"},
+                                "transport": "stdio",
+                                "provides": o.provides, "requires": o.requires, "permissions": [],
+                            }))
+                        }
+                        "plugin.describe" => Ok(json!({
+                            "methods": ["test.echo", "test.die", "test.hang", "test.garbage",
+                                        "action.capabilities", "action.invoke", "router.plan"],
+                            "streams": []
+                        })),
+                        "plugin.health" => {
+                            Ok(json!({"status": "ok", "detail": "misbehaving on request"}))
+                        }
+                        "test.echo" => Ok(
+                            json!({"params": r.params, "epoch": *epoch.lock().expect("lock"), "pid": std::process::id()}),
+                        ),
+                        "test.die" => std::process::exit(7),
+                        "test.hang" => return,
+                        "test.garbage" => {
+                            let mut out = tokio::io::stdout();
+                            let _ = out.write_all(b"Content-Length: nonsense\r\n\r\n{}").await;
+                            let _ = out.flush().await;
+                            return;
+                        }
+                        "action.capabilities" => Ok(
+                            json!({"ops": [{"op": "open_url", "side_effect": true}, {"op": "record", "side_effect": true}]}),
+                        ),
+                        "action.invoke" => Ok(
+                            json!({"ok": true, "detail": format!("test plugin got {}", r.params)}),
+                        ),
+                        "router.plan" => {
+                            let utterance = r.params["utterance"].as_str().unwrap_or("").to_owned();
+                            let url = utterance.split_whitespace().last().unwrap_or("").to_owned();
+                            Ok(
+                                json!({"steps": [{"op": "open_url", "args": {"url": url}, "provenance": "user", "confirm": false}], "rule": "test"}),
+                            )
+                        }
+                        other => Err(ErrorObject::method_not_found(other)),
+                    };
+                    let _ = conn.respond(r.id, result).await;
+                });
+            }
+        }
+    }
+    record(&o.record, json!({"eof": true}));
+    if o.ignore_eof {
+        eprintln!("utter-test-plugin: stdin closed; ignoring it, as asked");
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,732 @@
+//! The runner's configuration file (TOML), its validation, and the embedded default.
+//!
+//! The file is `$XDG_CONFIG_HOME/utter/config.toml` (else `~/.config/utter/config.toml`); when
+//! it does not exist the default compiled from `data/config.default.toml` is used. The keys
+//! are those of the older runner (`[runner]`, `[socket]`, `[security]`, `[policy]`,
+//! `[plugins]`, `[[plugin]]`) plus `config_version = 1`. A file without `config_version` is
+//! read as the older format, which has the same keys. Unknown keys are warnings; type errors
+//! and bad values are errors that name the file, the line and the key, and say what is allowed.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use utter_protocol::capability::Capability;
+
+/// The embedded default configuration.
+pub const DEFAULT_CONFIG: &str = include_str!("../data/config.default.toml");
+
+/// The name shown for the embedded default in messages.
+pub const DEFAULT_CONFIG_ORIGIN: &str = "<embedded data/config.default.toml>";
+
+/// The newest `config_version` this runner reads.
+pub const CONFIG_VERSION: u32 = 1;
+
+/// A problem in a configuration file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// The file (or [`DEFAULT_CONFIG_ORIGIN`]).
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// Dotted key path, e.g. `plugin[1].transport`, when known.
+    pub key: Option<String>,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ": {key}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Errors found while loading; the config is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigError {
+    /// Every error found (at least one).
+    pub errors: Vec<ConfigIssue>,
+}
+
+/// How a plugin process is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// Frames over the child's stdin/stdout.
+    Stdio,
+    /// The runner listens on a unix socket and the plugin dials in.
+    Connect,
+    /// The plugin listens on a unix socket and the runner connects.
+    Listen,
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Transport::Stdio => "stdio",
+            Transport::Connect => "connect",
+            Transport::Listen => "listen",
+        })
+    }
+}
+
+/// How a plugin is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    /// A child process (the only runtime that runs today).
+    Subprocess,
+    /// Reserved.
+    Wasm,
+    /// Reserved.
+    Native,
+}
+
+/// `entrypoint`: an argv list, or one program path given as a string (never split).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum Argv {
+    /// `["prog", "arg"]`
+    List(Vec<String>),
+    /// `"prog"`
+    One(String),
+}
+
+impl Argv {
+    /// The argv list.
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            Argv::List(v) => v.clone(),
+            Argv::One(s) => vec![s.clone()],
+        }
+    }
+}
+
+/// `[runner]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct RunnerSection {
+    /// Default timeout of a call to a plugin, in ms (10 000). Also each handshake step.
+    pub rpc_timeout_ms: u64,
+    /// How long a confirmation may wait, in ms (30 000).
+    pub confirm_timeout_ms: u64,
+    /// After closing a plugin's stdin, how long to wait for it to exit before SIGTERM, in ms
+    /// (2 000).
+    pub drain_timeout_ms: u64,
+    /// After SIGTERM, how long to wait before SIGKILL, in ms (1 000).
+    pub kill_timeout_ms: u64,
+    /// Handle lifetime in seconds (300).
+    pub handle_ttl: f64,
+    /// Handle store root ("" = `$XDG_RUNTIME_DIR/utter/handles`).
+    pub handle_root: String,
+    /// Frames per lossy stream (256).
+    pub lossy_queue: u64,
+    /// Credits per reliable stream (64).
+    pub credit_window: u64,
+    /// Client socket path ("" = `$XDG_RUNTIME_DIR/utter/runner.sock`).
+    pub socket_path: String,
+    /// Client socket transport (`unix`; `tcp` is not supported by this runner).
+    pub socket_transport: String,
+    /// Largest frame body accepted from a plugin, in bytes (16 MiB).
+    pub max_frame_bytes: u64,
+}
+
+impl Default for RunnerSection {
+    fn default() -> Self {
+        RunnerSection {
+            rpc_timeout_ms: 10_000,
+            confirm_timeout_ms: 30_000,
+            drain_timeout_ms: 2_000,
+            kill_timeout_ms: 1_000,
+            handle_ttl: 300.0,
+            handle_root: String::new(),
+            lossy_queue: 256,
+            credit_window: 64,
+            socket_path: String::new(),
+            socket_transport: String::new(),
+            max_frame_bytes: utter_protocol::frame::DEFAULT_MAX_BODY as u64,
+        }
+    }
+}
+
+/// `[socket]`: who may use the client socket (enforced by the session-service work).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default)]
+pub struct SocketSection {
+    /// Executables admitted by path or exact file name.
+    pub allow_binaries: Vec<String>,
+    /// Admit every process of the same user (development only).
+    pub allow_same_uid: bool,
+    /// Token for `runner.auth`.
+    pub token: String,
+}
+
+/// `[security]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default)]
+pub struct SecuritySection {
+    /// Sandbox plugin processes.
+    pub enforce: bool,
+}
+
+/// `[policy]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default)]
+pub struct PolicySection {
+    /// Ops to enable (`terminal`, `input` are off by default); `action.` prefixes are ignored.
+    pub enabled_ops: Vec<String>,
+    /// Ops to disable; wins over `enabled_ops`.
+    pub disabled_ops: Vec<String>,
+}
+
+/// `[plugins]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default)]
+pub struct PluginsSection {
+    /// Plugin ids forced off.
+    pub disabled: Vec<String>,
+}
+
+fn default_kind() -> String {
+    "action".to_owned()
+}
+fn default_runtime() -> Runtime {
+    Runtime::Subprocess
+}
+fn default_transport() -> Transport {
+    Transport::Stdio
+}
+fn default_true() -> bool {
+    true
+}
+
+/// One `[[plugin]]` entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PluginEntry {
+    /// Unique id.
+    pub id: String,
+    /// Plugin kind (informative; routing uses capabilities and methods).
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    /// Only `subprocess` runs.
+    #[serde(default = "default_runtime")]
+    pub runtime: Runtime,
+    /// `stdio` (this runner) — `connect`/`listen` are accepted by the parser.
+    #[serde(default = "default_transport")]
+    pub transport: Transport,
+    /// argv; a bare program name is looked up next to the `utter` binary first, then on PATH.
+    #[serde(alias = "argv")]
+    pub entrypoint: Argv,
+    /// Permissions (merged with the plugin's hello).
+    #[serde(default)]
+    pub permissions: Vec<String>,
+    /// Capabilities offered (merged with the plugin's hello).
+    #[serde(default)]
+    pub provides: Vec<String>,
+    /// Capabilities needed (merged with the plugin's hello).
+    #[serde(default)]
+    pub requires: Vec<String>,
+    /// `false` keeps the entry but does not run it.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Working directory ("" = the runner's).
+    #[serde(default)]
+    pub cwd: String,
+    /// Extra environment for the plugin.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Sandbox read-only paths.
+    #[serde(default)]
+    pub read_paths: Vec<String>,
+    /// Sandbox writable paths.
+    #[serde(default)]
+    pub write_paths: Vec<String>,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+pub struct Config {
+    /// `1`, or absent for the older format.
+    #[serde(default)]
+    pub config_version: Option<u32>,
+    /// `[runner]`
+    #[serde(default)]
+    pub runner: RunnerSection,
+    /// `[socket]`; `None` when the table is absent (which does **not** open the socket).
+    #[serde(default)]
+    pub socket: Option<SocketSection>,
+    /// `[security]`
+    #[serde(default)]
+    pub security: SecuritySection,
+    /// `[policy]`
+    #[serde(default)]
+    pub policy: PolicySection,
+    /// `[plugins]`
+    #[serde(default)]
+    pub plugins: PluginsSection,
+    /// `[[plugin]]`
+    #[serde(default, rename = "plugin")]
+    pub plugin: Vec<PluginEntry>,
+}
+
+/// A config that loaded, with where it came from and the warnings found.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    /// The parsed config.
+    pub config: Config,
+    /// The file, or [`DEFAULT_CONFIG_ORIGIN`].
+    pub origin: String,
+    /// Unknown keys, older format, runtimes that will not run, ...
+    pub warnings: Vec<ConfigIssue>,
+}
+
+impl Config {
+    /// The plugin entries that will run: enabled and not in `[plugins] disabled`.
+    pub fn active_plugins(&self) -> impl Iterator<Item = &PluginEntry> {
+        self.plugin
+            .iter()
+            .filter(|p| p.enabled && !self.plugins.disabled.contains(&p.id))
+    }
+}
+
+/// The user's config path: `$XDG_CONFIG_HOME/utter/config.toml`, else
+/// `$HOME/.config/utter/config.toml`.
+pub fn user_config_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("utter").join("config.toml"))
+}
+
+/// Load `path`, or the user's config, or the embedded default when neither exists.
+///
+/// # Errors
+/// A [`ConfigError`] when the named file cannot be read or is invalid.
+pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
+    let path = match path {
+        Some(p) => Some(p.to_path_buf()),
+        None => user_config_path().filter(|p| p.exists()),
+    };
+    match path {
+        Some(path) => {
+            let origin = path.display().to_string();
+            let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
+                errors: vec![ConfigIssue {
+                    file: origin.clone(),
+                    line: None,
+                    key: None,
+                    message: format!("cannot read the file: {e}"),
+                }],
+            })?;
+            parse(&text, &origin)
+        }
+        None => parse(DEFAULT_CONFIG, DEFAULT_CONFIG_ORIGIN),
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// One step of a key path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+fn path_string(path: &[Seg]) -> String {
+    let mut out = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+/// The byte span of the key (or array element) at `path`, found by walking the parsed
+/// document.
+fn span_of(text: &str, path: &[Seg]) -> Option<Range<usize>> {
+    use toml::de::{DeTable, DeValue};
+    let doc = DeTable::parse(text).ok()?;
+    let mut table: &DeTable = doc.get_ref();
+    let mut value: Option<&toml::Spanned<DeValue>> = None;
+    let mut span = None;
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                let (key, v) = match value.map(|v| v.get_ref()) {
+                    Some(DeValue::Table(t)) => t.get_key_value(k.as_str())?,
+                    Some(_) => return None,
+                    None => table.get_key_value(k.as_str())?,
+                };
+                span = Some(key.span());
+                value = Some(v);
+                if let DeValue::Table(t) = v.get_ref() {
+                    table = t;
+                }
+            }
+            Seg::Index(i) => match value.map(|v| v.get_ref()) {
+                Some(DeValue::Array(items)) => {
+                    let item = items.get(*i)?;
+                    span = Some(item.span());
+                    value = Some(item);
+                }
+                _ => return None,
+            },
+        }
+    }
+    span
+}
+
+fn issue_at(text: &str, origin: &str, path: &[Seg], message: String) -> ConfigIssue {
+    ConfigIssue {
+        file: origin.to_owned(),
+        line: span_of(text, path).map(|s| line_of(text, s.start)),
+        key: Some(path_string(path)),
+        message,
+    }
+}
+
+/// Parse and validate config text; `origin` names it in messages.
+///
+/// # Errors
+/// Every error found, each with file, line and key where known.
+pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
+    let mut warnings = Vec::new();
+    let mut unknown: Vec<String> = Vec::new();
+    let deserializer = toml::Deserializer::parse(text).map_err(|e| toml_error(text, origin, &e))?;
+    let config: Config = serde_ignored::deserialize(deserializer, |path| {
+        unknown.push(path.to_string());
+    })
+    .map_err(|e| toml_error(text, origin, &e))?;
+
+    for key in unknown {
+        let path = parse_ignored_path(&key);
+        warnings.push(issue_at(
+            text,
+            origin,
+            &path,
+            "unknown key; ignored (check its spelling against data/config.default.toml)".into(),
+        ));
+    }
+    match config.config_version {
+        None => warnings.push(ConfigIssue {
+            file: origin.to_owned(),
+            line: None,
+            key: None,
+            message: "no config_version: read as the older runner's format (same keys); add `config_version = 1` at the top".into(),
+        }),
+        Some(v) if v > CONFIG_VERSION => {
+            return Err(ConfigError {
+                errors: vec![issue_at(
+                    text,
+                    origin,
+                    &[Seg::Key("config_version".into())],
+                    format!("version {v} is newer than this runner reads ({CONFIG_VERSION}); update utter"),
+                )],
+            });
+        }
+        Some(_) => {}
+    }
+
+    let mut errors = Vec::new();
+    let mut seen = BTreeMap::new();
+    for (i, p) in config.plugin.iter().enumerate() {
+        let at = |key: &str| {
+            vec![
+                Seg::Key("plugin".into()),
+                Seg::Index(i),
+                Seg::Key(key.into()),
+            ]
+        };
+        if p.id.trim().is_empty() {
+            errors.push(issue_at(
+                text,
+                origin,
+                &at("id"),
+                "the plugin id must not be empty".into(),
+            ));
+        } else if let Some(first) = seen.insert(p.id.clone(), i) {
+            errors.push(issue_at(
+                text,
+                origin,
+                &at("id"),
+                format!(
+                    "duplicate plugin id {:?} (also plugin[{first}]); ids must be unique",
+                    p.id
+                ),
+            ));
+        }
+        let argv = p.entrypoint.to_vec();
+        if argv.is_empty() || argv[0].trim().is_empty() {
+            errors.push(issue_at(
+                text,
+                origin,
+                &at("entrypoint"),
+                "the entrypoint must name a program: a non-empty argv list such as [\"utter-rules\"]".into(),
+            ));
+        }
+        if p.runtime != Runtime::Subprocess {
+            warnings.push(issue_at(
+                text,
+                origin,
+                &at("runtime"),
+                "only runtime = \"subprocess\" runs today; this plugin will be reported as failed"
+                    .into(),
+            ));
+        }
+        if p.transport != Transport::Stdio {
+            warnings.push(issue_at(
+                text,
+                origin,
+                &at("transport"),
+                format!(
+                    "transport {:?} is not served by this runner yet; use \"stdio\"",
+                    p.transport.to_string()
+                ),
+            ));
+        }
+        for (key, list) in [("provides", &p.provides), ("requires", &p.requires)] {
+            for (j, cap) in list.iter().enumerate() {
+                if let Err(e) = cap.parse::<Capability>() {
+                    let mut path = at(key);
+                    path.push(Seg::Index(j));
+                    errors.push(issue_at(text, origin, &path, e));
+                }
+            }
+        }
+        if !p.cwd.is_empty() && !Path::new(&p.cwd).is_dir() {
+            warnings.push(issue_at(
+                text,
+                origin,
+                &at("cwd"),
+                format!("{:?} is not a directory", p.cwd),
+            ));
+        }
+    }
+    if config.plugin.is_empty() {
+        warnings.push(ConfigIssue {
+            file: origin.to_owned(),
+            line: None,
+            key: None,
+            message: "no [[plugin]] entries: nothing will run".into(),
+        });
+    }
+    let r = &config.runner;
+    for (key, value, min) in [
+        ("rpc_timeout_ms", r.rpc_timeout_ms, 1),
+        ("confirm_timeout_ms", r.confirm_timeout_ms, 1),
+        ("lossy_queue", r.lossy_queue, 1),
+        ("credit_window", r.credit_window, 1),
+        ("max_frame_bytes", r.max_frame_bytes, 1024),
+    ] {
+        if value < min {
+            errors.push(issue_at(
+                text,
+                origin,
+                &[Seg::Key("runner".into()), Seg::Key(key.into())],
+                format!("must be at least {min}, got {value}"),
+            ));
+        }
+    }
+    if !matches!(r.socket_transport.as_str(), "" | "unix") {
+        errors.push(issue_at(
+            text,
+            origin,
+            &[
+                Seg::Key("runner".into()),
+                Seg::Key("socket_transport".into()),
+            ],
+            format!(
+                "{:?} is not supported; allowed: \"unix\" (or leave it out)",
+                r.socket_transport
+            ),
+        ));
+    }
+    if errors.is_empty() {
+        Ok(LoadedConfig {
+            config,
+            origin: origin.to_owned(),
+            warnings,
+        })
+    } else {
+        Err(ConfigError { errors })
+    }
+}
+
+/// serde_ignored prints paths like `plugin.0.flavour`; turn them into segments.
+fn parse_ignored_path(path: &str) -> Vec<Seg> {
+    path.split('.')
+        .map(|part| match part.parse::<usize>() {
+            Ok(i) => Seg::Index(i),
+            Err(_) => Seg::Key(part.to_owned()),
+        })
+        .collect()
+}
+
+fn toml_error(text: &str, origin: &str, e: &toml::de::Error) -> ConfigError {
+    let line = e.span().map(|s| line_of(text, s.start));
+    let key = e.span().and_then(|s| key_at(text, s.start));
+    ConfigError {
+        errors: vec![ConfigIssue {
+            file: origin.to_owned(),
+            line,
+            key,
+            message: e.message().trim().to_owned(),
+        }],
+    }
+}
+
+/// The dotted key whose value starts at or contains `offset`, for type errors.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    use toml::de::{DeTable, DeValue};
+    let doc = DeTable::parse(text).ok()?;
+    fn walk(table: &DeTable, offset: usize, prefix: &str, best: &mut Option<(usize, String)>) {
+        for (k, v) in table.iter() {
+            let name = if prefix.is_empty() {
+                k.get_ref().to_string()
+            } else {
+                format!("{prefix}.{}", k.get_ref())
+            };
+            let span = v.span();
+            let contains = span.start <= offset && offset < span.end.max(span.start + 1);
+            let key_contains = k.span().start <= offset && offset < k.span().end;
+            if contains || key_contains {
+                let width = span.end - span.start;
+                if best.as_ref().is_none_or(|(w, _)| width <= *w) {
+                    *best = Some((width, name.clone()));
+                }
+            }
+            match v.get_ref() {
+                DeValue::Table(t) => walk(t, offset, &name, best),
+                DeValue::Array(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        if let DeValue::Table(t) = item.get_ref() {
+                            walk(t, offset, &format!("{name}[{i}]"), best);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut best = None;
+    walk(doc.get_ref(), offset, "", &mut best);
+    best.map(|(_, name)| name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_is_valid() {
+        let loaded = parse(DEFAULT_CONFIG, DEFAULT_CONFIG_ORIGIN).unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert!(loaded.config.active_plugins().count() >= 2);
+    }
+
+    #[test]
+    fn unknown_transport_names_file_line_and_key() {
+        let text = "config_version = 1\n\n[[plugin]]\nid = \"x\"\ntransport = \"pigeon\"\nentrypoint = [\"x\"]\n";
+        let err = parse(text, "c.toml").unwrap_err();
+        let issue = &err.errors[0];
+        assert_eq!(issue.line, Some(5), "{issue}");
+        assert_eq!(issue.key.as_deref(), Some("plugin[0].transport"), "{issue}");
+        assert!(issue.message.contains("stdio"), "{issue}");
+    }
+
+    #[test]
+    fn unknown_keys_warn_with_lines() {
+        let text = "config_version = 1\n[runner]\nrpc_timeout = 5\n[[plugin]]\nid = \"x\"\nentrypoint = \"x\"\nflavour = 1\n";
+        let loaded = parse(text, "c.toml").unwrap();
+        let keys: Vec<_> = loaded
+            .warnings
+            .iter()
+            .map(|w| (w.key.clone().unwrap(), w.line))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                ("runner.rpc_timeout".to_string(), Some(3)),
+                ("plugin[0].flavour".to_string(), Some(7))
+            ]
+        );
+    }
+
+    #[test]
+    fn older_format_is_accepted_with_a_note() {
+        let loaded = parse("[[plugin]]\nid = \"x\"\nentrypoint = [\"x\"]\n", "old.toml").unwrap();
+        assert!(loaded.warnings[0].message.contains("older"));
+    }
+
+    #[test]
+    fn a_string_entrypoint_is_one_program() {
+        let loaded = parse(
+            "config_version = 1\n[[plugin]]\nid = \"x\"\nentrypoint = \"/usr/bin/my plugin\"\n",
+            "c",
+        )
+        .unwrap();
+        assert_eq!(
+            loaded.config.plugin[0].entrypoint.to_vec(),
+            vec!["/usr/bin/my plugin"]
+        );
+    }
+
+    #[test]
+    fn semantic_errors_are_collected() {
+        let text = "config_version = 1\n[[plugin]]\nid = \"a\"\nentrypoint = []\n[[plugin]]\nid = \"a\"\nentrypoint = [\"b\"]\nrequires = [\"nope\"]\n";
+        let err = parse(text, "c.toml").unwrap_err();
+        let keys: Vec<_> = err
+            .errors
+            .iter()
+            .map(|e| (e.key.clone().unwrap(), e.line))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                ("plugin[0].entrypoint".to_string(), Some(4)),
+                ("plugin[1].id".to_string(), Some(6)),
+                ("plugin[1].requires[0]".to_string(), Some(8)),
+            ]
+        );
+    }
+
+    #[test]
+    fn type_errors_name_the_key() {
+        let err = parse(
+            "config_version = 1\n[runner]\nrpc_timeout_ms = \"soon\"\n",
+            "c.toml",
+        )
+        .unwrap_err();
+        let issue = &err.errors[0];
+        assert_eq!(
+            (issue.line, issue.key.as_deref()),
+            (Some(3), Some("runner.rpc_timeout_ms")),
+            "{issue}"
+        );
+    }
+
+    #[test]
+    fn newer_config_version_is_refused() {
+        assert!(parse("config_version = 9\n", "c").is_err());
+    }
+}

@@ -1,0 +1,1084 @@
+//! The plugin supervisor: spawn, handshake, validate, watch, restart, drain (PROTOCOL.md §3–§7).
+//!
+//! Each configured plugin has a *slot*. A slot runs one *instance* at a time, identified by
+//! (plugin id, epoch): epoch 0 at first spawn, +1 for every respawn. Requests to an instance
+//! carry ids `"<epoch>:<n>"`, so a reply from an older epoch is recognised and dropped.
+//!
+//! Start-up spawns every plugin at once and runs the handshakes concurrently; capabilities are
+//! validated afterwards against everything that came up, so a plugin may require a capability
+//! of a plugin listed after it. When an instance dies (process exit, closed stdout, or a
+//! stream that lost its frame boundary) the calls waiting on it fail at once with `-32000`,
+//! and the slot respawns it after a delay that doubles from 200 ms up to 30 s; five crashes
+//! within 60 s mark it `crash-loop`. Version mismatches (`-32004`), missing requirements
+//! (`-32005`) and programs that do not exist are not retried: they need a config change.
+//!
+//! Stopping drains each instance: close its stdin, wait `drain_timeout_ms`, SIGTERM, wait
+//! `kill_timeout_ms`, SIGKILL.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::collections::{BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncBufReadExt;
+use tokio::process::{Child, Command};
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
+use tracing::{Instrument, debug, info, info_span, warn};
+use utter_protocol::capability::{CapabilityRegistry, RUNNER_CAPABILITIES};
+use utter_protocol::handshake::{
+    self, DescribeResult, HealthResult, HealthStatus, HelloParams, HelloResult, PROTOCOL_VERSION,
+};
+use utter_protocol::{
+    CloseReason, Connection, ConnectionOptions, ErrorCode, ErrorObject, Incoming,
+};
+
+use crate::config::{Config, PluginEntry, Runtime, Transport};
+
+/// The hard maximum of any per-request `timeout_ms`, in ms.
+pub const HARD_MAX_TIMEOUT_MS: u64 = 60_000;
+
+/// First respawn delay.
+const BACKOFF_START: Duration = Duration::from_millis(200);
+/// Largest respawn delay.
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// Crashes within [`CRASH_WINDOW`] that make a crash loop.
+const CRASH_LOOP_COUNT: usize = 5;
+/// The window for counting crashes; an instance that lived this long resets the backoff.
+const CRASH_WINDOW: Duration = Duration::from_secs(60);
+
+/// Environment variables passed from the runner to plugins; everything else is withheld
+/// (a plugin gets its `[[plugin]] env` on top).
+const PASSED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TERM",
+    "TMPDIR",
+    "SHELL",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "WAYLAND_DISPLAY",
+    "DISPLAY",
+    "NIRI_SOCKET",
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+];
+const PASSED_ENV_PREFIXES: &[&str] = &["LC_", "XDG_", "UTTER_"];
+
+/// The state of a plugin slot, as shown by `utter plugins` and `runner.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginStatus {
+    /// Spawning or handshaking.
+    Starting,
+    /// Handshake done, health `ok`.
+    Ok,
+    /// Handshake done, health `degraded` (still used).
+    Degraded,
+    /// Failed and not retried until the config changes.
+    Error,
+    /// Crashed repeatedly; retried at the longest delay.
+    CrashLoop,
+    /// Stopped by the runner.
+    Stopped,
+}
+
+impl PluginStatus {
+    /// Whether calls are routed to it.
+    pub fn is_running(self) -> bool {
+        matches!(self, PluginStatus::Ok | PluginStatus::Degraded)
+    }
+
+    /// The wire word (`"ok"`, `"crash-loop"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginStatus::Starting => "starting",
+            PluginStatus::Ok => "ok",
+            PluginStatus::Degraded => "degraded",
+            PluginStatus::Error => "error",
+            PluginStatus::CrashLoop => "crash-loop",
+            PluginStatus::Stopped => "stopped",
+        }
+    }
+}
+
+/// A plugin as reported to clients.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PluginReport {
+    /// Plugin id.
+    pub id: String,
+    /// Kind from the config.
+    pub kind: String,
+    /// Current (or last) epoch.
+    pub epoch: u64,
+    /// Status word.
+    pub status: PluginStatus,
+    /// Capabilities offered (config ∪ hello), sorted.
+    pub provides: Vec<String>,
+    /// Capabilities needed (config ∪ hello), sorted.
+    pub requires: Vec<String>,
+    /// Permissions (config ∪ hello), sorted.
+    pub permissions: Vec<String>,
+    /// Methods from `plugin.describe`.
+    pub methods: Vec<String>,
+    /// Health detail.
+    pub health: String,
+    /// How many times it was respawned.
+    pub restarts: u64,
+    /// Process id of the running instance.
+    pub pid: Option<u32>,
+    /// The last failure, if any.
+    pub last_error: Option<String>,
+    /// Warnings from the handshake (unknown capabilities, version drift).
+    pub warnings: Vec<String>,
+}
+
+/// A change of a plugin's status, broadcast to subscribers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PluginEvent {
+    /// Plugin id.
+    pub id: String,
+    /// Epoch of the instance concerned.
+    pub epoch: u64,
+    /// New status.
+    pub status: PluginStatus,
+}
+
+/// Timings and limits of the supervisor.
+#[derive(Debug, Clone)]
+pub struct SupervisorOptions {
+    /// Default call timeout and the timeout of each handshake step.
+    pub rpc_timeout: Duration,
+    /// Wait after closing stdin before SIGTERM.
+    pub drain_timeout: Duration,
+    /// Wait after SIGTERM before SIGKILL.
+    pub kill_timeout: Duration,
+    /// Frame body limit, bytes.
+    pub max_frame_bytes: usize,
+    /// Where bare program names are looked up first (default: beside the running executable).
+    pub bin_dir: Option<PathBuf>,
+}
+
+impl SupervisorOptions {
+    /// Options from `[runner]`.
+    pub fn from_config(config: &Config) -> SupervisorOptions {
+        let r = &config.runner;
+        SupervisorOptions {
+            rpc_timeout: Duration::from_millis(r.rpc_timeout_ms),
+            drain_timeout: Duration::from_millis(r.drain_timeout_ms),
+            kill_timeout: Duration::from_millis(r.kill_timeout_ms),
+            max_frame_bytes: usize::try_from(r.max_frame_bytes).unwrap_or(usize::MAX),
+            bin_dir: None,
+        }
+    }
+}
+
+/// One running instance.
+struct Instance {
+    epoch: u64,
+    conn: Connection,
+    pid: Option<u32>,
+    describe: DescribeResult,
+    /// Ops from `action.capabilities`, fetched on first need, per instance (a respawn may
+    /// change them).
+    action_ops: tokio::sync::OnceCell<Vec<String>>,
+}
+
+/// The child process of an instance, owned by the slot's watch task.
+struct Process {
+    child: Child,
+    conn: Connection,
+}
+
+#[derive(Default)]
+struct SlotState {
+    status: Option<PluginStatus>,
+    epoch: u64,
+    instance: Option<Arc<Instance>>,
+    provides: BTreeSet<String>,
+    requires: BTreeSet<String>,
+    permissions: BTreeSet<String>,
+    health: String,
+    restarts: u64,
+    last_error: Option<String>,
+    warnings: Vec<String>,
+}
+
+struct Slot {
+    entry: PluginEntry,
+    state: Mutex<SlotState>,
+}
+
+/// Why an instance could not start.
+struct StartFailure {
+    error: ErrorObject,
+    /// Retrying cannot help (version mismatch, missing program, missing requirement).
+    permanent: bool,
+}
+
+struct Shared {
+    slots: Vec<Arc<Slot>>,
+    options: SupervisorOptions,
+    registry: CapabilityRegistry,
+    events: broadcast::Sender<PluginEvent>,
+    shutdown: watch::Sender<bool>,
+}
+
+/// The supervisor of all configured plugins.
+pub struct Supervisor {
+    shared: Arc<Shared>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Supervisor {
+    /// Spawn every active plugin of `config`, run the handshakes concurrently, validate
+    /// capabilities, and start watching. Returns when every plugin is either running or has
+    /// failed; failures are reported in [`Supervisor::plugins`], never as an error here.
+    pub async fn start(config: &Config, options: SupervisorOptions) -> Supervisor {
+        let (events, _) = broadcast::channel(256);
+        let (shutdown, _) = watch::channel(false);
+        let slots: Vec<Arc<Slot>> = config
+            .active_plugins()
+            .map(|entry| {
+                Arc::new(Slot {
+                    entry: entry.clone(),
+                    state: Mutex::new(SlotState {
+                        status: Some(PluginStatus::Starting),
+                        ..Default::default()
+                    }),
+                })
+            })
+            .collect();
+        let shared = Arc::new(Shared {
+            slots,
+            options,
+            registry: CapabilityRegistry::builtin(),
+            events,
+            shutdown,
+        });
+
+        let starts = shared.slots.iter().map(|slot| {
+            let shared = shared.clone();
+            let slot = slot.clone();
+            async move { shared.spawn_instance(&slot, 0).await }
+        });
+        let mut outcomes: Vec<Option<Result<(Instance, Process), StartFailure>>> =
+            futures::future::join_all(starts)
+                .await
+                .into_iter()
+                .map(Some)
+                .collect();
+
+        // Validate requirements against everything that came up, to a fixpoint: dropping a
+        // plugin may take away a capability another one needs.
+        loop {
+            let mut available: BTreeSet<String> =
+                RUNNER_CAPABILITIES.iter().map(|s| s.to_string()).collect();
+            for (slot, outcome) in shared.slots.iter().zip(&outcomes) {
+                if let Some(Ok(_)) = outcome {
+                    available.extend(
+                        slot.state
+                            .lock()
+                            .expect("slot lock")
+                            .provides
+                            .iter()
+                            .cloned(),
+                    );
+                }
+            }
+            let mut changed = false;
+            for (slot, outcome) in shared.slots.iter().zip(outcomes.iter_mut()) {
+                if !matches!(outcome, Some(Ok(_))) {
+                    continue;
+                }
+                if let Err(error) = shared.check_requires(slot, &available) {
+                    if let Some(Ok((_, process))) = outcome.take() {
+                        let options = shared.options.clone();
+                        tokio::spawn(drain(process, options));
+                    }
+                    *outcome = Some(Err(StartFailure {
+                        error,
+                        permanent: true,
+                    }));
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+
+        let supervisor = Supervisor {
+            shared: shared.clone(),
+            tasks: Mutex::new(Vec::new()),
+        };
+        for (slot, outcome) in shared.slots.iter().zip(outcomes) {
+            let first = match outcome.expect("every outcome is set") {
+                Ok((instance, process)) => {
+                    shared.install(slot, instance);
+                    Ok(process)
+                }
+                Err(failure) => {
+                    shared.fail(slot, 0, &failure);
+                    Err(failure)
+                }
+            };
+            let task = tokio::spawn(
+                watch_slot(shared.clone(), slot.clone(), first)
+                    .instrument(info_span!("plugin", id = %slot.entry.id)),
+            );
+            supervisor.tasks.lock().expect("task list lock").push(task);
+        }
+        supervisor
+    }
+
+    /// Every slot, in config order.
+    pub fn plugins(&self) -> Vec<PluginReport> {
+        self.shared.slots.iter().map(|s| s.report()).collect()
+    }
+
+    /// Subscribe to status changes.
+    pub fn events(&self) -> broadcast::Receiver<PluginEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// The default call timeout.
+    pub fn rpc_timeout(&self) -> Duration {
+        self.shared.options.rpc_timeout
+    }
+
+    /// Clamp a client-supplied `timeout_ms` to the hard maximum; `None` or 0 means the
+    /// default `rpc_timeout_ms`.
+    pub fn effective_timeout(&self, timeout_ms: Option<u64>) -> Duration {
+        match timeout_ms {
+            Some(ms) if ms > 0 => Duration::from_millis(ms.min(HARD_MAX_TIMEOUT_MS)),
+            _ => self.shared.options.rpc_timeout,
+        }
+    }
+
+    /// Call `method` on plugin `id`.
+    ///
+    /// # Errors
+    /// `-32005` for an unknown plugin id; `-32000` when it is not running or dies during the
+    /// call; `-32001` on timeout (the plugin is sent `$/cancel`); or the plugin's own error.
+    pub async fn call(
+        &self,
+        id: &str,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, ErrorObject> {
+        let instance = self.instance(id)?;
+        instance.conn.request(method, params, Some(timeout)).await
+    }
+
+    fn slot(&self, id: &str) -> Result<&Arc<Slot>, ErrorObject> {
+        self.shared
+            .slots
+            .iter()
+            .find(|s| s.entry.id == id)
+            .ok_or_else(|| {
+                ErrorObject::new(
+                    ErrorCode::CapabilityMissing,
+                    format!("no plugin with id {id:?} is configured"),
+                )
+            })
+    }
+
+    fn instance(&self, id: &str) -> Result<Arc<Instance>, ErrorObject> {
+        let slot = self.slot(id)?;
+        let state = slot.state.lock().expect("slot lock");
+        match (&state.instance, state.status) {
+            (Some(instance), Some(status)) if status.is_running() => Ok(instance.clone()),
+            (_, status) => Err(ErrorObject::plugin(format!(
+                "plugin {id:?} is not running (status {}{})",
+                status.unwrap_or(PluginStatus::Starting).as_str(),
+                state
+                    .last_error
+                    .as_ref()
+                    .map(|e| format!("; last error: {e}"))
+                    .unwrap_or_default()
+            ))),
+        }
+    }
+
+    /// The first running plugin serving `router.plan` (by capability or method), else the
+    /// first running plugin of kind `router`.
+    pub fn find_router(&self) -> Option<String> {
+        let running = self.running();
+        running
+            .iter()
+            .find(|(slot, inst)| {
+                has_capability(
+                    &slot.state.lock().expect("slot lock").provides,
+                    "router.plan",
+                ) || inst.describe.methods.iter().any(|m| m == "router.plan")
+            })
+            .or_else(|| running.iter().find(|(slot, _)| slot.entry.kind == "router"))
+            .map(|(slot, _)| slot.entry.id.clone())
+    }
+
+    /// The plugin that executes `op`: the first running one providing `action.<op>@N`, else
+    /// the first one whose `action.capabilities` lists `op`.
+    pub async fn find_action(&self, op: &str) -> Option<String> {
+        let running = self.running();
+        let cap = format!("action.{op}");
+        if let Some((slot, _)) = running
+            .iter()
+            .find(|(slot, _)| has_capability(&slot.state.lock().expect("slot lock").provides, &cap))
+        {
+            return Some(slot.entry.id.clone());
+        }
+        for (slot, instance) in &running {
+            if !instance
+                .describe
+                .methods
+                .iter()
+                .any(|m| m == "action.invoke")
+            {
+                continue;
+            }
+            let ops = instance
+                .action_ops
+                .get_or_init(|| async {
+                    match instance
+                        .conn
+                        .request("action.capabilities", json!({}), Some(self.shared.options.rpc_timeout))
+                        .await
+                    {
+                        Ok(result) => result
+                            .get("ops")
+                            .and_then(Value::as_array)
+                            .map(|ops| {
+                                ops.iter()
+                                    .filter_map(|o| o.get("op").and_then(Value::as_str).map(str::to_owned))
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                        Err(e) => {
+                            warn!(plugin = %slot.entry.id, error = %e, "action.capabilities failed");
+                            Vec::new()
+                        }
+                    }
+                })
+                .await;
+            if ops.iter().any(|o| o == op) {
+                return Some(slot.entry.id.clone());
+            }
+        }
+        None
+    }
+
+    fn running(&self) -> Vec<(Arc<Slot>, Arc<Instance>)> {
+        self.shared
+            .slots
+            .iter()
+            .filter_map(|slot| {
+                let state = slot.state.lock().expect("slot lock");
+                match (&state.instance, state.status) {
+                    (Some(i), Some(s)) if s.is_running() => Some((slot.clone(), i.clone())),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// Stop every plugin (drain: stdin EOF, SIGTERM, SIGKILL) and wait for all of them.
+    pub async fn shutdown(&self) {
+        self.shared.shutdown.send_replace(true);
+        let tasks: Vec<_> = self
+            .tasks
+            .lock()
+            .expect("task list lock")
+            .drain(..)
+            .collect();
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+fn has_capability(provides: &BTreeSet<String>, name: &str) -> bool {
+    provides
+        .iter()
+        .any(|c| c.rsplit_once('@').is_some_and(|(n, _)| n == name))
+}
+
+impl Slot {
+    fn report(&self) -> PluginReport {
+        let state = self.state.lock().expect("slot lock");
+        PluginReport {
+            id: self.entry.id.clone(),
+            kind: self.entry.kind.clone(),
+            epoch: state.epoch,
+            status: state.status.unwrap_or(PluginStatus::Starting),
+            provides: state.provides.iter().cloned().collect(),
+            requires: state.requires.iter().cloned().collect(),
+            permissions: state.permissions.iter().cloned().collect(),
+            methods: state
+                .instance
+                .as_ref()
+                .map(|i| i.describe.methods.clone())
+                .unwrap_or_default(),
+            health: state.health.clone(),
+            restarts: state.restarts,
+            pid: state.instance.as_ref().and_then(|i| i.pid),
+            last_error: state.last_error.clone(),
+            warnings: state.warnings.clone(),
+        }
+    }
+}
+
+impl Shared {
+    fn set_status(&self, slot: &Slot, epoch: u64, status: PluginStatus) {
+        {
+            let mut state = slot.state.lock().expect("slot lock");
+            if state.status == Some(status) && state.epoch == epoch {
+                return;
+            }
+            state.status = Some(status);
+            state.epoch = epoch;
+        }
+        info!(plugin = %slot.entry.id, epoch, status = status.as_str(), "plugin status");
+        let _ = self.events.send(PluginEvent {
+            id: slot.entry.id.clone(),
+            epoch,
+            status,
+        });
+    }
+
+    fn install(&self, slot: &Slot, instance: Instance) {
+        let epoch = instance.epoch;
+        let status = {
+            let mut state = slot.state.lock().expect("slot lock");
+            state.instance = Some(Arc::new(instance));
+            state.last_error = None;
+            if state.health.starts_with("degraded") {
+                PluginStatus::Degraded
+            } else {
+                PluginStatus::Ok
+            }
+        };
+        self.set_status(slot, epoch, status);
+    }
+
+    fn fail(&self, slot: &Slot, epoch: u64, failure: &StartFailure) {
+        warn!(plugin = %slot.entry.id, epoch, error = %failure.error.message, code = failure.error.code, "plugin failed to start");
+        {
+            let mut state = slot.state.lock().expect("slot lock");
+            state.instance = None;
+            state.last_error = Some(format!(
+                "{} [{}]",
+                failure.error.message, failure.error.code
+            ));
+        }
+        if failure.permanent {
+            self.set_status(slot, epoch, PluginStatus::Error);
+        }
+    }
+
+    /// Requirements of `slot` not in `available` (nor in its own provides) → `-32005`.
+    fn check_requires(&self, slot: &Slot, available: &BTreeSet<String>) -> Result<(), ErrorObject> {
+        let state = slot.state.lock().expect("slot lock");
+        let missing: Vec<&String> = state
+            .requires
+            .iter()
+            .filter(|r| !available.contains(*r) && !state.provides.contains(*r))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(ErrorObject::new(
+            ErrorCode::CapabilityMissing,
+            format!(
+                "plugin {:?} requires {} which no running plugin and not the runner provides",
+                slot.entry.id,
+                missing
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+        .with_data(json!({"missing": missing})))
+    }
+
+    /// The capabilities available to a respawned plugin: the runner's own plus those of every
+    /// running plugin.
+    fn available(&self) -> BTreeSet<String> {
+        let mut available: BTreeSet<String> =
+            RUNNER_CAPABILITIES.iter().map(|s| s.to_string()).collect();
+        for slot in &self.slots {
+            let state = slot.state.lock().expect("slot lock");
+            if state.status.is_some_and(PluginStatus::is_running) {
+                available.extend(state.provides.iter().cloned());
+            }
+        }
+        available
+    }
+
+    /// Spawn one instance with `epoch` and run the handshake.
+    async fn spawn_instance(
+        &self,
+        slot: &Slot,
+        epoch: u64,
+    ) -> Result<(Instance, Process), StartFailure> {
+        let entry = &slot.entry;
+        self.set_status(slot, epoch, PluginStatus::Starting);
+        let permanent = |error: ErrorObject| StartFailure {
+            error,
+            permanent: true,
+        };
+        if entry.runtime != Runtime::Subprocess {
+            return Err(permanent(ErrorObject::invalid_params(format!(
+                "plugin {:?}: only runtime \"subprocess\" runs today",
+                entry.id
+            ))));
+        }
+        if entry.transport != Transport::Stdio {
+            return Err(permanent(ErrorObject::invalid_params(format!(
+                "plugin {:?}: transport {:?} is not served by this runner yet; use \"stdio\"",
+                entry.id,
+                entry.transport.to_string()
+            ))));
+        }
+        let argv = entry.entrypoint.to_vec();
+        let program = resolve_program(&argv[0], self.options.bin_dir.as_deref());
+        let mut cmd = Command::new(&program);
+        cmd.args(&argv[1..])
+            .env_clear()
+            .envs(std::env::vars().filter(|(k, _)| passes_env(k)))
+            .envs(&entry.env)
+            .env("UTTER_PLUGIN_ID", &entry.id)
+            .env("UTTER_PLUGIN_TRANSPORT", "stdio")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            // Its own process group: a terminal's Ctrl-C reaches the runner, which drains.
+            .process_group(0);
+        if !entry.cwd.is_empty() {
+            cmd.current_dir(&entry.cwd);
+        }
+        let mut child = cmd.spawn().map_err(|e| StartFailure {
+            permanent: e.kind() == std::io::ErrorKind::NotFound,
+            error: ErrorObject::plugin(format!(
+                "cannot start plugin {:?}: {} ({e}); looked beside the utter binary and on PATH",
+                entry.id,
+                program.display()
+            )),
+        })?;
+        let pid = child.id();
+        let stdin = child.stdin.take().expect("stdin piped");
+        let stdout = child.stdout.take().expect("stdout piped");
+        if let Some(stderr) = child.stderr.take() {
+            let id = entry.id.clone();
+            tokio::spawn(async move {
+                let mut lines = tokio::io::BufReader::new(stderr).lines();
+                loop {
+                    match lines.next_line().await {
+                        Ok(Some(line)) => info!(plugin = %id, epoch, "{line}"),
+                        Ok(None) => break,
+                        Err(e) => {
+                            debug!(plugin = %id, error = %e, "stderr not UTF-8 or unreadable");
+                            break;
+                        }
+                    }
+                }
+            });
+        }
+        let (conn, incoming) = Connection::spawn(
+            stdout,
+            stdin,
+            ConnectionOptions {
+                max_body: self.options.max_frame_bytes,
+                id_prefix: Some(format!("{epoch}:")),
+                label: entry.id.clone(),
+                ..Default::default()
+            },
+        );
+        tokio::spawn(serve_plugin_requests(
+            conn.clone(),
+            incoming,
+            entry.id.clone(),
+        ));
+        let process = Process {
+            child,
+            conn: conn.clone(),
+        };
+        match self.handshake(slot, &conn, epoch).await {
+            Ok(describe) => Ok((
+                Instance {
+                    epoch,
+                    conn,
+                    pid,
+                    describe,
+                    action_ops: tokio::sync::OnceCell::new(),
+                },
+                process,
+            )),
+            Err(failure) => {
+                tokio::spawn(drain(process, self.options.clone()));
+                Err(failure)
+            }
+        }
+    }
+
+    async fn handshake(
+        &self,
+        slot: &Slot,
+        conn: &Connection,
+        epoch: u64,
+    ) -> Result<DescribeResult, StartFailure> {
+        let timeout = Some(self.options.rpc_timeout);
+        let retryable = |error: ErrorObject| StartFailure {
+            error,
+            permanent: false,
+        };
+        let hello_params = serde_json::to_value(HelloParams {
+            protocol: PROTOCOL_VERSION.to_string(),
+            abi: handshake::ABI,
+            runner: format!("utter/{}", env!("CARGO_PKG_VERSION")),
+            epoch,
+        })
+        .expect("hello params serialise");
+        let raw = conn
+            .request(handshake::methods::HELLO, hello_params, timeout)
+            .await
+            .map_err(|e| StartFailure {
+                permanent: e.kind() == ErrorCode::IncompatibleVersion,
+                error: e,
+            })?;
+        let hello: HelloResult = serde_json::from_value(raw).map_err(|e| StartFailure {
+            permanent: true,
+            error: ErrorObject::new(
+                ErrorCode::IncompatibleVersion,
+                format!("bad protocol.hello result: {e}; expected {{protocol, abi, plugin, provides, requires, permissions}}"),
+            ),
+        })?;
+        let negotiated = handshake::negotiate(PROTOCOL_VERSION, &hello.protocol, Some(hello.abi))
+            .map_err(|error| StartFailure {
+            error,
+            permanent: true,
+        })?;
+        let mut warnings = Vec::new();
+        if let Some(w) = negotiated.warning {
+            warn!(plugin = %slot.entry.id, "{w}");
+            warnings.push(w);
+        }
+        if !hello.plugin.name.is_empty() && hello.plugin.name != slot.entry.id {
+            debug!(plugin = %slot.entry.id, name = %hello.plugin.name, "plugin name differs from its configured id");
+        }
+        let describe: DescribeResult = conn
+            .request(handshake::methods::DESCRIBE, json!({}), timeout)
+            .await
+            .map_err(retryable)
+            .and_then(|v| {
+                serde_json::from_value(v).map_err(|e| {
+                    retryable(ErrorObject::plugin(format!(
+                        "bad plugin.describe result: {e}"
+                    )))
+                })
+            })?;
+        let health: HealthResult = conn
+            .request(handshake::methods::HEALTH, json!({}), timeout)
+            .await
+            .map_err(retryable)
+            .and_then(|v| {
+                serde_json::from_value(v).map_err(|e| {
+                    retryable(ErrorObject::plugin(format!(
+                        "bad plugin.health result: {e}"
+                    )))
+                })
+            })?;
+
+        let entry = &slot.entry;
+        let provides: BTreeSet<String> = entry
+            .provides
+            .iter()
+            .chain(&hello.provides)
+            .cloned()
+            .collect();
+        let requires: BTreeSet<String> = entry
+            .requires
+            .iter()
+            .chain(&hello.requires)
+            .cloned()
+            .collect();
+        let mut bad = Vec::new();
+        for cap in provides.iter().chain(&requires) {
+            if let Err(e) = cap.parse::<utter_protocol::capability::Capability>() {
+                bad.push(e);
+            }
+        }
+        if !bad.is_empty() {
+            return Err(StartFailure {
+                permanent: true,
+                error: ErrorObject::invalid_params(bad.join("; ")),
+            });
+        }
+        for w in self.registry.warnings(provides.iter().chain(&requires)) {
+            warn!(plugin = %entry.id, "{w}");
+            warnings.push(w);
+        }
+        let mut state = slot.state.lock().expect("slot lock");
+        state.provides = provides;
+        state.requires = requires;
+        state.permissions = entry
+            .permissions
+            .iter()
+            .chain(&hello.permissions)
+            .cloned()
+            .collect();
+        state.health = match health.status {
+            HealthStatus::Ok => health.detail,
+            HealthStatus::Degraded => format!("degraded: {}", health.detail),
+        };
+        state.warnings = warnings;
+        Ok(describe)
+    }
+}
+
+/// Answer requests a plugin sends to the runner. Host callbacks arrive with the trust-model
+/// work; until then each is refused with `-32601` and logged.
+async fn serve_plugin_requests(
+    conn: Connection,
+    mut incoming: tokio::sync::mpsc::Receiver<Incoming>,
+    id: String,
+) {
+    while let Some(msg) = incoming.recv().await {
+        match msg {
+            Incoming::Request(req) => {
+                debug!(plugin = %id, method = %req.method, "plugin request refused");
+                let _ = conn
+                    .respond(
+                        req.id,
+                        Err(ErrorObject::new(
+                            ErrorCode::MethodNotFound,
+                            format!(
+                                "method not found: {} (the runner serves no plugin callbacks yet)",
+                                req.method
+                            ),
+                        )),
+                    )
+                    .await;
+            }
+            Incoming::Notification(note) => {
+                debug!(plugin = %id, method = %note.method, "plugin notification ignored");
+            }
+        }
+    }
+}
+
+/// Watch a slot: wait for its instance to end, respawn with backoff, drain on shutdown.
+async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process, StartFailure>) {
+    let mut shutdown = shared.shutdown.subscribe();
+    let mut crashes: VecDeque<Instant> = VecDeque::new();
+    let mut delay = BACKOFF_START;
+    let mut current = match first {
+        Ok(process) => Some((process, Instant::now())),
+        Err(failure) if failure.permanent => None,
+        Err(_) => {
+            crashes.push_back(Instant::now());
+            None
+        }
+    };
+    if current.is_none()
+        && slot.state.lock().expect("slot lock").status == Some(PluginStatus::Error)
+    {
+        // Permanent failure: nothing to watch until the config changes.
+        let _ = stop_requested(&mut shutdown).await;
+        return;
+    }
+    loop {
+        if let Some((mut process, started)) = current.take() {
+            let epoch = slot.state.lock().expect("slot lock").epoch;
+            let conn = process.conn.clone();
+            let reason = tokio::select! {
+                status = process.child.wait() => {
+                    format!("exited with {}", status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string()))
+                }
+                reason = conn.closed() => match reason {
+                    CloseReason::Framing(e) => format!("sent an unreadable stream ({e}); restarting it"),
+                    other => format!("closed its connection ({other})"),
+                },
+                _ = stop_requested(&mut shutdown) => {
+                    drain(process, shared.options.clone()).await;
+                    shared.set_status(&slot, epoch, PluginStatus::Stopped);
+                    return;
+                }
+            };
+            conn.close();
+            warn!(plugin = %slot.entry.id, epoch, "plugin {reason}");
+            {
+                let mut state = slot.state.lock().expect("slot lock");
+                state.instance = None;
+                state.last_error = Some(format!("epoch {epoch} {reason}"));
+            }
+            drain(process, shared.options.clone()).await;
+            if started.elapsed() >= CRASH_WINDOW {
+                delay = BACKOFF_START;
+            }
+            crashes.push_back(Instant::now());
+        }
+        while crashes.front().is_some_and(|t| t.elapsed() > CRASH_WINDOW) {
+            crashes.pop_front();
+        }
+        let (epoch, status) = {
+            let state = slot.state.lock().expect("slot lock");
+            let looping = crashes.len() >= CRASH_LOOP_COUNT;
+            (
+                state.epoch,
+                if looping {
+                    PluginStatus::CrashLoop
+                } else {
+                    PluginStatus::Starting
+                },
+            )
+        };
+        if status == PluginStatus::CrashLoop {
+            delay = BACKOFF_MAX;
+        }
+        shared.set_status(&slot, epoch, status);
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop_requested(&mut shutdown) => {
+                shared.set_status(&slot, epoch, PluginStatus::Stopped);
+                return;
+            }
+        }
+        delay = (delay * 2).min(BACKOFF_MAX);
+        let epoch = epoch + 1;
+        slot.state.lock().expect("slot lock").restarts += 1;
+        match shared.spawn_instance(&slot, epoch).await {
+            Ok((instance, process)) => {
+                let available = shared.available();
+                match shared.check_requires(&slot, &available) {
+                    Ok(()) => {
+                        shared.install(&slot, instance);
+                        current = Some((process, Instant::now()));
+                    }
+                    Err(error) => {
+                        drain(process, shared.options.clone()).await;
+                        shared.fail(
+                            &slot,
+                            epoch,
+                            &StartFailure {
+                                error,
+                                permanent: true,
+                            },
+                        );
+                        let _ = stop_requested(&mut shutdown).await;
+                        return;
+                    }
+                }
+            }
+            Err(failure) => {
+                shared.fail(&slot, epoch, &failure);
+                if failure.permanent {
+                    let _ = stop_requested(&mut shutdown).await;
+                    return;
+                }
+                crashes.push_back(Instant::now());
+            }
+        }
+    }
+}
+
+/// Resolves once shutdown has been requested (or the supervisor is gone).
+async fn stop_requested(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await.map(|_| ());
+}
+
+/// Stop a process: close its stdin, wait, SIGTERM, wait, SIGKILL; always reaps it.
+async fn drain(mut process: Process, options: SupervisorOptions) {
+    process.conn.close();
+    if tokio::time::timeout(options.drain_timeout, process.child.wait())
+        .await
+        .is_ok()
+    {
+        return;
+    }
+    if let Some(pid) = process.child.id() {
+        let pid = nix::unistd::Pid::from_raw(pid as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        if tokio::time::timeout(options.kill_timeout, process.child.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    let _ = process.child.kill().await;
+}
+
+/// Whether an environment variable is passed to plugins.
+fn passes_env(name: &str) -> bool {
+    PASSED_ENV.contains(&name) || PASSED_ENV_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Resolve argv[0]: a bare name is looked up beside the running executable (or `bin_dir`)
+/// first, else left for PATH; a path is used as given.
+pub fn resolve_program(program: &str, bin_dir: Option<&Path>) -> PathBuf {
+    if program.contains('/') {
+        return PathBuf::from(program);
+    }
+    let dirs: Vec<PathBuf> = match bin_dir {
+        Some(dir) => vec![dir.to_path_buf()],
+        None => executable_dirs(),
+    };
+    for dir in dirs {
+        let candidate = dir.join(program);
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    PathBuf::from(program)
+}
+
+/// The directory of the running executable, and its parent when that is cargo's `deps/`
+/// (tests and benchmarks run from `target/<profile>/deps`).
+fn executable_dirs() -> Vec<PathBuf> {
+    let Ok(exe) = std::env::current_exe() else {
+        return Vec::new();
+    };
+    let Some(dir) = exe.parent() else {
+        return Vec::new();
+    };
+    let mut dirs = vec![dir.to_path_buf()];
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        if let Some(parent) = dir.parent() {
+            dirs.push(parent.to_path_buf());
+        }
+    }
+    dirs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_is_filtered() {
+        assert!(passes_env("PATH") && passes_env("XDG_DATA_HOME") && passes_env("LC_ALL"));
+        assert!(!passes_env("AWS_SECRET_ACCESS_KEY") && !passes_env("SSH_AUTH_SOCK"));
+    }
+
+    #[test]
+    fn paths_are_used_as_given() {
+        assert_eq!(
+            resolve_program("/bin/true", None),
+            PathBuf::from("/bin/true")
+        );
+        assert_eq!(
+            resolve_program("definitely-not-here", Some(Path::new("/nonexistent"))),
+            PathBuf::from("definitely-not-here")
+        );
+    }
+}

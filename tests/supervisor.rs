@@ -1,0 +1,283 @@
+//! The supervisor against real child processes (`utter-test-plugin`, which misbehaves on
+//! command): handshake, version and capability failures, crashes, timeouts, drain.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+use utter::config;
+use utter::supervisor::{PluginStatus, Supervisor, SupervisorOptions};
+use utter_protocol::serde_json::{Value, json};
+
+/// A config with one `[[plugin]]` per (id, args) running the test plugin.
+fn config_for(plugins: &[(&str, &[&str])], runner_extra: &str) -> config::Config {
+    let program = common::bin("utter-test-plugin");
+    let mut text = format!("config_version = 1\n[runner]\nrpc_timeout_ms = 5000\n{runner_extra}\n");
+    for (id, args) in plugins {
+        let mut argv = vec![program.display().to_string()];
+        argv.extend(args.iter().map(|s| s.to_string()));
+        text.push_str(&format!(
+            "[[plugin]]\nid = \"{id}\"\nkind = \"bundle\"\nentrypoint = {}\n",
+            json!(argv)
+        ));
+    }
+    config::parse(&text, "test.toml")
+        .expect("test config is valid")
+        .config
+}
+
+async fn start(plugins: &[(&str, &[&str])], runner_extra: &str) -> Supervisor {
+    let config = config_for(plugins, runner_extra);
+    Supervisor::start(&config, SupervisorOptions::from_config(&config)).await
+}
+
+fn status_of(sup: &Supervisor, id: &str) -> (PluginStatus, u64, Option<String>) {
+    let p = sup
+        .plugins()
+        .into_iter()
+        .find(|p| p.id == id)
+        .expect("plugin listed");
+    (p.status, p.epoch, p.last_error)
+}
+
+async fn wait_status(sup: &Supervisor, id: &str, status: PluginStatus, epoch: u64) -> bool {
+    common::wait_for(Duration::from_secs(20), || {
+        let (s, e, _) = status_of(sup, id);
+        s == status && e == epoch
+    })
+    .await
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| utter_protocol::serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshake_succeeds_and_calls_are_served() {
+    let sup = start(&[("t", &["--provides", "experimental/test@1"])], "").await;
+    let (status, epoch, err) = status_of(&sup, "t");
+    assert_eq!((status, epoch, err), (PluginStatus::Ok, 0, None));
+    let report = &sup.plugins()[0];
+    assert_eq!(report.provides, vec!["experimental/test@1"]);
+    assert!(report.methods.contains(&"test.echo".to_string()));
+    let echo = sup
+        .call("t", "test.echo", json!({"x": 1}), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(echo["params"], json!({"x": 1}));
+    assert_eq!(echo["epoch"], 0);
+    sup.shutdown().await;
+    assert_eq!(status_of(&sup, "t").0, PluginStatus::Stopped);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_major_mismatch_is_refused_with_minus_32004() {
+    let sup = start(
+        &[("old", &["--protocol", "2.0"]), ("abi", &["--abi", "9"])],
+        "",
+    )
+    .await;
+    for id in ["old", "abi"] {
+        let (status, _, err) = status_of(&sup, id);
+        assert_eq!(status, PluginStatus::Error);
+        assert!(
+            err.as_deref().unwrap_or("").contains("[-32004]"),
+            "{id}: {err:?}"
+        );
+    }
+    let call = sup
+        .call("old", "test.echo", json!({}), Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert_eq!(call.code, -32000);
+    sup.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_minor_version_is_accepted_with_a_warning() {
+    // The runner speaks 1.0; a 1.x plugin with a newer minor is spoken to at 1.0.
+    let sup = start(&[("newer", &["--protocol", "1.2"])], "").await;
+    let report = &sup.plugins()[0];
+    assert_eq!(report.status, PluginStatus::Ok);
+    assert!(
+        report.warnings.iter().any(|w| w.contains("newer")),
+        "{:?}",
+        report.warnings
+    );
+    sup.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_requires_fail_closed_and_order_does_not_matter() {
+    let sup = start(
+        &[
+            ("needy", &["--requires", "context.live@1"]),
+            ("lonely", &["--requires", "perception.a11y@1"]),
+            ("provider", &["--provides", "context.live@1"]),
+        ],
+        "",
+    )
+    .await;
+    // `needy` is satisfied by a plugin listed after it.
+    assert_eq!(status_of(&sup, "needy").0, PluginStatus::Ok);
+    assert_eq!(status_of(&sup, "provider").0, PluginStatus::Ok);
+    let (status, _, err) = status_of(&sup, "lonely");
+    assert_eq!(status, PluginStatus::Error);
+    let err = err.unwrap_or_default();
+    assert!(
+        err.contains("[-32005]") && err.contains("perception.a11y@1"),
+        "{err}"
+    );
+    sup.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_dies_mid_request_fails_the_call_and_comes_back_with_a_new_epoch() {
+    let sup = start(&[("t", &[])], "").await;
+    let first_pid = sup
+        .call("t", "test.echo", json!({}), Duration::from_secs(5))
+        .await
+        .unwrap()["pid"]
+        .clone();
+    // A long timeout: the error must come from the crash, not from the clock.
+    let err = sup
+        .call("t", "test.die", json!({}), Duration::from_secs(50))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, -32000, "{err:?}");
+    assert!(
+        wait_status(&sup, "t", PluginStatus::Ok, 1).await,
+        "{:?}",
+        sup.plugins()
+    );
+    let echo = sup
+        .call("t", "test.echo", json!({}), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(echo["epoch"], 1);
+    assert_ne!(echo["pid"], first_pid);
+    assert_eq!(sup.plugins()[0].restarts, 1);
+    sup.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_never_answers_times_out_and_is_sent_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("rec.jsonl");
+    let rec_arg = rec.display().to_string();
+    let sup = start(&[("t", &["--record", &rec_arg])], "").await;
+    let err = sup
+        .call("t", "test.hang", json!({}), Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, -32001);
+    let id = err
+        .data
+        .as_ref()
+        .and_then(|d| d.get("id"))
+        .cloned()
+        .expect("timeout data has the id");
+    assert!(id.as_str().is_some_and(|s| s.starts_with("0:")), "{id}");
+    let got_cancel = common::wait_for(Duration::from_secs(10), || {
+        records(&rec)
+            .iter()
+            .any(|r| r["notification"] == "$/cancel" && r["params"]["id"] == id)
+    })
+    .await;
+    assert!(got_cancel, "no $/cancel for {id}: {:?}", records(&rec));
+    // The plugin is still the same instance and still serves.
+    let echo = sup
+        .call("t", "test.echo", json!({}), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(echo["epoch"], 0);
+    sup.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_stream_restarts_the_plugin() {
+    let sup = start(&[("t", &[])], "").await;
+    let err = sup
+        .call("t", "test.garbage", json!({}), Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, -32000, "{err:?}");
+    assert!(
+        wait_status(&sup, "t", PluginStatus::Ok, 1).await,
+        "{:?}",
+        sup.plugins()
+    );
+    let echo = sup
+        .call("t", "test.echo", json!({}), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(echo["epoch"], 1);
+    sup.shutdown().await;
+}
+
+fn process_alive(pid: i32) -> bool {
+    // A reaped process has no /proc entry; a zombie would show state Z.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat.split_whitespace().nth(2).is_some_and(|s| s == "Z"),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_that_ignore_eof_and_sigterm_are_still_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_a = dir.path().join("a.pid");
+    let pid_b = dir.path().join("b.pid");
+    let rec = dir.path().join("rec.jsonl");
+    let (a, b, r) = (
+        pid_a.display().to_string(),
+        pid_b.display().to_string(),
+        rec.display().to_string(),
+    );
+    let sup = start(
+        &[
+            ("deaf", &["--ignore-eof", "--pid-file", &a, "--record", &r]),
+            (
+                "stubborn",
+                &["--ignore-eof", "--ignore-term", "--pid-file", &b],
+            ),
+        ],
+        "drain_timeout_ms = 200\nkill_timeout_ms = 200",
+    )
+    .await;
+    let pids: Vec<i32> = [&pid_a, &pid_b]
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap().trim().parse().unwrap())
+        .collect();
+    assert!(pids.iter().all(|&p| process_alive(p)));
+    sup.shutdown().await;
+    for pid in pids {
+        assert!(!process_alive(pid), "pid {pid} survived shutdown");
+    }
+    // The drain began with end of file on stdin.
+    assert!(records(&rec).iter().any(|r| r["eof"] == true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_keeps_crashing_is_shown_as_crash_looping() {
+    let sup = start(&[("t", &["--exit-before-hello"])], "").await;
+    let mut events = sup.events();
+    let looped = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match events.recv().await {
+                Ok(e) if e.status == PluginStatus::CrashLoop => return e,
+                Ok(_) => continue,
+                Err(e) => panic!("event stream ended: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("crash-loop reached within 30 s");
+    assert!(looped.epoch >= 4, "{looped:?}");
+    assert_eq!(status_of(&sup, "t").0, PluginStatus::CrashLoop);
+    sup.shutdown().await;
+}
