@@ -561,6 +561,9 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             ),
         ));
     }
+    // Report in file order.
+    warnings.sort_by_key(|w| w.line.unwrap_or(0));
+    errors.sort_by_key(|e| e.line.unwrap_or(0));
     if errors.is_empty() {
         Ok(LoadedConfig {
             config,

@@ -108,8 +108,10 @@ fn main() -> ExitCode {
         "warn"
     };
     init_logging(cli.log_level.as_deref(), default_level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: the runner only moves small frames between processes, and a cross-thread
+    // wake-up per hop doubled the plugin round trip in `benches/roundtrip.rs`. Blocking work
+    // (terminal prompts) goes to tokio's blocking pool.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

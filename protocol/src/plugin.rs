@@ -115,8 +115,38 @@ pub async fn run_stdio<H: Handler>(manifest_toml: &str, handler: H) -> std::proc
             return std::process::ExitCode::FAILURE;
         }
     };
-    serve(tokio::io::stdin(), tokio::io::stdout(), manifest, handler).await;
+    let (reader, writer) = stdio();
+    serve(reader, writer, manifest, handler).await;
     std::process::ExitCode::SUCCESS
+}
+
+type BoxedReader = Box<dyn AsyncRead + Send + Unpin>;
+type BoxedWriter = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// Stdin and stdout as async streams. When they are pipes (as when the runner spawns the
+/// plugin) they are registered with the reactor directly; tokio's own `stdin()`/`stdout()`
+/// go through a blocking thread per read and write, which costs a thread hop on every frame.
+/// Anything else (a terminal, a file) falls back to those.
+pub fn stdio() -> (BoxedReader, BoxedWriter) {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    let reader: BoxedReader = match std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Receiver::from_owned_fd)
+    {
+        Ok(rx) => Box::new(rx),
+        Err(_) => Box::new(tokio::io::stdin()),
+    };
+    let writer: BoxedWriter = match std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Sender::from_owned_fd)
+    {
+        Ok(tx) => Box::new(tx),
+        Err(_) => Box::new(tokio::io::stdout()),
+    };
+    (reader, writer)
 }
 
 /// Serve `handler` on a reader/writer pair until the peer closes the stream.

@@ -90,9 +90,10 @@ async fn main() -> ExitCode {
             }
         });
     }
+    let (reader, writer) = utter_protocol::plugin::stdio();
     let (conn, mut incoming) = Connection::spawn(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
+        reader,
+        writer,
         ConnectionOptions {
             label: "runner".into(),
             ..Default::default()

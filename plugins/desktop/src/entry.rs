@@ -1,0 +1,302 @@
+//! Finding and reading desktop entries by desktop file id.
+//!
+//! Directories follow the XDG Base Directory Specification: `$XDG_DATA_HOME/applications`
+//! (default `~/.local/share/applications`), then `applications` under each entry of
+//! `$XDG_DATA_DIRS` (default `/usr/local/share:/usr/share`); relative paths in either
+//! variable are ignored, as that spec asks. A desktop file id (Desktop Entry Specification,
+//! "Desktop File ID") is the file's path below `applications/` with `/` turned into `-` and
+//! `.desktop` removed; the first directory holding an id wins.
+//!
+//! Files are parsed with the `freedesktop-desktop-entry` crate, which undoes the string
+//! escapes and keeps every translation. Only the keys we use are handed to it (see
+//! [`KEYS`]): the crate rejects a whole file for an escape it does not know, such as the
+//! `\;` that is legal in list values like `Keywords`, and we read no list.
+
+use freedesktop_desktop_entry::DesktopEntry;
+use std::path::{Path, PathBuf};
+
+/// How deep to follow subdirectories of an `applications` directory. Real trees are one or
+/// two levels deep; the limit guards against symlink loops.
+const MAX_DEPTH: usize = 8;
+
+/// The `[Desktop Entry]` keys this plugin reads; other keys and groups are not parsed.
+const KEYS: &[&str] = &[
+    "Type",
+    "Name",
+    "Icon",
+    "Exec",
+    "TryExec",
+    "Path",
+    "Terminal",
+    "Hidden",
+    "DBusActivatable",
+];
+
+/// The `applications` directories to search, most important first.
+pub fn application_dirs() -> Vec<PathBuf> {
+    let absolute = |value: &str| {
+        let path = PathBuf::from(value);
+        path.is_absolute().then_some(path)
+    };
+    let mut dirs = Vec::new();
+    let home_data = std::env::var("XDG_DATA_HOME")
+        .ok()
+        .and_then(|v| absolute(&v))
+        .or_else(|| {
+            std::env::var("HOME")
+                .ok()
+                .and_then(|h| absolute(&h))
+                .map(|h| h.join(".local/share"))
+        });
+    if let Some(dir) = home_data {
+        dirs.push(dir.join("applications"));
+    }
+    let data_dirs = std::env::var("XDG_DATA_DIRS")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "/usr/local/share:/usr/share".to_owned());
+    for dir in data_dirs.split(':').filter_map(absolute) {
+        let dir = dir.join("applications");
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    dirs
+}
+
+/// Normalise a requested id: a trailing `.desktop` is dropped. Returns `None` for ids that
+/// cannot name a desktop file (empty, or holding `/` or NUL).
+pub fn normalize_id(app_id: &str) -> Option<&str> {
+    let id = app_id.strip_suffix(".desktop").unwrap_or(app_id);
+    (!id.is_empty() && !id.contains(['/', '\0'])).then_some(id)
+}
+
+/// The path of the desktop file with this id in the first of `dirs` that has one.
+pub fn find(id: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
+    let file_name = format!("{id}.desktop");
+    dirs.iter().find_map(|dir| {
+        let direct = dir.join(&file_name);
+        if direct.is_file() {
+            return Some(direct);
+        }
+        find_below(dir, "", id, 0)
+    })
+}
+
+/// Look in the subdirectories of `dir` (whose id prefix is `prefix`) for `id`.
+fn find_below(dir: &Path, prefix: &str, id: &str, depth: usize) -> Option<PathBuf> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let mut children: Vec<(String, PathBuf, bool)> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let path = e.path();
+            let is_dir = path.is_dir();
+            Some((name, path, is_dir))
+        })
+        .collect();
+    children.sort();
+    for (name, path, is_dir) in children {
+        let child_id = format!("{prefix}{name}");
+        if is_dir {
+            // Only a directory whose id prefix matches can hold the entry.
+            let sub_prefix = format!("{child_id}-");
+            if id.starts_with(&sub_prefix) {
+                if let Some(found) = find_below(&path, &sub_prefix, id, depth + 1) {
+                    return Some(found);
+                }
+            }
+        } else if depth > 0 && child_id.strip_suffix(".desktop") == Some(id) && path.is_file() {
+            return Some(path);
+        }
+    }
+    None
+}
+
+/// Locales to try for translated keys, best first, from `LC_ALL`, `LC_MESSAGES` or `LANG`
+/// (the first one set), in the order of the Desktop Entry Specification's "Localized values
+/// for keys": `lang_COUNTRY@MODIFIER`, `lang_COUNTRY`, `lang@MODIFIER`, `lang`.
+pub fn locale_candidates() -> Vec<String> {
+    let value = ["LC_ALL", "LC_MESSAGES", "LANG"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .find(|v| !v.is_empty())
+        .unwrap_or_default();
+    candidates_for(&value)
+}
+
+fn candidates_for(locale: &str) -> Vec<String> {
+    if locale.is_empty() || locale == "C" || locale == "POSIX" || locale.starts_with("C.") {
+        return Vec::new();
+    }
+    let (rest, modifier) = match locale.split_once('@') {
+        Some((rest, modifier)) => (rest, Some(modifier)),
+        None => (locale, None),
+    };
+    let rest = rest
+        .split_once('.')
+        .map_or(rest, |(before, _encoding)| before);
+    let (lang, country) = match rest.split_once('_') {
+        Some((lang, country)) => (lang, Some(country)),
+        None => (rest, None),
+    };
+    let mut out = Vec::new();
+    if let (Some(country), Some(modifier)) = (country, modifier) {
+        out.push(format!("{lang}_{country}@{modifier}"));
+    }
+    if let Some(country) = country {
+        out.push(format!("{lang}_{country}"));
+    }
+    if let Some(modifier) = modifier {
+        out.push(format!("{lang}@{modifier}"));
+    }
+    out.push(lang.to_owned());
+    out
+}
+
+/// Why a desktop file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not a valid desktop entry.
+    #[error("{path} is not a valid desktop entry ({reason})")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        reason: String,
+    },
+}
+
+/// Read and parse the desktop entry at `path`, keeping only [`KEYS`] of `[Desktop Entry]`
+/// (with all their translations).
+pub fn read(path: &Path) -> Result<DesktopEntry, ReadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let text = only_known_keys(&text);
+    DesktopEntry::from_str(path, &text, None::<&[&str]>).map_err(|e| ReadError::Invalid {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// The `[Desktop Entry]` group of `text` reduced to the lines of [`KEYS`] (comments, blank
+/// lines, other keys and other groups dropped).
+fn only_known_keys(text: &str) -> String {
+    let mut out = String::from("[Desktop Entry]\n");
+    let mut in_main = false;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[') {
+            in_main = trimmed.trim_end() == "[Desktop Entry]";
+            continue;
+        }
+        if !in_main || trimmed.starts_with('#') {
+            continue;
+        }
+        let Some((key, _)) = line.split_once('=') else {
+            continue;
+        };
+        let base = key.trim_end();
+        let base = base.split_once('[').map_or(base, |(b, _locale)| b);
+        if KEYS.contains(&base) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locale_candidates_follow_the_spec_order() {
+        assert_eq!(
+            candidates_for("sr_YU.UTF-8@Latn"),
+            ["sr_YU@Latn", "sr_YU", "sr@Latn", "sr"]
+        );
+        assert_eq!(candidates_for("de_DE.UTF-8"), ["de_DE", "de"]);
+        assert_eq!(candidates_for("ca@valencia"), ["ca@valencia", "ca"]);
+        assert_eq!(candidates_for("fr"), ["fr"]);
+        assert!(candidates_for("C.UTF-8").is_empty());
+        assert!(candidates_for("POSIX").is_empty());
+        assert!(candidates_for("").is_empty());
+    }
+
+    #[test]
+    fn ids_are_normalised() {
+        assert_eq!(normalize_id("firefox.desktop"), Some("firefox"));
+        assert_eq!(
+            normalize_id("org.gnome.Nautilus"),
+            Some("org.gnome.Nautilus")
+        );
+        assert_eq!(normalize_id(""), None);
+        assert_eq!(normalize_id(".desktop"), None);
+        assert_eq!(normalize_id("../evil"), None);
+        assert_eq!(normalize_id("a\0b"), None);
+    }
+
+    #[test]
+    fn ids_map_to_files_in_subdirectories_and_the_first_dir_wins() {
+        let root = std::env::temp_dir().join(format!("utter-desktop-entry-{}", std::process::id()));
+        let user = root.join("user/applications");
+        let system = root.join("system/applications");
+        for dir in [&user, &system.join("kde4"), &system.join("org/deep")] {
+            std::fs::create_dir_all(dir).expect("create test dirs");
+        }
+        let write = |p: PathBuf| std::fs::write(&p, "[Desktop Entry]\n").map(|_| p);
+        let kate = write(system.join("kde4/kate.desktop")).expect("write");
+        let deep = write(system.join("org/deep/app.desktop")).expect("write");
+        let sys_gedit = write(system.join("gedit.desktop")).expect("write");
+        let user_gedit = write(user.join("gedit.desktop")).expect("write");
+        let dirs = vec![user.clone(), system.clone()];
+        assert_eq!(find("kde4-kate", &dirs), Some(kate));
+        assert_eq!(find("org-deep-app", &dirs), Some(deep));
+        assert_eq!(find("gedit", &dirs), Some(user_gedit));
+        assert_eq!(find("gedit", &dirs[1..]), Some(sys_gedit));
+        assert_eq!(find("kate", &dirs), None);
+        assert_eq!(find("kde4", &dirs), None);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn only_our_keys_reach_the_parser() {
+        let text = "# comment\n[Desktop Entry]\nName=Editor\nName[de]=Editor DE\n\
+                    Keywords=text\\;edit;\nExec=ed %f\n\n[Desktop Action new]\nExec=other\n";
+        assert_eq!(
+            only_known_keys(text),
+            "[Desktop Entry]\nName=Editor\nName[de]=Editor DE\nExec=ed %f\n"
+        );
+        let entry = DesktopEntry::from_str(
+            "/x/applications/ed.desktop",
+            &only_known_keys(text),
+            None::<&[&str]>,
+        )
+        .expect("parses");
+        assert_eq!(entry.exec(), Some("ed %f"));
+        assert_eq!(entry.name(&["de"]).as_deref(), Some("Editor DE"));
+        assert_eq!(entry.name::<&str>(&[]).as_deref(), Some("Editor"));
+    }
+
+    #[test]
+    fn string_escapes_are_undone_by_the_parser() {
+        let text = "[Desktop Entry]\nExec=sh -c \"echo \\\\\"a\\\\\" \\\\$HOME\" b\\sc\n";
+        let entry = DesktopEntry::from_str("/x/applications/e.desktop", text, None::<&[&str]>)
+            .expect("parses");
+        assert_eq!(entry.exec(), Some(r#"sh -c "echo \"a\" \$HOME" b c"#));
+    }
+}

@@ -1,0 +1,327 @@
+//! The `open_url` and `ensure_url` ops: open an `http`, `https` or `mailto` URL in the
+//! user's preferred application.
+//!
+//! The xdg-desktop-portal (`org.freedesktop.portal.OpenURI`) is tried first when a session
+//! bus is reachable and the portal is running or activatable; without one, or when the portal
+//! call fails, `xdg-open <url>` is run (argument list, no shell), detached. Its exit status
+//! is reported when it ends within [`XDG_OPEN_WAIT`]; a handler that keeps running (a
+//! browser started in the foreground) is reported as started.
+
+use crate::bus;
+use crate::portal;
+use crate::spawn;
+use crate::{invalid_params, plugin_error};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::time::Duration;
+use utter_protocol::ErrorObject;
+
+/// Schemes this plugin opens.
+pub const ALLOWED_SCHEMES: [&str; 3] = ["http", "https", "mailto"];
+
+/// Longest URL accepted, in bytes.
+const MAX_URL_BYTES: usize = 8192;
+
+/// How long to wait for `xdg-open` to exit before reporting it as started.
+pub const XDG_OPEN_WAIT: Duration = Duration::from_secs(5);
+
+/// `{url}` for both ops.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UrlArgs {
+    /// An absolute `http`, `https` or `mailto` URL.
+    pub url: String,
+}
+
+/// The JSON Schema of [`UrlArgs`].
+pub fn args_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["url"],
+        "additionalProperties": false,
+        "properties": {
+            "url": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_URL_BYTES,
+                "pattern": "^(?i:https?://[^\\s/?#]+|mailto:\\S)",
+                "description": "An absolute http, https or mailto URL."
+            }
+        }
+    })
+}
+
+/// Check a URL: an allowed scheme, no whitespace or control characters, a host for http(s).
+/// Returns the lowercased scheme.
+///
+/// # Errors
+///
+/// `-32602` saying what is wrong; a refused scheme carries `data: {allowed: [..]}`.
+pub fn check_url(url: &str) -> Result<String, ErrorObject> {
+    let allowed = ALLOWED_SCHEMES.join(", ");
+    if url.len() > MAX_URL_BYTES {
+        return Err(invalid_params(format!(
+            "the URL is {} bytes long; at most {MAX_URL_BYTES} are accepted",
+            url.len()
+        )));
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(invalid_params(
+            "the URL contains whitespace or control characters; percent-encode them (a space is %20)",
+        ));
+    }
+    let scheme = url.split_once(':').map(|(scheme, _)| scheme).filter(|s| {
+        let mut chars = s.chars();
+        chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    });
+    let Some(scheme) = scheme else {
+        return Err(invalid_params(format!(
+            "{url:?} is not an absolute URL (no scheme); allowed schemes: {allowed}"
+        ))
+        .with_data(json!({"allowed": ALLOWED_SCHEMES})));
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    if !ALLOWED_SCHEMES.contains(&scheme.as_str()) {
+        return Err(invalid_params(format!(
+            "the URL scheme {scheme:?} is not allowed; allowed schemes: {allowed}"
+        ))
+        .with_data(json!({"allowed": ALLOWED_SCHEMES})));
+    }
+    let rest = &url[scheme.len() + 1..];
+    if scheme == "mailto" {
+        if rest.is_empty() {
+            return Err(invalid_params("a mailto: URL needs an address"));
+        }
+    } else {
+        let host = rest
+            .strip_prefix("//")
+            .map(|r| r.split(['/', '?', '#']).next().unwrap_or(""))
+            .unwrap_or("");
+        if host.is_empty() {
+            return Err(invalid_params(format!(
+                "{url:?} has no host; write it as {scheme}://host/path"
+            )));
+        }
+    }
+    Ok(scheme)
+}
+
+/// Run `open_url` (or `ensure_url` when `ensure` is set).
+///
+/// Result: `{ok, dry_run, detail, url, via: "portal" | "xdg-open", ...}`; with `xdg-open`
+/// also `portal_skipped` (why the portal was not used) and, when it ended in time,
+/// `exit_status`.
+///
+/// `ensure_url` cannot yet find and focus a browser tab that already shows the URL, so it
+/// opens the URL like `open_url` does and says so in `detail`.
+///
+/// # Errors
+///
+/// `-32602` for a bad URL; `-32000` when nothing could open it (the message says what to
+/// install or configure).
+pub async fn run(args: UrlArgs, dry_run: bool, ensure: bool) -> Result<Value, ErrorObject> {
+    let scheme = check_url(&args.url)?;
+    let url = args.url;
+    let prefix = if ensure {
+        "ensure_url cannot focus an existing browser tab yet, so it opens the URL: "
+    } else {
+        ""
+    };
+
+    // Try the portal.
+    let skipped = match bus::connect().await {
+        Err(e) => e.to_string(),
+        Ok((conn, _address)) => match portal::available(&conn).await {
+            Err(why) => why,
+            Ok(()) if dry_run => match portal::version(&conn).await {
+                Ok(version) => {
+                    return Ok(json!({
+                        "ok": true,
+                        "dry_run": true,
+                        "detail": format!(
+                            "{prefix}would open {url} through the desktop portal \
+                             ({} OpenURI, version {version})",
+                            portal::PORTAL_NAME
+                        ),
+                        "url": url,
+                        "via": "portal",
+                    }));
+                }
+                Err(why) => why,
+            },
+            Ok(()) => match portal::open_uri(&conn, &url).await {
+                Ok(outcome) => {
+                    let how = match outcome {
+                        portal::Outcome::Opened => "opened",
+                        portal::Outcome::Pending => {
+                            "asked the portal to open (no answer yet; it may be asking which app to use)"
+                        }
+                    };
+                    return Ok(json!({
+                        "ok": true,
+                        "dry_run": false,
+                        "detail": format!("{prefix}{how} {url} through the desktop portal ({} OpenURI)", portal::PORTAL_NAME),
+                        "url": url,
+                        "via": "portal",
+                    }));
+                }
+                Err(portal::Failure::Cancelled) => {
+                    return Err(plugin_error(format!(
+                        "opening {url} was cancelled in the desktop portal's dialog"
+                    )));
+                }
+                Err(portal::Failure::Failed(why)) => format!("the portal failed: {why}"),
+            },
+        },
+    };
+    tracing::info!(%url, reason = %skipped, "not using the desktop portal");
+
+    // Fall back to xdg-open.
+    let Some(xdg_open) = spawn::find_program("xdg-open", None) else {
+        return Err(plugin_error(format!(
+            "cannot open {url}: the desktop portal is not usable ({skipped}) and xdg-open is \
+             not in PATH; install xdg-utils or run xdg-desktop-portal"
+        )));
+    };
+    let argv = vec!["xdg-open".to_owned(), url.clone()];
+    if dry_run {
+        return Ok(json!({
+            "ok": true,
+            "dry_run": true,
+            "detail": format!("{prefix}would run {} {url} (desktop portal not used: {skipped})", xdg_open.display()),
+            "url": url,
+            "via": "xdg-open",
+            "argv": argv,
+            "portal_skipped": skipped,
+        }));
+    }
+    let child = spawn::start(&spawn::Detached {
+        program: &xdg_open,
+        argv: &argv,
+        cwd: None,
+    })
+    .map_err(|e| plugin_error(format!("cannot start {}: {e}", xdg_open.display())))?;
+    let (exit_status, detail) = wait_a_little(child, &url, &scheme).await?;
+    let mut result = json!({
+        "ok": true,
+        "dry_run": false,
+        "detail": format!("{prefix}{detail} (desktop portal not used: {skipped})"),
+        "url": url,
+        "via": "xdg-open",
+        "argv": argv,
+        "portal_skipped": skipped,
+    });
+    if let Some(code) = exit_status {
+        result["exit_status"] = json!(code);
+    }
+    Ok(result)
+}
+
+/// Wait up to [`XDG_OPEN_WAIT`] for `xdg-open`. Returns the exit status when it ended in
+/// time (`None`: still running, reaped later) and the sentence for `detail`.
+///
+/// # Errors
+///
+/// `-32000` when it exited unsuccessfully, explained with the codes of xdg-open(1).
+async fn wait_a_little(
+    mut child: tokio::process::Child,
+    url: &str,
+    scheme: &str,
+) -> Result<(Option<i32>, String), ErrorObject> {
+    let status = match tokio::time::timeout(XDG_OPEN_WAIT, child.wait()).await {
+        Err(_) => {
+            spawn::reap_in_background(child, format!("xdg-open {url}"));
+            return Ok((
+                None,
+                format!(
+                    "started xdg-open {url}; it was still running after {} s",
+                    XDG_OPEN_WAIT.as_secs()
+                ),
+            ));
+        }
+        Ok(Err(e)) => {
+            return Err(plugin_error(format!(
+                "started xdg-open {url} but could not wait for it: {e}"
+            )));
+        }
+        Ok(Ok(status)) => status,
+    };
+    if status.success() {
+        return Ok((
+            Some(0),
+            format!("ran xdg-open {url}; it exited with status 0"),
+        ));
+    }
+    let meaning = match status.code() {
+        Some(1) => "error in command line syntax",
+        Some(2) => "one of the files passed does not exist",
+        Some(3) => "a required tool could not be found",
+        Some(4) => "the action failed",
+        _ => "unexpected failure",
+    };
+    Err(plugin_error(format!(
+        "xdg-open {url} failed with {} ({meaning}); check that a default application is set \
+         (xdg-mime query default x-scheme-handler/{scheme}) and that a display is available (WAYLAND_DISPLAY or \
+         DISPLAY)",
+        spawn::describe_status(status)
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowed_urls_pass() {
+        assert_eq!(
+            check_url("https://www.youtube.com").ok().as_deref(),
+            Some("https")
+        );
+        assert_eq!(
+            check_url("HTTP://example.org/a?b#c").ok().as_deref(),
+            Some("http")
+        );
+        assert_eq!(
+            check_url("mailto:someone@example.org").ok().as_deref(),
+            Some("mailto")
+        );
+    }
+
+    #[test]
+    fn other_schemes_are_refused_with_the_allowed_list() {
+        for url in [
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "ftp://x.org",
+            "data:,x",
+        ] {
+            let e = check_url(url).expect_err(url);
+            assert_eq!(e.code, -32602, "{url}");
+            assert!(e.message.contains("http, https, mailto"), "{}", e.message);
+            assert_eq!(
+                e.data,
+                Some(json!({"allowed": ["http", "https", "mailto"]}))
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_urls_are_refused() {
+        for url in [
+            "",
+            "www.youtube.com",
+            "https:",
+            "https:/x",
+            "https:///path",
+            "https://a b",
+            "https://a\nb",
+            "mailto:",
+            ":foo",
+            "1http://x",
+        ] {
+            assert_eq!(check_url(url).map_err(|e| e.code), Err(-32602), "{url:?}");
+        }
+        assert!(check_url(&format!("https://x.org/{}", "a".repeat(9000))).is_err());
+    }
+}

@@ -1,0 +1,194 @@
+//! The xdg-desktop-portal `OpenURI` call, with plain zbus.
+//!
+//! `org.freedesktop.portal.OpenURI.OpenURI(s parent_window, s uri, a{sv} options) -> o`
+//! returns a request object; the outcome arrives later as its
+//! `org.freedesktop.portal.Request.Response(u response, a{sv} results)` signal, with
+//! `response` 0 for success, 1 when the user cancelled a dialog, 2 for any other failure.
+//! The request path is predictable from our unique name and the `handle_token` option, so we
+//! subscribe to it *before* calling, and cannot miss a fast answer.
+//!
+//! Why zbus and not `ashpd`: this is one method and one signal, the plugin already needs
+//! zbus for MPRIS, and calling it directly adds no dependency and puts every wait under a
+//! limit we choose (a portal may keep a chooser dialog open for as long as the user likes,
+//! and a voice command should get an answer within the runner's timeout).
+
+use crate::bus::bounded;
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use zbus::Connection;
+use zbus::names::BusName;
+use zbus::proxy::CacheProperties;
+use zbus::zvariant::{ObjectPath, OwnedObjectPath, OwnedValue, Value};
+
+/// The portal frontend's bus name.
+pub const PORTAL_NAME: &str = "org.freedesktop.portal.Desktop";
+/// The portal frontend's object.
+pub const PORTAL_PATH: &str = "/org/freedesktop/portal/desktop";
+
+/// Limit for quick questions to the bus daemon or the portal.
+const QUICK: Duration = Duration::from_secs(2);
+/// Limit for the `OpenURI` call itself, which may D-Bus-activate the portal first.
+const CALL: Duration = Duration::from_secs(5);
+/// How long to wait for the `Response` signal before reporting "accepted, no answer yet".
+const RESPONSE: Duration = Duration::from_secs(3);
+
+#[zbus::proxy(
+    interface = "org.freedesktop.portal.OpenURI",
+    default_service = "org.freedesktop.portal.Desktop",
+    default_path = "/org/freedesktop/portal/desktop",
+    gen_blocking = false
+)]
+trait OpenUri {
+    /// Ask the portal to open `uri` in the user's preferred application.
+    #[zbus(name = "OpenURI")]
+    fn open_uri(
+        &self,
+        parent_window: &str,
+        uri: &str,
+        options: HashMap<&str, Value<'_>>,
+    ) -> zbus::Result<OwnedObjectPath>;
+
+    /// The interface version.
+    #[zbus(property, name = "version")]
+    fn version(&self) -> zbus::Result<u32>;
+}
+
+#[zbus::proxy(
+    interface = "org.freedesktop.portal.Request",
+    default_service = "org.freedesktop.portal.Desktop",
+    gen_blocking = false
+)]
+trait Request {
+    /// The outcome of a portal request.
+    #[zbus(signal)]
+    fn response(&self, response: u32, results: HashMap<String, OwnedValue>) -> zbus::Result<()>;
+}
+
+/// Whether the portal can be asked at all: its name has an owner or is activatable.
+///
+/// # Errors
+///
+/// A sentence saying why not (absent, or the bus daemon did not answer).
+pub async fn available(conn: &Connection) -> Result<(), String> {
+    let dbus = bounded(QUICK, "bus daemon", zbus::fdo::DBusProxy::new(conn)).await?;
+    let name = BusName::from_static_str(PORTAL_NAME).map_err(|e| e.to_string())?;
+    if bounded(QUICK, "NameHasOwner", dbus.name_has_owner(name)).await? {
+        return Ok(());
+    }
+    let activatable = bounded(QUICK, "ListActivatableNames", dbus.list_activatable_names()).await?;
+    if activatable.iter().any(|n| n.as_str() == PORTAL_NAME) {
+        return Ok(());
+    }
+    Err(format!(
+        "{PORTAL_NAME} has no owner and is not activatable on the session bus"
+    ))
+}
+
+/// Ask the portal for its `OpenURI` version: proof that it answers (dry runs use this).
+///
+/// # Errors
+///
+/// Why the portal did not answer.
+pub async fn version(conn: &Connection) -> Result<u32, String> {
+    let proxy = bounded(
+        QUICK,
+        "OpenURI proxy",
+        OpenUriProxy::builder(conn)
+            .cache_properties(CacheProperties::No)
+            .build(),
+    )
+    .await?;
+    bounded(CALL, "OpenURI version", proxy.version()).await
+}
+
+/// How an `OpenURI` request ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// `Response` 0: the portal opened it.
+    Opened,
+    /// The call was accepted but no `Response` came within the wait; the portal may be
+    /// showing a chooser dialog.
+    Pending,
+}
+
+/// An `OpenURI` request that did not open anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// `Response` 1: the user dismissed the portal's dialog. Not worth a fallback.
+    Cancelled,
+    /// The call failed or `Response` was 2; a fallback may work.
+    Failed(String),
+}
+
+static TOKENS: AtomicU64 = AtomicU64::new(0);
+
+/// Open `uri` through the portal and wait (bounded) for the outcome.
+///
+/// # Errors
+///
+/// [`Failure::Cancelled`] or [`Failure::Failed`] with the reason.
+pub async fn open_uri(conn: &Connection, uri: &str) -> Result<Outcome, Failure> {
+    let token = format!(
+        "utter_{}_{}",
+        std::process::id(),
+        TOKENS.fetch_add(1, Ordering::Relaxed)
+    );
+    let sender = conn
+        .unique_name()
+        .map(|n| n.trim_start_matches(':').replace('.', "_"))
+        .ok_or_else(|| Failure::Failed("the bus gave us no unique name".to_owned()))?;
+    let expected = format!("{PORTAL_PATH}/request/{sender}/{token}");
+    let mut responses = subscribe(conn, &expected).await.map_err(Failure::Failed)?;
+
+    let proxy = bounded(
+        QUICK,
+        "OpenURI proxy",
+        OpenUriProxy::builder(conn)
+            .cache_properties(CacheProperties::No)
+            .build(),
+    )
+    .await
+    .map_err(Failure::Failed)?;
+    let options = HashMap::from([("handle_token", Value::from(token.as_str()))]);
+    let handle = bounded(CALL, "OpenURI", proxy.open_uri("", uri, options))
+        .await
+        .map_err(Failure::Failed)?;
+    if handle.as_str() != expected {
+        // Portals before 0.9 ignore handle_token; listen on the path they chose.
+        responses = subscribe(conn, handle.as_str())
+            .await
+            .map_err(Failure::Failed)?;
+    }
+
+    match tokio::time::timeout(RESPONSE, responses.next()).await {
+        Err(_) => Ok(Outcome::Pending),
+        Ok(None) => Err(Failure::Failed(
+            "the bus connection closed before the portal answered".to_owned(),
+        )),
+        Ok(Some(signal)) => {
+            let code = signal
+                .args()
+                .map(|a| a.response)
+                .map_err(|e| Failure::Failed(format!("unreadable portal Response: {e}")))?;
+            match code {
+                0 => Ok(Outcome::Opened),
+                1 => Err(Failure::Cancelled),
+                other => Err(Failure::Failed(format!(
+                    "the portal answered {other} (failure)"
+                ))),
+            }
+        }
+    }
+}
+
+async fn subscribe(conn: &Connection, path: &str) -> Result<ResponseStream, String> {
+    let path = ObjectPath::try_from(path.to_owned()).map_err(|e| e.to_string())?;
+    let builder = RequestProxy::builder(conn)
+        .path(path)
+        .map_err(|e| e.to_string())?
+        .cache_properties(CacheProperties::No);
+    let request = bounded(QUICK, "Request proxy", builder.build()).await?;
+    bounded(QUICK, "subscribing to Response", request.receive_response()).await
+}

@@ -1,0 +1,495 @@
+//! Installed desktop applications, found through their `.desktop` files.
+//!
+//! Where to look and how files are named follow the XDG Base Directory and Desktop Entry
+//! specifications: `$XDG_DATA_HOME/applications` first (default `~/.local/share`), then
+//! `applications` under each of `$XDG_DATA_DIRS` (default `/usr/local/share:/usr/share`).
+//! A file's desktop id is its path below `applications/` with `/` turned into `-` and the
+//! `.desktop` suffix removed; the first directory holding an id decides it, so a user's
+//! `Hidden=true` copy masks the system entry. Files are parsed by `freedesktop-desktop-entry`.
+//!
+//! [`AppScanner`] caches the parsed list and re-reads it only when the set of files, or the
+//! modification time or size of one of them, changed since the last look: a listing and a
+//! `stat` per file, which stays cheap next to parsing a few hundred files.
+
+use crate::text::{compact, normalize, strip_word_prefix, strip_word_suffix};
+use freedesktop_desktop_entry::DesktopEntry;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+/// How deep to follow subdirectories of an `applications` directory. Real trees are one or
+/// two levels deep; the limit only guards against symlink loops.
+const MAX_DEPTH: usize = 8;
+
+/// One launchable application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppEntry {
+    /// The desktop id, e.g. `org.gnome.Nautilus` for `org.gnome.Nautilus.desktop`.
+    pub id: String,
+    /// The unlocalised `Name`.
+    pub name: String,
+    /// The unlocalised `GenericName`, if any.
+    pub generic_name: Option<String>,
+    /// The unlocalised `Keywords`.
+    pub keywords: Vec<String>,
+}
+
+#[cfg(test)]
+impl AppEntry {
+    /// An entry from its parts.
+    pub fn new(id: &str, name: &str, generic_name: Option<&str>, keywords: &[&str]) -> AppEntry {
+        AppEntry {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            generic_name: generic_name.map(str::to_owned),
+            keywords: keywords.iter().map(|k| (*k).to_owned()).collect(),
+        }
+    }
+}
+
+/// How well a spoken name matched an entry; lower is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum MatchLevel {
+    Name,
+    GenericName,
+    Keyword,
+}
+
+/// The application a spoken name refers to, if any. `spoken` is [`normalize`]d text such as
+/// `the marker writer app`. It is compared with each entry's `Name`, then `GenericName`,
+/// then `Keywords`, ignoring case, punctuation and spaces; a better field wins over a worse
+/// one, and among equals the shortest `Name` (then the smallest id) wins. A leading
+/// "the"/"my"/"a" and a trailing "app", "application" or "program" are tried away if the
+/// literal text matched nothing.
+pub fn find_app<'a>(apps: &'a [AppEntry], spoken: &str) -> Option<&'a AppEntry> {
+    app_forms(spoken)
+        .iter()
+        .find_map(|form| best_match(apps, form))
+}
+
+fn app_forms(spoken: &str) -> Vec<String> {
+    let mut cleaned = spoken;
+    for article in ["the", "my", "a", "an"] {
+        if let Some(rest) = strip_word_prefix(cleaned, article).filter(|r| !r.is_empty()) {
+            cleaned = rest;
+            break;
+        }
+    }
+    for suffix in ["application", "app", "program"] {
+        if let Some(rest) = strip_word_suffix(cleaned, suffix).filter(|r| !r.is_empty()) {
+            cleaned = rest;
+            break;
+        }
+    }
+    let mut forms = vec![spoken.to_owned()];
+    if cleaned != spoken {
+        forms.push(cleaned.to_owned());
+    }
+    forms
+}
+
+fn best_match<'a>(apps: &'a [AppEntry], spoken: &str) -> Option<&'a AppEntry> {
+    let wanted = compact(spoken);
+    if wanted.is_empty() {
+        return None;
+    }
+    let same = |field: &str| compact(&normalize(field)) == wanted;
+    apps.iter()
+        .filter_map(|app| {
+            let level = if same(&app.name) {
+                MatchLevel::Name
+            } else if app.generic_name.as_deref().is_some_and(same) {
+                MatchLevel::GenericName
+            } else if app.keywords.iter().any(|k| same(k)) {
+                MatchLevel::Keyword
+            } else {
+                return None;
+            };
+            Some((level, app.name.chars().count(), app.id.as_str(), app))
+        })
+        .min_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)))
+        .map(|(_, _, _, app)| app)
+}
+
+/// The `applications` directories to scan, in precedence order, from the XDG variables of
+/// the given environment lookup (the process environment in production).
+pub fn application_dirs(var: impl Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    let absolute = |s: &str| {
+        let p = PathBuf::from(s);
+        // The base directory specification says relative paths are invalid and ignored.
+        p.is_absolute().then_some(p)
+    };
+    let mut bases = Vec::new();
+    match var("XDG_DATA_HOME").as_deref().and_then(absolute) {
+        Some(home) => bases.push(home),
+        None => {
+            if let Some(home) = var("HOME").as_deref().and_then(absolute) {
+                bases.push(home.join(".local/share"));
+            }
+        }
+    }
+    let data_dirs = var("XDG_DATA_DIRS").filter(|v| !v.trim().is_empty());
+    let data_dirs = data_dirs
+        .as_deref()
+        .unwrap_or("/usr/local/share:/usr/share");
+    bases.extend(data_dirs.split(':').filter_map(absolute));
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for base in bases {
+        let dir = base.join("applications");
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    dirs
+}
+
+/// A `.desktop` file found by a listing, with what the freshness check compares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FoundFile {
+    id: String,
+    path: PathBuf,
+    modified: Option<SystemTime>,
+    len: u64,
+}
+
+/// List the `.desktop` files of `dirs`, keeping only the first file for each desktop id.
+fn list_files(dirs: &[PathBuf]) -> Vec<FoundFile> {
+    let mut found: Vec<FoundFile> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for dir in dirs {
+        let mut here = Vec::new();
+        walk(dir, "", 0, &mut here);
+        for file in here {
+            if seen.insert(file.id.clone()) {
+                found.push(file);
+            }
+        }
+    }
+    found
+}
+
+fn walk(dir: &Path, prefix: &str, depth: usize, out: &mut Vec<FoundFile>) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    // A missing or unreadable directory is normal (not every data dir has applications).
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<(String, PathBuf)> = read
+        .filter_map(Result::ok)
+        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path())))
+        .collect();
+    entries.sort();
+    for (file_name, path) in entries {
+        // Follows symlinks, as desktop environments do.
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            walk(&path, &format!("{prefix}{file_name}-"), depth + 1, out);
+        } else if let Some(stem) = file_name.strip_suffix(".desktop") {
+            if stem.is_empty() || !meta.is_file() {
+                continue;
+            }
+            out.push(FoundFile {
+                id: format!("{prefix}{stem}"),
+                path,
+                modified: meta.modified().ok(),
+                len: meta.len(),
+            });
+        }
+    }
+}
+
+/// Read one `.desktop` file; `None` for files that are not shown as applications (wrong
+/// `Type`, `Hidden`, `NoDisplay`, no `Name`) or cannot be read or parsed.
+fn read_entry(file: &FoundFile) -> Option<AppEntry> {
+    let text = std::fs::read_to_string(&file.path).ok()?;
+    // No locale filter and no locales asked for below: only the unlocalised values are used.
+    let entry = DesktopEntry::from_str(&file.path, &text, None::<&[&str]>).ok()?;
+    if entry.type_() != Some("Application") || entry.hidden() || entry.no_display() {
+        return None;
+    }
+    let unlocalised: &[&str] = &[];
+    let name = entry
+        .name(unlocalised)
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())?;
+    let generic_name = entry
+        .generic_name(unlocalised)
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty());
+    let keywords = entry
+        .keywords(unlocalised)
+        .unwrap_or_default()
+        .iter()
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty())
+        .collect();
+    Some(AppEntry {
+        id: file.id.clone(),
+        name,
+        generic_name,
+        keywords,
+    })
+}
+
+/// Parse every listed file into the applications to offer.
+fn parse_all(files: &[FoundFile]) -> Vec<AppEntry> {
+    files.iter().filter_map(read_entry).collect()
+}
+
+struct Cached {
+    files: Vec<FoundFile>,
+    apps: Arc<Vec<AppEntry>>,
+}
+
+/// The installed applications of a fixed list of directories, re-read when they change.
+pub struct AppScanner {
+    dirs: Vec<PathBuf>,
+    cache: Mutex<Option<Cached>>,
+}
+
+impl AppScanner {
+    /// A scanner over `dirs` (see [`application_dirs`]). Nothing is read until [`Self::apps`].
+    pub fn new(dirs: Vec<PathBuf>) -> AppScanner {
+        AppScanner {
+            dirs,
+            cache: Mutex::new(None),
+        }
+    }
+
+    /// The current applications. Lists the directories on every call and parses the files
+    /// again only if the listing differs from the previous one. Blocking file I/O.
+    pub fn apps(&self) -> Arc<Vec<AppEntry>> {
+        let files = list_files(&self.dirs);
+        // A panic while the lock was held cannot leave the cache half-written (it is replaced
+        // whole), so a poisoned lock is still usable.
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(cached) = cache.as_ref() {
+            if cached.files == files {
+                return cached.apps.clone();
+            }
+        }
+        let apps = Arc::new(parse_all(&files));
+        *cache = Some(Cached {
+            files,
+            apps: apps.clone(),
+        });
+        apps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<AppEntry> {
+        vec![
+            AppEntry::new(
+                "org.gnome.Nautilus",
+                "Files",
+                Some("File Manager"),
+                &["folder", "browse"],
+            ),
+            AppEntry::new(
+                "firefox",
+                "Firefox",
+                Some("Web Browser"),
+                &["internet", "www"],
+            ),
+            AppEntry::new(
+                "org.gnome.Terminal",
+                "Terminal",
+                Some("Terminal Emulator"),
+                &["shell", "prompt", "command line"],
+            ),
+            AppEntry::new("kitty", "kitty", Some("Terminal Emulator"), &["shell"]),
+            AppEntry::new("marker-writer", "Marker Writer", None, &["notes"]),
+            AppEntry::new("org.kde.konsole", "Konsole", None, &["terminal"]),
+            AppEntry::new(
+                "writer-long",
+                "Writer Deluxe Edition",
+                Some("Word Processor"),
+                &[],
+            ),
+            AppEntry::new(
+                "libreoffice-writer",
+                "LibreOffice Writer",
+                Some("Word Processor"),
+                &[],
+            ),
+        ]
+    }
+
+    fn id_of(apps: &[AppEntry], spoken: &str) -> Option<String> {
+        find_app(apps, spoken).map(|a| a.id.clone())
+    }
+
+    #[test]
+    fn names_beat_generic_names_beat_keywords() {
+        let apps = sample();
+        assert_eq!(id_of(&apps, "firefox").as_deref(), Some("firefox"));
+        assert_eq!(
+            id_of(&apps, "marker writer").as_deref(),
+            Some("marker-writer")
+        );
+        assert_eq!(
+            id_of(&apps, "markerwriter").as_deref(),
+            Some("marker-writer")
+        );
+        // "terminal" is Terminal's Name and Konsole's keyword: the Name wins.
+        assert_eq!(
+            id_of(&apps, "terminal").as_deref(),
+            Some("org.gnome.Terminal")
+        );
+        assert_eq!(
+            id_of(&apps, "file manager").as_deref(),
+            Some("org.gnome.Nautilus")
+        );
+        assert_eq!(id_of(&apps, "web browser").as_deref(), Some("firefox"));
+        assert_eq!(id_of(&apps, "notes").as_deref(), Some("marker-writer"));
+        assert_eq!(
+            id_of(&apps, "command line").as_deref(),
+            Some("org.gnome.Terminal")
+        );
+        assert_eq!(id_of(&apps, "blorp"), None);
+        assert_eq!(id_of(&apps, ""), None);
+    }
+
+    #[test]
+    fn ties_go_to_the_shortest_name() {
+        let apps = sample();
+        // Both Terminal and kitty are "Terminal Emulator"; kitty's name is shorter.
+        assert_eq!(id_of(&apps, "terminal emulator").as_deref(), Some("kitty"));
+        assert_eq!(
+            id_of(&apps, "word processor").as_deref(),
+            Some("libreoffice-writer")
+        );
+    }
+
+    #[test]
+    fn articles_and_app_suffixes_are_tolerated() {
+        let apps = sample();
+        assert_eq!(
+            id_of(&apps, "the file manager").as_deref(),
+            Some("org.gnome.Nautilus")
+        );
+        assert_eq!(id_of(&apps, "the firefox app").as_deref(), Some("firefox"));
+        assert_eq!(
+            id_of(&apps, "my terminal application").as_deref(),
+            Some("org.gnome.Terminal")
+        );
+    }
+
+    #[test]
+    fn xdg_directories_follow_the_spec() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        assert_eq!(
+            application_dirs(env(&[("HOME", "/home/u")])),
+            vec![
+                PathBuf::from("/home/u/.local/share/applications"),
+                PathBuf::from("/usr/local/share/applications"),
+                PathBuf::from("/usr/share/applications"),
+            ]
+        );
+        assert_eq!(
+            application_dirs(env(&[
+                ("HOME", "/home/u"),
+                ("XDG_DATA_HOME", "/d/home"),
+                ("XDG_DATA_DIRS", "/a:relative::/b/"),
+            ])),
+            vec![
+                PathBuf::from("/d/home/applications"),
+                PathBuf::from("/a/applications"),
+                PathBuf::from("/b/applications"),
+            ]
+        );
+        // A relative XDG_DATA_HOME is ignored in favour of the default.
+        assert_eq!(
+            application_dirs(env(&[
+                ("HOME", "/h"),
+                ("XDG_DATA_HOME", "rel"),
+                ("XDG_DATA_DIRS", "/s")
+            ])),
+            vec![
+                PathBuf::from("/h/.local/share/applications"),
+                PathBuf::from("/s/applications")
+            ]
+        );
+    }
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+
+    fn app(name: &str) -> String {
+        format!("[Desktop Entry]\nType=Application\nName={name}\nExec=true\n")
+    }
+
+    #[test]
+    fn scanning_follows_ids_precedence_and_visibility() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let user = tmp.path().join("home/applications");
+        let system = tmp.path().join("sys/applications");
+        write(&system.join("vendor/tool.desktop"), &app("Vendor Tool"));
+        write(&system.join("editor.desktop"), &app("System Editor"));
+        write(&user.join("editor.desktop"), &app("My Editor"));
+        write(&system.join("masked.desktop"), &app("Masked"));
+        write(
+            &user.join("masked.desktop"),
+            "[Desktop Entry]\nType=Application\nName=Masked\nHidden=true\n",
+        );
+        write(
+            &system.join("hidden.desktop"),
+            "[Desktop Entry]\nType=Application\nName=Nope\nNoDisplay=true\n",
+        );
+        write(
+            &system.join("link.desktop"),
+            "[Desktop Entry]\nType=Link\nName=A Link\nURL=https://a.com\n",
+        );
+        write(
+            &system.join("broken.desktop"),
+            "this is not a desktop file\n",
+        );
+        write(&system.join("notes.txt"), &app("Not Desktop"));
+        write(
+            &system.join("kw.desktop"),
+            "[Desktop Entry]\nType=Application\nName=Key Words\nGenericName=Thing Maker\n\
+             Keywords=alpha;beta\\sgamma;\nName[de]=Schlüsselwörter\n",
+        );
+
+        let scanner = AppScanner::new(vec![user.clone(), system.clone()]);
+        let apps = scanner.apps();
+        let mut ids: Vec<&str> = apps.iter().map(|a| a.id.as_str()).collect();
+        ids.sort();
+        assert_eq!(ids, ["editor", "kw", "vendor-tool"]);
+        let editor = apps.iter().find(|a| a.id == "editor").expect("editor");
+        assert_eq!(editor.name, "My Editor");
+        let kw = apps.iter().find(|a| a.id == "kw").expect("kw");
+        assert_eq!(kw.generic_name.as_deref(), Some("Thing Maker"));
+        assert_eq!(kw.keywords, ["alpha", "beta gamma"]);
+        assert_eq!(kw.name, "Key Words");
+
+        // Unchanged: the same parsed list is handed out again.
+        assert!(Arc::ptr_eq(&apps, &scanner.apps()));
+
+        // A file created later is seen on the next look.
+        write(&user.join("late.desktop"), &app("Late Comer"));
+        let again = scanner.apps();
+        assert!(
+            again
+                .iter()
+                .any(|a| a.id == "late" && a.name == "Late Comer")
+        );
+    }
+}

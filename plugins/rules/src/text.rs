@@ -1,0 +1,269 @@
+//! Text normalisation shared by every rule.
+//!
+//! Speech-to-text output and typed commands differ in case, punctuation and politeness, none
+//! of which changes what is meant. [`normalize`] folds those differences away so the rules
+//! can compare plain lowercase words. Words that look like host names (`example.com`) keep
+//! their dots and dashes, because there the punctuation is the content.
+
+/// Lowercase `input`, drop punctuation and quotes, and collapse whitespace to single spaces.
+///
+/// A word that is a host name once its surrounding punctuation is removed is kept as it is
+/// (`"Example.COM!"` becomes `example.com`). In any other word, apostrophes are dropped
+/// (`what's` → `whats`) and every other character that is not a letter or digit separates
+/// words (`play/pause` → `play pause`).
+pub fn normalize(input: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    for raw in input.split_whitespace() {
+        let lower = raw.to_lowercase();
+        let trimmed = lower.trim_matches(|c: char| !c.is_alphanumeric());
+        if is_hostname(trimmed) {
+            words.push(trimmed.to_owned());
+            continue;
+        }
+        let mut word = String::new();
+        for c in trimmed.chars() {
+            if c.is_alphanumeric() {
+                word.push(c);
+            } else if is_apostrophe(c) {
+                // Joined, not split: "what's" is one word.
+            } else if c == '&' {
+                word.push_str(" and ");
+            } else {
+                word.push(' ');
+            }
+        }
+        words.extend(word.split_whitespace().map(str::to_owned));
+    }
+    words.join(" ")
+}
+
+fn is_apostrophe(c: char) -> bool {
+    matches!(c, '\'' | '\u{2018}' | '\u{2019}' | '`')
+}
+
+/// Politeness and wake words dropped from the start of an utterance, longest first.
+const LEADING_FILLERS: &[&str] = &[
+    "hey utter",
+    "hi utter",
+    "ok utter",
+    "okay utter",
+    "please",
+    "can you",
+    "could you",
+    "would you",
+    "will you",
+];
+
+/// Politeness dropped from the end of an utterance.
+const TRAILING_FILLERS: &[&str] = &["please", "thank you", "thanks", "for me"];
+
+/// Remove politeness fillers ("please", "can you", "hey utter", ...) from both ends of a
+/// [`normalize`]d utterance, repeatedly, so "hey utter could you please pause" is "pause".
+pub fn strip_fillers(text: &str) -> &str {
+    let mut rest = text.trim();
+    loop {
+        let before = rest;
+        for filler in LEADING_FILLERS {
+            if let Some(after) = strip_word_prefix(rest, filler) {
+                rest = after;
+            }
+        }
+        for filler in TRAILING_FILLERS {
+            if let Some(before) = strip_word_suffix(rest, filler) {
+                rest = before;
+            }
+        }
+        if rest == before {
+            return rest;
+        }
+    }
+}
+
+/// `text` without the whole-word prefix `prefix` (and the space after it), or `None`.
+/// The prefix may also be the whole text, which leaves an empty string.
+pub fn strip_word_prefix<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = text.strip_prefix(prefix)?;
+    if rest.is_empty() {
+        Some(rest)
+    } else {
+        rest.strip_prefix(' ')
+    }
+}
+
+/// `text` without the whole-word suffix `suffix` (and the space before it), or `None`.
+/// The suffix may also be the whole text, which leaves an empty string.
+pub fn strip_word_suffix<'a>(text: &'a str, suffix: &str) -> Option<&'a str> {
+    let rest = text.strip_suffix(suffix)?;
+    if rest.is_empty() {
+        Some(rest)
+    } else {
+        rest.strip_suffix(' ')
+    }
+}
+
+/// The comparison key that ignores how a name is split into words: spaces, dots and dashes
+/// removed ("you tube", "YouTube" and "you-tube" all become `youtube`).
+pub fn compact(text: &str) -> String {
+    text.chars()
+        .filter(|c| !matches!(c, ' ' | '.' | '-'))
+        .collect()
+}
+
+/// Join a spoken host name: `news dot ycombinator dot com` → `news.ycombinator.com`.
+/// Returns `None` when `text` has no `dot` between two words.
+pub fn join_spoken_dots(text: &str) -> Option<String> {
+    let words: Vec<&str> = text.split(' ').collect();
+    let has_inner_dot = words.len() >= 3
+        && words[1..words.len() - 1].contains(&"dot")
+        && words.first() != Some(&"dot")
+        && words.last() != Some(&"dot");
+    if !has_inner_dot {
+        return None;
+    }
+    let mut out = String::new();
+    let mut previous_was_dot = true;
+    for word in words {
+        if word == "dot" {
+            if previous_was_dot {
+                return None;
+            }
+            out.push('.');
+            previous_was_dot = true;
+        } else {
+            if !previous_was_dot {
+                // Two words with no "dot" between them cannot be one host name.
+                return None;
+            }
+            out.push_str(word);
+            previous_was_dot = false;
+        }
+    }
+    Some(out)
+}
+
+/// True for a plain host name: ASCII letters, digits, dots and dashes; at least two labels;
+/// labels of 1 to 63 characters that neither start nor end with a dash; a top-level domain
+/// of at least two letters; at most 253 characters.
+pub fn is_hostname(text: &str) -> bool {
+    if text.is_empty() || text.len() > 253 {
+        return false;
+    }
+    let labels: Vec<&str> = text.split('.').collect();
+    if labels.len() < 2 {
+        return false;
+    }
+    let label_ok = |label: &str| {
+        !label.is_empty()
+            && label.len() <= 63
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    let tld_ok = labels
+        .last()
+        .is_some_and(|tld| tld.len() >= 2 && tld.chars().all(|c| c.is_ascii_lowercase()));
+    tld_ok && labels.iter().all(|label| label_ok(label))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_folds_case_punctuation_and_space() {
+        assert_eq!(normalize("Open YouTube!"), "open youtube");
+        assert_eq!(normalize("  pause,   please. "), "pause please");
+        assert_eq!(normalize("\"Next\" track?!"), "next track");
+        assert_eq!(normalize("what's up; ok: fine"), "whats up ok fine");
+        assert_eq!(normalize("play/pause"), "play pause");
+        assert_eq!(
+            normalize("it\u{2019}s \u{201c}quoted\u{201d}"),
+            "its quoted"
+        );
+        assert_eq!(normalize("Café Crème"), "café crème");
+        assert_eq!(normalize("!?.,"), "");
+    }
+
+    #[test]
+    fn normalize_keeps_host_names() {
+        assert_eq!(normalize("Open Example.COM."), "open example.com");
+        assert_eq!(
+            normalize("go to news.ycombinator.com, please"),
+            "go to news.ycombinator.com please"
+        );
+        assert_eq!(normalize("(docs.rs)"), "docs.rs");
+        assert_eq!(normalize("my-site.co.uk"), "my-site.co.uk");
+        // Not host names: the dots and dashes go.
+        assert_eq!(normalize("e.g."), "e g");
+        assert_eq!(normalize("v1.2"), "v1 2");
+        assert_eq!(normalize("play-pause"), "play pause");
+    }
+
+    #[test]
+    fn fillers_are_dropped_at_both_ends() {
+        assert_eq!(strip_fillers("hey utter could you please pause"), "pause");
+        assert_eq!(strip_fillers("open youtube please"), "open youtube");
+        assert_eq!(
+            strip_fillers("can you open youtube for me thanks"),
+            "open youtube"
+        );
+        assert_eq!(strip_fillers("please"), "");
+        // Only whole words.
+        assert_eq!(strip_fillers("pleased"), "pleased");
+        assert_eq!(strip_fillers("play canyon"), "play canyon");
+    }
+
+    #[test]
+    fn hostnames() {
+        for good in [
+            "example.com",
+            "news.ycombinator.com",
+            "a-b.c.io",
+            "x.co",
+            "1.2.3.io",
+        ] {
+            assert!(is_hostname(good), "{good}");
+        }
+        for bad in [
+            "example",
+            "example.c",
+            "example.c0m",
+            "-a.com",
+            "a-.com",
+            "a..com",
+            ".com",
+            "com.",
+            "exa_mple.com",
+            "exämple.com",
+            "Example.com",
+            "1.2.3.4",
+        ] {
+            assert!(!is_hostname(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn spoken_dots_join_into_host_names() {
+        assert_eq!(
+            join_spoken_dots("news dot ycombinator dot com").as_deref(),
+            Some("news.ycombinator.com")
+        );
+        assert_eq!(
+            join_spoken_dots("example dot com").as_deref(),
+            Some("example.com")
+        );
+        assert_eq!(join_spoken_dots("example com"), None);
+        assert_eq!(join_spoken_dots("dot com"), None);
+        assert_eq!(join_spoken_dots("my example dot com"), None);
+        assert_eq!(join_spoken_dots("a dot dot com"), None);
+    }
+
+    #[test]
+    fn compact_ignores_word_splits() {
+        assert_eq!(compact("you tube"), "youtube");
+        assert_eq!(compact("crates.io"), "cratesio");
+        assert_eq!(compact("stack-overflow"), "stackoverflow");
+    }
+}

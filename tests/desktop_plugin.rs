@@ -1,0 +1,862 @@
+//! The desktop action plugin (`utter-desktop`) driven as the runner drives it: a real
+//! process over stdio, real programs started from desktop entries, real `xdg-open`, a real
+//! `mpv` with the mpv-mpris script on a private `dbus-daemon`, and a stand-in portal
+//! frontend on that bus (no xdg-desktop-portal backend can run headless).
+//!
+//! Debian packages these tests need: dbus-daemon, xdg-utils, mpv, mpv-mpris, sox.
+
+mod common;
+
+use common::{DbusSession, PluginProcess, bin, wait_for};
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use utter_protocol::ErrorObject;
+use utter_protocol::serde_json::{Value, json};
+use zbus::zvariant::{OwnedObjectPath, OwnedValue};
+
+/// Environment that keeps the plugin (and what it starts) away from the real session.
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let sandbox = Sandbox { dir };
+        for sub in [
+            "home",
+            "config",
+            "config-dirs",
+            "data/applications",
+            "data-dirs",
+            "run",
+        ] {
+            std::fs::create_dir_all(sandbox.path(sub)).expect("create sandbox dirs");
+        }
+        std::fs::set_permissions(sandbox.path("run"), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod run dir");
+        sandbox
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Variables for the plugin. `bus` is the session bus address (`None`: a socket that
+    /// does not exist). Desktop-detection variables that xdg-open 1.1.3 reads are blanked,
+    /// so it runs its "generic" method; it only needs DISPLAY or WAYLAND_DISPLAY to be
+    /// non-empty to look up x-scheme-handler defaults, and never connects to either.
+    fn env(&self, bus: Option<&str>) -> Vec<(String, String)> {
+        let p = |rel: &str| self.path(rel).display().to_string();
+        let bus = bus.map_or_else(
+            || format!("unix:path={}", self.path("run/no-such-bus").display()),
+            str::to_owned,
+        );
+        let mut env = vec![
+            ("HOME".to_owned(), p("home")),
+            ("XDG_CONFIG_HOME".to_owned(), p("config")),
+            ("XDG_CONFIG_DIRS".to_owned(), p("config-dirs")),
+            ("XDG_DATA_HOME".to_owned(), p("data")),
+            ("XDG_DATA_DIRS".to_owned(), p("data-dirs")),
+            ("XDG_RUNTIME_DIR".to_owned(), p("run")),
+            ("DBUS_SESSION_BUS_ADDRESS".to_owned(), bus),
+            (
+                "WAYLAND_DISPLAY".to_owned(),
+                "utter-test-display".to_owned(),
+            ),
+            ("LANG".to_owned(), "de_DE.UTF-8".to_owned()),
+        ];
+        for blank in [
+            "DISPLAY",
+            "BROWSER",
+            "XDG_CURRENT_DESKTOP",
+            "DESKTOP_SESSION",
+            "KDE_FULL_SESSION",
+            "GNOME_DESKTOP_SESSION_ID",
+            "MATE_DESKTOP_SESSION_ID",
+            "LXQT_SESSION_CONFIG",
+            "DESKTOP",
+            "LC_ALL",
+            "LC_MESSAGES",
+        ] {
+            env.push((blank.to_owned(), String::new()));
+        }
+        env
+    }
+
+    fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let path = self.path(rel);
+        std::fs::write(&path, text).expect("write sandbox file");
+        path
+    }
+
+    fn write_script(&self, rel: &str, text: &str) -> PathBuf {
+        let path = self.write(rel, text);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod script");
+        path
+    }
+
+    /// A `recorder.desktop` set as the https handler; its script writes its arguments,
+    /// one per line, to `recorded.txt`. Returns that path.
+    fn install_https_recorder(&self) -> PathBuf {
+        let out = self.path("recorded.txt");
+        let script = self.write_script(
+            "recorder.sh",
+            &format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{out}.tmp' && mv '{out}.tmp' '{out}'\n",
+                out = out.display()
+            ),
+        );
+        self.write(
+            "data/applications/recorder.desktop",
+            &format!(
+                "[Desktop Entry]\nType=Application\nName=Recorder\nExec={} %u\n",
+                script.display()
+            ),
+        );
+        self.write(
+            "config/mimeapps.list",
+            "[Default Applications]\nx-scheme-handler/https=recorder.desktop\n",
+        );
+        out
+    }
+
+    async fn start_plugin(&self, bus: Option<&str>) -> PluginProcess {
+        let env = self.env(bus);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        PluginProcess::start(&bin("utter-desktop"), &[], &env)
+            .await
+            .0
+    }
+}
+
+async fn invoke(
+    plugin: &PluginProcess,
+    op: &str,
+    args: Value,
+    dry_run: bool,
+) -> Result<Value, ErrorObject> {
+    plugin
+        .call(
+            "action.invoke",
+            json!({"op": op, "args": args, "provenance": "user", "dry_run": dry_run}),
+        )
+        .await
+}
+
+fn expect_ok(result: Result<Value, ErrorObject>, what: &str) -> Value {
+    match result {
+        Ok(v) => {
+            assert_eq!(v["ok"], true, "{what}: {v}");
+            v
+        }
+        Err(e) => panic!("{what} failed: {e}"),
+    }
+}
+
+fn expect_err(result: Result<Value, ErrorObject>, what: &str) -> ErrorObject {
+    match result {
+        Ok(v) => panic!("{what} should fail, got {v}"),
+        Err(e) => e,
+    }
+}
+
+/// Zombie children of `pid` (scanning /proc: state `Z`, parent `pid`).
+fn zombie_children(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+                return false;
+            };
+            // After "pid (comm) ": state, ppid, ...
+            let Some((_, rest)) = stat.rsplit_once(") ") else {
+                return false;
+            };
+            let mut fields = rest.split(' ');
+            let state = fields.next();
+            let ppid = fields.next().and_then(|p| p.parse::<u32>().ok());
+            state == Some("Z") && ppid == Some(pid)
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// a) launch_app
+
+#[tokio::test]
+async fn launch_app_expands_exec_and_starts_the_program_detached() {
+    let sb = Sandbox::new();
+    let marker = sb.path("marker.txt");
+    let workdir = sb.path("workdir");
+    std::fs::create_dir_all(&workdir).expect("workdir");
+    // The Exec line as it sits in the file: `\\` is the string-level escape for one
+    // backslash, so `\\"` is the quoting escape `\"`, `\\$` is `\$` and `\\\\` is `\\`.
+    // `%%` is a literal percent; %c is the German Name (LANG=de_DE.UTF-8); %k is this
+    // file; %i gives `--icon marker-icon`; %U and the deprecated %d vanish. The
+    // Keywords line holds the list escape `\;`, which the plugin must not trip over.
+    let exec = format!(
+        r#"/bin/sh -c "here=\\$(pwd); printf '%%s\\\\n' \\"\\$here\\" \\"\\$0\\" \\"\\$@\\" > '{m}.tmp' && mv '{m}.tmp' '{m}'" marker-writer %c "two words" "quote\\"inside" "100%%" %k %i %U %d"#,
+        m = marker.display()
+    );
+    let entry = sb.write(
+        "data/applications/marker-writer.desktop",
+        &format!(
+            "[Desktop Entry]\nType=Application\nName=Marker Writer\nName[de]=Markierer\n\
+             Icon=marker-icon\nKeywords=marker\\;test;\nPath={}\nExec={exec}\n\n\
+             [Desktop Action other]\nName=Other\nExec=/bin/false\n",
+            workdir.display()
+        ),
+    );
+    let script = format!(
+        "here=$(pwd); printf '%s\\n' \"$here\" \"$0\" \"$@\" > '{m}.tmp' && mv '{m}.tmp' '{m}'",
+        m = marker.display()
+    );
+    let entry_str = entry.display().to_string();
+    let expected_argv = json!([
+        "/bin/sh",
+        "-c",
+        script,
+        "marker-writer",
+        "Markierer",
+        "two words",
+        "quote\"inside",
+        "100%",
+        entry_str,
+        "--icon",
+        "marker-icon"
+    ]);
+
+    let plugin = sb.start_plugin(None).await;
+
+    // Dry run: the full argv, nothing started.
+    let dry = expect_ok(
+        invoke(
+            &plugin,
+            "launch_app",
+            json!({"app_id": "marker-writer"}),
+            true,
+        )
+        .await,
+        "dry launch_app",
+    );
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["argv"], expected_argv);
+    assert_eq!(dry["entry"], entry_str.as_str());
+    assert!(
+        dry["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("would start Markierer"),
+        "{dry}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!marker.exists(), "a dry run must not start anything");
+
+    // For real (a trailing .desktop in the id is accepted).
+    let done = expect_ok(
+        invoke(
+            &plugin,
+            "launch_app",
+            json!({"app_id": "marker-writer.desktop", "name": "marker writer"}),
+            false,
+        )
+        .await,
+        "launch_app",
+    );
+    assert_eq!(done["dry_run"], false);
+    assert_eq!(done["argv"], expected_argv);
+    assert!(done["pid"].as_u64().is_some(), "{done}");
+    assert!(
+        wait_for(Duration::from_secs(10), || marker.exists()).await,
+        "the launched program never wrote {}",
+        marker.display()
+    );
+    let written = std::fs::read_to_string(&marker).expect("read marker");
+    let workdir_real = std::fs::canonicalize(&workdir).expect("canonical workdir");
+    let expected_lines = [
+        workdir_real.display().to_string(),
+        "marker-writer".to_owned(),
+        "Markierer".to_owned(),
+        "two words".to_owned(),
+        "quote\"inside".to_owned(),
+        "100%".to_owned(),
+        entry_str.clone(),
+        "--icon".to_owned(),
+        "marker-icon".to_owned(),
+    ];
+    assert_eq!(written.lines().collect::<Vec<_>>(), expected_lines);
+
+    // The plugin reaps what it started: no zombie child stays behind.
+    let plugin_pid = plugin.child.id().expect("plugin pid");
+    assert!(
+        wait_for(Duration::from_secs(5), || zombie_children(plugin_pid)
+            .is_empty())
+        .await,
+        "zombie children of the plugin: {:?}",
+        zombie_children(plugin_pid)
+    );
+}
+
+#[tokio::test]
+async fn launch_app_refuses_what_it_cannot_run() {
+    let sb = Sandbox::new();
+    sb.write(
+        "data/applications/needs-term.desktop",
+        "[Desktop Entry]\nType=Application\nName=Top\nExec=top\nTerminal=true\n",
+    );
+    sb.write(
+        "data/applications/bad-exec.desktop",
+        "[Desktop Entry]\nType=Application\nName=Bad\nExec=app %x\n",
+    );
+    sb.write(
+        "data/applications/gone.desktop",
+        "[Desktop Entry]\nType=Application\nName=Gone\nExec=/no/such/program-utter\n",
+    );
+    std::fs::create_dir_all(sb.path("data/applications/vendor")).expect("vendor dir");
+    sb.write(
+        "data/applications/vendor/sub.desktop",
+        "[Desktop Entry]\nType=Application\nName=Sub\nExec=/bin/true %f\n",
+    );
+    let plugin = sb.start_plugin(None).await;
+
+    let e = expect_err(
+        invoke(
+            &plugin,
+            "launch_app",
+            json!({"app_id": "needs-term"}),
+            false,
+        )
+        .await,
+        "Terminal=true",
+    );
+    assert_eq!(e.code, -32000);
+    assert!(
+        e.message.contains("needs a terminal; not supported yet"),
+        "{}",
+        e.message
+    );
+
+    let e = expect_err(
+        invoke(&plugin, "launch_app", json!({"app_id": "bad-exec"}), true).await,
+        "invalid Exec",
+    );
+    assert_eq!(e.code, -32602);
+    assert!(e.message.contains("bad-exec.desktop"), "{}", e.message);
+    assert!(e.message.contains("%x"), "{}", e.message);
+
+    let e = expect_err(
+        invoke(&plugin, "launch_app", json!({"app_id": "gone"}), true).await,
+        "missing program",
+    );
+    assert_eq!(e.code, -32000);
+    assert!(
+        e.message.contains("/no/such/program-utter"),
+        "{}",
+        e.message
+    );
+
+    let e = expect_err(
+        invoke(
+            &plugin,
+            "launch_app",
+            json!({"app_id": "no-such-app"}),
+            false,
+        )
+        .await,
+        "unknown id",
+    );
+    assert_eq!(e.code, -32000);
+    assert!(
+        e.message
+            .contains("no desktop entry with id no-such-app in"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message
+            .contains(&sb.path("data/applications").display().to_string()),
+        "{}",
+        e.message
+    );
+
+    // A file in a subdirectory has the id vendor-sub.
+    let found = expect_ok(
+        invoke(&plugin, "launch_app", json!({"app_id": "vendor-sub"}), true).await,
+        "subdirectory id",
+    );
+    assert_eq!(found["argv"], json!(["/bin/true"]));
+}
+
+// ---------------------------------------------------------------------------------------
+// b) open_url without a session bus: xdg-open
+
+#[tokio::test]
+async fn open_url_without_a_bus_runs_xdg_open() {
+    let sb = Sandbox::new();
+    let recorded = sb.install_https_recorder();
+    let plugin = sb.start_plugin(None).await;
+
+    let dry = expect_ok(
+        invoke(
+            &plugin,
+            "open_url",
+            json!({"url": "https://www.youtube.com"}),
+            true,
+        )
+        .await,
+        "dry open_url",
+    );
+    assert_eq!(dry["via"], "xdg-open");
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["argv"], json!(["xdg-open", "https://www.youtube.com"]));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!recorded.exists(), "a dry run must not open anything");
+
+    let done = expect_ok(
+        invoke(
+            &plugin,
+            "open_url",
+            json!({"url": "https://www.youtube.com"}),
+            false,
+        )
+        .await,
+        "open_url",
+    );
+    assert_eq!(done["via"], "xdg-open", "{done}");
+    assert_eq!(done["url"], "https://www.youtube.com");
+    assert_eq!(done["exit_status"], 0, "{done}");
+    assert!(
+        wait_for(Duration::from_secs(10), || recorded.exists()).await,
+        "the https handler was never run"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&recorded).expect("read recording"),
+        "https://www.youtube.com\n"
+    );
+
+    // ensure_url does the same and says it cannot focus a tab.
+    std::fs::remove_file(&recorded).expect("reset recording");
+    let ensured = expect_ok(
+        invoke(
+            &plugin,
+            "ensure_url",
+            json!({"url": "https://example.org/a?b=c"}),
+            false,
+        )
+        .await,
+        "ensure_url",
+    );
+    assert_eq!(ensured["via"], "xdg-open");
+    assert!(
+        ensured["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("cannot focus an existing browser tab"),
+        "{ensured}"
+    );
+    assert!(wait_for(Duration::from_secs(10), || recorded.exists()).await);
+    assert_eq!(
+        std::fs::read_to_string(&recorded).expect("read recording"),
+        "https://example.org/a?b=c\n"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// c) media: mpv + mpv-mpris on a private bus
+
+#[zbus::proxy(
+    interface = "org.mpris.MediaPlayer2.Player",
+    default_path = "/org/mpris/MediaPlayer2",
+    gen_blocking = false
+)]
+trait TestPlayer {
+    #[zbus(property)]
+    fn playback_status(&self) -> zbus::Result<String>;
+}
+
+const MPV_BUS_NAME: &str = "org.mpris.MediaPlayer2.mpv";
+
+async fn playback_status(conn: &zbus::Connection) -> Option<String> {
+    let proxy = TestPlayerProxy::builder(conn)
+        .destination(MPV_BUS_NAME)
+        .ok()?
+        .cache_properties(zbus::proxy::CacheProperties::No)
+        .build()
+        .await
+        .ok()?;
+    proxy.playback_status().await.ok()
+}
+
+async fn wait_for_status(conn: &zbus::Connection, wanted: &str, limit: Duration) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let status = playback_status(conn).await;
+        if status.as_deref() == Some(wanted) || tokio::time::Instant::now() >= deadline {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn media_pauses_and_plays_a_real_mpv() {
+    let sb = Sandbox::new();
+    let bus = DbusSession::start();
+    let wav = sb.path("silent.wav");
+    let sox = std::process::Command::new("sox")
+        .args(["-n", "-r", "16000", "-c", "1"])
+        .arg(&wav)
+        .args(["trim", "0", "5"])
+        .status()
+        .expect("sox runs (apt-get install sox)");
+    assert!(sox.success(), "sox failed: {sox}");
+
+    // --no-config keeps the user's mpv.conf and auto-loaded scripts out; the Debian
+    // mpv-mpris script is then loaded exactly once, by path.
+    let _mpv = tokio::process::Command::new("mpv")
+        .args([
+            "--no-config",
+            "--script=/usr/lib/mpv-mpris/mpris.so",
+            "--no-video",
+            "--ao=null",
+            "--idle=no",
+            "--loop=inf",
+            "--really-quiet",
+        ])
+        .arg(&wav)
+        .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+        .env("HOME", sb.path("home"))
+        .env("XDG_CONFIG_HOME", sb.path("config"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("mpv runs (apt-get install mpv mpv-mpris)");
+
+    let conn = zbus::connection::Builder::address(bus.address.as_str())
+        .expect("bus address")
+        .build()
+        .await
+        .expect("connect to the private bus");
+    assert_eq!(
+        wait_for_status(&conn, "Playing", Duration::from_secs(20))
+            .await
+            .as_deref(),
+        Some("Playing"),
+        "mpv did not show up as {MPV_BUS_NAME} playing"
+    );
+
+    let plugin = sb.start_plugin(Some(&bus.address)).await;
+    let health = plugin
+        .call("plugin.health", json!({}))
+        .await
+        .expect("health");
+    assert!(
+        health["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("session bus reachable"),
+        "{health}"
+    );
+
+    let dry = expect_ok(
+        invoke(&plugin, "media", json!({"command": "pause"}), true).await,
+        "dry pause",
+    );
+    assert_eq!(dry["method"], "Pause");
+    assert_eq!(dry["player"], MPV_BUS_NAME);
+    assert_eq!(dry["status_before"], "Playing");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        playback_status(&conn).await.as_deref(),
+        Some("Playing"),
+        "dry run paused mpv"
+    );
+
+    let paused = expect_ok(
+        invoke(&plugin, "media", json!({"command": "pause"}), false).await,
+        "pause",
+    );
+    assert_eq!(paused["player"], MPV_BUS_NAME);
+    assert_eq!(paused["method"], "Pause");
+    assert_eq!(paused["status_before"], "Playing");
+    assert_eq!(
+        wait_for_status(&conn, "Paused", Duration::from_secs(5))
+            .await
+            .as_deref(),
+        Some("Paused")
+    );
+
+    let played = expect_ok(
+        invoke(
+            &plugin,
+            "media",
+            json!({"command": "play", "player": "MPV"}),
+            false,
+        )
+        .await,
+        "play",
+    );
+    assert_eq!(played["method"], "Play");
+    assert_eq!(played["status_before"], "Paused");
+    assert_eq!(
+        wait_for_status(&conn, "Playing", Duration::from_secs(5))
+            .await
+            .as_deref(),
+        Some("Playing")
+    );
+
+    let e = expect_err(
+        invoke(
+            &plugin,
+            "media",
+            json!({"command": "next", "player": "vlc"}),
+            false,
+        )
+        .await,
+        "no matching player",
+    );
+    assert_eq!(e.code, -32000);
+    assert!(
+        e.message.contains("no MPRIS player matching"),
+        "{}",
+        e.message
+    );
+    assert!(e.message.contains(MPV_BUS_NAME), "{}", e.message);
+}
+
+#[tokio::test]
+async fn media_without_players_or_without_a_bus_says_so() {
+    let sb = Sandbox::new();
+    let bus = DbusSession::start();
+    let plugin = sb.start_plugin(Some(&bus.address)).await;
+    let e = expect_err(
+        invoke(&plugin, "media", json!({"command": "play"}), false).await,
+        "no player",
+    );
+    assert_eq!(e.code, -32000);
+    assert_eq!(e.message, "no MPRIS player on the session bus");
+
+    // An empty DBUS_SESSION_BUS_ADDRESS and no $XDG_RUNTIME_DIR/bus: no bus at all.
+    let no_bus = sb.start_plugin(Some("")).await;
+    let e = expect_err(
+        invoke(&no_bus, "media", json!({"command": "play"}), false).await,
+        "no bus",
+    );
+    assert_eq!(e.code, -32000);
+    assert_eq!(
+        e.message,
+        "no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS unset)"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// d) bad input
+
+#[tokio::test]
+async fn bad_input_gets_json_rpc_errors() {
+    let sb = Sandbox::new();
+    let plugin = sb.start_plugin(None).await;
+
+    let e = expect_err(
+        invoke(&plugin, "teleport", json!({}), false).await,
+        "unknown op",
+    );
+    assert_eq!(e.code, -32601);
+    assert!(
+        e.message
+            .contains("open_url, ensure_url, launch_app, media"),
+        "{}",
+        e.message
+    );
+
+    let e = expect_err(
+        invoke(&plugin, "launch_app", json!({}), false).await,
+        "no app_id",
+    );
+    assert_eq!(e.code, -32602);
+    assert!(e.message.contains("app_id"), "{}", e.message);
+
+    let e = expect_err(
+        invoke(
+            &plugin,
+            "open_url",
+            json!({"url": "javascript:alert(1)"}),
+            false,
+        )
+        .await,
+        "javascript URL",
+    );
+    assert_eq!(e.code, -32602);
+    assert!(e.message.contains("http, https, mailto"), "{}", e.message);
+
+    let e = expect_err(
+        invoke(&plugin, "media", json!({"command": "louder"}), false).await,
+        "unknown command",
+    );
+    assert_eq!(e.code, -32602);
+
+    let caps = plugin
+        .call("action.capabilities", json!({}))
+        .await
+        .expect("capabilities");
+    let ops: Vec<&str> = caps["ops"]
+        .as_array()
+        .expect("ops")
+        .iter()
+        .filter_map(|o| o["op"].as_str())
+        .collect();
+    assert_eq!(ops, ["open_url", "ensure_url", "launch_app", "media"]);
+}
+
+// ---------------------------------------------------------------------------------------
+// e) open_url through the portal (a stand-in frontend on a private bus)
+
+/// Serves `org.freedesktop.portal.OpenURI` as xdg-desktop-portal's frontend does: answers
+/// the call with the request path, then emits `Response` on it. URIs containing
+/// `portal-fails` get response 2.
+struct FakeOpenUri {
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+#[zbus::interface(name = "org.freedesktop.portal.OpenURI")]
+impl FakeOpenUri {
+    #[zbus(name = "OpenURI")]
+    async fn open_uri(
+        &self,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+        _parent_window: &str,
+        uri: &str,
+        options: HashMap<String, OwnedValue>,
+    ) -> zbus::fdo::Result<OwnedObjectPath> {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.push(uri.to_owned());
+        }
+        let sender = header
+            .sender()
+            .ok_or_else(|| zbus::fdo::Error::Failed("no sender".into()))?
+            .to_owned();
+        let token = options
+            .get("handle_token")
+            .and_then(|v| v.downcast_ref::<String>().ok())
+            .unwrap_or_else(|| "t".to_owned());
+        let path = format!(
+            "/org/freedesktop/portal/desktop/request/{}/{token}",
+            sender.trim_start_matches(':').replace('.', "_")
+        );
+        let handle = OwnedObjectPath::try_from(path.clone())
+            .map_err(|e| zbus::fdo::Error::Failed(e.to_string()))?;
+        let code: u32 = if uri.contains("portal-fails") { 2 } else { 0 };
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let results: HashMap<&str, zbus::zvariant::Value<'_>> = HashMap::new();
+            let _ = conn
+                .emit_signal(
+                    Some(sender),
+                    path.as_str(),
+                    "org.freedesktop.portal.Request",
+                    "Response",
+                    &(code, results),
+                )
+                .await;
+        });
+        Ok(handle)
+    }
+
+    #[zbus(property, name = "version")]
+    fn version(&self) -> u32 {
+        4
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_url_goes_through_the_portal_and_falls_back_when_it_fails() {
+    let sb = Sandbox::new();
+    let recorded = sb.install_https_recorder();
+    let bus = DbusSession::start();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let _portal = zbus::connection::Builder::address(bus.address.as_str())
+        .expect("bus address")
+        .serve_at(
+            "/org/freedesktop/portal/desktop",
+            FakeOpenUri { seen: seen.clone() },
+        )
+        .expect("serve")
+        .name("org.freedesktop.portal.Desktop")
+        .expect("name")
+        .build()
+        .await
+        .expect("portal stand-in on the bus");
+    let plugin = sb.start_plugin(Some(&bus.address)).await;
+    let seen_now = || seen.lock().map(|s| s.clone()).unwrap_or_default();
+
+    let dry = expect_ok(
+        invoke(
+            &plugin,
+            "open_url",
+            json!({"url": "https://example.org/"}),
+            true,
+        )
+        .await,
+        "dry portal open",
+    );
+    assert_eq!(dry["via"], "portal", "{dry}");
+    assert!(
+        dry["detail"].as_str().unwrap_or("").contains("version 4"),
+        "{dry}"
+    );
+    assert!(seen_now().is_empty(), "a dry run must not call OpenURI");
+
+    let done = expect_ok(
+        invoke(
+            &plugin,
+            "open_url",
+            json!({"url": "https://example.org/"}),
+            false,
+        )
+        .await,
+        "portal open",
+    );
+    assert_eq!(done["via"], "portal", "{done}");
+    assert!(
+        done["detail"].as_str().unwrap_or("").starts_with("opened"),
+        "{done}"
+    );
+    assert_eq!(seen_now(), ["https://example.org/"]);
+    assert!(
+        !recorded.exists(),
+        "xdg-open must not run when the portal worked"
+    );
+
+    // Response 2 from the portal: fall back to xdg-open.
+    let url = "https://example.org/portal-fails";
+    let fell_back = expect_ok(
+        invoke(&plugin, "open_url", json!({"url": url}), false).await,
+        "fallback",
+    );
+    assert_eq!(fell_back["via"], "xdg-open", "{fell_back}");
+    assert!(
+        fell_back["portal_skipped"]
+            .as_str()
+            .unwrap_or("")
+            .contains("answered 2"),
+        "{fell_back}"
+    );
+    assert!(wait_for(Duration::from_secs(10), || recorded.exists()).await);
+    assert_eq!(
+        std::fs::read_to_string(&recorded).expect("recording"),
+        format!("{url}\n")
+    );
+    assert_eq!(seen_now().len(), 2);
+}

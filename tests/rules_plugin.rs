@@ -1,0 +1,244 @@
+//! The rules router as the runner sees it: the real `utter-rules` binary over stdio, with
+//! its application directories pointed at a temporary tree holding real `.desktop` files.
+
+mod common;
+
+use common::PluginProcess;
+use utter_protocol::serde_json::{Value, json};
+
+/// A temporary XDG data layout: `home` for `XDG_DATA_HOME`, `system` for `XDG_DATA_DIRS`.
+struct DataDirs {
+    dir: tempfile::TempDir,
+}
+
+impl DataDirs {
+    fn new() -> DataDirs {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for sub in ["home/applications", "system/applications"] {
+            std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
+        }
+        DataDirs { dir }
+    }
+
+    fn home(&self) -> String {
+        self.dir.path().join("home").display().to_string()
+    }
+
+    fn system(&self) -> String {
+        self.dir.path().join("system").display().to_string()
+    }
+
+    /// Write `home/applications/<relative>`.
+    fn write_app(&self, relative: &str, text: &str) {
+        let path = self.dir.path().join("home/applications").join(relative);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write .desktop file");
+    }
+
+    async fn start(&self, args: &[&str]) -> PluginProcess {
+        let (home, system) = (self.home(), self.system());
+        let program = common::bin("utter-rules");
+        let (plugin, hello) = PluginProcess::start(
+            &program,
+            args,
+            &[("XDG_DATA_HOME", &home), ("XDG_DATA_DIRS", &system)],
+        )
+        .await;
+        assert_eq!(hello["plugin"]["name"], "rules");
+        assert_eq!(hello["plugin"]["kind"], "router");
+        assert_eq!(
+            hello["provides"],
+            json!(["router.plan@1", "router.rules@1"])
+        );
+        plugin
+    }
+}
+
+const MARKER_WRITER: &str = "[Desktop Entry]\n\
+Type=Application\n\
+Name=Marker Writer\n\
+GenericName=Note Taker\n\
+Exec=/bin/true %F\n\
+Keywords=scribble;\n";
+
+async fn plan(plugin: &PluginProcess, utterance: &str) -> Value {
+    plugin
+        .call("router.plan", json!({"utterance": utterance}))
+        .await
+        .unwrap_or_else(|e| panic!("router.plan {utterance:?} failed: {e}"))
+}
+
+/// The single step of a plan, after checking the fields every step carries.
+fn only_step(result: &Value) -> &Value {
+    let steps = result["steps"].as_array().expect("steps is an array");
+    assert_eq!(steps.len(), 1, "{result}");
+    assert_eq!(steps[0]["provenance"], "user", "{result}");
+    assert_eq!(steps[0]["confirm"], false, "{result}");
+    &steps[0]
+}
+
+#[tokio::test]
+async fn plans_sites_apps_and_media_keys() {
+    let dirs = DataDirs::new();
+    dirs.write_app("utter-tests/marker-writer.desktop", MARKER_WRITER);
+    let plugin = dirs.start(&[]).await;
+
+    let describe = plugin
+        .call("plugin.describe", json!({}))
+        .await
+        .expect("describe");
+    assert_eq!(describe["methods"], json!(["router.plan"]));
+    let health = plugin
+        .call("plugin.health", json!({}))
+        .await
+        .expect("health");
+    assert_eq!(health["status"], "ok");
+    let detail = health["detail"].as_str().expect("detail");
+    assert!(detail.contains("1 application"), "{detail}");
+
+    for utterance in ["open youtube", "Open YouTube!"] {
+        let result = plan(&plugin, utterance).await;
+        let step = only_step(&result);
+        assert_eq!(step["op"], "ensure_url");
+        assert_eq!(step["args"], json!({"url": "https://www.youtube.com"}));
+        assert_eq!(result["rule"], "open_site");
+    }
+
+    let result = plan(&plugin, "open marker writer").await;
+    let step = only_step(&result);
+    assert_eq!(step["op"], "launch_app");
+    assert_eq!(
+        step["args"],
+        json!({"app_id": "utter-tests-marker-writer", "name": "Marker Writer"})
+    );
+    assert_eq!(result["rule"], "launch_app");
+
+    let result = plan(&plugin, "pause").await;
+    assert_eq!(only_step(&result)["op"], "media");
+    assert_eq!(only_step(&result)["args"], json!({"command": "pause"}));
+
+    let result = plan(&plugin, "next track").await;
+    assert_eq!(only_step(&result)["args"], json!({"command": "next"}));
+
+    let result = plan(&plugin, "go to example.com").await;
+    assert_eq!(
+        only_step(&result)["args"],
+        json!({"url": "https://example.com"})
+    );
+    assert_eq!(result["rule"], "open_domain");
+
+    let result = plan(&plugin, "blorp the frobnicator").await;
+    assert_eq!(
+        result,
+        json!({
+            "steps": [],
+            "rule": null,
+            "message": "no rule matched \"blorp the frobnicator\"",
+        })
+    );
+
+    let provenance = plugin
+        .call(
+            "router.plan",
+            json!({"utterance": "pause", "provenance": "screen", "context": {"app": "x"}}),
+        )
+        .await
+        .expect("planned");
+    assert_eq!(provenance["steps"][0]["provenance"], "screen");
+
+    for params in [json!({"utterance": ""}), json!({}), json!({"utterance": 7})] {
+        let err = plugin
+            .call("router.plan", params.clone())
+            .await
+            .expect_err("refused");
+        assert_eq!(err.code, -32602, "{params}: {err}");
+    }
+
+    let err = plugin
+        .call("router.nope", json!({}))
+        .await
+        .expect_err("unknown");
+    assert_eq!(err.code, -32601);
+}
+
+#[tokio::test]
+async fn sees_applications_installed_after_start() {
+    let dirs = DataDirs::new();
+    let plugin = dirs.start(&[]).await;
+
+    let before = plan(&plugin, "launch marker writer").await;
+    assert_eq!(before["steps"], json!([]));
+
+    dirs.write_app("marker-writer.desktop", MARKER_WRITER);
+
+    let after = plan(&plugin, "launch marker writer").await;
+    assert_eq!(
+        only_step(&after)["args"],
+        json!({"app_id": "marker-writer", "name": "Marker Writer"})
+    );
+    // GenericName and Keywords match too.
+    let generic = plan(&plugin, "start the note taker").await;
+    assert_eq!(only_step(&generic)["args"]["app_id"], "marker-writer");
+    let keyword = plan(&plugin, "run scribble").await;
+    assert_eq!(only_step(&keyword)["args"]["app_id"], "marker-writer");
+
+    // Hidden entries are not offered.
+    dirs.write_app(
+        "marker-writer.desktop",
+        "[Desktop Entry]\nType=Application\nName=Marker Writer\nExec=true\nHidden=true\n",
+    );
+    let hidden = plan(&plugin, "launch marker writer").await;
+    assert_eq!(hidden["steps"], json!([]));
+}
+
+#[tokio::test]
+async fn another_site_catalog_can_be_given() {
+    let dirs = DataDirs::new();
+    let catalog = dirs.dir.path().join("sites.toml");
+    std::fs::write(
+        &catalog,
+        "[[site]]\nname = \"Intranet\"\nurl = \"https://intranet.example.org/start\"\n\
+         aliases = [\"work portal\"]\n",
+    )
+    .expect("write catalog");
+    let catalog_arg = catalog.display().to_string();
+    let plugin = dirs.start(&["--sites", &catalog_arg]).await;
+
+    let result = plan(&plugin, "go to the work portal").await;
+    assert_eq!(
+        only_step(&result)["args"],
+        json!({"url": "https://intranet.example.org/start"})
+    );
+    // The built-in catalog is replaced, not extended.
+    let result = plan(&plugin, "go to youtube").await;
+    assert_eq!(result["steps"], json!([]));
+    let health = plugin
+        .call("plugin.health", json!({}))
+        .await
+        .expect("health");
+    let detail = health["detail"].as_str().expect("detail");
+    assert!(detail.starts_with("1 site from "), "{detail}");
+}
+
+#[test]
+fn a_bad_site_catalog_stops_the_plugin_with_file_and_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let catalog = dir.path().join("broken.toml");
+    std::fs::write(
+        &catalog,
+        "[[site]]\nname = \"A\"\nurl = \"ftp://a.example\"\n",
+    )
+    .expect("write catalog");
+    let output = std::process::Command::new(common::bin("utter-rules"))
+        .env("UTTER_SITES", &catalog)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("utter-rules runs");
+    assert!(!output.status.success());
+    assert!(output.stdout.is_empty(), "nothing but frames on stdout");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&catalog.display().to_string()) && stderr.contains("line 3"),
+        "{stderr}"
+    );
+}
