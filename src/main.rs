@@ -25,7 +25,7 @@ Exit codes:
   0  success: every step ran (or, with --dry-run, would run)
   1  nothing was done: no rule matched, or a step failed or was denied
   2  usage error (bad arguments, empty utterance)
-  3  the configuration is invalid
+  3  the configuration (or a manifest given to check-manifest) is invalid
   4  the runner could not do its job (no router running, a plugin failed)
 
 Configuration: --config PATH, else $XDG_CONFIG_HOME/utter/config.toml, else the built-in
@@ -63,6 +63,26 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve a built-in plugin on stdin/stdout (the runner starts these; see the config).
+    ///
+    /// The built-in plugins are compiled into this binary, so one installed `utter` carries
+    /// them; each still runs as its own process and speaks the plugin protocol.
+    Plugin {
+        /// `rules` (the rules router) or `desktop` (the desktop actions).
+        name: BuiltinPlugin,
+        /// Arguments for the plugin (e.g. `--sites FILE` for rules).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Validate plugin manifests (utter-plugin.toml) against the protocol's schema.
+    CheckManifest {
+        /// Manifest files to check.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Print JSON: [{path, ok, errors}].
+        #[arg(long)]
+        json: bool,
+    },
     /// Validate a configuration file (default: the one `utter` would use).
     CheckConfig {
         /// The file to check.
@@ -71,6 +91,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// The plugins compiled into `utter`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BuiltinPlugin {
+    /// The deterministic rules router.
+    Rules,
+    /// Open URLs, launch applications, control media players.
+    Desktop,
 }
 
 #[derive(Args)]
@@ -102,12 +131,16 @@ fn init_logging(level: Option<&str>, default: &str) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let plugin_mode = matches!(cli.command, Command::Plugin { .. });
     let default_level = if matches!(cli.command, Command::Daemon) {
         "info"
     } else {
         "warn"
     };
-    init_logging(cli.log_level.as_deref(), default_level);
+    if !plugin_mode {
+        // A built-in plugin logs on its own terms (its stderr is the runner's log).
+        init_logging(cli.log_level.as_deref(), default_level);
+    }
     // One thread: the runner only moves small frames between processes, and a cross-thread
     // wake-up per hop doubled the plugin round trip in `benches/roundtrip.rs`. Blocking work
     // (terminal prompts) goes to tokio's blocking pool.
@@ -127,6 +160,18 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> u8 {
     match cli.command {
         Command::CheckConfig { path, json } => check_config(path.or(cli.config), json),
+        Command::CheckManifest { paths, json } => check_manifests(&paths, json),
+        Command::Plugin { name, args } => {
+            let code = match name {
+                BuiltinPlugin::Rules => utter_rules::run(args).await,
+                BuiltinPlugin::Desktop => utter_desktop::run(true).await,
+            };
+            if code == ExitCode::SUCCESS {
+                exit::OK
+            } else {
+                exit::RUNNER
+            }
+        }
         Command::Say(args) => {
             if args.utterance.trim().is_empty() {
                 eprintln!(
@@ -213,6 +258,34 @@ fn check_config(path: Option<PathBuf>, json: bool) -> u8 {
     } else {
         exit::CONFIG
     }
+}
+
+fn check_manifests(paths: &[PathBuf], json: bool) -> u8 {
+    use utter_protocol::manifest::{Manifest, ManifestError};
+    let mut all_ok = true;
+    let mut out = Vec::new();
+    for path in paths {
+        let result = Manifest::from_path(path);
+        let errors: Vec<String> = match &result {
+            Ok(_) => Vec::new(),
+            Err(ManifestError::Schema { problems, .. }) => problems.clone(),
+            Err(e) => vec![e.to_string()],
+        };
+        all_ok &= errors.is_empty();
+        if json {
+            out.push(serde_json::json!({"path": path, "ok": errors.is_empty(), "errors": errors}));
+        } else if errors.is_empty() {
+            println!("{}: OK", path.display());
+        } else {
+            for e in &errors {
+                println!("{}: {e}", path.display());
+            }
+        }
+    }
+    if json {
+        println!("{}", serde_json::Value::Array(out));
+    }
+    if all_ok { exit::OK } else { exit::CONFIG }
 }
 
 /// In the terminal, ask on stderr and read a line from stdin; elsewhere, nobody can answer.
