@@ -219,6 +219,36 @@ async fn an_unreadable_stream_restarts_the_plugin() {
     sup.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_json_from_a_plugin_is_answered_and_the_plugin_keeps_its_epoch() {
+    let sup = start(&[("t", &[])], "").await;
+    let sent = sup
+        .call("t", "test.badjson", json!({}), Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(sent["sent"], "a frame of invalid JSON");
+    assert_eq!(
+        sent["error_reports"], 1,
+        "the runner answers the bad frame with -32700"
+    );
+    // The stream stayed in step: same instance, still serving.
+    let echo = sup
+        .call(
+            "t",
+            "test.echo",
+            json!({"after": true}),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (echo["epoch"].clone(), echo["params"].clone()),
+        (json!(0), json!({"after": true}))
+    );
+    assert_eq!(status_of(&sup, "t"), (PluginStatus::Ok, 0, None));
+    sup.shutdown().await;
+}
+
 fn process_alive(pid: i32) -> bool {
     // A reaped process has no /proc entry; a zombie would show state Z.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

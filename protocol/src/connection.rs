@@ -115,6 +115,8 @@ struct Inner {
     read_done: AtomicBool,
     closed: watch::Sender<Option<CloseReason>>,
     stale: AtomicU64,
+    malformed: AtomicU64,
+    peer_reports: AtomicU64,
     max_body: usize,
 }
 
@@ -210,6 +212,8 @@ impl Connection {
             read_done: AtomicBool::new(false),
             closed,
             stale: AtomicU64::new(0),
+            malformed: AtomicU64::new(0),
+            peer_reports: AtomicU64::new(0),
             max_body: options.max_body,
         });
         let framed_read = FramedRead::new(reader, FrameCodec::new(options.max_body));
@@ -380,6 +384,17 @@ impl Connection {
         self.inner.stale.load(Ordering::Relaxed)
     }
 
+    /// How many malformed messages the peer sent (each answered when it was a request).
+    pub fn malformed_received(&self) -> u64 {
+        self.inner.malformed.load(Ordering::Relaxed)
+    }
+
+    /// How many `{"id": null, "error": ...}` reports the peer sent about messages of ours it
+    /// could not read.
+    pub fn peer_error_reports(&self) -> u64 {
+        self.inner.peer_reports.load(Ordering::Relaxed)
+    }
+
     /// How many of this side's requests are waiting for a response.
     pub fn pending_requests(&self) -> usize {
         self.inner.pending.lock().expect("pending map lock").len()
@@ -514,7 +529,12 @@ async fn read_loop<R>(
             Some(Ok(InboundFrame::Body(body))) => body,
         };
         match Message::parse(&body) {
+            Err(rejected) if rejected.peer_report => {
+                inner.peer_reports.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(peer = %inner.label, code = rejected.error.code, error = %rejected.error.message, "error report from the peer");
+            }
             Err(rejected) => {
+                inner.malformed.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(peer = %inner.label, error = %rejected.error.message, "malformed message");
                 if rejected.reply {
                     inner.try_send_bytes(rejected.to_bytes());

@@ -111,6 +111,9 @@ pub struct Rejected {
     pub error: ErrorObject,
     /// Whether an error response should be sent.
     pub reply: bool,
+    /// This is not a malformed message but the peer's `{"id": null, "error": ...}` report
+    /// about a message of ours it could not read.
+    pub peer_report: bool,
 }
 
 impl Rejected {
@@ -119,6 +122,7 @@ impl Rejected {
             id,
             error: ErrorObject::new(code, message),
             reply: true,
+            peer_report: false,
         }
     }
 
@@ -200,6 +204,7 @@ impl Message {
             id: id.clone(),
             error: ErrorObject::new(code, msg),
             reply: answerable,
+            peer_report: false,
         };
 
         match obj.get("jsonrpc") {
@@ -217,8 +222,10 @@ impl Message {
                 ));
             }
         }
+        let null_id_error_report =
+            !has_method && raw_id == Some(Value::Null) && obj.contains_key("error");
         if let Some(raw) = &raw_id {
-            if id.is_none() {
+            if id.is_none() && !null_id_error_report {
                 return Err(reject(
                     ErrorCode::InvalidRequest,
                     format!(
@@ -249,6 +256,22 @@ impl Message {
         }
 
         let Some(id) = id else {
+            // `{"id": null, "error": ...}` is how a peer reports a message of ours it could not
+            // read (JSON-RPC 2.0 §5); pass its error on for the log.
+            if matches!(raw_id, Some(Value::Null)) {
+                if let Some(err) = obj.remove("error") {
+                    let err = parse_error_object(err);
+                    return Err(Rejected {
+                        id: None,
+                        error: ErrorObject {
+                            message: format!("the peer could not read a message: {}", err.message),
+                            ..err
+                        },
+                        reply: false,
+                        peer_report: true,
+                    });
+                }
+            }
             return Err(Rejected {
                 id: None,
                 error: ErrorObject::new(
@@ -256,6 +279,7 @@ impl Message {
                     "a message with neither \"method\" nor \"id\" is neither a request nor a response",
                 ),
                 reply: false,
+                peer_report: false,
             });
         };
         let result = match (obj.remove("result"), obj.remove("error")) {
@@ -443,6 +467,20 @@ mod tests {
         };
         let err = r.result.unwrap_err();
         assert_eq!((err.code, err.message.as_str()), (-32000, "plugin error"));
+    }
+
+    #[test]
+    fn a_null_id_error_is_read_as_the_peer_s_report() {
+        let err =
+            parse(json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad json"}}))
+                .unwrap_err();
+        assert_eq!(err.error.code, -32700);
+        assert!(
+            err.error
+                .message
+                .contains("could not read a message: bad json")
+        );
+        assert!(!err.reply && err.peer_report);
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! * `--pid-file FILE`: write the process id there at start.
 //!
 //! Methods: `test.echo` (returns its params and the epoch), `test.die` (exits with status 7
-//! before answering), `test.hang` (never answers), `test.garbage` (writes a broken header,
+//! before answering), `test.hang` (never answers), `test.badjson` (writes a frame of
+//! invalid JSON, then answers normally), `test.garbage` (writes a broken header,
 //! so the stream cannot be resynchronised), `action.capabilities`, `action.invoke` (records
 //! and answers `{ok: true}`), `router.plan` (one `open_url` step to the URL in the utterance).
 
@@ -128,7 +129,7 @@ async fn main() -> ExitCode {
                             }))
                         }
                         "plugin.describe" => Ok(json!({
-                            "methods": ["test.echo", "test.die", "test.hang", "test.garbage",
+                            "methods": ["test.echo", "test.die", "test.hang", "test.garbage", "test.badjson",
                                         "action.capabilities", "action.invoke", "router.plan"],
                             "streams": []
                         })),
@@ -145,6 +146,21 @@ async fn main() -> ExitCode {
                             let _ = out.write_all(b"Content-Length: nonsense\r\n\r\n{}").await;
                             let _ = out.flush().await;
                             return;
+                        }
+                        "test.badjson" => {
+                            let mut out = tokio::io::stdout();
+                            let _ = out.write_all(b"Content-Length: 9\r\n\r\n{not json").await;
+                            let _ = out.flush().await;
+                            // Wait (bounded) for the runner's -32700 report to come back.
+                            let mut reports = conn.peer_error_reports();
+                            for _ in 0..200 {
+                                if reports > 0 {
+                                    break;
+                                }
+                                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                                reports = conn.peer_error_reports();
+                            }
+                            Ok(json!({"sent": "a frame of invalid JSON", "error_reports": reports}))
                         }
                         "action.capabilities" => Ok(
                             json!({"ops": [{"op": "open_url", "side_effect": true}, {"op": "record", "side_effect": true}]}),
