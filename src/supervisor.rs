@@ -213,6 +213,18 @@ struct SlotState {
 struct Slot {
     entry: PluginEntry,
     state: Mutex<SlotState>,
+    /// Set to `true` to stop the slot's watch task (it drains the instance first).
+    stop: watch::Sender<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Stop one slot and wait until its instance has been drained.
+async fn stop_slot(slot: &Slot) {
+    slot.stop.send_replace(true);
+    let task = slot.task.lock().expect("slot task lock").take();
+    if let Some(task) = task {
+        let _ = task.await;
+    }
 }
 
 /// Why an instance could not start.
@@ -223,17 +235,28 @@ struct StartFailure {
 }
 
 struct Shared {
-    slots: Vec<Arc<Slot>>,
-    options: SupervisorOptions,
+    slots: Mutex<Vec<Arc<Slot>>>,
+    options: Mutex<SupervisorOptions>,
     registry: CapabilityRegistry,
     events: broadcast::Sender<PluginEvent>,
-    shutdown: watch::Sender<bool>,
 }
 
 /// The supervisor of all configured plugins.
 pub struct Supervisor {
     shared: Arc<Shared>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// What [`Supervisor::reload`] did, by plugin id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReloadReport {
+    /// Started: new in the config.
+    pub added: Vec<String>,
+    /// Stopped: gone from the config (or disabled).
+    pub removed: Vec<String>,
+    /// Restarted: their `[[plugin]]` entry changed.
+    pub restarted: Vec<String>,
+    /// Left running with the same epoch.
+    pub unchanged: Vec<String>,
 }
 
 impl Supervisor {
@@ -242,31 +265,49 @@ impl Supervisor {
     /// failed; failures are reported in [`Supervisor::plugins`], never as an error here.
     pub async fn start(config: &Config, options: SupervisorOptions) -> Supervisor {
         let (events, _) = broadcast::channel(256);
-        let (shutdown, _) = watch::channel(false);
-        let slots: Vec<Arc<Slot>> = config
-            .active_plugins()
-            .map(|entry| {
+        let shared = Arc::new(Shared {
+            slots: Mutex::new(Vec::new()),
+            options: Mutex::new(options),
+            registry: CapabilityRegistry::builtin(),
+            events,
+        });
+        let supervisor = Supervisor { shared };
+        let entries: Vec<PluginEntry> = config.active_plugins().cloned().collect();
+        let slots = supervisor
+            .start_slots(entries.into_iter().map(|e| (e, 0)).collect())
+            .await;
+        *supervisor.shared.slots.lock().expect("slot list lock") = slots;
+        supervisor
+    }
+
+    /// Start slots for `entries` with their first epochs (concurrently), validate their
+    /// requirements against the runner, the plugins already running, and each other, and
+    /// start their watch tasks.
+    async fn start_slots(&self, entries: Vec<(PluginEntry, u64)>) -> Vec<Arc<Slot>> {
+        let shared = &self.shared;
+        let slots: Vec<Arc<Slot>> = entries
+            .into_iter()
+            .map(|(entry, epoch)| {
+                let (stop, _) = watch::channel(false);
                 Arc::new(Slot {
-                    entry: entry.clone(),
+                    entry,
                     state: Mutex::new(SlotState {
                         status: Some(PluginStatus::Starting),
+                        epoch,
                         ..Default::default()
                     }),
+                    stop,
+                    task: Mutex::new(None),
                 })
             })
             .collect();
-        let shared = Arc::new(Shared {
-            slots,
-            options,
-            registry: CapabilityRegistry::builtin(),
-            events,
-            shutdown,
-        });
-
-        let starts = shared.slots.iter().map(|slot| {
+        let starts = slots.iter().map(|slot| {
             let shared = shared.clone();
             let slot = slot.clone();
-            async move { shared.spawn_instance(&slot, 0).await }
+            async move {
+                let epoch = slot.state.lock().expect("slot lock").epoch;
+                shared.spawn_instance(&slot, epoch).await
+            }
         });
         let mut outcomes: Vec<Option<Result<(Instance, Process), StartFailure>>> =
             futures::future::join_all(starts)
@@ -277,10 +318,10 @@ impl Supervisor {
 
         // Validate requirements against everything that came up, to a fixpoint: dropping a
         // plugin may take away a capability another one needs.
+        let already = shared.available();
         loop {
-            let mut available: BTreeSet<String> =
-                RUNNER_CAPABILITIES.iter().map(|s| s.to_string()).collect();
-            for (slot, outcome) in shared.slots.iter().zip(&outcomes) {
+            let mut available = already.clone();
+            for (slot, outcome) in slots.iter().zip(&outcomes) {
                 if let Some(Ok(_)) = outcome {
                     available.extend(
                         slot.state
@@ -293,14 +334,13 @@ impl Supervisor {
                 }
             }
             let mut changed = false;
-            for (slot, outcome) in shared.slots.iter().zip(outcomes.iter_mut()) {
+            for (slot, outcome) in slots.iter().zip(outcomes.iter_mut()) {
                 if !matches!(outcome, Some(Ok(_))) {
                     continue;
                 }
                 if let Err(error) = shared.check_requires(slot, &available) {
                     if let Some(Ok((_, process))) = outcome.take() {
-                        let options = shared.options.clone();
-                        tokio::spawn(drain(process, options));
+                        tokio::spawn(drain(process, shared.options()));
                     }
                     *outcome = Some(Err(StartFailure {
                         error,
@@ -314,18 +354,15 @@ impl Supervisor {
             }
         }
 
-        let supervisor = Supervisor {
-            shared: shared.clone(),
-            tasks: Mutex::new(Vec::new()),
-        };
-        for (slot, outcome) in shared.slots.iter().zip(outcomes) {
+        for (slot, outcome) in slots.iter().zip(outcomes) {
             let first = match outcome.expect("every outcome is set") {
                 Ok((instance, process)) => {
                     shared.install(slot, instance);
                     Ok(process)
                 }
                 Err(failure) => {
-                    shared.fail(slot, 0, &failure);
+                    let epoch = slot.state.lock().expect("slot lock").epoch;
+                    shared.fail(slot, epoch, &failure);
                     Err(failure)
                 }
             };
@@ -333,14 +370,70 @@ impl Supervisor {
                 watch_slot(shared.clone(), slot.clone(), first)
                     .instrument(info_span!("plugin", id = %slot.entry.id)),
             );
-            supervisor.tasks.lock().expect("task list lock").push(task);
+            *slot.task.lock().expect("slot task lock") = Some(task);
         }
-        supervisor
+        slots
+    }
+
+    /// Apply a new config: stop plugins that are gone, start new ones, restart those whose
+    /// `[[plugin]]` entry changed, and leave the others running with the same epoch. Runner
+    /// timings (`[runner]`) apply to calls and drains from now on.
+    pub async fn reload(&self, config: &Config, options: SupervisorOptions) -> ReloadReport {
+        *self.shared.options.lock().expect("options lock") = options;
+        let wanted: Vec<PluginEntry> = config.active_plugins().cloned().collect();
+        let current = self.shared.slot_list();
+        let mut report = ReloadReport::default();
+        let mut keep = Vec::new();
+        let mut to_stop = Vec::new();
+        for slot in current {
+            match wanted.iter().find(|e| e.id == slot.entry.id) {
+                Some(entry) if *entry == slot.entry => {
+                    report.unchanged.push(slot.entry.id.clone());
+                    keep.push(slot);
+                }
+                Some(_) => {
+                    report.restarted.push(slot.entry.id.clone());
+                    to_stop.push(slot);
+                }
+                None => {
+                    report.removed.push(slot.entry.id.clone());
+                    to_stop.push(slot);
+                }
+            }
+        }
+        for slot in &to_stop {
+            stop_slot(slot).await;
+        }
+        *self.shared.slots.lock().expect("slot list lock") = keep;
+        // A restarted plugin continues its epoch count; a new one starts at 0.
+        let fresh: Vec<(PluginEntry, u64)> = wanted
+            .iter()
+            .filter(|e| !report.unchanged.contains(&e.id))
+            .map(|e| {
+                let next = to_stop
+                    .iter()
+                    .find(|s| s.entry.id == e.id)
+                    .map_or(0, |s| s.state.lock().expect("slot lock").epoch + 1);
+                (e.clone(), next)
+            })
+            .collect();
+        report.added = fresh
+            .iter()
+            .filter(|(e, _)| !report.restarted.contains(&e.id))
+            .map(|(e, _)| e.id.clone())
+            .collect();
+        let started = self.start_slots(fresh).await;
+        // Keep config order.
+        let mut slots = self.shared.slot_list();
+        slots.extend(started);
+        slots.sort_by_key(|s| wanted.iter().position(|e| e.id == s.entry.id));
+        *self.shared.slots.lock().expect("slot list lock") = slots;
+        report
     }
 
     /// Every slot, in config order.
     pub fn plugins(&self) -> Vec<PluginReport> {
-        self.shared.slots.iter().map(|s| s.report()).collect()
+        self.shared.slot_list().iter().map(|s| s.report()).collect()
     }
 
     /// Subscribe to status changes.
@@ -350,7 +443,7 @@ impl Supervisor {
 
     /// The default call timeout.
     pub fn rpc_timeout(&self) -> Duration {
-        self.shared.options.rpc_timeout
+        self.shared.options().rpc_timeout
     }
 
     /// Clamp a client-supplied `timeout_ms` to the hard maximum; `None` or 0 means the
@@ -358,7 +451,7 @@ impl Supervisor {
     pub fn effective_timeout(&self, timeout_ms: Option<u64>) -> Duration {
         match timeout_ms {
             Some(ms) if ms > 0 => Duration::from_millis(ms.min(HARD_MAX_TIMEOUT_MS)),
-            _ => self.shared.options.rpc_timeout,
+            _ => self.shared.options().rpc_timeout,
         }
     }
 
@@ -378,10 +471,10 @@ impl Supervisor {
         instance.conn.request(method, params, Some(timeout)).await
     }
 
-    fn slot(&self, id: &str) -> Result<&Arc<Slot>, ErrorObject> {
+    fn slot(&self, id: &str) -> Result<Arc<Slot>, ErrorObject> {
         self.shared
-            .slots
-            .iter()
+            .slot_list()
+            .into_iter()
             .find(|s| s.entry.id == id)
             .ok_or_else(|| {
                 ErrorObject::new(
@@ -449,7 +542,7 @@ impl Supervisor {
                 .get_or_init(|| async {
                     match instance
                         .conn
-                        .request("action.capabilities", json!({}), Some(self.shared.options.rpc_timeout))
+                        .request("action.capabilities", json!({}), Some(self.shared.options().rpc_timeout))
                         .await
                     {
                         Ok(result) => result
@@ -477,30 +570,25 @@ impl Supervisor {
 
     fn running(&self) -> Vec<(Arc<Slot>, Arc<Instance>)> {
         self.shared
-            .slots
-            .iter()
+            .slot_list()
+            .into_iter()
             .filter_map(|slot| {
-                let state = slot.state.lock().expect("slot lock");
-                match (&state.instance, state.status) {
-                    (Some(i), Some(s)) if s.is_running() => Some((slot.clone(), i.clone())),
-                    _ => None,
-                }
+                let instance = {
+                    let state = slot.state.lock().expect("slot lock");
+                    state
+                        .status
+                        .filter(|s| s.is_running())
+                        .and(state.instance.clone())
+                }?;
+                Some((slot, instance))
             })
             .collect()
     }
 
     /// Stop every plugin (drain: stdin EOF, SIGTERM, SIGKILL) and wait for all of them.
     pub async fn shutdown(&self) {
-        self.shared.shutdown.send_replace(true);
-        let tasks: Vec<_> = self
-            .tasks
-            .lock()
-            .expect("task list lock")
-            .drain(..)
-            .collect();
-        for task in tasks {
-            let _ = task.await;
-        }
+        let slots = self.shared.slot_list();
+        futures::future::join_all(slots.iter().map(|slot| stop_slot(slot))).await;
     }
 }
 
@@ -536,6 +624,16 @@ impl Slot {
 }
 
 impl Shared {
+    /// A snapshot of the slot list.
+    fn slot_list(&self) -> Vec<Arc<Slot>> {
+        self.slots.lock().expect("slot list lock").clone()
+    }
+
+    /// A copy of the current options.
+    fn options(&self) -> SupervisorOptions {
+        self.options.lock().expect("options lock").clone()
+    }
+
     fn set_status(&self, slot: &Slot, epoch: u64, status: PluginStatus) {
         {
             let mut state = slot.state.lock().expect("slot lock");
@@ -614,7 +712,7 @@ impl Shared {
     fn available(&self) -> BTreeSet<String> {
         let mut available: BTreeSet<String> =
             RUNNER_CAPABILITIES.iter().map(|s| s.to_string()).collect();
-        for slot in &self.slots {
+        for slot in self.slot_list() {
             let state = slot.state.lock().expect("slot lock");
             if state.status.is_some_and(PluginStatus::is_running) {
                 available.extend(state.provides.iter().cloned());
@@ -649,7 +747,7 @@ impl Shared {
             ))));
         }
         let argv = entry.entrypoint.to_vec();
-        let program = resolve_program(&argv[0], self.options.bin_dir.as_deref());
+        let program = resolve_program(&argv[0], self.options().bin_dir.as_deref());
         let mut cmd = Command::new(&program);
         cmd.args(&argv[1..])
             .env_clear()
@@ -697,7 +795,7 @@ impl Shared {
             stdout,
             stdin,
             ConnectionOptions {
-                max_body: self.options.max_frame_bytes,
+                max_body: self.options().max_frame_bytes,
                 id_prefix: Some(format!("{epoch}:")),
                 label: entry.id.clone(),
                 ..Default::default()
@@ -724,7 +822,7 @@ impl Shared {
                 process,
             )),
             Err(failure) => {
-                tokio::spawn(drain(process, self.options.clone()));
+                tokio::spawn(drain(process, self.options()));
                 Err(failure)
             }
         }
@@ -736,7 +834,7 @@ impl Shared {
         conn: &Connection,
         epoch: u64,
     ) -> Result<DescribeResult, StartFailure> {
-        let timeout = Some(self.options.rpc_timeout);
+        let timeout = Some(self.options().rpc_timeout);
         let retryable = |error: ErrorObject| StartFailure {
             error,
             permanent: false,
@@ -878,7 +976,7 @@ async fn serve_plugin_requests(
 
 /// Watch a slot: wait for its instance to end, respawn with backoff, drain on shutdown.
 async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process, StartFailure>) {
-    let mut shutdown = shared.shutdown.subscribe();
+    let mut shutdown = slot.stop.subscribe();
     let mut crashes: VecDeque<Instant> = VecDeque::new();
     let mut delay = BACKOFF_START;
     let mut current = match first {
@@ -909,7 +1007,7 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
                     other => format!("closed its connection ({other})"),
                 },
                 _ = stop_requested(&mut shutdown) => {
-                    drain(process, shared.options.clone()).await;
+                    drain(process, shared.options()).await;
                     shared.set_status(&slot, epoch, PluginStatus::Stopped);
                     return;
                 }
@@ -921,7 +1019,7 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
                 state.instance = None;
                 state.last_error = Some(format!("epoch {epoch} {reason}"));
             }
-            drain(process, shared.options.clone()).await;
+            drain(process, shared.options()).await;
             if started.elapsed() >= CRASH_WINDOW {
                 delay = BACKOFF_START;
             }
@@ -965,7 +1063,7 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
                         current = Some((process, Instant::now()));
                     }
                     Err(error) => {
-                        drain(process, shared.options.clone()).await;
+                        drain(process, shared.options()).await;
                         shared.fail(
                             &slot,
                             epoch,

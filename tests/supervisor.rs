@@ -249,6 +249,44 @@ async fn invalid_json_from_a_plugin_is_answered_and_the_plugin_keeps_its_epoch()
     sup.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_restarts_only_what_changed() {
+    let sup = start(&[("keep", &[]), ("change", &[]), ("drop", &[])], "").await;
+    let pid = |id: &str| {
+        sup.plugins()
+            .into_iter()
+            .find(|p| p.id == id)
+            .and_then(|p| p.pid)
+    };
+    let (keep_pid, change_pid) = (pid("keep"), pid("change"));
+    let new = config_for(
+        &[
+            ("keep", &[]),
+            ("change", &["--provides", "experimental/x@1"]),
+            ("add", &[]),
+        ],
+        "",
+    );
+    let report = sup.reload(&new, SupervisorOptions::from_config(&new)).await;
+    assert_eq!(report.unchanged, vec!["keep"]);
+    assert_eq!(report.restarted, vec!["change"]);
+    assert_eq!(report.removed, vec!["drop"]);
+    assert_eq!(report.added, vec!["add"]);
+    let ids: Vec<String> = sup.plugins().into_iter().map(|p| p.id).collect();
+    assert_eq!(ids, vec!["keep", "change", "add"]);
+    assert_eq!(status_of(&sup, "keep"), (PluginStatus::Ok, 0, None));
+    assert_eq!(pid("keep"), keep_pid);
+    assert_eq!(status_of(&sup, "change"), (PluginStatus::Ok, 1, None));
+    assert_ne!(pid("change"), change_pid);
+    assert_eq!(status_of(&sup, "add"), (PluginStatus::Ok, 0, None));
+    assert!(
+        sup.call("drop", "test.echo", json!({}), Duration::from_secs(1))
+            .await
+            .is_err()
+    );
+    sup.shutdown().await;
+}
+
 fn process_alive(pid: i32) -> bool {
     // A reaped process has no /proc entry; a zombie would show state Z.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
