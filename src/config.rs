@@ -55,6 +55,17 @@ impl fmt::Display for ConfigIssue {
 pub struct ConfigError {
     /// Every error found (at least one).
     pub errors: Vec<ConfigIssue>,
+    /// Warnings found as well (unknown keys, ...), so that one run reports everything.
+    pub warnings: Vec<ConfigIssue>,
+}
+
+impl ConfigError {
+    fn one(issue: ConfigIssue) -> ConfigError {
+        ConfigError {
+            errors: vec![issue],
+            warnings: Vec::new(),
+        }
+    }
 }
 
 /// How a plugin process is reached.
@@ -320,13 +331,13 @@ pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
     match path {
         Some(path) => {
             let origin = path.display().to_string();
-            let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
-                errors: vec![ConfigIssue {
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                ConfigError::one(ConfigIssue {
                     file: origin.clone(),
                     line: None,
                     key: None,
                     message: format!("cannot read the file: {e}"),
-                }],
+                })
             })?;
             parse(&text, &origin)
         }
@@ -442,6 +453,7 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                     &[Seg::Key("config_version".into())],
                     format!("version {v} is newer than this runner reads ({CONFIG_VERSION}); update utter"),
                 )],
+                warnings,
             });
         }
         Some(_) => {}
@@ -571,7 +583,7 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             warnings,
         })
     } else {
-        Err(ConfigError { errors })
+        Err(ConfigError { errors, warnings })
     }
 }
 
@@ -588,14 +600,12 @@ fn parse_ignored_path(path: &str) -> Vec<Seg> {
 fn toml_error(text: &str, origin: &str, e: &toml::de::Error) -> ConfigError {
     let line = e.span().map(|s| line_of(text, s.start));
     let key = e.span().and_then(|s| key_at(text, s.start));
-    ConfigError {
-        errors: vec![ConfigIssue {
-            file: origin.to_owned(),
-            line,
-            key,
-            message: e.message().trim().to_owned(),
-        }],
-    }
+    ConfigError::one(ConfigIssue {
+        file: origin.to_owned(),
+        line,
+        key,
+        message: e.message().trim().to_owned(),
+    })
 }
 
 /// The dotted key whose value starts at or contains `offset`, for type errors.
@@ -726,6 +736,17 @@ mod tests {
             (Some(3), Some("runner.rpc_timeout_ms")),
             "{issue}"
         );
+    }
+
+    #[test]
+    fn warnings_are_kept_beside_errors() {
+        let err = parse(
+            "config_version = 1\n[[plugin]]\nid = \"a\"\nflavour = 1\nentrypoint = []\n",
+            "c",
+        )
+        .unwrap_err();
+        assert_eq!(err.errors[0].key.as_deref(), Some("plugin[0].entrypoint"));
+        assert_eq!(err.warnings[0].key.as_deref(), Some("plugin[0].flavour"));
     }
 
     #[test]

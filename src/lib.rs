@@ -5,13 +5,17 @@
 //!   restart with backoff, drain.
 //! * [`policy`]: provenance, the ops registry, the gates every step passes.
 //! * [`pipeline`]: utterance → `router.plan` → policy → `action.invoke`.
-//! * [`runner`]: the three together, as `utter say` and `utter daemon` use them.
+//! * [`confirm`]: argument-bearing confirmations and the doors that answer them.
+//! * [`events`]: what clients are told (plugin states, confirmations, finished commands).
+//! * [`runner`]: all of it as one service, as `utter say` and `utter daemon` use it.
 //!
 //! The wire protocol itself lives in the `utter-protocol` crate.
 
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod confirm;
+pub mod events;
 pub mod pipeline;
 pub mod policy;
 pub mod runner;

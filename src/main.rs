@@ -7,9 +7,24 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use tracing_subscriber::EnvFilter;
 use utter::config::{self, ConfigIssue, LoadedConfig};
-use utter::pipeline::{CommandOptions, CommandOutcome, ConfirmRequest, Confirmer, deny_all};
+use utter::confirm::{Door, PendingConfirmation};
+use utter::pipeline::{CommandOptions, CommandOutcome};
 use utter::runner::Runner;
 use utter::supervisor::{PluginReport, SupervisorOptions};
+
+/// Set when writing to stdout failed (a closed pipe, a full disk): reported as exit code 4.
+static STDOUT_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `println!` that never panics: a failed write is remembered, not fatal, so the plugins are
+/// still shut down properly.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout(), $($arg)*).is_err() {
+            STDOUT_FAILED.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }};
+}
 
 /// Exit codes, as listed in `utter --help`.
 mod exit {
@@ -154,7 +169,11 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::RUNNER);
         }
     };
-    ExitCode::from(runtime.block_on(run(cli)))
+    let code = runtime.block_on(run(cli));
+    if STDOUT_FAILED.load(std::sync::atomic::Ordering::Relaxed) && code == exit::OK {
+        return ExitCode::from(exit::RUNNER);
+    }
+    ExitCode::from(code)
 }
 
 async fn run(cli: Cli) -> u8 {
@@ -182,13 +201,13 @@ async fn run(cli: Cli) -> u8 {
             let Some(loaded) = load_config(cli.config.as_deref()) else {
                 return exit::CONFIG;
             };
-            say(loaded, args).await
+            say(loaded, cli.config, args).await
         }
         Command::Daemon => {
             let Some(loaded) = load_config(cli.config.as_deref()) else {
                 return exit::CONFIG;
             };
-            daemon(loaded).await
+            daemon(loaded, cli.config).await
         }
         Command::Plugins { json } => {
             let Some(loaded) = load_config(cli.config.as_deref()) else {
@@ -230,7 +249,7 @@ fn check_config(path: Option<PathBuf>, json: bool) -> u8 {
     let issue_json = |i: &ConfigIssue| serde_json::json!({"file": i.file, "line": i.line, "key": i.key, "message": i.message});
     let (errors, warnings): (Vec<&ConfigIssue>, Vec<&ConfigIssue>) = match &result {
         Ok(loaded) => (Vec::new(), loaded.warnings.iter().collect()),
-        Err(e) => (e.errors.iter().collect(), Vec::new()),
+        Err(e) => (e.errors.iter().collect(), e.warnings.iter().collect()),
     };
     if json {
         let out = serde_json::json!({
@@ -239,18 +258,18 @@ fn check_config(path: Option<PathBuf>, json: bool) -> u8 {
             "errors": errors.iter().map(|i| issue_json(i)).collect::<Vec<_>>(),
             "warnings": warnings.iter().map(|i| issue_json(i)).collect::<Vec<_>>(),
         });
-        println!("{out:#}");
+        out!("{out:#}");
     } else {
         for w in &warnings {
-            println!("warning: {w}");
+            out!("warning: {w}");
         }
         for e in &errors {
-            println!("error: {e}");
+            out!("error: {e}");
         }
         if errors.is_empty() {
-            println!("config OK ({origin})");
+            out!("config OK ({origin})");
         } else {
-            println!("config INVALID ({origin})");
+            out!("config INVALID ({origin})");
         }
     }
     if errors.is_empty() {
@@ -275,30 +294,37 @@ fn check_manifests(paths: &[PathBuf], json: bool) -> u8 {
         if json {
             out.push(serde_json::json!({"path": path, "ok": errors.is_empty(), "errors": errors}));
         } else if errors.is_empty() {
-            println!("{}: OK", path.display());
+            out!("{}: OK", path.display());
         } else {
             for e in &errors {
-                println!("{}: {e}", path.display());
+                out!("{}: {e}", path.display());
             }
         }
     }
     if json {
-        println!("{}", serde_json::Value::Array(out));
+        out!("{}", serde_json::Value::Array(out));
     }
     if all_ok { exit::OK } else { exit::CONFIG }
 }
 
-/// In the terminal, ask on stderr and read a line from stdin; elsewhere, nobody can answer.
-fn terminal_confirmer() -> Confirmer {
-    if !std::io::stdin().is_terminal() {
-        return deny_all();
-    }
-    Arc::new(|request: ConfirmRequest| {
+/// The `utter say` confirmation door: in a terminal, ask on stderr and read a line from
+/// stdin; elsewhere nobody can answer, so the answer is an immediate no.
+fn terminal_door() -> Door {
+    let interactive = std::io::stdin().is_terminal();
+    Arc::new(move |pending: PendingConfirmation| {
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || {
+            if !interactive {
+                eprintln!(
+                    "utter say: {} needs confirmation, but stdin is not a terminal; denied (run it in a terminal, or through the running service)",
+                    pending.request.summary
+                );
+                return Some(false);
+            }
+            let answer = tokio::task::spawn_blocking(move || {
+                let r = &pending.request;
                 eprint!(
                     "Confirm: {} (op {}, args {}, provenance {}) [y/N] ",
-                    request.summary, request.op, request.args, request.provenance
+                    r.summary, r.op, r.args, r.provenance
                 );
                 let _ = std::io::stderr().flush();
                 let mut line = String::new();
@@ -306,24 +332,27 @@ fn terminal_confirmer() -> Confirmer {
                     && matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
             })
             .await
-            .unwrap_or(false)
+            .unwrap_or(false);
+            Some(answer)
         })
     })
 }
 
-async fn say(loaded: LoadedConfig, args: SayArgs) -> u8 {
+async fn say(loaded: LoadedConfig, config_path: Option<PathBuf>, args: SayArgs) -> u8 {
     let options = SupervisorOptions::from_config(&loaded.config);
-    let runner = Runner::start(loaded, options, terminal_confirmer()).await;
+    let runner = Runner::start(loaded, options, config_path).await;
     let command_options = CommandOptions {
         dry_run: args.dry_run,
         timeout_ms: args.timeout_ms,
         ..Default::default()
     };
-    let outcome = runner.command(&args.utterance, &command_options).await;
+    let outcome = runner
+        .command(&args.utterance, &command_options, Some(terminal_door()))
+        .await;
     let code = match &outcome {
         Ok(outcome) => {
             if args.json {
-                println!(
+                out!(
                     "{}",
                     serde_json::to_string_pretty(outcome).unwrap_or_default()
                 );
@@ -338,7 +367,7 @@ async fn say(loaded: LoadedConfig, args: SayArgs) -> u8 {
         }
         Err(e) => {
             if args.json {
-                println!(
+                out!(
                     "{}",
                     serde_json::json!({"utterance": args.utterance, "error": e})
                 );
@@ -371,7 +400,7 @@ fn print_outcome(outcome: &CommandOutcome) {
         .map(|r| format!(", rule {r:?}"))
         .unwrap_or_default();
     if plan.steps.is_empty() {
-        println!(
+        out!(
             "plan (router {}{rule}): nothing to do — {}",
             plan.router,
             plan.message
@@ -380,16 +409,16 @@ fn print_outcome(outcome: &CommandOutcome) {
         );
         return;
     }
-    println!("plan (router {}{rule}):", plan.router);
+    out!("plan (router {}{rule}):", plan.router);
     for (i, step) in plan.steps.iter().enumerate() {
         let op = step.get("op").and_then(|v| v.as_str()).unwrap_or("?");
         let args = step
             .get("args")
             .map(|a| a.to_string())
             .unwrap_or_else(|| "{}".into());
-        println!("  {}. {op} {args}", i + 1);
+        out!("  {}. {op} {args}", i + 1);
     }
-    println!(
+    out!(
         "results{}:",
         if outcome.dry_run {
             " (dry run: nothing was done)"
@@ -413,17 +442,17 @@ fn print_outcome(outcome: &CommandOutcome) {
         } else {
             ""
         };
-        println!("  {}. {} {state}{by}: {}{confirm}", i + 1, r.op, r.detail);
+        out!("  {}. {} {state}{by}: {}{confirm}", i + 1, r.op, r.detail);
     }
 }
 
 async fn plugins(loaded: LoadedConfig, json: bool) -> u8 {
     let options = SupervisorOptions::from_config(&loaded.config);
-    let runner = Runner::start(loaded, options, deny_all()).await;
+    let runner = Runner::start(loaded, options, None).await;
     let reports = runner.plugins();
     runner.shutdown().await;
     if json {
-        println!(
+        out!(
             "{}",
             serde_json::to_string_pretty(&reports).unwrap_or_default()
         );
@@ -441,12 +470,16 @@ async fn plugins(loaded: LoadedConfig, json: bool) -> u8 {
 }
 
 fn print_plugins(reports: &[PluginReport]) {
-    println!(
+    out!(
         "{:<12} {:<8} {:>5}  {:<10} {:<40} REQUIRES",
-        "ID", "KIND", "EPOCH", "STATUS", "PROVIDES"
+        "ID",
+        "KIND",
+        "EPOCH",
+        "STATUS",
+        "PROVIDES"
     );
     for p in reports {
-        println!(
+        out!(
             "{:<12} {:<8} {:>5}  {:<10} {:<40} {}",
             p.id,
             p.kind,
@@ -460,12 +493,12 @@ fn print_plugins(reports: &[PluginReport]) {
             }
         );
         if let Some(e) = &p.last_error {
-            println!("{:>14}last error: {e}", "");
+            out!("{:>14}last error: {e}", "");
         }
     }
 }
 
-async fn daemon(loaded: LoadedConfig) -> u8 {
+async fn daemon(loaded: LoadedConfig, config_path: Option<PathBuf>) -> u8 {
     use tokio::signal::unix::{SignalKind, signal};
     let (mut term, mut int) = match (
         signal(SignalKind::terminate()),
@@ -479,7 +512,7 @@ async fn daemon(loaded: LoadedConfig) -> u8 {
     };
     tracing::info!(config = %loaded.origin, "starting");
     let options = SupervisorOptions::from_config(&loaded.config);
-    let runner = Runner::start(loaded, options, deny_all()).await;
+    let runner = Runner::start(loaded, options, config_path).await;
     for p in runner.plugins() {
         tracing::info!(plugin = %p.id, epoch = p.epoch, status = p.status.as_str(), "plugin");
     }

@@ -62,6 +62,7 @@ const PASSED_ENV: &[&str] = &[
     "TERM",
     "TMPDIR",
     "SHELL",
+    "BROWSER",
     "DBUS_SESSION_BUS_ADDRESS",
     "WAYLAND_DISPLAY",
     "DISPLAY",
@@ -764,13 +765,25 @@ impl Shared {
         if !entry.cwd.is_empty() {
             cmd.current_dir(&entry.cwd);
         }
-        let mut child = cmd.spawn().map_err(|e| StartFailure {
-            permanent: e.kind() == std::io::ErrorKind::NotFound,
-            error: ErrorObject::plugin(format!(
-                "cannot start plugin {:?}: {} ({e}); looked beside the utter binary and on PATH",
-                entry.id,
-                program.display()
-            )),
+        let mut child = cmd.spawn().map_err(|e| {
+            let not_found = e.kind() == std::io::ErrorKind::NotFound;
+            let message = if not_found {
+                format!(
+                    "cannot start plugin {:?}: program not found: {} (looked beside the utter binary and on PATH; fix its entrypoint)",
+                    entry.id,
+                    program.display()
+                )
+            } else {
+                format!(
+                    "cannot start plugin {:?}: {}: {e}",
+                    entry.id,
+                    program.display()
+                )
+            };
+            StartFailure {
+                permanent: not_found,
+                error: ErrorObject::plugin(message),
+            }
         })?;
         let pid = child.id();
         let stdin = child.stdin.take().expect("stdin piped");

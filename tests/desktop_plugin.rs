@@ -7,131 +7,19 @@
 
 mod common;
 
-use common::{DbusSession, PluginProcess, bin, wait_for};
+use common::{DbusSession, MPV_BUS_NAME, Mpris, Mpv, PluginProcess, Sandbox, bin, wait_for};
 use std::collections::HashMap;
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use utter_protocol::ErrorObject;
 use utter_protocol::serde_json::{Value, json};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 
-/// Environment that keeps the plugin (and what it starts) away from the real session.
-struct Sandbox {
-    dir: tempfile::TempDir,
-}
-
-impl Sandbox {
-    fn new() -> Sandbox {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let sandbox = Sandbox { dir };
-        for sub in [
-            "home",
-            "config",
-            "config-dirs",
-            "data/applications",
-            "data-dirs",
-            "run",
-        ] {
-            std::fs::create_dir_all(sandbox.path(sub)).expect("create sandbox dirs");
-        }
-        std::fs::set_permissions(sandbox.path("run"), std::fs::Permissions::from_mode(0o700))
-            .expect("chmod run dir");
-        sandbox
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    /// Variables for the plugin. `bus` is the session bus address (`None`: a socket that
-    /// does not exist). Desktop-detection variables that xdg-open 1.1.3 reads are blanked,
-    /// so it runs its "generic" method; it only needs DISPLAY or WAYLAND_DISPLAY to be
-    /// non-empty to look up x-scheme-handler defaults, and never connects to either.
-    fn env(&self, bus: Option<&str>) -> Vec<(String, String)> {
-        let p = |rel: &str| self.path(rel).display().to_string();
-        let bus = bus.map_or_else(
-            || format!("unix:path={}", self.path("run/no-such-bus").display()),
-            str::to_owned,
-        );
-        let mut env = vec![
-            ("HOME".to_owned(), p("home")),
-            ("XDG_CONFIG_HOME".to_owned(), p("config")),
-            ("XDG_CONFIG_DIRS".to_owned(), p("config-dirs")),
-            ("XDG_DATA_HOME".to_owned(), p("data")),
-            ("XDG_DATA_DIRS".to_owned(), p("data-dirs")),
-            ("XDG_RUNTIME_DIR".to_owned(), p("run")),
-            ("DBUS_SESSION_BUS_ADDRESS".to_owned(), bus),
-            (
-                "WAYLAND_DISPLAY".to_owned(),
-                "utter-test-display".to_owned(),
-            ),
-            ("LANG".to_owned(), "de_DE.UTF-8".to_owned()),
-        ];
-        for blank in [
-            "DISPLAY",
-            "BROWSER",
-            "XDG_CURRENT_DESKTOP",
-            "DESKTOP_SESSION",
-            "KDE_FULL_SESSION",
-            "GNOME_DESKTOP_SESSION_ID",
-            "MATE_DESKTOP_SESSION_ID",
-            "LXQT_SESSION_CONFIG",
-            "DESKTOP",
-            "LC_ALL",
-            "LC_MESSAGES",
-        ] {
-            env.push((blank.to_owned(), String::new()));
-        }
-        env
-    }
-
-    fn write(&self, rel: &str, text: &str) -> PathBuf {
-        let path = self.path(rel);
-        std::fs::write(&path, text).expect("write sandbox file");
-        path
-    }
-
-    fn write_script(&self, rel: &str, text: &str) -> PathBuf {
-        let path = self.write(rel, text);
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-            .expect("chmod script");
-        path
-    }
-
-    /// A `recorder.desktop` set as the https handler; its script writes its arguments,
-    /// one per line, to `recorded.txt`. Returns that path.
-    fn install_https_recorder(&self) -> PathBuf {
-        let out = self.path("recorded.txt");
-        let script = self.write_script(
-            "recorder.sh",
-            &format!(
-                "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{out}.tmp' && mv '{out}.tmp' '{out}'\n",
-                out = out.display()
-            ),
-        );
-        self.write(
-            "data/applications/recorder.desktop",
-            &format!(
-                "[Desktop Entry]\nType=Application\nName=Recorder\nExec={} %u\n",
-                script.display()
-            ),
-        );
-        self.write(
-            "config/mimeapps.list",
-            "[Default Applications]\nx-scheme-handler/https=recorder.desktop\n",
-        );
-        out
-    }
-
-    async fn start_plugin(&self, bus: Option<&str>) -> PluginProcess {
-        let env = self.env(bus);
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        PluginProcess::start(&bin("utter-desktop"), &[], &env)
-            .await
-            .0
-    }
+/// Start `utter-desktop` in the sandbox; `bus` as for [`Sandbox::env`].
+async fn start_plugin(sb: &Sandbox, bus: Option<&str>) -> PluginProcess {
+    PluginProcess::start(&bin("utter-desktop"), &[], &sb.env(bus))
+        .await
+        .0
 }
 
 async fn invoke(
@@ -194,26 +82,33 @@ fn zombie_children(pid: u32) -> Vec<u32> {
 #[tokio::test]
 async fn launch_app_expands_exec_and_starts_the_program_detached() {
     let sb = Sandbox::new();
-    let marker = sb.path("marker.txt");
     let workdir = sb.path("workdir");
     std::fs::create_dir_all(&workdir).expect("workdir");
+    // %c is the German Name (LANG=de_DE.UTF-8); %k is this file; %i gives `--icon
+    // marker-icon`; %U and the deprecated %d vanish. The Keywords line holds the list
+    // escape `\;`, which the plugin must not trip over.
+    let app = sb.install_marker_app(
+        "marker-writer.desktop",
+        "Marker Writer",
+        r#"%c "two words" "quote\\"inside" "100%%" %k %i %U %d"#,
+        &format!(
+            "Name[de]=Markierer\nIcon=marker-icon\nKeywords=marker\\;test;\nPath={}\n\n\
+             [Desktop Action other]\nName=Other\nExec=/bin/false\n",
+            workdir.display()
+        ),
+    );
+    let (entry, marker) = (&app.entry, &app.program.marker);
     // The Exec line as it sits in the file: `\\` is the string-level escape for one
     // backslash, so `\\"` is the quoting escape `\"`, `\\$` is `\$` and `\\\\` is `\\`.
-    // `%%` is a literal percent; %c is the German Name (LANG=de_DE.UTF-8); %k is this
-    // file; %i gives `--icon marker-icon`; %U and the deprecated %d vanish. The
-    // Keywords line holds the list escape `\;`, which the plugin must not trip over.
+    // `%%` is a literal percent.
     let exec = format!(
         r#"/bin/sh -c "here=\\$(pwd); printf '%%s\\\\n' \\"\\$here\\" \\"\\$0\\" \\"\\$@\\" > '{m}.tmp' && mv '{m}.tmp' '{m}'" marker-writer %c "two words" "quote\\"inside" "100%%" %k %i %U %d"#,
         m = marker.display()
     );
-    let entry = sb.write(
-        "data/applications/marker-writer.desktop",
-        &format!(
-            "[Desktop Entry]\nType=Application\nName=Marker Writer\nName[de]=Markierer\n\
-             Icon=marker-icon\nKeywords=marker\\;test;\nPath={}\nExec={exec}\n\n\
-             [Desktop Action other]\nName=Other\nExec=/bin/false\n",
-            workdir.display()
-        ),
+    let written_entry = std::fs::read_to_string(entry).expect("read the entry");
+    assert!(
+        written_entry.lines().any(|l| l == format!("Exec={exec}")),
+        "{written_entry}"
     );
     let script = format!(
         "here=$(pwd); printf '%s\\n' \"$here\" \"$0\" \"$@\" > '{m}.tmp' && mv '{m}.tmp' '{m}'",
@@ -234,7 +129,7 @@ async fn launch_app_expands_exec_and_starts_the_program_detached() {
         "marker-icon"
     ]);
 
-    let plugin = sb.start_plugin(None).await;
+    let plugin = start_plugin(&sb, None).await;
 
     // Dry run: the full argv, nothing started.
     let dry = expect_ok(
@@ -279,7 +174,7 @@ async fn launch_app_expands_exec_and_starts_the_program_detached() {
         "the launched program never wrote {}",
         marker.display()
     );
-    let written = std::fs::read_to_string(&marker).expect("read marker");
+    let written = std::fs::read_to_string(marker).expect("read marker");
     let workdir_real = std::fs::canonicalize(&workdir).expect("canonical workdir");
     let expected_lines = [
         workdir_real.display().to_string(),
@@ -325,7 +220,7 @@ async fn launch_app_refuses_what_it_cannot_run() {
         "data/applications/vendor/sub.desktop",
         "[Desktop Entry]\nType=Application\nName=Sub\nExec=/bin/true %f\n",
     );
-    let plugin = sb.start_plugin(None).await;
+    let plugin = start_plugin(&sb, None).await;
 
     let e = expect_err(
         invoke(
@@ -401,8 +296,8 @@ async fn launch_app_refuses_what_it_cannot_run() {
 #[tokio::test]
 async fn open_url_without_a_bus_runs_xdg_open() {
     let sb = Sandbox::new();
-    let recorded = sb.install_https_recorder();
-    let plugin = sb.start_plugin(None).await;
+    let recorded = sb.install_url_recorder();
+    let plugin = start_plugin(&sb, None).await;
 
     let dry = expect_ok(
         invoke(
@@ -472,90 +367,22 @@ async fn open_url_without_a_bus_runs_xdg_open() {
 // ---------------------------------------------------------------------------------------
 // c) media: mpv + mpv-mpris on a private bus
 
-#[zbus::proxy(
-    interface = "org.mpris.MediaPlayer2.Player",
-    default_path = "/org/mpris/MediaPlayer2",
-    gen_blocking = false
-)]
-trait TestPlayer {
-    #[zbus(property)]
-    fn playback_status(&self) -> zbus::Result<String>;
-}
-
-const MPV_BUS_NAME: &str = "org.mpris.MediaPlayer2.mpv";
-
-async fn playback_status(conn: &zbus::Connection) -> Option<String> {
-    let proxy = TestPlayerProxy::builder(conn)
-        .destination(MPV_BUS_NAME)
-        .ok()?
-        .cache_properties(zbus::proxy::CacheProperties::No)
-        .build()
-        .await
-        .ok()?;
-    proxy.playback_status().await.ok()
-}
-
-async fn wait_for_status(conn: &zbus::Connection, wanted: &str, limit: Duration) -> Option<String> {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        let status = playback_status(conn).await;
-        if status.as_deref() == Some(wanted) || tokio::time::Instant::now() >= deadline {
-            return status;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn media_pauses_and_plays_a_real_mpv() {
     let sb = Sandbox::new();
     let bus = DbusSession::start();
-    let wav = sb.path("silent.wav");
-    let sox = std::process::Command::new("sox")
-        .args(["-n", "-r", "16000", "-c", "1"])
-        .arg(&wav)
-        .args(["trim", "0", "5"])
-        .status()
-        .expect("sox runs (apt-get install sox)");
-    assert!(sox.success(), "sox failed: {sox}");
-
-    // --no-config keeps the user's mpv.conf and auto-loaded scripts out; the Debian
-    // mpv-mpris script is then loaded exactly once, by path.
-    let _mpv = tokio::process::Command::new("mpv")
-        .args([
-            "--no-config",
-            "--script=/usr/lib/mpv-mpris/mpris.so",
-            "--no-video",
-            "--ao=null",
-            "--idle=no",
-            "--loop=inf",
-            "--really-quiet",
-        ])
-        .arg(&wav)
-        .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
-        .env("HOME", sb.path("home"))
-        .env("XDG_CONFIG_HOME", sb.path("config"))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("mpv runs (apt-get install mpv mpv-mpris)");
-
-    let conn = zbus::connection::Builder::address(bus.address.as_str())
-        .expect("bus address")
-        .build()
-        .await
-        .expect("connect to the private bus");
+    let _mpv = Mpv::start(&sb, &bus);
+    let mpris = Mpris::connect(&bus).await;
     assert_eq!(
-        wait_for_status(&conn, "Playing", Duration::from_secs(20))
+        mpris
+            .wait_for_status("Playing", Duration::from_secs(20))
             .await
             .as_deref(),
         Some("Playing"),
         "mpv did not show up as {MPV_BUS_NAME} playing"
     );
 
-    let plugin = sb.start_plugin(Some(&bus.address)).await;
+    let plugin = start_plugin(&sb, Some(&bus.address)).await;
     let health = plugin
         .call("plugin.health", json!({}))
         .await
@@ -577,7 +404,7 @@ async fn media_pauses_and_plays_a_real_mpv() {
     assert_eq!(dry["status_before"], "Playing");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        playback_status(&conn).await.as_deref(),
+        mpris.status().await.as_deref(),
         Some("Playing"),
         "dry run paused mpv"
     );
@@ -590,7 +417,8 @@ async fn media_pauses_and_plays_a_real_mpv() {
     assert_eq!(paused["method"], "Pause");
     assert_eq!(paused["status_before"], "Playing");
     assert_eq!(
-        wait_for_status(&conn, "Paused", Duration::from_secs(5))
+        mpris
+            .wait_for_status("Paused", Duration::from_secs(5))
             .await
             .as_deref(),
         Some("Paused")
@@ -609,7 +437,8 @@ async fn media_pauses_and_plays_a_real_mpv() {
     assert_eq!(played["method"], "Play");
     assert_eq!(played["status_before"], "Paused");
     assert_eq!(
-        wait_for_status(&conn, "Playing", Duration::from_secs(5))
+        mpris
+            .wait_for_status("Playing", Duration::from_secs(5))
             .await
             .as_deref(),
         Some("Playing")
@@ -638,7 +467,7 @@ async fn media_pauses_and_plays_a_real_mpv() {
 async fn media_without_players_or_without_a_bus_says_so() {
     let sb = Sandbox::new();
     let bus = DbusSession::start();
-    let plugin = sb.start_plugin(Some(&bus.address)).await;
+    let plugin = start_plugin(&sb, Some(&bus.address)).await;
     let e = expect_err(
         invoke(&plugin, "media", json!({"command": "play"}), false).await,
         "no player",
@@ -647,7 +476,7 @@ async fn media_without_players_or_without_a_bus_says_so() {
     assert_eq!(e.message, "no MPRIS player on the session bus");
 
     // An empty DBUS_SESSION_BUS_ADDRESS and no $XDG_RUNTIME_DIR/bus: no bus at all.
-    let no_bus = sb.start_plugin(Some("")).await;
+    let no_bus = start_plugin(&sb, Some("")).await;
     let e = expect_err(
         invoke(&no_bus, "media", json!({"command": "play"}), false).await,
         "no bus",
@@ -665,7 +494,7 @@ async fn media_without_players_or_without_a_bus_says_so() {
 #[tokio::test]
 async fn bad_input_gets_json_rpc_errors() {
     let sb = Sandbox::new();
-    let plugin = sb.start_plugin(None).await;
+    let plugin = start_plugin(&sb, None).await;
 
     let e = expect_err(
         invoke(&plugin, "teleport", json!({}), false).await,
@@ -783,7 +612,7 @@ impl FakeOpenUri {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_url_goes_through_the_portal_and_falls_back_when_it_fails() {
     let sb = Sandbox::new();
-    let recorded = sb.install_https_recorder();
+    let recorded = sb.install_url_recorder();
     let bus = DbusSession::start();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let _portal = zbus::connection::Builder::address(bus.address.as_str())
@@ -798,7 +627,7 @@ async fn open_url_goes_through_the_portal_and_falls_back_when_it_fails() {
         .build()
         .await
         .expect("portal stand-in on the bus");
-    let plugin = sb.start_plugin(Some(&bus.address)).await;
+    let plugin = start_plugin(&sb, Some(&bus.address)).await;
     let seen_now = || seen.lock().map(|s| s.clone()).unwrap_or_default();
 
     let dry = expect_ok(

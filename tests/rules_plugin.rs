@@ -1,57 +1,23 @@
 //! The rules router as the runner sees it: the real `utter-rules` binary over stdio, with
-//! its application directories pointed at a temporary tree holding real `.desktop` files.
+//! its application directories pointed at a temporary tree ([`common::Sandbox`]) holding real
+//! `.desktop` files.
 
 mod common;
 
-use common::PluginProcess;
+use common::{PluginProcess, Sandbox, bin};
 use utter_protocol::serde_json::{Value, json};
 
-/// A temporary XDG data layout: `home` for `XDG_DATA_HOME`, `system` for `XDG_DATA_DIRS`.
-struct DataDirs {
-    dir: tempfile::TempDir,
-}
-
-impl DataDirs {
-    fn new() -> DataDirs {
-        let dir = tempfile::tempdir().expect("temp dir");
-        for sub in ["home/applications", "system/applications"] {
-            std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
-        }
-        DataDirs { dir }
-    }
-
-    fn home(&self) -> String {
-        self.dir.path().join("home").display().to_string()
-    }
-
-    fn system(&self) -> String {
-        self.dir.path().join("system").display().to_string()
-    }
-
-    /// Write `home/applications/<relative>`.
-    fn write_app(&self, relative: &str, text: &str) {
-        let path = self.dir.path().join("home/applications").join(relative);
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        std::fs::write(path, text).expect("write .desktop file");
-    }
-
-    async fn start(&self, args: &[&str]) -> PluginProcess {
-        let (home, system) = (self.home(), self.system());
-        let program = common::bin("utter-rules");
-        let (plugin, hello) = PluginProcess::start(
-            &program,
-            args,
-            &[("XDG_DATA_HOME", &home), ("XDG_DATA_DIRS", &system)],
-        )
-        .await;
-        assert_eq!(hello["plugin"]["name"], "rules");
-        assert_eq!(hello["plugin"]["kind"], "router");
-        assert_eq!(
-            hello["provides"],
-            json!(["router.plan@1", "router.rules@1"])
-        );
-        plugin
-    }
+/// Start `utter-rules` in `sb` (its applications in `sb`'s data directories) with `args`,
+/// checking its hello.
+async fn start(sb: &Sandbox, args: &[&str]) -> PluginProcess {
+    let (plugin, hello) = PluginProcess::start(&bin("utter-rules"), args, &sb.env(None)).await;
+    assert_eq!(hello["plugin"]["name"], "rules");
+    assert_eq!(hello["plugin"]["kind"], "router");
+    assert_eq!(
+        hello["provides"],
+        json!(["router.plan@1", "router.rules@1"])
+    );
+    plugin
 }
 
 const MARKER_WRITER: &str = "[Desktop Entry]\n\
@@ -79,9 +45,9 @@ fn only_step(result: &Value) -> &Value {
 
 #[tokio::test]
 async fn plans_sites_apps_and_media_keys() {
-    let dirs = DataDirs::new();
-    dirs.write_app("utter-tests/marker-writer.desktop", MARKER_WRITER);
-    let plugin = dirs.start(&[]).await;
+    let sb = Sandbox::new();
+    sb.write_app("utter-tests/marker-writer.desktop", MARKER_WRITER);
+    let plugin = start(&sb, &[]).await;
 
     let describe = plugin
         .call("plugin.describe", json!({}))
@@ -163,13 +129,13 @@ async fn plans_sites_apps_and_media_keys() {
 
 #[tokio::test]
 async fn sees_applications_installed_after_start() {
-    let dirs = DataDirs::new();
-    let plugin = dirs.start(&[]).await;
+    let sb = Sandbox::new();
+    let plugin = start(&sb, &[]).await;
 
     let before = plan(&plugin, "launch marker writer").await;
     assert_eq!(before["steps"], json!([]));
 
-    dirs.write_app("marker-writer.desktop", MARKER_WRITER);
+    sb.write_app("marker-writer.desktop", MARKER_WRITER);
 
     let after = plan(&plugin, "launch marker writer").await;
     assert_eq!(
@@ -183,7 +149,7 @@ async fn sees_applications_installed_after_start() {
     assert_eq!(only_step(&keyword)["args"]["app_id"], "marker-writer");
 
     // Hidden entries are not offered.
-    dirs.write_app(
+    sb.write_app(
         "marker-writer.desktop",
         "[Desktop Entry]\nType=Application\nName=Marker Writer\nExec=true\nHidden=true\n",
     );
@@ -193,16 +159,14 @@ async fn sees_applications_installed_after_start() {
 
 #[tokio::test]
 async fn another_site_catalog_can_be_given() {
-    let dirs = DataDirs::new();
-    let catalog = dirs.dir.path().join("sites.toml");
-    std::fs::write(
-        &catalog,
+    let sb = Sandbox::new();
+    let catalog = sb.write(
+        "sites.toml",
         "[[site]]\nname = \"Intranet\"\nurl = \"https://intranet.example.org/start\"\n\
          aliases = [\"work portal\"]\n",
-    )
-    .expect("write catalog");
+    );
     let catalog_arg = catalog.display().to_string();
-    let plugin = dirs.start(&["--sites", &catalog_arg]).await;
+    let plugin = start(&sb, &["--sites", &catalog_arg]).await;
 
     let result = plan(&plugin, "go to the work portal").await;
     assert_eq!(
@@ -229,7 +193,7 @@ fn a_bad_site_catalog_stops_the_plugin_with_file_and_line() {
         "[[site]]\nname = \"A\"\nurl = \"ftp://a.example\"\n",
     )
     .expect("write catalog");
-    let output = std::process::Command::new(common::bin("utter-rules"))
+    let output = std::process::Command::new(bin("utter-rules"))
         .env("UTTER_SITES", &catalog)
         .stdin(std::process::Stdio::null())
         .output()

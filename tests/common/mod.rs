@@ -1,17 +1,33 @@
-//! Helpers shared by the integration tests: where the built binaries are, a private
-//! `dbus-daemon`, and a JSON-RPC client that spawns a real plugin process.
+//! Helpers shared by the integration tests.
 //!
-//! The plugin binaries are built by `cargo build --workspace --bins` (the test script in
-//! `tests/run.sh` does this before `cargo test`); a missing one fails with that advice.
+//! * Where the built binaries are ([`bin`]), and running the `utter` CLI as a subprocess
+//!   ([`run_utter`]).
+//! * [`ChildEnv`]: variables to set and to remove for a child process.
+//! * [`Sandbox`]: a temporary set of XDG directories, with the environment that makes
+//!   Debian's `xdg-open` use the sandbox's `mimeapps.list` without a display or a desktop;
+//!   an https/http handler that records the URL ([`Sandbox::install_url_recorder`]); and
+//!   desktop entries whose program records how it was started ([`MarkerProgram`]).
+//! * A private `dbus-daemon` ([`DbusSession`]), a real `mpv` with the mpv-mpris script on it
+//!   ([`Mpv`]), and reading its MPRIS `PlaybackStatus` ([`Mpris`]).
+//! * [`PluginProcess`]: a JSON-RPC client that spawns a real plugin process.
+//!
+//! The plugin binaries are built by `cargo build --workspace --bins` (`tests/run.sh` does
+//! this before `cargo test`); a missing one fails with that advice. The Debian packages the
+//! process-level tests need: dbus-daemon, xdg-utils, mpv, mpv-mpris, sox.
 
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::process::{Child, Command};
-use utter_protocol::serde_json::{Value, json};
+use utter_protocol::serde_json::{self, Value, json};
 use utter_protocol::{Connection, ConnectionOptions, ErrorObject};
+
+// ---------------------------------------------------------------------------------------
+// Binaries
 
 /// The directory holding `utter` and the plugin binaries of this build.
 pub fn bin_dir() -> PathBuf {
@@ -36,6 +52,312 @@ pub fn bin(name: &str) -> PathBuf {
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
+
+// ---------------------------------------------------------------------------------------
+// Child environments
+
+/// Changes to a child's environment: variables to set and variables to remove. The last
+/// change of a name wins.
+#[derive(Debug, Clone, Default)]
+pub struct ChildEnv {
+    set: Vec<(String, String)>,
+    remove: Vec<String>,
+}
+
+impl ChildEnv {
+    /// No changes.
+    pub fn new() -> ChildEnv {
+        ChildEnv::default()
+    }
+
+    /// Also set `name` to `value`.
+    pub fn with(mut self, name: &str, value: impl AsRef<OsStr>) -> ChildEnv {
+        let value = value.as_ref().to_str().expect("UTF-8 value").to_owned();
+        self.remove.retain(|n| n != name);
+        self.set.retain(|(n, _)| n != name);
+        self.set.push((name.to_owned(), value));
+        self
+    }
+
+    /// Also remove `name`.
+    pub fn without(mut self, name: &str) -> ChildEnv {
+        self.set.retain(|(n, _)| n != name);
+        if !self.remove.iter().any(|n| n == name) {
+            self.remove.push(name.to_owned());
+        }
+        self
+    }
+
+    /// The value this sets `name` to, if it does.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.set
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Apply to a command (for tokio's, pass `cmd.as_std_mut()`).
+    pub fn apply(&self, cmd: &mut std::process::Command) {
+        for name in &self.remove {
+            cmd.env_remove(name);
+        }
+        for (name, value) in &self.set {
+            cmd.env(name, value);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The XDG sandbox
+
+/// Variables that would tell `xdg-open` (xdg-utils 1.1.3) which desktop it runs under, or
+/// hand it a browser; [`Sandbox::env`] removes them so it takes its "generic" path, or
+/// reach the real session.
+const DESKTOP_VARIABLES: &[&str] = &[
+    "DISPLAY",
+    "BROWSER",
+    "XDG_CURRENT_DESKTOP",
+    "XDG_SESSION_DESKTOP",
+    "DESKTOP_SESSION",
+    "KDE_FULL_SESSION",
+    "GNOME_DESKTOP_SESSION_ID",
+    "MATE_DESKTOP_SESSION_ID",
+    "LXQT_SESSION_CONFIG",
+    "DESKTOP",
+    "LC_ALL",
+    "LC_MESSAGES",
+];
+
+/// A temporary tree that stands in for the user's session directories:
+///
+/// | directory     | variable            |
+/// |---------------|---------------------|
+/// | `home`        | `HOME`              |
+/// | `config`      | `XDG_CONFIG_HOME`   |
+/// | `config-dirs` | `XDG_CONFIG_DIRS`   |
+/// | `data`        | `XDG_DATA_HOME` (with `applications/`) |
+/// | `data-dirs`   | `XDG_DATA_DIRS` (with `applications/`) |
+/// | `run`         | `XDG_RUNTIME_DIR` (mode 0700) |
+///
+/// `config` never holds `utter/config.toml` unless a test writes one, so `utter` run with
+/// [`Sandbox::env`] uses its built-in default configuration.
+pub struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    /// Create the tree.
+    pub fn new() -> Sandbox {
+        let sandbox = Sandbox {
+            dir: tempfile::tempdir().expect("temp dir"),
+        };
+        for sub in [
+            "home",
+            "config",
+            "config-dirs",
+            "data/applications",
+            "data-dirs/applications",
+            "run",
+        ] {
+            std::fs::create_dir_all(sandbox.path(sub)).expect("create sandbox dirs");
+        }
+        std::fs::set_permissions(sandbox.path("run"), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod run dir");
+        sandbox
+    }
+
+    /// `rel` inside the sandbox.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// The environment of a process living in the sandbox. `bus` is the session bus address
+    /// (`None`: a socket in the sandbox that does not exist, so nothing reaches a real bus).
+    ///
+    /// For `xdg-open`: the desktop-detection variables are removed, so it runs its "generic"
+    /// method, which looks up `x-scheme-handler/*` defaults in `$XDG_CONFIG_HOME/mimeapps.list`
+    /// only when DISPLAY or WAYLAND_DISPLAY is non-empty; WAYLAND_DISPLAY is set to a name
+    /// nothing listens on, and nothing connects to it. LANG is German, so translated desktop
+    /// entry keys (`Name[de]`) are used.
+    pub fn env(&self, bus: Option<&str>) -> ChildEnv {
+        let bus = bus.map_or_else(
+            || format!("unix:path={}", self.path("run/no-such-bus").display()),
+            str::to_owned,
+        );
+        let mut env = ChildEnv::new()
+            .with("HOME", self.path("home"))
+            .with("XDG_CONFIG_HOME", self.path("config"))
+            .with("XDG_CONFIG_DIRS", self.path("config-dirs"))
+            .with("XDG_DATA_HOME", self.path("data"))
+            .with("XDG_DATA_DIRS", self.path("data-dirs"))
+            .with("XDG_RUNTIME_DIR", self.path("run"))
+            .with("DBUS_SESSION_BUS_ADDRESS", bus)
+            .with("WAYLAND_DISPLAY", "utter-test-display")
+            .with("LANG", "de_DE.UTF-8");
+        for name in DESKTOP_VARIABLES {
+            env = env.without(name);
+        }
+        env
+    }
+
+    /// Write `rel` (creating its directory), returning its path.
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let path = self.path(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create parent dir");
+        }
+        std::fs::write(&path, text).expect("write sandbox file");
+        path
+    }
+
+    /// Write an executable file.
+    pub fn write_script(&self, rel: &str, text: &str) -> PathBuf {
+        let path = self.write(rel, text);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod script");
+        path
+    }
+
+    /// Write `$XDG_DATA_HOME/applications/<rel>`; its desktop file id is `rel` with `/` as `-`.
+    pub fn write_app(&self, rel: &str, text: &str) -> PathBuf {
+        self.write(&format!("data/applications/{rel}"), text)
+    }
+
+    /// `recorder.desktop`, set in `mimeapps.list` as the handler of https and http URLs; its
+    /// script writes its arguments, one per line, to the returned file.
+    pub fn install_url_recorder(&self) -> PathBuf {
+        let out = self.path("recorded.txt");
+        let script = self.write_script(
+            "recorder.sh",
+            &format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{out}.tmp' && mv '{out}.tmp' '{out}'\n",
+                out = out.display()
+            ),
+        );
+        self.write_app(
+            "recorder.desktop",
+            &format!(
+                "[Desktop Entry]\nType=Application\nName=Recorder\nExec={} %u\n",
+                script.display()
+            ),
+        );
+        self.write(
+            "config/mimeapps.list",
+            "[Default Applications]\n\
+             x-scheme-handler/https=recorder.desktop\n\
+             x-scheme-handler/http=recorder.desktop\n",
+        );
+        out
+    }
+
+    /// An application entry `data/applications/<file_name>` called `name` whose Exec runs a
+    /// [`MarkerProgram`] (recording into `<file_name>.marker` in the sandbox) followed by
+    /// `exec_args` as written (field codes, quoting). `extra` is appended after the Exec
+    /// line: more keys of the `[Desktop Entry]` group, then other groups.
+    pub fn install_marker_app(
+        &self,
+        file_name: &str,
+        name: &str,
+        exec_args: &str,
+        extra: &str,
+    ) -> MarkerApp {
+        let program = MarkerProgram::new(self.path(&format!("{file_name}.marker")));
+        let entry = self.write_app(
+            file_name,
+            &format!(
+                "[Desktop Entry]\nType=Application\nName={name}\nExec={}\n{extra}",
+                program.exec(exec_args)
+            ),
+        );
+        MarkerApp { entry, program }
+    }
+}
+
+/// The desktop entry written by [`Sandbox::install_marker_app`].
+pub struct MarkerApp {
+    /// The `.desktop` file.
+    pub entry: PathBuf,
+    /// What it runs.
+    pub program: MarkerProgram,
+}
+
+/// A program for an `Exec` line that records how it was started: `/bin/sh -c SCRIPT
+/// marker-writer ARGS...`, where the script writes its working directory, `$0` and each
+/// argument, one per line, to the marker file (to a temporary name, then renamed, so the
+/// file appears complete or not at all).
+pub struct MarkerProgram {
+    /// The file the program writes.
+    pub marker: PathBuf,
+}
+
+impl MarkerProgram {
+    /// `$0` of the script.
+    pub const ARG0: &'static str = "marker-writer";
+
+    /// A program recording into `marker` (a path without `'`).
+    pub fn new(marker: PathBuf) -> MarkerProgram {
+        MarkerProgram { marker }
+    }
+
+    /// The script as `/bin/sh` receives it.
+    pub fn script(&self) -> String {
+        format!(
+            "here=$(pwd); printf '%s\\n' \"$here\" \"$0\" \"$@\" > '{m}.tmp' && mv '{m}.tmp' '{m}'",
+            m = self.marker.display()
+        )
+    }
+
+    /// The `Exec` value: the script quoted for a desktop entry, `$0`, then `exec_args`.
+    pub fn exec(&self, exec_args: &str) -> String {
+        format!(
+            "/bin/sh -c {} {} {exec_args}",
+            exec_quote(&self.script()),
+            Self::ARG0
+        )
+    }
+
+    /// The start of the argv the Exec line expands to; the arguments from `exec_args`
+    /// follow.
+    pub fn argv_prefix(&self) -> Vec<String> {
+        vec![
+            "/bin/sh".to_owned(),
+            "-c".to_owned(),
+            self.script(),
+            Self::ARG0.to_owned(),
+        ]
+    }
+
+    /// The recorded lines (working directory, `$0`, arguments), once the file exists.
+    pub fn recorded(&self) -> Option<Vec<String>> {
+        let text = std::fs::read_to_string(&self.marker).ok()?;
+        Some(text.lines().map(str::to_owned).collect())
+    }
+}
+
+/// `arg` as one quoted argument of a desktop entry's `Exec` value, as the file holds it.
+///
+/// Three layers, innermost first (Desktop Entry Specification, "The Exec key"): inside
+/// double quotes, `"`, `` ` ``, `$` and `\` take a backslash; the value is a `string`, whose
+/// own escape turns each `\` into `\\`; and a literal `%` is written `%%`.
+pub fn exec_quote(arg: &str) -> String {
+    let mut quoted = String::from("\"");
+    for c in arg.chars() {
+        match c {
+            '"' | '`' | '$' => {
+                quoted.push_str("\\\\");
+                quoted.push(c);
+            }
+            '\\' => quoted.push_str("\\\\\\\\"),
+            '%' => quoted.push_str("%%"),
+            _ => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
+// ---------------------------------------------------------------------------------------
+// D-Bus and MPRIS
 
 /// A private session bus: `dbus-daemon --session` on a socket in a temporary directory,
 /// killed on drop.
@@ -81,6 +403,113 @@ impl Drop for DbusSession {
     }
 }
 
+/// The bus name mpv-mpris takes.
+pub const MPV_BUS_NAME: &str = "org.mpris.MediaPlayer2.mpv";
+
+/// A real `mpv` playing five seconds of generated silence in a loop, with the Debian
+/// mpv-mpris script, on a private bus; killed on drop.
+pub struct Mpv {
+    child: std::process::Child,
+}
+
+impl Mpv {
+    /// Generate `silent.wav` in the sandbox with sox and play it on `bus`.
+    pub fn start(sandbox: &Sandbox, bus: &DbusSession) -> Mpv {
+        let wav = sandbox.path("silent.wav");
+        let sox = std::process::Command::new("sox")
+            .args(["-n", "-r", "16000", "-c", "1"])
+            .arg(&wav)
+            .args(["trim", "0", "5"])
+            .status()
+            .expect("sox runs (apt-get install sox)");
+        assert!(sox.success(), "sox failed: {sox}");
+        // --no-config keeps the user's mpv.conf and auto-loaded scripts out; the mpv-mpris
+        // script is then loaded exactly once, by path.
+        let child = std::process::Command::new("mpv")
+            .args([
+                "--no-config",
+                "--script=/usr/lib/mpv-mpris/mpris.so",
+                "--no-video",
+                "--ao=null",
+                "--idle=no",
+                "--loop=inf",
+                "--really-quiet",
+            ])
+            .arg(&wav)
+            .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+            .env("HOME", sandbox.path("home"))
+            .env("XDG_CONFIG_HOME", sandbox.path("config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mpv runs (apt-get install mpv mpv-mpris)");
+        Mpv { child }
+    }
+}
+
+impl Drop for Mpv {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[zbus::proxy(
+    interface = "org.mpris.MediaPlayer2.Player",
+    default_path = "/org/mpris/MediaPlayer2",
+    gen_blocking = false
+)]
+trait TestPlayer {
+    #[zbus(property)]
+    fn playback_status(&self) -> zbus::Result<String>;
+}
+
+/// Reads mpv's MPRIS state from the tests' own connection to the bus.
+pub struct Mpris {
+    conn: zbus::Connection,
+}
+
+impl Mpris {
+    /// Connect to `bus`.
+    pub async fn connect(bus: &DbusSession) -> Mpris {
+        let conn = zbus::connection::Builder::address(bus.address.as_str())
+            .expect("bus address")
+            .build()
+            .await
+            .expect("connect to the private bus");
+        Mpris { conn }
+    }
+
+    /// mpv's `PlaybackStatus` now (`None` while it is not on the bus).
+    pub async fn status(&self) -> Option<String> {
+        let proxy = TestPlayerProxy::builder(&self.conn)
+            .destination(MPV_BUS_NAME)
+            .ok()?
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await
+            .ok()?;
+        proxy.playback_status().await.ok()
+    }
+
+    /// Poll every 100 ms until the status is `wanted` or `limit` has passed; the last
+    /// status read.
+    pub async fn wait_for_status(&self, wanted: &str, limit: Duration) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let status = self.status().await;
+            if status.as_deref() == Some(wanted) || tokio::time::Instant::now() >= deadline {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Processes
+
 /// A real plugin process driven over its stdio by a JSON-RPC connection, as the runner would.
 pub struct PluginProcess {
     /// The connection to the plugin.
@@ -90,22 +519,16 @@ pub struct PluginProcess {
 }
 
 impl PluginProcess {
-    /// Spawn `program` with `envs` and complete the handshake (hello, describe, health).
-    /// Returns the process and the hello result.
-    pub async fn start(
-        program: &Path,
-        args: &[&str],
-        envs: &[(&str, &str)],
-    ) -> (PluginProcess, Value) {
+    /// Spawn `program` with the test's environment changed by `env`, and complete the
+    /// handshake (hello, describe, health). Returns the process and the hello result.
+    pub async fn start(program: &Path, args: &[&str], env: &ChildEnv) -> (PluginProcess, Value) {
         let mut cmd = Command::new(program);
         cmd.args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
+        env.apply(cmd.as_std_mut());
         let mut child = cmd.spawn().expect("plugin spawns");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
@@ -140,6 +563,69 @@ impl PluginProcess {
         self.conn
             .request(method, params, Some(Duration::from_secs(20)))
             .await
+    }
+}
+
+/// How a run of the `utter` binary ended.
+#[derive(Debug)]
+pub struct UtterRun {
+    /// The exit code (`None` if a signal ended it).
+    pub code: Option<i32>,
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+}
+
+impl UtterRun {
+    /// Standard output parsed as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{self}"))
+    }
+}
+
+impl std::fmt::Display for UtterRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit code {:?}\n--- stdout\n{}--- stderr\n{}---",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// How long one `utter` run may take before the test gives up on it.
+const UTTER_RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// Run the `utter` binary with `args`, stdin closed, in an environment holding only the
+/// tests' PATH plus what `env` sets (so nothing of the real session, and no `RUST_LOG` or
+/// `UTTER_*`, leaks in). Killed after two minutes.
+pub async fn run_utter<S: AsRef<OsStr>>(args: &[S], env: &ChildEnv) -> UtterRun {
+    let mut cmd = Command::new(bin("utter"));
+    cmd.args(args)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(path) = std::env::var_os("PATH") {
+        cmd.env("PATH", path);
+    }
+    env.apply(cmd.as_std_mut());
+    let output = tokio::time::timeout(UTTER_RUN_LIMIT, cmd.output())
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "utter {:?} did not finish within {UTTER_RUN_LIMIT:?}",
+                args.iter().map(|a| a.as_ref()).collect::<Vec<_>>()
+            )
+        })
+        .expect("utter runs");
+    UtterRun {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
 

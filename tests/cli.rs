@@ -1,0 +1,278 @@
+//! Bad input through the real `utter` binary: every mistake a user can make on the command
+//! line or in the configuration ends with the documented exit code and a message that says
+//! what is wrong (see the exit codes in `utter --help`).
+
+mod common;
+
+use common::{Sandbox, UtterRun, bin, run_utter};
+use std::path::PathBuf;
+use utter_protocol::serde_json::{Value, json};
+
+/// Write `utter.toml` in the sandbox (outside `XDG_CONFIG_HOME`, so only `--config` or
+/// `check-config FILE` reads it).
+fn write_config(sb: &Sandbox, text: &str) -> PathBuf {
+    sb.write("utter.toml", text)
+}
+
+/// `[[plugin]]` lines running `program` with `args` (absolute paths, so no lookup is
+/// involved).
+fn plugin_entry(id: &str, kind: &str, program: &str, args: &[&str]) -> String {
+    let mut argv = vec![program];
+    argv.extend_from_slice(args);
+    format!(
+        "[[plugin]]\nid = \"{id}\"\nkind = \"{kind}\"\nentrypoint = {}\n",
+        json!(argv)
+    )
+}
+
+fn assert_mentions(text: &str, needles: &[&str], run: &UtterRun) {
+    for needle in needles {
+        assert!(text.contains(needle), "{needle:?} missing: {run}");
+    }
+}
+
+#[tokio::test]
+async fn an_empty_or_missing_utterance_is_a_usage_error() {
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+
+    for blank in ["", "   "] {
+        let run = run_utter(&["say", blank], &env).await;
+        assert_eq!(run.code, Some(2), "{run}");
+        assert!(run.stderr.contains("the utterance is empty"), "{run}");
+        assert!(run.stdout.is_empty(), "{run}");
+    }
+
+    let run = run_utter(&["say"], &env).await;
+    assert_eq!(run.code, Some(2), "{run}");
+    assert!(run.stderr.contains("<UTTERANCE>"), "clap names it: {run}");
+}
+
+const PIGEON: &str = "config_version = 1\n\
+\n\
+[[plugin]]\n\
+id = \"rules\"\n\
+transport = \"pigeon\"\n\
+entrypoint = [\"utter-rules\"]\n";
+
+#[tokio::test]
+async fn an_unknown_transport_is_a_config_error_with_file_line_and_key() {
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+    let file = write_config(&sb, PIGEON);
+    let file_str = file.display().to_string();
+    // file:line: key: message, and the values that are allowed.
+    let at = format!("{file_str}:5: plugin[0].transport:");
+    let needles = [at.as_str(), "pigeon", "stdio", "connect", "listen"];
+
+    let run = run_utter(&["check-config", &file_str], &env).await;
+    assert_eq!(run.code, Some(3), "{run}");
+    assert_mentions(&run.stdout, &needles, &run);
+    assert!(run.stdout.contains("config INVALID"), "{run}");
+
+    let run = run_utter(&["check-config", &file_str, "--json"], &env).await;
+    assert_eq!(run.code, Some(3), "{run}");
+    let report = run.json();
+    assert_eq!(report["ok"], false, "{run}");
+    assert_eq!(report["warnings"], json!([]), "{run}");
+    let errors = report["errors"].as_array().expect("errors");
+    assert_eq!(errors.len(), 1, "{run}");
+    assert_eq!(
+        (&errors[0]["file"], &errors[0]["line"], &errors[0]["key"]),
+        (&json!(file_str), &json!(5), &json!("plugin[0].transport")),
+        "{run}"
+    );
+
+    // Any command that loads the config refuses it the same way, on stderr.
+    let run = run_utter(&["say", "x", "--config", &file_str], &env).await;
+    assert_eq!(run.code, Some(3), "{run}");
+    assert_mentions(&run.stderr, &needles, &run);
+    assert!(run.stdout.is_empty(), "{run}");
+}
+
+#[tokio::test]
+async fn unknown_keys_are_warnings_with_their_lines() {
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+    let file = write_config(
+        &sb,
+        "config_version = 1\n\
+         [runner]\n\
+         rpc_timeout = 5\n\
+         [[plugin]]\n\
+         id = \"rules\"\n\
+         entrypoint = \"utter-rules\"\n\
+         flavour = \"mint\"\n",
+    );
+    let file_str = file.display().to_string();
+
+    let run = run_utter(&["check-config", &file_str], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let first = format!("warning: {file_str}:3: runner.rpc_timeout: unknown key");
+    let second = format!("warning: {file_str}:7: plugin[0].flavour: unknown key");
+    assert_mentions(&run.stdout, &[&first, &second, "config OK"], &run);
+
+    let run = run_utter(&["check-config", &file_str, "--json"], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let report = run.json();
+    assert_eq!(report["ok"], true, "{run}");
+    assert_eq!(report["origin"], file_str.as_str(), "{run}");
+    assert_eq!(report["errors"], json!([]), "{run}");
+    let warnings: Vec<(&Value, &Value, &Value)> = report["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .map(|w| (&w["file"], &w["key"], &w["line"]))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            (&json!(file_str), &json!("runner.rpc_timeout"), &json!(3)),
+            (&json!(file_str), &json!("plugin[0].flavour"), &json!(7)),
+        ],
+        "{run}"
+    );
+}
+
+#[tokio::test]
+async fn without_a_config_file_the_embedded_default_is_checked() {
+    let sb = Sandbox::new();
+    let run = run_utter(&["check-config", "--json"], &sb.env(None)).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let report = run.json();
+    assert_eq!(
+        report,
+        json!({
+            "ok": true,
+            "origin": "<embedded data/config.default.toml>",
+            "errors": [],
+            "warnings": [],
+        }),
+        "{run}"
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_whose_requirement_nobody_provides_is_reported_with_minus_32005() {
+    let sb = Sandbox::new();
+    let rules = bin("utter-rules").display().to_string();
+    let test_plugin = bin("utter-test-plugin").display().to_string();
+    let file = write_config(
+        &sb,
+        &format!(
+            "config_version = 1\n{}{}",
+            plugin_entry("rules", "router", &rules, &[]),
+            plugin_entry(
+                "lonely",
+                "action",
+                &test_plugin,
+                &["--requires", "perception.a11y@1"]
+            ),
+        ),
+    );
+    let file_str = file.display().to_string();
+
+    let run = run_utter(&["plugins", "--json", "--config", &file_str], &sb.env(None)).await;
+    assert_eq!(run.code, Some(4), "{run}");
+    let plugins = run.json();
+    let find = |id: &str| -> &Value {
+        plugins
+            .as_array()
+            .expect("an array of plugins")
+            .iter()
+            .find(|p| p["id"] == id)
+            .unwrap_or_else(|| panic!("{id} is listed: {run}"))
+    };
+    assert_eq!(find("rules")["status"], "ok", "{run}");
+    let lonely = find("lonely");
+    assert_eq!(lonely["status"], "error", "{run}");
+    assert_eq!(lonely["requires"], json!(["perception.a11y@1"]), "{run}");
+    let last_error = lonely["last_error"].as_str().unwrap_or("");
+    assert!(
+        last_error.contains("-32005") && last_error.contains("perception.a11y@1"),
+        "{run}"
+    );
+}
+
+#[tokio::test]
+async fn a_router_program_that_does_not_exist_is_a_runner_failure() {
+    let sb = Sandbox::new();
+    let desktop = bin("utter-desktop").display().to_string();
+    // A bare name: looked up beside `utter`, then on PATH; found in neither.
+    let file = write_config(
+        &sb,
+        &format!(
+            "config_version = 1\n{}{}",
+            plugin_entry("rules", "router", "utter-no-such-router", &[]),
+            plugin_entry("desktop", "action", &desktop, &[]),
+        ),
+    );
+    let file_str = file.display().to_string();
+
+    let run = run_utter(
+        &["say", "open youtube", "--config", &file_str],
+        &sb.env(None),
+    )
+    .await;
+    assert_eq!(run.code, Some(4), "{run}");
+    assert_mentions(
+        &run.stderr,
+        &[
+            "no router plugin is running",
+            "plugin rules is error",
+            "cannot start plugin \"rules\": program not found: utter-no-such-router",
+            "looked beside the utter binary and on PATH",
+        ],
+        &run,
+    );
+    assert!(run.stdout.is_empty(), "{run}");
+}
+
+#[tokio::test]
+async fn help_lists_the_exit_codes_and_the_say_options() {
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+
+    let run = run_utter(&["--help"], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let after = run
+        .stdout
+        .split_once("Exit codes:")
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("no exit codes: {run}"));
+    for code in 0..=4 {
+        assert!(
+            after
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{code} "))),
+            "exit code {code} is not listed: {run}"
+        );
+    }
+
+    let run = run_utter(&["say", "--help"], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert_mentions(&run.stdout, &["--dry-run", "--json"], &run);
+}
+
+#[test]
+fn a_stdout_that_cannot_be_written_is_exit_4_not_a_panic() {
+    let sb = Sandbox::new();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full exists");
+    let mut cmd = std::process::Command::new(common::bin("utter"));
+    cmd.args(["say", "open youtube", "--dry-run", "--json"])
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(full)
+        .stderr(std::process::Stdio::piped());
+    if let Some(path) = std::env::var_os("PATH") {
+        cmd.env("PATH", path);
+    }
+    sb.env(None).apply(&mut cmd);
+    let out = cmd.output().expect("utter runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
