@@ -9,14 +9,21 @@
 //! * [`events`]: what clients are told (plugin states, confirmations, finished commands).
 //! * [`runner`]: all of it as one service, as `utter say` and `utter daemon` use it.
 //!
+//! * [`daemon`]: `utter daemon`, the session service with its doors: [`socket`] (the client
+//!   socket), [`dbus`] (the D-Bus object) and [`systemd`] (readiness notification).
+//!
 //! The wire protocol itself lives in the `utter-protocol` crate.
 
 #![warn(missing_docs)]
 
 pub mod config;
 pub mod confirm;
+pub mod daemon;
+pub mod dbus;
 pub mod events;
 pub mod pipeline;
 pub mod policy;
 pub mod runner;
+pub mod socket;
 pub mod supervisor;
+pub mod systemd;

@@ -70,8 +70,16 @@ enum Command {
     ///
     /// Example: utter say "open youtube" --dry-run
     Say(SayArgs),
-    /// Run the runner in the foreground until SIGTERM or SIGINT.
-    Daemon,
+    /// Run the runner as a session service in the foreground: the client socket, the D-Bus
+    /// object dev.utter.Runner1, SIGHUP reloads the config, SIGTERM/SIGINT stop it.
+    Daemon {
+        /// Client socket path (default: $XDG_RUNTIME_DIR/utter/runner.sock).
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        /// Do not connect to the D-Bus session bus.
+        #[arg(long)]
+        no_dbus: bool,
+    },
     /// Start the configured plugins, show their state, and stop them.
     Plugins {
         /// Print JSON instead of a table.
@@ -147,7 +155,7 @@ fn init_logging(level: Option<&str>, default: &str) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let plugin_mode = matches!(cli.command, Command::Plugin { .. });
-    let default_level = if matches!(cli.command, Command::Daemon) {
+    let default_level = if matches!(cli.command, Command::Daemon { .. }) {
         "info"
     } else {
         "warn"
@@ -203,11 +211,19 @@ async fn run(cli: Cli) -> u8 {
             };
             say(loaded, cli.config, args).await
         }
-        Command::Daemon => {
+        Command::Daemon { socket, no_dbus } => {
             let Some(loaded) = load_config(cli.config.as_deref()) else {
                 return exit::CONFIG;
             };
-            daemon(loaded, cli.config).await
+            daemon(
+                loaded,
+                utter::daemon::DaemonOptions {
+                    config_path: cli.config,
+                    socket_path: socket,
+                    no_dbus,
+                },
+            )
+            .await
         }
         Command::Plugins { json } => {
             let Some(loaded) = load_config(cli.config.as_deref()) else {
@@ -498,30 +514,12 @@ fn print_plugins(reports: &[PluginReport]) {
     }
 }
 
-async fn daemon(loaded: LoadedConfig, config_path: Option<PathBuf>) -> u8 {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (mut term, mut int) = match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(t), Ok(i)) => (t, i),
-        _ => {
-            eprintln!("utter daemon: cannot install signal handlers");
-            return exit::RUNNER;
+async fn daemon(loaded: LoadedConfig, options: utter::daemon::DaemonOptions) -> u8 {
+    match utter::daemon::run(loaded, options).await {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("utter daemon: {e}");
+            exit::RUNNER
         }
-    };
-    tracing::info!(config = %loaded.origin, "starting");
-    let options = SupervisorOptions::from_config(&loaded.config);
-    let runner = Runner::start(loaded, options, config_path).await;
-    for p in runner.plugins() {
-        tracing::info!(plugin = %p.id, epoch = p.epoch, status = p.status.as_str(), "plugin");
     }
-    tracing::info!("ready");
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: stopping"),
-        _ = int.recv() => tracing::info!("SIGINT: stopping"),
-    }
-    runner.shutdown().await;
-    tracing::info!("stopped");
-    exit::OK
 }
