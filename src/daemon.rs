@@ -83,7 +83,9 @@ pub async fn run(loaded: LoadedConfig, options: DaemonOptions) -> Result<(), Dae
         }
     }
     systemd::notify_stopping();
-    drop(bus);
+    if let Some(bus) = bus {
+        bus.close().await;
+    }
     socket_task.shutdown().await;
     runner.shutdown().await;
     tracing::info!("stopped");
