@@ -13,6 +13,7 @@
 //! * [`capability`]: capability names and the registry (`capabilities.json`).
 //! * [`manifest`]: `utter-plugin.toml`, validated by `plugin.schema.json`.
 //! * [`plugin`]: serve a Rust plugin with one call.
+//! * [`ring`]: `memfd.ring`, a shared-memory single-producer/single-consumer frame ring.
 //!
 //! Compatibility promise: within protocol major 1, fields, methods and error codes are added,
 //! never renamed or removed; receivers ignore fields they do not know.
@@ -27,6 +28,7 @@ pub mod handshake;
 pub mod manifest;
 pub mod message;
 pub mod plugin;
+pub mod ring;
 
 pub use connection::{CloseReason, Connection, ConnectionOptions, Incoming};
 pub use error::{ErrorCode, ErrorObject};
