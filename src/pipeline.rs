@@ -164,14 +164,39 @@ pub async fn run_command(
             .map(str::to_owned),
         steps: steps.clone(),
     };
+    // Every step passes the gates before any step runs: a plan with a refused step runs
+    // nothing (a partly executed plan is worse than none).
+    let prepared: Vec<Result<Prepared, Box<StepResult>>> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| prepare_step(policy, i, step, provenance))
+        .collect();
+    let refused: Vec<usize> = prepared
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.is_err())
+        .map(|(i, _)| i + 1)
+        .collect();
     let mut results = Vec::with_capacity(steps.len());
-    for (i, step) in steps.iter().enumerate() {
-        results.push(
-            run_step(
-                supervisor, policy, confirmer, i, step, provenance, options, timeout,
-            )
-            .await,
-        );
+    if !refused.is_empty() {
+        let which = refused
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        for p in prepared {
+            results.push(match p {
+                Err(failed) => *failed,
+                Ok(step) => step.into_result().failed(ErrorObject::new(
+                    ErrorCode::Denied,
+                    format!("not run: step {which} of this plan was refused, so no step ran"),
+                )),
+            });
+        }
+    } else {
+        for step in prepared.into_iter().flatten() {
+            results.push(run_step(supervisor, confirmer, step, options, timeout).await);
+        }
     }
     Ok(CommandOutcome {
         utterance: utterance.to_owned(),
@@ -181,29 +206,57 @@ pub async fn run_command(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn run_step(
-    supervisor: &Supervisor,
+/// A step that passed the gates.
+struct Prepared {
+    op: String,
+    args: Value,
+    provenance: Provenance,
+    decision: Decision,
+}
+
+impl Prepared {
+    fn into_result(self) -> StepResult {
+        StepResult {
+            op: self.op,
+            ok: false,
+            detail: String::new(),
+            args: self.args,
+            provenance: self.provenance,
+            plugin: None,
+            result: None,
+            error: None,
+            needs_confirm: self.decision.needs_confirm,
+        }
+    }
+}
+
+impl StepResult {
+    fn failed(mut self, error: ErrorObject) -> StepResult {
+        self.ok = false;
+        self.detail = error.message.clone();
+        self.error = Some(error);
+        self
+    }
+}
+
+/// Read one step and run the policy gates on it.
+fn prepare_step(
     policy: &Policy,
-    confirmer: &Confirmer,
     index: usize,
     step: &Value,
     command_provenance: Provenance,
-    options: &CommandOptions,
-    timeout: std::time::Duration,
-) -> StepResult {
+) -> Result<Prepared, Box<StepResult>> {
     let op = step
         .get("op")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
     let args = step.get("args").cloned().unwrap_or_else(|| json!({}));
-    // A step's provenance is the least trusted of the command's and the step's own; a step
-    // word we do not know counts as untrusted (fail closed).
-    let step_provenance =
-        Provenance::from_value(step.get("provenance")).unwrap_or(Provenance::Screen);
-    let provenance = command_provenance.least_trusted(step_provenance);
-    let mut result = StepResult {
+    let step_provenance = Provenance::from_value(step.get("provenance"));
+    // A step's provenance is the least trusted of the command's and the step's own.
+    let provenance =
+        command_provenance.least_trusted(*step_provenance.as_ref().unwrap_or(&Provenance::Screen));
+    let blank = StepResult {
         op: op.clone(),
         ok: false,
         detail: String::new(),
@@ -214,57 +267,75 @@ async fn run_step(
         error: None,
         needs_confirm: false,
     };
-    let fail = |mut r: StepResult, e: ErrorObject| {
-        r.detail = e.message.clone();
-        r.error = Some(e);
-        r
-    };
-    if op.is_empty() {
-        return fail(
-            result,
-            ErrorObject::invalid_params(format!("step {index} has no \"op\" string: {step}")),
-        );
+    if !step.is_object() || op.is_empty() {
+        return Err(Box::new(blank.failed(ErrorObject::invalid_params(
+            format!(
+                "step {} is not an object with an \"op\" string: {step}",
+                index + 1
+            ),
+        ))));
     }
-    let op_name = normalise_op(&op).to_owned();
+    if let Err(e) = step_provenance {
+        return Err(Box::new(blank.failed(ErrorObject::invalid_params(
+            format!("step {}: {}", index + 1, e.message),
+        ))));
+    }
+    let op = normalise_op(&op).to_owned();
     let confirm_requested = step
         .get("confirm")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let decision: Decision = match policy.check(&op_name, &args, provenance, confirm_requested) {
-        Ok(d) => d,
-        Err(e) => return fail(result, e),
-    };
-    result.needs_confirm = decision.needs_confirm;
-    if decision.needs_confirm && !options.dry_run {
-        let request = ConfirmRequest {
-            op: op_name.clone(),
-            args: args.clone(),
+    match policy.check(&op, &args, provenance, confirm_requested) {
+        Ok(decision) => Ok(Prepared {
+            op,
+            args,
             provenance,
-            summary: decision.summary.clone(),
-        };
-        if !confirmer(request.clone()).await {
-            return fail(
-                result,
-                ErrorObject::new(
-                    ErrorCode::Denied,
-                    format!("confirmation denied: {}", decision.summary),
-                )
-                .with_data(serde_json::to_value(&request).unwrap_or(Value::Null)),
-            );
-        }
+            decision,
+        }),
+        Err(e) => Err(Box::new(blank.failed(e))),
     }
-    let Some(plugin) = supervisor.find_action(&op_name).await else {
-        return fail(
-            result,
+}
+
+/// Confirm (when needed), find the action plugin, invoke, and read its result.
+async fn run_step(
+    supervisor: &Supervisor,
+    confirmer: &Confirmer,
+    step: Prepared,
+    options: &CommandOptions,
+    timeout: std::time::Duration,
+) -> StepResult {
+    let request = ConfirmRequest {
+        op: step.op.clone(),
+        args: step.args.clone(),
+        provenance: step.provenance,
+        summary: step.decision.summary.clone(),
+    };
+    let needs_confirm = step.decision.needs_confirm;
+    let op = step.op.clone();
+    let args = step.args.clone();
+    let provenance = step.provenance;
+    let mut result = step.into_result();
+    if needs_confirm && !options.dry_run && !confirmer(request.clone()).await {
+        return result.failed(
             ErrorObject::new(
-                ErrorCode::CapabilityMissing,
-                format!("no running action plugin offers the op {op_name:?}"),
-            ),
+                ErrorCode::Denied,
+                format!(
+                    "not confirmed: {} (denied, timed out, or nobody could answer)",
+                    request.summary
+                ),
+            )
+            .with_data(serde_json::to_value(&request).unwrap_or(Value::Null)),
         );
+    }
+    let Some(plugin) = supervisor.find_action(&op).await else {
+        return result.failed(ErrorObject::new(
+            ErrorCode::CapabilityMissing,
+            format!("no running action plugin offers the op {op:?}"),
+        ));
     };
     result.plugin = Some(plugin.clone());
     let params = json!({
-        "op": op_name,
+        "op": op,
         "args": args,
         "provenance": provenance.as_str(),
         "dry_run": options.dry_run,
@@ -273,17 +344,44 @@ async fn run_step(
         .call(&plugin, "action.invoke", params, timeout)
         .await
     {
-        Ok(value) => {
-            result.ok = value.get("ok").and_then(Value::as_bool).unwrap_or(true);
-            result.detail = value
-                .get("detail")
-                .or_else(|| value.get("message"))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned();
-            result.result = Some(value);
-            result
-        }
-        Err(e) => fail(result, e),
+        Ok(value) => match read_action_result(&value) {
+            Ok((ok, detail)) => {
+                result.ok = ok;
+                result.detail = detail;
+                result.result = Some(value);
+                result
+            }
+            Err(e) => {
+                result.result = Some(value);
+                result.failed(e)
+            }
+        },
+        Err(e) => result.failed(e),
     }
+}
+
+/// An `action.invoke` result must be an object; `ok` (a boolean, default true) and `detail`
+/// (or `message`, a string) are read from it (PROTOCOL.md §8).
+fn read_action_result(value: &Value) -> Result<(bool, String), ErrorObject> {
+    let Some(obj) = value.as_object() else {
+        return Err(ErrorObject::plugin(format!(
+            "malformed action.invoke result (expected an object {{ok, detail}}): {value}"
+        )));
+    };
+    let ok = match obj.get("ok") {
+        None => true,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(ErrorObject::plugin(format!(
+                "malformed action.invoke result: \"ok\" must be a boolean, got {other}"
+            )));
+        }
+    };
+    let detail = obj
+        .get("detail")
+        .or_else(|| obj.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    Ok((ok, detail))
 }

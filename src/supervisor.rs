@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
@@ -217,6 +216,20 @@ struct Slot {
     /// Set to `true` to stop the slot's watch task (it drains the instance first).
     stop: watch::Sender<bool>,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// The last lines the plugin wrote to stderr, for error reports.
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Slot {
+    /// `"; its last stderr lines: …"`, or nothing.
+    fn stderr_summary(&self) -> String {
+        let tail = self.stderr_tail.lock().expect("stderr tail lock");
+        if tail.is_empty() {
+            return String::new();
+        }
+        let lines: Vec<&str> = tail.iter().map(String::as_str).collect();
+        format!("; its last stderr lines: {}", lines.join(" | "))
+    }
 }
 
 /// Stop one slot and wait until its instance has been drained.
@@ -299,6 +312,7 @@ impl Supervisor {
                     }),
                     stop,
                     task: Mutex::new(None),
+                    stderr_tail: Arc::default(),
                 })
             })
             .collect();
@@ -470,6 +484,20 @@ impl Supervisor {
     ) -> Result<Value, ErrorObject> {
         let instance = self.instance(id)?;
         instance.conn.request(method, params, Some(timeout)).await
+    }
+
+    /// Whether plugin `id` listed `method` as side-effect-free in its `plugin.describe`
+    /// (`side_effect_free`). `None` when no plugin has that id; `Some(false)` when it is not
+    /// running (nothing is known, so the method counts as acting).
+    pub fn is_side_effect_free(&self, id: &str, method: &str) -> Option<bool> {
+        let slot = self.slot(id).ok()?;
+        let state = slot.state.lock().expect("slot lock");
+        Some(
+            state
+                .instance
+                .as_ref()
+                .is_some_and(|i| i.describe.side_effect_free.iter().any(|m| m == method)),
+        )
     }
 
     fn slot(&self, id: &str) -> Result<Arc<Slot>, ErrorObject> {
@@ -789,20 +817,12 @@ impl Shared {
         let stdin = child.stdin.take().expect("stdin piped");
         let stdout = child.stdout.take().expect("stdout piped");
         if let Some(stderr) = child.stderr.take() {
-            let id = entry.id.clone();
-            tokio::spawn(async move {
-                let mut lines = tokio::io::BufReader::new(stderr).lines();
-                loop {
-                    match lines.next_line().await {
-                        Ok(Some(line)) => info!(plugin = %id, epoch, "{line}"),
-                        Ok(None) => break,
-                        Err(e) => {
-                            debug!(plugin = %id, error = %e, "stderr not UTF-8 or unreadable");
-                            break;
-                        }
-                    }
-                }
-            });
+            tokio::spawn(log_stderr(
+                stderr,
+                entry.id.clone(),
+                epoch,
+                slot.stderr_tail.clone(),
+            ));
         }
         let (conn, incoming) = Connection::spawn(
             stdout,
@@ -834,7 +854,18 @@ impl Shared {
                 },
                 process,
             )),
-            Err(failure) => {
+            Err(mut failure) => {
+                // Say why: the exit status if it already died, and what it last said.
+                let mut process = process;
+                if let Ok(Ok(status)) =
+                    tokio::time::timeout(Duration::from_millis(200), process.child.wait()).await
+                {
+                    failure
+                        .error
+                        .message
+                        .push_str(&format!(" (the plugin {status})"));
+                }
+                failure.error.message.push_str(&slot.stderr_summary());
                 tokio::spawn(drain(process, self.options()));
                 Err(failure)
             }
@@ -1107,26 +1138,90 @@ async fn stop_requested(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stop| *stop).await.map(|_| ());
 }
 
-/// Stop a process: close its stdin, wait, SIGTERM, wait, SIGKILL; always reaps it.
+/// Stop a process: close its stdin, wait, SIGTERM its process group, wait, SIGKILL the
+/// group; always reaps it. Processes it left behind in its group are stopped too (the
+/// plugin runs in a group of its own; apps it launches for the user start their own groups).
 async fn drain(mut process: Process, options: SupervisorOptions) {
+    use nix::sys::signal::{Signal, killpg};
     process.conn.close();
-    if tokio::time::timeout(options.drain_timeout, process.child.wait())
+    // The group id is the plugin's pid (it was spawned with process_group(0)).
+    let group = process
+        .child
+        .id()
+        .map(|pid| nix::unistd::Pid::from_raw(pid as i32));
+    let exited = tokio::time::timeout(options.drain_timeout, process.child.wait())
         .await
-        .is_ok()
-    {
-        return;
-    }
-    if let Some(pid) = process.child.id() {
-        let pid = nix::unistd::Pid::from_raw(pid as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        .is_ok();
+    let Some(group) = group else { return };
+    if !exited {
+        let _ = killpg(group, Signal::SIGTERM);
         if tokio::time::timeout(options.kill_timeout, process.child.wait())
             .await
-            .is_ok()
+            .is_err()
         {
+            let _ = killpg(group, Signal::SIGKILL);
+            let _ = process.child.kill().await;
             return;
         }
     }
-    let _ = process.child.kill().await;
+    // Leftovers in the group (a script plugin's `sleep`, say): ask, then insist.
+    if killpg(group, None).is_ok() {
+        let _ = killpg(group, Signal::SIGTERM);
+        tokio::time::sleep(options.kill_timeout).await;
+        let _ = killpg(group, Signal::SIGKILL);
+    }
+}
+
+/// The longest stderr line logged; the rest of a longer line is dropped.
+const MAX_STDERR_LINE: usize = 8 * 1024;
+/// How many stderr lines are kept for error reports.
+const STDERR_TAIL_LINES: usize = 5;
+
+/// Log a plugin's stderr line by line, tagged with its id and epoch. Lines are capped at
+/// 8 KiB and decoded lossily, so neither a flood without newlines nor invalid UTF-8 can hurt
+/// the runner or stop the reading (which would leave the plugin blocked on a full pipe).
+async fn log_stderr(
+    mut stderr: impl tokio::io::AsyncRead + Unpin,
+    id: String,
+    epoch: u64,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    use tokio::io::AsyncReadExt;
+    let mut line: Vec<u8> = Vec::with_capacity(256);
+    let mut truncated = false;
+    let mut chunk = [0u8; 4096];
+    let emit = |line: &mut Vec<u8>, truncated: &mut bool| {
+        let mut text = String::from_utf8_lossy(line).into_owned();
+        if *truncated {
+            text.push_str(" [line truncated]");
+        }
+        info!(plugin = %id, epoch, "{text}");
+        let mut tail = tail.lock().expect("stderr tail lock");
+        if tail.len() == STDERR_TAIL_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(text);
+        line.clear();
+        *truncated = false;
+    };
+    loop {
+        let n = match stderr.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &byte in &chunk[..n] {
+            if byte == b'\n' {
+                emit(&mut line, &mut truncated);
+            } else if line.len() < MAX_STDERR_LINE {
+                line.push(byte);
+            } else {
+                truncated = true;
+            }
+        }
+    }
+    if !line.is_empty() {
+        emit(&mut line, &mut truncated);
+    }
 }
 
 /// Whether an environment variable is passed to plugins.
@@ -1179,6 +1274,26 @@ mod tests {
     fn environment_is_filtered() {
         assert!(passes_env("PATH") && passes_env("XDG_DATA_HOME") && passes_env("LC_ALL"));
         assert!(!passes_env("AWS_SECRET_ACCESS_KEY") && !passes_env("SSH_AUTH_SOCK"));
+    }
+
+    #[tokio::test]
+    async fn stderr_lines_are_capped_decoded_lossily_and_read_to_the_end() {
+        use tokio::io::AsyncWriteExt;
+        let (mut tx, rx) = tokio::io::duplex(1024);
+        let tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
+        let reader = tokio::spawn(log_stderr(rx, "p".into(), 0, tail.clone()));
+        tx.write_all(b"\xff\xfebad\n").await.unwrap();
+        tx.write_all(&vec![b'a'; MAX_STDERR_LINE * 4])
+            .await
+            .unwrap();
+        tx.write_all(b"\nlast words").await.unwrap();
+        drop(tx);
+        reader.await.unwrap();
+        let tail = tail.lock().unwrap();
+        assert_eq!(tail.len(), 3);
+        assert_eq!(tail[0], "\u{fffd}\u{fffd}bad");
+        assert!(tail[1].ends_with("[line truncated]") && tail[1].len() < MAX_STDERR_LINE + 32);
+        assert_eq!(tail[2], "last words");
     }
 
     #[test]

@@ -8,6 +8,14 @@
 //! * `--ignore-term`: also ignore SIGTERM (the runner must SIGKILL it).
 //! * `--exit-before-hello`: exit with status 3 at once.
 //! * `--pid-file FILE`: write the process id there at start.
+//! * `--stderr-noise`: at start, write invalid UTF-8 and a 100 KiB line without a newline
+//!   to stderr.
+//! * `--spawn-sleeper FILE`: start `sleep 1000` in the plugin's process group and write its
+//!   pid there.
+//! * `--invoke-result JSON`: what `action.invoke` answers (default `{ok: true, detail}`).
+//! * `--plan JSON`: the `steps` array `router.plan` answers (default one `open_url` step).
+//! * `--plan-op OP`: an utterance whose first word is OP is planned as one step
+//!   `{op: OP, args: {command: <the rest>}}`, and `action.capabilities` lists OP too.
 //!
 //! Methods: `test.echo` (returns its params and the epoch), `test.die` (exits with status 7
 //! before answering), `test.hang` (never answers), `test.badjson` (writes a frame of
@@ -33,6 +41,11 @@ struct Options {
     ignore_term: bool,
     exit_before_hello: bool,
     pid_file: Option<String>,
+    plan_op: Option<String>,
+    stderr_noise: bool,
+    spawn_sleeper: Option<String>,
+    invoke_result: Option<Value>,
+    plan: Option<Value>,
 }
 
 fn parse_args() -> Options {
@@ -51,9 +64,16 @@ fn parse_args() -> Options {
             "--requires" => o.requires.push(value()),
             "--record" => o.record = Some(value()),
             "--pid-file" => o.pid_file = Some(value()),
+            "--plan-op" => o.plan_op = Some(value()),
             "--ignore-eof" => o.ignore_eof = true,
             "--ignore-term" => o.ignore_term = true,
             "--exit-before-hello" => o.exit_before_hello = true,
+            "--stderr-noise" => o.stderr_noise = true,
+            "--spawn-sleeper" => o.spawn_sleeper = Some(value()),
+            "--invoke-result" => {
+                o.invoke_result = utter_protocol::serde_json::from_str(&value()).ok()
+            }
+            "--plan" => o.plan = utter_protocol::serde_json::from_str(&value()).ok(),
             other => eprintln!("utter-test-plugin: unknown option {other}"),
         }
     }
@@ -76,6 +96,17 @@ async fn main() -> ExitCode {
     let o = Arc::new(parse_args());
     if let Some(path) = &o.pid_file {
         let _ = std::fs::write(path, std::process::id().to_string());
+    }
+    if o.stderr_noise {
+        let mut noise = b"\xff\xfe not UTF-8\n".to_vec();
+        noise.extend(std::iter::repeat_n(b'a', 100 * 1024));
+        noise.extend(b"\nstill talking\n");
+        let _ = std::io::stderr().write_all(&noise);
+    }
+    if let Some(path) = &o.spawn_sleeper {
+        if let Ok(child) = std::process::Command::new("sleep").arg("1000").spawn() {
+            let _ = std::fs::write(path, child.id().to_string());
+        }
     }
     if o.exit_before_hello {
         eprintln!("utter-test-plugin: exiting before hello, as asked");
@@ -162,18 +193,33 @@ async fn main() -> ExitCode {
                             }
                             Ok(json!({"sent": "a frame of invalid JSON", "error_reports": reports}))
                         }
-                        "action.capabilities" => Ok(
-                            json!({"ops": [{"op": "open_url", "side_effect": true}, {"op": "record", "side_effect": true}]}),
-                        ),
-                        "action.invoke" => Ok(
-                            json!({"ok": true, "detail": format!("test plugin got {}", r.params)}),
-                        ),
+                        "action.capabilities" => {
+                            let mut ops = vec![
+                                json!({"op": "open_url", "side_effect": true}),
+                                json!({"op": "record", "side_effect": true}),
+                            ];
+                            if let Some(op) = &o.plan_op {
+                                ops.push(json!({"op": op, "side_effect": true}));
+                            }
+                            Ok(json!({ "ops": ops }))
+                        }
+                        "action.invoke" => Ok(o.invoke_result.clone().unwrap_or_else(|| {
+                            json!({"ok": true, "detail": format!("test plugin got {}", r.params)})
+                        })),
                         "router.plan" => {
                             let utterance = r.params["utterance"].as_str().unwrap_or("").to_owned();
+                            if let Some(op) = &o.plan_op {
+                                if let Some(rest) = utterance.strip_prefix(op.as_str()).and_then(|r| r.strip_prefix(' ')) {
+                                    let step = json!({"op": op, "args": {"command": rest.trim()}, "provenance": "user", "confirm": false});
+                                    let _ = conn.respond(r.id, Ok(json!({"steps": [step], "rule": "plan-op"}))).await;
+                                    return;
+                                }
+                            }
                             let url = utterance.split_whitespace().last().unwrap_or("").to_owned();
-                            Ok(
-                                json!({"steps": [{"op": "open_url", "args": {"url": url}, "provenance": "user", "confirm": false}], "rule": "test"}),
-                            )
+                            let steps = o.plan.clone().unwrap_or_else(|| {
+                                json!([{"op": "open_url", "args": {"url": url}, "provenance": "user", "confirm": false}])
+                            });
+                            Ok(json!({"steps": steps, "rule": "test"}))
                         }
                         other => Err(ErrorObject::method_not_found(other)),
                     };
