@@ -20,6 +20,21 @@ pub const DEFAULT_CONFIG: &str = include_str!("../data/config.default.toml");
 /// The name shown for the embedded default in messages.
 pub const DEFAULT_CONFIG_ORIGIN: &str = "<embedded data/config.default.toml>";
 
+/// The plugin kinds of the manifest schema.
+pub const KINDS: &[&str] = &[
+    "stt",
+    "router",
+    "knowledge",
+    "llm",
+    "perceive",
+    "action",
+    "input",
+    "tts",
+    "context",
+    "ui",
+    "bundle",
+];
+
 /// The newest `config_version` this runner reads.
 pub const CONFIG_VERSION: u32 = 1;
 
@@ -445,6 +460,17 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             key: None,
             message: "no config_version: read as the older runner's format (same keys); add `config_version = 1` at the top".into(),
         }),
+        Some(0) => {
+            return Err(ConfigError {
+                errors: vec![issue_at(
+                    text,
+                    origin,
+                    &[Seg::Key("config_version".into())],
+                    format!("0 is not a config version; use {CONFIG_VERSION} (or leave the key out for the older format)"),
+                )],
+                warnings,
+            });
+        }
         Some(v) if v > CONFIG_VERSION => {
             return Err(ConfigError {
                 errors: vec![issue_at(
@@ -485,6 +511,47 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                     "duplicate plugin id {:?} (also plugin[{first}]); ids must be unique",
                     p.id
                 ),
+            ));
+        }
+        if p.id.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            errors.push(issue_at(
+                text,
+                origin,
+                &at("id"),
+                format!(
+                    "{:?}: a plugin id may not contain spaces or control characters",
+                    p.id
+                ),
+            ));
+        }
+        if !KINDS.contains(&p.kind.as_str()) {
+            warnings.push(issue_at(
+                text,
+                origin,
+                &at("kind"),
+                format!(
+                    "unknown kind {:?}; known kinds: {}",
+                    p.kind,
+                    KINDS.join(", ")
+                ),
+            ));
+        }
+        if let Argv::One(program) = &p.entrypoint {
+            if program.contains(' ') {
+                warnings.push(issue_at(
+                    text,
+                    origin,
+                    &at("entrypoint"),
+                    format!("{program:?} is one program path (never split on spaces); to pass arguments write a list such as {:?}", program.split_whitespace().collect::<Vec<_>>()),
+                ));
+            }
+        }
+        if !p.read_paths.is_empty() || !p.write_paths.is_empty() {
+            warnings.push(issue_at(
+                text,
+                origin,
+                &at(if p.read_paths.is_empty() { "write_paths" } else { "read_paths" }),
+                "sandboxing is not implemented yet: read_paths/write_paths are accepted but not enforced".into(),
             ));
         }
         let argv = p.entrypoint.to_vec();
@@ -531,6 +598,47 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                 origin,
                 &at("cwd"),
                 format!("{:?} is not a directory", p.cwd),
+            ));
+        }
+    }
+    if config.security.enforce {
+        warnings.push(issue_at(
+            text,
+            origin,
+            &[Seg::Key("security".into()), Seg::Key("enforce".into())],
+            "sandboxing is not implemented yet: plugins run unsandboxed".into(),
+        ));
+    }
+    for (i, id) in config.plugins.disabled.iter().enumerate() {
+        if !config.plugin.iter().any(|p| &p.id == id) {
+            warnings.push(issue_at(
+                text,
+                origin,
+                &[
+                    Seg::Key("plugins".into()),
+                    Seg::Key("disabled".into()),
+                    Seg::Index(i),
+                ],
+                format!("no [[plugin]] has the id {id:?}"),
+            ));
+        }
+    }
+    for (i, op) in config.policy.enabled_ops.iter().enumerate() {
+        if config
+            .policy
+            .disabled_ops
+            .iter()
+            .any(|d| crate::policy::normalise_op(d) == crate::policy::normalise_op(op))
+        {
+            warnings.push(issue_at(
+                text,
+                origin,
+                &[
+                    Seg::Key("policy".into()),
+                    Seg::Key("enabled_ops".into()),
+                    Seg::Index(i),
+                ],
+                format!("{op:?} is also in disabled_ops, which wins: it stays disabled"),
             ));
         }
     }
@@ -747,6 +855,35 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.errors[0].key.as_deref(), Some("plugin[0].entrypoint"));
         assert_eq!(err.warnings[0].key.as_deref(), Some("plugin[0].flavour"));
+    }
+
+    #[test]
+    fn doubtful_settings_are_flagged() {
+        let text = "config_version = 1\n[security]\nenforce = true\n[policy]\nenabled_ops = [\"terminal\"]\ndisabled_ops = [\"action.terminal\"]\n[plugins]\ndisabled = [\"nope\"]\n[[plugin]]\nid = \"a\"\nkind = \"bogus\"\nentrypoint = \"utter plugin rules\"\nread_paths = [\"/x\"]\n";
+        let loaded = parse(text, "c").unwrap();
+        let keys: Vec<_> = loaded
+            .warnings
+            .iter()
+            .map(|w| w.key.clone().unwrap())
+            .collect();
+        for key in [
+            "security.enforce",
+            "policy.enabled_ops[0]",
+            "plugins.disabled[0]",
+            "plugin[0].kind",
+            "plugin[0].entrypoint",
+            "plugin[0].read_paths",
+        ] {
+            assert!(keys.contains(&key.to_string()), "{key} not in {keys:?}");
+        }
+        assert!(parse("config_version = 0\n", "c").is_err());
+        assert!(
+            parse(
+                "config_version = 1\n[[plugin]]\nid = \"a b\"\nentrypoint = [\"x\"]\n",
+                "c"
+            )
+            .is_err()
+        );
     }
 
     #[test]
