@@ -54,7 +54,8 @@ pub struct PendingConfirmation {
 pub struct Resolution {
     /// Whether the step may run.
     pub approved: bool,
-    /// Which door answered: `client`, `runner.confirm`, `dbus`, `notification`, `timeout`.
+    /// Which door answered: `client`, `runner.confirm`, `dbus`, `notification`, `timeout`
+    /// (or `cancelled` when the request that asked went away).
     pub by: String,
 }
 
@@ -136,6 +137,12 @@ impl Confirmations {
             },
         );
         let _ = self.events.send(Event::ConfirmationRequested(info.clone()));
+        // If this future is dropped (the requesting client went away and its request was
+        // aborted), the confirmation must not stay listed as pending.
+        let mut withdrawn = WithdrawOnDrop {
+            confirmations: self,
+            id: Some(info.id.clone()),
+        };
         let notifier = self.notifier.lock().expect("notifier lock").clone();
         let never = || -> DoorAnswer { Box::pin(std::future::pending()) };
         let mut client_answer = client.map(|door| door(info.clone())).unwrap_or_else(never);
@@ -153,6 +160,7 @@ impl Confirmations {
         // closes the notification.
         drop(client_answer);
         drop(notification);
+        withdrawn.id = None;
         self.pending.lock().expect("pending lock").remove(&info.id);
         tracing::info!(id = %info.id, op = %info.request.op, approved = resolution.approved, by = %resolution.by, "confirmation resolved");
         let _ = self.events.send(Event::ConfirmationResolved {
@@ -195,6 +203,31 @@ impl Confirmations {
             .collect();
         list.sort_by_key(|p| p.created);
         list
+    }
+}
+
+/// Removes a confirmation whose asking future was dropped before it resolved, and reports it
+/// as denied `by: "cancelled"`.
+struct WithdrawOnDrop<'a> {
+    confirmations: &'a Confirmations,
+    id: Option<String>,
+}
+
+impl Drop for WithdrawOnDrop<'_> {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let removed = match self.confirmations.pending.lock() {
+            Ok(mut pending) => pending.remove(&id).is_some(),
+            Err(_) => false,
+        };
+        if removed {
+            tracing::info!(%id, "confirmation withdrawn: its request was cancelled");
+            let _ = self.confirmations.events.send(Event::ConfirmationResolved {
+                id,
+                approved: false,
+                by: "cancelled".into(),
+            });
+        }
     }
 }
 
@@ -271,6 +304,31 @@ mod tests {
         assert!(
             c.answer(&id, true, "dbus").is_err(),
             "an answer counts once"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dropped_question_is_withdrawn() {
+        let (events, mut rx) = broadcast::channel(16);
+        let c = Arc::new(Confirmations::new(Duration::from_secs(30), events));
+        let asking = tokio::spawn({
+            let c = c.clone();
+            async move { c.ask(request(), None).await }
+        });
+        let id = match rx.recv().await.unwrap() {
+            Event::ConfirmationRequested(p) => p.id,
+            other => panic!("{other:?}"),
+        };
+        asking.abort();
+        let _ = asking.await;
+        assert!(c.pending().is_empty());
+        assert_eq!(
+            rx.recv().await.unwrap(),
+            Event::ConfirmationResolved {
+                id,
+                approved: false,
+                by: "cancelled".into()
+            }
         );
     }
 

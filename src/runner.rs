@@ -151,6 +151,24 @@ impl Runner {
         self.policy.read().expect("policy lock").clone()
     }
 
+    /// Run the current policy's gates for one step ([`Policy::check`]) without copying the
+    /// policy (a copy costs more than the check; `runner.invoke` runs this per call).
+    ///
+    /// # Errors
+    /// As [`Policy::check`].
+    pub fn check_policy(
+        &self,
+        op: &str,
+        args: &serde_json::Value,
+        provenance: crate::policy::Provenance,
+        confirm_requested: bool,
+    ) -> Result<crate::policy::Decision, ErrorObject> {
+        self.policy
+            .read()
+            .expect("policy lock")
+            .check(op, args, provenance, confirm_requested)
+    }
+
     /// The plugins and their states.
     pub fn plugins(&self) -> Vec<PluginReport> {
         self.supervisor.plugins()

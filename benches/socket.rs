@@ -1,0 +1,414 @@
+//! The client socket's relay cost (criterion). Prints figures; asserts nothing.
+//!
+//! * `socket/relay_fake_rs`: a client → `runner.sock` → runner → `fake_rs` → runner → client
+//!   round trip: `runner.invoke` of fake_rs `action.invoke` (open_url, provenance user, dry
+//!   run), through the admission, the policy gates and the supervisor, against a real
+//!   `utter daemon --no-dbus` process.
+//! * `socket/floor_unix_pingpong`: the floor, in the same run: the same request frame over a
+//!   unix socket to a minimal echo server thread that reads one Content-Length frame,
+//!   parses it and answers with its id.
+//!
+//! Both clients are the same blocking loop. After criterion, a custom loop of 20 000 round
+//! trips each gives p50 and p99; the summary prints both, criterion's medians and the
+//! ratios (target: relay ≤ 2× its floor).
+//!
+//! Needs `cargo build --release --workspace --bins` first (the daemon and fake_rs are child
+//! processes).
+
+use criterion::{Criterion, criterion_group};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Round trips of the custom percentile loop, per path.
+const PERCENTILE_ROUNDS: usize = 20_000;
+
+fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("bench executable path");
+    let deps = exe.parent().expect("deps dir");
+    let path = deps.parent().expect("profile dir").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --release --workspace --bins` first",
+        path.display()
+    );
+    path
+}
+
+/// A blocking JSON-RPC client: one request, one response.
+struct BlockingClient {
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+    next_id: u64,
+    header: String,
+}
+
+impl BlockingClient {
+    fn connect(path: &Path) -> std::io::Result<BlockingClient> {
+        let stream = UnixStream::connect(path)?;
+        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        Ok(BlockingClient {
+            writer: stream.try_clone()?,
+            reader: BufReader::new(stream),
+            next_id: 0,
+            header: String::new(),
+        })
+    }
+
+    /// Send `method` with the `params` given as a JSON text, return the whole response.
+    fn call(&mut self, method: &str, params: &str) -> Value {
+        self.next_id += 1;
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":"{method}","params":{params}}}"#,
+            self.next_id
+        );
+        let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        frame.extend_from_slice(body.as_bytes());
+        self.writer.write_all(&frame).expect("write a request");
+        let reply = read_frame(&mut self.reader, &mut self.header).expect("a response");
+        serde_json::from_slice(&reply).expect("a JSON response")
+    }
+}
+
+/// Read one Content-Length frame's body; `None` at end of file.
+fn read_frame(reader: &mut impl BufRead, line: &mut String) -> Option<Vec<u8>> {
+    let mut length = None;
+    loop {
+        line.clear();
+        if reader.read_line(line).ok()? == 0 {
+            return None;
+        }
+        let trimmed = line.trim_end();
+        if trimmed.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = trimmed.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().ok();
+            }
+        }
+    }
+    let mut body = vec![0; length?];
+    reader.read_exact(&mut body).ok()?;
+    Some(body)
+}
+
+/// The floor: a thread answering each frame with `{"jsonrpc":"2.0","id":<id>,"result":{...}}`.
+fn start_echo_server(path: &Path) {
+    let listener = UnixListener::bind(path).expect("bind the floor socket");
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().expect("clone");
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                while let Some(body) = read_frame(&mut reader, &mut line) {
+                    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let reply = serde_json::to_vec(&json!({
+                        "jsonrpc": "2.0",
+                        "id": request.get("id").cloned().unwrap_or(Value::Null),
+                        "result": {"ok": true, "dry_run": true, "detail": "fake_rs would open https://www.youtube.com"},
+                    }))
+                    .expect("json");
+                    let mut frame = format!("Content-Length: {}\r\n\r\n", reply.len()).into_bytes();
+                    frame.extend_from_slice(&reply);
+                    if writer.write_all(&frame).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// A running `utter daemon` with fake_rs; killed on drop.
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    token_file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    fn start() -> Daemon {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("bench.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "config_version = 1\n[[plugin]]\nid = \"fake_rs\"\nentrypoint = [{:?}]\n",
+                bin("fake_rs").display().to_string()
+            ),
+        )
+        .expect("write the config");
+        let socket = dir.path().join("sock").join("runner.sock");
+        let child = Command::new(bin("utter"))
+            .args(["daemon", "--no-dbus", "--log-level", "warn", "--config"])
+            .arg(&config)
+            .arg("--socket")
+            .arg(&socket)
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .env("XDG_RUNTIME_DIR", dir.path().join("run"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("utter daemon starts");
+        let daemon = Daemon {
+            child,
+            token_file: dir.path().join("state/utter/runner-token"),
+            socket,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(mut client) = BlockingClient::connect(&daemon.socket) {
+                if client.call("runner.version", "{}").get("result").is_some() {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "utter daemon did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        daemon
+    }
+
+    /// A client authenticated with the token (the bench binary is not `utter`).
+    fn client(&self) -> BlockingClient {
+        let token = std::fs::read_to_string(&self.token_file).expect("token file");
+        let mut client = BlockingClient::connect(&self.socket).expect("connect");
+        let auth = client.call("runner.auth", &json!({"token": token.trim()}).to_string());
+        assert_eq!(auth["result"], json!({}), "{auth}");
+        client
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The runner allows 1000 requests per 10 s on one connection; the relay client moves to a
+/// fresh connection (outside the timed part) before it gets there.
+const REQUESTS_PER_CONNECTION: u32 = 900;
+
+/// A relay client that reconnects before the rate limit.
+struct RelayClient<'a> {
+    daemon: &'a Daemon,
+    client: BlockingClient,
+    used: u32,
+}
+
+impl RelayClient<'_> {
+    /// Make sure the next call is allowed (untimed).
+    fn prepare(&mut self) {
+        if self.used >= REQUESTS_PER_CONNECTION {
+            self.client = self.daemon.client();
+            self.used = 0;
+        }
+        self.used += 1;
+    }
+}
+
+/// Time `iters` calls of `call`, running `prepare` untimed before each.
+fn timed(iters: u64, mut prepare: impl FnMut(), mut call: impl FnMut()) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        prepare();
+        let start = Instant::now();
+        call();
+        total += start.elapsed();
+    }
+    total
+}
+
+const INVOKE_PARAMS: &str = r#"{"plugin":"fake_rs","method":"action.invoke","params":{"op":"open_url","args":{"url":"https://www.youtube.com"},"provenance":"user","dry_run":true}}"#;
+
+fn relay(client: &mut BlockingClient) {
+    let reply = client.call("runner.invoke", INVOKE_PARAMS);
+    debug_assert_eq!(reply["result"]["ok"], true, "{reply}");
+    if reply.get("result").is_none() {
+        panic!("runner.invoke failed: {reply}");
+    }
+}
+
+fn version(client: &mut BlockingClient) {
+    let reply = client.call("runner.version", "{}");
+    assert!(reply.get("result").is_some());
+}
+
+fn floor(client: &mut BlockingClient) {
+    let reply = client.call("runner.invoke", INVOKE_PARAMS);
+    assert!(reply.get("result").is_some());
+}
+
+/// p50 and p99 of `rounds` calls of `call` (each after an untimed `prepare`), after a
+/// warm-up.
+fn percentiles(
+    rounds: usize,
+    mut prepare: impl FnMut(),
+    mut call: impl FnMut(),
+) -> (Duration, Duration) {
+    for _ in 0..1000 {
+        prepare();
+        call();
+    }
+    let mut times: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            prepare();
+            let start = Instant::now();
+            call();
+            start.elapsed()
+        })
+        .collect();
+    times.sort_unstable();
+    let at = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)];
+    (at(0.50), at(0.99))
+}
+
+struct Percentiles {
+    relay: (Duration, Duration),
+    version: (Duration, Duration),
+    floor: (Duration, Duration),
+}
+
+fn socket(c: &mut Criterion) -> Percentiles {
+    let daemon = Daemon::start();
+    let relay_client = std::cell::RefCell::new(RelayClient {
+        daemon: &daemon,
+        client: daemon.client(),
+        used: 0,
+    });
+    let floor_dir = tempfile::tempdir().expect("temp dir");
+    let floor_path = floor_dir.path().join("echo.sock");
+    start_echo_server(&floor_path);
+    let mut floor_client =
+        BlockingClient::connect(&floor_path).expect("connect to the echo server");
+
+    let mut group = c.benchmark_group("socket");
+    group
+        .sample_size(100)
+        .measurement_time(Duration::from_secs(5));
+    group.bench_function("relay_fake_rs", |b| {
+        b.iter_custom(|iters| {
+            timed(
+                iters,
+                || relay_client.borrow_mut().prepare(),
+                || relay(&mut relay_client.borrow_mut().client),
+            )
+        })
+    });
+    group.bench_function("runner_version", |b| {
+        b.iter_custom(|iters| {
+            timed(
+                iters,
+                || relay_client.borrow_mut().prepare(),
+                || version(&mut relay_client.borrow_mut().client),
+            )
+        })
+    });
+    group.bench_function("floor_unix_pingpong", |b| {
+        b.iter_custom(|iters| timed(iters, || {}, || floor(&mut floor_client)))
+    });
+    group.finish();
+
+    Percentiles {
+        floor: percentiles(PERCENTILE_ROUNDS, || {}, || floor(&mut floor_client)),
+        relay: percentiles(
+            PERCENTILE_ROUNDS,
+            || relay_client.borrow_mut().prepare(),
+            || relay(&mut relay_client.borrow_mut().client),
+        ),
+        version: percentiles(
+            PERCENTILE_ROUNDS,
+            || relay_client.borrow_mut().prepare(),
+            || version(&mut relay_client.borrow_mut().client),
+        ),
+    }
+}
+
+/// Read criterion's median estimate (ns) for a benchmark id.
+fn median_ns(id: &str) -> Option<f64> {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+    let text = std::fs::read_to_string(
+        dir.join("criterion")
+            .join(id)
+            .join("new")
+            .join("estimates.json"),
+    )
+    .ok()?;
+    let v: Value = serde_json::from_str(&text).ok()?;
+    v["median"]["point_estimate"].as_f64()
+}
+
+fn summary(p: &Percentiles) {
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!("\n== socket relay summary ==");
+    if let (Some(r), Some(v), Some(f)) = (
+        median_ns("socket/relay_fake_rs"),
+        median_ns("socket/runner_version"),
+        median_ns("socket/floor_unix_pingpong"),
+    ) {
+        println!(
+            "criterion medians: relay {:.1} µs, runner.version {:.1} µs, floor {:.1} µs, ratio relay / floor {:.2}",
+            r / 1000.0,
+            v / 1000.0,
+            f / 1000.0,
+            r / f
+        );
+    }
+    println!(
+        "{PERCENTILE_ROUNDS} round trips each:\n  relay    client -> socket -> runner -> fake_rs -> back: p50 {:.1} µs, p99 {:.1} µs\n  version  client -> socket -> runner -> back (no plugin):  p50 {:.1} µs, p99 {:.1} µs\n  floor    unix socket ping-pong to an echo thread:         p50 {:.1} µs, p99 {:.1} µs\n  ratio relay / floor: p50 {:.2}, p99 {:.2}  (target p50 <= 2.0)",
+        us(p.relay.0),
+        us(p.relay.1),
+        us(p.version.0),
+        us(p.version.1),
+        us(p.floor.0),
+        us(p.floor.1),
+        us(p.relay.0) / us(p.floor.0),
+        us(p.relay.1) / us(p.floor.1),
+    );
+}
+
+fn bench(c: &mut Criterion) {
+    let percentiles = socket(c);
+    summary_later(percentiles);
+}
+
+/// Criterion prints its own report when the group ends; the summary goes last.
+fn summary_later(p: Percentiles) {
+    SUMMARY.with(|s| *s.borrow_mut() = Some(p));
+}
+
+thread_local! {
+    static SUMMARY: std::cell::RefCell<Option<Percentiles>> = const { std::cell::RefCell::new(None) };
+}
+
+criterion_group!(benches, bench);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    SUMMARY.with(|s| {
+        if let Some(p) = s.borrow().as_ref() {
+            summary(p);
+        }
+    });
+}

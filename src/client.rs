@@ -1,0 +1,272 @@
+//! The CLI's client of the runner's socket ([`crate::socket`]): `utter status`, `say`,
+//! `confirm`, `pending`, `reload` and `events` talk to a running `utter daemon` through it.
+//!
+//! The runner admits its own `utter` binary without a token. When the runner asks for one
+//! anyway (an `utter` built elsewhere than the running daemon), the client reads the token
+//! (`[socket] token`, else the token file) and sends `runner.auth` once, then repeats the
+//! request. `host.confirm` requests from the runner go to the [`ConfirmHandler`];
+//! `runner.event` notifications are kept for [`Client::next_event`].
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use utter_protocol::{Connection, ConnectionOptions, ErrorCode, ErrorObject, Incoming};
+
+/// Answers the runner's `host.confirm` requests: given its params (`{id, op, args,
+/// provenance, summary}`), returns whether the person approved.
+pub type ConfirmHandler =
+    Arc<dyn Fn(Value) -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+
+/// Why the client could not reach the runner.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Nothing listens on the socket (no file, or a stale one).
+    #[error(
+        "no runner is listening on {}; start it with `utter daemon` (or systemctl --user start utter)",
+        .path.display()
+    )]
+    NotListening {
+        /// The socket path tried.
+        path: PathBuf,
+    },
+    /// The socket is served by a process of another user: it is not this user's runner, and
+    /// nothing (a token least of all) is sent to it.
+    #[error(
+        "the socket {} is served by a process of uid {uid}, not by this user (uid {own}); refusing to talk to it",
+        .path.display()
+    )]
+    ForeignServer {
+        /// The socket path.
+        path: PathBuf,
+        /// The server's uid.
+        uid: u32,
+        /// This process's uid.
+        own: u32,
+    },
+    /// Connecting failed for another reason (e.g. permission denied).
+    #[error("cannot connect to the runner at {}: {source}{}", .path.display(), hint(.source))]
+    Connect {
+        /// The socket path tried.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+fn hint(e: &std::io::Error) -> &'static str {
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        " (the socket belongs to another user, or its directory is private to its owner)"
+    } else {
+        ""
+    }
+}
+
+/// A connection to the runner.
+pub struct Client {
+    conn: Connection,
+    path: PathBuf,
+    token: Option<String>,
+    authenticated: AtomicBool,
+    events: mpsc::Receiver<Value>,
+}
+
+impl Client {
+    /// Connect to the socket at `path`. `token` is used only if the runner asks for
+    /// authentication; `confirm` answers `host.confirm` (without one, every confirmation
+    /// is denied).
+    ///
+    /// # Errors
+    /// [`ClientError::NotListening`] when nothing listens there;
+    /// [`ClientError::ForeignServer`] when another user's process serves it;
+    /// [`ClientError::Connect`] otherwise.
+    pub async fn connect(
+        path: &Path,
+        token: Option<String>,
+        confirm: Option<ConfirmHandler>,
+    ) -> Result<Client, ClientError> {
+        let stream = tokio::net::UnixStream::connect(path)
+            .await
+            .map_err(|source| match source.kind() {
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                    ClientError::NotListening {
+                        path: path.to_path_buf(),
+                    }
+                }
+                _ => ClientError::Connect {
+                    path: path.to_path_buf(),
+                    source,
+                },
+            })?;
+        // Whoever may write to the socket's directory could have put their own server there;
+        // talk only to a process of this user.
+        let own = nix::unistd::getuid().as_raw();
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == own => {}
+            Ok(cred) => {
+                return Err(ClientError::ForeignServer {
+                    path: path.to_path_buf(),
+                    uid: cred.uid(),
+                    own,
+                });
+            }
+            Err(source) => {
+                return Err(ClientError::Connect {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        }
+        let (read, write) = stream.into_split();
+        let (conn, incoming) = Connection::spawn(
+            read,
+            write,
+            ConnectionOptions {
+                label: "runner".into(),
+                ..Default::default()
+            },
+        );
+        let (events_tx, events) = mpsc::channel(256);
+        tokio::spawn(serve_incoming(conn.clone(), incoming, confirm, events_tx));
+        Ok(Client {
+            conn,
+            path: path.to_path_buf(),
+            token,
+            authenticated: AtomicBool::new(false),
+            events,
+        })
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Call `method` and wait for its result (no timeout: the runner bounds its own work).
+    /// When the runner asks for authentication, authenticate once and repeat the call.
+    ///
+    /// # Errors
+    /// The runner's error object; `-32000` when the connection closed (the message then
+    /// says that the runner may have refused this process).
+    pub async fn call(&self, method: &str, params: Value) -> Result<Value, ErrorObject> {
+        match self.raw_call(method, params.clone()).await {
+            Err(e) if is_auth_required(&e) && !self.authenticated.load(Ordering::Relaxed) => {
+                let Some(token) = &self.token else {
+                    return Err(ErrorObject::new(
+                        ErrorCode::Denied,
+                        format!(
+                            "{} — the runner did not admit this binary, and no token was found (set [socket] token, or run the utter binary the runner runs)",
+                            e.message
+                        ),
+                    ));
+                };
+                self.raw_call("runner.auth", json!({"token": token}))
+                    .await?;
+                self.authenticated.store(true, Ordering::Relaxed);
+                self.raw_call(method, params).await
+            }
+            other => other,
+        }
+    }
+
+    async fn raw_call(&self, method: &str, params: Value) -> Result<Value, ErrorObject> {
+        self.conn
+            .request(method, params, None)
+            .await
+            .map_err(|e| {
+                if e.kind() == ErrorCode::PluginError && self.conn.is_closed() {
+                    ErrorObject::new(
+                        ErrorCode::PluginError,
+                        format!(
+                            "the runner closed the connection ({}); it refuses processes of other users, and stops when asked to",
+                            e.message
+                        ),
+                    )
+                } else {
+                    e
+                }
+            })
+    }
+
+    /// Subscribe to events; they then arrive through [`Client::next_event`].
+    ///
+    /// # Errors
+    /// As [`Client::call`].
+    pub async fn subscribe(&self) -> Result<String, ErrorObject> {
+        let result = self.call("runner.subscribe", json!({})).await?;
+        result
+            .get("subscription")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| ErrorObject::plugin(format!("runner.subscribe returned {result}")))
+    }
+
+    /// The next `runner.event` notification's params (`{subscription, event}`), or `None`
+    /// when the connection closed.
+    pub async fn next_event(&mut self) -> Option<Value> {
+        self.events.recv().await
+    }
+
+    /// Close the connection.
+    pub fn close(&self) {
+        self.conn.close();
+    }
+}
+
+fn is_auth_required(e: &ErrorObject) -> bool {
+    e.kind() == ErrorCode::Denied && e.message.starts_with("authentication required")
+}
+
+async fn serve_incoming(
+    conn: Connection,
+    mut incoming: mpsc::Receiver<Incoming>,
+    confirm: Option<ConfirmHandler>,
+    events: mpsc::Sender<Value>,
+) {
+    while let Some(message) = incoming.recv().await {
+        match message {
+            Incoming::Request(request) if request.method == "host.confirm" => {
+                let conn = conn.clone();
+                let confirm = confirm.clone();
+                tokio::spawn(async move {
+                    let approved = match confirm {
+                        Some(ask) => ask(request.params).await,
+                        None => false,
+                    };
+                    let _ = conn
+                        .respond(request.id, Ok(json!({"approved": approved})))
+                        .await;
+                });
+            }
+            Incoming::Request(request) => {
+                let _ = conn
+                    .respond(
+                        request.id,
+                        Err(ErrorObject::method_not_found(&request.method)),
+                    )
+                    .await;
+            }
+            Incoming::Notification(note) if note.method == "runner.event" => {
+                if events.send(note.params).await.is_err() {
+                    // Nobody reads events; keep serving confirmations.
+                    continue;
+                }
+            }
+            Incoming::Notification(_) => {}
+        }
+    }
+}
+
+/// The token a client offers: `[socket] token` when `configured` is not empty, else the
+/// token file's content.
+pub fn client_token(configured: Option<&str>) -> Option<String> {
+    configured
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .or_else(|| crate::socket::token_path().and_then(|p| crate::socket::read_token(&p)))
+}

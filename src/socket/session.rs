@@ -1,0 +1,957 @@
+//! One client connection: admission, authentication, the methods, cancellation and event
+//! subscriptions.
+//!
+//! The methods, their shapes and errors are listed in the docs of [`crate::socket`].
+//!
+//! Cancellation (PROTOCOL.md §7): `$/cancel {id}` ends a running `runner.command` or
+//! `runner.invoke` with `-32002`, and whatever it waited on is cancelled in turn (the plugin
+//! call is sent `$/cancel`, a pending confirmation is withdrawn). A client that disconnects
+//! cancels all of its running requests the same way; the older runner let them run on
+//! (reference §12, item 12). A reload is never cut short.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::net::UnixStream;
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::AbortHandle;
+use utter_protocol::capability::{CapabilityRegistry, Lookup, RUNNER_CAPABILITIES};
+use utter_protocol::connection::CANCEL_METHOD;
+use utter_protocol::frame::encode_frame;
+use utter_protocol::handshake::{ABI, PROTOCOL_VERSION};
+use utter_protocol::message::error_response_bytes;
+use utter_protocol::{
+    Connection, ConnectionOptions, ErrorCode, ErrorObject, Incoming, Notification, Request,
+    RequestId,
+};
+
+use super::access::{Admission, Peer, Shared, constant_time_eq};
+use crate::config::ConfigIssue;
+use crate::confirm::{Door, PendingConfirmation, read_answer};
+use crate::pipeline::{CommandOptions, ConfirmRequest};
+use crate::policy::{Provenance, normalise_op};
+use crate::runner::{EVENT_BACKLOG, Runner, VERSION};
+use crate::supervisor::PluginReport;
+
+/// Requests allowed per connection within [`RATE_WINDOW`] (reference §9.1).
+const RATE_LIMIT: usize = 1000;
+/// The sliding window of the rate limit.
+const RATE_WINDOW: Duration = Duration::from_secs(10);
+/// Event subscriptions one connection may hold at once.
+const MAX_SUBSCRIPTIONS: usize = 16;
+/// The notification that carries events.
+const EVENT_METHOD: &str = "runner.event";
+
+/// The message of the `-32003` sent before authentication.
+pub(crate) const AUTH_REQUIRED: &str = "authentication required (send runner.auth {token})";
+
+/// Send one error frame (`id: null`) and close.
+pub(super) async fn refuse(mut stream: UnixStream, error: ErrorObject) {
+    let frame = encode_frame(&error_response_bytes(None, &error));
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        stream.write_all(&frame).await?;
+        stream.shutdown().await
+    })
+    .await;
+}
+
+/// Identify the peer, admit or refuse it, and serve it until it leaves or the socket stops.
+pub(super) async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
+    let cred = match stream.peer_cred() {
+        Ok(cred) => cred,
+        Err(e) => {
+            tracing::warn!(error = %e, "client refused: its credentials (SO_PEERCRED) cannot be read");
+            refuse(
+                stream,
+                ErrorObject::new(
+                    ErrorCode::Denied,
+                    "permission denied: peer credentials unavailable",
+                ),
+            )
+            .await;
+            return;
+        }
+    };
+    let peer = Peer::identify(cred.pid(), cred.uid());
+    let admission = shared.rules().admit(&peer);
+    let pid = peer.pid.unwrap_or(0);
+    let exe = peer
+        .exe
+        .as_ref()
+        .map(|e| e.display().to_string())
+        .unwrap_or_default();
+    match &admission {
+        Admission::Rejected(reason) => {
+            tracing::warn!(pid, uid = peer.uid, exe = %exe, %reason, "client refused");
+            refuse(stream, ErrorObject::new(ErrorCode::Denied, reason.clone())).await;
+            return;
+        }
+        Admission::Admitted(why) => {
+            tracing::debug!(pid, uid = peer.uid, exe = %exe, by = %why, "client admitted")
+        }
+        Admission::NeedsToken => {
+            tracing::debug!(pid, uid = peer.uid, exe = %exe, "client connected; it must send runner.auth")
+        }
+    }
+    let (read, write) = stream.into_split();
+    let (conn, incoming) = Connection::spawn(
+        read,
+        write,
+        ConnectionOptions {
+            id_prefix: Some("0:".into()),
+            label: format!("client pid {pid}"),
+            ..Default::default()
+        },
+    );
+    let session = Session {
+        shared,
+        conn,
+        peer,
+        authenticated: matches!(admission, Admission::Admitted(_)),
+        recent: VecDeque::new(),
+        limited: false,
+        limited_auth_logged: false,
+        work: Arc::new(Mutex::new(HashMap::new())),
+        subscriptions: Arc::new(Mutex::new(HashMap::new())),
+        next_subscription: 0,
+    };
+    session.run(incoming).await;
+}
+
+/// Requests being worked on, by id: the task's abort handle once it is known. Whoever
+/// removes an entry answers that request (the task when it finishes, `$/cancel`, or the
+/// end of the connection), so each is answered exactly once.
+type Work = Arc<Mutex<HashMap<RequestId, Option<AbortHandle>>>>;
+
+struct Session {
+    shared: Arc<Shared>,
+    conn: Connection,
+    peer: Peer,
+    authenticated: bool,
+    /// When the requests of the last [`RATE_WINDOW`] arrived.
+    recent: VecDeque<Instant>,
+    /// Whether the rate limit refusal was logged (once per episode).
+    limited: bool,
+    /// Whether a refusal for want of authentication was logged (once per connection).
+    limited_auth_logged: bool,
+    work: Work,
+    subscriptions: Arc<Mutex<HashMap<String, AbortHandle>>>,
+    next_subscription: u64,
+}
+
+impl Session {
+    async fn run(mut self, mut incoming: mpsc::Receiver<Incoming>) {
+        let mut stop = self.shared.stop.clone();
+        let stopping = loop {
+            if *stop.borrow_and_update() {
+                break true;
+            }
+            tokio::select! {
+                message = incoming.recv() => match message {
+                    Some(Incoming::Request(request)) => self.on_request(request).await,
+                    Some(Incoming::Notification(note)) => self.on_notification(note).await,
+                    None => break false,
+                },
+                changed = stop.changed() => {
+                    if changed.is_err() {
+                        break true;
+                    }
+                }
+            }
+        };
+        self.finish(stopping).await;
+    }
+
+    /// Cancel what is still running and close. When the runner is stopping (the client is
+    /// still there) each running request is answered and each subscription told.
+    async fn finish(self, stopping: bool) {
+        let work: Vec<_> = self.work.lock().expect("work lock").drain().collect();
+        let cancelled = work.len();
+        for (id, handle) in work {
+            if let Some(handle) = handle {
+                handle.abort();
+            }
+            if stopping {
+                let _ = self
+                    .conn
+                    .respond(
+                        id,
+                        Err(ErrorObject::plugin(
+                            "the runner is stopping; the request was abandoned",
+                        )),
+                    )
+                    .await;
+            }
+        }
+        let subscriptions: Vec<_> = self
+            .subscriptions
+            .lock()
+            .expect("subscription lock")
+            .drain()
+            .collect();
+        for (subscription, handle) in subscriptions {
+            handle.abort();
+            if stopping {
+                let _ = self
+                    .conn
+                    .notify(
+                        EVENT_METHOD,
+                        json!({"subscription": subscription, "event": {"event": "dropped", "reason": "the runner is stopping"}}),
+                    )
+                    .await;
+            }
+        }
+        if cancelled > 0 && !stopping {
+            tracing::info!(
+                pid = self.peer.pid.unwrap_or(0),
+                cancelled,
+                "client disconnected; its running requests were cancelled"
+            );
+        }
+        self.conn.close();
+    }
+
+    async fn on_notification(&mut self, note: Notification) {
+        if note.method != CANCEL_METHOD {
+            tracing::debug!(method = %note.method, "client notification ignored");
+            return;
+        }
+        let Some(id) = note.params.get("id").and_then(RequestId::from_value) else {
+            return;
+        };
+        let entry = self.work.lock().expect("work lock").remove(&id);
+        if let Some(handle) = entry {
+            if let Some(handle) = handle {
+                handle.abort();
+            }
+            tracing::debug!(%id, "request cancelled by the client");
+            let _ = self
+                .conn
+                .respond(
+                    id.clone(),
+                    Err(ErrorObject::new(ErrorCode::Cancelled, "cancelled")
+                        .with_data(json!({"id": id.to_value()}))),
+                )
+                .await;
+        }
+    }
+
+    /// Count a request against the rate limit.
+    fn admit_rate(&mut self) -> Result<(), ErrorObject> {
+        let now = Instant::now();
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= RATE_WINDOW)
+        {
+            self.recent.pop_front();
+        }
+        if self.recent.len() >= RATE_LIMIT {
+            if !self.limited {
+                self.limited = true;
+                tracing::warn!(
+                    pid = self.peer.pid.unwrap_or(0),
+                    uid = self.peer.uid,
+                    exe = %self.peer.exe.as_ref().map(|e| e.display().to_string()).unwrap_or_default(),
+                    "client over the rate limit; refusing its requests"
+                );
+            }
+            return Err(ErrorObject::new(
+                ErrorCode::Denied,
+                format!(
+                    "rate limit exceeded: at most {RATE_LIMIT} requests per {} s on one connection",
+                    RATE_WINDOW.as_secs()
+                ),
+            ));
+        }
+        self.limited = false;
+        self.recent.push_back(now);
+        Ok(())
+    }
+
+    async fn on_request(&mut self, request: Request) {
+        let Request { id, method, params } = request;
+        if let Err(e) = self.admit_rate() {
+            let _ = self.conn.respond(id, Err(e)).await;
+            return;
+        }
+        if !self.authenticated && !matches!(method.as_str(), "runner.auth" | "runner.version") {
+            if !self.limited_auth_logged {
+                self.limited_auth_logged = true;
+                tracing::info!(
+                    pid = self.peer.pid.unwrap_or(0),
+                    uid = self.peer.uid,
+                    exe = %self.peer.exe.as_ref().map(|e| e.display().to_string()).unwrap_or_default(),
+                    %method,
+                    "client refused: not authenticated (it is not an admitted binary and sent no token yet)"
+                );
+            }
+            let _ = self
+                .conn
+                .respond(id, Err(ErrorObject::new(ErrorCode::Denied, AUTH_REQUIRED)))
+                .await;
+            return;
+        }
+        let runner = self.shared.runner.clone();
+        let result = match method.as_str() {
+            "runner.auth" => self.auth(&params),
+            "runner.version" => Ok(json!({
+                "version": VERSION,
+                "protocol": PROTOCOL_VERSION.to_string(),
+                "abi": ABI,
+                "authenticated": self.authenticated,
+            })),
+            "runner.status" | "runner.plugins" => {
+                serde_json::to_value(runner.status()).map_err(internal)
+            }
+            "runner.pending" => {
+                serde_json::to_value(runner.confirmations.pending()).map_err(internal)
+            }
+            "runner.confirm" => self.confirm(&params),
+            "runner.validate_plugin" => validate_plugin(&runner, &params),
+            "runner.subscribe" => {
+                self.subscribe(id).await;
+                return;
+            }
+            "runner.unsubscribe" => self.unsubscribe(&params),
+            "runner.command" => {
+                let door = client_door(self.conn.clone());
+                self.spawn_work(id, command(runner, params, door)).await;
+                return;
+            }
+            "runner.invoke" => {
+                let door = client_door(self.conn.clone());
+                self.spawn_work(id, invoke(runner, params, door)).await;
+                return;
+            }
+            "runner.reload" => {
+                self.spawn_work(id, reload(runner)).await;
+                return;
+            }
+            other => Err(ErrorObject::new(
+                ErrorCode::MethodNotFound,
+                format!("unknown method: {other}"),
+            )),
+        };
+        let _ = self.conn.respond(id, result).await;
+    }
+
+    /// Run a request in its own task, so that it can be cancelled and others are served
+    /// meanwhile.
+    async fn spawn_work<F>(&self, id: RequestId, work: F)
+    where
+        F: std::future::Future<Output = Result<Value, ErrorObject>> + Send + 'static,
+    {
+        let duplicate = {
+            let mut map = self.work.lock().expect("work lock");
+            let duplicate = map.contains_key(&id);
+            if !duplicate {
+                map.insert(id.clone(), None);
+            }
+            duplicate
+        };
+        if duplicate {
+            {
+                let _ = self
+                    .conn
+                    .respond(
+                        id.clone(),
+                        Err(ErrorObject::new(
+                            ErrorCode::InvalidRequest,
+                            format!("a request with id {id} is still running; ids must be unique"),
+                        )),
+                    )
+                    .await;
+                return;
+            }
+        }
+        let conn = self.conn.clone();
+        let map = self.work.clone();
+        let task_id = id.clone();
+        let task = tokio::spawn(async move {
+            let result = work.await;
+            let still_mine = map.lock().expect("work lock").remove(&task_id).is_some();
+            if still_mine {
+                let _ = conn.respond(task_id, result).await;
+            }
+        });
+        let mut map = self.work.lock().expect("work lock");
+        match map.get_mut(&id) {
+            Some(slot) => *slot = Some(task.abort_handle()),
+            // Finished already (nothing to do) or cancelled before its handle was known.
+            None => task.abort(),
+        }
+    }
+
+    fn auth(&mut self, params: &Value) -> Result<Value, ErrorObject> {
+        let token = params.get("token").and_then(Value::as_str).ok_or_else(|| {
+            ErrorObject::invalid_params("runner.auth needs params.token, a string")
+        })?;
+        if self.authenticated {
+            return Ok(json!({}));
+        }
+        let Some(expected) = self.shared.token() else {
+            return Err(ErrorObject::new(
+                ErrorCode::Denied,
+                "this runner has no token (see its log); only allow-listed binaries may connect",
+            ));
+        };
+        if constant_time_eq(token.trim().as_bytes(), expected.as_bytes()) {
+            self.authenticated = true;
+            tracing::debug!(
+                pid = self.peer.pid.unwrap_or(0),
+                "client authenticated with the token"
+            );
+            Ok(json!({}))
+        } else {
+            tracing::warn!(
+                pid = self.peer.pid.unwrap_or(0),
+                uid = self.peer.uid,
+                exe = %self.peer.exe.as_ref().map(|e| e.display().to_string()).unwrap_or_default(),
+                "client refused: invalid token"
+            );
+            Err(ErrorObject::new(ErrorCode::Denied, "invalid token"))
+        }
+    }
+
+    fn confirm(&self, params: &Value) -> Result<Value, ErrorObject> {
+        let id = params.get("id").and_then(Value::as_str).ok_or_else(|| {
+            ErrorObject::invalid_params(
+                "runner.confirm needs params.id, the id of a pending confirmation (see runner.pending)",
+            )
+        })?;
+        let approved = match params.get("approved") {
+            Some(Value::Bool(b)) => *b,
+            _ => {
+                return Err(ErrorObject::invalid_params(
+                    "runner.confirm needs params.approved, a JSON boolean (true approves, false denies)",
+                ));
+            }
+        };
+        self.shared
+            .runner
+            .confirmations
+            .answer(id, approved, "runner.confirm")?;
+        tracing::info!(pid = self.peer.pid.unwrap_or(0), %id, approved, "confirmation answered over the socket");
+        Ok(json!({}))
+    }
+
+    /// Answer `{subscription}`, then start forwarding: a snapshot first, then each event.
+    async fn subscribe(&mut self, id: RequestId) {
+        if self.subscriptions.lock().expect("subscription lock").len() >= MAX_SUBSCRIPTIONS {
+            let _ = self
+                .conn
+                .respond(
+                    id,
+                    Err(ErrorObject::new(
+                        ErrorCode::Denied,
+                        format!("at most {MAX_SUBSCRIPTIONS} subscriptions per connection; end one with runner.unsubscribe"),
+                    )),
+                )
+                .await;
+            return;
+        }
+        let runner = &self.shared.runner;
+        // Subscribe before the snapshot, so nothing between the two is lost.
+        let events = runner.subscribe();
+        let snapshot = runner.status();
+        self.next_subscription += 1;
+        let subscription = format!("sub-{}", self.next_subscription);
+        if self
+            .conn
+            .respond(id, Ok(json!({"subscription": subscription})))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let mut subscriptions = self.subscriptions.lock().expect("subscription lock");
+        let task = tokio::spawn(forward_events(
+            self.conn.clone(),
+            subscription.clone(),
+            serde_json::to_value(snapshot).unwrap_or(Value::Null),
+            events,
+            self.subscriptions.clone(),
+        ));
+        subscriptions.insert(subscription, task.abort_handle());
+    }
+
+    fn unsubscribe(&self, params: &Value) -> Result<Value, ErrorObject> {
+        let subscription = params
+            .get("subscription")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ErrorObject::invalid_params(
+                    "runner.unsubscribe needs params.subscription, the id runner.subscribe returned",
+                )
+            })?;
+        let handle = self
+            .subscriptions
+            .lock()
+            .expect("subscription lock")
+            .remove(subscription);
+        match handle {
+            Some(handle) => {
+                handle.abort();
+                Ok(json!({}))
+            }
+            None => Err(ErrorObject::invalid_params(format!(
+                "no subscription {subscription:?} on this connection"
+            ))),
+        }
+    }
+}
+
+/// Forward runner events to one subscription until it is ended, the client is gone, or it
+/// falls behind.
+async fn forward_events(
+    conn: Connection,
+    subscription: String,
+    snapshot: Value,
+    mut events: broadcast::Receiver<crate::events::Event>,
+    subscriptions: Arc<Mutex<HashMap<String, AbortHandle>>>,
+) {
+    let send = |event: Value| {
+        conn.notify(
+            EVENT_METHOD,
+            json!({"subscription": subscription, "event": event}),
+        )
+    };
+    if send(json!({"event": "snapshot", "status": snapshot}))
+        .await
+        .is_ok()
+    {
+        loop {
+            match events.recv().await {
+                Ok(event) => {
+                    let value = serde_json::to_value(&event).unwrap_or(Value::Null);
+                    if send(value).await.is_err() {
+                        break;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(%subscription, missed, "event subscriber too far behind; dropped");
+                    let _ = send(json!({
+                        "event": "dropped",
+                        "reason": format!(
+                            "this subscriber fell more than {EVENT_BACKLOG} events behind ({missed} missed); subscribe again for a fresh snapshot"
+                        ),
+                    }))
+                    .await;
+                    break;
+                }
+                Err(broadcast::error::RecvError::Closed) => {
+                    let _ =
+                        send(json!({"event": "dropped", "reason": "the runner is stopping"})).await;
+                    break;
+                }
+            }
+        }
+    }
+    subscriptions
+        .lock()
+        .expect("subscription lock")
+        .remove(&subscription);
+}
+
+/// The requesting client's confirmation door: `host.confirm` on its connection, with no
+/// timeout of its own (the registry's timeout drops this future, which sends `$/cancel`).
+/// An error reply is a denial; a closed connection cannot answer.
+fn client_door(conn: Connection) -> Door {
+    Arc::new(move |pending: PendingConfirmation| {
+        let conn = conn.clone();
+        Box::pin(async move {
+            let request = &pending.request;
+            let params = json!({
+                "id": pending.id,
+                "op": request.op,
+                "args": request.args,
+                "provenance": request.provenance,
+                "summary": request.summary,
+            });
+            match conn.request("host.confirm", params, None).await {
+                Ok(answer) => Some(read_answer(&answer)),
+                // The connection's own "closed" error (an error reply from the client carries
+                // the client's code).
+                Err(e) if e.kind() == ErrorCode::PluginError && conn.is_closed() => None,
+                Err(e) => {
+                    tracing::debug!(error = %e, "host.confirm answered with an error: denied");
+                    Some(false)
+                }
+            }
+        })
+    })
+}
+
+fn internal(e: serde_json::Error) -> ErrorObject {
+    ErrorObject::internal(format!("cannot serialise the result: {e}"))
+}
+
+/// `params[key]` as a boolean: absent or `null` is `false`; anything but a JSON boolean is
+/// refused (a string `"false"` must not be read as true, nor `"true"` as false).
+fn optional_bool(params: &Value, key: &str) -> Result<bool, ErrorObject> {
+    match params.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(ErrorObject::invalid_params(format!(
+            "params.{key} must be true or false, not {other}"
+        ))),
+    }
+}
+
+/// `params.timeout_ms` when it is a positive integer; anything else is ignored
+/// (PROTOCOL.md §7).
+fn timeout_ms(params: &Value) -> Option<u64> {
+    params
+        .get("timeout_ms")
+        .and_then(Value::as_u64)
+        .filter(|ms| *ms > 0)
+}
+
+fn required_str<'a>(params: &'a Value, key: &str, method: &str) -> Result<&'a str, ErrorObject> {
+    params
+        .get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| {
+            ErrorObject::invalid_params(format!("{method} needs params.{key}, a non-empty string"))
+        })
+}
+
+/// `runner.command`.
+async fn command(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value, ErrorObject> {
+    let utterance = params
+        .get("utterance")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            ErrorObject::invalid_params(
+                "runner.command needs params.utterance, a non-empty string (e.g. \"open youtube\")",
+            )
+        })?
+        .to_owned();
+    let options = CommandOptions {
+        dry_run: optional_bool(&params, "dry_run")?,
+        timeout_ms: timeout_ms(&params),
+        provenance: Some(Provenance::from_value(params.get("provenance"))?),
+        context: params.get("context").filter(|c| !c.is_null()).cloned(),
+    };
+    let outcome = runner.command(&utterance, &options, Some(door)).await?;
+    serde_json::to_value(outcome).map_err(internal)
+}
+
+/// The plugin `name` designates: the one with that id, else the first of that kind
+/// (reference §8.6).
+fn find_plugin<'a>(plugins: &'a [PluginReport], name: &str) -> Option<&'a PluginReport> {
+    plugins
+        .iter()
+        .find(|p| p.id == name)
+        .or_else(|| plugins.iter().find(|p| p.kind == name))
+}
+
+/// Methods whose params must say their provenance explicitly (reference §8.1).
+fn needs_explicit_provenance(method: &str) -> bool {
+    method == "action.invoke" || method == "host.action" || method.starts_with("input.")
+}
+
+/// `runner.invoke`: relay a call to one plugin. Acting methods pass the policy gates first:
+/// `action.invoke`, `host.action` and `input.*` always, and every other method unless the
+/// plugin's `plugin.describe` lists it as side-effect-free (the older runner checked only
+/// `action.invoke`; reference §12, item 30).
+async fn invoke(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value, ErrorObject> {
+    let name = required_str(&params, "plugin", "runner.invoke")?;
+    let method = required_str(&params, "method", "runner.invoke")?;
+    let call_params = match params.get("params") {
+        None | Some(Value::Null) => json!({}),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => {
+            return Err(ErrorObject::invalid_params(
+                "runner.invoke: params.params must be an object",
+            ));
+        }
+    };
+    let supervisor = &runner.supervisor;
+    let (id, side_effect_free) = match supervisor.is_side_effect_free(name, method) {
+        Some(free) => (name.to_owned(), free),
+        None => {
+            let plugins = runner.plugins();
+            let id = find_plugin(&plugins, name)
+                .map(|p| p.id.clone())
+                .ok_or_else(|| {
+                    ErrorObject::new(
+                        ErrorCode::CapabilityMissing,
+                        format!("no plugin {name:?} (neither an id nor a kind); see runner.status"),
+                    )
+                })?;
+            let free = supervisor.is_side_effect_free(&id, method).unwrap_or(false);
+            (id, free)
+        }
+    };
+    if needs_explicit_provenance(method) || !side_effect_free {
+        gate(&runner, method, &call_params, door).await?;
+    }
+    let timeout = supervisor.effective_timeout(timeout_ms(&call_params));
+    supervisor.call(&id, method, call_params, timeout).await
+}
+
+/// The policy gates for one acting `runner.invoke`, with a confirmation when needed.
+async fn gate(
+    runner: &Runner,
+    method: &str,
+    params: &Value,
+    door: Door,
+) -> Result<(), ErrorObject> {
+    if needs_explicit_provenance(method) && params.get("provenance").is_none() {
+        return Err(ErrorObject::new(
+            ErrorCode::Denied,
+            format!(
+                "runner.invoke of {method} needs params.provenance: \"user\" for the person's own request, or where the values came from (screen, a11y, ocr, title, clipboard)"
+            ),
+        ));
+    }
+    let provenance = Provenance::from_value(params.get("provenance"))?;
+    let (op, args) = if method == "action.invoke" || method == "host.action" {
+        let op = required_str(params, "op", method)?.to_owned();
+        (op, params.get("args").cloned().unwrap_or_else(|| json!({})))
+    } else if method.starts_with("input.") {
+        let args = params
+            .get("args")
+            .cloned()
+            .unwrap_or_else(|| without_envelope(params));
+        ("input".to_owned(), args)
+    } else {
+        (method.to_owned(), without_envelope(params))
+    };
+    let confirm_requested = optional_bool(params, "confirm")?;
+    // Only `action.invoke` has a protocol meaning for `dry_run` (PROTOCOL.md §8).
+    let dry_run = method == "action.invoke" && optional_bool(params, "dry_run")?;
+    let decision = runner.check_policy(&op, &args, provenance, confirm_requested)?;
+    if decision.needs_confirm && !dry_run {
+        let request = ConfirmRequest {
+            op: normalise_op(&op).to_owned(),
+            args,
+            provenance,
+            summary: decision.summary.clone(),
+        };
+        let resolution = runner.confirmations.ask(request.clone(), Some(door)).await;
+        if !resolution.approved {
+            return Err(ErrorObject::new(
+                ErrorCode::Denied,
+                format!("confirmation denied: {}", decision.summary),
+            )
+            .with_data(serde_json::to_value(&request).unwrap_or(Value::Null)));
+        }
+    }
+    Ok(())
+}
+
+/// A method's params without the envelope members the runner reads itself.
+fn without_envelope(params: &Value) -> Value {
+    let mut args = params.as_object().cloned().unwrap_or_default();
+    for key in ["provenance", "confirm", "timeout_ms", "dry_run"] {
+        args.remove(key);
+    }
+    Value::Object(args)
+}
+
+fn registry() -> &'static CapabilityRegistry {
+    static REGISTRY: OnceLock<CapabilityRegistry> = OnceLock::new();
+    REGISTRY.get_or_init(CapabilityRegistry::builtin)
+}
+
+/// `runner.validate_plugin` (reference §9.5). Sandboxing does not exist yet, so every
+/// permission is reported `enforced: false` (advisory).
+fn validate_plugin(runner: &Runner, params: &Value) -> Result<Value, ErrorObject> {
+    let name = required_str(params, "plugin", "runner.validate_plugin")?;
+    let plugins = runner.plugins();
+    let report = find_plugin(&plugins, name).ok_or_else(|| {
+        ErrorObject::invalid_params(format!(
+            "no plugin {name:?} (neither an id nor a kind); see runner.status"
+        ))
+    })?;
+    let unknown: Vec<&String> = report
+        .provides
+        .iter()
+        .chain(&report.requires)
+        .filter(|c| matches!(registry().lookup(c), Lookup::Unknown))
+        .collect();
+    let mut available: BTreeSet<&str> = RUNNER_CAPABILITIES.iter().copied().collect();
+    for p in plugins.iter().filter(|p| p.status.is_running()) {
+        available.extend(p.provides.iter().map(String::as_str));
+    }
+    available.extend(report.provides.iter().map(String::as_str));
+    let missing: Vec<&String> = report
+        .requires
+        .iter()
+        .filter(|r| !available.contains(r.as_str()))
+        .collect();
+    let permissions: Vec<Value> = report
+        .permissions
+        .iter()
+        .map(|name| json!({"name": name, "enforced": false}))
+        .collect();
+    Ok(json!({
+        "ok": report.status.is_running() && missing.is_empty(),
+        "negotiated": {"protocol": PROTOCOL_VERSION.to_string(), "abi": ABI},
+        "unknown_capabilities": unknown,
+        "missing_requires": missing,
+        "permissions": permissions,
+        "id": report.id,
+        "status": report.status,
+        "warnings": report.warnings,
+    }))
+}
+
+fn issues_json(issues: &[ConfigIssue]) -> Vec<Value> {
+    issues
+        .iter()
+        .map(|i| json!({"file": i.file, "line": i.line, "key": i.key, "message": i.message}))
+        .collect()
+}
+
+/// `runner.reload`, in a task of its own: a client that leaves or cancels cannot stop a
+/// reload halfway.
+async fn reload(runner: Arc<Runner>) -> Result<Value, ErrorObject> {
+    let joined = tokio::spawn(async move { runner.reload().await }).await;
+    match joined {
+        Ok(Ok(report)) => serde_json::to_value(report).map_err(internal),
+        Ok(Err(e)) => {
+            let first = e
+                .errors
+                .first()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let more = e.errors.len().saturating_sub(1);
+            Err(ErrorObject::invalid_params(format!(
+                "the configuration is invalid; the running one is kept: {first}{}",
+                if more > 0 {
+                    format!(" (and {more} more)")
+                } else {
+                    String::new()
+                }
+            ))
+            .with_data(
+                json!({"errors": issues_json(&e.errors), "warnings": issues_json(&e.warnings)}),
+            ))
+        }
+        Err(e) => Err(ErrorObject::internal(format!("the reload failed: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{Event, ServiceState};
+    use utter_protocol::connection::memory_pair;
+
+    fn pending() -> PendingConfirmation {
+        PendingConfirmation {
+            id: "c1".into(),
+            request: ConfirmRequest {
+                op: "terminal".into(),
+                args: json!({"command": "ls"}),
+                provenance: Provenance::User,
+                summary: "run command \"ls\"".into(),
+            },
+            created: 0,
+            expires: 30,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_falls_behind_is_dropped_with_a_reason() {
+        let ((runner_side, _runner_rx), (_client, mut client_rx)) =
+            memory_pair(ConnectionOptions::default(), ConnectionOptions::default());
+        let (events, receiver) = broadcast::channel(4);
+        for _ in 0..10 {
+            events
+                .send(Event::State {
+                    state: ServiceState::Ready,
+                })
+                .unwrap();
+        }
+        let subscriptions = Arc::new(Mutex::new(HashMap::new()));
+        forward_events(
+            runner_side,
+            "sub-1".into(),
+            json!({"state": "ready"}),
+            receiver,
+            subscriptions,
+        )
+        .await;
+        let mut notes = Vec::new();
+        for _ in 0..2 {
+            match client_rx.recv().await.unwrap() {
+                Incoming::Notification(n) => notes.push(n),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(notes[0].method, "runner.event");
+        assert_eq!(notes[0].params["subscription"], "sub-1");
+        assert_eq!(notes[0].params["event"]["event"], "snapshot");
+        assert_eq!(notes[0].params["event"]["status"]["state"], "ready");
+        assert_eq!(notes[1].params["event"]["event"], "dropped");
+        let reason = notes[1].params["event"]["reason"].as_str().unwrap();
+        assert!(reason.contains("behind"), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn the_client_door_reads_answers_strictly() {
+        for (reply, expected) in [
+            (Ok(json!({"approved": true})), Some(true)),
+            (Ok(json!(true)), Some(true)),
+            (Ok(json!({"approved": "yes"})), Some(false)),
+            (Err(ErrorObject::internal("no idea")), Some(false)),
+            (
+                Err(ErrorObject::new(ErrorCode::Cancelled, "declined")),
+                Some(false),
+            ),
+        ] {
+            let ((runner_side, _runner_rx), (client, mut client_rx)) =
+                memory_pair(ConnectionOptions::default(), ConnectionOptions::default());
+            let answering = tokio::spawn(async move {
+                let Some(Incoming::Request(r)) = client_rx.recv().await else {
+                    panic!("host.confirm expected");
+                };
+                assert_eq!(r.method, "host.confirm");
+                assert_eq!(r.params["id"], "c1");
+                assert_eq!(r.params["args"], json!({"command": "ls"}));
+                client.respond(r.id, reply).await.unwrap();
+            });
+            let door = client_door(runner_side);
+            assert_eq!(door(pending()).await, expected);
+            answering.await.unwrap();
+        }
+        // A client that is gone cannot answer: the door stays out of the race.
+        let ((runner_side, _runner_rx), (client, client_rx)) =
+            memory_pair(ConnectionOptions::default(), ConnectionOptions::default());
+        client.close();
+        drop(client_rx);
+        let door = client_door(runner_side);
+        assert_eq!(door(pending()).await, None);
+    }
+
+    #[test]
+    fn booleans_are_strict_and_envelopes_are_not_arguments() {
+        assert!(!optional_bool(&json!({}), "dry_run").unwrap());
+        assert!(!optional_bool(&json!({"dry_run": null}), "dry_run").unwrap());
+        assert!(optional_bool(&json!({"dry_run": true}), "dry_run").unwrap());
+        assert_eq!(
+            optional_bool(&json!({"dry_run": "false"}), "dry_run")
+                .unwrap_err()
+                .code,
+            -32602
+        );
+        assert_eq!(
+            without_envelope(
+                &json!({"text": "hi", "provenance": "user", "confirm": true, "timeout_ms": 5})
+            ),
+            json!({"text": "hi"})
+        );
+        assert_eq!(timeout_ms(&json!({"timeout_ms": 0})), None);
+        assert_eq!(timeout_ms(&json!({"timeout_ms": -5})), None);
+        assert_eq!(timeout_ms(&json!({"timeout_ms": 250})), Some(250));
+    }
+}

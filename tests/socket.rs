@@ -1,0 +1,1286 @@
+//! The client socket against real processes: `utter daemon --no-dbus` as a child process in
+//! a sandbox, clients as the `utter` CLI, as `python3` (a binary the runner does not admit
+//! on its own), as this test process, and as the user `nobody`.
+//!
+//! Every daemon gets its own sandbox (`XDG_RUNTIME_DIR`, `XDG_STATE_HOME` for the token
+//! file) and a config with `utter-test-plugin` (the router, recording every message it gets,
+//! planning `terminal <command>` as a terminal step) and `fake_rs` (the open_url action).
+//! Timeouts are generous and nothing is timed: these run on shared two-core machines.
+
+mod common;
+
+use common::{ChildEnv, Sandbox, bin, repo_root, run_utter, wait_for};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use utter_protocol::serde_json::{self, Value, json};
+use utter_protocol::{Connection, ConnectionOptions, ErrorObject, Incoming};
+
+/// How long anything may take before a test gives up.
+const LIMIT: Duration = Duration::from_secs(60);
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+/// The environment of a daemon or client in `sb`: the sandbox plus a state directory (for
+/// the token file).
+fn env(sb: &Sandbox, state: &str) -> ChildEnv {
+    sb.env(None).with("XDG_STATE_HOME", sb.path(state))
+}
+
+/// A config: the test plugin as router (recording into `record.jsonl`, planning terminal
+/// steps), fake_rs as the action plugin, terminal enabled, then `extra` TOML.
+fn write_config(sb: &Sandbox, extra: &str) -> PathBuf {
+    let record = sb.path("record.jsonl");
+    sb.write(
+        "utter.toml",
+        &format!(
+            "config_version = 1\n{extra}\n\
+             [[plugin]]\nid = \"test\"\nkind = \"router\"\nentrypoint = {}\n\
+             [[plugin]]\nid = \"fake_rs\"\nkind = \"action\"\nentrypoint = {}\n",
+            json!([
+                bin("utter-test-plugin").display().to_string(),
+                "--record",
+                record.display().to_string(),
+                "--plan-op",
+                "terminal"
+            ]),
+            json!([bin("fake_rs").display().to_string()]),
+        ),
+    )
+}
+
+/// The usual policy section of these tests.
+const TERMINAL_ON: &str = "[policy]\nenabled_ops = [\"terminal\"]\n";
+
+/// A running `utter daemon`; SIGTERM on drop (then SIGKILL if it lingers).
+struct Daemon {
+    child: std::process::Child,
+    socket: PathBuf,
+    log: PathBuf,
+    token_file: PathBuf,
+}
+
+impl Daemon {
+    /// Start `utter daemon --no-dbus --config CONFIG [--socket SOCKET]` in `sb` and wait
+    /// until it answers on its socket.
+    async fn start(sb: &Sandbox, config: &Path, socket: Option<&Path>) -> Daemon {
+        let log = sb.path(&format!("daemon-{}.log", unique()));
+        let mut cmd = std::process::Command::new(bin("utter"));
+        cmd.arg("daemon")
+            .arg("--no-dbus")
+            .arg("--config")
+            .arg(config)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("daemon log"));
+        if let Some(socket) = socket {
+            cmd.arg("--socket").arg(socket);
+        }
+        if let Some(path) = std::env::var_os("PATH") {
+            cmd.env("PATH", path);
+        }
+        env(sb, "state").apply(&mut cmd);
+        let child = cmd.spawn().expect("utter daemon starts");
+        let socket = socket
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| sb.path("run/utter/runner.sock"));
+        let mut daemon = Daemon {
+            child,
+            socket,
+            log,
+            token_file: sb.path("state/utter/runner-token"),
+        };
+        daemon.wait_ready().await;
+        daemon
+    }
+
+    async fn wait_ready(&mut self) {
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("utter daemon exited with {status}:\n{}", self.log());
+            }
+            if let Ok(client) = TestClient::connect(&self.socket).await {
+                if let Ok(Ok(_)) = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    client.conn.request("runner.version", json!({}), None),
+                )
+                .await
+                {
+                    return;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "utter daemon did not answer on {} within {LIMIT:?}:\n{}",
+                self.socket.display(),
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn token(&self) -> String {
+        std::fs::read_to_string(&self.token_file)
+            .expect("the daemon wrote its token file")
+            .trim()
+            .to_owned()
+    }
+
+    /// A test client, authenticated with the token.
+    async fn client(&self) -> TestClient {
+        let client = TestClient::connect(&self.socket)
+            .await
+            .expect("connect to the daemon");
+        client
+            .call("runner.auth", json!({"token": self.token()}))
+            .await
+            .expect("the token is accepted");
+        client
+    }
+
+    /// `utter ARGS --socket SOCKET` in `sb`, with a state directory without a token (so the
+    /// CLI is admitted as the utter binary, not by the token).
+    async fn utter(&self, sb: &Sandbox, args: &[&str]) -> common::UtterRun {
+        let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        all.push("--socket".into());
+        all.push(self.socket.display().to_string());
+        run_utter(&all, &env(sb, "client-state")).await
+    }
+
+    /// SIGKILL, leaving the socket file behind.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            for _ in 0..200 {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A JSON-RPC client over the socket (this test binary: not admitted without the token).
+struct TestClient {
+    conn: Connection,
+    incoming: mpsc::Receiver<Incoming>,
+}
+
+impl TestClient {
+    async fn connect(path: &Path) -> std::io::Result<TestClient> {
+        let stream = tokio::net::UnixStream::connect(path).await?;
+        let (read, write) = stream.into_split();
+        let (conn, incoming) = Connection::spawn(
+            read,
+            write,
+            ConnectionOptions {
+                label: "test client".into(),
+                ..Default::default()
+            },
+        );
+        Ok(TestClient { conn, incoming })
+    }
+
+    async fn call(&self, method: &str, params: Value) -> Result<Value, ErrorObject> {
+        self.conn.request(method, params, Some(LIMIT)).await
+    }
+
+    async fn next_incoming(&mut self) -> Incoming {
+        tokio::time::timeout(LIMIT, self.incoming.recv())
+            .await
+            .expect("a message from the runner in time")
+            .expect("the connection is open")
+    }
+
+    /// The next `runner.event`'s event object.
+    async fn next_event(&mut self) -> Value {
+        loop {
+            if let Incoming::Notification(n) = self.next_incoming().await {
+                if n.method == "runner.event" {
+                    return n.params["event"].clone();
+                }
+            }
+        }
+    }
+}
+
+/// A small python3 client: connect, send each request of `requests` (a JSON array) and
+/// print its one reply as a JSON line; with `drain`, then print every further frame and
+/// `{"eof": true}` at the end. A refused connect prints `{"connect_error": "EACCES"}`.
+const PY_CLIENT: &str = r#"
+import errno, json, socket, sys
+path, requests, drain = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3] == "drain"
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(30)
+try:
+    s.connect(path)
+except OSError as e:
+    print(json.dumps({"connect_error": errno.errorcode.get(e.errno, str(e.errno))}))
+    sys.exit(0)
+buf = b""
+def frame():
+    global buf
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(4096)
+        if not chunk:
+            return None
+        buf += chunk
+    head, buf = buf.split(b"\r\n\r\n", 1)
+    n = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0]
+    while len(buf) < n:
+        chunk = s.recv(4096)
+        if not chunk:
+            return None
+        buf += chunk
+    body, buf = buf[:n], buf[n:]
+    return json.loads(body)
+for r in requests:
+    body = json.dumps(r).encode()
+    s.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    print(json.dumps(frame()), flush=True)
+if drain:
+    while True:
+        f = frame()
+        if f is None:
+            break
+        print(json.dumps(f), flush=True)
+    print(json.dumps({"eof": True}))
+"#;
+
+/// Run [`PY_CLIENT`] with `program` (a python3), optionally as another user (`prefix`, e.g.
+/// setpriv ...); one JSON value per output line.
+async fn python(
+    prefix: &[&str],
+    program: &str,
+    socket: &Path,
+    requests: Value,
+    drain: bool,
+) -> Vec<Value> {
+    let mut argv: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
+    argv.push(program.into());
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .arg("-c")
+        .arg(PY_CLIENT)
+        .arg(socket)
+        .arg(requests.to_string())
+        .arg(if drain { "drain" } else { "once" })
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(LIMIT, cmd.output())
+        .await
+        .expect("python finishes in time")
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "python client failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn rpc(id: i64, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).expect("stat").permissions().mode() & 0o777
+}
+
+/// Lines of the test plugin's record (one JSON object per message it received).
+fn record(sb: &Sandbox) -> Vec<Value> {
+    std::fs::read_to_string(sb.path("record.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The path of the python3 executable as the kernel reports it (`/proc/<pid>/exe`).
+async fn python_exe() -> PathBuf {
+    let out = tokio::process::Command::new("python3")
+        .args(["-c", "import os; print(os.readlink('/proc/self/exe'))"])
+        .output()
+        .await
+        .expect("python3 runs");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+// ---------------------------------------------------------------------------------------
+// Admission
+
+#[tokio::test]
+async fn the_utter_binary_is_admitted_without_configuration_in_a_private_layout() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    // Default layout: $XDG_RUNTIME_DIR/utter/runner.sock.
+    let daemon = Daemon::start(&sb, &config, None).await;
+
+    let dir = sb.path("run/utter");
+    assert_eq!(mode(&dir), 0o700, "socket directory");
+    let meta = std::fs::symlink_metadata(&daemon.socket).expect("socket exists");
+    assert!(meta.file_type().is_socket());
+    assert_eq!(mode(&daemon.socket), 0o600, "socket");
+    let lock = std::fs::read_to_string(dir.join("runner.sock.lock")).expect("lock file");
+    assert_eq!(
+        lock.trim(),
+        daemon.pid().to_string(),
+        "the lock holds the runner's pid"
+    );
+    assert_eq!(mode(&daemon.token_file), 0o600, "token file");
+    assert_eq!(
+        daemon.token().len(),
+        43,
+        "32 random bytes, unpadded base64url"
+    );
+
+    // The CLI finds the socket on its own and needs no token (its state dir has none).
+    let client_env = env(&sb, "client-state");
+    let run = run_utter(&["status", "--json"], &client_env).await;
+    assert_eq!(run.code, Some(0), "{run}\n{}", daemon.log());
+    let status = run.json();
+    let ids: Vec<&str> = status["plugins"]
+        .as_array()
+        .expect("plugins")
+        .iter()
+        .filter_map(|p| p["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["test", "fake_rs"], "{run}");
+    assert_eq!(status["state"], "ready", "{run}");
+    assert!(!sb.path("client-state/utter/runner-token").exists());
+
+    let run = run_utter(&["status"], &client_env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(
+        run.stdout.contains("ready") && run.stdout.contains("fake_rs"),
+        "{run}"
+    );
+
+    // `say` uses the service (its router is the test plugin) ...
+    let run = run_utter(
+        &["say", "open https://example.com", "--dry-run", "--json"],
+        &client_env,
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let outcome = run.json();
+    assert_eq!(outcome["plan"]["router"], "test", "{run}");
+    assert_eq!(outcome["results"][0]["plugin"], "fake_rs", "{run}");
+    // ... unless --local: then the built-in default config runs in this process.
+    let run = run_utter(
+        &["say", "open example.com", "--dry-run", "--json", "--local"],
+        &client_env,
+    )
+    .await;
+    assert_eq!(run.json()["plan"]["router"], "rules", "{run}");
+}
+
+#[tokio::test]
+async fn a_second_runner_refuses_to_start_and_a_stale_socket_is_replaced() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, "");
+    let socket = sb.path("sock/runner.sock");
+    let mut first = Daemon::start(&sb, &config, Some(&socket)).await;
+
+    let config_str = config.display().to_string();
+    let socket_str = socket.display().to_string();
+    let second = run_utter(
+        &[
+            "daemon",
+            "--no-dbus",
+            "--config",
+            &config_str,
+            "--socket",
+            &socket_str,
+        ],
+        &env(&sb, "state"),
+    )
+    .await;
+    assert_eq!(second.code, Some(4), "{second}");
+    assert!(
+        second.stderr.contains("another runner")
+            && second.stderr.contains(&format!("pid {}", first.pid()))
+            && second.stderr.contains(&socket_str),
+        "{second}"
+    );
+    // The first one still serves.
+    let run = first.utter(&sb, &["status", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}\n{}", first.log());
+
+    // A runner that died leaves its socket file; the next one replaces it.
+    first.kill();
+    assert!(socket.exists(), "a killed runner leaves its socket file");
+    let next = Daemon::start(&sb, &config, Some(&socket)).await;
+    let run = next.utter(&sb, &["status", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}\n{}", next.log());
+}
+
+#[tokio::test]
+async fn a_directory_others_could_tamper_with_is_refused() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, "");
+    let config_str = config.display().to_string();
+    let daemon = |socket: PathBuf| {
+        let config_str = config_str.clone();
+        let env = env(&sb, "state");
+        async move {
+            run_utter(
+                &[
+                    "daemon",
+                    "--no-dbus",
+                    "--config",
+                    &config_str,
+                    "--socket",
+                    &socket.display().to_string(),
+                ],
+                &env,
+            )
+            .await
+        }
+    };
+    let shared = sb.path("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let run = daemon(shared.join("runner.sock")).await;
+    assert_eq!(run.code, Some(4), "{run}");
+    assert!(run.stderr.contains("other users may write to it"), "{run}");
+    assert!(!shared.join("runner.sock").exists());
+
+    if nix::unistd::getuid().is_root() {
+        let theirs = sb.path("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+        let run = daemon(theirs.join("runner.sock")).await;
+        assert_eq!(run.code, Some(4), "{run}");
+        assert!(run.stderr.contains("belongs to uid 65534"), "{run}");
+    }
+}
+
+#[tokio::test]
+async fn other_processes_need_the_token_unless_allow_listed_exactly() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, "");
+    let socket = sb.path("sock/runner.sock");
+    let daemon = Daemon::start(&sb, &config, Some(&socket)).await;
+    let token = daemon.token();
+    let exe = python_exe().await;
+    let name = exe
+        .file_name()
+        .expect("python has a file name")
+        .to_string_lossy()
+        .into_owned();
+
+    let status = |id| rpc(id, "runner.status", json!({}));
+    // No [socket] table: python3 may only authenticate.
+    let replies = python(
+        &[],
+        "python3",
+        &socket,
+        json!([status(1), rpc(2, "runner.version", json!({}))]),
+        false,
+    )
+    .await;
+    assert_eq!(replies[0]["error"]["code"], -32003, "{replies:?}");
+    assert_eq!(
+        replies[0]["error"]["message"],
+        "authentication required (send runner.auth {token})"
+    );
+    assert_eq!(
+        replies[1]["result"]["protocol"], "1.0",
+        "runner.version is open: {replies:?}"
+    );
+    assert_eq!(replies[1]["result"]["authenticated"], false);
+
+    // A wrong token is refused; the right one admits.
+    let replies = python(
+        &[],
+        "python3",
+        &socket,
+        json!([
+            rpc(1, "runner.auth", json!({"token": "not-the-token"})),
+            status(2),
+            rpc(3, "runner.auth", json!({"token": token})),
+            status(4),
+            rpc(5, "runner.auth", json!({"token": token})),
+        ]),
+        false,
+    )
+    .await;
+    assert_eq!(replies[0]["error"]["code"], -32003, "{replies:?}");
+    assert_eq!(replies[0]["error"]["message"], "invalid token");
+    assert_eq!(replies[1]["error"]["code"], -32003);
+    assert_eq!(replies[2]["result"], json!({}));
+    assert!(replies[3]["result"]["plugins"].is_array(), "{replies:?}");
+    assert_eq!(
+        replies[4]["result"],
+        json!({}),
+        "runner.auth when authenticated is {{}}"
+    );
+    assert!(
+        daemon.log().contains("invalid token"),
+        "refusals are logged"
+    );
+
+    // allow_binaries, changed by reloads: only exact names or whole paths admit.
+    // A prefix of the name (the older runner admitted `python3.1` + digits) and, for
+    // `python3.11`, `python3`.
+    let mut near_misses = vec![name[..name.len() - 1].to_owned()];
+    if name != "python3" && name.starts_with("python3") {
+        near_misses.push("python3".into());
+    }
+    let cases: Vec<(Vec<String>, bool)> = vec![
+        (near_misses.clone(), false),
+        (vec![name.clone()], true),
+        (vec![exe.display().to_string()], true),
+        (vec![format!("/elsewhere/{name}")], false),
+    ];
+    for (entries, admitted) in cases {
+        let text = rewrite_socket_table(&std::fs::read_to_string(&config).unwrap(), &entries);
+        std::fs::write(&config, &text).unwrap();
+        let reload = daemon.utter(&sb, &["reload", "--json"]).await;
+        assert_eq!(reload.code, Some(0), "{reload}\n{text}");
+        let replies = python(&[], "python3", &socket, json!([status(1)]), false).await;
+        if admitted {
+            assert!(
+                replies[0]["result"]["plugins"].is_array(),
+                "{entries:?} should admit {}: {replies:?}",
+                exe.display()
+            );
+        } else {
+            assert_eq!(
+                replies[0]["error"]["code"],
+                -32003,
+                "{entries:?} must not admit {}: {replies:?}",
+                exe.display()
+            );
+        }
+    }
+}
+
+/// `text` with its `[socket]` table replaced by one holding `allow_binaries = entries`.
+fn rewrite_socket_table(text: &str, entries: &[String]) -> String {
+    let mut out = String::new();
+    let mut skipping = false;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with('[') {
+            skipping = line.starts_with("[socket]");
+        }
+        if !skipping {
+            out.push_str(line);
+        }
+    }
+    out.replacen(
+        "config_version = 1\n",
+        &format!(
+            "config_version = 1\n[socket]\nallow_binaries = {}\n",
+            json!(entries)
+        ),
+        1,
+    )
+}
+
+/// How to run a program as `nobody` (uid 65534), when this test runs as root.
+fn as_nobody() -> Option<Vec<&'static str>> {
+    if !nix::unistd::getuid().is_root() {
+        eprintln!("skipped: running a client as another user needs root");
+        return None;
+    }
+    if Path::new("/usr/bin/setpriv").exists() {
+        Some(vec![
+            "/usr/bin/setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ])
+    } else if Path::new("/usr/sbin/runuser").exists() {
+        Some(vec!["/usr/sbin/runuser", "-u", "nobody", "--"])
+    } else {
+        eprintln!("skipped: neither setpriv nor runuser is installed");
+        None
+    }
+}
+
+/// A python3 that `nobody` can run (not one under root's home).
+fn system_python() -> Option<&'static str> {
+    ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+}
+
+#[tokio::test]
+async fn another_user_is_refused_by_the_filesystem_and_by_its_credentials() {
+    let (Some(prefix), Some(py)) = (as_nobody(), system_python()) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    // Let everyone reach the sandbox, so that only what the runner sets up stands in the way.
+    for dir in ["", "run"] {
+        std::fs::set_permissions(sb.path(dir), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let config = write_config(&sb, "");
+    let status = json!([rpc(1, "runner.version", json!({}))]);
+
+    // 1. The default layout: $XDG_RUNTIME_DIR/utter is 0700, so nobody cannot even reach
+    //    the socket.
+    let private = Daemon::start(&sb, &config, None).await;
+    assert_eq!(mode(&sb.path("run/utter")), 0o700);
+    let replies = python(&prefix, py, &private.socket, status.clone(), false).await;
+    assert_eq!(replies, [json!({"connect_error": "EACCES"})]);
+
+    // 2. An explicit socket in a directory others may enter: the runner keeps the
+    //    directory's mode (it did not create it), the socket itself is 0600 ...
+    let open_dir = sb.path("open");
+    std::fs::create_dir(&open_dir).unwrap();
+    std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = open_dir.join("runner.sock");
+    let open = Daemon::start(&sb, &config, Some(&socket)).await;
+    assert_eq!(
+        mode(&open_dir),
+        0o755,
+        "an existing directory keeps its mode"
+    );
+    assert_eq!(mode(&socket), 0o600);
+    let replies = python(&prefix, py, &socket, status.clone(), false).await;
+    assert_eq!(replies, [json!({"connect_error": "EACCES"})]);
+    assert!(open.log().contains("open to other users"), "{}", open.log());
+
+    // 3. ... and with the socket opened up by hand, SO_PEERCRED still refuses: one -32003
+    //    error frame naming the reason, then the end of the connection.
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let replies = python(&prefix, py, &socket, json!([]), true).await;
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert_eq!(replies[0]["id"], Value::Null, "{replies:?}");
+    assert_eq!(replies[0]["error"]["code"], -32003, "{replies:?}");
+    let message = replies[0]["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("uid 65534"), "{message}");
+    assert_eq!(replies[1], json!({"eof": true}));
+    // The refusal is logged with pid, uid and executable.
+    let log = open.log();
+    assert!(
+        log.contains("client refused") && log.contains("uid=65534") && log.contains("exe="),
+        "{log}"
+    );
+    // Same user still fine.
+    let run = open.utter(&sb, &["status", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    // 4. The other way round: a socket served by another user's process is not this user's
+    //    runner; the CLI says so and sends it nothing.
+    let theirs = sb.path("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    let fake = theirs.join("runner.sock");
+    let mut argv = prefix.clone();
+    argv.push(py);
+    let mut server = tokio::process::Command::new(argv[0])
+        .args(&argv[1..])
+        .arg("-c")
+        .arg("import os, socket, sys, time\ns = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\nos.chmod(sys.argv[1], 0o666)\ns.listen(4)\ntime.sleep(120)")
+        .arg(&fake)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("a python server as nobody");
+    assert!(
+        wait_for(LIMIT, || fake.exists()).await,
+        "the fake server is up"
+    );
+    let fake_str = fake.display().to_string();
+    let run = run_utter(
+        &["status", "--socket", &fake_str],
+        &env(&sb, "client-state"),
+    )
+    .await;
+    assert_eq!(run.code, Some(4), "{run}");
+    assert!(
+        run.stderr.contains("served by a process of uid 65534"),
+        "{run}"
+    );
+    let _ = server.kill().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Compatibility with clients of the older runner
+
+#[tokio::test]
+async fn a_client_written_for_the_older_runner_works() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    let socket = sb.path("sock/runner.sock");
+    let daemon = Daemon::start(&sb, &config, Some(&socket)).await;
+    let script = repo_root().join("tests/compat_client.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(300),
+        tokio::process::Command::new("python3")
+            .arg(&script)
+            .arg(&socket)
+            .arg(daemon.token())
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("compat_client.py finishes")
+    .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "compat_client.py failed ({}):\n{}\n{}\n--- runner log\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        daemon.log()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Confirmations and cancellation
+
+#[tokio::test]
+async fn a_second_client_answers_a_confirmation_the_first_waits_for() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    let socket = sb.path("sock/runner.sock");
+    let daemon = Daemon::start(&sb, &config, Some(&socket)).await;
+
+    let mut first = daemon.client().await;
+    let command = tokio::spawn({
+        let conn = first.conn.clone();
+        async move {
+            conn.request(
+                "runner.command",
+                json!({"utterance": "terminal echo hi there"}),
+                Some(LIMIT),
+            )
+            .await
+        }
+    });
+    // The runner asks the first client (and does not get an answer from it).
+    let asked = loop {
+        if let Incoming::Request(r) = first.next_incoming().await {
+            assert_eq!(r.method, "host.confirm");
+            break r;
+        }
+    };
+    let id = asked.params["id"]
+        .as_str()
+        .expect("confirmation id")
+        .to_owned();
+    assert_eq!(asked.params["op"], "terminal");
+    assert_eq!(asked.params["args"], json!({"command": "echo hi there"}));
+
+    // Another client sees it, with the exact args, and answers it.
+    let run = daemon.utter(&sb, &["pending", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let pending = run.json();
+    assert_eq!(pending.as_array().map(Vec::len), Some(1), "{run}");
+    assert_eq!(pending[0]["id"], id.as_str());
+    assert_eq!(pending[0]["op"], "terminal");
+    assert_eq!(pending[0]["args"], json!({"command": "echo hi there"}));
+    assert_eq!(pending[0]["provenance"], "user");
+    let run = daemon.utter(&sb, &["pending"]).await;
+    assert!(
+        run.stdout.contains(&id) && run.stdout.contains("echo hi there"),
+        "{run}"
+    );
+
+    let second = daemon.client().await;
+    let not_bool = second
+        .call("runner.confirm", json!({"id": id, "approved": "yes"}))
+        .await
+        .expect_err("approved must be a boolean");
+    assert_eq!(not_bool.code, -32602, "{not_bool:?}");
+    let run = daemon.utter(&sb, &["confirm", &id, "yes"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+
+    let outcome = command
+        .await
+        .unwrap()
+        .expect("the command finished after the approval");
+    assert_eq!(outcome["results"][0]["ok"], true, "{outcome}");
+    assert_eq!(outcome["results"][0]["plugin"], "test", "{outcome}");
+    // The question to the first client is withdrawn.
+    let cancel = loop {
+        if let Incoming::Notification(n) = first.next_incoming().await {
+            if n.method == "$/cancel" {
+                break n;
+            }
+        }
+    };
+    assert_eq!(cancel.params["id"], asked.id.to_value());
+    // Answered once only.
+    let run = daemon.utter(&sb, &["confirm", &id, "no"]).await;
+    assert_eq!(run.code, Some(1), "{run}");
+    assert!(run.stderr.contains("no pending confirmation"), "{run}");
+    let run = daemon.utter(&sb, &["pending", "--json"]).await;
+    assert_eq!(run.json(), json!([]), "{run}");
+
+    // `utter say` through the service with no terminal: denied at once.
+    let run = daemon.utter(&sb, &["say", "terminal ls"]).await;
+    assert_eq!(run.code, Some(1), "{run}");
+    assert!(run.stderr.contains("stdin is not a terminal"), "{run}");
+    assert!(run.stdout.contains("failed (-32003)"), "{run}");
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_cancels_its_work() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    let socket = sb.path("sock/runner.sock");
+    let daemon = Daemon::start(&sb, &config, Some(&socket)).await;
+    let hang = json!({"plugin": "test", "method": "test.hang", "params": {"provenance": "user"}});
+    let hang_ids = |sb: &Sandbox| -> Vec<Value> {
+        record(sb)
+            .into_iter()
+            .filter(|m| m["method"] == "test.hang")
+            .map(|m| m["id"].clone())
+            .collect()
+    };
+    let cancelled = |sb: &Sandbox, id: &Value| {
+        record(sb)
+            .iter()
+            .any(|m| m["notification"] == "$/cancel" && m["params"]["id"] == *id)
+    };
+
+    // 1. Disconnecting mid-request: the plugin is sent $/cancel.
+    let client = daemon.client().await;
+    let call = tokio::spawn({
+        let conn = client.conn.clone();
+        let hang = hang.clone();
+        async move { conn.request("runner.invoke", hang, None).await }
+    });
+    assert!(
+        wait_for(LIMIT, || hang_ids(&sb).len() == 1).await,
+        "test.hang reached the plugin"
+    );
+    let id = hang_ids(&sb)[0].clone();
+    client.conn.close();
+    drop(client);
+    let _ = call.await;
+    assert!(
+        wait_for(LIMIT, || cancelled(&sb, &id)).await,
+        "the plugin got $/cancel {id}: {:?}\n{}",
+        record(&sb),
+        daemon.log()
+    );
+
+    // 2. $/cancel from the client (sent when its call is dropped): the same.
+    let client = daemon.client().await;
+    {
+        let call = client.call("runner.invoke", hang.clone());
+        tokio::pin!(call);
+        let reached = tokio::time::timeout(LIMIT, async {
+            loop {
+                tokio::select! {
+                    answer = &mut call => panic!("test.hang was answered: {answer:?}"),
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {
+                        if hang_ids(&sb).len() == 2 {
+                            return;
+                        }
+                    }
+                }
+            }
+        })
+        .await;
+        assert!(
+            reached.is_ok(),
+            "test.hang reached the plugin: {:?}",
+            record(&sb)
+        );
+        // Dropping the call here makes the client send $/cancel.
+    }
+    let id = hang_ids(&sb)[1].clone();
+    assert!(
+        wait_for(LIMIT, || cancelled(&sb, &id)).await,
+        "the plugin got $/cancel {id}: {:?}",
+        record(&sb)
+    );
+    assert!(client.call("runner.version", json!({})).await.is_ok());
+
+    // 3. A confirmation asked for a client that leaves is withdrawn.
+    let mut client = daemon.client().await;
+    let call = tokio::spawn({
+        let conn = client.conn.clone();
+        async move {
+            conn.request("runner.command", json!({"utterance": "terminal ls"}), None)
+                .await
+        }
+    });
+    loop {
+        if let Incoming::Request(r) = client.next_incoming().await {
+            assert_eq!(r.method, "host.confirm");
+            break;
+        }
+    }
+    let observer = daemon.client().await;
+    let pending = observer.call("runner.pending", json!({})).await.unwrap();
+    assert_eq!(pending.as_array().map(Vec::len), Some(1), "{pending}");
+    client.conn.close();
+    drop(client);
+    let _ = call.await;
+    let mut empty = false;
+    for _ in 0..600 {
+        let pending = observer.call("runner.pending", json!({})).await.unwrap();
+        if pending == json!([]) {
+            empty = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(empty, "the confirmation of a client that left is withdrawn");
+    // Nothing was run.
+    assert!(
+        !record(&sb)
+            .iter()
+            .any(|m| m["method"] == "action.invoke" && m["params"]["op"] == "terminal")
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Events
+
+#[tokio::test]
+async fn events_start_with_a_snapshot_then_follow_the_plugins() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, "");
+    let socket = sb.path("sock/runner.sock");
+    let daemon = Daemon::start(&sb, &config, Some(&socket)).await;
+
+    // The CLI: the first line is the snapshot.
+    let mut cli = tokio::process::Command::new(bin("utter"));
+    cli.args(["events", "--json", "--socket"])
+        .arg(&socket)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    env(&sb, "client-state").apply(cli.as_std_mut());
+    let mut cli = cli.spawn().expect("utter events runs");
+    let mut lines = {
+        use tokio::io::AsyncBufReadExt;
+        tokio::io::BufReader::new(cli.stdout.take().unwrap()).lines()
+    };
+    let first = tokio::time::timeout(LIMIT, lines.next_line())
+        .await
+        .expect("a line in time")
+        .expect("readable")
+        .expect("a first line");
+    let first: Value = serde_json::from_str(&first).expect("one JSON object per line");
+    assert_eq!(first["event"], "snapshot", "{first}");
+    assert_eq!(first["status"]["state"], "ready", "{first}");
+
+    // The socket: snapshot first, then the changes.
+    let mut client = daemon.client().await;
+    let subscribed = client.call("runner.subscribe", json!({})).await.unwrap();
+    let subscription = subscribed["subscription"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    let snapshot = client.next_event().await;
+    assert_eq!(snapshot["event"], "snapshot", "{snapshot}");
+    let test = snapshot["status"]["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "test")
+        .expect("the test plugin is in the snapshot")
+        .clone();
+    assert_eq!(test["status"], "ok");
+    let pid = test["pid"].as_i64().expect("its pid") as i32;
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the test plugin");
+    let mut seen = Vec::new();
+    loop {
+        let event = client.next_event().await;
+        seen.push(event.clone());
+        if event["event"] == "plugin_state"
+            && event["id"] == "test"
+            && event["epoch"] == 1
+            && event["status"] == "ok"
+        {
+            break;
+        }
+    }
+    assert!(
+        seen.iter()
+            .any(|e| e["event"] == "plugin_state" && e["id"] == "test" && e["status"] != "ok"),
+        "the crash is reported before the restart: {seen:?}"
+    );
+    // The CLI saw it too.
+    let mut cli_saw_restart = false;
+    while let Ok(Ok(Some(line))) = tokio::time::timeout(LIMIT, lines.next_line()).await {
+        let event: Value = serde_json::from_str(&line).unwrap();
+        if event["event"] == "plugin_state" && event["id"] == "test" && event["epoch"] == 1 {
+            cli_saw_restart = true;
+            break;
+        }
+    }
+    assert!(cli_saw_restart);
+    let _ = cli.kill().await;
+
+    assert_eq!(
+        client
+            .call("runner.unsubscribe", json!({"subscription": subscription}))
+            .await
+            .unwrap(),
+        json!({})
+    );
+    let again = client
+        .call("runner.unsubscribe", json!({"subscription": subscription}))
+        .await
+        .expect_err("already ended");
+    assert_eq!(again.code, -32602);
+}
+
+// ---------------------------------------------------------------------------------------
+// Bad input, limits, and the CLI's errors
+
+#[tokio::test]
+async fn bad_input_is_answered_and_never_stops_the_runner() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sb = Sandbox::new();
+    let config = write_config(&sb, "");
+    let socket = sb.path("sock/runner.sock");
+    let daemon = Daemon::start(&sb, &config, Some(&socket)).await;
+
+    // A header that loses the frame boundary: -32700, then the connection ends.
+    let mut raw = tokio::net::UnixStream::connect(&socket).await.unwrap();
+    raw.write_all(b"Content-Length: lots\r\n\r\n{}")
+        .await
+        .unwrap();
+    let mut reply = Vec::new();
+    tokio::time::timeout(LIMIT, raw.read_to_end(&mut reply))
+        .await
+        .expect("closed in time")
+        .unwrap();
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.contains("-32700"), "{reply}");
+
+    // Bad JSON, a batch, unknown methods: answered, and the connection goes on.
+    let replies = python(
+        &[],
+        "python3",
+        &socket,
+        json!([
+            [1, 2],
+            {"jsonrpc": "2.0", "id": 1, "method": "runner.version", "params": [1]},
+            rpc(2, "runner.nope", json!({})),
+            rpc(3, "runner.version", json!({})),
+        ]),
+        false,
+    )
+    .await;
+    assert_eq!(replies[0]["error"]["code"], -32600, "{replies:?}");
+    assert_eq!(replies[1]["error"]["code"], -32602, "{replies:?}");
+    // Unauthenticated: unknown methods are refused before dispatch.
+    assert_eq!(replies[2]["error"]["code"], -32003, "{replies:?}");
+    assert_eq!(replies[3]["result"]["version"], env!("CARGO_PKG_VERSION"));
+
+    let client = daemon.client().await;
+    let unknown = client
+        .call("runner.nope", json!({}))
+        .await
+        .expect_err("unknown");
+    assert_eq!(unknown.code, -32601);
+    assert_eq!(unknown.message, "unknown method: runner.nope");
+    for (params, code) in [
+        (json!({}), -32602),
+        (json!({"utterance": 7}), -32602),
+        (
+            json!({"utterance": "open https://example.com", "dry_run": "yes"}),
+            -32602,
+        ),
+        (
+            json!({"utterance": "open https://example.com", "provenance": "admin"}),
+            -32602,
+        ),
+    ] {
+        let e = client
+            .call("runner.command", params.clone())
+            .await
+            .expect_err("refused");
+        assert_eq!(e.code, code, "{params}: {e:?}");
+    }
+
+    // The rate limit: 1000 requests per 10 s on one connection.
+    let mut raw = tokio::net::UnixStream::connect(&socket).await.unwrap();
+    let mut burst = Vec::new();
+    for id in 0..1001 {
+        burst.extend(utter_protocol::frame::encode_frame(
+            rpc(id, "runner.version", json!({})).to_string().as_bytes(),
+        ));
+    }
+    raw.write_all(&burst).await.unwrap();
+    let (read, _write) = raw.into_split();
+    let mut frames = tokio_util_frames(read);
+    let mut last = Value::Null;
+    for _ in 0..1001 {
+        last = frames.recv().await.expect("a reply per request");
+    }
+    assert_eq!(last["id"], 1000, "{last}");
+    assert_eq!(last["error"]["code"], -32003, "{last}");
+    assert!(
+        last["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("rate limit"),
+        "{last}"
+    );
+
+    // Still serving.
+    let run = daemon.utter(&sb, &["status", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}\n{}", daemon.log());
+    assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
+}
+
+/// Decode the frames of `read` into JSON values (a task feeding a channel).
+fn tokio_util_frames(read: tokio::net::unix::OwnedReadHalf) -> mpsc::Receiver<Value> {
+    let (tx, rx) = mpsc::channel(2048);
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut read = read;
+        let mut buf: Vec<u8> = Vec::new();
+        let mut chunk = [0u8; 65536];
+        loop {
+            while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                let length: usize = head
+                    .split("\r\n")
+                    .find_map(|l| l.strip_prefix("Content-Length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("a length");
+                if buf.len() < end + 4 + length {
+                    break;
+                }
+                let body: Vec<u8> = buf.drain(..end + 4 + length).skip(end + 4).collect();
+                if tx
+                    .send(serde_json::from_slice(&body).expect("JSON"))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            match read.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    });
+    rx
+}
+
+#[tokio::test]
+async fn the_cli_says_when_no_runner_listens_and_reports_reloads() {
+    let sb = Sandbox::new();
+    let nowhere = sb.path("nowhere/runner.sock");
+    let nowhere_str = nowhere.display().to_string();
+    for command in [
+        vec!["status"],
+        vec!["pending", "--json"],
+        vec!["confirm", "abc", "yes"],
+        vec!["reload"],
+        vec!["events"],
+        vec!["say", "open https://example.com", "--dry-run"],
+    ] {
+        let mut args: Vec<&str> = command.clone();
+        args.extend(["--socket", &nowhere_str]);
+        let run = run_utter(&args, &env(&sb, "client-state")).await;
+        assert_eq!(run.code, Some(4), "{command:?}: {run}");
+        assert!(
+            run.stderr
+                .contains(&format!("no runner is listening on {nowhere_str}"))
+                && run.stderr.contains("utter daemon")
+                && run.stderr.contains("systemctl --user start utter"),
+            "{command:?}: {run}"
+        );
+    }
+
+    let config = write_config(&sb, "");
+    let socket = sb.path("sock/runner.sock");
+    let daemon = Daemon::start(&sb, &config, Some(&socket)).await;
+    let run = daemon.utter(&sb, &["pending"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(run.stdout.contains("no confirmations are pending"), "{run}");
+    let run = daemon
+        .utter(&sb, &["confirm", "0123456789abcdef", "no"])
+        .await;
+    assert_eq!(run.code, Some(1), "{run}");
+
+    let run = daemon.utter(&sb, &["reload", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert_eq!(run.json()["unchanged"], json!(["test", "fake_rs"]), "{run}");
+    let run = daemon.utter(&sb, &["reload"]).await;
+    assert!(run.stdout.contains("config reloaded"), "{run}");
+
+    // An invalid config is refused with file:line: key, and the running one is kept.
+    let good = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        good.replace(
+            "kind = \"router\"",
+            "kind = \"router\"\ntransport = \"pigeon\"",
+        ),
+    )
+    .unwrap();
+    let run = daemon.utter(&sb, &["reload"]).await;
+    assert_eq!(run.code, Some(3), "{run}");
+    let at = format!("{}:", config.display());
+    assert!(
+        run.stderr.contains(&at)
+            && run.stderr.contains("plugin[0].transport")
+            && run.stderr.contains("pigeon"),
+        "{run}"
+    );
+    let client = daemon.client().await;
+    let e = client
+        .call("runner.reload", json!({}))
+        .await
+        .expect_err("refused");
+    assert_eq!(e.code, -32602);
+    assert!(
+        e.data
+            .as_ref()
+            .is_some_and(|d| d["errors"][0]["key"] == "plugin[0].transport"),
+        "{e:?}"
+    );
+    let run = daemon.utter(&sb, &["status", "--json"]).await;
+    assert_eq!(run.json()["state"], "ready", "{run}");
+}
