@@ -11,16 +11,21 @@
 //!
 //! * [`daemon`]: `utter daemon`, the session service with its doors: [`socket`] (the client
 //!   socket), [`dbus`] (the D-Bus object) and [`systemd`] (readiness notification).
+//! * [`client`]: the CLI's client of the socket (`utter status`, `say`, `confirm`, `events`, ...).
+//! * [`install`]: `utter install --user` / `utter uninstall --user`, the systemd user unit
+//!   and D-Bus activation file in place.
 //!
 //! The wire protocol itself lives in the `utter-protocol` crate.
 
 #![warn(missing_docs)]
 
+pub mod client;
 pub mod config;
 pub mod confirm;
 pub mod daemon;
 pub mod dbus;
 pub mod events;
+pub mod install;
 pub mod pipeline;
 pub mod policy;
 pub mod runner;

@@ -6,11 +6,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tracing_subscriber::EnvFilter;
+use utter::client::{Client, ConfirmHandler};
 use utter::config::{self, ConfigIssue, LoadedConfig};
 use utter::confirm::{Door, PendingConfirmation};
-use utter::pipeline::{CommandOptions, CommandOutcome};
+use utter::pipeline::CommandOptions;
 use utter::runner::Runner;
-use utter::supervisor::{PluginReport, SupervisorOptions};
+use utter::supervisor::SupervisorOptions;
+use utter_protocol::ErrorObject;
+use utter_protocol::serde_json::{Value, json};
 
 /// Set when writing to stdout failed (a closed pipe, a full disk): reported as exit code 4.
 static STDOUT_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -41,11 +44,13 @@ Exit codes:
   1  nothing was done: no rule matched, or a step failed or was denied
   2  usage error (bad arguments, empty utterance)
   3  the configuration (or a manifest given to check-manifest) is invalid
-  4  the runner could not do its job (no router running, a plugin failed)
+  4  the runner could not do its job (no router running, a plugin failed), or no runner
+     listens on the socket (status, confirm, pending, reload, events)
 
 Configuration: --config PATH, else $XDG_CONFIG_HOME/utter/config.toml, else the built-in
 default (which runs the `rules` router and the `desktop` action plugin).
-Logs go to stderr; set the level with --log-level or RUST_LOG.";
+Logs go to stderr (`utter daemon` started by systemd logs to the journal); set the level with
+--log-level or RUST_LOG.";
 
 /// Utter: say what you want, and the desktop does it.
 ///
@@ -57,9 +62,15 @@ struct Cli {
     /// Runner configuration file (TOML).
     #[arg(long, global = true, value_name = "PATH")]
     config: Option<PathBuf>,
-    /// Log level for stderr: error, warn, info, debug or trace (default: warn; info for `daemon`).
+    /// Log level: error, warn, info, debug or trace (default: warn; info for `daemon`, which
+    /// logs to the journal when systemd started it, else to stderr).
     #[arg(long, global = true, value_name = "LEVEL")]
     log_level: Option<String>,
+    /// The running service's client socket: where `utter daemon` listens and where the
+    /// client commands connect (default: [runner] socket_path, else $UTTER_RUNNER_SOCK, else
+    /// $XDG_RUNTIME_DIR/utter/runner.sock).
+    #[arg(long, global = true, value_name = "PATH")]
+    socket: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -73,13 +84,20 @@ enum Command {
     /// Run the runner as a session service in the foreground: the client socket, the D-Bus
     /// object dev.utter.Runner1, SIGHUP reloads the config, SIGTERM/SIGINT stop it.
     Daemon {
-        /// Client socket path (default: $XDG_RUNTIME_DIR/utter/runner.sock).
-        #[arg(long, value_name = "PATH")]
-        socket: Option<PathBuf>,
         /// Do not connect to the D-Bus session bus.
         #[arg(long)]
         no_dbus: bool,
     },
+    /// Install utter as a systemd user service: the binary, the unit, the session wrapper and
+    /// the D-Bus activation file.
+    ///
+    /// Paths: ~/.local/bin/utter (--bin-dir), <bin-dir>/../libexec/utter/utter-session-env,
+    /// $XDG_CONFIG_HOME/systemd/user/utter.service,
+    /// $XDG_DATA_HOME/dbus-1/services/dev.utter.Runner1.service; the list is kept in
+    /// $XDG_STATE_HOME/utter/installed.json for `utter uninstall --user`.
+    Install(InstallArgs),
+    /// Remove exactly the files `utter install --user` installed (stopping the service first).
+    Uninstall(UninstallArgs),
     /// Start the configured plugins, show their state, and stop them.
     Plugins {
         /// Print JSON instead of a table.
@@ -114,6 +132,52 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show the running service's state and its plugins (exit 0 when it answered).
+    Status {
+        /// Print the runner's status object as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer a confirmation the running service is waiting for.
+    ///
+    /// Example: utter confirm 3f2a… yes
+    Confirm {
+        /// The confirmation's id (see `utter pending`).
+        id: String,
+        /// `yes` approves the step, `no` denies it.
+        answer: Answer,
+    },
+    /// List the confirmations the running service is waiting for.
+    Pending {
+        /// Print JSON: [{id, op, args, provenance, summary, created, expires}].
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make the running service read its configuration again (an invalid one is refused and
+    /// the running one kept; exit 3).
+    Reload {
+        /// Print JSON: {added, removed, restarted, unchanged}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Follow the running service's events until Ctrl-C: a snapshot first, then one line
+    /// per change.
+    Events {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// An answer to a confirmation.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Answer {
+    /// Approve the step.
+    #[value(alias = "y", alias = "approve")]
+    Yes,
+    /// Deny it.
+    #[value(alias = "n", alias = "deny")]
+    No,
 }
 
 /// The plugins compiled into `utter`.
@@ -123,6 +187,45 @@ enum BuiltinPlugin {
     Rules,
     /// Open URLs, launch applications, control media players.
     Desktop,
+}
+
+#[derive(Args)]
+struct InstallArgs {
+    /// Install for the current user (required: there is no system-wide install yet).
+    #[arg(long)]
+    user: bool,
+    /// Directory for the binary (default: ~/.local/bin); the wrapper goes to
+    /// <DIR>/../libexec/utter/.
+    #[arg(long, value_name = "DIR")]
+    bin_dir: Option<PathBuf>,
+    /// Say what would be written; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Do not run `systemctl --user daemon-reload` afterwards.
+    #[arg(long)]
+    no_systemctl: bool,
+}
+
+#[derive(Args)]
+struct UninstallArgs {
+    /// Uninstall the per-user install (required).
+    #[arg(long)]
+    user: bool,
+    /// Also remove files that changed since they were installed.
+    #[arg(long)]
+    force: bool,
+    /// Say what would be removed; remove nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Do not run `systemctl --user disable --now utter.service` and `daemon-reload`.
+    #[arg(long)]
+    no_systemctl: bool,
 }
 
 #[derive(Args)]
@@ -138,31 +241,59 @@ struct SayArgs {
     /// Timeout of each plugin call, in ms (at most 60000).
     #[arg(long, value_name = "MS")]
     timeout_ms: Option<u64>,
+    /// Run in this process even when the service is running (by default `say` uses the
+    /// running service when its socket answers).
+    #[arg(long)]
+    local: bool,
 }
 
-fn init_logging(level: Option<&str>, default: &str) {
+/// Log to stderr; or, for `utter daemon` whose stderr systemd connected to the journal
+/// (`JOURNAL_STREAM`), natively to journald, with each event's fields as journal fields
+/// (`UTTER_PLUGIN=`, `UTTER_EPOCH=`, ...). Without a journal socket, stderr it is.
+fn init_logging(level: Option<&str>, default: &str, journal: bool) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = match level {
         Some(level) => EnvFilter::new(level),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
+    };
+    let journal_error = if journal && utter::systemd::stderr_is_journal() {
+        match tracing_journald::layer() {
+            Ok(layer) => {
+                let layer = layer
+                    .with_field_prefix(Some("UTTER".to_owned()))
+                    .with_syslog_identifier("utter".to_owned());
+                tracing_subscriber::registry()
+                    .with(filter)
+                    .with(layer)
+                    .init();
+                return;
+            }
+            Err(e) => Some(e),
+        }
+    } else {
+        None
     };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    if let Some(e) = journal_error {
+        tracing::warn!(
+            "stderr is the journal (JOURNAL_STREAM) but journald's socket cannot be reached ({e}); logging to stderr"
+        );
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let plugin_mode = matches!(cli.command, Command::Plugin { .. });
-    let default_level = if matches!(cli.command, Command::Daemon { .. }) {
-        "info"
-    } else {
-        "warn"
-    };
+    let daemon_mode = matches!(cli.command, Command::Daemon { .. });
+    let default_level = if daemon_mode { "info" } else { "warn" };
     if !plugin_mode {
         // A built-in plugin logs on its own terms (its stderr is the runner's log).
-        init_logging(cli.log_level.as_deref(), default_level);
+        init_logging(cli.log_level.as_deref(), default_level, daemon_mode);
     }
     // One thread: the runner only moves small frames between processes, and a cross-thread
     // wake-up per hop doubled the plugin round trip in `benches/roundtrip.rs`. Blocking work
@@ -178,6 +309,9 @@ fn main() -> ExitCode {
         }
     };
     let code = runtime.block_on(run(cli));
+    // A terminal prompt whose question the runner withdrew (answered elsewhere, timed out)
+    // still blocks a reader thread; it must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     if STDOUT_FAILED.load(std::sync::atomic::Ordering::Relaxed) && code == exit::OK {
         return ExitCode::from(exit::RUNNER);
     }
@@ -209,9 +343,32 @@ async fn run(cli: Cli) -> u8 {
             let Some(loaded) = load_config(cli.config.as_deref()) else {
                 return exit::CONFIG;
             };
+            if !args.local {
+                let path = utter::socket::resolve_path(cli.socket.as_deref(), &loaded.config);
+                let token = utter::client::client_token(
+                    loaded.config.socket.as_ref().map(|s| s.token.as_str()),
+                );
+                match Client::connect(&path, token, Some(terminal_confirm_handler())).await {
+                    Ok(client) => return say_remote(client, &args, cli.config.is_some()).await,
+                    // No service: run in-process, unless a socket was named explicitly.
+                    Err(utter::client::ClientError::NotListening { .. })
+                        if cli.socket.is_none() => {}
+                    Err(e) => {
+                        eprintln!("utter say: {e} (or pass --local to run in this process)");
+                        return exit::RUNNER;
+                    }
+                }
+            }
             say(loaded, cli.config, args).await
         }
-        Command::Daemon { socket, no_dbus } => {
+        Command::Status { json } => status(&cli.socket, &cli.config, json).await,
+        Command::Pending { json } => pending(&cli.socket, &cli.config, json).await,
+        Command::Confirm { id, answer } => {
+            confirm(&cli.socket, &cli.config, &id, matches!(answer, Answer::Yes)).await
+        }
+        Command::Reload { json } => reload(&cli.socket, &cli.config, json).await,
+        Command::Events { json } => events(&cli.socket, &cli.config, json).await,
+        Command::Daemon { no_dbus } => {
             let Some(loaded) = load_config(cli.config.as_deref()) else {
                 return exit::CONFIG;
             };
@@ -219,12 +376,14 @@ async fn run(cli: Cli) -> u8 {
                 loaded,
                 utter::daemon::DaemonOptions {
                     config_path: cli.config,
-                    socket_path: socket,
+                    socket_path: cli.socket,
                     no_dbus,
                 },
             )
             .await
         }
+        Command::Install(args) => install(args),
+        Command::Uninstall(args) => uninstall(args),
         Command::Plugins { json } => {
             let Some(loaded) = load_config(cli.config.as_deref()) else {
                 return exit::CONFIG;
@@ -336,20 +495,12 @@ fn terminal_door() -> Door {
                 );
                 return Some(false);
             }
-            let answer = tokio::task::spawn_blocking(move || {
-                let r = &pending.request;
-                eprint!(
-                    "Confirm: {} (op {}, args {}, provenance {}) [y/N] ",
-                    r.summary, r.op, r.args, r.provenance
-                );
-                let _ = std::io::stderr().flush();
-                let mut line = String::new();
-                std::io::stdin().read_line(&mut line).is_ok()
-                    && matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
-            })
-            .await
-            .unwrap_or(false);
-            Some(answer)
+            let r = &pending.request;
+            let prompt = format!(
+                "Confirm: {} (op {}, args {}, provenance {}) [y/N] ",
+                r.summary, r.op, r.args, r.provenance
+            );
+            Some(prompt_yes_no(prompt).await)
         })
     })
 }
@@ -373,7 +524,7 @@ async fn say(loaded: LoadedConfig, config_path: Option<PathBuf>, args: SayArgs) 
                     serde_json::to_string_pretty(outcome).unwrap_or_default()
                 );
             } else {
-                print_outcome(outcome);
+                print_outcome(&serde_json::to_value(outcome).unwrap_or_default());
             }
             if outcome.all_ok() {
                 exit::OK
@@ -408,25 +559,27 @@ async fn say(loaded: LoadedConfig, config_path: Option<PathBuf>, args: SayArgs) 
     code
 }
 
-fn print_outcome(outcome: &CommandOutcome) {
-    let plan = &outcome.plan;
-    let rule = plan
-        .rule
-        .as_ref()
+/// Print a command outcome (`runner.command`'s result shape) for people.
+fn print_outcome(outcome: &Value) {
+    let text = |v: &Value| v.as_str().unwrap_or("?").to_owned();
+    let plan = &outcome["plan"];
+    let rule = plan["rule"]
+        .as_str()
         .map(|r| format!(", rule {r:?}"))
         .unwrap_or_default();
-    if plan.steps.is_empty() {
+    let steps = plan["steps"].as_array().cloned().unwrap_or_default();
+    if steps.is_empty() {
         out!(
             "plan (router {}{rule}): nothing to do — {}",
-            plan.router,
-            plan.message
-                .as_deref()
+            text(&plan["router"]),
+            plan["message"]
+                .as_str()
                 .unwrap_or("the router returned no steps")
         );
         return;
     }
-    out!("plan (router {}{rule}):", plan.router);
-    for (i, step) in plan.steps.iter().enumerate() {
+    out!("plan (router {}{rule}):", text(&plan["router"]));
+    for (i, step) in steps.iter().enumerate() {
         let op = step.get("op").and_then(|v| v.as_str()).unwrap_or("?");
         let args = step
             .get("args")
@@ -434,31 +587,38 @@ fn print_outcome(outcome: &CommandOutcome) {
             .unwrap_or_else(|| "{}".into());
         out!("  {}. {op} {args}", i + 1);
     }
+    let dry_run = outcome["dry_run"].as_bool().unwrap_or(false);
     out!(
         "results{}:",
-        if outcome.dry_run {
+        if dry_run {
             " (dry run: nothing was done)"
         } else {
             ""
         }
     );
-    for (i, r) in outcome.results.iter().enumerate() {
-        let by = r
-            .plugin
-            .as_ref()
+    let results = outcome["results"].as_array().cloned().unwrap_or_default();
+    for (i, r) in results.iter().enumerate() {
+        let by = r["plugin"]
+            .as_str()
             .map(|p| format!(" [{p}]"))
             .unwrap_or_default();
-        let state = match (&r.error, r.ok) {
-            (Some(e), _) => format!("failed ({})", e.code),
+        let ok = r["ok"].as_bool().unwrap_or(false);
+        let state = match (r.get("error").filter(|e| !e.is_null()), ok) {
+            (Some(e), _) => format!("failed ({})", e["code"]),
             (None, true) => "ok".to_owned(),
             (None, false) => "not ok".to_owned(),
         };
-        let confirm = if r.needs_confirm && outcome.dry_run {
+        let confirm = if r["needs_confirm"].as_bool().unwrap_or(false) && dry_run {
             " (would ask for confirmation)"
         } else {
             ""
         };
-        out!("  {}. {} {state}{by}: {}{confirm}", i + 1, r.op, r.detail);
+        out!(
+            "  {}. {} {state}{by}: {}{confirm}",
+            i + 1,
+            text(&r["op"]),
+            r["detail"].as_str().unwrap_or("")
+        );
     }
 }
 
@@ -473,7 +633,11 @@ async fn plugins(loaded: LoadedConfig, json: bool) -> u8 {
             serde_json::to_string_pretty(&reports).unwrap_or_default()
         );
     } else {
-        print_plugins(&reports);
+        let rows: Vec<Value> = reports
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .collect();
+        print_plugins(&rows);
     }
     if reports
         .iter()
@@ -485,7 +649,19 @@ async fn plugins(loaded: LoadedConfig, json: bool) -> u8 {
     }
 }
 
-fn print_plugins(reports: &[PluginReport]) {
+/// Print plugins (`PluginReport` as JSON, as `utter plugins` and `runner.status` give them).
+fn print_plugins(reports: &[Value]) {
+    let list = |v: &Value, none: &str| {
+        let items: Vec<&str> = v
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if items.is_empty() {
+            none.to_owned()
+        } else {
+            items.join(",")
+        }
+    };
     out!(
         "{:<12} {:<8} {:>5}  {:<10} {:<40} REQUIRES",
         "ID",
@@ -497,18 +673,16 @@ fn print_plugins(reports: &[PluginReport]) {
     for p in reports {
         out!(
             "{:<12} {:<8} {:>5}  {:<10} {:<40} {}",
-            p.id,
-            p.kind,
-            p.epoch,
-            p.status.as_str(),
-            p.provides.join(","),
-            if p.requires.is_empty() {
-                "-".to_owned()
-            } else {
-                p.requires.join(",")
-            }
+            p["id"].as_str().unwrap_or("?"),
+            p["kind"].as_str().unwrap_or("?"),
+            p["epoch"]
+                .as_u64()
+                .map_or_else(|| "?".to_owned(), |e| e.to_string()),
+            p["status"].as_str().unwrap_or("?"),
+            list(&p["provides"], ""),
+            list(&p["requires"], "-")
         );
-        if let Some(e) = &p.last_error {
+        if let Some(e) = p["last_error"].as_str() {
             out!("{:>14}last error: {e}", "");
         }
     }
@@ -519,6 +693,492 @@ async fn daemon(loaded: LoadedConfig, options: utter::daemon::DaemonOptions) -> 
         Ok(()) => exit::OK,
         Err(e) => {
             eprintln!("utter daemon: {e}");
+            exit::RUNNER
+        }
+    }
+}
+
+/// Ask a yes/no question on the terminal (stderr, then a line from stdin); only `y` or `yes`
+/// approve. Runs on the blocking pool.
+async fn prompt_yes_no(prompt: String) -> bool {
+    tokio::task::spawn_blocking(move || {
+        eprint!("{prompt}");
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).is_ok()
+            && matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+    })
+    .await
+    .unwrap_or(false)
+}
+
+// ---------------------------------------------------------------------------------------
+// Client commands: the running service, through its socket (src/client.rs).
+
+/// `host.confirm` from the service during `utter say`: ask on the terminal; without one,
+/// deny at once.
+fn terminal_confirm_handler() -> ConfirmHandler {
+    let interactive = std::io::stdin().is_terminal();
+    Arc::new(move |params: Value| {
+        Box::pin(async move {
+            let field = |k: &str| match &params[k] {
+                Value::String(s) => s.clone(),
+                Value::Null => "?".to_owned(),
+                other => other.to_string(),
+            };
+            if !interactive {
+                eprintln!(
+                    "utter say: {} needs confirmation, but stdin is not a terminal; denied (run it in a terminal to answer)",
+                    field("summary")
+                );
+                return false;
+            }
+            prompt_yes_no(format!(
+                "Confirm: {} (op {}, args {}, provenance {}) [y/N] ",
+                field("summary"),
+                field("op"),
+                field("args"),
+                field("provenance")
+            ))
+            .await
+        })
+    })
+}
+
+/// `utter say` through the running service.
+async fn say_remote(client: Client, args: &SayArgs, explicit_config: bool) -> u8 {
+    if explicit_config {
+        eprintln!(
+            "utter say: using the running service at {} with its own configuration (--config is not used; pass --local to run in this process)",
+            client.path().display()
+        );
+    }
+    let mut params = json!({"utterance": args.utterance, "dry_run": args.dry_run});
+    if let Some(ms) = args.timeout_ms {
+        params["timeout_ms"] = json!(ms);
+    }
+    let result = client.call("runner.command", params).await;
+    client.close();
+    match result {
+        Ok(outcome) => {
+            if args.json {
+                out!(
+                    "{}",
+                    serde_json::to_string_pretty(&outcome).unwrap_or_default()
+                );
+            } else {
+                print_outcome(&outcome);
+            }
+            let results = outcome["results"].as_array().cloned().unwrap_or_default();
+            let all_ok = !results.is_empty() && results.iter().all(|r| r["ok"] == true);
+            if all_ok { exit::OK } else { exit::NOT_DONE }
+        }
+        Err(e) => {
+            if args.json {
+                out!("{}", json!({"utterance": args.utterance, "error": e}));
+            }
+            eprintln!("utter say: {} [{}]", e.message, e.code);
+            if e.code == -32602 {
+                exit::USAGE
+            } else {
+                exit::RUNNER
+            }
+        }
+    }
+}
+
+/// Connect to the running service: the socket from --socket or the config (an invalid
+/// config only warns here: it must not keep a client from the service).
+async fn connect_service(
+    socket: &Option<PathBuf>,
+    config_path: &Option<PathBuf>,
+    what: &str,
+) -> Result<Client, u8> {
+    let config = match config::load(config_path.as_deref()) {
+        Ok(loaded) => loaded.config,
+        Err(e) => {
+            for issue in &e.errors {
+                tracing::warn!("config: {issue}");
+            }
+            tracing::warn!("the configuration is invalid; using the default socket path");
+            config::Config::default()
+        }
+    };
+    let path = utter::socket::resolve_path(socket.as_deref(), &config);
+    let token = utter::client::client_token(config.socket.as_ref().map(|s| s.token.as_str()));
+    Client::connect(&path, token, None).await.map_err(|e| {
+        eprintln!("utter {what}: {e}");
+        exit::RUNNER
+    })
+}
+
+/// Report a failed call: the message and code on stderr.
+fn call_failed(what: &str, e: &ErrorObject) -> u8 {
+    eprintln!("utter {what}: {} [{}]", e.message, e.code);
+    exit::RUNNER
+}
+
+async fn status(socket: &Option<PathBuf>, config_path: &Option<PathBuf>, json: bool) -> u8 {
+    let client = match connect_service(socket, config_path, "status").await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let status = match client.call("runner.status", json!({})).await {
+        Ok(s) => s,
+        Err(e) => return call_failed("status", &e),
+    };
+    if json {
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&status).unwrap_or_default()
+        );
+    } else {
+        out!(
+            "runner {}: {} (config {}) at {}",
+            status["version"].as_str().unwrap_or("?"),
+            status["state"].as_str().unwrap_or("?"),
+            status["config"].as_str().unwrap_or("?"),
+            client.path().display()
+        );
+        print_plugins(status["plugins"].as_array().map_or(&[], Vec::as_slice));
+    }
+    exit::OK
+}
+
+async fn pending(socket: &Option<PathBuf>, config_path: &Option<PathBuf>, json: bool) -> u8 {
+    let client = match connect_service(socket, config_path, "pending").await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let list = match client.call("runner.pending", json!({})).await {
+        Ok(l) => l,
+        Err(e) => return call_failed("pending", &e),
+    };
+    if json {
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&list).unwrap_or_default()
+        );
+        return exit::OK;
+    }
+    let items = list.as_array().cloned().unwrap_or_default();
+    if items.is_empty() {
+        out!("no confirmations are pending");
+        return exit::OK;
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    for p in &items {
+        out!(
+            "{}  {}",
+            p["id"].as_str().unwrap_or("?"),
+            p["summary"].as_str().unwrap_or("?")
+        );
+        out!(
+            "    op {}, args {}, provenance {}, expires in {} s",
+            p["op"].as_str().unwrap_or("?"),
+            p["args"],
+            p["provenance"].as_str().unwrap_or("?"),
+            p["expires"].as_u64().unwrap_or(now).saturating_sub(now)
+        );
+    }
+    out!("answer with: utter confirm ID yes|no");
+    exit::OK
+}
+
+async fn confirm(
+    socket: &Option<PathBuf>,
+    config_path: &Option<PathBuf>,
+    id: &str,
+    approved: bool,
+) -> u8 {
+    let client = match connect_service(socket, config_path, "confirm").await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client
+        .call("runner.confirm", json!({"id": id, "approved": approved}))
+        .await
+    {
+        Ok(_) => {
+            out!(
+                "confirmation {id} {}",
+                if approved { "approved" } else { "denied" }
+            );
+            exit::OK
+        }
+        Err(e) if e.code == -32602 => {
+            eprintln!("utter confirm: {}", e.message);
+            exit::NOT_DONE
+        }
+        Err(e) => call_failed("confirm", &e),
+    }
+}
+
+async fn reload(socket: &Option<PathBuf>, config_path: &Option<PathBuf>, json: bool) -> u8 {
+    let client = match connect_service(socket, config_path, "reload").await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.call("runner.reload", json!({})).await {
+        Ok(report) => {
+            if json {
+                out!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default()
+                );
+            } else {
+                out!("config reloaded: {}", reload_summary(&report));
+            }
+            exit::OK
+        }
+        Err(e) if e.code == -32602 => {
+            let errors = e
+                .data
+                .as_ref()
+                .and_then(|d| d["errors"].as_array().cloned())
+                .unwrap_or_default();
+            if json {
+                out!("{}", json!({"ok": false, "error": e}));
+            }
+            for issue in &errors {
+                eprintln!("error: {}", issue_line(issue));
+            }
+            if errors.is_empty() {
+                eprintln!("error: {}", e.message);
+            }
+            eprintln!(
+                "utter reload: the configuration is invalid; the service keeps running the one it had (fix it, then check it with `utter check-config`)"
+            );
+            exit::CONFIG
+        }
+        Err(e) => call_failed("reload", &e),
+    }
+}
+
+/// `added a; removed -; restarted -; unchanged b, c` from a reload report.
+fn reload_summary(report: &Value) -> String {
+    let ids = |k: &str| {
+        let items: Vec<&str> = report[k]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if items.is_empty() {
+            "-".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    format!(
+        "added {}; removed {}; restarted {}; unchanged {}",
+        ids("added"),
+        ids("removed"),
+        ids("restarted"),
+        ids("unchanged")
+    )
+}
+
+/// `file:line: key: message` from a config issue as `runner.reload` reports it.
+fn issue_line(issue: &Value) -> String {
+    let mut line = issue["file"].as_str().unwrap_or("?").to_owned();
+    if let Some(n) = issue["line"].as_u64() {
+        line.push_str(&format!(":{n}"));
+    }
+    if let Some(key) = issue["key"].as_str() {
+        line.push_str(&format!(": {key}"));
+    }
+    line.push_str(&format!(": {}", issue["message"].as_str().unwrap_or("")));
+    line
+}
+
+async fn events(socket: &Option<PathBuf>, config_path: &Option<PathBuf>, json: bool) -> u8 {
+    let mut client = match connect_service(socket, config_path, "events").await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if let Err(e) = client.subscribe().await {
+        return call_failed("events", &e);
+    }
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    loop {
+        let params = tokio::select! {
+            params = client.next_event() => params,
+            _ = &mut interrupted => return exit::OK,
+        };
+        let Some(params) = params else {
+            eprintln!("utter events: the runner closed the connection");
+            return exit::RUNNER;
+        };
+        let event = &params["event"];
+        if json {
+            out!("{event}");
+        } else {
+            out!("{}", describe_event(event));
+        }
+        if STDOUT_FAILED.load(std::sync::atomic::Ordering::Relaxed) {
+            return exit::RUNNER;
+        }
+        if event["event"] == "dropped" {
+            // Fell behind: start again with a fresh snapshot (when the runner is stopping,
+            // the connection closes and the loop ends above).
+            if let Err(e) = client.subscribe().await {
+                return call_failed("events", &e);
+            }
+        }
+    }
+}
+
+/// One line for a person about one event.
+fn describe_event(event: &Value) -> String {
+    let s = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    match event["event"].as_str().unwrap_or("") {
+        "snapshot" => {
+            let status = &event["status"];
+            let plugins: Vec<String> = status["plugins"]
+                .as_array()
+                .map(|ps| {
+                    ps.iter()
+                        .map(|p| {
+                            format!("{} {} (epoch {})", s(&p["id"]), s(&p["status"]), p["epoch"])
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!(
+                "snapshot: runner {} {}; plugins: {}",
+                s(&status["version"]),
+                s(&status["state"]),
+                if plugins.is_empty() {
+                    "none".to_owned()
+                } else {
+                    plugins.join(", ")
+                }
+            )
+        }
+        "plugin_state" => format!(
+            "plugin {}: {} (epoch {})",
+            s(&event["id"]),
+            s(&event["status"]),
+            event["epoch"]
+        ),
+        "state" => format!("state: {}", s(&event["state"])),
+        "confirmation_requested" => format!(
+            "confirmation {} requested: {} (op {}, args {}, provenance {}); answer with `utter confirm {} yes|no`",
+            s(&event["id"]),
+            s(&event["summary"]),
+            s(&event["op"]),
+            event["args"],
+            s(&event["provenance"]),
+            s(&event["id"])
+        ),
+        "confirmation_resolved" => format!(
+            "confirmation {} {} by {}",
+            s(&event["id"]),
+            if event["approved"] == true {
+                "approved"
+            } else {
+                "denied"
+            },
+            s(&event["by"])
+        ),
+        "command_finished" => {
+            let results = event["results"].as_array().cloned().unwrap_or_default();
+            let ok = results.iter().filter(|r| r["ok"] == true).count();
+            format!(
+                "command {} finished: {ok} of {} step(s) ok",
+                event["utterance"],
+                results.len()
+            )
+        }
+        "reloaded" => format!("config reloaded: {}", reload_summary(&event["report"])),
+        "dropped" => format!("dropped: {}", s(&event["reason"])),
+        _ => event.to_string(),
+    }
+}
+
+/// `utter install --user`.
+fn install(args: InstallArgs) -> u8 {
+    use utter::install::{Dirs, InstallOptions};
+    if !args.user {
+        eprintln!("utter install: only per-user installs exist so far; run `utter install --user`");
+        return exit::USAGE;
+    }
+    let executable = match std::env::current_exe() {
+        Ok(path) => path,
+        Err(e) => {
+            eprintln!("utter install: cannot find the running utter binary to copy: {e}");
+            return exit::RUNNER;
+        }
+    };
+    let options = InstallOptions {
+        executable,
+        bin_dir: args.bin_dir,
+        dry_run: args.dry_run,
+        run_systemctl: !args.no_systemctl,
+    };
+    match Dirs::from_env().and_then(|dirs| utter::install::install(&dirs, &options)) {
+        Ok(report) => {
+            if args.json {
+                out!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default()
+                );
+            } else {
+                out!("{}", report.to_text().trim_end());
+            }
+            exit::OK
+        }
+        Err(e) => {
+            if args.json {
+                out!("{}", serde_json::json!({"error": e.to_string()}));
+            }
+            eprintln!("utter install: {e}");
+            exit::RUNNER
+        }
+    }
+}
+
+/// `utter uninstall --user`.
+fn uninstall(args: UninstallArgs) -> u8 {
+    use utter::install::{Dirs, UninstallOptions};
+    if !args.user {
+        eprintln!(
+            "utter uninstall: only per-user installs exist so far; run `utter uninstall --user`"
+        );
+        return exit::USAGE;
+    }
+    let options = UninstallOptions {
+        dry_run: args.dry_run,
+        force: args.force,
+        run_systemctl: !args.no_systemctl,
+    };
+    match Dirs::from_env().and_then(|dirs| utter::install::uninstall(&dirs, &options)) {
+        Ok(report) => {
+            if args.json {
+                out!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default()
+                );
+            } else {
+                out!("{}", report.to_text().trim_end());
+            }
+            if report.kept_any() {
+                exit::NOT_DONE
+            } else {
+                exit::OK
+            }
+        }
+        Err(e) => {
+            if args.json {
+                out!("{}", serde_json::json!({"error": e.to_string()}));
+            }
+            eprintln!("utter uninstall: {e}");
             exit::RUNNER
         }
     }

@@ -9,7 +9,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 
-packages=(dbus-daemon dbus-bin xdg-utils mpv mpv-mpris sox)
+packages=(dbus-daemon dbus-bin libglib2.0-bin systemd util-linux python3 xdg-utils mpv mpv-mpris sox)
 
 missing=()
 for p in "${packages[@]}"; do
