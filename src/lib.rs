@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod config;
 pub mod confirm;
 pub mod daemon;

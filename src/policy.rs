@@ -355,6 +355,60 @@ pub fn summary(op: &str, args: &Value) -> String {
     }
 }
 
+/// Canonical JSON: object keys sorted by their UTF-8 bytes at every level, no whitespace,
+/// strings and numbers as `serde_json` writes them. Two values that are equal as JSON have the
+/// same canonical text whatever order their maps were built in.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                if let Some(v) = map.get(key) {
+                    write_canonical(v, out);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// The SHA-256 (lowercase hex) of the canonical JSON of `value`.
+pub fn sha256_hex(value: &Value) -> String {
+    use sha2::Digest;
+    let hash = sha2::Sha256::digest(canonical_json(value).as_bytes());
+    hash.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The digest a confirmation and a candidate are bound to: SHA-256 over the canonical JSON of
+/// `{op, args, provenance}`.
+pub fn step_digest(op: &str, args: &Value, provenance: Provenance) -> String {
+    sha256_hex(&json!({"op": normalise_op(op), "args": args, "provenance": provenance.as_str()}))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,6 +513,28 @@ mod tests {
             Provenance::Title.least_trusted(Provenance::User),
             Provenance::Title
         );
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level() {
+        let a: Value =
+            serde_json::from_str(r#"{"b":1,"a":{"z":[{"y":2,"x":"\u00e9"}],"c":null}}"#).unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"a":{"c":null,"z":[{"x":"é","y":2}]},"b":1}"#).unwrap();
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"c":null,"z":[{"x":"é","y":2}]},"b":1}"#
+        );
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+        assert_eq!(
+            step_digest("open_url", &a, Provenance::User),
+            step_digest("action.open_url", &b, Provenance::User)
+        );
+        assert_ne!(
+            step_digest("open_url", &a, Provenance::User),
+            step_digest("open_url", &a, Provenance::Screen)
+        );
+        assert_eq!(step_digest("x", &json!({}), Provenance::User).len(), 64);
     }
 
     #[test]
