@@ -219,12 +219,12 @@ mod tests {
     use serde_json::json;
 
     fn request() -> ConfirmRequest {
-        ConfirmRequest {
-            op: "terminal".into(),
-            args: json!({"command": "ls"}),
-            provenance: Provenance::User,
-            summary: "run command \"ls\"".into(),
-        }
+        ConfirmRequest::new(
+            "terminal",
+            &json!({"command": "ls"}),
+            Provenance::User,
+            "run command \"ls\"",
+        )
     }
 
     #[test]
