@@ -806,7 +806,9 @@ pub fn context_drift(
             }
         }
     }
-    if FOCUS_DEPENDENT_OPS.contains(&op) {
+    // A focus-dependent op that names its window acts on that window, wherever the focus is.
+    let names_window = args.get("window_id").is_some_and(|v| !v.is_null());
+    if FOCUS_DEPENDENT_OPS.contains(&op) && !names_window {
         let focused = |s: Option<&Value>| {
             s.and_then(|s| s.get("focused")).map(|f| {
                 f.get("window_id")

@@ -226,6 +226,11 @@ impl Policy {
         Policy { rules }
     }
 
+    /// Every op the registry knows, by name.
+    pub fn registered(&self) -> Vec<OpRule> {
+        self.rules.values().cloned().collect()
+    }
+
     /// The rule for `op`; an unregistered op gets the open default (enabled, every argument
     /// concrete).
     pub fn rule(&self, op: &str) -> OpRule {

@@ -248,6 +248,16 @@ impl OpSpec {
                             format!("{}/{name}", path.trim_start_matches('/'))
                         }
                     }
+                    jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected }
+                        if !unexpected.is_empty() =>
+                    {
+                        let name = unexpected.join(", ");
+                        if path.is_empty() {
+                            name
+                        } else {
+                            format!("{}/{name}", path.trim_start_matches('/'))
+                        }
+                    }
                     _ => path.trim_start_matches('/').to_owned(),
                 };
                 let field = if field.is_empty() {
