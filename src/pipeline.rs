@@ -435,7 +435,19 @@ impl Pipeline<'_> {
         let Some(map) = answer.as_object() else {
             return Err(refuse("did not answer an object".into()));
         };
-        if let Some(extra) = map.keys().find(|k| k.as_str() != "choice_id") {
+        // Besides the id, only the documented numeric confidence may come back: `probability`
+        // (a number) and `distribution` (candidate id → number). Anything else, above all a
+        // structure with an op or arguments, is refused.
+        let known_ids = |k: &String| held.iter().any(|h| &h.id == k);
+        let extra = map.iter().find(|(k, v)| match k.as_str() {
+            "choice_id" => false,
+            "probability" => !v.is_number(),
+            "distribution" => !v
+                .as_object()
+                .is_some_and(|d| d.iter().all(|(id, p)| known_ids(id) && p.is_number())),
+            _ => true,
+        });
+        if let Some((extra, _)) = extra {
             let e = refuse(format!("sent back {extra:?}"));
             self.record(
                 AuditEntry::new(utterance, method, &answer, Provenance::Screen, "denied")

@@ -342,6 +342,8 @@ async fn a_chooser_selects_by_id_and_cannot_send_back_a_structure() {
         json!({"choice_id": "c1", "args": {"url": "https://evil.example"}}),
         json!({"id": "c1", "op": "open_url", "args": {"url": "https://evil.example"}}),
         json!({"choice_id": "c9"}),
+        json!({"choice_id": "c1", "probability": "certain"}),
+        json!({"choice_id": "c1", "distribution": {"c1": 0.5, "https://evil.example": 0.5}}),
         json!({"choice_id": 1}),
         json!("c1"),
     ] {
@@ -938,7 +940,13 @@ async fn screen_text_never_reaches_an_action_as_an_argument() {
                     "context.live@1",
                 ]),
             ),
-            ("llm", args(&["--choose", "c1"])),
+            (
+                "llm",
+                args(&[
+                    "--choose-raw",
+                    r#"{"choice_id":"c1","probability":0.9,"distribution":{"c1":0.9,"c2":0.1}}"#,
+                ]),
+            ),
         ],
         "",
     )
