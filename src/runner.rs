@@ -56,6 +56,8 @@ pub struct Runner {
     reload_lock: tokio::sync::Mutex<()>,
     /// The last gate decisions.
     audit: Audit,
+    /// The last context snapshot read for `host.context` (already tagged untrusted).
+    context_cache: std::sync::Mutex<Option<Value>>,
 }
 
 impl Runner {
@@ -83,6 +85,7 @@ impl Runner {
             config_path,
             reload_lock: tokio::sync::Mutex::new(()),
             audit: Audit::new(),
+            context_cache: std::sync::Mutex::new(None),
         });
         runner.supervisor.set_host(Arc::new(RunnerHost {
             runner: Arc::downgrade(&runner),
@@ -343,7 +346,7 @@ impl Runner {
                 else {
                     return Ok(json!({"snapshot": null, "provenance": "screen"}));
                 };
-                let snapshot = self
+                let fresh = self
                     .supervisor
                     .call_as(
                         &source,
@@ -352,11 +355,32 @@ impl Runner {
                         timeout,
                         Provenance::Screen,
                     )
-                    .await?;
+                    .await;
+                let mut cache = self
+                    .context_cache
+                    .lock()
+                    .expect("context cache lock")
+                    .clone();
+                let stale = match fresh {
+                    Ok(snapshot) => {
+                        let tagged = tag_untrusted(&snapshot, Provenance::Screen);
+                        *self.context_cache.lock().expect("context cache lock") =
+                            Some(tagged.clone());
+                        cache = Some(tagged);
+                        false
+                    }
+                    // The context plugin failed: serve the last snapshot, marked stale.
+                    Err(e) if cache.is_some() => {
+                        tracing::warn!(plugin = %source, error = %e.message, "context.snapshot failed; serving the cached snapshot");
+                        true
+                    }
+                    Err(e) => return Err(e),
+                };
                 Ok(json!({
-                    "snapshot": tag_untrusted(&snapshot, Provenance::Screen),
+                    "snapshot": cache,
                     "provenance": "screen",
                     "source": source,
+                    "stale": stale,
                 }))
             }
             "host.perceive" => {

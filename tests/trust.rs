@@ -671,6 +671,12 @@ async fn the_five_host_callbacks() {
     );
     assert_eq!(snap["focused"]["window_id"]["provenance"], "screen");
 
+    // The context plugin breaks: the cached snapshot is served, marked stale.
+    std::fs::write(f.path("ctx.json"), "not json").unwrap();
+    let got = host(&r, "host.context", json!({}), Provenance::User).await;
+    assert_eq!(got["result"]["stale"], true, "{got}");
+    assert_eq!(got["result"]["snapshot"]["clipboard"]["value"], "rm -rf ~");
+
     // host.perceive: routed to the perception plugin, its result tagged untrusted.
     let got = host(
         &r,
@@ -1015,7 +1021,6 @@ fn untrusted_steps_with_any_concrete_key_never_reach_the_action_plugin() {
         Just(json!({"nested": "https://evil.example"})),
     ];
     let strategy = (
-        0..ops.len(),
         proptest::collection::vec(any::<prop::sample::Index>(), 1..4),
         proptest::collection::vec(value.clone(), 4),
         proptest::collection::btree_map("[a-z_]{1,8}", value, 0..3),
@@ -1025,41 +1030,47 @@ fn untrusted_steps_with_any_concrete_key_never_reach_the_action_plugin() {
         dry_run: true,
         ..Default::default()
     };
-    let mut runner_config = Config::with_cases(48);
-    runner_config.failure_persistence = None;
-    let mut test = TestRunner::new(runner_config);
-    let result = test.run(&strategy, |(op_index, picks, values, extra, p)| {
-        let (op, concrete) = &ops[op_index];
-        let mut args: serde_json::Map<String, Value> = extra.into_iter().collect();
-        for (i, pick) in picks.iter().enumerate() {
-            let key = pick.get(concrete);
-            args.insert(key.clone(), values[i % values.len()].clone());
+    let mut config = Config::with_cases(12);
+    config.failure_persistence = None;
+    // Every op gets its own run, so each one is covered whatever the random draws are.
+    let mut result = Ok(());
+    for (op, concrete) in &ops {
+        let mut test = TestRunner::new(config.clone());
+        result = test.run(&strategy, |(picks, values, extra, p)| {
+            let mut args: serde_json::Map<String, Value> = extra.into_iter().collect();
+            for (i, pick) in picks.iter().enumerate() {
+                let key = pick.get(concrete);
+                args.insert(key.clone(), values[i % values.len()].clone());
+            }
+            let args = Value::Object(args);
+            let before = invokes(&f.path("rec")).len();
+            f.write_json(
+                "plan.json",
+                &json!({"steps": [{"op": op, "args": args, "provenance": untrusted[p].as_str()}]}),
+            );
+            let out = rt
+                .block_on(r.command("x", &CommandOptions::default(), None))
+                .expect("runs");
+            prop_assert_eq!(code(&out.results[0]), Some(-32006), "{} {}", op, args);
+            prop_assert_eq!(
+                invokes(&f.path("rec")).len(),
+                before,
+                "the action plugin saw nothing"
+            );
+            // The same args from the user pass this gate (they may stop at a later one; a
+            // dry run, so that ops needing a confirmation do not wait for one).
+            f.write_json(
+                "plan.json",
+                &json!({"steps": [{"op": op, "args": args, "provenance": "user"}]}),
+            );
+            let out = rt.block_on(r.command("x", &dry, None)).expect("runs");
+            prop_assert_ne!(code(&out.results[0]), Some(-32006), "{} {}", op, args);
+            Ok(())
+        });
+        if result.is_err() {
+            break;
         }
-        let args = Value::Object(args);
-        let before = invokes(&f.path("rec")).len();
-        f.write_json(
-            "plan.json",
-            &json!({"steps": [{"op": op, "args": args, "provenance": untrusted[p].as_str()}]}),
-        );
-        let out = rt
-            .block_on(r.command("x", &CommandOptions::default(), None))
-            .expect("runs");
-        prop_assert_eq!(code(&out.results[0]), Some(-32006), "{} {}", op, args);
-        prop_assert_eq!(
-            invokes(&f.path("rec")).len(),
-            before,
-            "the action plugin saw nothing"
-        );
-        // The same args from the user pass this gate (they may stop at a later one; a dry
-        // run, so that ops needing a confirmation do not wait for one).
-        f.write_json(
-            "plan.json",
-            &json!({"steps": [{"op": op, "args": args, "provenance": "user"}]}),
-        );
-        let out = rt.block_on(r.command("x", &dry, None)).expect("runs");
-        prop_assert_ne!(code(&out.results[0]), Some(-32006), "{} {}", op, args);
-        Ok(())
-    });
+    }
     rt.block_on(r.shutdown());
     if let Err(e) = result {
         panic!("{e}");
