@@ -1554,6 +1554,50 @@ mod tests {
     }
 
     #[test]
+    fn callbacks_run_with_the_least_trusted_request_in_flight() {
+        let list: Arc<Mutex<Vec<Provenance>>> = Arc::default();
+        assert_eq!(
+            least_trusted_in_flight(&list),
+            Provenance::Screen,
+            "none in flight"
+        );
+        list.lock().unwrap().push(Provenance::User);
+        assert_eq!(least_trusted_in_flight(&list), Provenance::User);
+        let guard = {
+            list.lock().unwrap().push(Provenance::Clipboard);
+            InFlight {
+                list: list.clone(),
+                provenance: Provenance::Clipboard,
+            }
+        };
+        assert_eq!(least_trusted_in_flight(&list), Provenance::Clipboard);
+        drop(guard);
+        assert_eq!(least_trusted_in_flight(&list), Provenance::User);
+    }
+
+    #[test]
+    fn op_specs_are_read_leniently_and_schemas_name_the_field() {
+        let specs = read_op_specs(&json!({"ops": [
+            "action.media",
+            {"op": "open_url", "needs_confirm": true, "args_schema": {"required": ["url"]}},
+            {"op": "broken", "args_schema": {"type": 5}},
+            {"no_op": true},
+            7,
+        ]}));
+        let names: Vec<&str> = specs.iter().map(|s| s.op.as_str()).collect();
+        assert_eq!(names, ["media", "open_url", "broken"]);
+        assert!(specs[1].needs_confirm && specs[1].side_effect);
+        let e = specs[1].validate(&json!({})).unwrap_err();
+        assert_eq!(
+            (e.code, e.data.unwrap()["field"].clone()),
+            (-32602, json!("url"))
+        );
+        assert_eq!(specs[2].validate(&json!({})).unwrap_err().code, -32000);
+        assert!(specs[0].validate(&json!({"anything": 1})).is_ok());
+        assert!(read_op_specs(&json!("nonsense")).is_empty());
+    }
+
+    #[test]
     fn paths_are_used_as_given() {
         assert_eq!(
             resolve_program("/bin/true", None),

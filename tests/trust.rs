@@ -165,6 +165,67 @@ async fn args_schema_is_checked_before_invoking_and_names_the_failing_field() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ops_registry_is_cached_per_instance_and_refreshed_by_a_respawn() {
+    let f = Files::new();
+    let strict =
+        json!([{"op": "record", "args_schema": {"properties": {"n": {"type": "integer"}}}}]);
+    f.write_json("ops.json", &strict);
+    f.write_json(
+        "plan.json",
+        &json!({"steps": [{"op": "record", "args": {"n": "seven"}}]}),
+    );
+    let r = runner(
+        &[(
+            "t",
+            args(&[
+                "--ops-file",
+                &f.arg("ops.json"),
+                "--plan-file",
+                &f.arg("plan.json"),
+                "--record",
+                &f.arg("rec"),
+            ]),
+        )],
+        "",
+    )
+    .await;
+    let out = r
+        .command("x", &CommandOptions::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(code(&out.results[0]), Some(-32602));
+    // The plugin would now say something else, but this instance's answer is cached.
+    f.write_json("ops.json", &json!([{"op": "record"}]));
+    let out = r
+        .command("x", &CommandOptions::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(code(&out.results[0]), Some(-32602));
+    // A respawned instance is asked again.
+    let _ = r.supervisor.call("t", "test.die", json!({}), LIMIT).await;
+    assert!(
+        common::wait_for(LIMIT, || {
+            let p = &r.plugins()[0];
+            p.epoch == 1 && p.status.is_running()
+        })
+        .await,
+        "respawned: {:?}",
+        r.plugins()
+    );
+    let out = r
+        .command("x", &CommandOptions::default(), None)
+        .await
+        .unwrap();
+    assert!(out.results[0].ok, "{:?}", out.results[0]);
+    let asked = records(&f.path("rec"))
+        .into_iter()
+        .filter(|r| r["method"] == "action.capabilities")
+        .count();
+    assert_eq!(asked, 2, "once per instance");
+    r.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_can_add_a_confirmation_but_never_remove_one() {
     let f = Files::new();
     let ops = json!([

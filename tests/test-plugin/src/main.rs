@@ -20,6 +20,7 @@
 //! * `--plan-file FILE`: `router.plan` answers the JSON object in FILE, read at each call
 //!   (`{steps}` or `{candidates, choose}`).
 //! * `--ops JSON`: entries put first in `action.capabilities` (e.g. with `args_schema`).
+//! * `--ops-file FILE`: the same, read from FILE at each `action.capabilities` call.
 //! * `--context FILE`: serve `context.snapshot` with the JSON in FILE, read at each call.
 //! * `--choose ID` / `--choose-raw JSON`: serve `llm.choose`, answering `{choice_id: ID}` or
 //!   the raw JSON.
@@ -60,6 +61,7 @@ struct Options {
     plan: Option<Value>,
     plan_file: Option<String>,
     ops: Vec<Value>,
+    ops_file: Option<String>,
     context: Option<String>,
     choose: Option<Value>,
     choose_from_context: bool,
@@ -97,6 +99,7 @@ fn parse_args() -> Options {
                     o.ops = ops;
                 }
             }
+            "--ops-file" => o.ops_file = Some(value()),
             "--context" => o.context = Some(value()),
             "--choose" => o.choose = Some(json!({"choice_id": value()})),
             "--choose-raw" => o.choose = utter_protocol::serde_json::from_str(&value()).ok(),
@@ -275,6 +278,12 @@ async fn main() -> ExitCode {
                         }
                         "action.capabilities" => {
                             let mut ops = o.ops.clone();
+                            if let Some(path) = &o.ops_file {
+                                let text = std::fs::read_to_string(path).unwrap_or_default();
+                                if let Ok(Value::Array(more)) = utter_protocol::serde_json::from_str(&text) {
+                                    ops.extend(more);
+                                }
+                            }
                             ops.extend([
                                 json!({"op": "open_url", "side_effect": true}),
                                 json!({"op": "record", "side_effect": true}),
