@@ -780,7 +780,14 @@ pub fn context_drift(
     before: Option<&Value>,
     after: Option<&Value>,
 ) -> Option<String> {
-    if before.is_none() && after.is_none() {
+    // A focus-dependent op that names its window acts on that window, wherever the focus is.
+    let names_window = args.get("window_id").is_some_and(|v| !v.is_null());
+    let targets = names_window
+        || ["app", "app_id"]
+            .iter()
+            .any(|k| args.get(*k).is_some_and(Value::is_string));
+    let focus_dependent = FOCUS_DEPENDENT_OPS.contains(&op) && !names_window;
+    if (before.is_none() && after.is_none()) || !(targets || focus_dependent) {
         return None;
     }
     let Some(after) = after.filter(|a| a.is_object()) else {
@@ -818,9 +825,7 @@ pub fn context_drift(
             }
         }
     }
-    // A focus-dependent op that names its window acts on that window, wherever the focus is.
-    let names_window = args.get("window_id").is_some_and(|v| !v.is_null());
-    if FOCUS_DEPENDENT_OPS.contains(&op) && !names_window {
+    if focus_dependent {
         let focused = |s: Option<&Value>| {
             s.and_then(|s| s.get("focused")).map(|f| {
                 f.get("window_id")
@@ -898,4 +903,53 @@ fn read_action_result(value: &Value) -> Result<(bool, String), ErrorObject> {
         .unwrap_or("")
         .to_owned();
     Ok((ok, detail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desk(windows: &[(i64, &str)], focused: i64) -> Value {
+        json!({
+            "focused": {"window_id": focused},
+            "windows": windows.iter().map(|(id, app)| json!({"window_id": id, "app_id": app})).collect::<Vec<_>>(),
+        })
+    }
+
+    #[test]
+    fn context_drift_checks_targets_and_focus() {
+        let both = desk(&[(1, "firefox"), (2, "foot")], 1);
+        let one = desk(&[(2, "foot")], 2);
+        let moved = desk(&[(1, "firefox"), (2, "foot")], 2);
+        let close = json!({"app": "firefox", "window_id": 1});
+        assert_eq!(
+            context_drift("close_app", &close, Some(&both), Some(&both)),
+            None
+        );
+        assert!(context_drift("close_app", &close, Some(&both), Some(&one)).is_some());
+        // It names its window: the focus moving elsewhere does not matter.
+        assert_eq!(
+            context_drift("close_app", &close, Some(&both), Some(&moved)),
+            None
+        );
+        let chord = json!({"chord": "ctrl+w"});
+        assert!(context_drift("key", &chord, Some(&both), Some(&moved)).is_some());
+        assert!(context_drift("key", &chord, Some(&both), Some(&Value::Null)).is_some());
+        // Steps that do not depend on the context are not held up by it.
+        let url = json!({"url": "https://example.com"});
+        assert_eq!(
+            context_drift("open_url", &url, Some(&both), Some(&Value::Null)),
+            None
+        );
+        assert_eq!(context_drift("key", &chord, None, None), None);
+        assert!(
+            context_drift(
+                "focus_app",
+                &json!({"app": "vlc"}),
+                Some(&both),
+                Some(&both)
+            )
+            .is_some()
+        );
+    }
 }
