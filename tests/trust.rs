@@ -827,6 +827,39 @@ async fn the_five_host_callbacks() {
         }
     );
 
+    // With no request in flight, a callback counts as untrusted.
+    let _ = std::fs::remove_file(f.path("go"));
+    let scheduled = r
+        .supervisor
+        .call(
+            "t",
+            "test.host-later",
+            json!({"method": "host.action", "params": url, "after_file": f.arg("go")}),
+            LIMIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(scheduled["scheduled"], true);
+    std::fs::write(f.path("go"), "").unwrap();
+    let rec = f.path("rec");
+    assert!(
+        common::wait_for(LIMIT, || records(&rec)
+            .iter()
+            .any(|r| r.get("later").is_some()))
+        .await,
+        "the late callback was made"
+    );
+    let later = records(&rec)
+        .into_iter()
+        .find(|r| r.get("later").is_some())
+        .unwrap();
+    assert_eq!(later["answer"]["error"]["code"], -32006, "{later}");
+    assert_eq!(
+        invokes(&rec).len(),
+        1,
+        "still only the one user-provenance action"
+    );
+
     // Anything else from a plugin is not served.
     let got = host(&r, "runner.status", json!({}), Provenance::User).await;
     assert_eq!(got["error"]["code"], -32601, "{got}");

@@ -30,7 +30,8 @@
 //!   authored from the first string.
 //!
 //! Methods: `test.host {method, params}` (calls the runner back and returns
-//! `{result}` or `{error}`), `test.echo` (returns its params and the epoch), `test.die` (exits with status 7
+//! `{result}` or `{error}`), `test.host-later {method, params, after_file}` (answers at once,
+//! then makes that call once `after_file` exists and records the answer), `test.echo` (returns its params and the epoch), `test.die` (exits with status 7
 //! before answering), `test.hang` (never answers), `test.badjson` (writes a frame of
 //! invalid JSON, then answers normally), `test.garbage` (writes a broken header,
 //! so the stream cannot be resynchronised), `action.capabilities`, `action.invoke` (records
@@ -208,7 +209,7 @@ async fn main() -> ExitCode {
                         }
                         "plugin.describe" => {
                             let mut methods = vec!["test.echo", "test.die", "test.hang", "test.garbage", "test.badjson",
-                                                   "test.host", "action.capabilities", "action.invoke", "router.plan"];
+                                                   "test.host", "test.host-later", "action.capabilities", "action.invoke", "router.plan"];
                             if o.context.is_some() {
                                 methods.push("context.snapshot");
                             }
@@ -224,6 +225,30 @@ async fn main() -> ExitCode {
                                 Ok(v) => Ok(json!({"result": v})),
                                 Err(e) => Ok(json!({"error": e})),
                             }
+                        }
+                        "test.host-later" => {
+                            // Answer at once; once `after_file` exists (the runner has its
+                            // answer, so nothing is in flight), call the runner back and record
+                            // what it said as {"later": method, "answer": ...}.
+                            let method = r.params["method"].as_str().unwrap_or("").to_owned();
+                            let params = r.params.get("params").cloned().unwrap_or(json!({}));
+                            let after = r.params["after_file"].as_str().unwrap_or("").to_owned();
+                            let later = conn.clone();
+                            let record_to = o.record.clone();
+                            tokio::spawn(async move {
+                                for _ in 0..3000 {
+                                    if std::path::Path::new(&after).exists() {
+                                        break;
+                                    }
+                                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                                }
+                                let answer = match later.request(&method, params, Some(std::time::Duration::from_secs(30))).await {
+                                    Ok(v) => json!({"result": v}),
+                                    Err(e) => json!({"error": e}),
+                                };
+                                record(&record_to, json!({"later": method, "answer": answer}));
+                            });
+                            Ok(json!({"scheduled": true}))
                         }
                         "context.snapshot" => {
                             let text = o.context.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
