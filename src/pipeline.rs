@@ -572,9 +572,12 @@ impl Pipeline<'_> {
             .await
         {
             Ok((decision, plugin)) => {
-                self.record(
-                    AuditEntry::new(utterance, &op, &args, provenance, "allowed").by("policy"),
-                );
+                let mut entry =
+                    AuditEntry::new(utterance, &op, &args, provenance, "allowed").by("policy");
+                if let Some(p) = &plugin {
+                    entry = entry.plugin(p.clone());
+                }
+                self.record(entry);
                 Ok(Prepared {
                     op,
                     args,

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
@@ -36,6 +37,10 @@ use utter_protocol::{
 
 use crate::config::{Config, PluginEntry, Runtime, Transport};
 use crate::policy::Provenance;
+
+/// How many `host.*` callbacks of one plugin instance are served at once; more are refused
+/// with `-32003`.
+pub const MAX_HOST_CALLS_IN_FLIGHT: usize = 16;
 
 /// The hard maximum of any per-request `timeout_ms`, in ms.
 pub const HARD_MAX_TIMEOUT_MS: u64 = 60_000;
@@ -1236,6 +1241,7 @@ async fn serve_plugin_requests(
     host: HostSlot,
     in_flight: Arc<Mutex<Vec<Provenance>>>,
 ) {
+    let busy = Arc::new(AtomicUsize::new(0));
     while let Some(msg) = incoming.recv().await {
         match msg {
             Incoming::Request(req) => {
@@ -1257,14 +1263,34 @@ async fn serve_plugin_requests(
                         .await;
                     continue;
                 };
+                // Bounded: a plugin flooding the runner with callbacks (or looping through
+                // host.action into itself) is refused instead of growing tasks without limit.
+                if busy.load(Ordering::SeqCst) >= MAX_HOST_CALLS_IN_FLIGHT {
+                    warn!(plugin = %id, method = %req.method, "too many host callbacks in flight; refused");
+                    let _ = conn
+                        .respond(
+                            req.id,
+                            Err(ErrorObject::new(
+                                ErrorCode::Denied,
+                                format!(
+                                    "too many host callbacks in flight (at most {MAX_HOST_CALLS_IN_FLIGHT} per plugin)"
+                                ),
+                            )),
+                        )
+                        .await;
+                    continue;
+                }
+                busy.fetch_add(1, Ordering::SeqCst);
                 let provenance = least_trusted_in_flight(&in_flight);
                 let conn = conn.clone();
                 let id = id.clone();
+                let busy = busy.clone();
                 tokio::spawn(async move {
                     debug!(plugin = %id, method = %req.method, %provenance, "host callback");
                     let result = handler
                         .handle(id, epoch, req.method, req.params, provenance)
                         .await;
+                    busy.fetch_sub(1, Ordering::SeqCst);
                     let _ = conn.respond(req.id, result).await;
                 });
             }

@@ -1170,3 +1170,43 @@ fn untrusted_steps_with_any_concrete_key_never_reach_the_action_plugin() {
         panic!("{e}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_callbacks_is_bounded() {
+    let r = runner(&[("t", Vec::new())], "").await;
+    let max = utter::supervisor::MAX_HOST_CALLS_IN_FLIGHT;
+    let calls: Vec<_> = (0..max + 4)
+        .map(|i| {
+            let r = r.clone();
+            tokio::spawn(async move {
+                host(
+                    &r,
+                    "host.confirm",
+                    json!({"op": "record", "args": {"i": i}, "summary": "flood"}),
+                    Provenance::User,
+                )
+                .await
+            })
+        })
+        .collect();
+    assert!(
+        common::wait_for(LIMIT, || r.confirmations.pending().len() == max).await,
+        "{} pending",
+        r.confirmations.pending().len()
+    );
+    for p in r.confirmations.pending() {
+        r.confirmations.answer(&p.id, false, "test").unwrap();
+    }
+    let mut refused = 0;
+    let mut answered = 0;
+    for call in calls {
+        let got = call.await.unwrap();
+        if got["error"]["code"] == -32003 {
+            refused += 1;
+        } else if got["result"]["approved"] == false {
+            answered += 1;
+        }
+    }
+    assert_eq!((answered, refused), (max, 4));
+    r.shutdown().await;
+}
