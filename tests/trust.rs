@@ -46,9 +46,8 @@ impl Files {
     }
 }
 
-/// A runner with one test-plugin instance per `(id, args)`, in that order (the first is the
-/// router and action plugin), and `extra` TOML appended (e.g. a `[policy]` section).
-async fn runner(plugins: &[(&str, Vec<String>)], extra: &str) -> Arc<Runner> {
+/// The config text of [`runner`].
+fn config_text(plugins: &[(&str, Vec<String>)], extra: &str) -> String {
     let program = common::bin("utter-test-plugin").display().to_string();
     let mut text = String::from(
         "config_version = 1\n[runner]\nrpc_timeout_ms = 10000\ndrain_timeout_ms = 300\nkill_timeout_ms = 300\nconfirm_timeout_ms = 20000\n",
@@ -62,6 +61,13 @@ async fn runner(plugins: &[(&str, Vec<String>)], extra: &str) -> Arc<Runner> {
             json!(argv)
         ));
     }
+    text
+}
+
+/// A runner with one test-plugin instance per `(id, args)`, in that order (the first is the
+/// router and action plugin), and `extra` TOML appended (e.g. a `[policy]` section).
+async fn runner(plugins: &[(&str, Vec<String>)], extra: &str) -> Arc<Runner> {
+    let text = config_text(plugins, extra);
     let loaded = config::parse(&text, "trust-test.toml").expect("valid config");
     let options = SupervisorOptions::from_config(&loaded.config);
     let r = Runner::start(loaded, options, None).await;
@@ -1208,5 +1214,58 @@ async fn a_flood_of_callbacks_is_bounded() {
         }
     }
     assert_eq!((answered, refused), (max, 4));
+    r.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gates_run_again_after_approval_with_the_policy_in_force_then() {
+    let f = Files::new();
+    let plugins = [(
+        "t",
+        args(&["--plan-op", "terminal", "--record", &f.arg("rec")]),
+    )];
+    let on = config_text(&plugins, "[policy]\nenabled_ops = [\"terminal\"]\n");
+    let off = config_text(
+        &plugins,
+        "[policy]\nenabled_ops = [\"terminal\"]\ndisabled_ops = [\"terminal\"]\n",
+    );
+    let path = f.path("config.toml");
+    std::fs::write(&path, &on).unwrap();
+    let loaded = config::load(Some(&path)).expect("valid config");
+    let options = SupervisorOptions::from_config(&loaded.config);
+    let r = Runner::start(loaded, options, Some(path.clone())).await;
+    // While the person is deciding, the config turns terminal off and is reloaded.
+    let door: Door = {
+        let r = r.clone();
+        let path = path.clone();
+        Arc::new(move |_| {
+            let r = r.clone();
+            let path = path.clone();
+            let off = off.clone();
+            Box::pin(async move {
+                std::fs::write(&path, off).expect("rewrite config");
+                r.reload().await.expect("reload");
+                Some(true)
+            })
+        })
+    };
+    let out = r
+        .command("terminal ls", &CommandOptions::default(), Some(door))
+        .await
+        .unwrap();
+    let e = out.results[0]
+        .error
+        .clone()
+        .expect("refused after approval");
+    assert_eq!(e.code, -32003, "{e:?}");
+    assert!(e.message.contains("disabled by policy"), "{}", e.message);
+    assert!(invokes(&f.path("rec")).is_empty());
+    let audit = r.audit(None);
+    assert!(audit.iter().any(|a| a.decision == "confirmed"));
+    assert!(
+        audit
+            .iter()
+            .any(|a| a.decision == "denied" && a.code == Some(-32003))
+    );
     r.shutdown().await;
 }
