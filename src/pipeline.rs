@@ -4,6 +4,13 @@
 //! Step failures are reported inside the results, never as an error of the whole command, so a
 //! client always sees what happened to each step. Steps run in order; a failed step does not
 //! stop the ones after it.
+//!
+//! When the router offers `candidates` instead of steps, an untrusted chooser (`llm.choose`,
+//! `perception.choose`) picks one by id and the runner runs the candidate it holds, checked by
+//! digest; a chooser that sends back anything else fails the command with `-32006`. A step that
+//! needs a confirmation is asked with its digest; after the yes, every gate runs again with the
+//! policy in force then, and the desktop context is read again: a target that disappeared or a
+//! focus that moved asks again (at most [`MAX_CONFIRM_ROUNDS`] times).
 
 use serde::Serialize;
 use serde_json::{Value, json};

@@ -8,7 +8,9 @@
 //! 2. **enabled**: ops off by policy (`terminal`, `input` by default) → `-32003`;
 //! 3. **URL scheme**: `open_url`/`ensure_url` only with `http`, `https`, `mailto` → `-32003`
 //!    with `data {allowed}`;
-//! 4. **confirmation**: ops that need it (and steps that ask for it) are confirmed by a person.
+//! 4. **argument schema** (in the pipeline, from the action plugin's `args_schema`) → `-32602`;
+//! 5. **confirmation**: ops that need it (and steps or plugins that ask for it) are confirmed by
+//!    a person.
 //!
 //! Actions are open strings: an op the registry does not know is allowed for trusted
 //! provenance, and for untrusted provenance every one of its arguments counts as concrete.
