@@ -136,7 +136,7 @@ impl Runner {
     /// `host.confirm` on its connection, or the terminal for `utter say`).
     ///
     /// # Errors
-    /// As [`pipeline::run_command`].
+    /// As [`Pipeline::run`].
     pub async fn command(
         &self,
         utterance: &str,
