@@ -1269,3 +1269,68 @@ async fn the_gates_run_again_after_approval_with_the_policy_in_force_then() {
     );
     r.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_perception_chooser_is_held_to_the_same_rule() {
+    let f = Files::new();
+    let mut plan = candidates_plan();
+    plan["choose"] = json!({"method": "perception.choose"});
+    f.write_json("plan.json", &plan);
+    let r = runner(
+        &[
+            (
+                "t",
+                args(&[
+                    "--plan-file",
+                    &f.arg("plan.json"),
+                    "--record",
+                    &f.arg("rec"),
+                ]),
+            ),
+            (
+                "eyes",
+                args(&["--provides", "perception.choose@1", "--choose", "c1"]),
+            ),
+        ],
+        "",
+    )
+    .await;
+    let out = r
+        .command("open the first one", &CommandOptions::default(), None)
+        .await
+        .unwrap();
+    assert!(out.results[0].ok, "{:?}", out.results[0]);
+    let sel = out.results[0].selected_by.clone().unwrap();
+    assert_eq!(
+        (sel["method"].as_str(), sel["plugin"].as_str()),
+        (Some("perception.choose"), Some("eyes"))
+    );
+    assert_eq!(
+        invokes(&f.path("rec"))[0]["params"]["args"],
+        json!({"url": "https://www.youtube.com"})
+    );
+    r.shutdown().await;
+    // No plugin offers the chooser the plan names: -32005, nothing runs.
+    plan["choose"] = json!({"method": "perception.choose"});
+    let _ = std::fs::remove_file(f.path("rec"));
+    let r = runner(
+        &[(
+            "t",
+            args(&[
+                "--plan-file",
+                &f.arg("plan.json"),
+                "--record",
+                &f.arg("rec"),
+            ]),
+        )],
+        "",
+    )
+    .await;
+    let e = r
+        .command("open the first one", &CommandOptions::default(), None)
+        .await
+        .expect_err("no chooser");
+    assert_eq!(e.code, -32005);
+    assert!(invokes(&f.path("rec")).is_empty());
+    r.shutdown().await;
+}
