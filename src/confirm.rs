@@ -1,7 +1,9 @@
 //! Argument-bearing confirmations and the doors that answer them.
 //!
 //! A step that needs a person's yes becomes a *pending confirmation* with an unguessable id,
-//! the op, its exact arguments, its provenance and a one-line summary. The first answer wins,
+//! the op, its exact arguments, its provenance, a one-line summary and the `digest` of
+//! (op, args, provenance). An id is answered at most once, and a door that knows the digest
+//! can bind its answer to it ([`Confirmations::answer_digest`]). The first answer wins,
 //! from whichever door gives it:
 //!
 //! * the requesting client, asked with `host.confirm` on its own connection;
@@ -192,6 +194,33 @@ impl Confirmations {
         }
     }
 
+    /// Answer a pending confirmation only if it is still for the step with `digest` (the
+    /// `digest` of its [`ConfirmRequest`]): a client that shows the person one step cannot
+    /// have its approval applied to another. A mismatch leaves the confirmation pending.
+    ///
+    /// # Errors
+    /// `-32602` when no confirmation with that id is pending, or its digest differs.
+    pub fn answer_digest(
+        &self,
+        id: &str,
+        digest: &str,
+        approved: bool,
+        by: &str,
+    ) -> Result<(), ErrorObject> {
+        {
+            let pending = self.pending.lock().expect("pending lock");
+            if let Some(w) = pending.get(id) {
+                if w.info.request.digest != digest {
+                    return Err(ErrorObject::invalid_params(format!(
+                        "confirmation {id:?} is for a different step (digest {}), not {digest:?}",
+                        w.info.request.digest
+                    )));
+                }
+            }
+        }
+        self.answer(id, approved, by)
+    }
+
     /// The confirmations waiting for an answer, oldest first.
     pub fn pending(&self) -> Vec<PendingConfirmation> {
         let mut list: Vec<_> = self
@@ -252,12 +281,12 @@ mod tests {
     use serde_json::json;
 
     fn request() -> ConfirmRequest {
-        ConfirmRequest {
-            op: "terminal".into(),
-            args: json!({"command": "ls"}),
-            provenance: Provenance::User,
-            summary: "run command \"ls\"".into(),
-        }
+        ConfirmRequest::new(
+            "terminal",
+            &json!({"command": "ls"}),
+            Provenance::User,
+            "run command \"ls\"",
+        )
     }
 
     #[test]
@@ -330,6 +359,27 @@ mod tests {
                 by: "cancelled".into()
             }
         );
+    }
+
+    #[tokio::test]
+    async fn an_answer_bound_to_another_digest_does_not_count() {
+        let (events, mut rx) = broadcast::channel(16);
+        let c = Arc::new(Confirmations::new(Duration::from_secs(30), events));
+        let asking = tokio::spawn({
+            let c = c.clone();
+            async move { c.ask(request(), None).await }
+        });
+        let p = match rx.recv().await.unwrap() {
+            Event::ConfirmationRequested(p) => p,
+            other => panic!("{other:?}"),
+        };
+        let other =
+            ConfirmRequest::new("terminal", &json!({"command": "rm"}), Provenance::User, "x");
+        assert!(c.answer_digest(&p.id, &other.digest, true, "dbus").is_err());
+        assert_eq!(c.pending().len(), 1, "still pending");
+        c.answer_digest(&p.id, &p.request.digest, true, "dbus")
+            .unwrap();
+        assert!(asking.await.unwrap().approved);
     }
 
     #[tokio::test]

@@ -73,6 +73,16 @@ pub enum Event {
         /// The per-step results, as `runner.command` returns them.
         results: Value,
     },
+    /// A plugin's own event (`host.emit`).
+    PluginEvent {
+        /// The plugin that emitted it.
+        plugin: String,
+        /// Its event name.
+        #[serde(rename = "name")]
+        event: String,
+        /// Its data.
+        data: Value,
+    },
     /// The config was reloaded.
     Reloaded {
         /// What changed.

@@ -4,10 +4,14 @@
 //! * [`supervisor`]: one slot per plugin; spawn, handshake, validate capabilities, watch,
 //!   restart with backoff, drain.
 //! * [`policy`]: provenance, the ops registry, the gates every step passes.
-//! * [`pipeline`]: utterance → `router.plan` → policy → `action.invoke`.
-//! * [`confirm`]: argument-bearing confirmations and the doors that answer them.
+//! * [`pipeline`]: utterance → `router.plan` → (a chooser picks a candidate) → gates →
+//!   confirmation and re-validation → `action.invoke`.
+//! * [`confirm`]: argument-bearing confirmations, bound to a digest, and the doors that
+//!   answer them.
+//! * [`audit`]: the bounded trail of gate decisions.
 //! * [`events`]: what clients are told (plugin states, confirmations, finished commands).
-//! * [`runner`]: all of it as one service, as `utter say` and `utter daemon` use it.
+//! * [`runner`]: all of it as one service, as `utter say` and `utter daemon` use it, including
+//!   the plugins' `host.*` callbacks.
 //!
 //! * [`daemon`]: `utter daemon`, the session service with its doors: [`socket`] (the client
 //!   socket), [`dbus`] (the D-Bus object) and [`systemd`] (readiness notification).
@@ -19,6 +23,7 @@
 
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod client;
 pub mod config;
 pub mod confirm;

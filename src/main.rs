@@ -15,6 +15,13 @@ use utter::supervisor::SupervisorOptions;
 use utter_protocol::ErrorObject;
 use utter_protocol::serde_json::{Value, json};
 
+impl SayArgs {
+    /// The words of the utterance, joined with spaces.
+    fn utterance(&self) -> String {
+        self.words.join(" ")
+    }
+}
+
 /// Set when writing to stdout failed (a closed pipe, a full disk): reported as exit code 4.
 static STDOUT_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -147,6 +154,16 @@ enum Command {
         /// `yes` approves the step, `no` denies it.
         answer: Answer,
     },
+    /// Show the running service's recent policy decisions (allowed, denied with code,
+    /// confirmed by which door, asked again, chosen candidate), oldest first.
+    Audit {
+        /// Only decisions at or after this time, in Unix seconds (e.g. `$(date -d '-1 hour' +%s)`).
+        #[arg(long, value_name = "UNIX_SECONDS")]
+        since: Option<u64>,
+        /// Print JSON: [{time, utterance, op, args, provenance, decision, code?, by?, plugin?}].
+        #[arg(long)]
+        json: bool,
+    },
     /// List the confirmations the running service is waiting for.
     Pending {
         /// Print JSON: [{id, op, args, provenance, summary, created, expires}].
@@ -230,8 +247,10 @@ struct UninstallArgs {
 
 #[derive(Args)]
 struct SayArgs {
-    /// What to do, e.g. "open youtube", "pause", "launch calculator".
-    utterance: String,
+    /// What to do, e.g. "open youtube", "pause", "launch calculator". Several words are
+    /// joined with spaces, so quoting is optional.
+    #[arg(required = true, num_args = 1.., value_name = "UTTERANCE")]
+    words: Vec<String>,
     /// Plan and check, and let the action plugins say what they would do, without doing it.
     #[arg(long)]
     dry_run: bool,
@@ -254,7 +273,29 @@ fn init_logging(level: Option<&str>, default: &str, journal: bool) {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = match level {
-        Some(level) => EnvFilter::new(level),
+        Some(level) => match EnvFilter::try_new(level) {
+            // A bare word must be a level (a bare "loud" would silently be a target name).
+            Ok(filter)
+                if level.contains('=')
+                    || level.contains(',')
+                    || ["error", "warn", "info", "debug", "trace", "off"]
+                        .contains(&level.to_ascii_lowercase().as_str()) =>
+            {
+                filter
+            }
+            Ok(_) => {
+                eprintln!(
+                    "utter: --log-level {level:?} is not a level; use error, warn, info, debug, trace or a directive like utter=debug"
+                );
+                std::process::exit(i32::from(exit::USAGE));
+            }
+            Err(e) => {
+                eprintln!(
+                    "utter: --log-level {level:?} is not valid ({e}); use error, warn, info, debug or trace"
+                );
+                std::process::exit(i32::from(exit::USAGE));
+            }
+        },
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
     };
     let journal_error = if journal && utter::systemd::stderr_is_journal() {
@@ -334,7 +375,7 @@ async fn run(cli: Cli) -> u8 {
             }
         }
         Command::Say(args) => {
-            if args.utterance.trim().is_empty() {
+            if args.utterance().trim().is_empty() {
                 eprintln!(
                     "utter say: the utterance is empty; say what to do, e.g. utter say \"open youtube\""
                 );
@@ -363,6 +404,7 @@ async fn run(cli: Cli) -> u8 {
         }
         Command::Status { json } => status(&cli.socket, &cli.config, json).await,
         Command::Pending { json } => pending(&cli.socket, &cli.config, json).await,
+        Command::Audit { since, json } => audit(&cli.socket, &cli.config, since, json).await,
         Command::Confirm { id, answer } => {
             confirm(&cli.socket, &cli.config, &id, matches!(answer, Answer::Yes)).await
         }
@@ -514,7 +556,7 @@ async fn say(loaded: LoadedConfig, config_path: Option<PathBuf>, args: SayArgs) 
         ..Default::default()
     };
     let outcome = runner
-        .command(&args.utterance, &command_options, Some(terminal_door()))
+        .command(&args.utterance(), &command_options, Some(terminal_door()))
         .await;
     let code = match &outcome {
         Ok(outcome) => {
@@ -536,7 +578,7 @@ async fn say(loaded: LoadedConfig, config_path: Option<PathBuf>, args: SayArgs) 
             if args.json {
                 out!(
                     "{}",
-                    serde_json::json!({"utterance": args.utterance, "error": e})
+                    serde_json::json!({"utterance": args.utterance(), "error": e})
                 );
             }
             eprintln!("utter say: {} [{}]", e.message, e.code);
@@ -561,7 +603,7 @@ async fn say(loaded: LoadedConfig, config_path: Option<PathBuf>, args: SayArgs) 
 
 /// Print a command outcome (`runner.command`'s result shape) for people.
 fn print_outcome(outcome: &Value) {
-    let text = |v: &Value| v.as_str().unwrap_or("?").to_owned();
+    let text = |v: &Value| sanitize(v.as_str().unwrap_or("?"));
     let plan = &outcome["plan"];
     let rule = plan["rule"]
         .as_str()
@@ -572,19 +614,23 @@ fn print_outcome(outcome: &Value) {
         out!(
             "plan (router {}{rule}): nothing to do — {}",
             text(&plan["router"]),
-            plan["message"]
-                .as_str()
-                .unwrap_or("the router returned no steps")
+            sanitize(
+                plan["message"]
+                    .as_str()
+                    .unwrap_or("the router returned no steps")
+            )
         );
         return;
     }
     out!("plan (router {}{rule}):", text(&plan["router"]));
     for (i, step) in steps.iter().enumerate() {
-        let op = step.get("op").and_then(|v| v.as_str()).unwrap_or("?");
-        let args = step
-            .get("args")
-            .map(|a| a.to_string())
-            .unwrap_or_else(|| "{}".into());
+        let op = sanitize(step.get("op").and_then(|v| v.as_str()).unwrap_or("?"));
+        let args = sanitize(
+            &step
+                .get("args")
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| "{}".into()),
+        );
         out!("  {}. {op} {args}", i + 1);
     }
     let dry_run = outcome["dry_run"].as_bool().unwrap_or(false);
@@ -617,7 +663,7 @@ fn print_outcome(outcome: &Value) {
             "  {}. {} {state}{by}: {}{confirm}",
             i + 1,
             text(&r["op"]),
-            r["detail"].as_str().unwrap_or("")
+            sanitize(r["detail"].as_str().unwrap_or(""))
         );
     }
 }
@@ -753,7 +799,7 @@ async fn say_remote(client: Client, args: &SayArgs, explicit_config: bool) -> u8
             client.path().display()
         );
     }
-    let mut params = json!({"utterance": args.utterance, "dry_run": args.dry_run});
+    let mut params = json!({"utterance": args.utterance(), "dry_run": args.dry_run});
     if let Some(ms) = args.timeout_ms {
         params["timeout_ms"] = json!(ms);
     }
@@ -775,7 +821,7 @@ async fn say_remote(client: Client, args: &SayArgs, explicit_config: bool) -> u8
         }
         Err(e) => {
             if args.json {
-                out!("{}", json!({"utterance": args.utterance, "error": e}));
+                out!("{}", json!({"utterance": args.utterance(), "error": e}));
             }
             eprintln!("utter say: {} [{}]", e.message, e.code);
             if e.code == -32602 {
@@ -843,6 +889,75 @@ async fn status(socket: &Option<PathBuf>, config_path: &Option<PathBuf>, json: b
         print_plugins(status["plugins"].as_array().map_or(&[], Vec::as_slice));
     }
     exit::OK
+}
+
+async fn audit(
+    socket: &Option<PathBuf>,
+    config_path: &Option<PathBuf>,
+    since: Option<u64>,
+    json: bool,
+) -> u8 {
+    let client = match connect_service(socket, config_path, "audit").await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let list = match client.call("runner.audit", json!({ "since": since })).await {
+        Ok(l) => l,
+        Err(e) => return call_failed("audit", &e),
+    };
+    if json {
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&list).unwrap_or_default()
+        );
+        return exit::OK;
+    }
+    let items = list.as_array().cloned().unwrap_or_default();
+    if items.is_empty() {
+        out!("no decisions recorded yet");
+    }
+    for e in &items {
+        let extra = [
+            ("code", &e["code"]),
+            ("by", &e["by"]),
+            ("plugin", &e["plugin"]),
+        ]
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| {
+            format!(
+                " {k}={}",
+                v.as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| v.to_string())
+            )
+        })
+        .collect::<String>();
+        out!(
+            "{} {:<9} {} {} [{}]{}",
+            e["time"].as_u64().unwrap_or(0),
+            e["decision"].as_str().unwrap_or("?"),
+            sanitize(e["op"].as_str().unwrap_or("?")),
+            sanitize(&e["args"].to_string()),
+            e["provenance"].as_str().unwrap_or("?"),
+            extra
+        );
+    }
+    exit::OK
+}
+
+/// Control characters from plugins or utterances are shown escaped, so nothing printed can
+/// move the cursor or fake another line.
+fn sanitize(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
 }
 
 async fn pending(socket: &Option<PathBuf>, config_path: &Option<PathBuf>, json: bool) -> u8 {

@@ -8,7 +8,9 @@
 //! 2. **enabled**: ops off by policy (`terminal`, `input` by default) → `-32003`;
 //! 3. **URL scheme**: `open_url`/`ensure_url` only with `http`, `https`, `mailto` → `-32003`
 //!    with `data {allowed}`;
-//! 4. **confirmation**: ops that need it (and steps that ask for it) are confirmed by a person.
+//! 4. **argument schema** (in the pipeline, from the action plugin's `args_schema`) → `-32602`;
+//! 5. **confirmation**: ops that need it (and steps or plugins that ask for it) are confirmed by
+//!    a person.
 //!
 //! Actions are open strings: an op the registry does not know is allowed for trusted
 //! provenance, and for untrusted provenance every one of its arguments counts as concrete.
@@ -226,6 +228,11 @@ impl Policy {
         Policy { rules }
     }
 
+    /// Every op the registry knows, by name.
+    pub fn registered(&self) -> Vec<OpRule> {
+        self.rules.values().cloned().collect()
+    }
+
     /// The rule for `op`; an unregistered op gets the open default (enabled, every argument
     /// concrete).
     pub fn rule(&self, op: &str) -> OpRule {
@@ -355,6 +362,60 @@ pub fn summary(op: &str, args: &Value) -> String {
     }
 }
 
+/// Canonical JSON: object keys sorted by their UTF-8 bytes at every level, no whitespace,
+/// strings and numbers as `serde_json` writes them. Two values that are equal as JSON have the
+/// same canonical text whatever order their maps were built in.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                if let Some(v) = map.get(key) {
+                    write_canonical(v, out);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// The SHA-256 (lowercase hex) of the canonical JSON of `value`.
+pub fn sha256_hex(value: &Value) -> String {
+    use sha2::Digest;
+    let hash = sha2::Sha256::digest(canonical_json(value).as_bytes());
+    hash.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The digest a confirmation and a candidate are bound to: SHA-256 over the canonical JSON of
+/// `{op, args, provenance}`.
+pub fn step_digest(op: &str, args: &Value, provenance: Provenance) -> String {
+    sha256_hex(&json!({"op": normalise_op(op), "args": args, "provenance": provenance.as_str()}))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,6 +520,28 @@ mod tests {
             Provenance::Title.least_trusted(Provenance::User),
             Provenance::Title
         );
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level() {
+        let a: Value =
+            serde_json::from_str(r#"{"b":1,"a":{"z":[{"y":2,"x":"\u00e9"}],"c":null}}"#).unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"a":{"c":null,"z":[{"x":"é","y":2}]},"b":1}"#).unwrap();
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"c":null,"z":[{"x":"é","y":2}]},"b":1}"#
+        );
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+        assert_eq!(
+            step_digest("open_url", &a, Provenance::User),
+            step_digest("action.open_url", &b, Provenance::User)
+        );
+        assert_ne!(
+            step_digest("open_url", &a, Provenance::User),
+            step_digest("open_url", &a, Provenance::Screen)
+        );
+        assert_eq!(step_digest("x", &json!({}), Provenance::User).len(), 64);
     }
 
     #[test]

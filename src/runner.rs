@@ -8,12 +8,18 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 use utter_protocol::ErrorObject;
 
+use crate::audit::{Audit, AuditEntry};
 use crate::config::{self, ConfigError, LoadedConfig};
 use crate::confirm::{Confirmations, Door};
 use crate::events::{Event, ServiceState};
-use crate::pipeline::{self, CommandOptions, CommandOutcome, ConfirmRequest, Confirmer};
-use crate::policy::Policy;
-use crate::supervisor::{PluginReport, ReloadReport, Supervisor, SupervisorOptions};
+use crate::pipeline::{CommandOptions, CommandOutcome, ConfirmRequest, Confirmer, Pipeline};
+use crate::policy::{Policy, Provenance};
+use crate::supervisor::{HostHandler, PluginReport, ReloadReport, Supervisor, SupervisorOptions};
+use serde_json::{Value, json};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Weak;
+use utter_protocol::ErrorCode;
 
 /// The runner's version, as `runner.version` and D-Bus `Version` report it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -48,6 +54,10 @@ pub struct Runner {
     config_path: Option<PathBuf>,
     /// Serialises reloads.
     reload_lock: tokio::sync::Mutex<()>,
+    /// The last gate decisions.
+    audit: Audit,
+    /// The last context snapshot read for `host.context` (already tagged untrusted).
+    context_cache: std::sync::Mutex<Option<Value>>,
 }
 
 impl Runner {
@@ -74,7 +84,12 @@ impl Runner {
             config: RwLock::new(config),
             config_path,
             reload_lock: tokio::sync::Mutex::new(()),
+            audit: Audit::new(),
+            context_cache: std::sync::Mutex::new(None),
         });
+        runner.supervisor.set_host(Arc::new(RunnerHost {
+            runner: Arc::downgrade(&runner),
+        }));
         runner.update_state();
         // Forward plugin status changes and keep the overall state current.
         let mut plugin_events = runner.supervisor.events();
@@ -121,22 +136,23 @@ impl Runner {
     /// `host.confirm` on its connection, or the terminal for `utter say`).
     ///
     /// # Errors
-    /// As [`pipeline::run_command`].
+    /// As [`Pipeline::run`].
     pub async fn command(
         &self,
         utterance: &str,
         options: &CommandOptions,
         client: Option<Door>,
     ) -> Result<CommandOutcome, ErrorObject> {
-        let confirmations = self.confirmations.clone();
-        let confirmer: Confirmer = Arc::new(move |request: ConfirmRequest| {
-            let confirmations = confirmations.clone();
-            let client = client.clone();
-            Box::pin(async move { confirmations.ask(request, client).await.approved })
-        });
-        let policy = self.policy.read().expect("policy lock").clone();
-        let outcome =
-            pipeline::run_command(&self.supervisor, &policy, &confirmer, utterance, options).await;
+        let confirmer = self.confirmer(client);
+        let policy = || self.policy();
+        let outcome = Pipeline {
+            supervisor: &self.supervisor,
+            policy: &policy,
+            confirmer: &confirmer,
+            audit: Some(&self.audit),
+        }
+        .run(utterance, options)
+        .await;
         if let Ok(outcome) = &outcome {
             let _ = self.events.send(Event::CommandFinished {
                 utterance: outcome.utterance.clone(),
@@ -144,6 +160,22 @@ impl Runner {
             });
         }
         outcome
+    }
+
+    /// The confirmer of one command: every door of [`Confirmations`], plus `client`.
+    fn confirmer(&self, client: Option<Door>) -> Confirmer {
+        let confirmations = self.confirmations.clone();
+        Arc::new(move |request: ConfirmRequest| {
+            let confirmations = confirmations.clone();
+            let client = client.clone();
+            Box::pin(async move { confirmations.ask(request, client).await })
+        })
+    }
+
+    /// The gate decisions kept in memory (the last 1000), oldest first; with `since`
+    /// (seconds since the Unix epoch) only those at or after it.
+    pub fn audit(&self, since: Option<u64>) -> Vec<AuditEntry> {
+        self.audit.entries(since)
     }
 
     /// The current policy.
@@ -242,5 +274,225 @@ impl Runner {
             state: ServiceState::Stopping,
         });
         self.supervisor.shutdown().await;
+    }
+}
+
+/// Serves plugins' `host.*` callbacks (PROTOCOL.md §9.6) on behalf of the runner.
+struct RunnerHost {
+    runner: Weak<Runner>,
+}
+
+impl HostHandler for RunnerHost {
+    fn handle(
+        &self,
+        plugin: String,
+        epoch: u64,
+        method: String,
+        params: Value,
+        provenance: Provenance,
+    ) -> Pin<Box<dyn Future<Output = Result<Value, ErrorObject>> + Send>> {
+        let runner = self.runner.clone();
+        Box::pin(async move {
+            let Some(runner) = runner.upgrade() else {
+                return Err(ErrorObject::plugin("the runner is shutting down"));
+            };
+            runner
+                .host_call(&plugin, epoch, &method, params, provenance)
+                .await
+        })
+    }
+}
+
+/// The provenance tag of a context field, by its key.
+fn field_provenance(key: &str) -> Provenance {
+    match key {
+        "title" | "titles" => Provenance::Title,
+        "clipboard" => Provenance::Clipboard,
+        "ocr" | "ocr_text" => Provenance::Ocr,
+        "a11y" | "accessibility" | "name" | "role" | "label" => Provenance::A11y,
+        _ => Provenance::Screen,
+    }
+}
+
+/// Tag every scalar of a context snapshot as untrusted: `{value, provenance}`, the
+/// provenance chosen by the nearest key that says where it came from.
+fn tag_untrusted(value: &Value, inherited: Provenance) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let p = match field_provenance(k) {
+                        Provenance::Screen => inherited,
+                        specific => specific,
+                    };
+                    (k.clone(), tag_untrusted(v, p))
+                })
+                .collect(),
+        ),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| tag_untrusted(v, inherited)).collect())
+        }
+        scalar => json!({"value": scalar, "provenance": inherited.as_str()}),
+    }
+}
+
+impl Runner {
+    /// Serve one `host.*` callback of plugin `plugin`. `provenance` is the least trusted
+    /// provenance of the requests that plugin is serving.
+    async fn host_call(
+        &self,
+        plugin: &str,
+        epoch: u64,
+        method: &str,
+        params: Value,
+        provenance: Provenance,
+    ) -> Result<Value, ErrorObject> {
+        let timeout = self.supervisor.rpc_timeout();
+        let text = |key: &str| {
+            params
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        match method {
+            "host.context" => {
+                let Some(source) = self
+                    .supervisor
+                    .find_provider("context.live", "context.snapshot")
+                    .filter(|s| s != plugin)
+                else {
+                    return Ok(json!({"snapshot": null, "provenance": "screen"}));
+                };
+                let fresh = self
+                    .supervisor
+                    .call_as(
+                        &source,
+                        "context.snapshot",
+                        json!({}),
+                        timeout,
+                        Provenance::Screen,
+                    )
+                    .await;
+                let mut cache = self
+                    .context_cache
+                    .lock()
+                    .expect("context cache lock")
+                    .clone();
+                let stale = match fresh {
+                    Ok(snapshot) => {
+                        let tagged = tag_untrusted(&snapshot, Provenance::Screen);
+                        *self.context_cache.lock().expect("context cache lock") =
+                            Some(tagged.clone());
+                        cache = Some(tagged);
+                        false
+                    }
+                    // The context plugin failed: serve the last snapshot, marked stale.
+                    Err(e) if cache.is_some() => {
+                        tracing::warn!(plugin = %source, error = %e.message, "context.snapshot failed; serving the cached snapshot");
+                        true
+                    }
+                    Err(e) => return Err(e),
+                };
+                Ok(json!({
+                    "snapshot": cache,
+                    "provenance": "screen",
+                    "source": source,
+                    "stale": stale,
+                }))
+            }
+            "host.perceive" => {
+                let wanted = text("method");
+                if !wanted.starts_with("perception.") {
+                    return Err(ErrorObject::invalid_params(format!(
+                        "host.perceive needs a \"method\" of the perception.* family, got {wanted:?}"
+                    )));
+                }
+                let family = wanted.clone();
+                let Some(target) = self
+                    .supervisor
+                    .find_provider(&family, &wanted)
+                    .or_else(|| self.supervisor.find_provider("perception", &wanted))
+                else {
+                    return Err(ErrorObject::new(
+                        ErrorCode::CapabilityMissing,
+                        format!("no running plugin provides {wanted}"),
+                    ));
+                };
+                let inner = params.get("params").cloned().unwrap_or_else(|| json!({}));
+                let result = self
+                    .supervisor
+                    .call_as(&target, &wanted, inner, timeout, Provenance::Screen)
+                    .await?;
+                Ok(json!({"value": result, "provenance": "screen", "plugin": target}))
+            }
+            "host.action" => {
+                let op = text("op");
+                if op.is_empty() {
+                    return Err(ErrorObject::invalid_params(
+                        "host.action needs {op, args}: \"op\" is missing",
+                    ));
+                }
+                let args = params.get("args").cloned().unwrap_or_else(|| json!({}));
+                let confirmer = self.confirmer(None);
+                let policy = || self.policy();
+                let label = format!("host.action from plugin {plugin} (epoch {epoch})");
+                let result = Pipeline {
+                    supervisor: &self.supervisor,
+                    policy: &policy,
+                    confirmer: &confirmer,
+                    audit: Some(&self.audit),
+                }
+                .run_single(&label, &op, &args, provenance, &CommandOptions::default())
+                .await;
+                match &result.error {
+                    Some(e) if result.plugin.is_none() => Err(e.clone()),
+                    _ => Ok(serde_json::to_value(&result).unwrap_or(Value::Null)),
+                }
+            }
+            "host.confirm" => {
+                let op = text("op");
+                if op.is_empty() {
+                    return Err(ErrorObject::invalid_params(
+                        "host.confirm needs {op, args, summary}: \"op\" is missing",
+                    ));
+                }
+                let args = params.get("args").cloned().unwrap_or_else(|| json!({}));
+                let summary = format!("plugin {plugin} asks: {}", text("summary"));
+                let request = ConfirmRequest::new(&op, &args, provenance, &summary);
+                let resolution = self.confirmations.ask(request, None).await;
+                self.audit.record(
+                    AuditEntry::new(
+                        &format!("host.confirm from plugin {plugin}"),
+                        &op,
+                        &args,
+                        provenance,
+                        if resolution.approved {
+                            "confirmed"
+                        } else {
+                            "denied"
+                        },
+                    )
+                    .by(resolution.by.clone())
+                    .plugin(plugin),
+                );
+                Ok(json!({"approved": resolution.approved, "by": resolution.by}))
+            }
+            "host.emit" => {
+                let event = text("event");
+                if event.is_empty() {
+                    return Err(ErrorObject::invalid_params(
+                        "host.emit needs {event, data}: \"event\" is missing",
+                    ));
+                }
+                self.publish(Event::PluginEvent {
+                    plugin: plugin.to_owned(),
+                    event,
+                    data: params.get("data").cloned().unwrap_or(Value::Null),
+                });
+                Ok(json!({"delivered": true}))
+            }
+            other => Err(ErrorObject::method_not_found(other)),
+        }
     }
 }

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
@@ -35,6 +36,11 @@ use utter_protocol::{
 };
 
 use crate::config::{Config, PluginEntry, Runtime, Transport};
+use crate::policy::Provenance;
+
+/// How many `host.*` callbacks of one plugin instance are served at once; more are refused
+/// with `-32003`.
+pub const MAX_HOST_CALLS_IN_FLIGHT: usize = 16;
 
 /// The hard maximum of any per-request `timeout_ms`, in ms.
 pub const HARD_MAX_TIMEOUT_MS: u64 = 60_000;
@@ -186,8 +192,173 @@ struct Instance {
     pid: Option<u32>,
     describe: DescribeResult,
     /// Ops from `action.capabilities`, fetched on first need, per instance (a respawn may
-    /// change them).
-    action_ops: tokio::sync::OnceCell<Vec<String>>,
+    /// change them); their argument schemas are compiled once, here.
+    action_ops: tokio::sync::OnceCell<Arc<Vec<OpSpec>>>,
+    /// Provenance of the runner→plugin requests in flight (one entry per request).
+    in_flight: Arc<Mutex<Vec<Provenance>>>,
+}
+
+/// One op as an action plugin advertises it in `action.capabilities`
+/// (`{op, side_effect, needs_confirm, args_schema}`).
+#[derive(Clone)]
+pub struct OpSpec {
+    /// The op name, without an `action.` prefix.
+    pub op: String,
+    /// Whether it changes anything (default `true`).
+    pub side_effect: bool,
+    /// The plugin asks for a confirmation (it can add one, never remove one).
+    pub needs_confirm: bool,
+    /// The compiled `args_schema`; `Err` holds why the plugin's schema did not compile.
+    pub schema: Option<Result<Arc<jsonschema::Validator>, String>>,
+}
+
+impl std::fmt::Debug for OpSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpSpec")
+            .field("op", &self.op)
+            .field("side_effect", &self.side_effect)
+            .field("needs_confirm", &self.needs_confirm)
+            .field("has_schema", &self.schema.is_some())
+            .finish()
+    }
+}
+
+impl OpSpec {
+    /// Check `args` against the op's schema: `-32602` naming the first failing field, or
+    /// `-32000` when the plugin's schema itself is broken. No schema: everything passes.
+    ///
+    /// # Errors
+    /// As above.
+    pub fn validate(&self, args: &Value) -> Result<(), ErrorObject> {
+        match &self.schema {
+            None => Ok(()),
+            Some(Err(e)) => Err(ErrorObject::plugin(format!(
+                "op {:?}: the plugin's args_schema does not compile ({e}), so no arguments can be checked",
+                self.op
+            ))),
+            Some(Ok(validator)) => {
+                let Some(error) = validator.iter_errors(args).next() else {
+                    return Ok(());
+                };
+                let path = error.instance_path().to_string();
+                let field = match error.kind() {
+                    jsonschema::error::ValidationErrorKind::Required { property } => {
+                        let name = property
+                            .as_str()
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| property.to_string());
+                        if path.is_empty() {
+                            name
+                        } else {
+                            format!("{}/{name}", path.trim_start_matches('/'))
+                        }
+                    }
+                    jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected }
+                        if !unexpected.is_empty() =>
+                    {
+                        let name = unexpected.join(", ");
+                        if path.is_empty() {
+                            name
+                        } else {
+                            format!("{}/{name}", path.trim_start_matches('/'))
+                        }
+                    }
+                    _ => path.trim_start_matches('/').to_owned(),
+                };
+                let field = if field.is_empty() {
+                    "args".to_owned()
+                } else {
+                    field
+                };
+                Err(ErrorObject::invalid_params(format!(
+                    "op {:?}: argument {field:?} does not match the op's schema: {error}",
+                    self.op
+                ))
+                .with_data(json!({"op": self.op, "field": field})))
+            }
+        }
+    }
+}
+
+/// Read an `action.capabilities` result into op specs; malformed entries are skipped.
+fn read_op_specs(result: &Value) -> Vec<OpSpec> {
+    let Some(ops) = result.get("ops").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    ops.iter()
+        .filter_map(|o| {
+            // The older form: a bare op name.
+            if let Some(name) = o.as_str() {
+                return Some(OpSpec {
+                    op: crate::policy::normalise_op(name).to_owned(),
+                    side_effect: true,
+                    needs_confirm: false,
+                    schema: None,
+                });
+            }
+            let op = o.get("op").and_then(Value::as_str)?;
+            let schema = o.get("args_schema").filter(|v| !v.is_null()).map(|schema| {
+                jsonschema::validator_for(schema)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            });
+            Some(OpSpec {
+                op: crate::policy::normalise_op(op).to_owned(),
+                side_effect: o
+                    .get("side_effect")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(true),
+                needs_confirm: o
+                    .get("needs_confirm")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+                schema,
+            })
+        })
+        .collect()
+}
+
+/// Answers plugin→runner requests (`host.*`, PROTOCOL.md §9). Set with
+/// [`Supervisor::set_host`] once the runner exists.
+pub trait HostHandler: Send + Sync {
+    /// Serve `method` for plugin `plugin` (instance `epoch`). `provenance` is the least trusted
+    /// provenance of the runner→plugin requests that plugin is serving right now (`screen`
+    /// when none is in flight).
+    fn handle(
+        &self,
+        plugin: String,
+        epoch: u64,
+        method: String,
+        params: Value,
+        provenance: Provenance,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, ErrorObject>> + Send>>;
+}
+
+type HostSlot = Arc<std::sync::RwLock<Option<Arc<dyn HostHandler>>>>;
+
+/// Removes one in-flight provenance entry when the call ends (or is dropped).
+struct InFlight {
+    list: Arc<Mutex<Vec<Provenance>>>,
+    provenance: Provenance,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut list = self.list.lock().expect("in-flight lock");
+        if let Some(i) = list.iter().position(|p| *p == self.provenance) {
+            list.swap_remove(i);
+        }
+    }
+}
+
+/// The least trusted provenance in flight; `screen` when nothing is.
+fn least_trusted_in_flight(list: &Mutex<Vec<Provenance>>) -> Provenance {
+    let list = list.lock().expect("in-flight lock");
+    if list.is_empty() {
+        return Provenance::Screen;
+    }
+    list.iter()
+        .fold(Provenance::User, |acc, p| acc.least_trusted(*p))
 }
 
 /// The child process of an instance, owned by the slot's watch task.
@@ -253,6 +424,7 @@ struct Shared {
     options: Mutex<SupervisorOptions>,
     registry: CapabilityRegistry,
     events: broadcast::Sender<PluginEvent>,
+    host: HostSlot,
 }
 
 /// The supervisor of all configured plugins.
@@ -284,6 +456,7 @@ impl Supervisor {
             options: Mutex::new(options),
             registry: CapabilityRegistry::builtin(),
             events,
+            host: HostSlot::default(),
         });
         let supervisor = Supervisor { shared };
         let entries: Vec<PluginEntry> = config.active_plugins().cloned().collect();
@@ -482,8 +655,104 @@ impl Supervisor {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, ErrorObject> {
+        self.call_as(id, method, params, timeout, Provenance::User)
+            .await
+    }
+
+    /// Call `method` on plugin `id` on behalf of a request of `provenance`: while the call is
+    /// in flight, the plugin's `host.*` callbacks run with (at most) that trust.
+    ///
+    /// # Errors
+    /// As [`Supervisor::call`].
+    pub async fn call_as(
+        &self,
+        id: &str,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        provenance: Provenance,
+    ) -> Result<Value, ErrorObject> {
         let instance = self.instance(id)?;
+        instance
+            .in_flight
+            .lock()
+            .expect("in-flight lock")
+            .push(provenance);
+        let _guard = InFlight {
+            list: instance.in_flight.clone(),
+            provenance,
+        };
         instance.conn.request(method, params, Some(timeout)).await
+    }
+
+    /// Install the handler of plugin→runner `host.*` requests.
+    pub fn set_host(&self, host: Arc<dyn HostHandler>) {
+        *self.shared.host.write().expect("host lock") = Some(host);
+    }
+
+    /// The first running plugin that provides capability `name` (any version) or lists
+    /// `method` in its `plugin.describe`.
+    pub fn find_provider(&self, name: &str, method: &str) -> Option<String> {
+        self.running()
+            .iter()
+            .find(|(slot, inst)| {
+                has_capability(&slot.state.lock().expect("slot lock").provides, name)
+                    || inst.describe.methods.iter().any(|m| m == method)
+            })
+            .map(|(slot, _)| slot.entry.id.clone())
+    }
+
+    /// The ops plugin `id` advertises (`action.capabilities`, cached per instance); empty
+    /// when it is not running or serves no capabilities.
+    pub async fn action_ops(&self, id: &str) -> Arc<Vec<OpSpec>> {
+        match self.instance(id) {
+            Ok(instance) => self.ops_of(id, &instance).await,
+            Err(_) => Arc::default(),
+        }
+    }
+
+    async fn ops_of(&self, id: &str, instance: &Instance) -> Arc<Vec<OpSpec>> {
+        if !instance
+            .describe
+            .methods
+            .iter()
+            .any(|m| m == "action.invoke" || m == "action.capabilities")
+        {
+            return Arc::default();
+        }
+        instance
+            .action_ops
+            .get_or_init(|| async {
+                match instance
+                    .conn
+                    .request(
+                        "action.capabilities",
+                        json!({}),
+                        Some(self.shared.options().rpc_timeout),
+                    )
+                    .await
+                {
+                    Ok(result) => Arc::new(read_op_specs(&result)),
+                    Err(e) => {
+                        warn!(plugin = %id, error = %e, "action.capabilities failed");
+                        Arc::default()
+                    }
+                }
+            })
+            .await
+            .clone()
+    }
+
+    /// The plugin that executes `op` and what it says about the op (when it advertises it).
+    pub async fn find_action_spec(&self, op: &str) -> Option<(String, Option<OpSpec>)> {
+        let id = self.find_action(op).await?;
+        let spec = self
+            .action_ops(&id)
+            .await
+            .iter()
+            .find(|s| s.op == op)
+            .cloned();
+        Some((id, spec))
     }
 
     /// Whether plugin `id` listed `method` as side-effect-free in its `plugin.describe`
@@ -558,39 +827,8 @@ impl Supervisor {
             return Some(slot.entry.id.clone());
         }
         for (slot, instance) in &running {
-            if !instance
-                .describe
-                .methods
-                .iter()
-                .any(|m| m == "action.invoke")
-            {
-                continue;
-            }
-            let ops = instance
-                .action_ops
-                .get_or_init(|| async {
-                    match instance
-                        .conn
-                        .request("action.capabilities", json!({}), Some(self.shared.options().rpc_timeout))
-                        .await
-                    {
-                        Ok(result) => result
-                            .get("ops")
-                            .and_then(Value::as_array)
-                            .map(|ops| {
-                                ops.iter()
-                                    .filter_map(|o| o.get("op").and_then(Value::as_str).map(str::to_owned))
-                                    .collect()
-                            })
-                            .unwrap_or_default(),
-                        Err(e) => {
-                            warn!(plugin = %slot.entry.id, error = %e, "action.capabilities failed");
-                            Vec::new()
-                        }
-                    }
-                })
-                .await;
-            if ops.iter().any(|o| o == op) {
+            let ops = self.ops_of(&slot.entry.id, instance).await;
+            if ops.iter().any(|o| o.op == op) {
                 return Some(slot.entry.id.clone());
             }
         }
@@ -834,10 +1072,14 @@ impl Shared {
                 ..Default::default()
             },
         );
+        let in_flight: Arc<Mutex<Vec<Provenance>>> = Arc::default();
         tokio::spawn(serve_plugin_requests(
             conn.clone(),
             incoming,
             entry.id.clone(),
+            epoch,
+            self.host.clone(),
+            in_flight.clone(),
         ));
         let process = Process {
             child,
@@ -851,6 +1093,7 @@ impl Shared {
                     pid,
                     describe,
                     action_ops: tokio::sync::OnceCell::new(),
+                    in_flight,
                 },
                 process,
             )),
@@ -858,7 +1101,7 @@ impl Shared {
                 // Say why: the exit status if it already died, and what it last said.
                 let mut process = process;
                 if let Ok(Ok(status)) =
-                    tokio::time::timeout(Duration::from_millis(200), process.child.wait()).await
+                    tokio::time::timeout(Duration::from_secs(2), process.child.wait()).await
                 {
                     failure
                         .error
@@ -987,29 +1230,69 @@ impl Shared {
     }
 }
 
-/// Answer requests a plugin sends to the runner. Host callbacks arrive with the trust-model
-/// work; until then each is refused with `-32601` and logged.
+/// Answer requests a plugin sends to the runner: `host.*` callbacks go to the installed
+/// [`HostHandler`] (each on its own task, so a slow confirmation blocks nothing else);
+/// anything else, or any callback before a handler is installed, is `-32601`.
 async fn serve_plugin_requests(
     conn: Connection,
     mut incoming: tokio::sync::mpsc::Receiver<Incoming>,
     id: String,
+    epoch: u64,
+    host: HostSlot,
+    in_flight: Arc<Mutex<Vec<Provenance>>>,
 ) {
+    let busy = Arc::new(AtomicUsize::new(0));
     while let Some(msg) = incoming.recv().await {
         match msg {
             Incoming::Request(req) => {
-                debug!(plugin = %id, method = %req.method, "plugin request refused");
-                let _ = conn
-                    .respond(
-                        req.id,
-                        Err(ErrorObject::new(
-                            ErrorCode::MethodNotFound,
-                            format!(
-                                "method not found: {} (the runner serves no plugin callbacks yet)",
-                                req.method
-                            ),
-                        )),
-                    )
-                    .await;
+                let handler = host.read().expect("host lock").clone();
+                let handler = handler.filter(|_| req.method.starts_with("host."));
+                let Some(handler) = handler else {
+                    debug!(plugin = %id, method = %req.method, "plugin request refused");
+                    let _ = conn
+                        .respond(
+                            req.id,
+                            Err(ErrorObject::new(
+                                ErrorCode::MethodNotFound,
+                                format!(
+                                    "method not found: {} (the runner serves host.context, host.perceive, host.action, host.confirm and host.emit)",
+                                    req.method
+                                ),
+                            )),
+                        )
+                        .await;
+                    continue;
+                };
+                // Bounded: a plugin flooding the runner with callbacks (or looping through
+                // host.action into itself) is refused instead of growing tasks without limit.
+                if busy.load(Ordering::SeqCst) >= MAX_HOST_CALLS_IN_FLIGHT {
+                    warn!(plugin = %id, method = %req.method, "too many host callbacks in flight; refused");
+                    let _ = conn
+                        .respond(
+                            req.id,
+                            Err(ErrorObject::new(
+                                ErrorCode::Denied,
+                                format!(
+                                    "too many host callbacks in flight (at most {MAX_HOST_CALLS_IN_FLIGHT} per plugin)"
+                                ),
+                            )),
+                        )
+                        .await;
+                    continue;
+                }
+                busy.fetch_add(1, Ordering::SeqCst);
+                let provenance = least_trusted_in_flight(&in_flight);
+                let conn = conn.clone();
+                let id = id.clone();
+                let busy = busy.clone();
+                tokio::spawn(async move {
+                    debug!(plugin = %id, method = %req.method, %provenance, "host callback");
+                    let result = handler
+                        .handle(id, epoch, req.method, req.params, provenance)
+                        .await;
+                    busy.fetch_sub(1, Ordering::SeqCst);
+                    let _ = conn.respond(req.id, result).await;
+                });
             }
             Incoming::Notification(note) => {
                 debug!(plugin = %id, method = %note.method, "plugin notification ignored");
@@ -1294,6 +1577,50 @@ mod tests {
         assert_eq!(tail[0], "\u{fffd}\u{fffd}bad");
         assert!(tail[1].ends_with("[line truncated]") && tail[1].len() < MAX_STDERR_LINE + 32);
         assert_eq!(tail[2], "last words");
+    }
+
+    #[test]
+    fn callbacks_run_with_the_least_trusted_request_in_flight() {
+        let list: Arc<Mutex<Vec<Provenance>>> = Arc::default();
+        assert_eq!(
+            least_trusted_in_flight(&list),
+            Provenance::Screen,
+            "none in flight"
+        );
+        list.lock().unwrap().push(Provenance::User);
+        assert_eq!(least_trusted_in_flight(&list), Provenance::User);
+        let guard = {
+            list.lock().unwrap().push(Provenance::Clipboard);
+            InFlight {
+                list: list.clone(),
+                provenance: Provenance::Clipboard,
+            }
+        };
+        assert_eq!(least_trusted_in_flight(&list), Provenance::Clipboard);
+        drop(guard);
+        assert_eq!(least_trusted_in_flight(&list), Provenance::User);
+    }
+
+    #[test]
+    fn op_specs_are_read_leniently_and_schemas_name_the_field() {
+        let specs = read_op_specs(&json!({"ops": [
+            "action.media",
+            {"op": "open_url", "needs_confirm": true, "args_schema": {"required": ["url"]}},
+            {"op": "broken", "args_schema": {"type": 5}},
+            {"no_op": true},
+            7,
+        ]}));
+        let names: Vec<&str> = specs.iter().map(|s| s.op.as_str()).collect();
+        assert_eq!(names, ["media", "open_url", "broken"]);
+        assert!(specs[1].needs_confirm && specs[1].side_effect);
+        let e = specs[1].validate(&json!({})).unwrap_err();
+        assert_eq!(
+            (e.code, e.data.unwrap()["field"].clone()),
+            (-32602, json!("url"))
+        );
+        assert_eq!(specs[2].validate(&json!({})).unwrap_err().code, -32000);
+        assert!(specs[0].validate(&json!({"anything": 1})).is_ok());
+        assert!(read_op_specs(&json!("nonsense")).is_empty());
     }
 
     #[test]

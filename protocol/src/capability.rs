@@ -13,7 +13,16 @@ use std::str::FromStr;
 pub const BUILTIN_REGISTRY_JSON: &str = include_str!("../capabilities.json");
 
 /// The capabilities the runner itself provides to every plugin.
-pub const RUNNER_CAPABILITIES: &[&str] = &["host.audio.ringbuffer@1", "host.fd.pass@1", "fs.tmp@1"];
+pub const RUNNER_CAPABILITIES: &[&str] = &[
+    "host.audio.ringbuffer@1",
+    "host.fd.pass@1",
+    "fs.tmp@1",
+    "host.context@1",
+    "host.perceive@1",
+    "host.action@1",
+    "host.confirm@1",
+    "host.emit@1",
+];
 
 /// A parsed capability name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -395,12 +395,12 @@ mod tests {
     fn the_prompt_carries_the_exact_arguments_and_markup_is_escaped_only_when_read() {
         let pending = PendingConfirmation {
             id: "0".repeat(32),
-            request: ConfirmRequest {
-                op: "terminal".into(),
-                args: json!({"command": "echo <b>&</b>"}),
-                provenance: Provenance::User,
-                summary: "run command".into(),
-            },
+            request: ConfirmRequest::new(
+                "terminal",
+                &json!({"command": "echo <b>&</b>"}),
+                Provenance::User,
+                "run command",
+            ),
             created: 0,
             expires: 30,
         };

@@ -213,6 +213,15 @@ impl RunnerObject {
         utterance: &str,
         results: &str,
     ) -> zbus::Result<()>;
+
+    /// A plugin emitted an event with `host.emit`; data is its JSON.
+    #[zbus(signal)]
+    async fn plugin_event(
+        emitter: &SignalEmitter<'_>,
+        plugin: &str,
+        name: &str,
+        data: &str,
+    ) -> zbus::Result<()>;
 }
 
 /// Turn the runner's events into signals and `PropertiesChanged`.
@@ -262,6 +271,14 @@ pub(super) async fn follow_events(
             Event::CommandFinished { utterance, results } => {
                 let results = serde_json::to_string(&results).unwrap_or_default();
                 RunnerObject::command_finished(emitter, &utterance, &results).await
+            }
+            Event::PluginEvent {
+                plugin,
+                event,
+                data,
+            } => {
+                let data = serde_json::to_string(&data).unwrap_or_default();
+                RunnerObject::plugin_event(emitter, &plugin, &event, &data).await
             }
         };
         if let Err(e) = sent {

@@ -310,6 +310,7 @@ impl Session {
             "runner.pending" => {
                 serde_json::to_value(runner.confirmations.pending()).map_err(internal)
             }
+            "runner.audit" => audit(&runner, &params),
             "runner.confirm" => self.confirm(&params),
             "runner.validate_plugin" => validate_plugin(&runner, &params),
             "runner.subscribe" => {
@@ -431,10 +432,19 @@ impl Session {
                 ));
             }
         };
-        self.shared
-            .runner
-            .confirmations
-            .answer(id, approved, "runner.confirm")?;
+        // With `digest`, the answer only counts for exactly the step that was shown.
+        let confirmations = &self.shared.runner.confirmations;
+        match params.get("digest") {
+            None | Some(Value::Null) => confirmations.answer(id, approved, "runner.confirm")?,
+            Some(Value::String(digest)) => {
+                confirmations.answer_digest(id, digest, approved, "runner.confirm")?
+            }
+            Some(_) => {
+                return Err(ErrorObject::invalid_params(
+                    "runner.confirm: params.digest must be the pending confirmation's digest string",
+                ));
+            }
+        }
         tracing::info!(pid = self.peer.pid.unwrap_or(0), %id, approved, "confirmation answered over the socket");
         Ok(json!({}))
     }
@@ -642,6 +652,19 @@ async fn command(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value
     serde_json::to_value(outcome).map_err(internal)
 }
 
+/// `runner.audit {since?}`: the recent gate decisions, oldest first.
+fn audit(runner: &Runner, params: &Value) -> Result<Value, ErrorObject> {
+    let since = match params.get("since") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v.as_u64().ok_or_else(|| {
+            ErrorObject::invalid_params(
+                "runner.audit: params.since must be Unix seconds (a whole number)",
+            )
+        })?),
+    };
+    serde_json::to_value(runner.audit(since)).map_err(internal)
+}
+
 /// The plugin `name` designates: the one with that id, else the first of that kind
 /// (reference §8.6).
 fn find_plugin<'a>(plugins: &'a [PluginReport], name: &str) -> Option<&'a PluginReport> {
@@ -692,8 +715,13 @@ async fn invoke(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value,
     if needs_explicit_provenance(method) || !side_effect_free {
         gate(&runner, method, &call_params, door).await?;
     }
+    // The plugin's own callbacks while serving this call run with the client's declared
+    // provenance, so an untrusted relay cannot be laundered through `host.action`.
+    let provenance = Provenance::from_value(call_params.get("provenance"))?;
     let timeout = supervisor.effective_timeout(timeout_ms(&call_params));
-    supervisor.call(&id, method, call_params, timeout).await
+    supervisor
+        .call_as(&id, method, call_params, timeout, provenance)
+        .await
 }
 
 /// The policy gates for one acting `runner.invoke`, with a confirmation when needed.
@@ -729,12 +757,7 @@ async fn gate(
     let dry_run = method == "action.invoke" && optional_bool(params, "dry_run")?;
     let decision = runner.check_policy(&op, &args, provenance, confirm_requested)?;
     if decision.needs_confirm && !dry_run {
-        let request = ConfirmRequest {
-            op: normalise_op(&op).to_owned(),
-            args,
-            provenance,
-            summary: decision.summary.clone(),
-        };
+        let request = ConfirmRequest::new(normalise_op(&op), &args, provenance, &decision.summary);
         let resolution = runner.confirmations.ask(request.clone(), Some(door)).await;
         if !resolution.approved {
             return Err(ErrorObject::new(
@@ -849,12 +872,12 @@ mod tests {
     fn pending() -> PendingConfirmation {
         PendingConfirmation {
             id: "c1".into(),
-            request: ConfirmRequest {
-                op: "terminal".into(),
-                args: json!({"command": "ls"}),
-                provenance: Provenance::User,
-                summary: "run command \"ls\"".into(),
-            },
+            request: ConfirmRequest::new(
+                "terminal",
+                &json!({"command": "ls"}),
+                Provenance::User,
+                "run command \"ls\"",
+            ),
             created: 0,
             expires: 30,
         }
