@@ -1,6 +1,6 @@
 //! `fake_rs`: the minimal action plugin (PROTOCOL.md §8). It serves `action.capabilities`
-//! and `action.invoke` for the op `open_url`, and answers every invoke with what it would
-//! have opened, without opening anything.
+//! and `action.invoke` for the ops `open_url` and `ensure_url`, and answers every invoke with
+//! what it would have opened, without opening anything.
 
 use std::process::ExitCode;
 use utter_protocol::plugin::{self, Call, Handler};
@@ -8,6 +8,9 @@ use utter_protocol::serde_json::{Value, json};
 use utter_protocol::{ErrorCode, ErrorObject};
 
 const MANIFEST: &str = include_str!("../utter-plugin.toml");
+
+/// The ops it serves.
+const OPS: &[&str] = &["open_url", "ensure_url"];
 
 struct FakeRs;
 
@@ -22,24 +25,24 @@ impl Handler for FakeRs {
 
     async fn handle(&self, call: Call) -> Result<Value, ErrorObject> {
         match call.method.as_str() {
-            "action.capabilities" => Ok(json!({
-                "ops": [{
-                    "op": "open_url",
-                    "side_effect": true,
-                    "needs_confirm": false,
-                    "args_schema": {
-                        "type": "object",
-                        "required": ["url"],
-                        "properties": {"url": {"type": "string"}}
-                    }
-                }]
-            })),
+            "action.capabilities" => {
+                let schema = json!({
+                    "type": "object",
+                    "required": ["url"],
+                    "properties": {"url": {"type": "string"}}
+                });
+                let ops: Vec<Value> = OPS
+                    .iter()
+                    .map(|op| json!({"op": op, "side_effect": true, "needs_confirm": false, "args_schema": schema}))
+                    .collect();
+                Ok(json!({ "ops": ops }))
+            }
             "action.invoke" => {
                 let op = call.params.get("op").and_then(Value::as_str).unwrap_or("");
-                if op != "open_url" {
+                if !OPS.contains(&op) {
                     return Err(ErrorObject::new(
                         ErrorCode::MethodNotFound,
-                        format!("fake_rs only knows the op \"open_url\", not {op:?}"),
+                        format!("fake_rs only knows the ops {OPS:?}, not {op:?}"),
                     ));
                 }
                 let url = call
@@ -47,7 +50,7 @@ impl Handler for FakeRs {
                     .pointer("/args/url")
                     .and_then(Value::as_str)
                     .ok_or_else(|| {
-                        ErrorObject::invalid_params("open_url needs args.url (a string)")
+                        ErrorObject::invalid_params(format!("{op} needs args.url (a string)"))
                     })?;
                 Ok(json!({
                     "ok": true,
