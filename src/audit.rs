@@ -29,7 +29,8 @@ pub struct AuditEntry {
     pub args: Value,
     /// The provenance the policy saw.
     pub provenance: Provenance,
-    /// `allowed`, `denied`, `confirmed`, `reasked`, `chosen`, `executed`, `failed`.
+    /// `allowed`, `denied`, `confirmed`, `reasked`, `chosen`, `executed`, `failed`, and for
+    /// dry runs `dry-run` / `dry-run-failed` (nothing was done).
     pub decision: String,
     /// The error code of a denial.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -56,9 +57,9 @@ impl AuditEntry {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
-            utterance: utterance.to_owned(),
-            op: op.to_owned(),
-            args: args.clone(),
+            utterance: clip(utterance),
+            op: clip(op),
+            args: clip_value(args),
             provenance,
             decision: decision.to_owned(),
             code: None,
@@ -83,6 +84,35 @@ impl AuditEntry {
     pub fn plugin(mut self, plugin: impl Into<String>) -> AuditEntry {
         self.plugin = Some(plugin.into());
         self
+    }
+}
+
+/// The longest text kept in an audit entry (utterance, op, each string in the args), in
+/// bytes; longer text is cut and marked, so the trail stays small and readable.
+pub const MAX_AUDIT_TEXT: usize = 1024;
+
+fn clip(text: &str) -> String {
+    if text.len() <= MAX_AUDIT_TEXT {
+        return text.to_owned();
+    }
+    let mut end = MAX_AUDIT_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} bytes in all]", &text[..end], text.len())
+}
+
+fn clip_value(value: &Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(clip(s)),
+        Value::Array(items) => Value::Array(items.iter().take(64).map(clip_value).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .take(64)
+                .map(|(k, v)| (clip(k), clip_value(v)))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 

@@ -70,6 +70,9 @@ const OUTGOING_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The options `Command` accepts.
 const COMMAND_OPTIONS: &[&str] = &["dry_run", "timeout_ms"];
 
+/// Longest confirmation wait of a D-Bus `Command`, in ms (under the bus's 25 s reply timeout).
+const DBUS_CONFIRM_WAIT_MS: u64 = 20_000;
+
 /// Errors of the `dev.utter.Runner1` interface, each with its own D-Bus error name
 /// `dev.utter.Runner1.Error.<Variant>`; the text says what went wrong and what to do.
 #[derive(Debug, zbus::DBusError)]
@@ -171,6 +174,8 @@ fn command_options(options: &HashMap<String, OwnedValue>) -> Result<CommandOptio
             }
         }
     }
+    // The bus gives up on a reply after 25 s by default: end a confirmation wait before that.
+    parsed.confirm_timeout_ms = Some(DBUS_CONFIRM_WAIT_MS);
     Ok(parsed)
 }
 

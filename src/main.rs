@@ -842,12 +842,16 @@ async fn connect_service(
 ) -> Result<Client, u8> {
     let config = match config::load(config_path.as_deref()) {
         Ok(loaded) => loaded.config,
+        // With an explicit --socket the file only matters for the token.
+        Err(_) if socket.is_some() => config::Config::default(),
         Err(e) => {
             for issue in &e.errors {
-                tracing::warn!("config: {issue}");
+                eprintln!("error: {issue}");
             }
-            tracing::warn!("the configuration is invalid; using the default socket path");
-            config::Config::default()
+            eprintln!(
+                "utter {what}: the configuration is invalid, so the socket it names is unknown; fix it (see `utter check-config`) or pass --socket (the running service keeps its config)"
+            );
+            return Err(exit::CONFIG);
         }
     };
     let path = utter::socket::resolve_path(socket.as_deref(), &config);

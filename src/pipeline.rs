@@ -35,6 +35,10 @@ pub struct CommandOptions {
     pub provenance: Option<Provenance>,
     /// Context passed to the router.
     pub context: Option<Value>,
+    /// Longest wait for each confirmation, in ms (else `timeout_ms` when given, else the
+    /// runner's `confirm_timeout_ms`). D-Bus callers get 20 000, under the bus's 25 s reply
+    /// timeout, so nothing is approved after the caller gave up.
+    pub confirm_timeout_ms: Option<u64>,
 }
 
 /// A confirmation request: the op, its exact arguments, their provenance, a summary, and the
@@ -767,7 +771,12 @@ impl Pipeline<'_> {
             &op,
             &args,
             provenance,
-            if outcome.ok { "executed" } else { "failed" },
+            match (options.dry_run, outcome.ok) {
+                (true, true) => "dry-run",
+                (true, false) => "dry-run-failed",
+                (false, true) => "executed",
+                (false, false) => "failed",
+            },
         )
         .plugin(plugin);
         if let Some(e) = &outcome.error {

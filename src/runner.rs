@@ -143,7 +143,14 @@ impl Runner {
         options: &CommandOptions,
         client: Option<Door>,
     ) -> Result<CommandOutcome, ErrorObject> {
-        let confirmer = self.confirmer(client);
+        // A caller's `timeout_ms` also bounds each confirmation wait, so a caller that gives
+        // up is not followed by a step approved later.
+        let confirm_cap = options
+            .confirm_timeout_ms
+            .or(options.timeout_ms)
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis);
+        let confirmer = self.confirmer(client, confirm_cap);
         let policy = || self.policy();
         let outcome = Pipeline {
             supervisor: &self.supervisor,
@@ -162,13 +169,28 @@ impl Runner {
         outcome
     }
 
-    /// The confirmer of one command: every door of [`Confirmations`], plus `client`.
-    fn confirmer(&self, client: Option<Door>) -> Confirmer {
+    /// The confirmer of one command: every door of [`Confirmations`], plus `client`; each
+    /// wait ends after `cap` when one is given (a denial, `by: "timeout"`).
+    fn confirmer(&self, client: Option<Door>, cap: Option<Duration>) -> Confirmer {
         let confirmations = self.confirmations.clone();
         Arc::new(move |request: ConfirmRequest| {
             let confirmations = confirmations.clone();
             let client = client.clone();
-            Box::pin(async move { confirmations.ask(request, client).await })
+            Box::pin(async move {
+                let ask = confirmations.ask(request, client);
+                match cap {
+                    None => ask.await,
+                    // Dropping `ask` withdraws the confirmation from every door.
+                    Some(cap) => {
+                        tokio::time::timeout(cap, ask)
+                            .await
+                            .unwrap_or(crate::confirm::Resolution {
+                                approved: false,
+                                by: "timeout".into(),
+                            })
+                    }
+                }
+            })
         })
     }
 
@@ -434,7 +456,7 @@ impl Runner {
                     ));
                 }
                 let args = params.get("args").cloned().unwrap_or_else(|| json!({}));
-                let confirmer = self.confirmer(None);
+                let confirmer = self.confirmer(None, None);
                 let policy = || self.policy();
                 let label = format!("host.action from plugin {plugin} (epoch {epoch})");
                 let result = Pipeline {

@@ -172,6 +172,9 @@ impl Drop for SocketFile {
         if still_ours {
             let _ = std::fs::remove_file(&self.path);
         }
+        // The lock file goes too; it is still locked by us at this point, so a runner starting
+        // now either saw our lock or creates a fresh file.
+        let _ = std::fs::remove_file(lock_path(&self.path));
     }
 }
 

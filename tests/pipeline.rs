@@ -153,3 +153,33 @@ async fn a_failed_start_says_the_exit_status_and_what_the_plugin_said() {
     assert!(err.contains("exiting before hello, as asked"), "{err}");
     r.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_timeout_also_bounds_the_confirmation_wait() {
+    let program = common::bin("utter-test-plugin");
+    let text = format!(
+        "config_version = 1\n[runner]\nconfirm_timeout_ms = 60000\n[policy]\nenabled_ops = [\"terminal\"]\n\
+         [[plugin]]\nid = \"t\"\nkind = \"bundle\"\nentrypoint = {}\n",
+        json!([program.display().to_string(), "--plan-op", "terminal"])
+    );
+    let loaded = config::parse(&text, "test.toml").expect("valid config");
+    let options = SupervisorOptions::from_config(&loaded.config);
+    let r = Runner::start(loaded, options, None).await;
+    let command = CommandOptions {
+        timeout_ms: Some(300),
+        ..Default::default()
+    };
+    let out = r.command("terminal ls", &command, None).await.unwrap();
+    let step = &out.results[0];
+    assert!(!step.ok);
+    assert_eq!(
+        step.error.as_ref().map(|e| e.code),
+        Some(-32003),
+        "{step:?}"
+    );
+    assert!(
+        r.confirmations.pending().is_empty(),
+        "the question was withdrawn"
+    );
+    r.shutdown().await;
+}

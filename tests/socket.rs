@@ -1284,3 +1284,22 @@ async fn the_cli_says_when_no_runner_listens_and_reports_reloads() {
     let run = daemon.utter(&sb, &["status", "--json"]).await;
     assert_eq!(run.json()["state"], "ready", "{run}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_that_never_authenticates_is_closed_after_the_auth_timeout() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, "");
+    let socket = sb.path("sock/runner.sock");
+    let _daemon = Daemon::start(&sb, &config, Some(&socket)).await;
+    // python3 is not admitted: it connects, says nothing, and waits for the end.
+    let frames = python(&[], "python3", &socket, json!([]), true).await;
+    assert_eq!(frames.len(), 2, "{frames:?}");
+    assert_eq!(frames[0]["method"], "runner.closing", "{frames:?}");
+    assert!(
+        frames[0]["params"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("runner.auth")),
+        "{frames:?}"
+    );
+    assert_eq!(frames[1], json!({"eof": true}));
+}

@@ -142,14 +142,34 @@ struct Session {
     next_subscription: u64,
 }
 
+/// How long a connection that is not admitted may take to send `runner.auth`; then it is
+/// closed, so idle strangers cannot hold the connection slots.
+pub const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl Session {
     async fn run(mut self, mut incoming: mpsc::Receiver<Incoming>) {
         let mut stop = self.shared.stop.clone();
+        let auth_deadline = tokio::time::Instant::now() + AUTH_TIMEOUT;
         let stopping = loop {
             if *stop.borrow_and_update() {
                 break true;
             }
             tokio::select! {
+                _ = tokio::time::sleep_until(auth_deadline), if !self.authenticated => {
+                    tracing::warn!(
+                        pid = self.peer.pid.unwrap_or(0),
+                        "client sent no runner.auth within {} s; closing",
+                        AUTH_TIMEOUT.as_secs()
+                    );
+                    let _ = self
+                        .conn
+                        .notify(
+                            "runner.closing",
+                            json!({"reason": format!("not authenticated within {} s: send runner.auth {{token}} first", AUTH_TIMEOUT.as_secs())}),
+                        )
+                        .await;
+                    break false;
+                }
                 message = incoming.recv() => match message {
                     Some(Incoming::Request(request)) => self.on_request(request).await,
                     Some(Incoming::Notification(note)) => self.on_notification(note).await,
@@ -647,6 +667,7 @@ async fn command(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value
         timeout_ms: timeout_ms(&params),
         provenance: Some(Provenance::from_value(params.get("provenance"))?),
         context: params.get("context").filter(|c| !c.is_null()).cloned(),
+        confirm_timeout_ms: None,
     };
     let outcome = runner.command(&utterance, &options, Some(door)).await?;
     serde_json::to_value(outcome).map_err(internal)
@@ -686,6 +707,12 @@ fn needs_explicit_provenance(method: &str) -> bool {
 async fn invoke(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value, ErrorObject> {
     let name = required_str(&params, "plugin", "runner.invoke")?;
     let method = required_str(&params, "method", "runner.invoke")?;
+    // The handshake and protocol control messages are the runner's own business.
+    if method == "protocol.hello" || method.starts_with("$/") {
+        return Err(ErrorObject::invalid_params(format!(
+            "runner.invoke cannot send {method:?}: the handshake and $/ messages belong to the runner"
+        )));
+    }
     let call_params = match params.get("params") {
         None | Some(Value::Null) => json!({}),
         Some(v @ Value::Object(_)) => v.clone(),
