@@ -28,10 +28,15 @@ pub fn default_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("plugins"))
 }
 
-/// `id` with every character outside `[A-Za-z0-9_.-]` replaced by `_`.
+/// The longest id kept in a socket name, in characters.
+const MAX_ID_CHARS: usize = 128;
+
+/// `id` with every character outside `[A-Za-z0-9_.-]` replaced by `_`, cut to 128
+/// characters; `plugin` when nothing is left.
 pub fn sanitize_id(id: &str) -> String {
     let cleaned: String = id
         .chars()
+        .take(MAX_ID_CHARS)
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
                 c
@@ -40,6 +45,9 @@ pub fn sanitize_id(id: &str) -> String {
             }
         })
         .collect();
+    if cleaned.is_empty() {
+        return "plugin".into();
+    }
     // "." and ".." would name directories, not sockets.
     if cleaned.chars().all(|c| c == '.') {
         cleaned.replace('.', "_")
@@ -272,6 +280,8 @@ mod tests {
         assert_eq!(sanitize_id("x.y-z_1"), "x.y-z_1");
         assert_eq!(sanitize_id(".."), "__");
         assert_eq!(sanitize_id("é"), "_");
+        assert_eq!(sanitize_id(""), "plugin");
+        assert_eq!(sanitize_id(&"x".repeat(300)).len(), 128);
     }
 
     #[test]
