@@ -13,9 +13,9 @@ use utter::supervisor::{PluginStatus, Supervisor, SupervisorOptions};
 use utter_protocol::serde_json::json;
 
 /// A test rig: a private runtime directory and a config of test plugins, each with its
-/// transport and extra arguments.
+/// transport and extra arguments (`{tmp}` in an argument stands for the rig's directory).
 struct Rig {
-    _tmp: tempfile::TempDir,
+    tmp: tempfile::TempDir,
     socket_dir: PathBuf,
     config: config::Config,
 }
@@ -28,7 +28,10 @@ impl Rig {
         let mut text = "config_version = 1\n[runner]\nrpc_timeout_ms = 5000\n".to_string();
         for (id, transport, args) in plugins {
             let mut argv = vec![program.display().to_string()];
-            argv.extend(args.iter().map(|s| s.to_string()));
+            argv.extend(
+                args.iter()
+                    .map(|s| s.replace("{tmp}", &tmp.path().display().to_string())),
+            );
             text.push_str(&format!(
                 "[[plugin]]\nid = \"{id}\"\nkind = \"bundle\"\ntransport = \"{transport}\"\nentrypoint = {}\n",
                 json!(argv)
@@ -41,7 +44,7 @@ impl Rig {
             parsed.warnings
         );
         Rig {
-            _tmp: tmp,
+            tmp,
             socket_dir,
             config: parsed.config,
         }
@@ -152,6 +155,47 @@ async fn an_impostor_cannot_take_a_connect_plugins_socket() {
     assert!(
         matches!(read, Ok(0) | Err(_)),
         "the impostor got nothing: {read:?}"
+    );
+    let sup = starting.await.expect("start");
+    assert_eq!(status_of(&sup, "slow"), (PluginStatus::Ok, 0, None));
+    let echo = sup
+        .call("slow", "test.echo", json!({}), Duration::from_secs(5))
+        .await
+        .expect("the real plugin is served");
+    assert_eq!(echo["epoch"], 0);
+    sup.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_socket_bound_by_another_process_is_not_used() {
+    let rig = Rig::new(&[(
+        "slow",
+        "listen",
+        &["--dial-delay-ms", "1500", "--pid-file", "{tmp}/slow.pid"],
+    )]);
+    let pid_file = rig.tmp.path().join("slow.pid");
+    let socket = rig.socket("slow");
+    let config = rig.config.clone();
+    let options = rig.options();
+    let starting = tokio::spawn(async move { Supervisor::start(&config, options).await });
+    assert!(
+        common::wait_for(Duration::from_secs(5), || pid_file.exists()).await,
+        "the plugin started"
+    );
+    // While the plugin waits, this process takes the socket path and listens on it.
+    let impostor = tokio::net::UnixListener::bind(&socket).expect("the impostor binds");
+    let dialed = tokio::spawn(async move {
+        let (mut stream, _) = impostor
+            .accept()
+            .await
+            .expect("the runner dials the impostor");
+        let mut buf = [0u8; 64];
+        tokio::time::timeout(Duration::from_secs(3), stream.read(&mut buf)).await
+    });
+    let read = dialed.await.expect("impostor task");
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "the runner sent the impostor nothing and hung up: {read:?}"
     );
     let sup = starting.await.expect("start");
     assert_eq!(status_of(&sup, "slow"), (PluginStatus::Ok, 0, None));
