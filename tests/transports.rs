@@ -22,9 +22,13 @@ struct Rig {
 
 impl Rig {
     fn new(plugins: &[(&str, &str, &[&str])]) -> Rig {
+        Rig::with_program("utter-test-plugin", plugins)
+    }
+
+    fn with_program(program: &str, plugins: &[(&str, &str, &[&str])]) -> Rig {
         let tmp = tempfile::tempdir().expect("temp dir");
         let socket_dir = tmp.path().join("utter").join("plugins");
-        let program = common::bin("utter-test-plugin");
+        let program = common::bin(program);
         let mut text = "config_version = 1\n[runner]\nrpc_timeout_ms = 5000\n".to_string();
         for (id, transport, args) in plugins {
             let mut argv = vec![program.display().to_string()];
@@ -117,6 +121,34 @@ async fn connect_and_listen_plugins_handshake_and_serve_over_private_sockets() {
             "{id}: stopping removes the socket file"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_on_the_protocol_crates_server_runs_on_every_transport() {
+    let rig = Rig::with_program(
+        "fake_rs",
+        &[
+            ("s", "stdio", &[]),
+            ("c", "connect", &[]),
+            ("l", "listen", &[]),
+        ],
+    );
+    let sup = rig.start().await;
+    for id in ["s", "c", "l"] {
+        assert_eq!(status_of(&sup, id), (PluginStatus::Ok, 0, None), "{id}");
+        let answer = sup
+            .call(
+                id,
+                "action.invoke",
+                json!({"op": "open_url", "args": {"url": "https://example.org/"}}),
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("fake_rs answers");
+        assert_eq!(answer["dry_run"], true, "{id}");
+    }
+    sup.shutdown().await;
+    assert!(!rig.socket("c").exists() && !rig.socket("l").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
