@@ -246,7 +246,8 @@ pub struct PluginEntry {
     /// Only `subprocess` runs.
     #[serde(default = "default_runtime")]
     pub runtime: Runtime,
-    /// `stdio` (this runner) — `connect`/`listen` are accepted by the parser.
+    /// `stdio` (default), `connect` (the plugin dials the runner's socket) or `listen` (the
+    /// runner dials the plugin's socket); PROTOCOL.md §1.1.
     #[serde(default = "default_transport")]
     pub transport: Transport,
     /// argv; a bare program name is looked up next to the `utter` binary first, then on PATH.
@@ -570,17 +571,6 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                 &at("runtime"),
                 "only runtime = \"subprocess\" runs today; this plugin will be reported as failed"
                     .into(),
-            ));
-        }
-        if p.transport != Transport::Stdio {
-            warnings.push(issue_at(
-                text,
-                origin,
-                &at("transport"),
-                format!(
-                    "transport {:?} is not served by this runner yet; use \"stdio\"",
-                    p.transport.to_string()
-                ),
             ));
         }
         for (key, list) in [("provides", &p.provides), ("requires", &p.requires)] {

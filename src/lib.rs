@@ -37,3 +37,4 @@ pub mod runner;
 pub mod socket;
 pub mod supervisor;
 pub mod systemd;
+pub mod transport;

@@ -6,14 +6,16 @@
 //!
 //! Start-up spawns every plugin at once and runs the handshakes concurrently; capabilities are
 //! validated afterwards against everything that came up, so a plugin may require a capability
-//! of a plugin listed after it. When an instance dies (process exit, closed stdout, or a
+//! of a plugin listed after it. Every transport (stdio, or a unix socket for `connect` and
+//! `listen`, see [`crate::transport`]) comes down to one reader/writer pair under a
+//! [`Connection`]. When an instance dies (process exit, closed stdout or socket, or a
 //! stream that lost its frame boundary) the calls waiting on it fail at once with `-32000`,
 //! and the slot respawns it after a delay that doubles from 200 ms up to 30 s; five crashes
 //! within 60 s mark it `crash-loop`. Version mismatches (`-32004`), missing requirements
 //! (`-32005`) and programs that do not exist are not retried: they need a config change.
 //!
-//! Stopping drains each instance: close its stdin, wait `drain_timeout_ms`, SIGTERM, wait
-//! `kill_timeout_ms`, SIGKILL.
+//! Stopping drains each instance: close its stdin or socket, wait `drain_timeout_ms`,
+//! SIGTERM, wait `kill_timeout_ms`, SIGKILL; then remove its socket file.
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -169,6 +171,9 @@ pub struct SupervisorOptions {
     pub max_frame_bytes: usize,
     /// Where bare program names are looked up first (default: beside the running executable).
     pub bin_dir: Option<PathBuf>,
+    /// The directory of `connect`/`listen` plugin sockets (default
+    /// `$XDG_RUNTIME_DIR/utter/plugins`).
+    pub socket_dir: PathBuf,
 }
 
 impl SupervisorOptions {
@@ -181,6 +186,7 @@ impl SupervisorOptions {
             kill_timeout: Duration::from_millis(r.kill_timeout_ms),
             max_frame_bytes: usize::try_from(r.max_frame_bytes).unwrap_or(usize::MAX),
             bin_dir: None,
+            socket_dir: crate::transport::default_dir(),
         }
     }
 }
@@ -365,6 +371,8 @@ fn least_trusted_in_flight(list: &Mutex<Vec<Provenance>>) -> Provenance {
 struct Process {
     child: Child,
     conn: Connection,
+    /// The socket file of a `connect`/`listen` plugin, removed once the process is stopped.
+    socket: Option<PathBuf>,
 }
 
 #[derive(Default)]
@@ -1006,28 +1014,58 @@ impl Shared {
                 entry.id
             ))));
         }
-        if entry.transport != Transport::Stdio {
-            return Err(permanent(ErrorObject::invalid_params(format!(
-                "plugin {:?}: transport {:?} is not served by this runner yet; use \"stdio\"",
-                entry.id,
-                entry.transport.to_string()
-            ))));
-        }
+        let options = self.options();
         let argv = entry.entrypoint.to_vec();
-        let program = resolve_program(&argv[0], self.options().bin_dir.as_deref());
+        let program = resolve_program(&argv[0], options.bin_dir.as_deref());
+        // A socket plugin's socket: the directory made safe, a stale file removed; for
+        // `connect` the runner binds before spawning, so the plugin can dial at once.
+        let socket = match entry.transport {
+            Transport::Stdio => None,
+            Transport::Connect | Transport::Listen => {
+                let path = crate::transport::socket_path(&options.socket_dir, &entry.id);
+                crate::transport::prepare_dir(&options.socket_dir)
+                    .and_then(|()| crate::transport::remove_stale(&path))
+                    .map_err(|e| {
+                        permanent(ErrorObject::plugin(format!(
+                            "cannot start plugin {:?}: {e}",
+                            entry.id
+                        )))
+                    })?;
+                Some(path)
+            }
+        };
+        let listener = match (&entry.transport, &socket) {
+            (Transport::Connect, Some(path)) => {
+                Some(crate::transport::bind(path).map_err(|e| StartFailure {
+                    error: ErrorObject::plugin(format!("cannot start plugin {:?}: {e}", entry.id)),
+                    permanent: false,
+                })?)
+            }
+            _ => None,
+        };
         let mut cmd = Command::new(&program);
         cmd.args(&argv[1..])
             .env_clear()
             .envs(std::env::vars().filter(|(k, _)| passes_env(k)))
             .envs(&entry.env)
             .env("UTTER_PLUGIN_ID", &entry.id)
-            .env("UTTER_PLUGIN_TRANSPORT", "stdio")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+            .env("UTTER_PLUGIN_TRANSPORT", entry.transport.to_string())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             // Its own process group: a terminal's Ctrl-C reaches the runner, which drains.
             .process_group(0);
+        match &socket {
+            Some(path) => {
+                cmd.env("UTTER_PLUGIN_SOCKET", path)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null());
+            }
+            None => {
+                cmd.env_remove("UTTER_PLUGIN_SOCKET")
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped());
+            }
+        }
         if !entry.cwd.is_empty() {
             cmd.current_dir(&entry.cwd);
         }
@@ -1046,14 +1084,15 @@ impl Shared {
                     program.display()
                 )
             };
+            if let Some(path) = &socket {
+                let _ = crate::transport::remove_stale(path);
+            }
             StartFailure {
                 permanent: not_found,
                 error: ErrorObject::plugin(message),
             }
         })?;
         let pid = child.id();
-        let stdin = child.stdin.take().expect("stdin piped");
-        let stdout = child.stdout.take().expect("stdout piped");
         if let Some(stderr) = child.stderr.take() {
             tokio::spawn(log_stderr(
                 stderr,
@@ -1062,11 +1101,51 @@ impl Shared {
                 slot.stderr_tail.clone(),
             ));
         }
+        // One transport abstraction: whatever carries the frames is a boxed reader and writer.
+        let streams: Result<(BoxedReader, BoxedWriter), ErrorObject> = match (&socket, listener) {
+            (None, _) => {
+                let stdin = child.stdin.take().expect("stdin piped");
+                let stdout = child.stdout.take().expect("stdout piped");
+                Ok((Box::new(stdout), Box::new(stdin)))
+            }
+            (Some(path), Some(listener)) => crate::transport::accept_plugin(
+                &listener,
+                &mut child,
+                &entry.id,
+                path,
+                options.rpc_timeout,
+            )
+            .await
+            .map(split_socket),
+            (Some(path), None) => {
+                crate::transport::dial_plugin(&mut child, &entry.id, path, options.rpc_timeout)
+                    .await
+                    .map(split_socket)
+            }
+        };
+        let (reader, writer) = match streams {
+            Ok(pair) => pair,
+            Err(mut error) => {
+                // Say what it last said, and stop it.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                error.message.push_str(&slot.stderr_summary());
+                tokio::spawn(async move {
+                    stop_process(child, options).await;
+                    if let Some(path) = socket {
+                        let _ = crate::transport::remove_stale(&path);
+                    }
+                });
+                return Err(StartFailure {
+                    error,
+                    permanent: false,
+                });
+            }
+        };
         let (conn, incoming) = Connection::spawn(
-            stdout,
-            stdin,
+            reader,
+            writer,
             ConnectionOptions {
-                max_body: self.options().max_frame_bytes,
+                max_body: options.max_frame_bytes,
                 id_prefix: Some(format!("{epoch}:")),
                 label: entry.id.clone(),
                 ..Default::default()
@@ -1084,6 +1163,7 @@ impl Shared {
         let process = Process {
             child,
             conn: conn.clone(),
+            socket,
         };
         match self.handshake(slot, &conn, epoch).await {
             Ok(describe) => Ok((
@@ -1416,34 +1496,50 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
     }
 }
 
+type BoxedReader = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+type BoxedWriter = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+
+/// A connected plugin socket as the reader/writer pair a [`Connection`] runs on. Closing the
+/// connection shuts the write side down, so the plugin sees end of file.
+fn split_socket(stream: tokio::net::UnixStream) -> (BoxedReader, BoxedWriter) {
+    let (reader, writer) = stream.into_split();
+    (Box::new(reader), Box::new(writer))
+}
+
 /// Resolves once shutdown has been requested (or the supervisor is gone).
 async fn stop_requested(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stop| *stop).await.map(|_| ());
 }
 
-/// Stop a process: close its stdin, wait, SIGTERM its process group, wait, SIGKILL the
+/// Stop a process: close its stdin or socket, wait, SIGTERM its process group, wait, SIGKILL the
 /// group; always reaps it. Processes it left behind in its group are stopped too (the
 /// plugin runs in a group of its own; apps it launches for the user start their own groups).
-async fn drain(mut process: Process, options: SupervisorOptions) {
-    use nix::sys::signal::{Signal, killpg};
+async fn drain(process: Process, options: SupervisorOptions) {
+    // Closing the connection closes stdin, or shuts the socket's write side down.
     process.conn.close();
+    stop_process(process.child, options).await;
+    if let Some(path) = process.socket {
+        let _ = crate::transport::remove_stale(&path);
+    }
+}
+
+/// The waiting and signalling part of [`drain`].
+async fn stop_process(mut child: Child, options: SupervisorOptions) {
+    use nix::sys::signal::{Signal, killpg};
     // The group id is the plugin's pid (it was spawned with process_group(0)).
-    let group = process
-        .child
-        .id()
-        .map(|pid| nix::unistd::Pid::from_raw(pid as i32));
-    let exited = tokio::time::timeout(options.drain_timeout, process.child.wait())
+    let group = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));
+    let exited = tokio::time::timeout(options.drain_timeout, child.wait())
         .await
         .is_ok();
     let Some(group) = group else { return };
     if !exited {
         let _ = killpg(group, Signal::SIGTERM);
-        if tokio::time::timeout(options.kill_timeout, process.child.wait())
+        if tokio::time::timeout(options.kill_timeout, child.wait())
             .await
             .is_err()
         {
             let _ = killpg(group, Signal::SIGKILL);
-            let _ = process.child.kill().await;
+            let _ = child.kill().await;
             return;
         }
     }

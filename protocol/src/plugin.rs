@@ -31,9 +31,12 @@
 //!
 //! #[tokio::main(flavor = "current_thread")]
 //! async fn main() -> std::process::ExitCode {
-//!     plugin::run_stdio(MANIFEST, Hello).await
+//!     plugin::run(MANIFEST, Hello).await
 //! }
 //! ```
+//!
+//! [`run`] serves on the transport the runner chose in the plugin's environment (stdin and
+//! stdout, or a unix socket; PROTOCOL.md §1.1).
 //!
 //! The server answers the handshake from the manifest, runs each request in its own task,
 //! aborts a task on `$/cancel` (answering `-32002`), and returns when the runner closes the
@@ -105,9 +108,10 @@ pub enum ServeError {
     Manifest(#[from] crate::manifest::ManifestError),
 }
 
-/// Parse the manifest and serve over stdin/stdout until the runner closes stdin. Errors are
-/// printed to stderr; the exit code is 0 on a clean end and 1 otherwise.
-pub async fn run_stdio<H: Handler>(manifest_toml: &str, handler: H) -> std::process::ExitCode {
+/// Parse the manifest and serve on the transport the runner chose (see [`streams`]) until
+/// the runner closes the stream. Errors are printed to stderr; the exit code is 0 on a clean
+/// end and 1 otherwise.
+pub async fn run<H: Handler>(manifest_toml: &str, handler: H) -> std::process::ExitCode {
     let manifest = match Manifest::from_toml_str(manifest_toml, "utter-plugin.toml") {
         Ok(m) => m,
         Err(e) => {
@@ -115,13 +119,77 @@ pub async fn run_stdio<H: Handler>(manifest_toml: &str, handler: H) -> std::proc
             return std::process::ExitCode::FAILURE;
         }
     };
-    let (reader, writer) = stdio();
+    let (reader, writer) = match streams().await {
+        Ok(pair) => pair,
+        Err(e) => {
+            eprintln!("{}: cannot reach the runner: {e}", manifest.name);
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     serve(reader, writer, manifest, handler).await;
     std::process::ExitCode::SUCCESS
 }
 
-type BoxedReader = Box<dyn AsyncRead + Send + Unpin>;
-type BoxedWriter = Box<dyn AsyncWrite + Send + Unpin>;
+/// The same as [`run`]: despite its name it honours `UTTER_PLUGIN_TRANSPORT` too, so a
+/// plugin written against it works on every transport.
+pub async fn run_stdio<H: Handler>(manifest_toml: &str, handler: H) -> std::process::ExitCode {
+    run(manifest_toml, handler).await
+}
+
+/// A boxed reader half of a transport.
+pub type BoxedReader = Box<dyn AsyncRead + Send + Unpin>;
+/// A boxed writer half of a transport.
+pub type BoxedWriter = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// The reader and writer of the transport the runner chose: the socket of
+/// [`socket_from_env`] when there is one, else [`stdio`].
+pub async fn streams() -> std::io::Result<(BoxedReader, BoxedWriter)> {
+    Ok(match socket_from_env().await? {
+        Some(stream) => {
+            let (reader, writer) = stream.into_split();
+            (Box::new(reader), Box::new(writer))
+        }
+        None => stdio(),
+    })
+}
+
+/// The socket to the runner, as `UTTER_PLUGIN_TRANSPORT` and `UTTER_PLUGIN_SOCKET` say
+/// (PROTOCOL.md §1.1): `connect` dials the runner's socket; `listen` binds the socket
+/// (mode 0600, replacing a stale one) and accepts one connection. `None` for `stdio` or
+/// when the variable is unset.
+pub async fn socket_from_env() -> std::io::Result<Option<tokio::net::UnixStream>> {
+    use std::io::{Error, ErrorKind};
+    let transport = std::env::var("UTTER_PLUGIN_TRANSPORT").unwrap_or_default();
+    if transport.is_empty() || transport == "stdio" {
+        return Ok(None);
+    }
+    let path = std::env::var_os("UTTER_PLUGIN_SOCKET")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                format!("UTTER_PLUGIN_TRANSPORT is {transport:?} but UTTER_PLUGIN_SOCKET is unset"),
+            )
+        })?;
+    match transport.as_str() {
+        "connect" => tokio::net::UnixStream::connect(&path).await.map(Some),
+        "listen" => {
+            use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket()) {
+                std::fs::remove_file(&path)?;
+            }
+            let listener = tokio::net::UnixListener::bind(&path)?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+            let (stream, _) = listener.accept().await?;
+            Ok(Some(stream))
+        }
+        other => Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("unknown UTTER_PLUGIN_TRANSPORT {other:?}; expected stdio, connect or listen"),
+        )),
+    }
+}
 
 /// Stdin and stdout as async streams. When they are pipes (as when the runner spawns the
 /// plugin) they are registered with the reactor directly; tokio's own `stdin()`/`stdout()`

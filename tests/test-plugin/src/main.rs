@@ -24,6 +24,7 @@
 //! * `--context FILE`: serve `context.snapshot` with the JSON in FILE, read at each call.
 //! * `--choose ID` / `--choose-raw JSON`: serve `llm.choose` (and `perception.choose`),
 //!   answering `{choice_id: ID}` or the raw JSON.
+//! * `--dial-delay-ms N`: on a socket transport, wait N ms before dialing or listening.
 //! * `--choose-from-context`: serve `llm.choose` like an injected model would: read
 //!   `host.context`, try `host.action {op: open_url, args: {url}}` with every string found
 //!   there (recorded as `{"host_action": ...}` lines), then answer a candidate structure
@@ -31,7 +32,8 @@
 //!
 //! Methods: `test.host {method, params}` (calls the runner back and returns
 //! `{result}` or `{error}`), `test.host-later {method, params, after_file}` (answers at once,
-//! then makes that call once `after_file` exists and records the answer), `test.echo` (returns its params and the epoch), `test.die` (exits with status 7
+//! then makes that call once `after_file` exists and records the answer), `test.echo` (returns its params and the epoch),
+//! `test.drop_socket` (answers, then shuts its socket down and keeps running), `test.die` (exits with status 7
 //! before answering), `test.hang` (never answers), `test.badjson` (writes a frame of
 //! invalid JSON, then answers normally), `test.garbage` (writes a broken header,
 //! so the stream cannot be resynchronised), `action.capabilities`, `action.invoke` (records
@@ -66,6 +68,7 @@ struct Options {
     context: Option<String>,
     choose: Option<Value>,
     choose_from_context: bool,
+    dial_delay_ms: u64,
 }
 
 fn parse_args() -> Options {
@@ -105,6 +108,7 @@ fn parse_args() -> Options {
             "--choose" => o.choose = Some(json!({"choice_id": value()})),
             "--choose-raw" => o.choose = utter_protocol::serde_json::from_str(&value()).ok(),
             "--choose-from-context" => o.choose_from_context = true,
+            "--dial-delay-ms" => o.dial_delay_ms = value().parse().unwrap_or(0),
             other => eprintln!("utter-test-plugin: unknown option {other}"),
         }
     }
@@ -170,7 +174,34 @@ async fn main() -> ExitCode {
             }
         });
     }
-    let (reader, writer) = utter_protocol::plugin::stdio();
+    // The transport the runner chose: stdin/stdout, or a socket (of which a duplicate is
+    // kept, so `test.drop_socket` can shut it down under the connection's feet).
+    let transport = std::env::var("UTTER_PLUGIN_TRANSPORT").unwrap_or_else(|_| "stdio".into());
+    if transport != "stdio" && o.dial_delay_ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(o.dial_delay_ms)).await;
+    }
+    let socket = match utter_protocol::plugin::socket_from_env().await {
+        Ok(socket) => socket,
+        Err(e) => {
+            eprintln!("utter-test-plugin: cannot reach the runner: {e}");
+            return ExitCode::from(4);
+        }
+    };
+    let socket_fd: Option<Arc<std::os::fd::OwnedFd>> = socket.as_ref().and_then(|s| {
+        use std::os::fd::AsFd;
+        s.as_fd().try_clone_to_owned().ok().map(Arc::new)
+    });
+    let (reader, writer): (
+        utter_protocol::plugin::BoxedReader,
+        utter_protocol::plugin::BoxedWriter,
+    ) = match socket {
+        Some(stream) => {
+            let (r, w) = stream.into_split();
+            (Box::new(r), Box::new(w))
+        }
+        None => utter_protocol::plugin::stdio(),
+    };
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (conn, mut incoming) = Connection::spawn(
         reader,
         writer,
@@ -196,6 +227,9 @@ async fn main() -> ExitCode {
                 let conn = conn.clone();
                 let o = o.clone();
                 let epoch = epoch.clone();
+                let socket_fd = socket_fd.clone();
+                let dropped = dropped.clone();
+                let transport = transport.clone();
                 tokio::spawn(async move {
                     let result: Result<Value, ErrorObject> = match r.method.as_str() {
                         "protocol.hello" => {
@@ -203,13 +237,13 @@ async fn main() -> ExitCode {
                             Ok(json!({
                                 "protocol": o.protocol, "abi": o.abi,
                                 "plugin": {"name": "test", "version": "0.1.0", "kind": "bundle"},
-                                "transport": "stdio",
+                                "transport": transport,
                                 "provides": o.provides, "requires": o.requires, "permissions": [],
                             }))
                         }
                         "plugin.describe" => {
                             let mut methods = vec!["test.echo", "test.die", "test.hang", "test.garbage", "test.badjson",
-                                                   "test.host", "test.host-later", "action.capabilities", "action.invoke", "router.plan"];
+                                                   "test.host", "test.host-later", "test.drop_socket", "action.capabilities", "action.invoke", "router.plan"];
                             if o.context.is_some() {
                                 methods.push("context.snapshot");
                             }
@@ -281,6 +315,16 @@ async fn main() -> ExitCode {
                             json!({"params": r.params, "epoch": *epoch.lock().expect("lock"), "pid": std::process::id()}),
                         ),
                         "test.die" => std::process::exit(7),
+                        "test.drop_socket" if socket_fd.is_some() => {
+                            let Some(fd) = socket_fd else { return };
+                            let _ = conn.respond(r.id, Ok(json!({"dropping": true}))).await;
+                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                            dropped.store(true, std::sync::atomic::Ordering::SeqCst);
+                            // Shut the socket itself down (every descriptor of it), not just
+                            // this duplicate: the runner sees end of file, the process lives on.
+                            let _ = shutdown_socket(&fd);
+                            return;
+                        }
                         "test.hang" => return,
                         "test.garbage" => {
                             let mut out = tokio::io::stdout();
@@ -353,6 +397,12 @@ async fn main() -> ExitCode {
         }
     }
     record(&o.record, json!({"eof": true}));
+    if dropped.load(std::sync::atomic::Ordering::SeqCst) {
+        eprintln!("utter-test-plugin: socket dropped; staying alive, as asked");
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+        }
+    }
     if o.ignore_eof {
         eprintln!("utter-test-plugin: stdin closed; ignoring it, as asked");
         loop {
@@ -360,4 +410,10 @@ async fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// `shutdown(2)` both directions of the socket behind `fd`.
+fn shutdown_socket(fd: &std::os::fd::OwnedFd) -> std::io::Result<()> {
+    let copy = fd.try_clone()?;
+    std::os::unix::net::UnixStream::from(copy).shutdown(std::net::Shutdown::Both)
 }
