@@ -31,6 +31,7 @@ use utter_protocol::{
 use super::access::{Admission, Peer, Shared, constant_time_eq};
 use crate::config::ConfigIssue;
 use crate::confirm::{Door, PendingConfirmation, read_answer};
+use crate::handles::{Scope, b64_decode, b64_encode};
 use crate::pipeline::{CommandOptions, ConfirmRequest};
 use crate::policy::{Provenance, normalise_op};
 use crate::runner::{EVENT_BACKLOG, Runner, VERSION};
@@ -117,6 +118,7 @@ pub(super) async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
         work: Arc::new(Mutex::new(HashMap::new())),
         subscriptions: Arc::new(Mutex::new(HashMap::new())),
         next_subscription: 0,
+        scope: Scope::Client(next_connection()),
     };
     session.run(incoming).await;
 }
@@ -140,6 +142,14 @@ struct Session {
     work: Work,
     subscriptions: Arc<Mutex<HashMap<String, AbortHandle>>>,
     next_subscription: u64,
+    /// This connection's handle scope.
+    scope: Scope,
+}
+
+/// A number for each client connection (its handle scope).
+fn next_connection() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Session {
@@ -210,6 +220,9 @@ impl Session {
                 cancelled,
                 "client disconnected; its running requests were cancelled"
             );
+        }
+        if let Some(store) = &self.shared.runner.handles {
+            store.drop_scope(&self.scope);
         }
         self.conn.close();
     }
@@ -323,9 +336,13 @@ impl Session {
                 self.spawn_work(id, command(runner, params, door)).await;
                 return;
             }
+            "handle.create" | "handle.fetch" | "handle.stat" | "handle.retain"
+            | "handle.release" => handle_method(&runner, &self.scope, &method, &params),
             "runner.invoke" => {
                 let door = client_door(self.conn.clone());
-                self.spawn_work(id, invoke(runner, params, door)).await;
+                let scope = self.scope.clone();
+                self.spawn_work(id, invoke(runner, params, door, scope))
+                    .await;
                 return;
             }
             "runner.reload" => {
@@ -683,7 +700,12 @@ fn needs_explicit_provenance(method: &str) -> bool {
 /// `action.invoke`, `host.action` and `input.*` always, and every other method unless the
 /// plugin's `plugin.describe` lists it as side-effect-free (the older runner checked only
 /// `action.invoke`; reference §12, item 30).
-async fn invoke(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value, ErrorObject> {
+async fn invoke(
+    runner: Arc<Runner>,
+    params: Value,
+    door: Door,
+    scope: Scope,
+) -> Result<Value, ErrorObject> {
     let name = required_str(&params, "plugin", "runner.invoke")?;
     let method = required_str(&params, "method", "runner.invoke")?;
     let call_params = match params.get("params") {
@@ -719,9 +741,87 @@ async fn invoke(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value,
     // provenance, so an untrusted relay cannot be laundered through `host.action`.
     let provenance = Provenance::from_value(call_params.get("provenance"))?;
     let timeout = supervisor.effective_timeout(timeout_ms(&call_params));
-    supervisor
+    let plugin_scope = Scope::Plugin(id.clone());
+    if let Some(store) = &runner.handles {
+        store.pass(&scope, &plugin_scope, &call_params);
+    }
+    let result = supervisor
         .call_as(&id, method, call_params, timeout, provenance)
-        .await
+        .await?;
+    if let Some(store) = &runner.handles {
+        store.pass(&plugin_scope, &scope, &result);
+    }
+    Ok(result)
+}
+
+/// `handle.create`, `handle.fetch`, `handle.stat`, `handle.retain` and `handle.release`
+/// (PROTOCOL.md §10).
+fn handle_method(
+    runner: &Runner,
+    scope: &Scope,
+    method: &str,
+    params: &Value,
+) -> Result<Value, ErrorObject> {
+    let store = runner.handles.as_ref().ok_or_else(|| {
+        ErrorObject::new(
+            ErrorCode::CapabilityMissing,
+            "the handle store is unavailable (its directory could not be made; see the runner log)",
+        )
+    })?;
+    if method == "handle.create" {
+        let bytes = create_bytes(params, store.quota())?;
+        return store.create(scope, &bytes);
+    }
+    let handle = required_str(params, "handle", method)?;
+    match method {
+        "handle.fetch" => {
+            let bytes = store.fetch(scope, handle)?;
+            let digest = crate::handles::digest_hex(&bytes);
+            Ok(json!({"size": bytes.len(), "sha256": digest, "data_b64": b64_encode(&bytes)}))
+        }
+        "handle.stat" => store.stat(scope, handle),
+        "handle.retain" => store.retain(scope, handle),
+        _ => store.release(scope, handle),
+    }
+}
+
+/// The bytes of `handle.create`: `data_b64` (strict base64), else `data` (a string, as
+/// UTF-8), else `size` zero bytes (a whole number no larger than the quota).
+fn create_bytes(params: &Value, quota: u64) -> Result<Vec<u8>, ErrorObject> {
+    if let Some(v) = params.get("data_b64").filter(|v| !v.is_null()) {
+        let text = v.as_str().ok_or_else(|| {
+            ErrorObject::invalid_params("handle.create: params.data_b64 must be a string")
+        })?;
+        return b64_decode(text).ok_or_else(|| {
+            ErrorObject::invalid_params(
+                "handle.create: params.data_b64 is not valid base64 (standard alphabet, padded, no whitespace)",
+            )
+        });
+    }
+    if let Some(v) = params.get("data").filter(|v| !v.is_null()) {
+        let text = v.as_str().ok_or_else(|| {
+            ErrorObject::invalid_params("handle.create: params.data must be a string")
+        })?;
+        return Ok(text.as_bytes().to_vec());
+    }
+    if let Some(v) = params.get("size").filter(|v| !v.is_null()) {
+        let size = v.as_u64().ok_or_else(|| {
+            ErrorObject::invalid_params(
+                "handle.create: params.size must be a whole number of bytes",
+            )
+        })?;
+        if size > quota {
+            return Err(ErrorObject::new(
+                ErrorCode::CapabilityMissing,
+                format!("handle quota exceeded: {size} bytes is more than the {quota} byte quota"),
+            )
+            .with_data(json!({"size": size, "quota": quota})));
+        }
+        return Ok(vec![0; size as usize]);
+    }
+    Err(ErrorObject::invalid_params(
+        "handle.create needs params.data_b64 (base64), params.data (a string) or params.size (bytes)",
+    ))
 }
 
 /// The policy gates for one acting `runner.invoke`, with a confirmation when needed.
