@@ -385,3 +385,197 @@ async fn a_connection_cannot_hold_more_than_its_quota() {
         .await
         .unwrap();
 }
+
+/// A blocking client speaking raw frames, reading with `recvmsg` so that descriptors that
+/// ride on a response are received.
+struct FdClient {
+    stream: std::os::unix::net::UnixStream,
+    buffer: Vec<u8>,
+    fds: Vec<std::os::fd::OwnedFd>,
+    next_id: i64,
+}
+
+impl FdClient {
+    fn connect(daemon: &Daemon) -> FdClient {
+        let stream = std::os::unix::net::UnixStream::connect(&daemon.socket).unwrap();
+        stream.set_read_timeout(Some(LIMIT)).unwrap();
+        let mut client = FdClient {
+            stream,
+            buffer: Vec::new(),
+            fds: Vec::new(),
+            next_id: 1,
+        };
+        let token = std::fs::read_to_string(daemon.sb.path("state/utter/runner-token")).unwrap();
+        let (reply, fd) = client.call("runner.auth", json!({"token": token.trim()}));
+        assert!(reply.get("result").is_some(), "{reply}");
+        assert!(fd.is_none());
+        client
+    }
+
+    /// Send a request; the response and the descriptor that came with it, if any.
+    fn call(&mut self, method: &str, params: Value) -> (Value, Option<std::os::fd::OwnedFd>) {
+        use std::io::Write;
+        let body =
+            json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+                .to_string();
+        self.next_id += 1;
+        write!(self.stream, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        loop {
+            if let Some(frame) = self.take_frame() {
+                let fd = if self.fds.is_empty() {
+                    None
+                } else {
+                    Some(self.fds.remove(0))
+                };
+                assert!(self.fds.is_empty(), "one descriptor per response");
+                return (frame, fd);
+            }
+            self.receive();
+        }
+    }
+
+    fn take_frame(&mut self) -> Option<Value> {
+        let text = std::str::from_utf8(&self.buffer).ok()?;
+        let end = text.find("\r\n\r\n")?;
+        let length: usize = text[..end]
+            .strip_prefix("Content-Length: ")
+            .unwrap()
+            .parse()
+            .unwrap();
+        if self.buffer.len() < end + 4 + length {
+            return None;
+        }
+        let body: Vec<u8> = self
+            .buffer
+            .drain(..end + 4 + length)
+            .skip(end + 4)
+            .collect();
+        Some(utter_protocol::serde_json::from_slice(&body).unwrap())
+    }
+
+    fn receive(&mut self) {
+        use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let mut chunk = [0u8; 65536];
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 4]);
+        let (n, fds) = {
+            let mut iov = [std::io::IoSliceMut::new(&mut chunk)];
+            let msg = recvmsg::<()>(
+                self.stream.as_raw_fd(),
+                &mut iov,
+                Some(&mut space),
+                MsgFlags::MSG_CMSG_CLOEXEC,
+            )
+            .expect("recvmsg");
+            let mut fds = Vec::new();
+            for cmsg in msg.cmsgs().unwrap() {
+                if let ControlMessageOwned::ScmRights(received) = cmsg {
+                    fds.extend(received);
+                }
+            }
+            (msg.bytes, fds)
+        };
+        assert!(n > 0, "the runner closed the connection");
+        self.buffer.extend_from_slice(&chunk[..n]);
+        // SAFETY: SCM_RIGHTS hands us new descriptors that nothing else owns.
+        self.fds.extend(
+            fds.into_iter()
+                .map(|fd| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }),
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fd_pass_hands_over_a_blob_a_sealed_memfd_and_a_ring() {
+    use std::io::{Read, Seek, Write};
+    let daemon = Daemon::start("").await;
+    let mut client = FdClient::connect(&daemon);
+
+    // A handle: a read-only descriptor of the blob, even one too large to fetch inline.
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
+    let (made, _) = client.call("handle.create", json!({"data_b64": b64(&data)}));
+    let handle = made["result"]["handle"].clone();
+    let (reply, fd) = client.call(
+        "fd.pass",
+        json!({"kind": "handle", "meta": {"handle": handle}}),
+    );
+    assert_eq!(reply["result"]["size"], 200_000, "{reply}");
+    let mut file = std::fs::File::from(fd.expect("a descriptor with the response"));
+    let mut read = Vec::new();
+    file.read_to_end(&mut read).unwrap();
+    assert_eq!(read, data);
+    assert!(
+        file.write_all(b"x").is_err(),
+        "the blob's descriptor is read-only"
+    );
+
+    // The descriptor travels with its own response, in order, among ordinary frames.
+    let (reply, fd) = client.call("runner.version", json!({}));
+    assert!(reply["result"]["version"].is_string());
+    assert!(fd.is_none());
+
+    // Another connection's handle is not passed.
+    let mut other = FdClient::connect(&daemon);
+    let (reply, fd) = other.call(
+        "fd.pass",
+        json!({"kind": "handle", "meta": {"handle": handle}}),
+    );
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    assert!(fd.is_none());
+
+    // A memfd: the data, at the requested size, sealed, close-on-exec.
+    let (reply, fd) = client.call(
+        "fd.pass",
+        json!({"kind": "memfd", "meta": {"data": "memfd payload", "size": 4096}}),
+    );
+    assert_eq!(reply["result"], json!({"kind": "memfd", "size": 4096}));
+    let fd = fd.expect("a memfd");
+    let seals = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_GET_SEALS).unwrap();
+    let wanted = libc_seals();
+    assert_eq!(seals & wanted, wanted, "grow, shrink and seal are sealed");
+    let mut file = std::fs::File::from(fd);
+    assert!(file.set_len(8192).is_err(), "it cannot grow");
+    assert!(file.set_len(10).is_err(), "it cannot shrink");
+    assert_eq!(file.metadata().unwrap().len(), 4096);
+    let mut head = vec![0u8; 13];
+    file.rewind().unwrap();
+    file.read_exact(&mut head).unwrap();
+    assert_eq!(head, b"memfd payload");
+
+    // A ring: the runner wrote three frames and closed it; this side reads them.
+    let (reply, fd) = client.call(
+        "fd.pass",
+        json!({"kind": "memfd.ring", "meta": {"capacity": 8, "frame_size": 64, "frames": ["one", "two", "three"], "close": true}}),
+    );
+    assert_eq!(
+        reply["result"],
+        json!({"kind": "memfd.ring", "capacity": 8, "frame_size": 64})
+    );
+    let mut ring = utter_protocol::ring::RingReader::open(fd.expect("a ring")).unwrap();
+    let mut buf = vec![0u8; ring.frame_size()];
+    let mut frames = Vec::new();
+    loop {
+        match ring.pop(&mut buf) {
+            utter_protocol::ring::Pop::Frame(n) => frames.push(buf[..n].to_vec()),
+            utter_protocol::ring::Pop::Closed => break,
+            utter_protocol::ring::Pop::Empty => panic!("the ring was closed after its frames"),
+        }
+    }
+    assert_eq!(frames, [&b"one"[..], b"two", b"three"]);
+
+    // Bad requests are answered without a descriptor.
+    for meta in [
+        json!({"kind": "memfd.ring", "meta": {"capacity": 3, "frame_size": 64}}),
+        json!({"kind": "pipe", "meta": {}}),
+        json!({"kind": "handle", "meta": {"handle": "/etc/passwd"}}),
+    ] {
+        let (reply, fd) = client.call("fd.pass", meta.clone());
+        assert_eq!(reply["error"]["code"], -32602, "{meta}: {reply}");
+        assert!(fd.is_none());
+    }
+}
+
+/// F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW.
+fn libc_seals() -> i32 {
+    0x0001 | 0x0002 | 0x0004
+}

@@ -97,10 +97,8 @@ pub(super) async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
             tracing::debug!(pid, uid = peer.uid, exe = %exe, "client connected; it must send runner.auth")
         }
     }
-    let (read, write) = stream.into_split();
-    let (conn, incoming) = Connection::spawn(
-        read,
-        write,
+    let (conn, incoming) = Connection::spawn_unix(
+        stream,
         ConnectionOptions {
             id_prefix: Some("0:".into()),
             label: format!("client pid {pid}"),
@@ -338,6 +336,15 @@ impl Session {
             }
             "handle.create" | "handle.fetch" | "handle.stat" | "handle.retain"
             | "handle.release" => handle_method(&runner, &self.scope, &method, &params),
+            "fd.pass" => match fd_pass(&runner, &self.scope, &params) {
+                Ok((result, fd)) => {
+                    if let Err(e) = self.conn.respond_with_fd(id.clone(), result, fd).await {
+                        let _ = self.conn.respond(id, Err(e)).await;
+                    }
+                    return;
+                }
+                Err(e) => Err(e),
+            },
             "runner.invoke" => {
                 let door = client_door(self.conn.clone());
                 let scope = self.scope.clone();
@@ -783,6 +790,164 @@ fn handle_method(
         "handle.retain" => store.retain(scope, handle),
         _ => store.release(scope, handle),
     }
+}
+
+/// `fd.pass {kind, meta}`: the result and the descriptor its response frame carries.
+///
+/// * `handle`: a read-only descriptor of `meta.handle`'s blob; `{kind, handle, size}`.
+/// * `memfd`: a sealed memfd (close-on-exec; it cannot grow or shrink) holding `meta.data`
+///   (a string) or `meta.data_b64`, at least `meta.size` bytes; `{kind, size}`.
+/// * `memfd.ring`: a ring of `meta.capacity` slots of `meta.frame_size` bytes (PROTOCOL.md
+///   §10.4), holding the frames of `meta.frames` (strings) if given, closed when
+///   `meta.close` is true; `{kind, capacity, frame_size}`.
+fn fd_pass(
+    runner: &Runner,
+    scope: &Scope,
+    params: &Value,
+) -> Result<(Value, std::os::fd::OwnedFd), ErrorObject> {
+    let kind = required_str(params, "kind", "fd.pass")?;
+    let meta = match params.get("meta") {
+        None | Some(Value::Null) => json!({}),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => {
+            return Err(ErrorObject::invalid_params(
+                "fd.pass: params.meta must be an object",
+            ));
+        }
+    };
+    let quota = runner
+        .handles
+        .as_ref()
+        .map_or(crate::handles::DEFAULT_QUOTA, |h| h.quota());
+    match kind {
+        "handle" => {
+            let store = runner.handles.as_ref().ok_or_else(|| {
+                ErrorObject::new(
+                    ErrorCode::CapabilityMissing,
+                    "the handle store is unavailable",
+                )
+            })?;
+            let handle = required_str(&meta, "handle", "fd.pass {kind: \"handle\"} (meta)")?;
+            let file = store.open_blob(scope, handle)?;
+            let size = file
+                .metadata()
+                .map_err(|e| ErrorObject::internal(format!("fd.pass: {e}")))?
+                .len();
+            Ok((
+                json!({"kind": "handle", "handle": handle, "size": size}),
+                file.into(),
+            ))
+        }
+        "memfd" => {
+            let data = if let Some(text) = meta.get("data_b64").and_then(Value::as_str) {
+                b64_decode(text).ok_or_else(|| {
+                    ErrorObject::invalid_params("fd.pass: meta.data_b64 is not valid base64")
+                })?
+            } else {
+                match meta.get("data") {
+                    None | Some(Value::Null) => Vec::new(),
+                    Some(Value::String(s)) => s.as_bytes().to_vec(),
+                    Some(_) => {
+                        return Err(ErrorObject::invalid_params(
+                            "fd.pass: meta.data must be a string",
+                        ));
+                    }
+                }
+            };
+            let size = match meta.get("size") {
+                None | Some(Value::Null) => data.len() as u64,
+                Some(v) => v.as_u64().ok_or_else(|| {
+                    ErrorObject::invalid_params(
+                        "fd.pass: meta.size must be a whole number of bytes",
+                    )
+                })?,
+            }
+            .max(data.len() as u64);
+            if size > quota {
+                return Err(ErrorObject::new(
+                    ErrorCode::CapabilityMissing,
+                    format!("fd.pass: a memfd of {size} bytes is more than the {quota} byte quota"),
+                ));
+            }
+            let fd = sealed_memfd(&data, size).map_err(|e| {
+                ErrorObject::internal(format!("fd.pass: the memfd could not be made: {e}"))
+            })?;
+            Ok((json!({"kind": "memfd", "size": size}), fd))
+        }
+        "memfd.ring" => {
+            let number = |key: &str| {
+                meta.get(key)
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| {
+                        ErrorObject::invalid_params(format!(
+                            "fd.pass {{kind: \"memfd.ring\"}} needs meta.{key}, a whole number"
+                        ))
+                    })
+            };
+            let capacity = number("capacity")?;
+            let frame_size = number("frame_size")?;
+            let total = 256 + u64::from(capacity) * (4 + u64::from(frame_size));
+            if total > quota {
+                return Err(ErrorObject::new(
+                    ErrorCode::CapabilityMissing,
+                    format!("fd.pass: a ring of {total} bytes is more than the {quota} byte quota"),
+                ));
+            }
+            let (mut writer, fd) = utter_protocol::ring::create(capacity, frame_size)
+                .map_err(|e| ErrorObject::invalid_params(format!("fd.pass: {e}")))?;
+            if let Some(frames) = meta.get("frames").and_then(Value::as_array) {
+                for frame in frames {
+                    let bytes = frame.as_str().ok_or_else(|| {
+                        ErrorObject::invalid_params("fd.pass: meta.frames must hold strings")
+                    })?;
+                    let pushed = writer.push(bytes.as_bytes()).map_err(|e| {
+                        ErrorObject::invalid_params(format!("fd.pass: meta.frames: {e}"))
+                    })?;
+                    if !pushed {
+                        return Err(ErrorObject::invalid_params(
+                            "fd.pass: meta.frames holds more frames than the ring's capacity",
+                        ));
+                    }
+                }
+            }
+            if meta.get("close") == Some(&Value::Bool(true)) {
+                writer.close();
+            }
+            Ok((
+                json!({"kind": "memfd.ring", "capacity": capacity, "frame_size": frame_size}),
+                fd,
+            ))
+        }
+        other => Err(ErrorObject::invalid_params(format!(
+            "fd.pass: unknown kind {other:?} (handle, memfd or memfd.ring)"
+        ))),
+    }
+}
+
+/// A close-on-exec memfd of `size` bytes starting with `data`, sealed against growing,
+/// shrinking and further sealing; its offset is back at 0.
+fn sealed_memfd(data: &[u8], size: u64) -> std::io::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    use std::io::{Seek, Write};
+    let fd = memfd_create(
+        c"utter-memfd",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )
+    .map_err(std::io::Error::from)?;
+    let mut file = std::fs::File::from(fd);
+    file.set_len(size)?;
+    file.write_all(data)?;
+    file.rewind()?;
+    fcntl(
+        &file,
+        FcntlArg::F_ADD_SEALS(
+            SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_SEAL,
+        ),
+    )
+    .map_err(std::io::Error::from)?;
+    Ok(file.into())
 }
 
 /// The bytes of `handle.create`: `data_b64` (strict base64), else `data` (a string, as
