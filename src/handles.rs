@@ -378,8 +378,31 @@ impl HandleStore {
     /// Let `to` see (and hold one reference to) every handle in `value` that `from` sees:
     /// the runner relayed `value` from one scope to the other. Returns how many.
     pub fn pass(&self, from: &Scope, to: &Scope, value: &Value) -> usize {
+        self.pass_except(from, to, value, &HashSet::new())
+    }
+
+    /// The digests of the handles in `value` that `scope` does not see.
+    pub fn unseen(&self, scope: &Scope, value: &Value) -> HashSet<String> {
         let mut found = HashSet::new();
         collect_handles(value, &mut found);
+        let index = self.index.lock().expect("handle index");
+        found.retain(|d| !index.visible(scope, d));
+        found
+    }
+
+    /// [`HandleStore::pass`], leaving out the digests in `except`: a reply must not hand a
+    /// client the handles it named in its request without being allowed to see them (it
+    /// would learn a blob from its digest alone).
+    pub fn pass_except(
+        &self,
+        from: &Scope,
+        to: &Scope,
+        value: &Value,
+        except: &HashSet<String>,
+    ) -> usize {
+        let mut found = HashSet::new();
+        collect_handles(value, &mut found);
+        found.retain(|d| !except.contains(d));
         if found.is_empty() {
             return 0;
         }
@@ -520,6 +543,13 @@ mod tests {
         assert_eq!(store.pass(&a, &b, &json!({"x": [handle]})), 1);
         assert_eq!(store.fetch(&b, &handle).unwrap(), b"hello");
         assert_eq!(store.create(&a, b"too long!!").unwrap_err().code, -32005);
+        // A third scope naming the handle does not get it back through b's reply.
+        let c = Scope::Client(3);
+        let named = json!({"h": handle});
+        let unseen = store.unseen(&c, &named);
+        assert_eq!(store.pass(&c, &b, &named), 0);
+        assert_eq!(store.pass_except(&b, &c, &named, &unseen), 0);
+        assert!(store.fetch(&c, &handle).is_err());
         store.release(&a, &handle).unwrap();
         assert_eq!(store.collect(), 0, "b still refers to it");
         store.release(&b, &handle).unwrap();

@@ -748,15 +748,22 @@ async fn invoke(
     // provenance, so an untrusted relay cannot be laundered through `host.action`.
     let provenance = Provenance::from_value(call_params.get("provenance"))?;
     let timeout = supervisor.effective_timeout(timeout_ms(&call_params));
+    // Handles in the request become visible to the plugin, and those in its reply to the
+    // client, except those the client named without seeing them.
     let plugin_scope = Scope::Plugin(id.clone());
-    if let Some(store) = &runner.handles {
-        store.pass(&scope, &plugin_scope, &call_params);
-    }
+    let unseen = runner
+        .handles
+        .as_ref()
+        .map(|store| {
+            store.pass(&scope, &plugin_scope, &call_params);
+            store.unseen(&scope, &call_params)
+        })
+        .unwrap_or_default();
     let result = supervisor
         .call_as(&id, method, call_params, timeout, provenance)
         .await?;
     if let Some(store) = &runner.handles {
-        store.pass(&plugin_scope, &scope, &result);
+        store.pass_except(&plugin_scope, &scope, &result, &unseen);
     }
     Ok(result)
 }
