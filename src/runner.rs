@@ -126,6 +126,12 @@ impl Runner {
                     Err(broadcast::error::RecvError::Closed) => return,
                 };
                 let Some(runner) = weak.upgrade() else { return };
+                // A plugin process that is gone holds no handles any more.
+                if !event.status.is_running() {
+                    if let Some(store) = &runner.handles {
+                        store.drop_scope(&crate::handles::Scope::Plugin(event.id.clone()));
+                    }
+                }
                 let _ = runner.events.send(Event::PluginState {
                     id: event.id,
                     epoch: event.epoch,

@@ -579,3 +579,41 @@ async fn fd_pass_hands_over_a_blob_a_sealed_memfd_and_a_ring() {
 fn libc_seals() -> i32 {
     0x0001 | 0x0002 | 0x0004
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn naming_someone_elses_handle_in_a_relayed_call_does_not_reveal_it() {
+    let plugin = format!(
+        "[[plugin]]\nid = \"test\"\nkind = \"router\"\nentrypoint = {}\n",
+        json!([bin("utter-test-plugin").display().to_string()])
+    );
+    // The [runner] table is open: close it by starting the plugin list after it.
+    let daemon = Daemon::start(&plugin).await;
+    let alice = daemon.client().await;
+    let bob = daemon.client().await;
+    let made = alice
+        .call("handle.create", json!({"data": "alice's blob"}))
+        .await
+        .unwrap();
+    let echoed = alice
+        .call(
+            "runner.invoke",
+            json!({"plugin": "test", "method": "test.echo", "params": {"h": made["handle"], "provenance": "user"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(echoed["params"]["h"], made["handle"]);
+    // Bob names the handle; the plugin (which saw it) echoes it; Bob still cannot read it.
+    let echoed = bob
+        .call(
+            "runner.invoke",
+            json!({"plugin": "test", "method": "test.echo", "params": {"h": made["handle"], "provenance": "user"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(echoed["params"]["h"], made["handle"]);
+    let e = bob
+        .call("handle.fetch", json!({"handle": made["handle"]}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, -32602, "{e:?}");
+}
