@@ -355,6 +355,13 @@ impl Connection {
             result: Ok(result),
         })
         .to_bytes();
+        if body.len() > self.inner.max_body {
+            return Err(ErrorObject::internal(format!(
+                "response of {} bytes exceeds the {}-byte frame limit",
+                body.len(),
+                self.inner.max_body
+            )));
+        }
         if self.inner.closing.load(Ordering::SeqCst) {
             return Err(self.closed_error());
         }
@@ -979,5 +986,73 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.code, -32005);
         assert!(!a.is_closed());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_descriptor_rides_on_its_frame_even_when_sendmsg_takes_only_part() {
+        use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+        use std::os::fd::FromRawFd;
+        let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+        let (conn, _rx) = Connection::spawn_unix(ours, opts("unix", None));
+        assert!(conn.carries_fds());
+        conn.notify("before", json!({})).await.unwrap();
+        // Larger than a socket buffer, so sendmsg cannot take it all at once.
+        let big = "x".repeat(4 * 1024 * 1024);
+        let fd: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+        conn.respond_with_fd(RequestId::Number(7), json!({"big": big}), fd)
+            .await
+            .unwrap();
+        conn.notify("after", json!({})).await.unwrap();
+        conn.close();
+        let theirs = theirs.into_std().unwrap();
+        theirs.set_nonblocking(false).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let mut fds = Vec::new();
+            let mut chunk = vec![0u8; 65536];
+            let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+            loop {
+                let (n, got) = {
+                    let mut iov = [std::io::IoSliceMut::new(&mut chunk)];
+                    let msg = recvmsg::<()>(
+                        theirs.as_raw_fd(),
+                        &mut iov,
+                        Some(&mut space),
+                        MsgFlags::MSG_CMSG_CLOEXEC,
+                    )
+                    .unwrap();
+                    let mut got = Vec::new();
+                    for c in msg.cmsgs().unwrap() {
+                        if let ControlMessageOwned::ScmRights(r) = c {
+                            got.extend(r);
+                        }
+                    }
+                    (msg.bytes, got)
+                };
+                for fd in got {
+                    // SAFETY: a fresh descriptor from SCM_RIGHTS.
+                    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+                    fds.push((bytes.len(), bytes.len() + n));
+                }
+                if n == 0 {
+                    break;
+                }
+                bytes.extend_from_slice(&chunk[..n]);
+            }
+            (bytes, fds)
+        });
+        let (bytes, fds) = reader.join().unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        let big_at = text.find("xxxx").unwrap();
+        let response_at = text[..big_at].rfind("Content-Length").unwrap();
+        // One descriptor, returned by the read that returns the response's first byte (that
+        // read may also return the end of the frame before it).
+        assert_eq!(fds.len(), 1, "{fds:?}");
+        assert!(
+            fds[0].0 <= response_at && response_at < fds[0].1,
+            "{fds:?} {response_at}"
+        );
+        assert!(text.find("before").unwrap() < response_at);
+        assert!(text.rfind("after").unwrap() > big_at + 4 * 1024 * 1024);
     }
 }
