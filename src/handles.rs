@@ -183,27 +183,23 @@ impl HandleStore {
         });
     }
 
-    /// Delete every blob that expired or that no scope refers to; returns how many.
+    /// Delete every blob that expired or that no scope refers to; returns how many. The
+    /// files go while the index is locked, so a `create` of the same bytes cannot have its
+    /// fresh file removed under it.
     pub fn collect(&self) -> usize {
         let now = Instant::now();
-        let doomed: Vec<String> = {
-            let mut index = self.index.lock().expect("handle index");
-            let doomed: Vec<String> = index
-                .blobs
-                .iter()
-                .filter(|(d, b)| b.expires_at <= now || !index.referenced(d))
-                .map(|(d, _)| d.clone())
-                .collect();
-            for d in &doomed {
-                index.blobs.remove(d);
-                for held in index.scopes.values_mut() {
-                    held.remove(d);
-                }
-            }
-            index.scopes.retain(|_, held| !held.is_empty());
-            doomed
-        };
+        let mut index = self.index.lock().expect("handle index");
+        let doomed: Vec<String> = index
+            .blobs
+            .iter()
+            .filter(|(d, b)| b.expires_at <= now || !index.referenced(d))
+            .map(|(d, _)| d.clone())
+            .collect();
         for d in &doomed {
+            index.blobs.remove(d);
+            for held in index.scopes.values_mut() {
+                held.remove(d);
+            }
             match std::fs::remove_file(self.path_of(d)) {
                 Ok(()) => tracing::debug!(handle = %d, "handle collected"),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -212,6 +208,7 @@ impl HandleStore {
                 }
             }
         }
+        index.scopes.retain(|_, held| !held.is_empty());
         doomed.len()
     }
 
@@ -220,7 +217,7 @@ impl HandleStore {
         let digest = digest_hex(bytes);
         let size = bytes.len() as u64;
         {
-            let index = self.index.lock().expect("handle index");
+            let mut index = self.index.lock().expect("handle index");
             let already = index.visible(scope, &digest);
             let used = index.used(scope);
             if !already && used.saturating_add(size) > self.quota {
@@ -233,12 +230,22 @@ impl HandleStore {
                 )
                 .with_data(json!({"used": used, "size": size, "quota": self.quota})));
             }
+            if index.blobs.contains_key(&digest) {
+                // Indexed, so its file is there: the collector removes both under this lock.
+                return Ok(self.take_reference(&mut index, scope, digest, size));
+            }
         }
-        let path = self.path_of(&digest);
-        if !path.exists() {
-            self.write_atomically(&path, bytes)?;
-        }
+        // A blob the index does not know is (re)written: a file left from before is never
+        // trusted. The collector only deletes indexed blobs, so it cannot take this one
+        // before it is indexed below.
+        self.write_atomically(&self.path_of(&digest), bytes)?;
         let mut index = self.index.lock().expect("handle index");
+        Ok(self.take_reference(&mut index, scope, digest, size))
+    }
+
+    /// Index `digest` (when new), renew its lifetime and count one more reference from
+    /// `scope`: the result of `handle.create`.
+    fn take_reference(&self, index: &mut Index, scope: &Scope, digest: String, size: u64) -> Value {
         let blob = index.blobs.entry(digest.clone()).or_insert(Blob {
             size,
             created: 0.0,
@@ -252,7 +259,7 @@ impl HandleStore {
             .or_default()
             .entry(digest.clone())
             .or_insert(0) += 1;
-        Ok(json!({"handle": format!("{PREFIX}{digest}"), "sha256": digest, "size": size}))
+        json!({"handle": format!("{PREFIX}{digest}"), "sha256": digest, "size": size})
     }
 
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> Result<(), ErrorObject> {
