@@ -1,7 +1,7 @@
 //! The handle store (PROTOCOL.md §10): bulk data named `handle://<sha256 hex>`.
 //!
 //! Blobs are content-addressed files under the store root (`[runner] handle_root`, else
-//! `$XDG_RUNTIME_DIR/utter/handles`, mode 0700), written to a temporary file, synced and
+//! `$XDG_RUNTIME_DIR/utter/handles`, mode 0700; each runner process in `runner-<pid>`), written to a temporary file, synced and
 //! renamed into place, so a reader never sees half a blob. A handle string is only ever
 //! turned into a path after its syntax was checked (exactly 64 lowercase hex digits), so it
 //! cannot name anything else.
@@ -123,13 +123,42 @@ fn not_found(handle: &str) -> ErrorObject {
 }
 
 impl HandleStore {
-    /// A store rooted at `root` (created 0700 when missing).
+    /// A store under `root` (created 0700 when missing). This process keeps its blobs in
+    /// `root/runner-<pid>`, so runners sharing a root never delete each other's blobs; the
+    /// directories of runners that are no longer alive are removed here (the older runner
+    /// left them forever).
     pub fn open(root: PathBuf, ttl: Duration, quota: u64) -> std::io::Result<Arc<HandleStore>> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&root)?;
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))?;
+        let make = |dir: &Path| -> std::io::Result<()> {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        };
+        make(&root)?;
+        let own = std::process::id();
+        for entry in std::fs::read_dir(&root)?.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("runner-"))
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let gone = pid as u32 == own
+                || matches!(
+                    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+                    Err(nix::errno::Errno::ESRCH)
+                );
+            if gone && pid > 0 {
+                if let Err(e) = std::fs::remove_dir_all(entry.path()) {
+                    tracing::warn!(dir = %entry.path().display(), error = %e, "stale handle directory could not be removed");
+                }
+            }
+        }
+        let root = root.join(format!("runner-{own}"));
+        make(&root)?;
         Ok(Arc::new(HandleStore {
             root,
             ttl,
@@ -158,7 +187,7 @@ impl HandleStore {
         self.quota
     }
 
-    /// The store root.
+    /// The directory of this process's blobs.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -561,11 +590,6 @@ mod tests {
         assert_eq!(store.collect(), 0, "b still refers to it");
         store.release(&b, &handle).unwrap();
         assert_eq!(store.collect(), 1);
-        assert!(
-            !dir.path()
-                .join("h")
-                .join(made["sha256"].as_str().unwrap())
-                .exists()
-        );
+        assert!(!store.root().join(made["sha256"].as_str().unwrap()).exists());
     }
 }

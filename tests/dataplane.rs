@@ -25,6 +25,8 @@ impl Daemon {
     async fn start(runner: &str) -> Daemon {
         let sb = Sandbox::new();
         let handles = sb.path("handles");
+        // What a runner that died left behind (no process has this pid).
+        sb.write("handles/runner-99999999/stale", "left over");
         let config = sb.write(
             "utter.toml",
             &format!(
@@ -139,8 +141,19 @@ fn b64(bytes: &[u8]) -> String {
     utter::handles::b64_encode(bytes)
 }
 
+/// Where the daemon keeps the blob `sha`: in its `runner-<pid>` directory under `dir`.
 fn blob(dir: &Path, sha: &Value) -> PathBuf {
-    dir.join(sha.as_str().expect("sha256 is a string"))
+    let mut runners: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(runners.len(), 1, "one runner directory: {runners:?}");
+    runners
+        .pop()
+        .unwrap()
+        .join(sha.as_str().expect("sha256 is a string"))
 }
 
 async fn eventually(mut check: impl FnMut() -> bool) -> bool {
@@ -151,6 +164,10 @@ async fn eventually(mut check: impl FnMut() -> bool) -> bool {
 async fn handles_are_created_fetched_stated_retained_and_released() {
     let daemon = Daemon::start("").await;
     let client = daemon.client().await;
+    assert!(
+        !daemon.handles().join("runner-99999999").exists(),
+        "a dead runner's blobs are removed at start"
+    );
 
     let made = client
         .call("handle.create", json!({"data_b64": b64(b"hello, handles")}))
