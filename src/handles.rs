@@ -417,6 +417,30 @@ impl HandleStore {
         self.pass_except(from, to, value, &HashSet::new())
     }
 
+    /// The handles in `value` the store does not hold at all (candidates for adoption).
+    pub fn unknown(&self, value: &Value) -> Vec<String> {
+        let mut found = HashSet::new();
+        collect_handles(value, &mut found);
+        let index = self.index.lock().expect("handle index");
+        let mut unknown: Vec<String> = found
+            .into_iter()
+            .filter(|d| !index.blobs.contains_key(d))
+            .collect();
+        unknown.sort();
+        unknown
+    }
+
+    /// Adopt the bytes a plugin says `digest` names, into `scope`, only when they hash to it.
+    pub fn adopt(&self, scope: &Scope, digest: &str, bytes: &[u8]) -> Result<(), ErrorObject> {
+        let actual = digest_hex(bytes);
+        if actual != digest {
+            return Err(ErrorObject::invalid_params(format!(
+                "the bytes offered for handle://{digest} hash to {actual}; not adopted"
+            )));
+        }
+        self.create(scope, bytes).map(|_| ())
+    }
+
     /// The digests of the handles in `value` that `scope` does not see.
     pub fn unseen(&self, scope: &Scope, value: &Value) -> HashSet<String> {
         let mut found = HashSet::new();

@@ -634,3 +634,46 @@ async fn naming_someone_elses_handle_in_a_relayed_call_does_not_reveal_it() {
         .unwrap_err();
     assert_eq!(e.code, -32602, "{e:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugins_handle_is_adopted_only_when_its_bytes_match() {
+    let plugin = format!(
+        "[[plugin]]\nid = \"test\"\nkind = \"router\"\nentrypoint = {}\n",
+        json!([bin("utter-test-plugin").display().to_string()])
+    );
+    let daemon = Daemon::start(&plugin).await;
+    let client = daemon.client().await;
+    // The client names only the digest, so the handle reaches it from the plugin's reply.
+    let honest_sha = utter::handles::digest_hex(b"plugin bytes");
+    let honest = format!("handle://{honest_sha}");
+    let reply = client
+        .call(
+            "runner.invoke",
+            json!({"plugin": "test", "method": "test.blob", "params": {"sha256": honest_sha, "data_b64": b64(b"plugin bytes"), "provenance": "user"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(reply["handle"], honest);
+    let fetched = client
+        .call("handle.fetch", json!({"handle": honest}))
+        .await
+        .unwrap();
+    assert_eq!(fetched["data_b64"], b64(b"plugin bytes"));
+
+    // A handle whose bytes do not hash to its name is not adopted.
+    let lying_sha = utter::handles::digest_hex(b"what it claims");
+    let lying = format!("handle://{lying_sha}");
+    client
+        .call(
+            "runner.invoke",
+            json!({"plugin": "test", "method": "test.blob", "params": {"sha256": lying_sha, "data_b64": b64(b"something else"), "provenance": "user"}}),
+        )
+        .await
+        .unwrap();
+    let e = client
+        .call("handle.fetch", json!({"handle": lying}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, -32602, "{e:?}");
+    assert!(daemon.log().contains("not adopted"), "{}", daemon.log());
+}

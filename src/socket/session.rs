@@ -763,9 +763,51 @@ async fn invoke(
         .call_as(&id, method, call_params, timeout, provenance)
         .await?;
     if let Some(store) = &runner.handles {
+        adopt_handles(supervisor, store, &id, &plugin_scope, &result).await;
         store.pass_except(&plugin_scope, &scope, &result, &unseen);
     }
     Ok(result)
+}
+
+/// Handles adopted from one reply at most.
+const MAX_ADOPTED: usize = 16;
+
+/// Handles in a plugin's reply that the store does not hold are fetched from the plugin
+/// (`handle.fetch {handle}` → `{data_b64}`) and adopted into its scope, but only when the
+/// bytes hash to the digest the handle names (the older runner trusted the plugin's word).
+async fn adopt_handles(
+    supervisor: &crate::supervisor::Supervisor,
+    store: &crate::handles::HandleStore,
+    plugin: &str,
+    scope: &Scope,
+    result: &Value,
+) {
+    for digest in store.unknown(result).into_iter().take(MAX_ADOPTED) {
+        let handle = format!("{}{digest}", crate::handles::PREFIX);
+        let timeout = supervisor.effective_timeout(None);
+        let outcome = match supervisor
+            .call(plugin, "handle.fetch", json!({"handle": handle}), timeout)
+            .await
+        {
+            Ok(reply) => match reply
+                .get("data_b64")
+                .and_then(Value::as_str)
+                .and_then(b64_decode)
+            {
+                Some(bytes) => store.adopt(scope, &digest, &bytes),
+                None => Err(ErrorObject::invalid_params(
+                    "its handle.fetch reply has no valid data_b64",
+                )),
+            },
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(()) => tracing::debug!(plugin, %handle, "handle adopted from a plugin"),
+            Err(e) => {
+                tracing::warn!(plugin, %handle, error = %e.message, "a plugin's handle was not adopted")
+            }
+        }
+    }
 }
 
 /// `handle.create`, `handle.fetch`, `handle.stat`, `handle.retain` and `handle.release`
