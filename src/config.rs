@@ -154,6 +154,8 @@ pub struct RunnerSection {
     pub handle_ttl: f64,
     /// Handle store root ("" = `$XDG_RUNTIME_DIR/utter/handles`).
     pub handle_root: String,
+    /// Bytes of handles one client connection or plugin may hold (64 MiB).
+    pub handle_quota: u64,
     /// Frames per lossy stream (256).
     pub lossy_queue: u64,
     /// Credits per reliable stream (64).
@@ -175,6 +177,7 @@ impl Default for RunnerSection {
             kill_timeout_ms: 1_000,
             handle_ttl: 300.0,
             handle_root: String::new(),
+            handle_quota: crate::handles::DEFAULT_QUOTA,
             lossy_queue: 256,
             credit_window: 64,
             socket_path: String::new(),
@@ -646,6 +649,7 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
         ("confirm_timeout_ms", r.confirm_timeout_ms, 1),
         ("lossy_queue", r.lossy_queue, 1),
         ("credit_window", r.credit_window, 1),
+        ("handle_quota", r.handle_quota, 1),
         ("max_frame_bytes", r.max_frame_bytes, 1024),
     ] {
         if value < min {

@@ -30,6 +30,7 @@ pub mod confirm;
 pub mod daemon;
 pub mod dbus;
 pub mod events;
+pub mod handles;
 pub mod install;
 pub mod pipeline;
 pub mod policy;

@@ -12,6 +12,7 @@ use crate::audit::{Audit, AuditEntry};
 use crate::config::{self, ConfigError, LoadedConfig};
 use crate::confirm::{Confirmations, Door};
 use crate::events::{Event, ServiceState};
+use crate::handles::HandleStore;
 use crate::pipeline::{CommandOptions, CommandOutcome, ConfirmRequest, Confirmer, Pipeline};
 use crate::policy::{Policy, Provenance};
 use crate::supervisor::{HostHandler, PluginReport, ReloadReport, Supervisor, SupervisorOptions};
@@ -58,6 +59,27 @@ pub struct Runner {
     audit: Audit,
     /// The last context snapshot read for `host.context` (already tagged untrusted).
     context_cache: std::sync::Mutex<Option<Value>>,
+    /// The handle store (`None` when its directory could not be made).
+    pub handles: Option<Arc<HandleStore>>,
+}
+
+/// Open the handle store of `[runner]` and start its collector.
+fn open_handle_store(section: &crate::config::RunnerSection) -> Option<Arc<HandleStore>> {
+    let root = HandleStore::default_root(&section.handle_root);
+    let ttl = Duration::try_from_secs_f64(section.handle_ttl)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .unwrap_or(Duration::from_secs(300));
+    match HandleStore::open(root.clone(), ttl, section.handle_quota) {
+        Ok(store) => {
+            store.spawn_collector();
+            Some(store)
+        }
+        Err(e) => {
+            tracing::error!(root = %root.display(), error = %e, "the handle store cannot be opened; handle.* and fd.pass of handles are unavailable");
+            None
+        }
+    }
 }
 
 impl Runner {
@@ -75,7 +97,9 @@ impl Runner {
             Duration::from_millis(config.config.runner.confirm_timeout_ms),
             events.clone(),
         ));
+        let handles = open_handle_store(&config.config.runner);
         let runner = Arc::new(Runner {
+            handles,
             supervisor,
             policy: RwLock::new(Policy::new(&config.config.policy)),
             confirmations,
@@ -102,6 +126,12 @@ impl Runner {
                     Err(broadcast::error::RecvError::Closed) => return,
                 };
                 let Some(runner) = weak.upgrade() else { return };
+                // A plugin process that is gone holds no handles any more.
+                if !event.status.is_running() {
+                    if let Some(store) = &runner.handles {
+                        store.drop_scope(&crate::handles::Scope::Plugin(event.id.clone()));
+                    }
+                }
                 let _ = runner.events.send(Event::PluginState {
                     id: event.id,
                     epoch: event.epoch,

@@ -53,6 +53,14 @@
 //! | `runner.pending` | `{}` | `[{id, op, args, provenance, summary, created, expires}]` |
 //! | `runner.subscribe` | `{}` | `{subscription}`, then `runner.event` notifications |
 //! | `runner.unsubscribe` | `{subscription}` | `{}` |
+//! | `handle.create` | `{data_b64 \| data \| size}` | `{handle, sha256, size}` |
+//! | `handle.fetch` | `{handle}` | `{size, sha256, data_b64}` (≤ 64 KiB, else `-32007`) |
+//! | `handle.stat` | `{handle}` | `{handle, sha256, size, created, ttl, expires, refcount}` |
+//! | `handle.retain`, `handle.release` | `{handle}` | `{refcount}` |
+//! | `fd.pass` | `{kind: "handle" \| "memfd" \| "memfd.ring", meta}` | `{kind, …}` with one descriptor (`SCM_RIGHTS`) |
+//!
+//! Handles are scoped to the connection that made them or received them through
+//! `runner.invoke` (PROTOCOL.md §10, [`crate::handles`]).
 //!
 //! Errors: `-32003` before authentication ("authentication required (send runner.auth
 //! {token})"), for a wrong token, past the rate limit, and for policy denials; `-32602` for

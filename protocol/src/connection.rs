@@ -9,6 +9,10 @@
 //! * the **writer** is the only place that writes to the stream, so frames never interleave;
 //!   it flushes whenever its queue runs dry.
 //!
+//! A connection made with [`Connection::spawn_unix`] can also send a response together with
+//! one file descriptor ([`Connection::respond_with_fd`]); that frame waits its turn in the same
+//! queue and goes out with a single `sendmsg` carrying `SCM_RIGHTS`.
+//!
 //! When the stream ends, breaks, or loses its frame boundary, every call still waiting fails at
 //! once with `-32000` and [`Connection::closed`] resolves with the [`CloseReason`].
 
@@ -20,8 +24,11 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::fmt;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -98,7 +105,77 @@ impl fmt::Display for CloseReason {
 
 enum Outbound {
     Frame(Bytes),
+    /// A body whose frame must carry a descriptor.
+    FrameWithFd(Bytes, OwnedFd),
     Close,
+}
+
+/// The write side of a stream: ordinary bytes, and (on unix sockets) bytes with a descriptor.
+trait FrameSink: AsyncWrite + Send + Unpin + 'static {
+    /// Send the start of `bytes` together with `fd`; returns how many bytes went out.
+    fn send_with_fd(
+        &self,
+        bytes: &[u8],
+        fd: &OwnedFd,
+    ) -> impl std::future::Future<Output = std::io::Result<usize>> + Send;
+}
+
+/// Any stream that cannot carry descriptors.
+struct PlainSink<W>(W);
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for PlainSink<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+impl<W: AsyncWrite + Send + Unpin + 'static> FrameSink for PlainSink<W> {
+    fn send_with_fd(
+        &self,
+        _bytes: &[u8],
+        _fd: &OwnedFd,
+    ) -> impl std::future::Future<Output = std::io::Result<usize>> + Send {
+        std::future::ready(Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "this stream cannot carry file descriptors",
+        )))
+    }
+}
+
+impl FrameSink for tokio::net::unix::OwnedWriteHalf {
+    async fn send_with_fd(&self, bytes: &[u8], fd: &OwnedFd) -> std::io::Result<usize> {
+        use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+        let stream: &tokio::net::UnixStream = self.as_ref();
+        let fds = [fd.as_raw_fd()];
+        loop {
+            stream.writable().await?;
+            let sent = stream.try_io(tokio::io::Interest::WRITABLE, || {
+                sendmsg::<()>(
+                    stream.as_raw_fd(),
+                    &[std::io::IoSlice::new(bytes)],
+                    &[ControlMessage::ScmRights(&fds)],
+                    MsgFlags::MSG_NOSIGNAL,
+                    None,
+                )
+                .map_err(std::io::Error::from)
+            });
+            match sent {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }
 
 type Waiter = oneshot::Sender<Result<Value, ErrorObject>>;
@@ -118,6 +195,8 @@ struct Inner {
     malformed: AtomicU64,
     peer_reports: AtomicU64,
     max_body: usize,
+    /// Whether the stream can carry descriptors (a unix socket).
+    carries_fds: bool,
 }
 
 impl Inner {
@@ -199,6 +278,29 @@ impl Connection {
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
+        Self::start(reader, PlainSink(writer), false, options)
+    }
+
+    /// Like [`Connection::spawn`] on a unix stream socket, which can also carry descriptors
+    /// ([`Connection::respond_with_fd`]).
+    pub fn spawn_unix(
+        stream: tokio::net::UnixStream,
+        options: ConnectionOptions,
+    ) -> (Connection, mpsc::Receiver<Incoming>) {
+        let (read, write) = stream.into_split();
+        Self::start(read, write, true, options)
+    }
+
+    fn start<R, W>(
+        reader: R,
+        writer: W,
+        carries_fds: bool,
+        options: ConnectionOptions,
+    ) -> (Connection, mpsc::Receiver<Incoming>)
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: FrameSink,
+    {
         let (out_tx, out_rx) = mpsc::channel(options.outgoing_capacity.max(1));
         let (in_tx, in_rx) = mpsc::channel(options.incoming_capacity.max(1));
         let (closed, _) = watch::channel(None);
@@ -215,12 +317,59 @@ impl Connection {
             malformed: AtomicU64::new(0),
             peer_reports: AtomicU64::new(0),
             max_body: options.max_body,
+            carries_fds,
         });
         let framed_read = FramedRead::new(reader, FrameCodec::new(options.max_body));
         let framed_write = FramedWrite::new(writer, FrameCodec::new(options.max_body));
         tokio::spawn(write_loop(framed_write, out_rx, Arc::downgrade(&inner)));
         tokio::spawn(read_loop(framed_read, in_tx, Arc::downgrade(&inner)));
         (Connection { inner }, in_rx)
+    }
+
+    /// Whether [`Connection::respond_with_fd`] can work here (a unix socket connection).
+    pub fn carries_fds(&self) -> bool {
+        self.inner.carries_fds
+    }
+
+    /// Answer `id` with `result`, the frame carrying `fd` (`SCM_RIGHTS`, one `sendmsg`). The
+    /// frame is queued behind every frame sent before it. Our copy of `fd` is closed once
+    /// sent.
+    ///
+    /// # Errors
+    /// `-32005` when the stream cannot carry descriptors (nothing is sent: answer the
+    /// request otherwise); `-32000` when the connection is closed.
+    pub async fn respond_with_fd(
+        &self,
+        id: RequestId,
+        result: Value,
+        fd: OwnedFd,
+    ) -> Result<(), ErrorObject> {
+        if !self.inner.carries_fds {
+            return Err(ErrorObject::new(
+                ErrorCode::CapabilityMissing,
+                "fd.pass unsupported: this connection is not a unix socket",
+            ));
+        }
+        let body = Message::Response(Response {
+            id,
+            result: Ok(result),
+        })
+        .to_bytes();
+        if body.len() > self.inner.max_body {
+            return Err(ErrorObject::internal(format!(
+                "response of {} bytes exceeds the {}-byte frame limit",
+                body.len(),
+                self.inner.max_body
+            )));
+        }
+        if self.inner.closing.load(Ordering::SeqCst) {
+            return Err(self.closed_error());
+        }
+        self.inner
+            .out
+            .send(Outbound::FrameWithFd(body.into(), fd))
+            .await
+            .map_err(|_| self.closed_error())
     }
 
     /// The label given in [`ConnectionOptions::label`].
@@ -459,7 +608,7 @@ async fn write_loop<W>(
     mut rx: mpsc::Receiver<Outbound>,
     inner: Weak<Inner>,
 ) where
-    W: AsyncWrite + Unpin,
+    W: FrameSink,
 {
     let fail = |e: String| {
         if let Some(inner) = inner.upgrade() {
@@ -481,11 +630,41 @@ async fn write_loop<W>(
                     }
                 }
             }
+            Outbound::FrameWithFd(body, fd) => {
+                if let Err(e) = write_with_fd(&mut sink, &body, &fd).await {
+                    fail(e.to_string());
+                    return;
+                }
+            }
             Outbound::Close => break,
         }
     }
     // Flush what is queued, then shut the write side down so the peer sees end of file.
     let _ = sink.close().await;
+}
+
+/// Write everything queued before, then the frame of `body` with `fd` riding on its first
+/// bytes; whatever `sendmsg` did not take is written plainly after it.
+async fn write_with_fd<W: FrameSink>(
+    sink: &mut FramedWrite<W, FrameCodec>,
+    body: &[u8],
+    fd: &OwnedFd,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    sink.flush().await.map_err(std::io::Error::other)?;
+    let frame = crate::frame::encode_frame(body);
+    let sent = sink.get_ref().send_with_fd(&frame, fd).await?;
+    if sent == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::WriteZero,
+            "sendmsg sent nothing",
+        ));
+    }
+    let rest = &frame[sent..];
+    if !rest.is_empty() {
+        sink.get_mut().write_all(rest).await?;
+    }
+    sink.get_mut().flush().await
 }
 
 async fn read_loop<R>(
@@ -794,5 +973,86 @@ mod tests {
         let err = call.await.unwrap().unwrap_err();
         assert_eq!(err.code, -32001);
         assert_eq!(conn.stale_replies(), 1);
+    }
+
+    #[tokio::test]
+    async fn descriptors_are_refused_cleanly_over_streams_that_cannot_carry_them() {
+        let ((a, _a_rx), (_b, _b_rx)) = memory_pair(opts("a", None), opts("b", None));
+        assert!(!a.carries_fds());
+        let fd: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+        let e = a
+            .respond_with_fd(RequestId::Number(1), json!({}), fd)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, -32005);
+        assert!(!a.is_closed());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_descriptor_rides_on_its_frame_even_when_sendmsg_takes_only_part() {
+        use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+        use std::os::fd::FromRawFd;
+        let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+        let (conn, _rx) = Connection::spawn_unix(ours, opts("unix", None));
+        assert!(conn.carries_fds());
+        conn.notify("before", json!({})).await.unwrap();
+        // Larger than a socket buffer, so sendmsg cannot take it all at once.
+        let big = "x".repeat(4 * 1024 * 1024);
+        let fd: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+        conn.respond_with_fd(RequestId::Number(7), json!({"big": big}), fd)
+            .await
+            .unwrap();
+        conn.notify("after", json!({})).await.unwrap();
+        conn.close();
+        let theirs = theirs.into_std().unwrap();
+        theirs.set_nonblocking(false).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let mut fds = Vec::new();
+            let mut chunk = vec![0u8; 65536];
+            let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+            loop {
+                let (n, got) = {
+                    let mut iov = [std::io::IoSliceMut::new(&mut chunk)];
+                    let msg = recvmsg::<()>(
+                        theirs.as_raw_fd(),
+                        &mut iov,
+                        Some(&mut space),
+                        MsgFlags::MSG_CMSG_CLOEXEC,
+                    )
+                    .unwrap();
+                    let mut got = Vec::new();
+                    for c in msg.cmsgs().unwrap() {
+                        if let ControlMessageOwned::ScmRights(r) = c {
+                            got.extend(r);
+                        }
+                    }
+                    (msg.bytes, got)
+                };
+                for fd in got {
+                    // SAFETY: a fresh descriptor from SCM_RIGHTS.
+                    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+                    fds.push((bytes.len(), bytes.len() + n));
+                }
+                if n == 0 {
+                    break;
+                }
+                bytes.extend_from_slice(&chunk[..n]);
+            }
+            (bytes, fds)
+        });
+        let (bytes, fds) = reader.join().unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        let big_at = text.find("xxxx").unwrap();
+        let response_at = text[..big_at].rfind("Content-Length").unwrap();
+        // One descriptor, returned by the read that returns the response's first byte (that
+        // read may also return the end of the frame before it).
+        assert_eq!(fds.len(), 1, "{fds:?}");
+        assert!(
+            fds[0].0 <= response_at && response_at < fds[0].1,
+            "{fds:?} {response_at}"
+        );
+        assert!(text.find("before").unwrap() < response_at);
+        assert!(text.rfind("after").unwrap() > big_at + 4 * 1024 * 1024);
     }
 }

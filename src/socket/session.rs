@@ -31,6 +31,7 @@ use utter_protocol::{
 use super::access::{Admission, Peer, Shared, constant_time_eq};
 use crate::config::ConfigIssue;
 use crate::confirm::{Door, PendingConfirmation, read_answer};
+use crate::handles::{Scope, b64_decode, b64_encode};
 use crate::pipeline::{CommandOptions, ConfirmRequest};
 use crate::policy::{Provenance, normalise_op};
 use crate::runner::{EVENT_BACKLOG, Runner, VERSION};
@@ -96,10 +97,8 @@ pub(super) async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
             tracing::debug!(pid, uid = peer.uid, exe = %exe, "client connected; it must send runner.auth")
         }
     }
-    let (read, write) = stream.into_split();
-    let (conn, incoming) = Connection::spawn(
-        read,
-        write,
+    let (conn, incoming) = Connection::spawn_unix(
+        stream,
         ConnectionOptions {
             id_prefix: Some("0:".into()),
             label: format!("client pid {pid}"),
@@ -117,6 +116,7 @@ pub(super) async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
         work: Arc::new(Mutex::new(HashMap::new())),
         subscriptions: Arc::new(Mutex::new(HashMap::new())),
         next_subscription: 0,
+        scope: Scope::Client(next_connection()),
     };
     session.run(incoming).await;
 }
@@ -140,6 +140,14 @@ struct Session {
     work: Work,
     subscriptions: Arc<Mutex<HashMap<String, AbortHandle>>>,
     next_subscription: u64,
+    /// This connection's handle scope.
+    scope: Scope,
+}
+
+/// A number for each client connection (its handle scope).
+fn next_connection() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// How long a connection that is not admitted may take to send `runner.auth`; then it is
@@ -230,6 +238,9 @@ impl Session {
                 cancelled,
                 "client disconnected; its running requests were cancelled"
             );
+        }
+        if let Some(store) = &self.shared.runner.handles {
+            store.drop_scope(&self.scope);
         }
         self.conn.close();
     }
@@ -343,9 +354,22 @@ impl Session {
                 self.spawn_work(id, command(runner, params, door)).await;
                 return;
             }
+            "handle.create" | "handle.fetch" | "handle.stat" | "handle.retain"
+            | "handle.release" => handle_method(&runner, &self.scope, &method, &params),
+            "fd.pass" => match fd_pass(&runner, &self.scope, &params) {
+                Ok((result, fd)) => {
+                    if let Err(e) = self.conn.respond_with_fd(id.clone(), result, fd).await {
+                        let _ = self.conn.respond(id, Err(e)).await;
+                    }
+                    return;
+                }
+                Err(e) => Err(e),
+            },
             "runner.invoke" => {
                 let door = client_door(self.conn.clone());
-                self.spawn_work(id, invoke(runner, params, door)).await;
+                let scope = self.scope.clone();
+                self.spawn_work(id, invoke(runner, params, door, scope))
+                    .await;
                 return;
             }
             "runner.reload" => {
@@ -704,7 +728,12 @@ fn needs_explicit_provenance(method: &str) -> bool {
 /// `action.invoke`, `host.action` and `input.*` always, and every other method unless the
 /// plugin's `plugin.describe` lists it as side-effect-free (the older runner checked only
 /// `action.invoke`; reference §12, item 30).
-async fn invoke(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value, ErrorObject> {
+async fn invoke(
+    runner: Arc<Runner>,
+    params: Value,
+    door: Door,
+    scope: Scope,
+) -> Result<Value, ErrorObject> {
     let name = required_str(&params, "plugin", "runner.invoke")?;
     let method = required_str(&params, "method", "runner.invoke")?;
     // The handshake and protocol control messages are the runner's own business.
@@ -746,9 +775,294 @@ async fn invoke(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value,
     // provenance, so an untrusted relay cannot be laundered through `host.action`.
     let provenance = Provenance::from_value(call_params.get("provenance"))?;
     let timeout = supervisor.effective_timeout(timeout_ms(&call_params));
-    supervisor
+    // Handles in the request become visible to the plugin, and those in its reply to the
+    // client, except those the client named without seeing them.
+    let plugin_scope = Scope::Plugin(id.clone());
+    let unseen = runner
+        .handles
+        .as_ref()
+        .map(|store| {
+            store.pass(&scope, &plugin_scope, &call_params);
+            store.unseen(&scope, &call_params)
+        })
+        .unwrap_or_default();
+    let result = supervisor
         .call_as(&id, method, call_params, timeout, provenance)
-        .await
+        .await?;
+    if let Some(store) = &runner.handles {
+        adopt_handles(supervisor, store, &id, &plugin_scope, &result).await;
+        store.pass_except(&plugin_scope, &scope, &result, &unseen);
+    }
+    Ok(result)
+}
+
+/// Handles adopted from one reply at most.
+const MAX_ADOPTED: usize = 16;
+
+/// Handles in a plugin's reply that the store does not hold are fetched from the plugin
+/// (`handle.fetch {handle}` → `{data_b64}`) and adopted into its scope, but only when the
+/// bytes hash to the digest the handle names (the older runner trusted the plugin's word).
+async fn adopt_handles(
+    supervisor: &crate::supervisor::Supervisor,
+    store: &crate::handles::HandleStore,
+    plugin: &str,
+    scope: &Scope,
+    result: &Value,
+) {
+    for digest in store.unknown(result).into_iter().take(MAX_ADOPTED) {
+        let handle = format!("{}{digest}", crate::handles::PREFIX);
+        let timeout = supervisor.effective_timeout(None);
+        let outcome = match supervisor
+            .call(plugin, "handle.fetch", json!({"handle": handle}), timeout)
+            .await
+        {
+            Ok(reply) => match reply
+                .get("data_b64")
+                .and_then(Value::as_str)
+                .and_then(b64_decode)
+            {
+                Some(bytes) => store.adopt(scope, &digest, &bytes),
+                None => Err(ErrorObject::invalid_params(
+                    "its handle.fetch reply has no valid data_b64",
+                )),
+            },
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(()) => tracing::debug!(plugin, %handle, "handle adopted from a plugin"),
+            Err(e) => {
+                tracing::warn!(plugin, %handle, error = %e.message, "a plugin's handle was not adopted")
+            }
+        }
+    }
+}
+
+/// `handle.create`, `handle.fetch`, `handle.stat`, `handle.retain` and `handle.release`
+/// (PROTOCOL.md §10).
+fn handle_method(
+    runner: &Runner,
+    scope: &Scope,
+    method: &str,
+    params: &Value,
+) -> Result<Value, ErrorObject> {
+    let store = runner.handles.as_ref().ok_or_else(|| {
+        ErrorObject::new(
+            ErrorCode::CapabilityMissing,
+            "the handle store is unavailable (its directory could not be made; see the runner log)",
+        )
+    })?;
+    if method == "handle.create" {
+        let bytes = create_bytes(params, store.quota())?;
+        return store.create(scope, &bytes);
+    }
+    let handle = required_str(params, "handle", method)?;
+    match method {
+        "handle.fetch" => {
+            let bytes = store.fetch(scope, handle)?;
+            let digest = crate::handles::digest_hex(&bytes);
+            Ok(json!({"size": bytes.len(), "sha256": digest, "data_b64": b64_encode(&bytes)}))
+        }
+        "handle.stat" => store.stat(scope, handle),
+        "handle.retain" => store.retain(scope, handle),
+        _ => store.release(scope, handle),
+    }
+}
+
+/// `fd.pass {kind, meta}`: the result and the descriptor its response frame carries.
+///
+/// * `handle`: a read-only descriptor of `meta.handle`'s blob; `{kind, handle, size}`.
+/// * `memfd`: a sealed memfd (close-on-exec; it cannot grow or shrink) holding `meta.data`
+///   (a string) or `meta.data_b64`, at least `meta.size` bytes; `{kind, size}`.
+/// * `memfd.ring`: a ring of `meta.capacity` slots of `meta.frame_size` bytes (PROTOCOL.md
+///   §10.4), holding the frames of `meta.frames` (strings) if given, closed when
+///   `meta.close` is true; `{kind, capacity, frame_size}`.
+fn fd_pass(
+    runner: &Runner,
+    scope: &Scope,
+    params: &Value,
+) -> Result<(Value, std::os::fd::OwnedFd), ErrorObject> {
+    let kind = required_str(params, "kind", "fd.pass")?;
+    let meta = match params.get("meta") {
+        None | Some(Value::Null) => json!({}),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => {
+            return Err(ErrorObject::invalid_params(
+                "fd.pass: params.meta must be an object",
+            ));
+        }
+    };
+    let quota = runner
+        .handles
+        .as_ref()
+        .map_or(crate::handles::DEFAULT_QUOTA, |h| h.quota());
+    match kind {
+        "handle" => {
+            let store = runner.handles.as_ref().ok_or_else(|| {
+                ErrorObject::new(
+                    ErrorCode::CapabilityMissing,
+                    "the handle store is unavailable",
+                )
+            })?;
+            let handle = required_str(&meta, "handle", "fd.pass {kind: \"handle\"} (meta)")?;
+            let file = store.open_blob(scope, handle)?;
+            let size = file
+                .metadata()
+                .map_err(|e| ErrorObject::internal(format!("fd.pass: {e}")))?
+                .len();
+            Ok((
+                json!({"kind": "handle", "handle": handle, "size": size}),
+                file.into(),
+            ))
+        }
+        "memfd" => {
+            let data = if let Some(text) = meta.get("data_b64").and_then(Value::as_str) {
+                b64_decode(text).ok_or_else(|| {
+                    ErrorObject::invalid_params("fd.pass: meta.data_b64 is not valid base64")
+                })?
+            } else {
+                match meta.get("data") {
+                    None | Some(Value::Null) => Vec::new(),
+                    Some(Value::String(s)) => s.as_bytes().to_vec(),
+                    Some(_) => {
+                        return Err(ErrorObject::invalid_params(
+                            "fd.pass: meta.data must be a string",
+                        ));
+                    }
+                }
+            };
+            let size = match meta.get("size") {
+                None | Some(Value::Null) => data.len() as u64,
+                Some(v) => v.as_u64().ok_or_else(|| {
+                    ErrorObject::invalid_params(
+                        "fd.pass: meta.size must be a whole number of bytes",
+                    )
+                })?,
+            }
+            .max(data.len() as u64);
+            if size > quota {
+                return Err(ErrorObject::new(
+                    ErrorCode::CapabilityMissing,
+                    format!("fd.pass: a memfd of {size} bytes is more than the {quota} byte quota"),
+                ));
+            }
+            let fd = sealed_memfd(&data, size).map_err(|e| {
+                ErrorObject::internal(format!("fd.pass: the memfd could not be made: {e}"))
+            })?;
+            Ok((json!({"kind": "memfd", "size": size}), fd))
+        }
+        "memfd.ring" => {
+            let number = |key: &str| {
+                meta.get(key)
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| {
+                        ErrorObject::invalid_params(format!(
+                            "fd.pass {{kind: \"memfd.ring\"}} needs meta.{key}, a whole number"
+                        ))
+                    })
+            };
+            let capacity = number("capacity")?;
+            let frame_size = number("frame_size")?;
+            let total = 256 + u64::from(capacity) * (4 + u64::from(frame_size));
+            if total > quota {
+                return Err(ErrorObject::new(
+                    ErrorCode::CapabilityMissing,
+                    format!("fd.pass: a ring of {total} bytes is more than the {quota} byte quota"),
+                ));
+            }
+            let (mut writer, fd) = utter_protocol::ring::create(capacity, frame_size)
+                .map_err(|e| ErrorObject::invalid_params(format!("fd.pass: {e}")))?;
+            if let Some(frames) = meta.get("frames").and_then(Value::as_array) {
+                for frame in frames {
+                    let bytes = frame.as_str().ok_or_else(|| {
+                        ErrorObject::invalid_params("fd.pass: meta.frames must hold strings")
+                    })?;
+                    let pushed = writer.push(bytes.as_bytes()).map_err(|e| {
+                        ErrorObject::invalid_params(format!("fd.pass: meta.frames: {e}"))
+                    })?;
+                    if !pushed {
+                        return Err(ErrorObject::invalid_params(
+                            "fd.pass: meta.frames holds more frames than the ring's capacity",
+                        ));
+                    }
+                }
+            }
+            if meta.get("close") == Some(&Value::Bool(true)) {
+                writer.close();
+            }
+            Ok((
+                json!({"kind": "memfd.ring", "capacity": capacity, "frame_size": frame_size}),
+                fd,
+            ))
+        }
+        other => Err(ErrorObject::invalid_params(format!(
+            "fd.pass: unknown kind {other:?} (handle, memfd or memfd.ring)"
+        ))),
+    }
+}
+
+/// A close-on-exec memfd of `size` bytes starting with `data`, sealed against growing,
+/// shrinking and further sealing; its offset is back at 0.
+fn sealed_memfd(data: &[u8], size: u64) -> std::io::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    use std::io::{Seek, Write};
+    let fd = memfd_create(
+        c"utter-memfd",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )
+    .map_err(std::io::Error::from)?;
+    let mut file = std::fs::File::from(fd);
+    file.set_len(size)?;
+    file.write_all(data)?;
+    file.rewind()?;
+    fcntl(
+        &file,
+        FcntlArg::F_ADD_SEALS(
+            SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_SEAL,
+        ),
+    )
+    .map_err(std::io::Error::from)?;
+    Ok(file.into())
+}
+
+/// The bytes of `handle.create`: `data_b64` (strict base64), else `data` (a string, as
+/// UTF-8), else `size` zero bytes (a whole number no larger than the quota).
+fn create_bytes(params: &Value, quota: u64) -> Result<Vec<u8>, ErrorObject> {
+    if let Some(v) = params.get("data_b64").filter(|v| !v.is_null()) {
+        let text = v.as_str().ok_or_else(|| {
+            ErrorObject::invalid_params("handle.create: params.data_b64 must be a string")
+        })?;
+        return b64_decode(text).ok_or_else(|| {
+            ErrorObject::invalid_params(
+                "handle.create: params.data_b64 is not valid base64 (standard alphabet, padded, no whitespace)",
+            )
+        });
+    }
+    if let Some(v) = params.get("data").filter(|v| !v.is_null()) {
+        let text = v.as_str().ok_or_else(|| {
+            ErrorObject::invalid_params("handle.create: params.data must be a string")
+        })?;
+        return Ok(text.as_bytes().to_vec());
+    }
+    if let Some(v) = params.get("size").filter(|v| !v.is_null()) {
+        let size = v.as_u64().ok_or_else(|| {
+            ErrorObject::invalid_params(
+                "handle.create: params.size must be a whole number of bytes",
+            )
+        })?;
+        if size > quota {
+            return Err(ErrorObject::new(
+                ErrorCode::CapabilityMissing,
+                format!("handle quota exceeded: {size} bytes is more than the {quota} byte quota"),
+            )
+            .with_data(json!({"size": size, "quota": quota})));
+        }
+        return Ok(vec![0; size as usize]);
+    }
+    Err(ErrorObject::invalid_params(
+        "handle.create needs params.data_b64 (base64), params.data (a string) or params.size (bytes)",
+    ))
 }
 
 /// The policy gates for one acting `runner.invoke`, with a confirmation when needed.

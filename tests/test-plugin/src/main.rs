@@ -211,6 +211,8 @@ async fn main() -> ExitCode {
         },
     );
     let epoch = Arc::new(Mutex::new(0u64));
+    // test.blob remembers the bytes it claims a handle names; handle.fetch hands them out.
+    let blobs: Arc<Mutex<std::collections::HashMap<String, Value>>> = Arc::default();
     while let Some(msg) = incoming.recv().await {
         match msg {
             Incoming::Notification(n) => {
@@ -230,6 +232,7 @@ async fn main() -> ExitCode {
                 let socket_fd = socket_fd.clone();
                 let dropped = dropped.clone();
                 let transport = transport.clone();
+                let blobs = blobs.clone();
                 tokio::spawn(async move {
                     let result: Result<Value, ErrorObject> = match r.method.as_str() {
                         "protocol.hello" => {
@@ -314,6 +317,16 @@ async fn main() -> ExitCode {
                         "test.echo" => Ok(
                             json!({"params": r.params, "epoch": *epoch.lock().expect("lock"), "pid": std::process::id()}),
                         ),
+                        "test.blob" => {
+                            let key = format!("handle://{}", r.params["sha256"].as_str().unwrap_or(""));
+                            let handle = json!(key);
+                            blobs.lock().expect("lock").insert(key, r.params["data_b64"].clone());
+                            Ok(json!({"handle": handle}))
+                        }
+                        "handle.fetch" => {
+                            let key = r.params["handle"].as_str().unwrap_or("").to_owned();
+                            Ok(json!({"data_b64": blobs.lock().expect("lock").get(&key).cloned()}))
+                        }
                         "test.die" => std::process::exit(7),
                         "test.drop_socket" if socket_fd.is_some() => {
                             let Some(fd) = socket_fd else { return };
