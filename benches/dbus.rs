@@ -12,9 +12,11 @@
 //! `dbus-daemon` and `cargo build --release --workspace --bins` first. At the end it prints
 //! both medians and their ratio.
 
+mod common;
+
+use common::{bin, median_ns};
 use criterion::{Criterion, criterion_group};
 use std::io::BufRead;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use utter::config;
@@ -23,18 +25,6 @@ use utter::supervisor::SupervisorOptions;
 
 const FLOOR_NAME: &str = "dev.utter.BenchFloor1";
 const FLOOR_PATH: &str = "/dev/utter/BenchFloor1";
-
-fn bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("bench executable path");
-    let deps = exe.parent().expect("deps dir");
-    let path = deps.parent().expect("profile dir").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build --release --workspace --bins` first",
-        path.display()
-    );
-    path
-}
 
 /// A private bus, killed on drop.
 struct PrivateBus {
@@ -184,22 +174,6 @@ fn dbus(c: &mut Criterion) {
     drop(client);
     let _ = stop_tx.send(());
     let _ = server.join();
-}
-
-/// Criterion's median estimate (ns) for a benchmark id.
-fn median_ns(id: &str) -> Option<f64> {
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-    let text = std::fs::read_to_string(
-        dir.join("criterion")
-            .join(id)
-            .join("new")
-            .join("estimates.json"),
-    )
-    .ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v["median"]["point_estimate"].as_f64()
 }
 
 criterion_group!(benches, dbus);

@@ -9,26 +9,16 @@
 //! Needs `cargo build --release --workspace --bins` first (the plugins are child processes).
 //! At the end it prints both round-trip medians and their ratio.
 
+mod common;
+
+use common::{bin, median_ns};
 use criterion::{Criterion, criterion_group};
 use serde_json::json;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use utter::config;
 use utter::supervisor::{Supervisor, SupervisorOptions};
-
-fn bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("bench executable path");
-    let deps = exe.parent().expect("deps dir");
-    let path = deps.parent().expect("profile dir").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build --release --workspace --bins` first",
-        path.display()
-    );
-    path
-}
 
 fn config_with(ids: &[&str]) -> config::Config {
     let program = bin("fake_rs");
@@ -167,22 +157,6 @@ fn startup(c: &mut Criterion) {
         })
     });
     group.finish();
-}
-
-/// Read criterion's median estimate (ns) for a benchmark id.
-fn median_ns(id: &str) -> Option<f64> {
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-    let text = std::fs::read_to_string(
-        dir.join("criterion")
-            .join(id)
-            .join("new")
-            .join("estimates.json"),
-    )
-    .ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v["median"]["point_estimate"].as_f64()
 }
 
 fn summary() {

@@ -15,6 +15,9 @@
 //! Needs `cargo build --release --workspace --bins` first (the daemon and fake_rs are child
 //! processes).
 
+mod common;
+
+use common::{bin, median_ns};
 use criterion::{Criterion, criterion_group};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -25,18 +28,6 @@ use std::time::{Duration, Instant};
 
 /// Round trips of the custom percentile loop, per path.
 const PERCENTILE_ROUNDS: usize = 20_000;
-
-fn bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("bench executable path");
-    let deps = exe.parent().expect("deps dir");
-    let path = deps.parent().expect("profile dir").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build --release --workspace --bins` first",
-        path.display()
-    );
-    path
-}
 
 /// A blocking JSON-RPC client: one request, one response.
 struct BlockingClient {
@@ -340,22 +331,6 @@ fn socket(c: &mut Criterion) -> Percentiles {
             || version(&mut relay_client.borrow_mut().client),
         ),
     }
-}
-
-/// Read criterion's median estimate (ns) for a benchmark id.
-fn median_ns(id: &str) -> Option<f64> {
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-    let text = std::fs::read_to_string(
-        dir.join("criterion")
-            .join(id)
-            .join("new")
-            .join("estimates.json"),
-    )
-    .ok()?;
-    let v: Value = serde_json::from_str(&text).ok()?;
-    v["median"]["point_estimate"].as_f64()
 }
 
 fn summary(p: &Percentiles) {
