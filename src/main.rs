@@ -862,6 +862,22 @@ async fn connect_service(
     })
 }
 
+/// Connect to the running service and make one call; on failure the error is reported and
+/// the exit code returned.
+async fn service_call(
+    socket: &Option<PathBuf>,
+    config_path: &Option<PathBuf>,
+    what: &str,
+    method: &str,
+    params: Value,
+) -> Result<Value, u8> {
+    let client = connect_service(socket, config_path, what).await?;
+    client
+        .call(method, params)
+        .await
+        .map_err(|e| call_failed(what, &e))
+}
+
 /// Report a failed call: the message and code on stderr.
 fn call_failed(what: &str, e: &ErrorObject) -> u8 {
     eprintln!("utter {what}: {} [{}]", e.message, e.code);
@@ -901,13 +917,17 @@ async fn audit(
     since: Option<u64>,
     json: bool,
 ) -> u8 {
-    let client = match connect_service(socket, config_path, "audit").await {
-        Ok(c) => c,
+    let list = match service_call(
+        socket,
+        config_path,
+        "audit",
+        "runner.audit",
+        json!({ "since": since }),
+    )
+    .await
+    {
+        Ok(v) => v,
         Err(code) => return code,
-    };
-    let list = match client.call("runner.audit", json!({ "since": since })).await {
-        Ok(l) => l,
-        Err(e) => return call_failed("audit", &e),
     };
     if json {
         out!(
@@ -965,13 +985,10 @@ fn sanitize(text: &str) -> String {
 }
 
 async fn pending(socket: &Option<PathBuf>, config_path: &Option<PathBuf>, json: bool) -> u8 {
-    let client = match connect_service(socket, config_path, "pending").await {
-        Ok(c) => c,
+    let list = match service_call(socket, config_path, "pending", "runner.pending", json!({})).await
+    {
+        Ok(v) => v,
         Err(code) => return code,
-    };
-    let list = match client.call("runner.pending", json!({})).await {
-        Ok(l) => l,
-        Err(e) => return call_failed("pending", &e),
     };
     if json {
         out!(
