@@ -822,16 +822,13 @@ impl InstallReport {
                 (true, FileAction::Created) => "create",
                 (true, FileAction::Replaced) => "replace",
             };
-            let note = f
-                .note
-                .as_ref()
-                .map(|n| format!(" ({n})"))
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  {action:<10} {:<13} {}{note}",
+            file_line(
+                &mut out,
+                action,
+                10,
                 f.kind.as_str(),
-                f.path.display()
+                &f.path,
+                f.note.as_deref(),
             );
         }
         let verb = if self.dry_run {
@@ -976,16 +973,13 @@ impl UninstallReport {
                 (_, RemovalAction::KeptChanged) => "kept",
                 (_, RemovalAction::Failed) => "failed",
             };
-            let note = f
-                .note
-                .as_ref()
-                .map(|n| format!(" ({n})"))
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  {action:<8} {:<13} {}{note}",
+            file_line(
+                &mut out,
+                action,
+                8,
                 f.kind.as_str(),
-                f.path.display()
+                &f.path,
+                f.note.as_deref(),
             );
         }
         if self.kept_any() {
@@ -1117,6 +1111,24 @@ pub fn uninstall(dirs: &Dirs, options: &UninstallOptions) -> Result<UninstallRep
         files,
         systemctl,
     })
+}
+
+/// One line of an install or uninstall report: `  <action> <kind> <path> (<note>)`, the
+/// action padded to `width`.
+fn file_line(
+    out: &mut String,
+    action: &str,
+    width: usize,
+    kind: &str,
+    path: &std::path::Path,
+    note: Option<&str>,
+) {
+    let note = note.map(|n| format!(" ({n})")).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "  {action:<width$} {kind:<13} {}{note}",
+        path.display()
+    );
 }
 
 #[cfg(test)]

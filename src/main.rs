@@ -561,10 +561,7 @@ async fn say(loaded: LoadedConfig, config_path: Option<PathBuf>, args: SayArgs) 
     let code = match &outcome {
         Ok(outcome) => {
             if args.json {
-                out!(
-                    "{}",
-                    serde_json::to_string_pretty(outcome).unwrap_or_default()
-                );
+                print_json(outcome);
             } else {
                 print_outcome(&serde_json::to_value(outcome).unwrap_or_default());
             }
@@ -674,10 +671,7 @@ async fn plugins(loaded: LoadedConfig, json: bool) -> u8 {
     let reports = runner.plugins();
     runner.shutdown().await;
     if json {
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&reports).unwrap_or_default()
-        );
+        print_json(&reports);
     } else {
         let rows: Vec<Value> = reports
             .iter()
@@ -808,10 +802,7 @@ async fn say_remote(client: Client, args: &SayArgs, explicit_config: bool) -> u8
     match result {
         Ok(outcome) => {
             if args.json {
-                out!(
-                    "{}",
-                    serde_json::to_string_pretty(&outcome).unwrap_or_default()
-                );
+                print_json(&outcome);
             } else {
                 print_outcome(&outcome);
             }
@@ -894,10 +885,7 @@ async fn status(socket: &Option<PathBuf>, config_path: &Option<PathBuf>, json: b
         Err(e) => return call_failed("status", &e),
     };
     if json {
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&status).unwrap_or_default()
-        );
+        print_json(&status);
     } else {
         out!(
             "runner {}: {} (config {}) at {}",
@@ -930,10 +918,7 @@ async fn audit(
         Err(code) => return code,
     };
     if json {
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&list).unwrap_or_default()
-        );
+        print_json(&list);
         return exit::OK;
     }
     let items = list.as_array().cloned().unwrap_or_default();
@@ -970,6 +955,14 @@ async fn audit(
     exit::OK
 }
 
+/// Print any serialisable value as pretty JSON on stdout (for `--json`).
+fn print_json(value: &impl serde::Serialize) {
+    out!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
+}
+
 /// Control characters from plugins or utterances are shown escaped, so nothing printed can
 /// move the cursor or fake another line.
 fn sanitize(text: &str) -> String {
@@ -991,10 +984,7 @@ async fn pending(socket: &Option<PathBuf>, config_path: &Option<PathBuf>, json: 
         Err(code) => return code,
     };
     if json {
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&list).unwrap_or_default()
-        );
+        print_json(&list);
         return exit::OK;
     }
     let items = list.as_array().cloned().unwrap_or_default();
@@ -1061,10 +1051,7 @@ async fn reload(socket: &Option<PathBuf>, config_path: &Option<PathBuf>, json: b
     match client.call("runner.reload", json!({})).await {
         Ok(report) => {
             if json {
-                out!(
-                    "{}",
-                    serde_json::to_string_pretty(&report).unwrap_or_default()
-                );
+                print_json(&report);
             } else {
                 out!("config reloaded: {}", reload_summary(&report));
             }
@@ -1261,10 +1248,7 @@ fn install(args: InstallArgs) -> u8 {
     match Dirs::from_env().and_then(|dirs| utter::install::install(&dirs, &options)) {
         Ok(report) => {
             if args.json {
-                out!(
-                    "{}",
-                    serde_json::to_string_pretty(&report).unwrap_or_default()
-                );
+                print_json(&report);
             } else {
                 out!("{}", report.to_text().trim_end());
             }
@@ -1297,10 +1281,7 @@ fn uninstall(args: UninstallArgs) -> u8 {
     match Dirs::from_env().and_then(|dirs| utter::install::uninstall(&dirs, &options)) {
         Ok(report) => {
             if args.json {
-                out!(
-                    "{}",
-                    serde_json::to_string_pretty(&report).unwrap_or_default()
-                );
+                print_json(&report);
             } else {
                 out!("{}", report.to_text().trim_end());
             }

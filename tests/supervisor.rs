@@ -48,6 +48,13 @@ async fn wait_status(sup: &Supervisor, id: &str, status: PluginStatus, epoch: u6
     .await
 }
 
+/// `test.echo` on plugin `id`: its params, epoch and pid.
+async fn echo(sup: &Supervisor, id: &str) -> Value {
+    sup.call(id, "test.echo", json!({}), Duration::from_secs(5))
+        .await
+        .expect("test.echo answers")
+}
+
 fn records(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
@@ -138,11 +145,7 @@ async fn missing_requires_fail_closed_and_order_does_not_matter() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_that_dies_mid_request_fails_the_call_and_comes_back_with_a_new_epoch() {
     let sup = start(&[("t", &[])], "").await;
-    let first_pid = sup
-        .call("t", "test.echo", json!({}), Duration::from_secs(5))
-        .await
-        .unwrap()["pid"]
-        .clone();
+    let first_pid = echo(&sup, "t").await["pid"].clone();
     // A long timeout: the error must come from the crash, not from the clock.
     let err = sup
         .call("t", "test.die", json!({}), Duration::from_secs(50))
@@ -154,10 +157,7 @@ async fn a_plugin_that_dies_mid_request_fails_the_call_and_comes_back_with_a_new
         "{:?}",
         sup.plugins()
     );
-    let echo = sup
-        .call("t", "test.echo", json!({}), Duration::from_secs(5))
-        .await
-        .unwrap();
+    let echo = echo(&sup, "t").await;
     assert_eq!(echo["epoch"], 1);
     assert_ne!(echo["pid"], first_pid);
     assert_eq!(sup.plugins()[0].restarts, 1);
@@ -190,10 +190,7 @@ async fn a_plugin_that_never_answers_times_out_and_is_sent_cancel() {
     .await;
     assert!(got_cancel, "no $/cancel for {id}: {:?}", records(&rec));
     // The plugin is still the same instance and still serves.
-    let echo = sup
-        .call("t", "test.echo", json!({}), Duration::from_secs(5))
-        .await
-        .unwrap();
+    let echo = echo(&sup, "t").await;
     assert_eq!(echo["epoch"], 0);
     sup.shutdown().await;
 }
@@ -211,10 +208,7 @@ async fn an_unreadable_stream_restarts_the_plugin() {
         "{:?}",
         sup.plugins()
     );
-    let echo = sup
-        .call("t", "test.echo", json!({}), Duration::from_secs(5))
-        .await
-        .unwrap();
+    let echo = echo(&sup, "t").await;
     assert_eq!(echo["epoch"], 1);
     sup.shutdown().await;
 }

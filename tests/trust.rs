@@ -46,6 +46,36 @@ impl Files {
     }
 }
 
+/// A runner with the test plugin as router and action plugin (`plan.json`, recording to
+/// `rec`), a context plugin serving `ctx.json`, and a chooser started with `llm_args`.
+async fn chooser_runner(f: &Files, llm_args: &[&str], extra: &str) -> Arc<Runner> {
+    runner(
+        &[
+            (
+                "t",
+                args(&[
+                    "--plan-file",
+                    &f.arg("plan.json"),
+                    "--record",
+                    &f.arg("rec"),
+                ]),
+            ),
+            (
+                "ctx",
+                args(&[
+                    "--context",
+                    &f.arg("ctx.json"),
+                    "--provides",
+                    "context.live@1",
+                ]),
+            ),
+            ("llm", args(llm_args)),
+        ],
+        extra,
+    )
+    .await
+}
+
 /// The config text of [`runner`].
 fn config_text(plugins: &[(&str, Vec<String>)], extra: &str) -> String {
     let program = common::bin("utter-test-plugin").display().to_string();
@@ -918,31 +948,9 @@ async fn screen_text_never_reaches_an_action_as_an_argument() {
         }),
     );
     f.write_json("plan.json", &candidates_plan());
-    let r = runner(
-        &[
-            (
-                "t",
-                args(&[
-                    "--plan-file",
-                    &f.arg("plan.json"),
-                    "--record",
-                    &f.arg("rec"),
-                ]),
-            ),
-            (
-                "ctx",
-                args(&[
-                    "--context",
-                    &f.arg("ctx.json"),
-                    "--provides",
-                    "context.live@1",
-                ]),
-            ),
-            (
-                "llm",
-                args(&["--choose-from-context", "--record", &f.arg("llm")]),
-            ),
-        ],
+    let r = chooser_runner(
+        &f,
+        &["--choose-from-context", "--record", &f.arg("llm")],
         "[policy]\nenabled_ops = [\"terminal\", \"input\"]\n",
     )
     .await;
@@ -1026,33 +1034,11 @@ async fn screen_text_never_reaches_an_action_as_an_argument() {
     r.shutdown().await;
     f.write_json("plan.json", &candidates_plan());
     let _ = std::fs::remove_file(f.path("rec"));
-    let r = runner(
+    let r = chooser_runner(
+        &f,
         &[
-            (
-                "t",
-                args(&[
-                    "--plan-file",
-                    &f.arg("plan.json"),
-                    "--record",
-                    &f.arg("rec"),
-                ]),
-            ),
-            (
-                "ctx",
-                args(&[
-                    "--context",
-                    &f.arg("ctx.json"),
-                    "--provides",
-                    "context.live@1",
-                ]),
-            ),
-            (
-                "llm",
-                args(&[
-                    "--choose-raw",
-                    r#"{"choice_id":"c1","probability":0.9,"distribution":{"c1":0.9,"c2":0.1}}"#,
-                ]),
-            ),
+            "--choose-raw",
+            r#"{"choice_id":"c1","probability":0.9,"distribution":{"c1":0.9,"c2":0.1}}"#,
         ],
         "",
     )
