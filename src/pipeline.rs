@@ -76,18 +76,6 @@ impl ConfirmRequest {
 pub type Confirmer =
     Arc<dyn Fn(ConfirmRequest) -> Pin<Box<dyn Future<Output = Resolution> + Send>> + Send + Sync>;
 
-/// A confirmer that always says no (used when nobody can answer).
-pub fn deny_all() -> Confirmer {
-    Arc::new(|_| {
-        Box::pin(async {
-            Resolution {
-                approved: false,
-                by: "nobody".into(),
-            }
-        })
-    })
-}
-
 /// How many times a step is asked again when its context changed during the confirmation.
 pub const MAX_CONFIRM_ROUNDS: usize = 3;
 

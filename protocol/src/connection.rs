@@ -192,7 +192,6 @@ struct Inner {
     read_done: AtomicBool,
     closed: watch::Sender<Option<CloseReason>>,
     stale: AtomicU64,
-    malformed: AtomicU64,
     peer_reports: AtomicU64,
     max_body: usize,
     /// Whether the stream can carry descriptors (a unix socket).
@@ -314,7 +313,6 @@ impl Connection {
             read_done: AtomicBool::new(false),
             closed,
             stale: AtomicU64::new(0),
-            malformed: AtomicU64::new(0),
             peer_reports: AtomicU64::new(0),
             max_body: options.max_body,
             carries_fds,
@@ -533,11 +531,6 @@ impl Connection {
         self.inner.stale.load(Ordering::Relaxed)
     }
 
-    /// How many malformed messages the peer sent (each answered when it was a request).
-    pub fn malformed_received(&self) -> u64 {
-        self.inner.malformed.load(Ordering::Relaxed)
-    }
-
     /// How many `{"id": null, "error": ...}` reports the peer sent about messages of ours it
     /// could not read.
     pub fn peer_error_reports(&self) -> u64 {
@@ -713,7 +706,6 @@ async fn read_loop<R>(
                 tracing::warn!(peer = %inner.label, code = rejected.error.code, error = %rejected.error.message, "error report from the peer");
             }
             Err(rejected) => {
-                inner.malformed.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(peer = %inner.label, error = %rejected.error.message, "malformed message");
                 if rejected.reply {
                     inner.try_send_bytes(rejected.to_bytes());
