@@ -1,5 +1,5 @@
 //! The CLI's client of the runner's socket ([`crate::socket`]): `utter status`, `say`,
-//! `confirm`, `pending`, `reload` and `events` talk to a running `utter daemon` through it.
+//! `confirm`, `pending`, `reload`, `events` and `ptt` talk to a running `utter daemon` through it.
 //!
 //! The runner admits its own `utter` binary without a token. When the runner asks for one
 //! anyway (an `utter` built elsewhere than the running daemon), the client reads the token
@@ -190,6 +190,16 @@ impl Client {
                     e
                 }
             })
+    }
+
+    /// Push-to-talk: `runner.ptt {action}` with `action` one of `press`, `release`, `toggle`,
+    /// `state`; the result is `{action, transition, listening, state}`
+    /// ([`crate::ptt::Ptt::act`]).
+    ///
+    /// # Errors
+    /// As [`Client::call`]; `-32602` for an unknown action.
+    pub async fn ptt(&self, action: &str) -> Result<Value, ErrorObject> {
+        self.call("runner.ptt", json!({ "action": action })).await
     }
 
     /// Subscribe to events; they then arrive through [`Client::next_event`].

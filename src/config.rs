@@ -238,6 +238,39 @@ fn default_true() -> bool {
     true
 }
 
+/// `[ptt]`: push-to-talk ([`crate::ptt`]).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct PttSection {
+    /// A hold released sooner than this is cancelled as `too-short`, in ms (150).
+    pub min_hold_ms: u64,
+    /// Stuck-key timeout: a hold longer than this is released automatically as `stuck`, in
+    /// ms (30 000; 0 disables it).
+    pub max_hold_ms: u64,
+    /// Bind push-to-talk through the xdg-desktop-portal GlobalShortcuts portal (true).
+    pub portal: bool,
+    /// The preferred trigger asked of the portal, in the XDG shortcuts format
+    /// (`"F13"`, `"CTRL+SHIFT+space"`); the desktop may let the user choose another.
+    pub shortcut: String,
+    /// Read the key from keyboards under /dev/input (false; needs group `input`).
+    pub evdev: bool,
+    /// The evdev key name (`KEY_F13`, `KEY_RIGHTCTRL`, ... from linux/input-event-codes.h).
+    pub evdev_key: String,
+}
+
+impl Default for PttSection {
+    fn default() -> Self {
+        PttSection {
+            min_hold_ms: 150,
+            max_hold_ms: 30_000,
+            portal: true,
+            shortcut: "F13".to_owned(),
+            evdev: false,
+            evdev_key: "KEY_F13".to_owned(),
+        }
+    }
+}
+
 /// One `[[plugin]]` entry.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct PluginEntry {
@@ -303,6 +336,9 @@ pub struct Config {
     /// `[plugins]`
     #[serde(default)]
     pub plugins: PluginsSection,
+    /// `[ptt]`
+    #[serde(default)]
+    pub ptt: PttSection,
     /// `[[plugin]]`
     #[serde(default, rename = "plugin")]
     pub plugin: Vec<PluginEntry>,
@@ -661,6 +697,30 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             ));
         }
     }
+    let ptt = &config.ptt;
+    let ptt_key = |key: &str| [Seg::Key("ptt".into()), Seg::Key(key.into())];
+    if let Err(e) = crate::ptt::parse_key(&ptt.evdev_key) {
+        errors.push(issue_at(text, origin, &ptt_key("evdev_key"), e));
+    }
+    if ptt.portal && ptt.shortcut.trim().is_empty() {
+        errors.push(issue_at(
+            text,
+            origin,
+            &ptt_key("shortcut"),
+            "must name a key in the XDG shortcuts format, e.g. \"F13\" or \"CTRL+ALT+space\" (or set portal = false)".into(),
+        ));
+    }
+    if ptt.max_hold_ms != 0 && ptt.max_hold_ms <= ptt.min_hold_ms {
+        errors.push(issue_at(
+            text,
+            origin,
+            &ptt_key("max_hold_ms"),
+            format!(
+                "must be larger than min_hold_ms ({}), got {} (0 disables the stuck-key timeout)",
+                ptt.min_hold_ms, ptt.max_hold_ms
+            ),
+        ));
+    }
     if !matches!(r.socket_transport.as_str(), "" | "unix") {
         errors.push(issue_at(
             text,
@@ -877,6 +937,49 @@ mod tests {
                 "c"
             )
             .is_err()
+        );
+    }
+
+    #[test]
+    fn ptt_section_defaults_and_errors() {
+        let loaded = parse("config_version = 1\n", "c").unwrap();
+        assert_eq!(loaded.config.ptt, PttSection::default());
+        let loaded = parse(
+            "config_version = 1\n[ptt]\nmin_hold_ms = 100\nevdev = true\nevdev_key = \"KEY_RIGHTCTRL\"\nloudness = 3\n",
+            "c",
+        )
+        .unwrap();
+        assert_eq!(loaded.config.ptt.min_hold_ms, 100);
+        assert!(loaded.config.ptt.evdev);
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.key.as_deref() == Some("ptt.loudness") && w.line == Some(6)),
+            "{:?}",
+            loaded.warnings
+        );
+        let err = parse(
+            "config_version = 1\n[ptt]\nevdev_key = \"F13\"\nmax_hold_ms = 10\n",
+            "c",
+        )
+        .unwrap_err();
+        let keys: Vec<_> = err
+            .errors
+            .iter()
+            .map(|e| (e.key.clone().unwrap(), e.line))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                ("ptt.evdev_key".to_string(), Some(3)),
+                ("ptt.max_hold_ms".to_string(), Some(4))
+            ]
+        );
+        assert!(
+            err.errors[0].message.contains("KEY_F13"),
+            "{}",
+            err.errors[0]
         );
     }
 

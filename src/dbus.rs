@@ -14,6 +14,10 @@
 //! | `Reload() → s report` | [`crate::supervisor::ReloadReport`] JSON |
 //! | `Confirm(s id, b approved)` | answers a pending confirmation (door `dbus`) |
 //! | `ListPending() → s pending` | JSON list of [`crate::confirm::PendingConfirmation`] |
+//! | `PushToTalk(b pressed) → s outcome` | push-to-talk press/release, source `dbus`; [`crate::ptt::Ptt::act`] JSON |
+//! | `TogglePushToTalk() → s outcome` | push-to-talk toggle, source `dbus` |
+//! | property `Listening` (`b`) | push-to-talk held |
+//! | property `PushToTalkStatus` (`s`) | [`crate::ptt::PttState`] JSON, with each trigger's state |
 //! | property `Version` (`s`, const) | the runner's version |
 //! | property `State` (`s`) | `starting`, `ready`, `degraded` or `stopping` |
 //! | property `Plugins` (`s`) | JSON array of [`crate::supervisor::PluginReport`] |
@@ -22,7 +26,8 @@
 //! | signal `PluginStateChanged(s id, u epoch, s status)` | |
 //! | signal `CommandFinished(s utterance, s results)` | `results`: the per-step results as JSON |
 //!
-//! `State` and `Plugins` announce their changes with `PropertiesChanged`. Method callers (and
+//! `State`, `Plugins`, `Listening` and `PushToTalkStatus` announce their changes with
+//! `PropertiesChanged`. Method callers (and
 //! property readers) are admitted only when the bus says they run as the runner's own uid
 //! (`org.freedesktop.DBus.GetConnectionUnixUser` on the message's sender); errors carry the
 //! names `dev.utter.Runner1.Error.*` ([`Error`]); a refused property read gets the standard

@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::confirm::PendingConfirmation;
+use crate::ptt::{PttEvent, TriggerStatus};
 use crate::supervisor::{PluginStatus, ReloadReport};
 
 /// The runner's overall state, as D-Bus `State` and `runner.status` show it.
@@ -88,4 +89,10 @@ pub enum Event {
         /// What changed.
         report: ReloadReport,
     },
+    /// Push-to-talk changed: `{"event":"ptt","transition":"pressed"|"released"|"cancelled",
+    /// "source":…, "held_ms"?, "reason"?}` ([`PttEvent`]).
+    Ptt(PttEvent),
+    /// A push-to-talk trigger's state changed: `{"event":"ptt_trigger","trigger":"portal",
+    /// "state":"bound","detail":…}` ([`TriggerStatus`]).
+    PttTrigger(TriggerStatus),
 }

@@ -10,6 +10,8 @@
 //!   answer them.
 //! * [`audit`]: the bounded trail of gate decisions.
 //! * [`events`]: what clients are told (plugin states, confirmations, finished commands).
+//! * [`ptt`]: push-to-talk, one press/release state machine fed by the portal, the socket,
+//!   D-Bus and evdev.
 //! * [`runner`]: all of it as one service, as `utter say` and `utter daemon` use it, including
 //!   the plugins' `host.*` callbacks.
 //!
@@ -34,6 +36,7 @@ pub mod handles;
 pub mod install;
 pub mod pipeline;
 pub mod policy;
+pub mod ptt;
 pub mod runner;
 pub mod socket;
 pub mod supervisor;

@@ -177,6 +177,22 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Push-to-talk for a compositor key binding: press starts listening, release stops,
+    /// toggle does whichever applies, state only reports.
+    ///
+    /// Bind `utter ptt press` to the key's press and `utter ptt release` to its release (or
+    /// `utter ptt toggle` where the compositor only runs a command on press, as niri does).
+    /// A release sooner than [ptt] min_hold_ms is cancelled as too-short; a hold longer than
+    /// max_hold_ms is released automatically as stuck. Exit 0 when the runner answered.
+    ///
+    /// Example (niri): F13 { spawn "utter" "ptt" "toggle"; }
+    Ptt {
+        /// What to do.
+        action: PttAction,
+        /// Print JSON: {action, transition, listening, state}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Follow the running service's events until Ctrl-C: a snapshot first, then one line
     /// per change.
     Events {
@@ -195,6 +211,19 @@ enum Answer {
     /// Deny it.
     #[value(alias = "n", alias = "deny")]
     No,
+}
+
+/// A push-to-talk action.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PttAction {
+    /// Start listening (the key went down).
+    Press,
+    /// Stop listening (the key came up).
+    Release,
+    /// Press when released, release when held.
+    Toggle,
+    /// Change nothing; show the state and the triggers.
+    State,
 }
 
 /// The plugins compiled into `utter`.
@@ -410,6 +439,7 @@ async fn run(cli: Cli) -> u8 {
         }
         Command::Reload { json } => reload(&cli.socket, &cli.config, json).await,
         Command::Events { json } => events(&cli.socket, &cli.config, json).await,
+        Command::Ptt { action, json } => ptt(&cli.socket, &cli.config, action, json).await,
         Command::Daemon { no_dbus } => {
             let Some(loaded) = load_config(cli.config.as_deref()) else {
                 return exit::CONFIG;
@@ -895,6 +925,86 @@ async fn status(socket: &Option<PathBuf>, config_path: &Option<PathBuf>, json: b
             client.path().display()
         );
         print_plugins(status["plugins"].as_array().map_or(&[], Vec::as_slice));
+        print_ptt(&status["ptt"]);
+    }
+    exit::OK
+}
+
+/// The push-to-talk lines of `utter status` and `utter ptt`.
+fn print_ptt(state: &Value) {
+    if state.is_null() {
+        return;
+    }
+    let held = if state["listening"] == true {
+        format!(
+            "listening (pressed by {}, held {} ms)",
+            state["source"].as_str().unwrap_or("?"),
+            state["held_ms"].as_u64().unwrap_or(0)
+        )
+    } else {
+        "idle".to_owned()
+    };
+    out!(
+        "push-to-talk: {held}; min hold {} ms, stuck after {} ms",
+        state["min_hold_ms"].as_u64().unwrap_or(0),
+        state["max_hold_ms"].as_u64().unwrap_or(0)
+    );
+    for t in state["triggers"].as_array().map_or(&[][..], Vec::as_slice) {
+        out!(
+            "  {:<7} {:<13} {}",
+            sanitize(t["trigger"].as_str().unwrap_or("?")),
+            sanitize(t["state"].as_str().unwrap_or("?")),
+            sanitize(t["detail"].as_str().unwrap_or(""))
+        );
+    }
+}
+
+/// One line for a person about a push-to-talk transition (`null`: nothing changed).
+fn describe_ptt_transition(t: &Value) -> String {
+    let source = t["source"].as_str().unwrap_or("?");
+    match t["transition"].as_str().unwrap_or("") {
+        "pressed" => format!("push-to-talk pressed ({source}): listening"),
+        "released" => format!(
+            "push-to-talk released after {} ms ({source}): utterance window",
+            t["held_ms"].as_u64().unwrap_or(0)
+        ),
+        "cancelled" => format!(
+            "push-to-talk cancelled ({source}): {} after {} ms",
+            t["reason"].as_str().unwrap_or("?"),
+            t["held_ms"].as_u64().unwrap_or(0)
+        ),
+        _ => "push-to-talk: no change".to_owned(),
+    }
+}
+
+async fn ptt(
+    socket: &Option<PathBuf>,
+    config_path: &Option<PathBuf>,
+    action: PttAction,
+    json: bool,
+) -> u8 {
+    let word = match action {
+        PttAction::Press => "press",
+        PttAction::Release => "release",
+        PttAction::Toggle => "toggle",
+        PttAction::State => "state",
+    };
+    let client = match connect_service(socket, config_path, "ptt").await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let outcome = match client.ptt(word).await {
+        Ok(v) => v,
+        Err(e) => return call_failed("ptt", &e),
+    };
+    client.close();
+    if json {
+        print_json(&outcome);
+    } else {
+        if !matches!(action, PttAction::State) {
+            out!("{}", describe_ptt_transition(&outcome["transition"]));
+        }
+        print_ptt(&outcome["state"]);
     }
     exit::OK
 }
@@ -1221,6 +1331,13 @@ fn describe_event(event: &Value) -> String {
         }
         "reloaded" => format!("config reloaded: {}", reload_summary(&event["report"])),
         "dropped" => format!("dropped: {}", s(&event["reason"])),
+        "ptt" => describe_ptt_transition(event),
+        "ptt_trigger" => format!(
+            "push-to-talk trigger {}: {} ({})",
+            s(&event["trigger"]),
+            s(&event["state"]),
+            s(&event["detail"])
+        ),
         _ => event.to_string(),
     }
 }

@@ -15,6 +15,7 @@ use crate::events::{Event, ServiceState};
 use crate::handles::HandleStore;
 use crate::pipeline::{CommandOptions, CommandOutcome, ConfirmRequest, Confirmer, Pipeline};
 use crate::policy::{Policy, Provenance};
+use crate::ptt::{Ptt, PttState};
 use crate::supervisor::{HostHandler, PluginReport, ReloadReport, Supervisor, SupervisorOptions};
 use serde_json::{Value, json};
 use std::future::Future;
@@ -39,6 +40,8 @@ pub struct Status {
     pub config: String,
     /// Every plugin.
     pub plugins: Vec<PluginReport>,
+    /// Push-to-talk: held or not, the limits, each trigger's state.
+    pub ptt: PttState,
 }
 
 /// A started runner.
@@ -61,6 +64,10 @@ pub struct Runner {
     context_cache: std::sync::Mutex<Option<Value>>,
     /// The handle store (`None` when its directory could not be made).
     pub handles: Option<Arc<HandleStore>>,
+    /// Push-to-talk: every trigger feeds this one state machine ([`crate::ptt`]).
+    pub ptt: Ptt,
+    /// The running push-to-talk triggers (portal, evdev), stopped at shutdown.
+    ptt_triggers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 /// Open the handle store of `[runner]` and start its collector.
@@ -98,8 +105,11 @@ impl Runner {
             events.clone(),
         ));
         let handles = open_handle_store(&config.config.runner);
+        let ptt = Ptt::from_config(&config.config.ptt);
         let runner = Arc::new(Runner {
             handles,
+            ptt,
+            ptt_triggers: std::sync::Mutex::new(Vec::new()),
             supervisor,
             policy: RwLock::new(Policy::new(&config.config.policy)),
             confirmations,
@@ -115,6 +125,7 @@ impl Runner {
             runner: Arc::downgrade(&runner),
         }));
         runner.update_state();
+        runner.forward_ptt();
         // Forward plugin status changes and keep the overall state current.
         let mut plugin_events = runner.supervisor.events();
         let weak = Arc::downgrade(&runner);
@@ -141,6 +152,59 @@ impl Runner {
             }
         });
         runner
+    }
+
+    /// Publish push-to-talk transitions and trigger changes as runner events.
+    fn forward_ptt(&self) {
+        let mut transitions = self.ptt.subscribe();
+        let mut triggers = self.ptt.subscribe_triggers();
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    t = transitions.recv() => match t {
+                        Ok(t) => Event::Ptt(t),
+                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                    t = triggers.recv() => match t {
+                        Ok(t) => Event::PttTrigger(t),
+                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                };
+                let _ = events.send(event);
+            }
+        });
+    }
+
+    /// Start the push-to-talk triggers of `[ptt]`: the portal (when `portal = true`) and
+    /// evdev (when `evdev = true`). `utter daemon` calls this once; a one-shot `utter say`
+    /// does not (it must not bind keys). The socket and D-Bus triggers need nothing started.
+    pub fn start_ptt_triggers(&self) {
+        let section = self.config().config.ptt;
+        let mut tasks = self.ptt_triggers.lock().expect("ptt trigger lock");
+        for task in tasks.drain(..) {
+            task.abort();
+        }
+        if section.portal {
+            tasks.push(crate::ptt::portal::spawn(
+                self.ptt.clone(),
+                section.shortcut.clone(),
+            ));
+        } else {
+            self.ptt
+                .set_trigger("portal", "disabled", "[ptt] portal = false");
+        }
+        if section.evdev {
+            match crate::ptt::parse_key(&section.evdev_key) {
+                Ok(key) => tasks.push(crate::ptt::evdev::spawn(self.ptt.clone(), key)),
+                Err(e) => self.ptt.set_trigger("evdev", "unavailable", &e),
+            }
+        } else {
+            self.ptt
+                .set_trigger("evdev", "disabled", "[ptt] evdev = false");
+        }
     }
 
     fn update_state(&self) {
@@ -265,6 +329,7 @@ impl Runner {
             state: *self.state.borrow(),
             config: self.config.read().expect("config lock").origin.clone(),
             plugins: self.plugins(),
+            ptt: self.ptt.state(),
         }
     }
 
@@ -306,6 +371,7 @@ impl Runner {
         }
         let options = SupervisorOptions::from_config(&loaded.config);
         let report = self.supervisor.reload(&loaded.config, options).await;
+        self.ptt.set_limits(&loaded.config.ptt);
         *self.policy.write().expect("policy lock") = Policy::new(&loaded.config.policy);
         self.confirmations.set_timeout(Duration::from_millis(
             loaded.config.runner.confirm_timeout_ms,
@@ -321,6 +387,14 @@ impl Runner {
 
     /// Drain every plugin.
     pub async fn shutdown(&self) {
+        for task in self
+            .ptt_triggers
+            .lock()
+            .expect("ptt trigger lock")
+            .drain(..)
+        {
+            task.abort();
+        }
         self.state.send_replace(ServiceState::Stopping);
         let _ = self.events.send(Event::State {
             state: ServiceState::Stopping,

@@ -2,14 +2,15 @@
 # Run every Utter test on this machine.
 #
 # The tests start what they need themselves (a private dbus-daemon, a real mpv media player,
-# xdg-open, the plugin processes); they need these Debian packages. As root this script
-# installs the missing ones; otherwise it prints the apt-get line to run and stops.
+# the xdg-desktop-portal frontend, xdg-open, the plugin processes); they need these Debian
+# packages. As root this script installs the missing ones; otherwise it prints the apt-get
+# line to run and stops.
 # Extra arguments go to `cargo test` (e.g. `tests/run.sh --test supervisor`).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 
-packages=(dbus-daemon dbus-bin libglib2.0-bin systemd util-linux python3 xdg-utils mpv mpv-mpris sox)
+packages=(dbus-daemon dbus-bin libglib2.0-bin systemd util-linux python3 xdg-utils mpv mpv-mpris sox xdg-desktop-portal)
 
 missing=()
 for p in "${packages[@]}"; do

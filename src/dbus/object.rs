@@ -157,6 +157,59 @@ impl RunnerObject {
         to_json(&self.runner.confirmations.pending())
     }
 
+    /// Push-to-talk from a compositor binding: true presses, false releases (source dbus).
+    /// Returns {action, transition, listening, state} as JSON; transition is null when
+    /// nothing changed, or {transition: "cancelled", reason: "too-short"} for a release
+    /// sooner than [ptt] min_hold_ms.
+    #[zbus(out_args("outcome"))]
+    async fn push_to_talk(
+        &self,
+        #[zbus(header)] header: Header<'_>,
+        pressed: bool,
+    ) -> Result<String, Error> {
+        self.gate.admit(&header).await?;
+        let action = if pressed {
+            crate::ptt::Action::Press
+        } else {
+            crate::ptt::Action::Release
+        };
+        to_json(&self.runner.ptt.act(action, crate::ptt::Source::Dbus))
+    }
+
+    /// Push-to-talk toggle (for bindings that only fire on key press): press when released,
+    /// release when held. Returns the outcome as PushToTalk does.
+    #[zbus(out_args("outcome"))]
+    async fn toggle_push_to_talk(
+        &self,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<String, Error> {
+        self.gate.admit(&header).await?;
+        to_json(
+            &self
+                .runner
+                .ptt
+                .act(crate::ptt::Action::Toggle, crate::ptt::Source::Dbus),
+        )
+    }
+
+    /// Whether push-to-talk is held (the runner is listening).
+    #[zbus(property)]
+    async fn listening(&self, #[zbus(header)] header: Option<Header<'_>>) -> fdo::Result<bool> {
+        self.gate.admit_reader(header.as_ref()).await?;
+        Ok(self.runner.ptt.listening())
+    }
+
+    /// Push-to-talk status as JSON: {listening, source, held_ms, min_hold_ms, max_hold_ms,
+    /// triggers: [{trigger, state, detail}]}.
+    #[zbus(property)]
+    async fn push_to_talk_status(
+        &self,
+        #[zbus(header)] header: Option<Header<'_>>,
+    ) -> fdo::Result<String> {
+        self.gate.admit_reader(header.as_ref()).await?;
+        Ok(serde_json::to_string(&self.runner.ptt.state()).unwrap_or_else(|_| "{}".to_owned()))
+    }
+
     /// The runner's version.
     #[zbus(property(emits_changed_signal = "const"))]
     async fn version(&self, #[zbus(header)] header: Option<Header<'_>>) -> fdo::Result<String> {
@@ -239,6 +292,8 @@ pub(super) async fn follow_events(
                 let emitter = iface.signal_emitter();
                 let _ = object.state_changed(emitter).await;
                 let _ = object.plugins_changed(emitter).await;
+                let _ = object.listening_changed(emitter).await;
+                let _ = object.push_to_talk_status_changed(emitter).await;
                 continue;
             }
             Err(broadcast::error::RecvError::Closed) => return,
@@ -280,6 +335,12 @@ pub(super) async fn follow_events(
                 let data = serde_json::to_string(&data).unwrap_or_default();
                 RunnerObject::plugin_event(emitter, &plugin, &event, &data).await
             }
+            Event::Ptt(_) => {
+                let object = iface.get().await;
+                let listening = object.listening_changed(emitter).await;
+                listening.and(object.push_to_talk_status_changed(emitter).await)
+            }
+            Event::PttTrigger(_) => iface.get().await.push_to_talk_status_changed(emitter).await,
         };
         if let Err(e) = sent {
             tracing::debug!(error = %e, "D-Bus: could not emit a signal");

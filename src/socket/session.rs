@@ -376,6 +376,7 @@ impl Session {
                 self.spawn_work(id, reload(runner)).await;
                 return;
             }
+            "runner.ptt" => crate::ptt::socket_method(&runner.ptt, &params),
             other => Err(ErrorObject::new(
                 ErrorCode::MethodNotFound,
                 format!("unknown method: {other}"),

@@ -1,0 +1,774 @@
+//! Push-to-talk through real processes: `utter daemon` on a private `dbus-daemon`, driven by
+//! the D-Bus methods `PushToTalk`/`TogglePushToTalk`, by `utter ptt …` over the client socket,
+//! and by the real xdg-desktop-portal frontend (`/usr/libexec/xdg-desktop-portal`) with a
+//! GlobalShortcuts backend served by this test (the only fake: no headless desktop implements
+//! the portal), plus a bus without any portal.
+//!
+//! Debian packages: dbus-daemon (the bus), xdg-desktop-portal (the frontend).
+
+mod common;
+
+use common::{ChildEnv, DbusSession, Sandbox, bin, run_utter};
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use utter_protocol::serde_json::{self, Value};
+use zbus::Connection;
+use zbus::object_server::SignalEmitter;
+use zbus::zvariant::{ObjectPath, OwnedObjectPath, OwnedValue, Value as DbusValue};
+
+/// The longest any single wait may take before the test fails.
+const LIMIT: Duration = Duration::from_secs(60);
+const RUNNER_NAME: &str = "dev.utter.Runner1";
+const RUNNER_PATH: &str = "/dev/utter/Runner1";
+const FRONTEND: &str = "/usr/libexec/xdg-desktop-portal";
+
+/// `utter daemon` with a test config and socket; SIGTERM then SIGKILL on drop.
+struct Daemon {
+    child: std::process::Child,
+    log: PathBuf,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+    _sandbox: Sandbox,
+}
+
+impl Daemon {
+    fn start(bus: &str, config_body: &str) -> Daemon {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let sandbox = Sandbox::new();
+        let config = dir.path().join("utter.toml");
+        std::fs::write(&config, format!("config_version = 1\n{config_body}")).expect("config");
+        let log = dir.path().join("runner.log");
+        let socket = dir.path().join("runner.sock");
+        let mut cmd = std::process::Command::new(bin("utter"));
+        cmd.arg("--config")
+            .arg(&config)
+            .args(["--log-level", "debug", "daemon", "--socket"])
+            .arg(&socket)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        sandbox.env(Some(bus)).apply(&mut cmd);
+        let child = cmd.spawn().expect("utter daemon starts");
+        Daemon {
+            child,
+            log,
+            socket,
+            _dir: dir,
+            _sandbox: sandbox,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `utter --socket S ARGS…` against this daemon.
+    async fn utter(&self, args: &[&str]) -> common::UtterRun {
+        let mut all = vec!["--socket", self.socket.to_str().expect("utf-8 path")];
+        all.extend_from_slice(args);
+        run_utter(&all, &ChildEnv::new()).await
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let pid = Pid::from_raw(self.child.id() as i32);
+        let _ = kill(pid, Signal::SIGTERM);
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn connect(address: &str) -> Connection {
+    zbus::connection::Builder::address(address)
+        .expect("bus address")
+        .method_timeout(Duration::from_secs(60))
+        .build()
+        .await
+        .expect("connect to the private bus")
+}
+
+/// Wait until `name` has an owner.
+async fn wait_for_name(conn: &Connection, name: &str, log: impl Fn() -> String) {
+    let bus = zbus::fdo::DBusProxy::new(conn).await.expect("bus proxy");
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while !bus
+        .name_has_owner(name.try_into().expect("bus name"))
+        .await
+        .unwrap_or(false)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} never appeared on the bus; log:\n{}",
+            log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[zbus::proxy(
+    interface = "dev.utter.Runner1",
+    default_service = "dev.utter.Runner1",
+    default_path = "/dev/utter/Runner1",
+    gen_blocking = false
+)]
+trait Runner1 {
+    fn push_to_talk(&self, pressed: bool) -> zbus::Result<String>;
+    fn toggle_push_to_talk(&self) -> zbus::Result<String>;
+    #[zbus(property)]
+    fn listening(&self) -> zbus::Result<bool>;
+    #[zbus(property)]
+    fn push_to_talk_status(&self) -> zbus::Result<String>;
+}
+
+async fn runner_proxy(conn: &Connection) -> Runner1Proxy<'static> {
+    Runner1Proxy::builder(conn)
+        .cache_properties(zbus::proxy::CacheProperties::No)
+        .build()
+        .await
+        .expect("runner proxy")
+}
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// The next `Listening` value announced by `PropertiesChanged` on `stream`.
+async fn next_listening(stream: &mut zbus::fdo::PropertiesChangedStream) -> bool {
+    loop {
+        let signal = tokio::time::timeout(LIMIT, stream.next())
+            .await
+            .expect("a PropertiesChanged within the limit")
+            .expect("the signal stream ended");
+        let args = signal.args().expect("PropertiesChanged args");
+        if args.interface_name().as_str() != RUNNER_NAME {
+            continue;
+        }
+        if let Some(value) = args.changed_properties().get("Listening") {
+            return bool::try_from(value).expect("Listening is a boolean");
+        }
+    }
+}
+
+/// Poll the trigger `name` in `PushToTalkStatus` until its state is `state`; its detail.
+async fn wait_trigger(
+    runner: &Runner1Proxy<'_>,
+    name: &str,
+    state: &str,
+    log: impl Fn() -> String,
+) -> String {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    let mut last = Value::Null;
+    while tokio::time::Instant::now() < deadline {
+        if let Ok(text) = runner.push_to_talk_status().await {
+            last = json(&text);
+            if let Some(t) = last["triggers"]
+                .as_array()
+                .and_then(|ts| ts.iter().find(|t| t["trigger"] == name))
+                && t["state"] == state
+            {
+                return t["detail"].as_str().unwrap_or("").to_owned();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "trigger {name} never reached {state}; last status {last}\nrunner log:\n{}",
+        log()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// D-Bus and CLI
+
+#[tokio::test]
+async fn dbus_methods_change_listening_with_properties_changed_and_a_quick_release_is_too_short() {
+    let bus = DbusSession::start();
+    // A minimum hold long enough that two back-to-back calls are always "too short".
+    let daemon = Daemon::start(
+        &bus.address,
+        "[ptt]\nportal = false\nmin_hold_ms = 1500\nmax_hold_ms = 60000\n",
+    );
+    let conn = connect(&bus.address).await;
+    wait_for_name(&conn, RUNNER_NAME, || daemon.log()).await;
+    let runner = runner_proxy(&conn).await;
+    let props = zbus::fdo::PropertiesProxy::builder(&conn)
+        .destination(RUNNER_NAME)
+        .unwrap()
+        .path(RUNNER_PATH)
+        .unwrap()
+        .cache_properties(zbus::proxy::CacheProperties::No)
+        .build()
+        .await
+        .expect("properties proxy");
+    let mut changes = props
+        .receive_properties_changed()
+        .await
+        .expect("subscribe to PropertiesChanged");
+    assert!(!runner.listening().await.expect("Listening"));
+
+    // Press: listening, announced.
+    let out = json(&runner.push_to_talk(true).await.expect("PushToTalk(true)"));
+    assert_eq!(out["transition"]["transition"], "pressed", "{out}");
+    assert_eq!(out["transition"]["source"], "dbus", "{out}");
+    assert_eq!(out["listening"], true, "{out}");
+    assert!(next_listening(&mut changes).await);
+    assert!(runner.listening().await.unwrap());
+    // A second press changes nothing.
+    let out = json(&runner.push_to_talk(true).await.unwrap());
+    assert!(out["transition"].is_null(), "{out}");
+
+    // Released at once: cancelled as too short, not an utterance.
+    let out = json(&runner.push_to_talk(false).await.expect("PushToTalk(false)"));
+    assert_eq!(out["transition"]["transition"], "cancelled", "{out}");
+    assert_eq!(out["transition"]["reason"], "too-short", "{out}");
+    assert!(!next_listening(&mut changes).await);
+    assert!(!runner.listening().await.unwrap());
+
+    // Toggle: press, hold past the minimum, toggle again: a real utterance window.
+    let out = json(
+        &runner
+            .toggle_push_to_talk()
+            .await
+            .expect("TogglePushToTalk"),
+    );
+    assert_eq!(out["transition"]["transition"], "pressed", "{out}");
+    assert!(next_listening(&mut changes).await);
+    tokio::time::sleep(Duration::from_millis(1700)).await;
+    let out = json(&runner.toggle_push_to_talk().await.unwrap());
+    assert_eq!(out["transition"]["transition"], "released", "{out}");
+    assert!(
+        out["transition"]["held_ms"].as_u64().unwrap() >= 1500,
+        "{out}"
+    );
+    assert!(!next_listening(&mut changes).await);
+
+    // The status names each trigger.
+    let status = json(&runner.push_to_talk_status().await.unwrap());
+    let states: HashMap<String, String> = status["triggers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["trigger"].as_str().unwrap().to_owned(),
+                t["state"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states.get("portal").map(String::as_str),
+        Some("disabled"),
+        "{status}"
+    );
+    assert_eq!(
+        states.get("evdev").map(String::as_str),
+        Some("disabled"),
+        "{status}"
+    );
+}
+
+#[tokio::test]
+async fn utter_ptt_drives_the_running_daemon_and_events_and_status_show_it() {
+    let bus = DbusSession::start();
+    let daemon = Daemon::start(&bus.address, "[ptt]\nportal = false\nmin_hold_ms = 1500\n");
+    let conn = connect(&bus.address).await;
+    wait_for_name(&conn, RUNNER_NAME, || daemon.log()).await;
+    let runner = runner_proxy(&conn).await;
+
+    // Follow the events with `utter events --json`.
+    let mut events = std::process::Command::new(bin("utter"))
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(["events", "--json"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("utter events runs");
+    let (line_tx, line_rx) = std::sync::mpsc::channel::<String>();
+    let stdout = events.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line_tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let first = line_rx.recv_timeout(LIMIT).expect("the snapshot");
+    assert_eq!(json(&first)["event"], "snapshot", "{first}");
+    assert_eq!(json(&first)["status"]["ptt"]["listening"], false, "{first}");
+
+    let press = daemon.utter(&["ptt", "press", "--json"]).await;
+    assert_eq!(press.code, Some(0), "{press}");
+    let out = press.json();
+    assert_eq!(out["transition"]["transition"], "pressed", "{press}");
+    assert_eq!(out["transition"]["source"], "socket", "{press}");
+    assert_eq!(out["listening"], true, "{press}");
+    assert!(
+        runner.listening().await.unwrap(),
+        "Listening follows the socket"
+    );
+
+    let state = daemon.utter(&["ptt", "state", "--json"]).await;
+    assert_eq!(state.json()["state"]["listening"], true, "{state}");
+    assert_eq!(state.json()["state"]["source"], "socket", "{state}");
+
+    let release = daemon.utter(&["ptt", "release", "--json"]).await;
+    let out = release.json();
+    assert_eq!(out["transition"]["transition"], "cancelled", "{release}");
+    assert_eq!(out["transition"]["reason"], "too-short", "{release}");
+    assert_eq!(out["listening"], false, "{release}");
+
+    let toggle = daemon.utter(&["ptt", "toggle"]).await;
+    assert_eq!(toggle.code, Some(0), "{toggle}");
+    assert!(
+        toggle.stdout.contains("pressed (socket): listening"),
+        "{toggle}"
+    );
+    tokio::time::sleep(Duration::from_millis(1700)).await;
+    let toggle = daemon.utter(&["ptt", "toggle", "--json"]).await;
+    assert_eq!(
+        toggle.json()["transition"]["transition"],
+        "released",
+        "{toggle}"
+    );
+
+    // `utter events` saw every transition, in order.
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + LIMIT;
+    while seen.len() < 4 && std::time::Instant::now() < deadline {
+        if let Ok(line) = line_rx.recv_timeout(Duration::from_millis(200)) {
+            let e = json(&line);
+            if e["event"] == "ptt" {
+                seen.push(format!(
+                    "{} {}",
+                    e["transition"].as_str().unwrap(),
+                    e["reason"].as_str().unwrap_or("")
+                ));
+            }
+        }
+    }
+    let _ = events.kill();
+    let _ = events.wait();
+    assert_eq!(
+        seen,
+        vec!["pressed ", "cancelled too-short", "pressed ", "released "],
+        "utter events --json"
+    );
+
+    // Status, human and JSON.
+    let status = daemon.utter(&["status"]).await;
+    assert!(status.stdout.contains("push-to-talk: idle"), "{status}");
+    assert!(status.stdout.contains("portal"), "{status}");
+    let status = daemon.utter(&["status", "--json"]).await;
+    assert_eq!(status.json()["ptt"]["min_hold_ms"], 1500, "{status}");
+
+    // A bad action is a usage error from clap, naming the choices.
+    let bad = daemon.utter(&["ptt", "hold"]).await;
+    assert_eq!(bad.code, Some(2), "{bad}");
+    assert!(bad.stderr.contains("toggle"), "{bad}");
+}
+
+// ---------------------------------------------------------------------------------------
+// The portal
+
+/// A session bus with no service directory at all: nothing can be activated, so there is no
+/// portal.
+struct BareBus {
+    address: String,
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl BareBus {
+    fn start() -> BareBus {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("bus");
+        let config = dir.path().join("bus.conf");
+        std::fs::write(
+            &config,
+            format!(
+                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path={}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"#,
+                socket.display()
+            ),
+        )
+        .expect("bus config");
+        let mut child = std::process::Command::new("dbus-daemon")
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address=1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dbus-daemon runs (apt-get install dbus-daemon)");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("dbus-daemon prints its address");
+        BareBus {
+            address: line.trim().to_owned(),
+            child,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for BareBus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn without_any_portal_the_trigger_is_unavailable_and_push_to_talk_still_works() {
+    let bus = BareBus::start();
+    let daemon = Daemon::start(&bus.address, "[ptt]\nportal = true\nmin_hold_ms = 0\n");
+    let conn = connect(&bus.address).await;
+    wait_for_name(&conn, RUNNER_NAME, || daemon.log()).await;
+    let runner = runner_proxy(&conn).await;
+    let detail = wait_trigger(&runner, "portal", "unavailable", || daemon.log()).await;
+    assert!(detail.contains("no xdg-desktop-portal"), "{detail}");
+    let status = daemon.utter(&["status"]).await;
+    assert_eq!(status.code, Some(0), "{status}");
+    assert!(
+        status.stdout.contains("portal  unavailable"),
+        "utter status shows it:\n{status}"
+    );
+    // Not an error: nothing is logged above info about it.
+    let log = daemon.log();
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("portal") && (l.contains("WARN") || l.contains("ERROR"))),
+        "{log}"
+    );
+    // The other triggers still work.
+    let out = json(&runner.push_to_talk(true).await.unwrap());
+    assert_eq!(out["listening"], true, "{out}");
+}
+
+#[tokio::test]
+async fn a_portal_frontend_without_global_shortcuts_is_unavailable_not_an_error() {
+    // The niri case: xdg-desktop-portal runs, but no backend implements GlobalShortcuts.
+    assert!(
+        Path::new(FRONTEND).exists(),
+        "{FRONTEND} is missing: apt-get install xdg-desktop-portal (tests/run.sh does)"
+    );
+    let bus = DbusSession::start();
+    let portals = tempfile::tempdir().expect("temp dir");
+    let runtime = tempfile::tempdir().expect("runtime dir");
+    let mut frontend = std::process::Command::new(FRONTEND)
+        .arg("--replace")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env("XDG_DESKTOP_PORTAL_DIR", portals.path())
+        .env("XDG_CURRENT_DESKTOP", "niri")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("xdg-desktop-portal starts");
+    let conn = connect(&bus.address).await;
+    wait_for_name(&conn, "org.freedesktop.portal.Desktop", String::new).await;
+    let daemon = Daemon::start(&bus.address, "[ptt]\nportal = true\n");
+    wait_for_name(&conn, RUNNER_NAME, || daemon.log()).await;
+    let runner = runner_proxy(&conn).await;
+    let detail = wait_trigger(&runner, "portal", "unavailable", || daemon.log()).await;
+    let _ = frontend.kill();
+    let _ = frontend.wait();
+    assert!(detail.contains("no GlobalShortcuts"), "{detail}");
+    let log = daemon.log();
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("WARN") && l.contains("portal")),
+        "nothing noisy in the log:\n{log}"
+    );
+}
+
+/// What the fake backend was asked.
+#[derive(Default)]
+struct Seen {
+    session: Option<OwnedObjectPath>,
+    /// (id, preferred_trigger, description) of each bound shortcut.
+    bound: Vec<(String, String, String)>,
+}
+
+fn ov<'a>(v: impl Into<DbusValue<'a>>) -> OwnedValue {
+    OwnedValue::try_from(v.into()).expect("owned value")
+}
+
+fn string_option(options: &HashMap<String, OwnedValue>, key: &str) -> String {
+    options
+        .get(key)
+        .and_then(|v| String::try_from(v.try_clone().ok()?).ok())
+        .unwrap_or_default()
+}
+
+/// `org.freedesktop.impl.portal.GlobalShortcuts`, the backend interface the frontend calls
+/// (xdg-desktop-portal's `org.freedesktop.impl.portal.GlobalShortcuts.xml`).
+struct FakeShortcuts(Arc<Mutex<Seen>>);
+
+#[zbus::interface(name = "org.freedesktop.impl.portal.GlobalShortcuts")]
+impl FakeShortcuts {
+    async fn create_session(
+        &self,
+        _handle: OwnedObjectPath,
+        session_handle: OwnedObjectPath,
+        _app_id: &str,
+        _options: HashMap<String, OwnedValue>,
+    ) -> (u32, HashMap<String, OwnedValue>) {
+        self.0.lock().unwrap().session = Some(session_handle);
+        (0, HashMap::new())
+    }
+
+    async fn bind_shortcuts(
+        &self,
+        _handle: OwnedObjectPath,
+        _session_handle: OwnedObjectPath,
+        shortcuts: Vec<(String, HashMap<String, OwnedValue>)>,
+        _parent_window: &str,
+        _options: HashMap<String, OwnedValue>,
+    ) -> (u32, HashMap<String, OwnedValue>) {
+        let mut out: Vec<(String, HashMap<String, OwnedValue>)> = Vec::new();
+        for (id, info) in shortcuts {
+            let preferred = string_option(&info, "preferred_trigger");
+            let description = string_option(&info, "description");
+            self.0
+                .lock()
+                .unwrap()
+                .bound
+                .push((id.clone(), preferred.clone(), description.clone()));
+            out.push((
+                id,
+                HashMap::from([
+                    ("description".to_owned(), ov(description)),
+                    ("trigger_description".to_owned(), ov(preferred)),
+                ]),
+            ));
+        }
+        (0, HashMap::from([("shortcuts".to_owned(), ov(out))]))
+    }
+
+    async fn list_shortcuts(
+        &self,
+        _handle: OwnedObjectPath,
+        _session_handle: OwnedObjectPath,
+    ) -> (u32, HashMap<String, OwnedValue>) {
+        let out: Vec<(String, HashMap<String, OwnedValue>)> = Vec::new();
+        (0, HashMap::from([("shortcuts".to_owned(), ov(out))]))
+    }
+
+    #[zbus(signal)]
+    async fn activated(
+        emitter: &SignalEmitter<'_>,
+        session_handle: ObjectPath<'_>,
+        shortcut_id: &str,
+        timestamp: u64,
+        options: HashMap<String, OwnedValue>,
+    ) -> zbus::Result<()>;
+
+    #[zbus(signal)]
+    async fn deactivated(
+        emitter: &SignalEmitter<'_>,
+        session_handle: ObjectPath<'_>,
+        shortcut_id: &str,
+        timestamp: u64,
+        options: HashMap<String, OwnedValue>,
+    ) -> zbus::Result<()>;
+
+    #[zbus(property(emits_changed_signal = "const"), name = "version")]
+    fn version(&self) -> u32 {
+        1
+    }
+}
+
+/// `org.freedesktop.impl.portal.Access`: every dialog is granted.
+struct FakeAccess;
+
+#[zbus::interface(name = "org.freedesktop.impl.portal.Access")]
+impl FakeAccess {
+    #[allow(clippy::too_many_arguments)]
+    async fn access_dialog(
+        &self,
+        _handle: OwnedObjectPath,
+        _app_id: &str,
+        _parent_window: &str,
+        _title: &str,
+        _subtitle: &str,
+        _body: &str,
+        _options: HashMap<String, OwnedValue>,
+    ) -> (u32, HashMap<String, OwnedValue>) {
+        (0, HashMap::new())
+    }
+}
+
+const BACKEND_NAME: &str = "org.freedesktop.impl.portal.desktop.uttertest";
+const BACKEND_PATH: &str = "/org/freedesktop/portal/desktop";
+
+#[tokio::test]
+async fn the_real_portal_frontend_binds_the_shortcut_and_activation_drives_listening() {
+    assert!(
+        Path::new(FRONTEND).exists(),
+        "{FRONTEND} is missing: apt-get install xdg-desktop-portal (tests/run.sh does)"
+    );
+    let bus = DbusSession::start();
+    let portals = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        portals.path().join("uttertest.portal"),
+        format!(
+            "[portal]\nDBusName={BACKEND_NAME}\nInterfaces=org.freedesktop.impl.portal.GlobalShortcuts;org.freedesktop.impl.portal.Access;\nUseIn=uttertest\n"
+        ),
+    )
+    .expect("portal file");
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let backend = zbus::connection::Builder::address(bus.address.as_str())
+        .unwrap()
+        .name(BACKEND_NAME)
+        .unwrap()
+        .serve_at(BACKEND_PATH, FakeShortcuts(seen.clone()))
+        .unwrap()
+        .serve_at(BACKEND_PATH, FakeAccess)
+        .unwrap()
+        .build()
+        .await
+        .expect("the fake backend is on the bus");
+
+    let runtime = tempfile::tempdir().expect("runtime dir");
+    let frontend_log = runtime.path().join("xdp.log");
+    let mut frontend = std::process::Command::new(FRONTEND)
+        .args(["--replace", "--verbose"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env("XDG_DESKTOP_PORTAL_DIR", portals.path())
+        .env("XDG_CURRENT_DESKTOP", "uttertest")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&frontend_log).unwrap())
+        .spawn()
+        .expect("xdg-desktop-portal starts");
+    struct Kill<'a>(&'a mut std::process::Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _frontend = Kill(&mut frontend);
+    let frontend_text = || std::fs::read_to_string(&frontend_log).unwrap_or_default();
+    wait_for_name(&backend, "org.freedesktop.portal.Desktop", frontend_text).await;
+
+    let daemon = Daemon::start(
+        &bus.address,
+        "[ptt]\nportal = true\nshortcut = \"CTRL+ALT+F13\"\nmin_hold_ms = 0\n",
+    );
+    wait_for_name(&backend, RUNNER_NAME, || daemon.log()).await;
+    let runner = runner_proxy(&backend).await;
+    let log = || format!("{}\n--- frontend:\n{}", daemon.log(), frontend_text());
+    let detail = wait_trigger(&runner, "portal", "bound", log).await;
+    assert!(detail.contains("CTRL+ALT+F13"), "{detail}");
+    let (session, bound) = {
+        let seen = seen.lock().unwrap();
+        (seen.session.clone(), seen.bound.clone())
+    };
+    assert_eq!(
+        bound,
+        vec![(
+            "push-to-talk".to_owned(),
+            "CTRL+ALT+F13".to_owned(),
+            "Push to talk: hold to speak to Utter".to_owned()
+        )],
+        "BindShortcuts as the backend saw it"
+    );
+    let session = session.expect("CreateSession reached the backend");
+    assert!(!runner.listening().await.unwrap());
+
+    let emitter = SignalEmitter::new(&backend, BACKEND_PATH).unwrap();
+    FakeShortcuts::activated(
+        &emitter,
+        session.as_ref(),
+        "push-to-talk",
+        1000,
+        HashMap::new(),
+    )
+    .await
+    .expect("emit Activated");
+    assert!(
+        wait_listening(&runner, true).await,
+        "Listening never became true after Activated; log:\n{}",
+        log()
+    );
+    let status = json(&runner.push_to_talk_status().await.unwrap());
+    assert_eq!(status["source"], "portal", "{status}");
+    // Another shortcut id is not ours.
+    FakeShortcuts::deactivated(
+        &emitter,
+        session.as_ref(),
+        "something-else",
+        1100,
+        HashMap::new(),
+    )
+    .await
+    .unwrap();
+    FakeShortcuts::deactivated(
+        &emitter,
+        session.as_ref(),
+        "push-to-talk",
+        1500,
+        HashMap::new(),
+    )
+    .await
+    .expect("emit Deactivated");
+    assert!(
+        wait_listening(&runner, false).await,
+        "Listening never became false after Deactivated; log:\n{}",
+        log()
+    );
+    let status = json(&runner.push_to_talk_status().await.unwrap());
+    assert_eq!(status["listening"], false, "{status}");
+}
+
+/// Poll `Listening` until it is `wanted`.
+async fn wait_listening(runner: &Runner1Proxy<'_>, wanted: bool) -> bool {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while tokio::time::Instant::now() < deadline {
+        if runner.listening().await.ok() == Some(wanted) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
