@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Weak;
+use std::sync::atomic::Ordering;
 use utter_protocol::ErrorCode;
 
 /// The runner's version, as `runner.version` and D-Bus `Version` report it.
@@ -68,6 +69,8 @@ pub struct Runner {
     pub ptt: Ptt,
     /// The running push-to-talk triggers (portal, evdev), stopped at shutdown.
     ptt_triggers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Whether [`Runner::start_ptt_triggers`] ran (a reload then restarts changed triggers).
+    ptt_triggers_started: std::sync::atomic::AtomicBool,
 }
 
 /// Open the handle store of `[runner]` and start its collector.
@@ -110,6 +113,7 @@ impl Runner {
             handles,
             ptt,
             ptt_triggers: std::sync::Mutex::new(Vec::new()),
+            ptt_triggers_started: std::sync::atomic::AtomicBool::new(false),
             supervisor,
             policy: RwLock::new(Policy::new(&config.config.policy)),
             confirmations,
@@ -181,7 +185,9 @@ impl Runner {
     /// Start the push-to-talk triggers of `[ptt]`: the portal (when `portal = true`) and
     /// evdev (when `evdev = true`). `utter daemon` calls this once; a one-shot `utter say`
     /// does not (it must not bind keys). The socket and D-Bus triggers need nothing started.
+    /// A reload that changes `portal`, `shortcut`, `evdev` or `evdev_key` restarts them.
     pub fn start_ptt_triggers(&self) {
+        self.ptt_triggers_started.store(true, Ordering::Relaxed);
         let section = self.config().config.ptt;
         let mut tasks = self.ptt_triggers.lock().expect("ptt trigger lock");
         for task in tasks.drain(..) {
@@ -372,12 +378,28 @@ impl Runner {
         let options = SupervisorOptions::from_config(&loaded.config);
         let report = self.supervisor.reload(&loaded.config, options).await;
         self.ptt.set_limits(&loaded.config.ptt);
+        let old_ptt = self.config.read().expect("config lock").config.ptt.clone();
+        let restart_triggers = self.ptt_triggers_started.load(Ordering::Relaxed)
+            && (
+                old_ptt.portal,
+                &old_ptt.shortcut,
+                old_ptt.evdev,
+                &old_ptt.evdev_key,
+            ) != (
+                loaded.config.ptt.portal,
+                &loaded.config.ptt.shortcut,
+                loaded.config.ptt.evdev,
+                &loaded.config.ptt.evdev_key,
+            );
         *self.policy.write().expect("policy lock") = Policy::new(&loaded.config.policy);
         self.confirmations.set_timeout(Duration::from_millis(
             loaded.config.runner.confirm_timeout_ms,
         ));
         tracing::info!(config = %loaded.origin, ?report, "config reloaded");
         *self.config.write().expect("config lock") = loaded;
+        if restart_triggers {
+            self.start_ptt_triggers();
+        }
         let _ = self.events.send(Event::Reloaded {
             report: report.clone(),
         });

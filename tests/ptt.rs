@@ -33,6 +33,7 @@ struct Daemon {
     child: std::process::Child,
     log: PathBuf,
     socket: PathBuf,
+    config: PathBuf,
     _dir: tempfile::TempDir,
     _sandbox: Sandbox,
 }
@@ -61,6 +62,7 @@ impl Daemon {
             child,
             log,
             socket,
+            config,
             _dir: dir,
             _sandbox: sandbox,
         }
@@ -516,6 +518,27 @@ async fn a_portal_frontend_without_global_shortcuts_is_unavailable_not_an_error(
             .any(|l| l.contains("WARN") && l.contains("portal")),
         "nothing noisy in the log:\n{log}"
     );
+}
+
+#[tokio::test]
+async fn a_reload_applies_new_limits_and_restarts_a_changed_trigger() {
+    let bus = BareBus::start();
+    let daemon = Daemon::start(&bus.address, "[ptt]\nportal = false\nmin_hold_ms = 100\n");
+    let conn = connect(&bus.address).await;
+    wait_for_name(&conn, RUNNER_NAME, || daemon.log()).await;
+    let runner = runner_proxy(&conn).await;
+    wait_trigger(&runner, "portal", "disabled", || daemon.log()).await;
+    std::fs::write(
+        &daemon.config,
+        "config_version = 1\n[ptt]\nportal = true\nmin_hold_ms = 250\n",
+    )
+    .expect("rewrite the config");
+    let reload = daemon.utter(&["reload", "--json"]).await;
+    assert_eq!(reload.code, Some(0), "{reload}");
+    // The portal trigger was started by the reload (and finds no portal on this bus).
+    wait_trigger(&runner, "portal", "unavailable", || daemon.log()).await;
+    let status = json(&runner.push_to_talk_status().await.unwrap());
+    assert_eq!(status["min_hold_ms"], 250, "{status}");
 }
 
 /// What the fake backend was asked.
