@@ -791,7 +791,7 @@ async fn without_a_session_bus_the_socket_is_served_and_one_warning_names_d_bus(
             sandbox.env(None)
         };
         let daemon = Daemon::start(dir.path(), "runner", &config, &env);
-        daemon.wait_log("ready").await;
+        daemon.wait_log("utter::daemon: ready").await;
         let connected = wait_until(LIMIT, || {
             std::os::unix::net::UnixStream::connect(&daemon.socket).is_ok()
         })
@@ -832,7 +832,7 @@ async fn a_second_runner_leaves_the_name_to_the_first_and_says_so() {
         &config,
         &sandbox.env(Some(&rig.bus.address)),
     );
-    second.wait_log("ready").await;
+    second.wait_log("utter::daemon: ready").await;
     let log = second.log();
     let error = log
         .lines()
