@@ -167,18 +167,19 @@ fn scan(dir: &Path, key: KeyCode, known: &mut BTreeSet<PathBuf>) -> Scan {
                     scan.opened.push((path, name, device));
                 }
             }
-            Err(e)
-                if matches!(e.kind(), io::ErrorKind::PermissionDenied)
-                    || e.raw_os_error() == Some(nix::libc::EPERM) =>
-            {
-                scan.denied += 1;
-            }
+            Err(e) if is_denied(&e) => scan.denied += 1,
             Err(e) => {
                 tracing::debug!(node = %path.display(), error = %e, "evdev: cannot open");
             }
         }
     }
     scan
+}
+
+/// Whether opening a node failed for lack of permission (`EACCES`, `EPERM`): the user is
+/// not in group `input`.
+fn is_denied(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::PermissionDenied || e.raw_os_error() == Some(nix::libc::EPERM)
 }
 
 enum Msg {
@@ -423,6 +424,51 @@ mod tests {
             feed(&mut machine, t, t0 + Duration::from_secs(32)),
             Some(PttEvent::Pressed { .. })
         ));
+    }
+
+    #[test]
+    fn nodes_the_user_may_not_read_say_to_join_group_input() {
+        assert!(is_denied(&io::Error::from_raw_os_error(nix::libc::EACCES)));
+        assert!(is_denied(&io::Error::from_raw_os_error(nix::libc::EPERM)));
+        assert!(!is_denied(&io::Error::from_raw_os_error(nix::libc::ENODEV)));
+        let ptt = Ptt::new(Duration::ZERO, Duration::ZERO);
+        report(
+            &ptt,
+            "KEY_F13",
+            Path::new("/dev/input"),
+            &BTreeMap::new(),
+            5,
+            5,
+            None,
+        );
+        let state = ptt.state();
+        let t = state
+            .triggers
+            .iter()
+            .find(|t| t.trigger == "evdev")
+            .unwrap();
+        assert_eq!(t.state, "no-permission", "{t:?}");
+        assert!(
+            t.detail.contains("5 of 5") && t.detail.contains("group input"),
+            "{t:?}"
+        );
+        // Once a keyboard is open, that is what status shows.
+        let names = BTreeMap::from([(
+            PathBuf::from("/dev/input/event3"),
+            "Some Keyboard".to_owned(),
+        )]);
+        report(&ptt, "KEY_F13", Path::new("/dev/input"), &names, 2, 5, None);
+        let state = ptt.state();
+        let t = state
+            .triggers
+            .iter()
+            .find(|t| t.trigger == "evdev")
+            .unwrap();
+        assert_eq!(t.state, "listening", "{t:?}");
+        assert!(
+            t.detail.contains("Some Keyboard (/dev/input/event3)"),
+            "{t:?}"
+        );
     }
 
     #[tokio::test]
