@@ -57,7 +57,7 @@ pub async fn run(loaded: LoadedConfig, options: DaemonOptions) -> Result<(), Dae
     for p in runner.plugins() {
         tracing::info!(plugin = %p.id, epoch = p.epoch, status = p.status.as_str(), "plugin");
     }
-    runner.start_ptt_triggers();
+    runner.start_ptt_triggers(!options.no_dbus);
     let socket_task = socket::serve(listener, runner.clone());
     let bus = if options.no_dbus {
         None

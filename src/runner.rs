@@ -71,6 +71,8 @@ pub struct Runner {
     ptt_triggers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Whether [`Runner::start_ptt_triggers`] ran (a reload then restarts changed triggers).
     ptt_triggers_started: std::sync::atomic::AtomicBool,
+    /// The `use_bus` of the last [`Runner::start_ptt_triggers`].
+    ptt_use_bus: std::sync::atomic::AtomicBool,
 }
 
 /// Open the handle store of `[runner]` and start its collector.
@@ -114,6 +116,7 @@ impl Runner {
             ptt,
             ptt_triggers: std::sync::Mutex::new(Vec::new()),
             ptt_triggers_started: std::sync::atomic::AtomicBool::new(false),
+            ptt_use_bus: std::sync::atomic::AtomicBool::new(true),
             supervisor,
             policy: RwLock::new(Policy::new(&config.config.policy)),
             confirmations,
@@ -186,14 +189,19 @@ impl Runner {
     /// evdev (when `evdev = true`). `utter daemon` calls this once; a one-shot `utter say`
     /// does not (it must not bind keys). The socket and D-Bus triggers need nothing started.
     /// A reload that changes `portal`, `shortcut`, `evdev` or `evdev_key` restarts them.
-    pub fn start_ptt_triggers(&self) {
+    /// `use_bus` false (`utter daemon --no-dbus`) keeps the portal off the session bus.
+    pub fn start_ptt_triggers(&self, use_bus: bool) {
         self.ptt_triggers_started.store(true, Ordering::Relaxed);
+        self.ptt_use_bus.store(use_bus, Ordering::Relaxed);
         let section = self.config().config.ptt;
         let mut tasks = self.ptt_triggers.lock().expect("ptt trigger lock");
         for task in tasks.drain(..) {
             task.abort();
         }
-        if section.portal {
+        if section.portal && !use_bus {
+            self.ptt
+                .set_trigger("portal", "disabled", "utter daemon --no-dbus");
+        } else if section.portal {
             tasks.push(crate::ptt::portal::spawn(
                 self.ptt.clone(),
                 section.shortcut.clone(),
@@ -398,7 +406,7 @@ impl Runner {
         tracing::info!(config = %loaded.origin, ?report, "config reloaded");
         *self.config.write().expect("config lock") = loaded;
         if restart_triggers {
-            self.start_ptt_triggers();
+            self.start_ptt_triggers(self.ptt_use_bus.load(Ordering::Relaxed));
         }
         let _ = self.events.send(Event::Reloaded {
             report: report.clone(),
