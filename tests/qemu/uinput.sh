@@ -40,7 +40,6 @@ probe="$target/debug/examples/uinput_ptt"
 
 work=$(mktemp -d /tmp/utter-uinput-XXXX)
 trap 'rm -rf "$work"' EXIT
-chmod 755 "$work"  # apt-get download runs as _apt
 
 # The kernel package linux-image-amd64 points to (its name changes with point releases).
 kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
@@ -49,7 +48,7 @@ if [[ -z $kpkg ]]; then
     kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
 fi
 [[ -n $kpkg ]] || { echo "uinput.sh: apt-cache knows no linux-image-amd64 (run apt-get update)" >&2; exit 1; }
-(cd "$work" && apt-get download -qq "$kpkg")
+(cd "$work" && apt-get download -qq -o APT::Sandbox::User=root "$kpkg")
 dpkg-deb -x "$work"/linux-image-*.deb "$work/k"
 vmlinuz=$(ls "$work"/k/boot/vmlinuz-*)
 
