@@ -428,3 +428,67 @@ impl Drop for AudioCapture {
         let _ = self.stop.send(());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_handles_can_be_shared_between_tasks() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<AudioCapture>();
+        shareable::<Utterance>();
+    }
+
+    #[test]
+    fn utterance_from_stereo_48k() {
+        // 0.5 s silence, 0.5 s of a 300 Hz tone on the left channel only, 0.5 s silence.
+        let mut raw = vec![0.0f32; 48_000];
+        for i in 0..24_000 {
+            let s = 0.4 * (2.0 * std::f32::consts::PI * 300.0 * i as f32 / 48_000.0).sin();
+            raw.extend([s, 0.0]);
+        }
+        raw.extend(vec![0.0f32; 48_000]);
+        let u = Utterance::from_interleaved(&raw, 48_000, 2, &dsp::GateSettings::default(), false)
+            .unwrap();
+        assert_eq!(u.rate, 16_000);
+        assert_eq!(u.captured, Duration::from_millis(1_500));
+        assert!(u.has_speech);
+        assert!(u.speech.abs_diff(Duration::from_millis(500)) <= Duration::from_millis(10));
+        // Averaged with a silent channel: half the amplitude.
+        assert!((u.peak - 0.2).abs() < 0.01, "{}", u.peak);
+        assert!(u.duration().abs_diff(Duration::from_millis(800)) <= Duration::from_millis(12));
+        assert!(
+            u.trimmed_leading.abs_diff(Duration::from_millis(350)) <= Duration::from_millis(12)
+        );
+        assert!(
+            u.trimmed_trailing.abs_diff(Duration::from_millis(350)) <= Duration::from_millis(12)
+        );
+        let json = serde_json::to_value(&u).unwrap();
+        assert_eq!(json["captured_ms"], 1_500);
+        assert_eq!(json["has_speech"], true);
+        assert!(json.get("samples").is_none());
+    }
+
+    #[test]
+    fn errors_say_what_to_do() {
+        let e = AudioError::SourceNotFound {
+            name: "usb_mic".into(),
+            available: vec!["a".into(), "b".into()],
+        };
+        assert_eq!(
+            e.to_string(),
+            "audio source \"usb_mic\" (from [audio] source) does not exist; available sources: a, b"
+        );
+        let none = AudioError::SourceNotFound {
+            name: "x".into(),
+            available: vec![],
+        };
+        assert!(none.to_string().ends_with("available sources: none"));
+        assert!(
+            AudioError::NotRunning("Creation failed".into())
+                .to_string()
+                .contains("systemctl --user start pipewire")
+        );
+    }
+}
