@@ -315,6 +315,58 @@ pub struct PluginEntry {
     pub write_paths: Vec<String>,
 }
 
+/// `[audio]`: the microphone (see `crate::audio`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct AudioSection {
+    /// The PipeWire `node.name` of the source to capture from (`utter audio sources` lists
+    /// them); empty = the session's default source. A named source that does not exist is an
+    /// error, never replaced by another device.
+    pub source: String,
+    /// Audio kept from before the key went down, in milliseconds (0–5000).
+    pub pre_roll_ms: u32,
+    /// The longest utterance kept, in seconds (1–600); later audio is dropped.
+    pub max_seconds: u32,
+    /// `[audio.vad]`: the silence gate.
+    pub vad: VadSection,
+}
+
+impl Default for AudioSection {
+    fn default() -> Self {
+        AudioSection {
+            source: String::new(),
+            pre_roll_ms: 300,
+            max_seconds: 30,
+            vad: VadSection::default(),
+        }
+    }
+}
+
+/// `[audio.vad]`: the energy gate that finds speech in 10 ms frames (`crate::audio::dsp::gate`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct VadSection {
+    /// A frame at or above this RMS level in dBFS is voiced (−120 to 0).
+    pub silence_threshold_db: f32,
+    /// Cut leading and trailing silence (keeping `margin_ms`).
+    pub trim: bool,
+    /// Silence kept around the speech when trimming, in milliseconds (0–2000).
+    pub margin_ms: u32,
+    /// Less voiced time than this, in milliseconds, counts as "no speech" (0–5000).
+    pub min_speech_ms: u32,
+}
+
+impl Default for VadSection {
+    fn default() -> Self {
+        VadSection {
+            silence_threshold_db: -50.0,
+            trim: true,
+            margin_ms: 150,
+            min_speech_ms: 100,
+        }
+    }
+}
+
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 pub struct Config {
@@ -339,6 +391,9 @@ pub struct Config {
     /// `[ptt]`
     #[serde(default)]
     pub ptt: PttSection,
+    /// `[audio]`
+    #[serde(default)]
+    pub audio: AudioSection,
     /// `[[plugin]]`
     #[serde(default, rename = "plugin")]
     pub plugin: Vec<PluginEntry>,
@@ -735,6 +790,47 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             ),
         ));
     }
+    let a = &config.audio;
+    let audio_key = |key: &str| {
+        let mut path = vec![Seg::Key("audio".into())];
+        path.extend(key.split('.').map(|k| Seg::Key(k.into())));
+        path
+    };
+    for (key, value, min, max) in [
+        ("pre_roll_ms", a.pre_roll_ms, 0, 5000),
+        ("max_seconds", a.max_seconds, 1, 600),
+        ("vad.margin_ms", a.vad.margin_ms, 0, 2000),
+        ("vad.min_speech_ms", a.vad.min_speech_ms, 0, 5000),
+    ] {
+        if !(min..=max).contains(&value) {
+            errors.push(issue_at(
+                text,
+                origin,
+                &audio_key(key),
+                format!("must be between {min} and {max}, got {value}"),
+            ));
+        }
+    }
+    let threshold = a.vad.silence_threshold_db;
+    if !(-120.0..=0.0).contains(&threshold) {
+        errors.push(issue_at(
+            text,
+            origin,
+            &audio_key("vad.silence_threshold_db"),
+            format!("must be between -120 and 0 (dBFS), got {threshold}"),
+        ));
+    }
+    if a.source.chars().any(|c| c.is_control()) || a.source.trim() != a.source {
+        errors.push(issue_at(
+            text,
+            origin,
+            &audio_key("source"),
+            format!(
+                "{:?} is not a PipeWire node name (no surrounding spaces or control characters); `utter audio sources` lists them",
+                a.source
+            ),
+        ));
+    }
     // Report in file order.
     warnings.sort_by_key(|w| w.line.unwrap_or(0));
     errors.sort_by_key(|e| e.line.unwrap_or(0));
@@ -986,5 +1082,48 @@ mod tests {
     #[test]
     fn newer_config_version_is_refused() {
         assert!(parse("config_version = 9\n", "c").is_err());
+    }
+
+    #[test]
+    fn audio_section_defaults_values_and_errors() {
+        let base = "config_version = 1\n[[plugin]]\nid = \"x\"\nentrypoint = [\"x\"]\n";
+        let loaded = parse(base, "c.toml").unwrap();
+        assert_eq!(loaded.config.audio, AudioSection::default());
+        assert_eq!(loaded.config.audio.pre_roll_ms, 300);
+        assert_eq!(loaded.config.audio.vad.silence_threshold_db, -50.0);
+        let embedded = parse(DEFAULT_CONFIG, DEFAULT_CONFIG_ORIGIN).unwrap();
+        assert_eq!(embedded.config.audio, AudioSection::default());
+
+        let text = format!(
+            "{base}[audio]\nsource = \"alsa_input.usb-mic\"\npre_roll_ms = 500\nloudness = 3\n[audio.vad]\nsilence_threshold_db = -42\ntrim = false\n"
+        );
+        let loaded = parse(&text, "c.toml").unwrap();
+        let audio = &loaded.config.audio;
+        assert_eq!(audio.source, "alsa_input.usb-mic");
+        assert_eq!(audio.pre_roll_ms, 500);
+        assert_eq!(audio.max_seconds, 30);
+        assert_eq!(audio.vad.silence_threshold_db, -42.0);
+        assert!(!audio.vad.trim);
+        assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+        assert_eq!(loaded.warnings[0].key.as_deref(), Some("audio.loudness"));
+        assert_eq!(loaded.warnings[0].line, Some(8));
+
+        let text = format!(
+            "{base}[audio]\npre_roll_ms = 9000\nsource = \" mic\"\n[audio.vad]\nsilence_threshold_db = 3\n"
+        );
+        let err = parse(&text, "c.toml").unwrap_err();
+        let keys: Vec<_> = err.errors.iter().map(|e| e.key.clone().unwrap()).collect();
+        assert_eq!(
+            keys,
+            vec![
+                "audio.pre_roll_ms",
+                "audio.source",
+                "audio.vad.silence_threshold_db"
+            ],
+            "{:?}",
+            err.errors
+        );
+        assert_eq!(err.errors[0].line, Some(6));
+        assert!(err.errors[0].message.contains("between 0 and 5000"));
     }
 }

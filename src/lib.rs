@@ -8,6 +8,8 @@
 //!   confirmation and re-validation → `action.invoke`.
 //! * [`confirm`]: argument-bearing confirmations, bound to a digest, and the doors that
 //!   answer them.
+//! * [`audio`]: the microphone: PipeWire sources, push-to-talk capture, 16 kHz resampling
+//!   and the silence gate.
 //! * [`audit`]: the bounded trail of gate decisions.
 //! * [`events`]: what clients are told (plugin states, confirmations, finished commands).
 //! * [`ptt`]: push-to-talk, one press/release state machine fed by the portal, the socket,
@@ -25,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+pub mod audio;
 pub mod audit;
 pub mod client;
 pub mod config;

@@ -200,6 +200,48 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The microphone: list PipeWire sources, test-record from the configured one.
+    ///
+    /// Pick the source with `[audio] source = "NODE_NAME"` in the config; `utter audio
+    /// sources` shows the names. Exit 4 when PipeWire is not running or the source is missing.
+    Audio {
+        #[command(subcommand)]
+        action: AudioAction,
+    },
+}
+
+/// `utter audio ...`
+#[derive(Subcommand)]
+enum AudioAction {
+    /// List the audio sources (microphones) PipeWire has; the NAME column is what
+    /// `[audio] source` takes, `*` marks the session's default.
+    Sources {
+        /// Print JSON: [{id, name, description, media_class, channels, rate, is_default}].
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record from the configured source, the way push-to-talk does (16 kHz mono, silence
+    /// gate), and write a WAV file to listen to.
+    ///
+    /// Example: utter audio record --seconds 3 --out /tmp/mic.wav
+    Record {
+        /// How long to record, in seconds.
+        #[arg(long, default_value_t = 3.0, value_name = "SECONDS")]
+        seconds: f64,
+        /// The WAV file to write (16 kHz, mono, 32-bit float).
+        #[arg(long, value_name = "PATH")]
+        out: PathBuf,
+        /// Use this source instead of `[audio] source` (a node name from `utter audio sources`).
+        #[arg(long, value_name = "NODE_NAME")]
+        source: Option<String>,
+        /// Keep the silence around the speech (ignore `[audio.vad] trim`).
+        #[arg(long)]
+        no_trim: bool,
+        /// Print JSON: {path, source, rate, channels, samples, duration_ms, captured_ms,
+        /// speech_ms, has_speech, peak, rms_db, ...}.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// An answer to a confirmation.
@@ -462,7 +504,156 @@ async fn run(cli: Cli) -> u8 {
             };
             plugins(loaded, json).await
         }
+        Command::Audio { action } => match action {
+            AudioAction::Sources { json } => audio_sources(json).await,
+            AudioAction::Record {
+                seconds,
+                out,
+                source,
+                no_trim,
+                json,
+            } => {
+                let Some(loaded) = load_config(cli.config.as_deref()) else {
+                    return exit::CONFIG;
+                };
+                let mut section = loaded.config.audio;
+                if let Some(source) = source {
+                    section.source = source;
+                }
+                if no_trim {
+                    section.vad.trim = false;
+                }
+                audio_record(section, seconds, &out, json).await
+            }
+        },
     }
+}
+
+async fn audio_sources(json: bool) -> u8 {
+    let sources = match utter::audio::list_sources().await {
+        Ok(sources) => sources,
+        Err(e) => {
+            eprintln!("utter: {e}");
+            return exit::RUNNER;
+        }
+    };
+    if json {
+        print_json(&sources);
+        return exit::OK;
+    }
+    if sources.is_empty() {
+        out!("No audio sources: PipeWire runs, but has no microphone or virtual source.");
+        return exit::OK;
+    }
+    let name_width = sources
+        .iter()
+        .map(|s| s.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    out!(
+        "  {:<name_width$}  {:>4}  {:>6}  DESCRIPTION",
+        "NAME",
+        "CH",
+        "RATE"
+    );
+    for s in &sources {
+        let opt = |v: Option<u32>| v.map_or("-".to_owned(), |v| v.to_string());
+        out!(
+            "{} {:<name_width$}  {:>4}  {:>6}  {}",
+            if s.is_default { '*' } else { ' ' },
+            sanitize(&s.name),
+            opt(s.channels),
+            opt(s.rate),
+            sanitize(&s.description)
+        );
+    }
+    out!("\nSet one with [audio] source = \"NAME\" in the config (* = the default source).");
+    exit::OK
+}
+
+async fn audio_record(
+    section: config::AudioSection,
+    seconds: f64,
+    path: &std::path::Path,
+    json: bool,
+) -> u8 {
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= f64::from(section.max_seconds)) {
+        eprintln!(
+            "utter: --seconds must be more than 0 and at most [audio] max_seconds ({})",
+            section.max_seconds
+        );
+        return exit::USAGE;
+    }
+    let capture = match utter::audio::AudioCapture::open(&section).await {
+        Ok(capture) => capture,
+        Err(e) => {
+            eprintln!("utter: {e}");
+            return exit::RUNNER;
+        }
+    };
+    let linked = capture.status().linked_source.unwrap_or_default();
+    if !json {
+        eprintln!("Recording {seconds} s from {linked}...");
+    }
+    let utterance = match capture
+        .record_for(std::time::Duration::from_secs_f64(seconds))
+        .await
+    {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("utter: {e}");
+            return exit::RUNNER;
+        }
+    };
+    drop(capture);
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: utterance.rate,
+        bits_per_sample: 32,
+        sample_format: hound::SampleFormat::Float,
+    };
+    let written = hound::WavWriter::create(path, spec).and_then(|mut w| {
+        for s in &utterance.samples {
+            w.write_sample(*s)?;
+        }
+        w.finalize()
+    });
+    if let Err(e) = written {
+        eprintln!("utter: cannot write {}: {e}", path.display());
+        return exit::NOT_DONE;
+    }
+    if json {
+        let mut value = serde_json::to_value(&utterance).unwrap_or_default();
+        if let Some(map) = value.as_object_mut() {
+            map.insert("path".into(), json!(path));
+            map.insert("source".into(), json!(linked));
+            map.insert("channels".into(), json!(1));
+            map.insert("samples".into(), json!(utterance.samples.len()));
+            map.insert(
+                "duration_ms".into(),
+                json!(utterance.duration().as_millis() as u64),
+            );
+        }
+        print_json(&value);
+    } else {
+        out!(
+            "Wrote {} ({:.2} s at 16 kHz mono) from {linked}: peak {:.3}, {}",
+            path.display(),
+            utterance.duration().as_secs_f64(),
+            utterance.peak,
+            if utterance.has_speech {
+                format!(
+                    "speech {:.2} s at {:.1} dBFS",
+                    utterance.speech.as_secs_f64(),
+                    utterance.rms_db
+                )
+            } else {
+                "no speech above the gate ([audio.vad] silence_threshold_db); check the source and its volume".to_owned()
+            }
+        );
+    }
+    exit::OK
 }
 
 fn load_config(path: Option<&std::path::Path>) -> Option<LoadedConfig> {

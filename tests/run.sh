@@ -10,7 +10,10 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 
-packages=(dbus-daemon dbus-bin libglib2.0-bin systemd util-linux python3 xdg-utils mpv mpv-mpris sox xdg-desktop-portal)
+packages=(dbus-daemon dbus-bin libglib2.0-bin systemd util-linux python3 xdg-utils mpv mpv-mpris sox
+    xdg-desktop-portal
+    libpipewire-0.3-dev libspa-0.2-dev clang libclang-dev pkg-config
+    pipewire pipewire-bin wireplumber libspa-0.2-modules espeak-ng)
 
 missing=()
 for p in "${packages[@]}"; do

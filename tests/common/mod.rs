@@ -10,10 +10,13 @@
 //! * A private `dbus-daemon` ([`DbusSession`]), a real `mpv` with the mpv-mpris script on it
 //!   ([`Mpv`]), and reading its MPRIS `PlaybackStatus` ([`Mpris`]).
 //! * [`PluginProcess`]: a JSON-RPC client that spawns a real plugin process.
+//! * [`PipeWireSession`]: a private PipeWire + WirePlumber with a virtual microphone
+//!   (`fake_mic_sink` → `fake_mic`), and [`espeak_wav`] to make speech for it.
 //!
 //! The plugin binaries are built by `cargo build --workspace --bins` (`tests/run.sh` does
 //! this before `cargo test`); a missing one fails with that advice. The Debian packages the
-//! process-level tests need: dbus-daemon, xdg-utils, mpv, mpv-mpris, sox.
+//! process-level tests need: dbus-daemon, xdg-utils, mpv, mpv-mpris, sox; the audio tests:
+//! pipewire, pipewire-bin, wireplumber, libspa-0.2-modules, espeak-ng.
 
 #![allow(dead_code)]
 
@@ -640,5 +643,202 @@ pub async fn wait_for(limit: Duration, mut check: impl FnMut() -> bool) -> bool 
             return false;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// PipeWire
+
+/// Fail (not skip) when `program` is not on PATH, naming the Debian package that has it.
+pub fn require_program(program: &str, package: &str) {
+    let found = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    });
+    assert!(
+        found,
+        "{program} is not installed: apt-get install --no-install-recommends {package} (tests/run.sh installs it)"
+    );
+}
+
+/// The virtual microphone's node (an `Audio/Source`).
+pub const FAKE_MIC: &str = "fake_mic";
+/// The sink that feeds it: what `pw-play --target` plays into.
+pub const FAKE_MIC_SINK: &str = "fake_mic_sink";
+
+/// A private PipeWire session in a temporary `XDG_RUNTIME_DIR`: its own `dbus-daemon`,
+/// `pipewire`, `wireplumber` (which links streams to their targets) and a `pw-loopback`
+/// whose sink `fake_mic_sink` comes out of the source `fake_mic`, so whatever is played into
+/// the sink is "spoken into the microphone". Everything is killed on drop.
+pub struct PipeWireSession {
+    dir: tempfile::TempDir,
+    bus: DbusSession,
+    children: Vec<(&'static str, std::process::Child)>,
+}
+
+impl PipeWireSession {
+    /// Start it all and wait (up to 20 s) until `fake_mic` is in the graph.
+    pub fn start() -> PipeWireSession {
+        for (program, package) in [
+            ("dbus-daemon", "dbus-daemon"),
+            ("pipewire", "pipewire-bin"),
+            ("wireplumber", "wireplumber"),
+            ("pw-loopback", "pipewire-bin"),
+            ("pw-cli", "pipewire-bin"),
+            ("pw-play", "pipewire-bin"),
+        ] {
+            require_program(program, package);
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod 700");
+        let bus = DbusSession::start();
+        let mut session = PipeWireSession {
+            dir,
+            bus,
+            children: Vec::new(),
+        };
+        session.spawn("pipewire", &[]);
+        let socket = session.dir.path().join("pipewire-0");
+        let up = poll(Duration::from_secs(20), || socket.exists());
+        assert!(
+            up,
+            "pipewire did not create {} within 20 s (is libspa-0.2-modules installed?); log:\n{}",
+            socket.display(),
+            session.log("pipewire")
+        );
+        session.spawn("wireplumber", &[]);
+        session.spawn(
+            "pw-loopback",
+            &[
+                "-m",
+                "[ FL ]",
+                "--capture-props=media.class=Audio/Sink node.name=fake_mic_sink audio.position=[MONO]",
+                "--playback-props=media.class=Audio/Source node.name=fake_mic audio.position=[MONO]",
+            ],
+        );
+        let wanted = format!("node.name = \"{FAKE_MIC}\"");
+        let ready = poll(Duration::from_secs(20), || {
+            session
+                .command("pw-cli")
+                .args(["ls", "Node"])
+                .output()
+                .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(&wanted))
+        });
+        assert!(
+            ready,
+            "the virtual microphone {FAKE_MIC} did not appear within 20 s; wireplumber log:\n{}",
+            session.log("wireplumber")
+        );
+        session
+    }
+
+    /// The environment that points a child at this session (and nowhere else).
+    pub fn env(&self) -> ChildEnv {
+        let run = self.dir.path();
+        ChildEnv::new()
+            .with("XDG_RUNTIME_DIR", run)
+            .with("PIPEWIRE_RUNTIME_DIR", run)
+            .with("XDG_CONFIG_HOME", run.join("config"))
+            .with("XDG_STATE_HOME", run.join("state"))
+            .with("HOME", run.join("home"))
+            .with("DBUS_SESSION_BUS_ADDRESS", &self.bus.address)
+            .without("DISPLAY")
+            .without("WAYLAND_DISPLAY")
+            .without("PIPEWIRE_REMOTE")
+    }
+
+    /// The runtime directory (`pipewire-0` is in it).
+    pub fn runtime_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A command with [`env`](Self::env) applied.
+    pub fn command(&self, program: &str) -> std::process::Command {
+        let mut cmd = std::process::Command::new(program);
+        self.env().apply(&mut cmd);
+        cmd
+    }
+
+    fn spawn(&mut self, program: &'static str, args: &[&str]) {
+        let log = std::fs::File::create(self.dir.path().join(format!("{program}.log")))
+            .expect("log file");
+        let child = self
+            .command(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{program} does not start: {e}"));
+        self.children.push((program, child));
+    }
+
+    /// What `program` (started by this session) logged so far.
+    pub fn log(&self, program: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{program}.log"))).unwrap_or_default()
+    }
+
+    /// Kill `pw-loopback`: the virtual microphone disappears, as if unplugged.
+    pub fn stop_loopback(&mut self) {
+        for (program, child) in &mut self.children {
+            if *program == "pw-loopback" {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+
+    /// Start `pw-play --target fake_mic_sink WAV`: the file is "spoken into the microphone".
+    pub fn play(&self, wav: &Path) -> std::process::Child {
+        self.command("pw-play")
+            .args(["--target", FAKE_MIC_SINK])
+            .arg(wav)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("pw-play starts (apt-get install pipewire-bin)")
+    }
+}
+
+impl Drop for PipeWireSession {
+    fn drop(&mut self) {
+        for (_, child) in self.children.iter_mut().rev() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Write `text` spoken by `espeak-ng` (its default voice, 22 050 Hz mono) to `path`.
+pub fn espeak_wav(text: &str, path: &Path) {
+    require_program("espeak-ng", "espeak-ng");
+    let status = std::process::Command::new("espeak-ng")
+        .arg("-w")
+        .arg(path)
+        .arg(text)
+        .status()
+        .expect("espeak-ng runs");
+    assert!(
+        status.success(),
+        "espeak-ng -w {} {text:?}: {status}",
+        path.display()
+    );
+}
+
+/// Poll `check` every 50 ms for up to `limit`, blocking the thread.
+fn poll(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if check() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

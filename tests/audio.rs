@@ -1,0 +1,176 @@
+//! `utter audio sources` and `utter audio record` against a real, private PipeWire with a
+//! virtual microphone (PipeWire + WirePlumber + pw-loopback; see `common::PipeWireSession`).
+
+mod common;
+
+use common::{ChildEnv, FAKE_MIC, PipeWireSession, espeak_wav, run_utter};
+use std::path::Path;
+use std::time::Duration;
+
+fn config(dir: &Path, audio: &str) -> std::path::PathBuf {
+    let path = dir.join("config.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "config_version = 1\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n\n[audio]\n{audio}\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[tokio::test]
+async fn sources_lists_the_virtual_microphone() {
+    let pw = PipeWireSession::start();
+    let run = run_utter(&["audio", "sources", "--json"], &pw.env()).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let list = run.json();
+    let sources = list.as_array().expect("a JSON array");
+    let mic = sources
+        .iter()
+        .find(|s| s["name"] == FAKE_MIC)
+        .unwrap_or_else(|| panic!("{FAKE_MIC} is not listed:\n{run}"));
+    assert_eq!(mic["media_class"], "Audio/Source");
+    assert_eq!(mic["channels"], 1, "pw-loopback made a mono source: {mic}");
+    assert!(mic["id"].as_u64().is_some());
+    // The sink feeding it is no source.
+    assert!(
+        !sources.iter().any(|s| s["name"] == "fake_mic_sink"),
+        "{run}"
+    );
+
+    let table = run_utter(&["audio", "sources"], &pw.env()).await;
+    assert_eq!(table.code, Some(0), "{table}");
+    assert!(table.stdout.starts_with("  NAME"), "{table}");
+    assert!(
+        table
+            .stdout
+            .lines()
+            .any(|l| l[2..].starts_with(FAKE_MIC) && l.contains(" 1 ")),
+        "{table}"
+    );
+}
+
+#[tokio::test]
+async fn without_pipewire_sources_is_a_clear_error() {
+    let empty = tempfile::tempdir().unwrap();
+    let env = ChildEnv::new()
+        .with("XDG_RUNTIME_DIR", empty.path())
+        .with("PIPEWIRE_RUNTIME_DIR", empty.path())
+        .without("PIPEWIRE_REMOTE");
+    let run = run_utter(&["audio", "sources", "--json"], &env).await;
+    assert_eq!(run.code, Some(4), "{run}");
+    assert!(run.stderr.contains("PipeWire is not running"), "{run}");
+    assert!(!run.stderr.contains("panicked"), "{run}");
+    assert!(run.stdout.is_empty(), "{run}");
+}
+
+#[tokio::test]
+async fn a_missing_source_is_reported_with_the_available_ones() {
+    let pw = PipeWireSession::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "source = \"usb_mic_that_is_not_there\"");
+    let out = dir.path().join("never.wav");
+    let run = run_utter(
+        &[
+            "--config".as_ref(),
+            cfg.as_os_str(),
+            "audio".as_ref(),
+            "record".as_ref(),
+            "--seconds".as_ref(),
+            "1".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ],
+        &pw.env(),
+    )
+    .await;
+    assert_eq!(run.code, Some(4), "{run}");
+    assert!(
+        run.stderr.contains("\"usb_mic_that_is_not_there\"")
+            && run.stderr.contains("does not exist")
+            && run
+                .stderr
+                .contains(&format!("available sources: {FAKE_MIC}")),
+        "{run}"
+    );
+    assert!(!out.exists(), "nothing may be recorded from another device");
+}
+
+#[tokio::test]
+async fn record_writes_a_16k_mono_wav_of_what_was_spoken() {
+    let pw = PipeWireSession::start();
+    let dir = tempfile::tempdir().unwrap();
+    let speech = dir.path().join("open_youtube.wav");
+    espeak_wav("open youtube", &speech);
+    let cfg = config(dir.path(), &format!("source = \"{FAKE_MIC}\""));
+    let out = dir.path().join("mic.wav");
+    let args = [
+        "--config".as_ref(),
+        cfg.as_os_str(),
+        "audio".as_ref(),
+        "record".as_ref(),
+        "--seconds".as_ref(),
+        "2".as_ref(),
+        "--out".as_ref(),
+        out.as_os_str(),
+        "--json".as_ref(),
+    ];
+    // Speak 0.6 s after `utter` starts: the stream is up by then (it opens in well under
+    // that), and the 1.1 s of speech ends inside the 2 s window.
+    let env = pw.env();
+    let (run, mut player) = tokio::join!(run_utter(&args, &env), async {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        pw.play(&speech)
+    });
+    let played = player.wait().expect("pw-play ends");
+    assert!(played.success(), "pw-play failed: {played}");
+    assert_eq!(run.code, Some(0), "{run}");
+    let report = run.json();
+    let reader = hound::WavReader::open(&out).expect("a readable WAV");
+    let spec = reader.spec();
+    assert_eq!(spec.sample_rate, 16_000);
+    assert_eq!(spec.channels, 1);
+    assert_eq!(spec.sample_format, hound::SampleFormat::Float);
+    let samples: Vec<f32> = reader.into_samples::<f32>().map(Result::unwrap).collect();
+    assert_eq!(
+        samples.len() as u64,
+        report["samples"].as_u64().unwrap(),
+        "{run}"
+    );
+    assert_eq!(report["source"], FAKE_MIC, "{run}");
+    assert_eq!(report["rate"], 16_000);
+    assert_eq!(report["channels"], 1);
+    assert_eq!(report["has_speech"], true, "{run}");
+    assert!(!samples.is_empty());
+    let peak = samples.iter().fold(0.0f32, |m, s| m.max(s.abs()));
+    assert!(peak > 0.1, "peak {peak}: the speech did not reach the file");
+    let captured = report["captured_ms"].as_u64().unwrap();
+    assert!((1_900..=2_300).contains(&captured), "{run}");
+
+    // Nothing playing: a valid WAV, and no speech.
+    let quiet = dir.path().join("quiet.wav");
+    let run = run_utter(
+        &[
+            "--config".as_ref(),
+            cfg.as_os_str(),
+            "audio".as_ref(),
+            "record".as_ref(),
+            "--seconds".as_ref(),
+            "1".as_ref(),
+            "--out".as_ref(),
+            quiet.as_os_str(),
+            "--json".as_ref(),
+            "--no-trim".as_ref(),
+        ],
+        &pw.env(),
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert_eq!(run.json()["has_speech"], false, "{run}");
+    let reader = hound::WavReader::open(&quiet).expect("a readable WAV");
+    assert_eq!(reader.spec().sample_rate, 16_000);
+    // Untrimmed: about one second of (silent) samples.
+    let n = reader.len();
+    assert!((15_000..=17_000).contains(&n), "{n} samples for 1 s");
+}
