@@ -315,6 +315,63 @@ pub struct PluginEntry {
     pub write_paths: Vec<String>,
 }
 
+/// `[stt]`: speech to text for the voice loop (see `crate::voice`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct SttSection {
+    /// The id of the `[[plugin]]` that transcribes; empty = the first plugin of kind `stt`.
+    /// Without any stt plugin the voice loop is off (push-to-talk still changes state).
+    pub plugin: String,
+    /// A faster-whisper (CTranslate2) model directory, passed to the plugin's `stt.load` and
+    /// `stt.transcribe`; a leading `~/` is the home directory. Empty = the plugin's own
+    /// setting (e.g. `UTTER_STT_MODEL`). The runner never downloads a model.
+    pub model: String,
+    /// The spoken language (ISO 639-1, e.g. `"en"`); empty = let the model detect it.
+    pub language: String,
+    /// How long one transcription may take, in milliseconds (1 000–600 000).
+    pub timeout_ms: u64,
+}
+
+impl Default for SttSection {
+    fn default() -> Self {
+        SttSection {
+            plugin: String::new(),
+            model: String::new(),
+            language: "en".into(),
+            timeout_ms: 60_000,
+        }
+    }
+}
+
+impl SttSection {
+    /// [`model`](Self::model) with a leading `~/` replaced by `$HOME/`; `None` when empty.
+    pub fn model_path(&self) -> Option<String> {
+        let model = self.model.trim();
+        if model.is_empty() {
+            return None;
+        }
+        match (model.strip_prefix("~/"), std::env::var_os("HOME")) {
+            (Some(rest), Some(home)) => Some(
+                std::path::Path::new(&home)
+                    .join(rest)
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
+            _ => Some(model.to_owned()),
+        }
+    }
+}
+
+/// `[tts]`: spoken feedback (see `crate::voice`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct TtsSection {
+    /// Speak short feedback: what is waiting for confirmation, and why a spoken command failed.
+    pub enabled: bool,
+    /// The id of the `[[plugin]]` that speaks; empty = the first plugin of kind `tts`.
+    pub plugin: String,
+}
+
 /// `[audio]`: the microphone (see `crate::audio`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default)]
@@ -394,6 +451,12 @@ pub struct Config {
     /// `[audio]`
     #[serde(default)]
     pub audio: AudioSection,
+    /// `[stt]`
+    #[serde(default)]
+    pub stt: SttSection,
+    /// `[tts]`
+    #[serde(default)]
+    pub tts: TtsSection,
     /// `[[plugin]]`
     #[serde(default, rename = "plugin")]
     pub plugin: Vec<PluginEntry>,
@@ -830,6 +893,43 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                 a.source
             ),
         ));
+    }
+    let stt = &config.stt;
+    let stt_key = |key: &str| vec![Seg::Key("stt".into()), Seg::Key(key.into())];
+    if !(1_000..=600_000).contains(&stt.timeout_ms) {
+        errors.push(issue_at(
+            text,
+            origin,
+            &stt_key("timeout_ms"),
+            format!("must be between 1000 and 600000, got {}", stt.timeout_ms),
+        ));
+    }
+    if !stt.language.is_empty()
+        && (!(2..=3).contains(&stt.language.len())
+            || !stt.language.chars().all(|c| c.is_ascii_lowercase()))
+    {
+        errors.push(issue_at(
+            text,
+            origin,
+            &stt_key("language"),
+            format!(
+                "{:?} is not a language code; use an ISO 639-1 code like \"en\" or \"de\", or \"\" to detect",
+                stt.language
+            ),
+        ));
+    }
+    for (section, key, id, kind) in [
+        ("stt", "plugin", &stt.plugin, "stt"),
+        ("tts", "plugin", &config.tts.plugin, "tts"),
+    ] {
+        if !id.is_empty() && !config.plugin.iter().any(|p| p.id == *id) {
+            errors.push(issue_at(
+                text,
+                origin,
+                &[Seg::Key(section.into()), Seg::Key(key.into())],
+                format!("no [[plugin]] has id {id:?}; name a plugin of kind {kind:?} or leave it empty"),
+            ));
+        }
     }
     // Report in file order.
     warnings.sort_by_key(|w| w.line.unwrap_or(0));

@@ -58,6 +58,7 @@ pub async fn run(loaded: LoadedConfig, options: DaemonOptions) -> Result<(), Dae
         tracing::info!(plugin = %p.id, epoch = p.epoch, status = p.status.as_str(), "plugin");
     }
     runner.start_ptt_triggers(!options.no_dbus);
+    runner.start_voice();
     let socket_task = socket::serve(listener, runner.clone());
     let bus = if options.no_dbus {
         None

@@ -84,6 +84,9 @@ pub enum Event {
         /// Its data.
         data: Value,
     },
+    /// A push-to-talk cycle ended: transcript, results and the latency split
+    /// (`{"event":"voice","outcome":"ok","transcript":…,"timings":{…}}`).
+    Voice(Box<crate::voice::VoiceReport>),
     /// The config was reloaded.
     Reloaded {
         /// What changed.

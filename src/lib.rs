@@ -45,3 +45,4 @@ pub mod socket;
 pub mod supervisor;
 pub mod systemd;
 pub mod transport;
+pub mod voice;

@@ -200,6 +200,28 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Speak a command: one push-to-talk cycle from the terminal (--once), or follow what the
+    /// running service hears.
+    ///
+    /// With --once: press push-to-talk, listen until Enter (or for --seconds), release, then
+    /// print what was heard and what was done, with the latency split. Without --once: print
+    /// every spoken command the service handles (from any trigger) until Ctrl-C.
+    /// Needs the running service (`utter daemon`) with a plugin of kind "stt" (see [stt] in
+    /// the config). Exit 0 when the command ran, 1 when nothing was heard or it failed.
+    ///
+    /// Example: utter listen --once --seconds 3
+    Listen {
+        /// Do one push-to-talk cycle and exit.
+        #[arg(long)]
+        once: bool,
+        /// With --once: release after this many seconds instead of waiting for Enter.
+        #[arg(long, value_name = "SECONDS")]
+        seconds: Option<f64>,
+        /// Print JSON: the voice report {outcome, stage, error, transcript, command, audio,
+        /// timings} (one per line without --once).
+        #[arg(long)]
+        json: bool,
+    },
     /// The microphone: list PipeWire sources, test-record from the configured one.
     ///
     /// Pick the source with `[audio] source = "NODE_NAME"` in the config; `utter audio
@@ -482,6 +504,11 @@ async fn run(cli: Cli) -> u8 {
         Command::Reload { json } => reload(&cli.socket, &cli.config, json).await,
         Command::Events { json } => events(&cli.socket, &cli.config, json).await,
         Command::Ptt { action, json } => ptt(&cli.socket, &cli.config, action, json).await,
+        Command::Listen {
+            once,
+            seconds,
+            json,
+        } => listen(&cli.socket, &cli.config, once, seconds, json).await,
         Command::Daemon { no_dbus } => {
             let Some(loaded) = load_config(cli.config.as_deref()) else {
                 return exit::CONFIG;
@@ -1117,8 +1144,193 @@ async fn status(socket: &Option<PathBuf>, config_path: &Option<PathBuf>, json: b
         );
         print_plugins(status["plugins"].as_array().map_or(&[], Vec::as_slice));
         print_ptt(&status["ptt"]);
+        print_voice(&status["voice"]);
     }
     exit::OK
+}
+
+/// The voice-loop lines of `utter status`.
+fn print_voice(voice: &Value) {
+    if voice.is_null() {
+        return;
+    }
+    let text = |v: &Value| sanitize(v.as_str().unwrap_or(""));
+    out!("voice: {} ({})", text(&voice["state"]), text(&voice["detail"]));
+    if let Some(plugin) = voice["stt_plugin"].as_str() {
+        let model = voice["model"]
+            .as_str()
+            .map(|m| format!(", model {}", sanitize(m)))
+            .unwrap_or_default();
+        out!("  stt     {}{model}", sanitize(plugin));
+    }
+    let mic = &voice["microphone"];
+    if !mic.is_null() {
+        let source = mic["linked_source"]
+            .as_str()
+            .or(mic["configured_source"].as_str())
+            .filter(|s| !s.is_empty())
+            .unwrap_or("(default source)");
+        out!(
+            "  mic     {} {} ({} Hz, {} ch)",
+            sanitize(source),
+            text(&mic["state"]),
+            mic["rate"],
+            mic["channels"]
+        );
+    }
+}
+
+/// One paragraph for a person about a finished push-to-talk cycle.
+fn print_voice_report(report: &Value) {
+    let text = |v: &Value| sanitize(v.as_str().unwrap_or(""));
+    match report["outcome"].as_str().unwrap_or("") {
+        "no-speech" => out!("heard nothing: {}", text(&report["error"])),
+        _ => {
+            if let Some(t) = report["transcript"].as_str() {
+                out!("heard: {:?}", sanitize(t));
+            }
+            if report["command"].is_object() {
+                print_outcome(&report["command"]);
+            }
+            if report["outcome"] != "ok" {
+                out!(
+                    "failed ({}): {}",
+                    text(&report["stage"]),
+                    text(&report["error"])
+                );
+            }
+        }
+    }
+    let t = &report["timings"];
+    let ms = |v: &Value| v.as_f64().unwrap_or(0.0);
+    out!(
+        "timings: held {:.0} ms; after release: capture {:.1} ms, hand-off {:.1} ms, stt {:.0} ms, pipeline {:.1} ms, total {:.0} ms",
+        ms(&t["held_ms"]),
+        ms(&t["capture_flush_ms"]),
+        ms(&t["handoff_ms"]),
+        ms(&t["stt_ms"]),
+        ms(&t["pipeline_ms"]),
+        ms(&t["total_ms"])
+    );
+}
+
+async fn listen(
+    socket: &Option<PathBuf>,
+    config_path: &Option<PathBuf>,
+    once: bool,
+    seconds: Option<f64>,
+    json: bool,
+) -> u8 {
+    if seconds.is_some() && !once {
+        eprintln!("utter listen: --seconds only applies with --once");
+        return exit::USAGE;
+    }
+    if let Some(s) = seconds {
+        if !(0.1..=600.0).contains(&s) {
+            eprintln!("utter listen: --seconds must be between 0.1 and 600, got {s}");
+            return exit::USAGE;
+        }
+    }
+    let mut client = match connect_service(socket, config_path, "listen").await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let status = match client.call("runner.status", json!({})).await {
+        Ok(s) => s,
+        Err(e) => return call_failed("listen", &e),
+    };
+    if status["voice"]["state"] == "off" {
+        eprintln!(
+            "utter listen: the voice loop is off: {}",
+            sanitize(status["voice"]["detail"].as_str().unwrap_or("?"))
+        );
+        return exit::RUNNER;
+    }
+    if let Err(e) = client.subscribe().await {
+        return call_failed("listen", &e);
+    }
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    if once {
+        match client.ptt("press").await {
+            Ok(v) if v["listening"] == true => {}
+            Ok(v) => {
+                eprintln!(
+                    "utter listen: push-to-talk did not start: {}",
+                    describe_ptt_transition(&v["transition"])
+                );
+                return exit::NOT_DONE;
+            }
+            Err(e) => return call_failed("listen", &e),
+        }
+        match seconds {
+            Some(s) => {
+                eprintln!("listening for {s} s…");
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_secs_f64(s)) => {}
+                    _ = &mut interrupted => {}
+                }
+            }
+            None => {
+                eprintln!("listening… press Enter to stop");
+                let mut line = String::new();
+                let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+                tokio::select! {
+                    _ = tokio::io::AsyncBufReadExt::read_line(&mut stdin, &mut line) => {}
+                    _ = &mut interrupted => {}
+                }
+            }
+        }
+        match client.ptt("release").await {
+            Ok(v) if v["transition"]["transition"] == "released" => {}
+            Ok(v) => {
+                eprintln!(
+                    "utter listen: {}",
+                    describe_ptt_transition(&v["transition"])
+                );
+                return exit::NOT_DONE;
+            }
+            Err(e) => return call_failed("listen", &e),
+        }
+        eprintln!("transcribing…");
+    }
+    loop {
+        let params = tokio::select! {
+            params = client.next_event() => params,
+            _ = &mut interrupted => return if once { exit::NOT_DONE } else { exit::OK },
+        };
+        let Some(params) = params else {
+            eprintln!("utter listen: the runner closed the connection");
+            return exit::RUNNER;
+        };
+        let event = &params["event"];
+        if event["event"] == "dropped" {
+            if let Err(e) = client.subscribe().await {
+                return call_failed("listen", &e);
+            }
+            continue;
+        }
+        if event["event"] != "voice" {
+            continue;
+        }
+        let mut report = event.clone();
+        if let Some(map) = report.as_object_mut() {
+            map.remove("event");
+        }
+        if json {
+            out!("{report}");
+        } else {
+            print_voice_report(&report);
+        }
+        if once {
+            client.close();
+            return if report["outcome"] == "ok" {
+                exit::OK
+            } else {
+                exit::NOT_DONE
+            };
+        }
+    }
 }
 
 /// The push-to-talk lines of `utter status` and `utter ptt`.
@@ -1523,6 +1735,15 @@ fn describe_event(event: &Value) -> String {
         "reloaded" => format!("config reloaded: {}", reload_summary(&event["report"])),
         "dropped" => format!("dropped: {}", s(&event["reason"])),
         "ptt" => describe_ptt_transition(event),
+        "voice" => match event["transcript"].as_str() {
+            Some(t) => format!(
+                "voice {}: heard {:?} ({:.0} ms after release)",
+                s(&event["outcome"]),
+                sanitize(t),
+                event["timings"]["total_ms"].as_f64().unwrap_or(0.0)
+            ),
+            None => format!("voice {}: {}", s(&event["outcome"]), s(&event["error"])),
+        },
         "ptt_trigger" => format!(
             "push-to-talk trigger {}: {} ({})",
             s(&event["trigger"]),

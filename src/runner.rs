@@ -43,6 +43,8 @@ pub struct Status {
     pub plugins: Vec<PluginReport>,
     /// Push-to-talk: held or not, the limits, each trigger's state.
     pub ptt: PttState,
+    /// The voice loop: its state, the stt plugin and the microphone.
+    pub voice: crate::voice::VoiceStatus,
 }
 
 /// A started runner.
@@ -67,6 +69,8 @@ pub struct Runner {
     pub handles: Option<Arc<HandleStore>>,
     /// Push-to-talk: every trigger feeds this one state machine ([`crate::ptt`]).
     pub ptt: Ptt,
+    /// The voice loop ([`crate::voice`]).
+    pub voice: crate::voice::Voice,
     /// The running push-to-talk triggers (portal, evdev), stopped at shutdown.
     ptt_triggers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Whether [`Runner::start_ptt_triggers`] ran (a reload then restarts changed triggers).
@@ -114,6 +118,7 @@ impl Runner {
         let runner = Arc::new(Runner {
             handles,
             ptt,
+            voice: crate::voice::Voice::new(),
             ptt_triggers: std::sync::Mutex::new(Vec::new()),
             ptt_triggers_started: std::sync::atomic::AtomicBool::new(false),
             ptt_use_bus: std::sync::atomic::AtomicBool::new(true),
@@ -344,6 +349,7 @@ impl Runner {
             config: self.config.read().expect("config lock").origin.clone(),
             plugins: self.plugins(),
             ptt: self.ptt.state(),
+            voice: self.voice.status_now(),
         }
     }
 

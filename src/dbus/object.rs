@@ -267,6 +267,17 @@ impl RunnerObject {
         results: &str,
     ) -> zbus::Result<()>;
 
+    /// A push-to-talk cycle ended: outcome `ok`, `failed` or `no-speech`, what was heard
+    /// (empty when nothing), and the JSON of the whole report (`crate::voice::VoiceReport`:
+    /// stage, error, command results, latency split).
+    #[zbus(signal)]
+    async fn voice_finished(
+        emitter: &SignalEmitter<'_>,
+        outcome: &str,
+        transcript: &str,
+        report: &str,
+    ) -> zbus::Result<()>;
+
     /// A plugin emitted an event with `host.emit`; data is its JSON.
     #[zbus(signal)]
     async fn plugin_event(
@@ -341,6 +352,11 @@ pub(super) async fn follow_events(
                 listening.and(object.push_to_talk_status_changed(emitter).await)
             }
             Event::PttTrigger(_) => iface.get().await.push_to_talk_status_changed(emitter).await,
+            Event::Voice(report) => {
+                let json = serde_json::to_string(&report).unwrap_or_default();
+                let transcript = report.transcript.as_deref().unwrap_or("");
+                RunnerObject::voice_finished(emitter, &report.outcome, transcript, &json).await
+            }
         };
         if let Err(e) = sent {
             tracing::debug!(error = %e, "D-Bus: could not emit a signal");
