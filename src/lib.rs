@@ -36,6 +36,7 @@ pub mod pipeline;
 pub mod policy;
 pub mod runner;
 pub mod socket;
+pub mod streams;
 pub mod supervisor;
 pub mod systemd;
 pub mod transport;
