@@ -68,7 +68,13 @@ struct Tables {
     streams: HashMap<String, Arc<Stream>>,
     /// By (plugin id, the plugin's stream id).
     routes: HashMap<(String, String), Arc<Stream>>,
+    /// The last [`ENDED_MEMORY`] streams that ended or were stopped, with their owners: a
+    /// late ack or stop from the subscriber is answered `{}` rather than as unknown.
+    ended: VecDeque<(String, u64)>,
 }
+
+/// How many ended streams the hub remembers for late acks and stops.
+pub const ENDED_MEMORY: usize = 4096;
 
 /// All streams of the runner.
 pub struct StreamHub {
@@ -248,13 +254,26 @@ impl StreamHub {
             .ok_or_else(|| {
                 ErrorObject::invalid_params(format!("{method} needs a string \"stream_id\""))
             })?;
-        let stream = self
-            .tables
-            .lock()
-            .expect("stream tables")
-            .streams
-            .get(id)
-            .cloned();
+        let (stream, ended_owner) = {
+            let tables = self.tables.lock().expect("stream tables");
+            let ended = tables
+                .ended
+                .iter()
+                .find(|(gone, _)| gone == id)
+                .map(|(_, o)| *o);
+            (tables.streams.get(id).cloned(), ended)
+        };
+        if let (None, Some(o)) = (&stream, ended_owner) {
+            if o != owner {
+                return Err(ErrorObject::new(
+                    ErrorCode::Denied,
+                    format!(
+                        "{method}: stream {id} belongs to another connection; only its subscriber may ack or stop it"
+                    ),
+                ));
+            }
+            return Ok(None);
+        }
         match stream {
             Some(s) if s.owner != owner => Err(ErrorObject::new(
                 ErrorCode::Denied,
@@ -278,9 +297,18 @@ impl StreamHub {
                 "stream.ack needs {stream_id, seq}: seq must be a whole number",
             )
         })?;
+        let id = params
+            .get("stream_id")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let known = self.is_ended(id);
         let Some(stream) = self.owned(owner, params, ACK)? else {
+            if known {
+                // A late ack of a stream that is over: nothing to do.
+                return Ok(json!({}));
+            }
             return Err(ErrorObject::invalid_params(
-                "stream.ack: unknown stream_id (it ended, was stopped, or never existed)",
+                "stream.ack: unknown stream_id (no stream of this connection has that id)",
             ));
         };
         if stream.mode == StreamMode::Reliable {
@@ -359,6 +387,15 @@ impl StreamHub {
         tracing::debug!(stream = %stream.id, "stream stopped");
     }
 
+    fn is_ended(&self, id: &str) -> bool {
+        self.tables
+            .lock()
+            .expect("stream tables")
+            .ended
+            .iter()
+            .any(|(gone, _)| gone == id)
+    }
+
     fn forget(&self, stream: &Arc<Stream>) {
         let mut tables = self.tables.lock().expect("stream tables");
         if tables
@@ -367,6 +404,10 @@ impl StreamHub {
             .is_some_and(|s| Arc::ptr_eq(s, stream))
         {
             tables.streams.remove(&stream.id);
+            if tables.ended.len() >= ENDED_MEMORY {
+                tables.ended.pop_front();
+            }
+            tables.ended.push_back((stream.id.clone(), stream.owner));
         }
         tables.routes.retain(|_, s| !Arc::ptr_eq(s, stream));
     }
