@@ -618,3 +618,31 @@ async fn fd_pass_reaches_a_socket_plugin_and_fails_cleanly_over_stdio() {
     assert!(echo["pid"].is_number());
     let _ = std::fs::remove_file(record);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopping_runner_ends_every_stream_with_a_reason() {
+    let daemon = Daemon::start("", "").await;
+    let mut client = daemon.client().await;
+    let id = client
+        .call(
+            "stream.subscribe",
+            json!({"method": "test.ticks", "mode": "reliable", "params": {"interval_ms": 10}}),
+        )
+        .await
+        .unwrap()["stream_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let first = client.next_note().await;
+    assert!(ticks(&id)(&first), "{first:?}");
+    let pid = nix::unistd::Pid::from_raw(daemon.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let end = loop {
+        let note = client.next_note().await;
+        if note.0 == "stream.end" {
+            break note.1;
+        }
+    };
+    assert_eq!(end["stream_id"], id.as_str());
+    assert_eq!(end["reason"], "the runner is stopping");
+}
