@@ -448,6 +448,81 @@ provides = ["experimental/sleepy@1"]
         assert_eq!(missing.code, -32601);
     }
 
+    /// Produces `count` frames of `t.ticks` per subscriber.
+    struct Ticker;
+
+    impl Handler for Ticker {
+        fn methods(&self) -> Vec<String> {
+            Vec::new()
+        }
+        fn streams(&self) -> Vec<String> {
+            vec!["t.ticks".into()]
+        }
+        async fn handle(&self, call: Call) -> Result<Value, ErrorObject> {
+            Err(ErrorObject::method_not_found(&call.method))
+        }
+        fn subscribe(&self, stream: StreamSender) -> Result<(), ErrorObject> {
+            let count = stream.params()["count"].as_u64().unwrap_or(0);
+            tokio::spawn(async move {
+                for n in 0..count {
+                    if stream.send(json!(n)).await.is_err() {
+                        return;
+                    }
+                }
+                stream.end("done").await;
+            });
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_handler_streams_with_credit_through_serve() {
+        let ((runner, mut notes), (pr, pw)) = {
+            let (a, b) = tokio::io::duplex(64 * 1024);
+            let (ar, aw) = tokio::io::split(a);
+            (
+                Connection::spawn(ar, aw, ConnectionOptions::default()),
+                tokio::io::split(b),
+            )
+        };
+        let manifest = Manifest::from_toml_str(MANIFEST, "test").unwrap();
+        tokio::spawn(serve(pr, pw, manifest, Ticker));
+        let describe = runner
+            .request("plugin.describe", json!({}), None)
+            .await
+            .unwrap();
+        assert_eq!(describe["streams"], json!(["t.ticks"]));
+        assert_eq!(describe["methods"], json!(["stream.subscribe"]));
+        let answer = runner
+            .request(
+                "stream.subscribe",
+                json!({"stream_id": "s", "method": "t.ticks", "params": {"count": 5}, "mode": "reliable", "window": 2}),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(answer, json!({"stream_id": "s"}));
+        let mut seqs = Vec::new();
+        loop {
+            let Some(Incoming::Notification(n)) = notes.recv().await else {
+                panic!("closed");
+            };
+            if n.method == "stream.end" {
+                break;
+            }
+            let seq = n.params["seq"].as_u64().unwrap();
+            seqs.push(seq);
+            // Credit one frame at a time, once the window is used.
+            if seq >= 2 {
+                runner
+                    .notify("stream.ack", json!({"stream_id": "s", "seq": seq - 1}))
+                    .await
+                    .unwrap();
+            }
+        }
+        assert_eq!(seqs, [1, 2, 3, 4, 5]);
+    }
+
     #[tokio::test]
     async fn incompatible_runner_is_refused() {
         let runner = start().await;
