@@ -262,6 +262,15 @@ impl Session {
     }
 
     async fn on_notification(&mut self, note: Notification) {
+        // `stream.ack` may come as a notification too (no answer, errors ignored).
+        if note.method == "stream.ack" && self.authenticated {
+            let _ = self
+                .shared
+                .runner
+                .streams
+                .ack(self.connection, &note.params);
+            return;
+        }
         if note.method != CANCEL_METHOD {
             tracing::debug!(method = %note.method, "client notification ignored");
             return;
@@ -321,7 +330,14 @@ impl Session {
 
     async fn on_request(&mut self, request: Request) {
         let Request { id, method, params } = request;
-        if let Err(e) = self.admit_rate() {
+        // Acks are constant work and come at the frame rate of a reliable stream: they do not
+        // count against the rate limit.
+        let rate = if method == "stream.ack" && self.authenticated {
+            Ok(())
+        } else {
+            self.admit_rate()
+        };
+        if let Err(e) = rate {
             let _ = self.conn.respond(id, Err(e)).await;
             return;
         }
