@@ -373,6 +373,38 @@ impl HandleStore {
         std::fs::read(self.path_of(digest)).map_err(|e| io_error("reading a blob", e))
     }
 
+    /// Up to `length` bytes (at most [`MAX_INLINE`]) of the blob from `offset`, and the
+    /// blob's size. Fewer at the end of the blob; none at `offset == size`.
+    ///
+    /// # Errors
+    /// As [`HandleStore::fetch`] for the handle; `-32602` when `offset` is past the end.
+    pub fn read_range(
+        &self,
+        scope: &Scope,
+        handle: &str,
+        offset: u64,
+        length: u64,
+    ) -> Result<(u64, Vec<u8>), ErrorObject> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut file = self.open_blob(scope, handle)?;
+        let size = file
+            .metadata()
+            .map_err(|e| io_error("reading a blob", e))?
+            .len();
+        if offset > size {
+            return Err(ErrorObject::invalid_params(format!(
+                "handle.fetch: offset {offset} is past the end of the {size}-byte blob"
+            ))
+            .with_data(json!({"offset": offset, "size": size})));
+        }
+        let take = length.min(MAX_INLINE).min(size - offset);
+        let mut bytes = vec![0; take as usize];
+        file.seek(SeekFrom::Start(offset))
+            .and_then(|_| file.read_exact(&mut bytes))
+            .map_err(|e| io_error("reading a blob", e))?;
+        Ok((size, bytes))
+    }
+
     /// A read-only descriptor of the blob.
     pub fn open_blob(&self, scope: &Scope, handle: &str) -> Result<std::fs::File, ErrorObject> {
         let digest = self.resolve(scope, handle)?;

@@ -42,6 +42,7 @@ pub mod policy;
 pub mod ptt;
 pub mod runner;
 pub mod socket;
+pub mod streams;
 pub mod supervisor;
 pub mod systemd;
 pub mod transport;

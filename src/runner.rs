@@ -77,6 +77,8 @@ pub struct Runner {
     ptt_triggers_started: std::sync::atomic::AtomicBool,
     /// The `use_bus` of the last [`Runner::start_ptt_triggers`].
     ptt_use_bus: std::sync::atomic::AtomicBool,
+    /// The stream relay (PROTOCOL.md §10.3).
+    pub streams: Arc<crate::streams::StreamHub>,
 }
 
 /// Open the handle store of `[runner]` and start its collector.
@@ -115,7 +117,13 @@ impl Runner {
         ));
         let handles = open_handle_store(&config.config.runner);
         let ptt = Ptt::from_config(&config.config.ptt);
+        let streams = Arc::new(crate::streams::StreamHub::new(
+            config.config.runner.lossy_queue,
+            config.config.runner.credit_window,
+            handles.clone(),
+        ));
         let runner = Arc::new(Runner {
+            streams,
             handles,
             ptt,
             voice: crate::voice::Voice::new(),
@@ -149,6 +157,19 @@ impl Runner {
                     Err(broadcast::error::RecvError::Closed) => return,
                 };
                 let Some(runner) = weak.upgrade() else { return };
+                // Streams of a gone (or replaced) instance end, with the reason.
+                let running = event.status.is_running();
+                let reason = runner
+                    .supervisor
+                    .plugins()
+                    .into_iter()
+                    .find(|p| p.id == event.id)
+                    .and_then(|p| p.last_error)
+                    .map(|e| format!("plugin {} is {}: {e}", event.id, event.status.as_str()))
+                    .unwrap_or_else(|| format!("plugin {} is {}", event.id, event.status.as_str()));
+                runner
+                    .streams
+                    .plugin_changed(&event.id, event.epoch, running, &reason);
                 // A plugin process that is gone holds no handles any more.
                 if !event.status.is_running() {
                     if let Some(store) = &runner.handles {
@@ -463,6 +484,29 @@ impl HostHandler for RunnerHost {
                 .await
         })
     }
+
+    fn notify(&self, plugin: &str, _epoch: u64, method: &str, params: Value) {
+        if let Some(runner) = self.runner.upgrade() {
+            runner
+                .streams
+                .on_plugin_notification(plugin, method, params);
+        }
+    }
+
+    fn fd_pass(
+        &self,
+        plugin: &str,
+        params: &Value,
+    ) -> Result<(Value, std::os::fd::OwnedFd), ErrorObject> {
+        let Some(runner) = self.runner.upgrade() else {
+            return Err(ErrorObject::plugin("the runner is shutting down"));
+        };
+        crate::socket::session::fd_pass(
+            &runner,
+            &crate::handles::Scope::Plugin(plugin.to_owned()),
+            params,
+        )
+    }
 }
 
 /// The provenance tag of a context field, by its key.
@@ -654,6 +698,14 @@ impl Runner {
                 });
                 Ok(json!({"delivered": true}))
             }
+            // The plugin's own handle scope (PROTOCOL.md §10.1).
+            "handle.create" | "handle.fetch" | "handle.stat" | "handle.retain"
+            | "handle.release" => crate::socket::session::handle_method(
+                self,
+                &crate::handles::Scope::Plugin(plugin.to_owned()),
+                method,
+                &params,
+            ),
             other => Err(ErrorObject::method_not_found(other)),
         }
     }

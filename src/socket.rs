@@ -85,7 +85,7 @@
 //! cancels its running requests; the older runner let them run on (reference §12, item 12).
 
 mod access;
-mod session;
+pub(crate) mod session;
 
 use std::fs::File;
 use std::io::Write as _;

@@ -338,6 +338,24 @@ pub trait HostHandler: Send + Sync {
         params: Value,
         provenance: Provenance,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, ErrorObject>> + Send>>;
+
+    /// A notification from plugin `plugin` (instance `epoch`), e.g. a stream frame. Called on
+    /// the plugin's read path: it must not wait (enqueue or drop only). Default: ignored.
+    fn notify(&self, plugin: &str, epoch: u64, method: &str, params: Value) {
+        let _ = (plugin, epoch, method, params);
+    }
+
+    /// A plugin's `fd.pass {kind, meta}` (PROTOCOL.md §10.2): the result and the descriptor
+    /// its response frame carries. Only called for plugins on a socket transport. Default:
+    /// `-32601`.
+    fn fd_pass(
+        &self,
+        plugin: &str,
+        params: &Value,
+    ) -> Result<(Value, std::os::fd::OwnedFd), ErrorObject> {
+        let _ = (plugin, params);
+        Err(ErrorObject::method_not_found("fd.pass"))
+    }
 }
 
 type HostSlot = Arc<std::sync::RwLock<Option<Arc<dyn HostHandler>>>>;
@@ -696,6 +714,15 @@ impl Supervisor {
     /// Install the handler of plugin→runner `host.*` requests.
     pub fn set_host(&self, host: Arc<dyn HostHandler>) {
         *self.shared.host.write().expect("host lock") = Some(host);
+    }
+
+    /// The first running plugin whose `plugin.describe` lists `method` in `streams`: its id,
+    /// epoch and connection (PROTOCOL.md §10.3).
+    pub fn find_stream(&self, method: &str) -> Option<(String, u64, Connection)> {
+        self.running()
+            .into_iter()
+            .find(|(_, inst)| inst.describe.streams.iter().any(|m| m == method))
+            .map(|(slot, inst)| (slot.entry.id.clone(), inst.epoch, inst.conn.clone()))
     }
 
     /// The first running plugin that provides capability `name` (any version) or lists
@@ -1102,11 +1129,12 @@ impl Shared {
             ));
         }
         // One transport abstraction: whatever carries the frames is a boxed reader and writer.
-        let streams: Result<(BoxedReader, BoxedWriter), ErrorObject> = match (&socket, listener) {
+        // Socket plugins get a connection that can carry descriptors (`fd.pass`).
+        let streams: Result<PluginStream, ErrorObject> = match (&socket, listener) {
             (None, _) => {
                 let stdin = child.stdin.take().expect("stdin piped");
                 let stdout = child.stdout.take().expect("stdout piped");
-                Ok((Box::new(stdout), Box::new(stdin)))
+                Ok(PluginStream::Pipes(Box::new(stdout), Box::new(stdin)))
             }
             (Some(path), Some(listener)) => crate::transport::accept_plugin(
                 &listener,
@@ -1116,15 +1144,15 @@ impl Shared {
                 options.rpc_timeout,
             )
             .await
-            .map(split_socket),
+            .map(PluginStream::Socket),
             (Some(path), None) => {
                 crate::transport::dial_plugin(&mut child, &entry.id, path, options.rpc_timeout)
                     .await
-                    .map(split_socket)
+                    .map(PluginStream::Socket)
             }
         };
-        let (reader, writer) = match streams {
-            Ok(pair) => pair,
+        let stream = match streams {
+            Ok(stream) => stream,
             Err(mut error) => {
                 // Say what it last said, and stop it.
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -1141,16 +1169,16 @@ impl Shared {
                 });
             }
         };
-        let (conn, incoming) = Connection::spawn(
-            reader,
-            writer,
-            ConnectionOptions {
-                max_body: options.max_frame_bytes,
-                id_prefix: Some(format!("{epoch}:")),
-                label: entry.id.clone(),
-                ..Default::default()
-            },
-        );
+        let conn_options = ConnectionOptions {
+            max_body: options.max_frame_bytes,
+            id_prefix: Some(format!("{epoch}:")),
+            label: entry.id.clone(),
+            ..Default::default()
+        };
+        let (conn, incoming) = match stream {
+            PluginStream::Pipes(reader, writer) => Connection::spawn(reader, writer, conn_options),
+            PluginStream::Socket(socket) => Connection::spawn_unix(socket, conn_options),
+        };
         let in_flight: Arc<Mutex<Vec<Provenance>>> = Arc::default();
         tokio::spawn(serve_plugin_requests(
             conn.clone(),
@@ -1326,7 +1354,11 @@ async fn serve_plugin_requests(
         match msg {
             Incoming::Request(req) => {
                 let handler = host.read().expect("host lock").clone();
-                let handler = handler.filter(|_| req.method.starts_with("host."));
+                let handler = handler.filter(|_| {
+                    req.method.starts_with("host.")
+                        || req.method.starts_with("handle.")
+                        || req.method == "fd.pass"
+                });
                 let Some(handler) = handler else {
                     debug!(plugin = %id, method = %req.method, "plugin request refused");
                     let _ = conn
@@ -1335,7 +1367,7 @@ async fn serve_plugin_requests(
                             Err(ErrorObject::new(
                                 ErrorCode::MethodNotFound,
                                 format!(
-                                    "method not found: {} (the runner serves host.context, host.perceive, host.action, host.confirm and host.emit)",
+                                    "method not found: {} (the runner serves host.context, host.perceive, host.action, host.confirm, host.emit, handle.create, handle.fetch, handle.stat, handle.retain, handle.release and fd.pass)",
                                     req.method
                                 ),
                             )),
@@ -1360,6 +1392,28 @@ async fn serve_plugin_requests(
                         .await;
                     continue;
                 }
+                if req.method == "fd.pass" {
+                    // Answered here: the descriptor rides on the response frame.
+                    let result = if conn.carries_fds() {
+                        handler.fd_pass(&id, &req.params)
+                    } else {
+                        Err(ErrorObject::new(
+                            ErrorCode::CapabilityMissing,
+                            "fd.pass unsupported: this plugin runs on stdio, which cannot carry descriptors; use transport \"connect\" or \"listen\", or read the blob with handle.fetch {handle, offset, length}",
+                        ))
+                    };
+                    match result {
+                        Ok((value, fd)) => {
+                            if let Err(e) = conn.respond_with_fd(req.id.clone(), value, fd).await {
+                                let _ = conn.respond(req.id, Err(e)).await;
+                            }
+                        }
+                        Err(e) => {
+                            let _ = conn.respond(req.id, Err(e)).await;
+                        }
+                    }
+                    continue;
+                }
                 busy.fetch_add(1, Ordering::SeqCst);
                 let provenance = least_trusted_in_flight(&in_flight);
                 let conn = conn.clone();
@@ -1374,9 +1428,10 @@ async fn serve_plugin_requests(
                     let _ = conn.respond(req.id, result).await;
                 });
             }
-            Incoming::Notification(note) => {
-                debug!(plugin = %id, method = %note.method, "plugin notification ignored");
-            }
+            Incoming::Notification(note) => match host.read().expect("host lock").clone() {
+                Some(handler) => handler.notify(&id, epoch, &note.method, note.params),
+                None => debug!(plugin = %id, method = %note.method, "plugin notification ignored"),
+            },
         }
     }
 }
@@ -1499,11 +1554,12 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
 type BoxedReader = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
 type BoxedWriter = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
 
-/// A connected plugin socket as the reader/writer pair a [`Connection`] runs on. Closing the
-/// connection shuts the write side down, so the plugin sees end of file.
-fn split_socket(stream: tokio::net::UnixStream) -> (BoxedReader, BoxedWriter) {
-    let (reader, writer) = stream.into_split();
-    (Box::new(reader), Box::new(writer))
+/// What carries a plugin's frames: its stdout/stdin pipes, or a connected socket (which can
+/// also carry descriptors). Closing the connection shuts the write side down, so the plugin
+/// sees end of file.
+enum PluginStream {
+    Pipes(BoxedReader, BoxedWriter),
+    Socket(tokio::net::UnixStream),
 }
 
 /// Resolves once shutdown has been requested (or the supervisor is gone).

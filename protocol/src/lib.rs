@@ -14,6 +14,8 @@
 //! * [`manifest`]: `utter-plugin.toml`, validated by `plugin.schema.json`.
 //! * [`plugin`]: serve a Rust plugin with one call.
 //! * [`ring`]: `memfd.ring`, a shared-memory single-producer/single-consumer frame ring.
+//! * [`fd`]: receive descriptors (`fd.pass`) on a socket.
+//! * [`stream`]: the plugin side of streams (frame numbering, credit, stop).
 //!
 //! Compatibility promise: within protocol major 1, fields, methods and error codes are added,
 //! never renamed or removed; receivers ignore fields they do not know.
@@ -23,12 +25,14 @@
 pub mod capability;
 pub mod connection;
 pub mod error;
+pub mod fd;
 pub mod frame;
 pub mod handshake;
 pub mod manifest;
 pub mod message;
 pub mod plugin;
 pub mod ring;
+pub mod stream;
 
 pub use connection::{CloseReason, Connection, ConnectionOptions, Incoming};
 pub use error::{ErrorCode, ErrorObject};

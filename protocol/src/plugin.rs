@@ -49,6 +49,7 @@ use crate::handshake::{
 };
 use crate::manifest::Manifest;
 use crate::message::RequestId;
+use crate::stream::{StreamRegistry, StreamSender};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::future::Future;
@@ -96,8 +97,21 @@ pub trait Handler: Send + Sync + 'static {
     /// Answer one request. Unknown methods should return [`ErrorObject::method_not_found`].
     fn handle(&self, call: Call) -> impl Future<Output = Result<Value, ErrorObject>> + Send;
 
-    /// A notification other than `$/cancel` (default: ignored).
+    /// A notification other than `$/cancel`, `stream.ack` and `stream.stop` (default:
+    /// ignored).
     fn notify(&self, _method: &str, _params: Value) {}
+
+    /// The runner opens a stream of one of [`Handler::streams`] for a subscriber
+    /// (PROTOCOL.md §10.3). Keep `stream` and call [`StreamSender::send`] for each frame (in
+    /// reliable mode it waits for credit) until it fails or [`StreamSender::stopped`]
+    /// resolves; [`StreamSender::end`] tells the subscriber the stream is over. The server
+    /// answers `stream.subscribe` with `{stream_id}` when this returns `Ok`, and handles
+    /// `stream.ack` and `stream.stop` itself. Must not block (spawn the producer). Default:
+    /// refused with `-32601`.
+    fn subscribe(&self, stream: StreamSender) -> Result<(), ErrorObject> {
+        let _ = stream;
+        Err(ErrorObject::method_not_found(crate::stream::SUBSCRIBE))
+    }
 }
 
 /// Errors that end [`serve`].
@@ -146,11 +160,18 @@ pub type BoxedWriter = Box<dyn AsyncWrite + Send + Unpin>;
 pub async fn streams() -> std::io::Result<(BoxedReader, BoxedWriter)> {
     Ok(match socket_from_env().await? {
         Some(stream) => {
-            let (reader, writer) = stream.into_split();
+            let (reader, writer, _) = crate::fd::split_into(stream, received_fds());
             (Box::new(reader), Box::new(writer))
         }
         None => stdio(),
     })
+}
+
+/// The descriptors the runner sent this process (with `fd.pass` answers) over the socket
+/// [`streams`] opened; always empty over stdio. Take one right after its answer arrived.
+pub fn received_fds() -> crate::fd::FdInbox {
+    static INBOX: std::sync::OnceLock<crate::fd::FdInbox> = std::sync::OnceLock::new();
+    INBOX.get_or_init(Default::default).clone()
 }
 
 /// The socket to the runner, as `UTTER_PLUGIN_TRANSPORT` and `UTTER_PLUGIN_SOCKET` say
@@ -233,6 +254,7 @@ where
     let manifest = Arc::new(manifest);
     let epoch = Arc::new(AtomicU64::new(0));
     let running: Arc<Mutex<HashMap<RequestId, AbortHandle>>> = Arc::default();
+    let streams = StreamRegistry::new();
 
     while let Some(msg) = incoming.recv().await {
         match msg {
@@ -252,12 +274,26 @@ where
                         .await;
                 }
             }
-            Incoming::Notification(note) => handler.notify(&note.method, note.params),
+            Incoming::Notification(note) => {
+                if !streams.on_message(&note.method, &note.params) {
+                    handler.notify(&note.method, note.params)
+                }
+            }
             Incoming::Request(req) => {
                 let result = match req.method.as_str() {
+                    crate::stream::ACK | crate::stream::STOP => {
+                        streams.on_message(&req.method, &req.params);
+                        Some(Ok(json!({})))
+                    }
+                    crate::stream::SUBSCRIBE if !handler.streams().is_empty() => {
+                        Some(streams.open(&conn, &req.params).and_then(|sender| {
+                            let answer = sender.subscribe_result();
+                            handler.subscribe(sender).map(|()| answer)
+                        }))
+                    }
                     methods::HELLO => Some(hello(&manifest, &req.params, &epoch)),
                     methods::DESCRIBE => Some(Ok(serde_json::to_value(DescribeResult {
-                        methods: handler.methods(),
+                        methods: with_subscribe(handler.methods(), !handler.streams().is_empty()),
                         streams: handler.streams(),
                         side_effect_free: handler.side_effect_free(),
                     })
@@ -308,6 +344,15 @@ where
     for (_, task) in running.lock().expect("task map lock").drain() {
         task.abort();
     }
+    streams.stop_all();
+}
+
+/// `methods`, plus `stream.subscribe` when the plugin produces streams.
+fn with_subscribe(mut methods: Vec<String>, streams: bool) -> Vec<String> {
+    if streams && !methods.iter().any(|m| m == crate::stream::SUBSCRIBE) {
+        methods.push(crate::stream::SUBSCRIBE.to_owned());
+    }
+    methods
 }
 
 fn hello(manifest: &Manifest, params: &Value, epoch: &AtomicU64) -> Result<Value, ErrorObject> {
@@ -401,6 +446,81 @@ provides = ["experimental/sleepy@1"]
         assert_eq!(echo["epoch"], 5);
         let missing = runner.request("nope", json!({}), None).await.unwrap_err();
         assert_eq!(missing.code, -32601);
+    }
+
+    /// Produces `count` frames of `t.ticks` per subscriber.
+    struct Ticker;
+
+    impl Handler for Ticker {
+        fn methods(&self) -> Vec<String> {
+            Vec::new()
+        }
+        fn streams(&self) -> Vec<String> {
+            vec!["t.ticks".into()]
+        }
+        async fn handle(&self, call: Call) -> Result<Value, ErrorObject> {
+            Err(ErrorObject::method_not_found(&call.method))
+        }
+        fn subscribe(&self, stream: StreamSender) -> Result<(), ErrorObject> {
+            let count = stream.params()["count"].as_u64().unwrap_or(0);
+            tokio::spawn(async move {
+                for n in 0..count {
+                    if stream.send(json!(n)).await.is_err() {
+                        return;
+                    }
+                }
+                stream.end("done").await;
+            });
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_handler_streams_with_credit_through_serve() {
+        let ((runner, mut notes), (pr, pw)) = {
+            let (a, b) = tokio::io::duplex(64 * 1024);
+            let (ar, aw) = tokio::io::split(a);
+            (
+                Connection::spawn(ar, aw, ConnectionOptions::default()),
+                tokio::io::split(b),
+            )
+        };
+        let manifest = Manifest::from_toml_str(MANIFEST, "test").unwrap();
+        tokio::spawn(serve(pr, pw, manifest, Ticker));
+        let describe = runner
+            .request("plugin.describe", json!({}), None)
+            .await
+            .unwrap();
+        assert_eq!(describe["streams"], json!(["t.ticks"]));
+        assert_eq!(describe["methods"], json!(["stream.subscribe"]));
+        let answer = runner
+            .request(
+                "stream.subscribe",
+                json!({"stream_id": "s", "method": "t.ticks", "params": {"count": 5}, "mode": "reliable", "window": 2}),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(answer, json!({"stream_id": "s"}));
+        let mut seqs = Vec::new();
+        loop {
+            let Some(Incoming::Notification(n)) = notes.recv().await else {
+                panic!("closed");
+            };
+            if n.method == "stream.end" {
+                break;
+            }
+            let seq = n.params["seq"].as_u64().unwrap();
+            seqs.push(seq);
+            // Credit one frame at a time, once the window is used.
+            if seq >= 2 {
+                runner
+                    .notify("stream.ack", json!({"stream_id": "s", "seq": seq - 1}))
+                    .await
+                    .unwrap();
+            }
+        }
+        assert_eq!(seqs, [1, 2, 3, 4, 5]);
     }
 
     #[tokio::test]

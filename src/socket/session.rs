@@ -105,6 +105,7 @@ pub(super) async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
             ..Default::default()
         },
     );
+    let connection = next_connection();
     let session = Session {
         shared,
         conn,
@@ -116,7 +117,8 @@ pub(super) async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
         work: Arc::new(Mutex::new(HashMap::new())),
         subscriptions: Arc::new(Mutex::new(HashMap::new())),
         next_subscription: 0,
-        scope: Scope::Client(next_connection()),
+        scope: Scope::Client(connection),
+        connection,
     };
     session.run(incoming).await;
 }
@@ -142,6 +144,8 @@ struct Session {
     next_subscription: u64,
     /// This connection's handle scope.
     scope: Scope,
+    /// This connection's number (its scope and the owner of its streams).
+    connection: u64,
 }
 
 /// A number for each client connection (its handle scope).
@@ -239,6 +243,18 @@ impl Session {
                 "client disconnected; its running requests were cancelled"
             );
         }
+        // Its streams stop (the plugins are told); a client still there hears why.
+        for stream_id in self.shared.runner.streams.stop_owner(self.connection) {
+            if stopping {
+                let _ = self
+                    .conn
+                    .notify(
+                        utter_protocol::stream::END,
+                        json!({"stream_id": stream_id, "reason": "the runner is stopping"}),
+                    )
+                    .await;
+            }
+        }
         if let Some(store) = &self.shared.runner.handles {
             store.drop_scope(&self.scope);
         }
@@ -246,6 +262,15 @@ impl Session {
     }
 
     async fn on_notification(&mut self, note: Notification) {
+        // `stream.ack` may come as a notification too (no answer, errors ignored).
+        if note.method == "stream.ack" && self.authenticated {
+            let _ = self
+                .shared
+                .runner
+                .streams
+                .ack(self.connection, &note.params);
+            return;
+        }
         if note.method != CANCEL_METHOD {
             tracing::debug!(method = %note.method, "client notification ignored");
             return;
@@ -305,7 +330,14 @@ impl Session {
 
     async fn on_request(&mut self, request: Request) {
         let Request { id, method, params } = request;
-        if let Err(e) = self.admit_rate() {
+        // Acks are constant work and come at the frame rate of a reliable stream: they do not
+        // count against the rate limit.
+        let rate = if method == "stream.ack" && self.authenticated {
+            Ok(())
+        } else {
+            self.admit_rate()
+        };
+        if let Err(e) = rate {
             let _ = self.conn.respond(id, Err(e)).await;
             return;
         }
@@ -377,6 +409,33 @@ impl Session {
                 return;
             }
             "runner.ptt" => crate::ptt::socket_method(&runner.ptt, &params),
+            "stream.subscribe" => {
+                // Its own task: the plugin is asked first; the answer goes out before the
+                // first frame.
+                let conn = self.conn.clone();
+                let owner = self.connection;
+                tokio::spawn(async move {
+                    let hub = runner.streams.clone();
+                    match hub
+                        .subscribe(&runner.supervisor, conn.clone(), owner, &params)
+                        .await
+                    {
+                        Ok((answer, start)) => {
+                            if conn.respond(id, Ok(answer)).await.is_ok() {
+                                start();
+                            } else {
+                                hub.stop_owner(owner);
+                            }
+                        }
+                        Err(e) => {
+                            let _ = conn.respond(id, Err(e)).await;
+                        }
+                    }
+                });
+                return;
+            }
+            "stream.ack" => runner.streams.ack(self.connection, &params),
+            "stream.stop" => runner.streams.stop(self.connection, &params),
             other => Err(ErrorObject::new(
                 ErrorCode::MethodNotFound,
                 format!("unknown method: {other}"),
@@ -840,7 +899,7 @@ async fn adopt_handles(
 
 /// `handle.create`, `handle.fetch`, `handle.stat`, `handle.retain` and `handle.release`
 /// (PROTOCOL.md §10).
-fn handle_method(
+pub(crate) fn handle_method(
     runner: &Runner,
     scope: &Scope,
     method: &str,
@@ -858,6 +917,30 @@ fn handle_method(
     }
     let handle = required_str(params, "handle", method)?;
     match method {
+        "handle.fetch"
+            if params.get("offset").is_some_and(|v| !v.is_null())
+                || params.get("length").is_some_and(|v| !v.is_null()) =>
+        {
+            let number = |key: &str| match params.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                    ErrorObject::invalid_params(format!(
+                        "handle.fetch: {key} must be a whole number of bytes"
+                    ))
+                }),
+            };
+            let offset = number("offset")?.unwrap_or(0);
+            let length = number("length")?.unwrap_or(crate::handles::MAX_INLINE);
+            let (size, bytes) = store.read_range(scope, handle, offset, length)?;
+            let digest = crate::handles::parse(handle).unwrap_or_default();
+            Ok(json!({
+                "offset": offset,
+                "length": bytes.len(),
+                "size": size,
+                "sha256": digest,
+                "data_b64": b64_encode(&bytes),
+            }))
+        }
         "handle.fetch" => {
             let bytes = store.fetch(scope, handle)?;
             let digest = crate::handles::digest_hex(&bytes);
@@ -877,7 +960,7 @@ fn handle_method(
 /// * `memfd.ring`: a ring of `meta.capacity` slots of `meta.frame_size` bytes (PROTOCOL.md
 ///   §10.4), holding the frames of `meta.frames` (strings) if given, closed when
 ///   `meta.close` is true; `{kind, capacity, frame_size}`.
-fn fd_pass(
+pub(crate) fn fd_pass(
     runner: &Runner,
     scope: &Scope,
     params: &Value,

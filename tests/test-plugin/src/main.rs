@@ -30,7 +30,17 @@
 //!   there (recorded as `{"host_action": ...}` lines), then answer a candidate structure
 //!   authored from the first string.
 //!
-//! Methods: `test.host {method, params}` (calls the runner back and returns
+//! * `--stream METHOD` (repeatable): list METHOD in `plugin.describe` streams and serve
+//!   `stream.subscribe` for it with [`utter_protocol::stream::StreamRegistry`]: the
+//!   subscriber's params `{count?, size?, interval_ms?, end?}` ask for `count` frames (no
+//!   count: until stopped) of `{n, pad}` with `size` bytes of padding, as fast as credit allows
+//!   (or one per `interval_ms`); `end: true` sends `stream.end` after the last. It records
+//!   `{"paused_at": seq}` each time it is out of credit and
+//!   `{"stream_done": id, "sent", "pauses", "stopped"}` at the end.
+//!
+//! Methods: `test.fdpass {handle}` (asks the runner for `fd.pass {kind: "handle"}`, reads the
+//! descriptor that came with the answer and returns `{answer, size, fnv1a}` or `{error}`),
+//! `test.host {method, params}` (calls the runner back and returns
 //! `{result}` or `{error}`), `test.host-later {method, params, after_file}` (answers at once,
 //! then makes that call once `after_file` exists and records the answer), `test.echo` (returns its params and the epoch),
 //! `test.drop_socket` (answers, then shuts its socket down and keeps running), `test.die` (exits with status 7
@@ -69,6 +79,7 @@ struct Options {
     choose: Option<Value>,
     choose_from_context: bool,
     dial_delay_ms: u64,
+    streams: Vec<String>,
 }
 
 fn parse_args() -> Options {
@@ -109,6 +120,7 @@ fn parse_args() -> Options {
             "--choose-raw" => o.choose = utter_protocol::serde_json::from_str(&value()).ok(),
             "--choose-from-context" => o.choose_from_context = true,
             "--dial-delay-ms" => o.dial_delay_ms = value().parse().unwrap_or(0),
+            "--stream" => o.streams.push(value()),
             other => eprintln!("utter-test-plugin: unknown option {other}"),
         }
     }
@@ -191,16 +203,18 @@ async fn main() -> ExitCode {
         use std::os::fd::AsFd;
         s.as_fd().try_clone_to_owned().ok().map(Arc::new)
     });
+    let inbox = utter_protocol::fd::FdInbox::default();
     let (reader, writer): (
         utter_protocol::plugin::BoxedReader,
         utter_protocol::plugin::BoxedWriter,
     ) = match socket {
         Some(stream) => {
-            let (r, w) = stream.into_split();
+            let (r, w, _) = utter_protocol::fd::split_into(stream, inbox.clone());
             (Box::new(r), Box::new(w))
         }
         None => utter_protocol::plugin::stdio(),
     };
+    let streams = utter_protocol::stream::StreamRegistry::new();
     let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (conn, mut incoming) = Connection::spawn(
         reader,
@@ -216,10 +230,13 @@ async fn main() -> ExitCode {
     while let Some(msg) = incoming.recv().await {
         match msg {
             Incoming::Notification(n) => {
-                record(
-                    &o.record,
-                    json!({"notification": n.method, "params": n.params}),
-                );
+                if n.method != utter_protocol::stream::ACK {
+                    record(
+                        &o.record,
+                        json!({"notification": n.method, "params": n.params}),
+                    );
+                }
+                streams.on_message(&n.method, &n.params);
             }
             Incoming::Request(r) => {
                 record(
@@ -233,6 +250,8 @@ async fn main() -> ExitCode {
                 let dropped = dropped.clone();
                 let transport = transport.clone();
                 let blobs = blobs.clone();
+                let streams = streams.clone();
+                let inbox = inbox.clone();
                 tokio::spawn(async move {
                     let result: Result<Value, ErrorObject> = match r.method.as_str() {
                         "protocol.hello" => {
@@ -253,7 +272,39 @@ async fn main() -> ExitCode {
                             if o.choose.is_some() || o.choose_from_context {
                                 methods.push("llm.choose");
                             }
-                            Ok(json!({"methods": methods, "streams": []}))
+                            if !o.streams.is_empty() {
+                                methods.push("stream.subscribe");
+                            }
+                            Ok(json!({"methods": methods, "streams": o.streams}))
+                        }
+                        "stream.subscribe" => match streams.open(&conn, &r.params) {
+                            Ok(sender) => {
+                                let answer = sender.subscribe_result();
+                                tokio::spawn(produce(sender, o.record.clone()));
+                                Ok(answer)
+                            }
+                            Err(e) => Err(e),
+                        },
+                        "stream.stop" | "stream.ack" => {
+                            streams.on_message(&r.method, &r.params);
+                            Ok(json!({}))
+                        }
+                        "test.fdpass" => {
+                            let meta = json!({"handle": r.params["handle"]});
+                            match conn.request("fd.pass", json!({"kind": "handle", "meta": meta}), Some(std::time::Duration::from_secs(30))).await {
+                                Ok(answer) => match inbox.take() {
+                                    Some(fd) => {
+                                        let mut bytes = Vec::new();
+                                        let read = std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut bytes);
+                                        match read {
+                                            Ok(_) => Ok(json!({"answer": answer, "size": bytes.len(), "fnv1a": fnv1a(&bytes)})),
+                                            Err(e) => Ok(json!({"error": format!("reading the descriptor: {e}")})),
+                                        }
+                                    }
+                                    None => Ok(json!({"error": "the answer came without a descriptor", "answer": answer})),
+                                },
+                                Err(e) => Ok(json!({"error": e})),
+                            }
                         }
                         "test.host" => {
                             let method = r.params["method"].as_str().unwrap_or("").to_owned();
@@ -423,6 +474,49 @@ async fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Produce one stream as its subscriber asked (see the module docs).
+async fn produce(sender: utter_protocol::stream::StreamSender, record_to: Option<String>) {
+    let params = sender.params().clone();
+    let count = params["count"].as_u64();
+    let size = params["size"].as_u64().unwrap_or(0) as usize;
+    let interval = params["interval_ms"].as_u64().unwrap_or(0);
+    let pad = "x".repeat(size);
+    let reliable = sender.mode() == utter_protocol::stream::StreamMode::Reliable;
+    let mut sent = 0u64;
+    while count.is_none_or(|c| sent < c) {
+        let next = sent + 1;
+        if reliable && next > sender.acked() + sender.window() {
+            record(
+                &record_to,
+                json!({"paused_at": next, "stream": sender.id()}),
+            );
+        }
+        if sender.send(json!({"n": next, "pad": pad})).await.is_err() {
+            break;
+        }
+        sent = next;
+        if interval > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(interval)).await;
+        }
+    }
+    let stopped = sender.is_stopped();
+    if !stopped && params["end"] == json!(true) {
+        sender.end("all frames sent").await;
+    }
+    record(
+        &record_to,
+        json!({"stream_done": sender.id(), "sent": sent, "pauses": sender.pauses(), "stopped": stopped}),
+    );
+}
+
+/// FNV-1a (64 bit) of `bytes`, hex: a checksum the test computes too.
+fn fnv1a(bytes: &[u8]) -> String {
+    let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{hash:016x}")
 }
 
 /// `shutdown(2)` both directions of the socket behind `fd`.
