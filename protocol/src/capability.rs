@@ -22,6 +22,11 @@ pub const RUNNER_CAPABILITIES: &[&str] = &[
     "host.action@1",
     "host.confirm@1",
     "host.emit@1",
+    // The voice loop's audio, as it hands it to an `stt` plugin (`crate::voice` in the
+    // runner): raw little-endian f32, 16 kHz, mono.
+    "audio.pcm_f32le@1",
+    "audio.rate.16000@1",
+    "audio.channels.1@1",
 ];
 
 /// A parsed capability name.
