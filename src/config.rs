@@ -927,7 +927,9 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                 text,
                 origin,
                 &[Seg::Key(section.into()), Seg::Key(key.into())],
-                format!("no [[plugin]] has id {id:?}; name a plugin of kind {kind:?} or leave it empty"),
+                format!(
+                    "no [[plugin]] has id {id:?}; name a plugin of kind {kind:?} or leave it empty"
+                ),
             ));
         }
     }

@@ -1155,7 +1155,11 @@ fn print_voice(voice: &Value) {
         return;
     }
     let text = |v: &Value| sanitize(v.as_str().unwrap_or(""));
-    out!("voice: {} ({})", text(&voice["state"]), text(&voice["detail"]));
+    out!(
+        "voice: {} ({})",
+        text(&voice["state"]),
+        text(&voice["detail"])
+    );
     if let Some(plugin) = voice["stt_plugin"].as_str() {
         let model = voice["model"]
             .as_str()

@@ -133,7 +133,10 @@ impl Voice {
     /// A voice loop that has not started (`state = "off"`).
     pub fn new() -> Voice {
         let voice = Voice::default();
-        voice.set_state("off", "the voice loop has not started (utter daemon starts it)");
+        voice.set_state(
+            "off",
+            "the voice loop has not started (utter daemon starts it)",
+        );
         voice
     }
 
@@ -277,7 +280,9 @@ impl Runner {
 async fn prepare(weak: &Weak<Runner>, stt: &str) {
     let Some(runner) = weak.upgrade() else { return };
     match runner.voice.capture(&runner).await {
-        Ok(_) => runner.voice.set_state("ready", format!("push-to-talk → {stt}")),
+        Ok(_) => runner
+            .voice
+            .set_state("ready", format!("push-to-talk → {stt}")),
         Err(e) => {
             tracing::warn!(error = %e, "the microphone cannot be opened; the voice loop retries at the next press");
             runner.voice.set_state("unavailable", e);
@@ -344,9 +349,10 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
                     capture.cancel();
                 }
                 if runner.voice.state() == "listening" {
-                    runner
-                        .voice
-                        .set_state("ready", format!("the last press was cancelled ({})", reason.as_str()));
+                    runner.voice.set_state(
+                        "ready",
+                        format!("the last press was cancelled ({})", reason.as_str()),
+                    );
                 }
             }
             PttEvent::Released { held, .. } => {
@@ -422,7 +428,9 @@ async fn publish(runner: &Runner, mut report: VoiceReport, released: Instant) {
         _ => None,
     };
     if !matches!(runner.voice.state().as_str(), "listening" | "unavailable") {
-        runner.voice.set_state("ready", "push-to-talk to speak a command");
+        runner
+            .voice
+            .set_state("ready", "push-to-talk to speak a command");
     }
     runner.publish(Event::Voice(Box::new(report)));
     if let Some(text) = feedback {
@@ -453,11 +461,7 @@ async fn transcribe_and_run(
     }
     let config = runner.config().config;
     let Some(stt) = plugin_of_kind(runner, &config.stt.plugin, "stt") else {
-        return VoiceReport::failed(
-            "stt",
-            "no stt plugin is configured".into(),
-            timings,
-        );
+        return VoiceReport::failed("stt", "no stt plugin is configured".into(), timings);
     };
 
     // Hand the samples over as a handle in the plugin's own scope.
@@ -531,7 +535,9 @@ async fn transcribe_and_run(
         return no_speech(utterance, timings, "the transcript is empty");
     }
 
-    runner.voice.set_state("running", format!("running {transcript:?}"));
+    runner
+        .voice
+        .set_state("running", format!("running {transcript:?}"));
     let options = CommandOptions {
         provenance: Some(Provenance::User),
         ..CommandOptions::default()

@@ -538,7 +538,6 @@ async fn a_reload_applies_new_limits_and_restarts_a_changed_trigger() {
     assert_eq!(status["min_hold_ms"], 250, "{status}");
 }
 
-
 #[tokio::test]
 async fn the_real_portal_frontend_binds_the_shortcut_and_activation_drives_listening() {
     let bus = DbusSession::start();

@@ -203,7 +203,10 @@ impl Follower {
         let stdout = child.stdout.take().expect("stdout");
         let (tx, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
                 if tx.send(line).is_err() {
                     return;
                 }
@@ -276,7 +279,13 @@ async fn assert_opened(report: &Value, daemon: &VoiceDaemon, url: &str) {
 
 fn assert_timings(report: &Value) {
     let t = &report["timings"];
-    for key in ["capture_flush_ms", "stt_ms", "pipeline_ms", "total_ms", "held_ms"] {
+    for key in [
+        "capture_flush_ms",
+        "stt_ms",
+        "pipeline_ms",
+        "total_ms",
+        "held_ms",
+    ] {
         assert!(
             t[key].as_f64().is_some_and(|v| v > 0.0),
             "timings.{key} missing or zero: {t}"
@@ -308,8 +317,24 @@ async fn utter_ptt_press_speech_release_opens_youtube() {
 
     let press = daemon.utter(&["ptt", "press", "--json"]).await;
     assert_eq!(press.json()["listening"], true, "{press}");
-    let status = daemon.utter(&["status", "--json"]).await;
-    assert_eq!(status.json()["voice"]["state"], "listening", "{status}");
+    // The voice loop follows the key: its state says it is listening.
+    let deadline = std::time::Instant::now() + LIMIT;
+    loop {
+        let status = daemon.utter(&["status", "--json"]).await;
+        if status.json()["voice"]["state"] == "listening" {
+            assert_eq!(
+                status.json()["voice"]["microphone"]["state"],
+                "recording",
+                "{status}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never listening: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     speak_into_mic(&pw, &wav);
     let release = daemon.utter(&["ptt", "release", "--json"]).await;
     assert_eq!(
@@ -333,10 +358,7 @@ async fn utter_ptt_press_speech_release_opens_youtube() {
 
     // The audit shows the spoken command with the user's provenance.
     let audit = daemon.utter(&["audit", "--json"]).await;
-    assert!(
-        audit.stdout.contains("https://www.youtube.com"),
-        "{audit}"
-    );
+    assert!(audit.stdout.contains("https://www.youtube.com"), "{audit}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -358,7 +380,10 @@ async fn utter_listen_once_does_one_cycle_and_silence_is_no_speech() {
     let report = run.json();
     assert_eq!(report["outcome"], "no-speech", "{report:#}");
     assert!(report["transcript"].is_null(), "{report:#}");
-    assert_eq!(report["timings"]["stt_ms"], 0.0, "no transcription: {report:#}");
+    assert_eq!(
+        report["timings"]["stt_ms"], 0.0,
+        "no transcription: {report:#}"
+    );
 
     // Speech: `listen --once` presses, the test speaks, `listen` releases after 4 s.
     let mut listen = daemon.spawn_utter(&["listen", "--once", "--seconds", "4", "--json"]);
@@ -390,7 +415,9 @@ async fn utter_listen_once_does_one_cycle_and_silence_is_no_speech() {
     assert_opened(&report, &daemon, "https://github.com").await;
 
     // The human form names what was heard and the latency split.
-    let human = daemon.utter(&["listen", "--once", "--seconds", "0.5"]).await;
+    let human = daemon
+        .utter(&["listen", "--once", "--seconds", "0.5"])
+        .await;
     assert!(human.stdout.contains("heard nothing"), "{human}");
     assert!(human.stdout.contains("timings: held"), "{human}");
 }
@@ -463,6 +490,9 @@ async fn an_incomplete_model_directory_fails_the_stt_stage_naming_the_missing_fi
     assert_eq!(report["outcome"], "failed", "{report:#}");
     assert_eq!(report["stage"], "stt", "{report:#}");
     let error = report["error"].as_str().unwrap_or("");
-    assert!(error.contains("model.bin"), "names the missing file: {error}");
+    assert!(
+        error.contains("model.bin"),
+        "names the missing file: {error}"
+    );
     assert!(!daemon.recorded.exists(), "nothing was opened");
 }
