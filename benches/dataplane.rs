@@ -236,7 +236,7 @@ fn relay(daemon: &Daemon, mode: &str, count: u64, size: u64) -> (u64, u64, f64) 
             continue; // an ack's response
         }
         delivered += 1;
-        if mode == "reliable" && delivered % (window / 2) == 0 {
+        if mode == "reliable" && delivered.is_multiple_of(window / 2) {
             client.notify("stream.ack", json!({"stream_id": id, "seq": delivered}));
         }
     }

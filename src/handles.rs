@@ -537,61 +537,17 @@ fn collect_handles(value: &Value, out: &mut HashSet<String>) {
     }
 }
 
-/// Standard base64 with padding.
+/// Standard padded base64 (RFC 4648 §4), as `data_b64` fields carry bytes.
 pub fn b64_encode(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// Strict standard base64: padded, no whitespace, no stray bits.
+/// Strict standard base64 (RFC 4648 §4): padded, no whitespace, no stray trailing bits;
+/// `None` for anything else.
 pub fn b64_decode(text: &str) -> Option<Vec<u8>> {
-    fn value(c: u8) -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    }
-    let bytes = text.as_bytes();
-    if bytes.len() % 4 != 0 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
-    let quads = bytes.len() / 4;
-    for (q, quad) in bytes.chunks(4).enumerate() {
-        let pad = quad.iter().rev().take_while(|c| **c == b'=').count();
-        if pad > 2 || (pad > 0 && q + 1 != quads) {
-            return None;
-        }
-        let mut n = 0u32;
-        for (i, c) in quad[..4 - pad].iter().enumerate() {
-            n |= value(*c)? << (18 - 6 * i);
-        }
-        let keep = 3 - pad;
-        // The bits below the last kept byte must be zero.
-        if n & ((1u32 << (8 * (3 - keep))) - 1) != 0 {
-            return None;
-        }
-        out.extend((0..keep).map(|i| (n >> (16 - 8 * i)) as u8));
-    }
-    Some(out)
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
 }
 
 #[cfg(test)]

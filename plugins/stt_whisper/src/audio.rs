@@ -62,7 +62,7 @@ fn too_long(field: &str, bytes: u64) -> ErrorObject {
 /// Little-endian f32 samples from `bytes`, or a `-32602` error naming `field` when the
 /// length is not a multiple of 4.
 pub fn samples_from_bytes(field: &str, bytes: &[u8]) -> Result<Vec<f32>, ErrorObject> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(ErrorObject::invalid_params(format!(
             "{field}: {} bytes is not a whole number of 4-byte f32 samples ({FORMAT})",
             bytes.len()
