@@ -226,8 +226,12 @@ impl Runner {
         self.voice.set_state("starting", "opening the microphone");
         let weak = Arc::downgrade(self);
         let events = self.ptt.subscribe();
+        // Open the microphone first, then follow the key at once; the model loads beside it
+        // (a press during the load is captured, and its transcription waits for the model).
         tokio::spawn(async move {
-            prepare(&weak, &stt).await;
+            open_microphone(&weak, &stt).await;
+            let preload = weak.clone();
+            tokio::spawn(async move { load_model(&preload, &stt).await });
             voice_loop(weak, events).await;
         });
         self.speak_confirmations();
@@ -275,9 +279,8 @@ impl Runner {
     }
 }
 
-/// Open the microphone and preload the model (both may fail; the loop retries the
-/// microphone at each press and the plugin loads the model at the first transcription).
-async fn prepare(weak: &Weak<Runner>, stt: &str) {
+/// Open the microphone (when it fails, the loop tries again at each press).
+async fn open_microphone(weak: &Weak<Runner>, stt: &str) {
     let Some(runner) = weak.upgrade() else { return };
     match runner.voice.capture(&runner).await {
         Ok(_) => runner
@@ -288,6 +291,12 @@ async fn prepare(weak: &Weak<Runner>, stt: &str) {
             runner.voice.set_state("unavailable", e);
         }
     }
+}
+
+/// Ask the stt plugin to load `[stt] model` (when it fails, the plugin loads it at the first
+/// transcription, which then reports why).
+async fn load_model(weak: &Weak<Runner>, stt: &str) {
+    let Some(runner) = weak.upgrade() else { return };
     let config = runner.config().config;
     let Some(model) = config.stt.model_path() else {
         return;

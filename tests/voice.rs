@@ -366,8 +366,8 @@ async fn utter_listen_once_does_one_cycle_and_silence_is_no_speech() {
     let model = whisper_model();
     let pw = PipeWireSession::start();
     let wav_dir = tempfile::tempdir().unwrap();
-    let wav = wav_dir.path().join("open_github.wav");
-    espeak_wav("open github", &wav);
+    let wav = wav_dir.path().join("open_wikipedia.wav");
+    espeak_wav("open wikipedia", &wav);
 
     let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
     daemon.wait_ready(None).await;
@@ -409,10 +409,10 @@ async fn utter_listen_once_does_one_cycle_and_silence_is_no_speech() {
         .unwrap_or_else(|e| panic!("utter listen --json printed no report ({e}): {:?}", out.1));
     assert_eq!(out.0.code(), Some(0), "{report:#}\n{}", daemon.log());
     assert!(
-        loose(report["transcript"].as_str().unwrap_or("")).contains("github"),
+        loose(report["transcript"].as_str().unwrap_or("")).contains("wikipedia"),
         "{report:#}"
     );
-    assert_opened(&report, &daemon, "https://github.com").await;
+    assert_opened(&report, &daemon, "https://www.wikipedia.org").await;
 
     // The human form names what was heard and the latency split.
     let human = daemon

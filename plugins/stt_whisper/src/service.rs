@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use utter_protocol::handshake::{HealthResult, HealthStatus};
 use utter_protocol::plugin::{Call, Handler};
 use utter_protocol::serde_json::{Value, json};
+use utter_protocol::stream::StreamSender;
 use utter_protocol::{Connection, ErrorCode, ErrorObject};
 
 /// `stt.load {model, language?}`.
@@ -38,12 +39,17 @@ struct Models {
     start_error: Option<String>,
 }
 
+/// One open stream: its method and the queue its task drains.
+type Subscriber = (String, tokio::sync::mpsc::UnboundedSender<Value>);
+
 /// The `stt` plugin: a cache of loaded models and the request handlers.
 #[derive(Clone, Default)]
 pub struct SttPlugin {
     models: Arc<Mutex<Models>>,
     /// Serialises loads, so two requests for one model load it once.
     loading: Arc<tokio::sync::Mutex<()>>,
+    /// The open `stt.partial` / `stt.final` streams: (method, queue to the stream's task).
+    subscribers: Arc<Mutex<Vec<Subscriber>>>,
 }
 
 /// What `stt.load` reports.
@@ -155,12 +161,10 @@ impl SttPlugin {
         while let Some(chunk) = partials_rx.recv().await {
             // One window is not worth a partial: the final follows at once.
             if chunk.count > 1 {
-                emit(
-                    &call.peer,
+                self.emit(
                     PARTIAL,
                     json!({"request": request, "text": chunk.text, "chunk": chunk.index, "chunks": chunk.count}),
-                )
-                .await;
+                );
             }
         }
         let transcript = work
@@ -176,7 +180,7 @@ impl SttPlugin {
         });
         let mut note = result.clone();
         note["request"] = request;
-        emit(&call.peer, FINAL, note).await;
+        self.emit(FINAL, note);
         Ok(result)
     }
 
@@ -198,10 +202,14 @@ impl SttPlugin {
     }
 }
 
-/// Send a stream notification to the runner. The runner routes `stt.partial` and
-/// `stt.final` to its subscribers; a closed connection only loses the notification.
-async fn emit(peer: &Connection, method: &str, params: Value) {
-    let _ = peer.notify(method, params).await;
+impl SttPlugin {
+    /// Queue `data` as the next frame of every open stream of `method` (PROTOCOL.md §10.3).
+    /// Each stream has its own task and queue, so a reliable subscriber that is out of
+    /// credit delays only its own frames, never the transcription; frames keep their order.
+    fn emit(&self, method: &str, data: Value) {
+        let mut subscribers = self.subscribers.lock().expect("subscribers lock");
+        subscribers.retain(|(m, queue)| m != method || queue.send(data.clone()).is_ok());
+    }
 }
 
 /// `format`, `rate` and `channels` must say 16 kHz mono f32le; else `-32602` naming the field.
@@ -336,6 +344,34 @@ impl Handler for SttPlugin {
             (None, None) => health.detail = "no model loaded yet (stt.load)".into(),
         }
         health
+    }
+
+    fn subscribe(&self, stream: StreamSender) -> Result<(), ErrorObject> {
+        let method = stream.method().to_owned();
+        if method != PARTIAL && method != FINAL {
+            return Err(ErrorObject::invalid_params(format!(
+                "method: this plugin streams {PARTIAL} and {FINAL}, not {method:?}"
+            )));
+        }
+        let (queue, mut frames) = tokio::sync::mpsc::unbounded_channel::<Value>();
+        self.subscribers
+            .lock()
+            .expect("subscribers lock")
+            .push((method, queue));
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    frame = frames.recv() => {
+                        let Some(data) = frame else { return };
+                        if stream.send(data).await.is_err() {
+                            return;
+                        }
+                    }
+                    () = stream.stopped() => return,
+                }
+            }
+        });
+        Ok(())
     }
 
     async fn handle(&self, call: Call) -> Result<Value, ErrorObject> {

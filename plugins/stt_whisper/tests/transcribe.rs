@@ -114,6 +114,8 @@ async fn loaded_plugin() -> Plugin {
 #[tokio::test(flavor = "multi_thread")]
 async fn plugin_transcribes_inline_samples_and_emits_final() {
     let mut plugin = loaded_plugin().await;
+    plugin.subscribe("stt.partial").await;
+    plugin.subscribe("stt.final").await;
     let samples = speak("open youtube", DEFAULT_VOICE);
     let result = plugin
         .call(
@@ -134,8 +136,8 @@ async fn plugin_transcribes_inline_samples_and_emits_final() {
     );
     assert!(result["inference_ms"].is_u64());
 
-    // The same text went out as stt.final (the response is sent after it, on one stream).
-    let notes = plugin.notifications();
+    // The same text went out on the stt.final stream, and nothing on stt.partial (one window).
+    let notes = plugin.frames(1).await;
     let finals: Vec<_> = notes.iter().filter(|(m, _)| m == "stt.final").collect();
     assert_eq!(finals.len(), 1, "{notes:?}");
     assert_eq!(finals[0].1["text"], result["text"]);
@@ -159,6 +161,7 @@ async fn plugin_transcribes_inline_samples_and_emits_final() {
 #[tokio::test(flavor = "multi_thread")]
 async fn long_audio_is_cut_into_30_second_windows_with_partials() {
     let mut plugin = loaded_plugin().await;
+    plugin.subscribe("stt.partial").await;
     // "open youtube", silence up to 30 s, then "open github" in the second window.
     let mut samples = speak("open youtube", DEFAULT_VOICE);
     samples.resize(CHUNK_SAMPLES, 0.0);
@@ -180,7 +183,7 @@ async fn long_audio_is_cut_into_30_second_windows_with_partials() {
         text.contains("youtube") && text.contains("github"),
         "{text}"
     );
-    let notes = plugin.notifications();
+    let notes = plugin.frames(2).await;
     let partials: Vec<&Value> = notes
         .iter()
         .filter(|(m, _)| m == "stt.partial")

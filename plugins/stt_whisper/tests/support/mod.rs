@@ -159,7 +159,10 @@ impl Plugin {
             .request("plugin.describe", json!({}), Some(Duration::from_secs(10)))
             .await
             .expect("describe");
-        assert_eq!(describe["methods"], json!(["stt.load", "stt.transcribe"]));
+        assert_eq!(
+            describe["methods"],
+            json!(["stt.load", "stt.transcribe", "stream.subscribe"])
+        );
         assert_eq!(describe["streams"], json!(["stt.partial", "stt.final"]));
         Plugin {
             conn,
@@ -173,6 +176,44 @@ impl Plugin {
         self.conn
             .request(method, params, Some(Duration::from_secs(120)))
             .await
+    }
+
+    /// Open a stream of `method` (`stt.partial` or `stt.final`) the way the runner does
+    /// (PROTOCOL.md §10.3: `stream.subscribe {stream_id, method, params, mode, window}`).
+    pub async fn subscribe(&self, method: &str) {
+        let answer = self
+            .call(
+                "stream.subscribe",
+                json!({"stream_id": format!("test-{method}"), "method": method, "params": {},
+                       "mode": "reliable", "window": 64}),
+            )
+            .await
+            .expect("stream.subscribe");
+        assert_eq!(answer["stream_id"], format!("test-{method}"), "{answer}");
+    }
+
+    /// Wait (up to 20 s) until `count` frames of the streams opened with
+    /// [`subscribe`](Self::subscribe) arrived, then return every frame so far as
+    /// `(method, data)`, in arrival order.
+    pub async fn frames(&mut self, count: usize) -> Vec<(String, Value)> {
+        let mut out = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while out.len() < count {
+            match tokio::time::timeout_at(deadline, self.incoming.recv()).await {
+                Ok(Some(Incoming::Notification(n))) if n.params.get("stream_id").is_some() => {
+                    out.push((n.method, n.params["data"].clone()));
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+        // Anything already queued behind them, too.
+        out.extend(
+            self.notifications()
+                .into_iter()
+                .filter_map(|(m, p)| p.get("stream_id").map(|_| (m, p["data"].clone()))),
+        );
+        out
     }
 
     /// The notifications received so far, as `(method, params)`.
