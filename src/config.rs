@@ -922,16 +922,25 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
         ("stt", "plugin", &stt.plugin, "stt"),
         ("tts", "plugin", &config.tts.plugin, "tts"),
     ] {
-        if !id.is_empty() && !config.plugin.iter().any(|p| p.id == *id) {
-            errors.push(issue_at(
-                text,
-                origin,
-                &[Seg::Key(section.into()), Seg::Key(key.into())],
-                format!(
-                    "no [[plugin]] has id {id:?}; name a plugin of kind {kind:?} or leave it empty"
-                ),
-            ));
+        if id.is_empty() {
+            continue;
         }
+        let message = match config.plugin.iter().find(|p| p.id == *id) {
+            None => format!(
+                "no [[plugin]] has id {id:?}; name a plugin of kind {kind:?} or leave it empty"
+            ),
+            Some(p) if p.kind != kind => format!(
+                "plugin {id:?} is of kind {:?}, not {kind:?}; name a plugin of kind {kind:?} or leave it empty",
+                p.kind
+            ),
+            Some(_) => continue,
+        };
+        errors.push(issue_at(
+            text,
+            origin,
+            &[Seg::Key(section.into()), Seg::Key(key.into())],
+            message,
+        ));
     }
     // Report in file order.
     warnings.sort_by_key(|w| w.line.unwrap_or(0));
@@ -1227,5 +1236,28 @@ mod tests {
         );
         assert_eq!(err.errors[0].line, Some(6));
         assert!(err.errors[0].message.contains("between 0 and 5000"));
+    }
+
+    #[test]
+    fn stt_and_tts_must_name_a_plugin_of_their_kind() {
+        let text = "config_version = 1\n[stt]\nplugin = \"rules\"\n[tts]\nplugin = \"nope\"\n\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n";
+        let err = parse(text, "test.toml").unwrap_err();
+        let issues: Vec<(String, Option<usize>, String)> = err
+            .errors
+            .iter()
+            .map(|e| (e.key.clone().unwrap_or_default(), e.line, e.message.clone()))
+            .collect();
+        assert_eq!(issues.len(), 2, "{issues:?}");
+        assert_eq!(issues[0].0, "stt.plugin");
+        assert_eq!(issues[0].1, Some(3));
+        assert!(
+            issues[0].2.contains("is of kind \"router\", not \"stt\""),
+            "{issues:?}"
+        );
+        assert_eq!(issues[1].0, "tts.plugin");
+        assert!(
+            issues[1].2.contains("no [[plugin]] has id \"nope\""),
+            "{issues:?}"
+        );
     }
 }

@@ -286,6 +286,8 @@ enum PttAction {
     Release,
     /// Press when released, release when held.
     Toggle,
+    /// Drop the hold without transcribing anything (reason "cancelled").
+    Cancel,
     /// Change nothing; show the state and the triggers.
     State,
 }
@@ -612,9 +614,25 @@ async fn audio_record(
         );
         return exit::USAGE;
     }
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: utter::audio::dsp::TARGET_RATE,
+        bits_per_sample: 32,
+        sample_format: hound::SampleFormat::Float,
+    };
+    // Open the output first: a path that cannot be written must not cost a recording.
+    let writer = match hound::WavWriter::create(path, spec) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("utter: cannot write {}: {e}", path.display());
+            return exit::NOT_DONE;
+        }
+    };
     let capture = match utter::audio::AudioCapture::open(&section).await {
         Ok(capture) => capture,
         Err(e) => {
+            drop(writer);
+            let _ = std::fs::remove_file(path);
             eprintln!("utter: {e}");
             return exit::RUNNER;
         }
@@ -629,23 +647,19 @@ async fn audio_record(
     {
         Ok(u) => u,
         Err(e) => {
+            drop(writer);
+            let _ = std::fs::remove_file(path);
             eprintln!("utter: {e}");
             return exit::RUNNER;
         }
     };
     drop(capture);
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: utterance.rate,
-        bits_per_sample: 32,
-        sample_format: hound::SampleFormat::Float,
-    };
-    let written = hound::WavWriter::create(path, spec).and_then(|mut w| {
-        for s in &utterance.samples {
-            w.write_sample(*s)?;
-        }
-        w.finalize()
-    });
+    let mut writer = writer;
+    let written = utterance
+        .samples
+        .iter()
+        .try_for_each(|s| writer.write_sample(*s))
+        .and_then(|()| writer.finalize());
     if let Err(e) = written {
         eprintln!("utter: cannot write {}: {e}", path.display());
         return exit::NOT_DONE;
@@ -1218,6 +1232,16 @@ fn print_voice_report(report: &Value) {
     );
 }
 
+/// How the listening phase of `utter listen --once` ended.
+enum ListenStop {
+    /// Enter or the `--seconds` timer: release and transcribe.
+    Release,
+    /// Ctrl-C: drop the hold.
+    Cancel,
+    /// Standard input is closed (EOF) before Enter.
+    NoInput,
+}
+
 async fn listen(
     socket: &Option<PathBuf>,
     config_path: &Option<PathBuf>,
@@ -1267,23 +1291,38 @@ async fn listen(
             }
             Err(e) => return call_failed("listen", &e),
         }
-        match seconds {
+        // Ctrl-C while listening drops the hold: nothing half-spoken is run.
+        let stop = match seconds {
             Some(s) => {
-                eprintln!("listening for {s} s…");
+                eprintln!("listening for {s} s… (Ctrl-C cancels)");
                 tokio::select! {
-                    _ = tokio::time::sleep(std::time::Duration::from_secs_f64(s)) => {}
-                    _ = &mut interrupted => {}
+                    _ = tokio::time::sleep(std::time::Duration::from_secs_f64(s)) => ListenStop::Release,
+                    _ = &mut interrupted => ListenStop::Cancel,
                 }
             }
             None => {
-                eprintln!("listening… press Enter to stop");
+                eprintln!("listening… press Enter to stop (Ctrl-C cancels)");
                 let mut line = String::new();
                 let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
                 tokio::select! {
-                    _ = tokio::io::AsyncBufReadExt::read_line(&mut stdin, &mut line) => {}
-                    _ = &mut interrupted => {}
+                    read = tokio::io::AsyncBufReadExt::read_line(&mut stdin, &mut line) => match read {
+                        Ok(0) | Err(_) => ListenStop::NoInput,
+                        Ok(_) => ListenStop::Release,
+                    },
+                    _ = &mut interrupted => ListenStop::Cancel,
                 }
             }
+        };
+        if !matches!(stop, ListenStop::Release) {
+            let _ = client.ptt("cancel").await;
+            if matches!(stop, ListenStop::NoInput) {
+                eprintln!(
+                    "utter listen: standard input is closed, so Enter cannot end listening; use --seconds N"
+                );
+                return exit::USAGE;
+            }
+            eprintln!("cancelled: nothing was transcribed");
+            return exit::NOT_DONE;
         }
         match client.ptt("release").await {
             Ok(v) if v["transition"]["transition"] == "released" => {}
@@ -1394,6 +1433,7 @@ async fn ptt(
         PttAction::Press => "press",
         PttAction::Release => "release",
         PttAction::Toggle => "toggle",
+        PttAction::Cancel => "cancel",
         PttAction::State => "state",
     };
     let client = match connect_service(socket, config_path, "ptt").await {

@@ -506,6 +506,9 @@ pub enum Action {
     Toggle,
     /// Change nothing; report the state.
     State,
+    /// Drop the hold without an utterance (reason `cancelled`), e.g. Ctrl-C in
+    /// `utter listen --once`.
+    Cancel,
 }
 
 impl Action {
@@ -519,8 +522,9 @@ impl Action {
             "release" => Ok(Action::Release),
             "toggle" => Ok(Action::Toggle),
             "state" | "status" => Ok(Action::State),
+            "cancel" => Ok(Action::Cancel),
             other => Err(format!(
-                "{other:?} is not a push-to-talk action; use \"press\", \"release\", \"toggle\" or \"state\""
+                "{other:?} is not a push-to-talk action; use \"press\", \"release\", \"toggle\", \"cancel\" or \"state\""
             )),
         }
     }
@@ -532,6 +536,7 @@ impl Action {
             Action::Release => "release",
             Action::Toggle => "toggle",
             Action::State => "state",
+            Action::Cancel => "cancel",
         }
     }
 }
@@ -547,6 +552,7 @@ impl Ptt {
             Action::Release => self.release(source),
             Action::Toggle => self.toggle(source),
             Action::State => None,
+            Action::Cancel => self.cancel(CancelReason::Cancelled),
         };
         let state = self.state();
         serde_json::json!({

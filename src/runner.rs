@@ -431,7 +431,10 @@ impl Runner {
             loaded.config.runner.confirm_timeout_ms,
         ));
         tracing::info!(config = %loaded.origin, ?report, "config reloaded");
+        let audio_changed =
+            self.config.read().expect("config lock").config.audio != loaded.config.audio;
         *self.config.write().expect("config lock") = loaded;
+        self.voice.reconfigure(self, audio_changed).await;
         if restart_triggers {
             self.start_ptt_triggers(self.ptt_use_bus.load(Ordering::Relaxed));
         }

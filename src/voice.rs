@@ -53,6 +53,8 @@ pub struct VoiceStatus {
     pub model: Option<String>,
     /// The microphone stream, when open.
     pub microphone: Option<CaptureStatus>,
+    /// Why the stt plugin could not load `model`, when it could not.
+    pub model_error: Option<String>,
 }
 
 /// How one spoken command went, in milliseconds (wall clock, this process).
@@ -162,6 +164,38 @@ impl Voice {
         let mut status = self.status.lock().expect("voice status");
         status.state = state.into();
         status.detail = detail.into();
+    }
+
+    /// The model did not load: `ready` becomes `degraded` with the reason, so `utter status`
+    /// shows it before the first utterance fails on it.
+    fn model_error(&self, message: &str) {
+        let mut status = self.status.lock().expect("voice status");
+        status.model_error = Some(message.to_owned());
+        if status.state == "ready" || status.state == "starting" {
+            status.state = "degraded".into();
+            status.detail = format!("the speech model did not load: {message}");
+        }
+    }
+
+    /// Take up a reloaded config: `[stt] model` as status shows it, and the microphone opened
+    /// again when `[audio]` changed.
+    pub(crate) async fn reconfigure(&self, runner: &Runner, audio_changed: bool) {
+        let config = runner.config().config;
+        {
+            let mut status = self.status.lock().expect("voice status");
+            if status.stt_plugin.is_none() {
+                return;
+            }
+            status.model = config.stt.model_path();
+            status.model_error = None;
+        }
+        if audio_changed {
+            self.drop_capture().await;
+            match self.capture(runner).await {
+                Ok(_) => self.set_state("ready", "the microphone was opened again after a reload"),
+                Err(e) => self.set_state("unavailable", e),
+            }
+        }
     }
 
     fn state(&self) -> String {
@@ -324,7 +358,10 @@ async fn load_model(weak: &Weak<Runner>, stt: &str) {
         .await
     {
         Ok(loaded) => tracing::info!(plugin = stt, %loaded, "speech model loaded"),
-        Err(e) => tracing::warn!(plugin = stt, error = %e.message, "the speech model did not load"),
+        Err(e) => {
+            tracing::warn!(plugin = stt, error = %e.message, "the speech model did not load");
+            runner.voice.model_error(&e.message);
+        }
     }
 }
 
@@ -397,6 +434,7 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
                     }
                     Err(e) => {
                         runner.voice.drop_capture().await;
+                        runner.voice.set_state("unavailable", e.to_string());
                         publish(
                             &runner,
                             VoiceReport::failed("capture", e.to_string(), timings),
@@ -436,7 +474,7 @@ async fn publish(runner: &Runner, mut report: VoiceReport, released: Instant) {
         ("failed", _) => Some("Speech input failed.".to_owned()),
         _ => None,
     };
-    if !matches!(runner.voice.state().as_str(), "listening" | "unavailable") {
+    if matches!(runner.voice.state().as_str(), "transcribing" | "running") {
         runner
             .voice
             .set_state("ready", "push-to-talk to speak a command");

@@ -155,7 +155,8 @@ entrypoint = ["{stt}"]
                             .any(|t| t["trigger"] == name && t["state"] == state)
                     })
                 });
-                if stt_ok && trigger_ok && status["voice"]["state"] == "ready" {
+                let voice = &status["voice"]["state"];
+                if stt_ok && trigger_ok && (voice == "ready" || voice == "degraded") {
                     return status;
                 }
                 assert!(
@@ -414,6 +415,35 @@ async fn utter_listen_once_does_one_cycle_and_silence_is_no_speech() {
     );
     assert_opened(&report, &daemon, "https://www.wikipedia.org").await;
 
+    // Ctrl-C while listening cancels: the hold is dropped and nothing is transcribed.
+    let listen = daemon.spawn_utter(&["listen", "--once", "--seconds", "60"]);
+    let deadline = std::time::Instant::now() + LIMIT;
+    while daemon.utter(&["ptt", "state", "--json"]).await.json()["listening"] != true {
+        assert!(std::time::Instant::now() < deadline, "listen never pressed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(listen.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT");
+    let out = tokio::task::spawn_blocking(move || listen.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cancelled: nothing was transcribed"),
+        "{stderr}"
+    );
+    let state = daemon.utter(&["ptt", "state", "--json"]).await;
+    assert_eq!(state.json()["listening"], false, "{state}");
+
+    // Enter cannot end listening when stdin is closed: said, not mistaken for Enter.
+    let closed = daemon.utter(&["listen", "--once"]).await;
+    assert_eq!(closed.code, Some(2), "{closed}");
+    assert!(closed.stderr.contains("use --seconds"), "{closed}");
+
     // The human form names what was heard and the latency split.
     let human = daemon
         .utter(&["listen", "--once", "--seconds", "0.5"])
@@ -480,6 +510,22 @@ async fn an_incomplete_model_directory_fails_the_stt_stage_naming_the_missing_fi
 
     let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
     daemon.wait_ready(None).await;
+    // `utter status` says so before anyone speaks: the model did not load.
+    let deadline = std::time::Instant::now() + LIMIT;
+    loop {
+        let status = daemon.utter(&["status", "--json"]).await.json();
+        let voice = &status["voice"];
+        if voice["state"] == "degraded" {
+            let why = voice["model_error"].as_str().unwrap_or("");
+            assert!(why.contains("model.bin"), "{voice}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never degraded: {voice}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let follower = Follower::start(&daemon);
     tokio::time::sleep(Duration::from_millis(500)).await;
     daemon.utter(&["ptt", "press"]).await;
