@@ -393,6 +393,16 @@ fn init_logging(level: Option<&str>, default: &str, journal: bool) {
         },
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
     };
+    // ashpd's portal Request/Session proxies make zbus warn "Failed to populate properties
+    // cache" on every GlobalShortcuts call (those objects have no properties); unless asked
+    // for explicitly, only zbus' errors are shown.
+    let asked_for_zbus = level.is_some_and(|l| l.contains("zbus"))
+        || std::env::var("RUST_LOG").is_ok_and(|l| l.contains("zbus"));
+    let filter = if asked_for_zbus {
+        filter
+    } else {
+        filter.add_directive("zbus::proxy=error".parse().expect("a valid directive"))
+    };
     let journal_error = if journal && utter::systemd::stderr_is_journal() {
         match tracing_journald::layer() {
             Ok(layer) => {
