@@ -387,6 +387,16 @@ impl Transcriber {
         Ok(text.trim().to_owned())
     }
 
+    /// Check `language` against this model without transcribing: `stt.load` refuses what
+    /// every later `stt.transcribe` would refuse.
+    ///
+    /// # Errors
+    /// [`TranscribeError::BadLanguage`] for a malformed code,
+    /// [`TranscribeError::EnglishOnly`] for a language an English-only model cannot do.
+    pub fn check_language(&self, language: Option<&str>) -> Result<(), TranscribeError> {
+        self.resolve_language(language).map(|_| ())
+    }
+
     /// The language to put in the prompt, checked against the model.
     fn resolve_language(&self, language: Option<&str>) -> Result<Option<String>, TranscribeError> {
         let language = language.map(str::trim).filter(|l| !l.is_empty());

@@ -124,6 +124,10 @@ impl SttPlugin {
         let model = required_string(params, "model", LOAD)?;
         let language = optional_string(params, "language", LOAD)?;
         let loaded = self.load(Path::new(&model)).await?;
+        loaded
+            .transcriber
+            .check_language(language.as_deref())
+            .map_err(transcribe_error)?;
         if language.is_some() {
             self.models.lock().expect("models lock").language = language.clone();
         }

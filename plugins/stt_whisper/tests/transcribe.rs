@@ -108,6 +108,23 @@ async fn loaded_plugin() -> Plugin {
         .expect("stt.load again");
     assert_eq!(again["cached"], true);
     assert_eq!(again["language"], "en");
+    // A language the English-only model cannot do is refused at load time, naming the
+    // field, and the default stays as it was.
+    let refused = plugin
+        .call("stt.load", json!({"model": model, "language": "de"}))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, -32602, "{}", refused.message);
+    assert!(
+        refused.message.starts_with("language: "),
+        "{}",
+        refused.message
+    );
+    let kept = plugin
+        .call("stt.load", json!({"model": model}))
+        .await
+        .expect("stt.load after a refusal");
+    assert_eq!(kept["language"], "en");
     plugin
 }
 
