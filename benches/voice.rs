@@ -491,7 +491,7 @@ fn main() {
     row("  per second handed to STT", &rtf_passed);
     row("  per second of speech", &rtf_speech);
     match load_ms {
-        Some(ms) => println!("model load (stt.load, load_ms):               {ms:>9.0}"),
+        Some(ms) => println!("{:<48} {ms:>9.0}", "model load (stt.load, load_ms)"),
         None => println!("model load: not found in the runner log"),
     }
     println!(
