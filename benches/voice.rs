@@ -1,0 +1,512 @@
+//! The voice loop's latency split, end to end in a release build (issue 6's benchmark).
+//!
+//! Starts what `tests/voice.rs` starts — a private PipeWire session with the virtual
+//! microphone (`fake_mic_sink` → `fake_mic`), the release `utter daemon` capturing from it,
+//! the release `utter-stt-whisper` with Whisper tiny.en (fetched by
+//! `tests/fetch-whisper-model.sh`), the `rules` router and the `desktop` plugin with a
+//! recording `https` handler behind `xdg-open` — then runs one warm-up and N measured
+//! push-to-talk cycles: `utter ptt press`, `pw-play` of a ~1.5 s `espeak-ng` command
+//! ("open youtube" at 130 words per minute), `utter ptt release`, and reads the runner's
+//! `{"event":"voice", …, timings}` report through `utter listen --json`.
+//!
+//! Prints median / p90 / min of each part of `timings` (milliseconds, measured by the runner
+//! from the moment it saw the key go up), the derived overheads, the STT real-time factor,
+//! the model load time, and the in-process cost of `Utterance::from_interleaved` on 1.5 s of
+//! 48 kHz audio for comparison. Asserts nothing about speed; fails when a cycle does not end
+//! with the URL opened.
+//!
+//! Run: `cargo build --release --workspace --bins && cargo bench --bench voice`
+//! (`UTTER_BENCH_CYCLES=N` changes the number of measured cycles, default 8).
+//!
+//! Debian packages: as `tests/voice.rs` (pipewire, pipewire-bin, wireplumber,
+//! libspa-0.2-modules, dbus-daemon, espeak-ng, xdg-utils, python3-pip).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::{ChildEnv, FAKE_MIC, PipeWireSession, Sandbox, bin, require_program, whisper_model};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use utter_protocol::serde_json::{self, Value};
+
+/// The longest any single wait may take (a limit, not an expectation).
+const LIMIT: Duration = Duration::from_secs(120);
+/// The spoken command and the URL the rules router turns it into.
+const COMMAND: &str = "open youtube";
+const URL: &str = "https://www.youtube.com";
+/// espeak-ng's speed in words per minute: 130 makes "open youtube" about 1.5 s long.
+const WORDS_PER_MINUTE: &str = "130";
+
+/// The release `utter daemon` on the PipeWire session, with the Whisper plugin.
+struct Daemon {
+    child: std::process::Child,
+    log: PathBuf,
+    socket: PathBuf,
+    env: ChildEnv,
+    recorded: PathBuf,
+    _dir: tempfile::TempDir,
+    _sandbox: Sandbox,
+}
+
+impl Daemon {
+    fn start(pw: &PipeWireSession, model: &Path) -> Daemon {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let sandbox = Sandbox::new();
+        let recorded = sandbox.install_url_recorder();
+        let config = dir.path().join("utter.toml");
+        std::fs::write(
+            &config,
+            format!(
+                r#"config_version = 1
+
+[ptt]
+portal = false
+min_hold_ms = 0
+
+[audio]
+source = "{FAKE_MIC}"
+
+[stt]
+model = "{model}"
+language = "en"
+
+[[plugin]]
+id = "rules"
+kind = "router"
+entrypoint = ["{utter}", "plugin", "rules"]
+
+[[plugin]]
+id = "desktop"
+kind = "action"
+entrypoint = ["{utter}", "plugin", "desktop"]
+
+[[plugin]]
+id = "stt"
+kind = "stt"
+entrypoint = ["{stt}"]
+"#,
+                model = model.display(),
+                utter = bin("utter").display(),
+                stt = bin("utter-stt-whisper").display(),
+            ),
+        )
+        .expect("config");
+        let log = dir.path().join("runner.log");
+        let socket = dir.path().join("runner.sock");
+        let env = sandbox
+            .env(Some(pw.bus_address()))
+            .with("PIPEWIRE_RUNTIME_DIR", pw.runtime_dir());
+        let mut cmd = std::process::Command::new(bin("utter"));
+        cmd.arg("--config")
+            .arg(&config)
+            .args(["--log-level", "info", "daemon", "--socket"])
+            .arg(&socket)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        env.apply(&mut cmd);
+        let child = cmd.spawn().expect("utter daemon starts");
+        Daemon {
+            child,
+            log,
+            socket,
+            env,
+            recorded,
+            _dir: dir,
+            _sandbox: sandbox,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(bin("utter"));
+        cmd.arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::null());
+        self.env.apply(&mut cmd);
+        cmd
+    }
+
+    /// `utter --socket S ARGS…`, its stdout as JSON.
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.command(args).output().expect("utter runs");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "utter {args:?} printed no JSON ({e}): {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    }
+
+    /// Poll `utter status --json` until `voice.state` is `state`.
+    fn wait_voice_state(&self, state: &str) {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            let status = self.json(&["status", "--json"]);
+            if status["voice"]["state"] == state {
+                return;
+            }
+            assert!(
+                status["voice"]["state"] != "unavailable",
+                "the microphone could not be opened: {}\n{}",
+                status["voice"],
+                self.log()
+            );
+            assert!(
+                Instant::now() < deadline,
+                "voice.state never became {state:?}: {}\nlog:\n{}",
+                status["voice"],
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(if state == "listening" {
+                10
+            } else {
+                100
+            }));
+        }
+    }
+
+    /// Wait until the stt plugin answered `stt.load`; its `load_ms`, when the log has it.
+    fn wait_model_loaded(&self) -> Option<f64> {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            let log = self.log();
+            if let Some(line) = log.lines().find(|l| l.contains("speech model loaded")) {
+                let at = line.find("\"load_ms\":")? + "\"load_ms\":".len();
+                let digits: String = line[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '.')
+                    .collect();
+                return digits.parse().ok();
+            }
+            assert!(
+                !log.contains("the speech model did not load"),
+                "the model did not load:\n{log}"
+            );
+            assert!(Instant::now() < deadline, "the model never loaded:\n{log}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `utter listen --json` in follow mode: one voice report per line.
+struct Follower {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Follower {
+    fn start(daemon: &Daemon) -> Follower {
+        let mut child = daemon
+            .command(&["listen", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("utter listen starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Follower { child, lines }
+    }
+
+    fn next(&self, daemon: &Daemon) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(LIMIT)
+            .unwrap_or_else(|_| panic!("no voice report within {LIMIT:?}:\n{}", daemon.log()));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One push-to-talk cycle; the voice report, checked to have opened [`URL`].
+fn cycle(daemon: &Daemon, follower: &Follower, pw: &PipeWireSession, wav: &Path) -> Value {
+    let _ = std::fs::remove_file(&daemon.recorded);
+    let press = daemon.json(&["ptt", "press", "--json"]);
+    assert_eq!(press["listening"], true, "{press}");
+    daemon.wait_voice_state("listening");
+    let status = pw.play(wav).wait().expect("pw-play runs");
+    assert!(status.success(), "pw-play failed: {status}");
+    // Let the last buffers travel through the loopback before the key goes up.
+    std::thread::sleep(Duration::from_millis(300));
+    let release = daemon.json(&["ptt", "release", "--json"]);
+    assert_eq!(release["transition"]["transition"], "released", "{release}");
+    let report = follower.next(daemon);
+    assert_eq!(
+        report["outcome"],
+        "ok",
+        "{report:#}\nlog:\n{}",
+        daemon.log()
+    );
+    assert_eq!(
+        report["command"]["results"][0]["args"]["url"], URL,
+        "{report:#}"
+    );
+    let deadline = Instant::now() + LIMIT;
+    while !daemon.recorded.exists() {
+        assert!(Instant::now() < deadline, "the https handler never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    daemon.wait_voice_state("ready");
+    report
+}
+
+/// Median, 90th percentile (nearest rank) and minimum.
+fn stats(values: &[f64]) -> (f64, f64, f64) {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    let p90 = v[((0.9 * n as f64).ceil() as usize).clamp(1, n) - 1];
+    (median, p90, v[0])
+}
+
+fn row(name: &str, values: &[f64]) {
+    let (median, p90, min) = stats(values);
+    println!("{name:<48} {median:>9.2} {p90:>9.2} {min:>9.2}");
+}
+
+/// 0.3 s of silence then 1.5 s of a speech-like tone at 48 kHz mono (as `benches/audio.rs`).
+fn synthetic_48k() -> Vec<f32> {
+    let rate = 48_000.0f32;
+    (0..(1.8 * rate) as usize)
+        .map(|i| {
+            let t = i as f32 / rate;
+            if t < 0.3 {
+                return 0.0;
+            }
+            let env = 0.5 + 0.5 * (2.0 * std::f32::consts::PI * 4.0 * t).sin();
+            let tone: f32 = (1..=5)
+                .map(|h| (2.0 * std::f32::consts::PI * 200.0 * h as f32 * t).sin() / h as f32)
+                .sum();
+            0.2 * env * tone
+        })
+        .collect()
+}
+
+/// `Utterance::from_interleaved` in this process, milliseconds per call.
+fn in_process_flush() -> Vec<f64> {
+    let raw = synthetic_48k();
+    let gate = utter::audio::dsp::GateSettings::default();
+    (0..30)
+        .map(|_| {
+            let started = Instant::now();
+            let u = utter::audio::Utterance::from_interleaved(
+                std::hint::black_box(&raw),
+                48_000,
+                1,
+                &gate,
+                false,
+            )
+            .expect("resampling works");
+            std::hint::black_box(u);
+            started.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect()
+}
+
+fn wav_seconds(path: &Path) -> f64 {
+    let reader = hound::WavReader::open(path).expect("espeak-ng wrote a WAV");
+    reader.duration() as f64 / reader.spec().sample_rate as f64
+}
+
+fn main() {
+    let cycles: usize = std::env::var("UTTER_BENCH_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(8);
+    // `cargo bench` passes `--bench`; a filter that does not name this bench skips it.
+    if let Some(filter) = std::env::args().skip(1).find(|a| !a.starts_with('-'))
+        && !"voice".contains(filter.as_str())
+    {
+        return;
+    }
+
+    let model = whisper_model();
+    let pw = PipeWireSession::start();
+    require_program("espeak-ng", "espeak-ng");
+    let wav_dir = tempfile::tempdir().expect("temp dir");
+    let wav = wav_dir.path().join("command.wav");
+    let status = std::process::Command::new("espeak-ng")
+        .args(["-s", WORDS_PER_MINUTE, "-w"])
+        .arg(&wav)
+        .arg(COMMAND)
+        .status()
+        .expect("espeak-ng runs");
+    assert!(status.success(), "espeak-ng failed: {status}");
+    let spoken = wav_seconds(&wav);
+
+    let daemon = Daemon::start(&pw, &model);
+    daemon.wait_voice_state("ready");
+    let load_ms = daemon.wait_model_loaded();
+    let follower = Follower::start(&daemon);
+    // The follower subscribes before the first key press.
+    std::thread::sleep(Duration::from_millis(500));
+
+    let warmup = cycle(&daemon, &follower, &pw, &wav);
+    let reports: Vec<Value> = (0..cycles)
+        .map(|_| cycle(&daemon, &follower, &pw, &wav))
+        .collect();
+
+    let field = |key: &str| -> Vec<f64> {
+        reports
+            .iter()
+            .map(|r| r["timings"][key].as_f64().unwrap_or(0.0))
+            .collect()
+    };
+    let audio = |r: &Value, key: &str| r["audio"][key].as_f64().unwrap_or(0.0);
+    // The samples handed to the plugin: the capture without the trimmed silence.
+    let passed_ms: Vec<f64> = reports
+        .iter()
+        .map(|r| {
+            audio(r, "captured_ms")
+                - audio(r, "trimmed_leading_ms")
+                - audio(r, "trimmed_trailing_ms")
+        })
+        .collect();
+    let speech_ms: Vec<f64> = reports.iter().map(|r| audio(r, "speech_ms")).collect();
+    let t = |r: &Value, key: &str| r["timings"][key].as_f64().unwrap_or(0.0);
+    let hop: Vec<f64> = reports
+        .iter()
+        .map(|r| t(r, "stt_ms") - t(r, "stt_inference_ms"))
+        .collect();
+    let gaps: Vec<f64> = reports
+        .iter()
+        .map(|r| {
+            t(r, "total_ms")
+                - t(r, "capture_flush_ms")
+                - t(r, "handoff_ms")
+                - t(r, "stt_ms")
+                - t(r, "pipeline_ms")
+        })
+        .collect();
+    let overhead: Vec<f64> = reports
+        .iter()
+        .map(|r| t(r, "total_ms") - t(r, "stt_inference_ms") - t(r, "pipeline_ms"))
+        .collect();
+    let outside_stt: Vec<f64> = reports
+        .iter()
+        .map(|r| t(r, "total_ms") - t(r, "stt_inference_ms"))
+        .collect();
+    let rtf_passed: Vec<f64> = reports
+        .iter()
+        .zip(&passed_ms)
+        .map(|(r, ms)| t(r, "stt_inference_ms") / ms)
+        .collect();
+    let rtf_speech: Vec<f64> = reports
+        .iter()
+        .zip(&speech_ms)
+        .map(|(r, ms)| t(r, "stt_inference_ms") / ms)
+        .collect();
+
+    println!();
+    println!(
+        "voice loop, release build, {cycles} cycles of {COMMAND:?} ({spoken:.2} s of espeak-ng speech), \
+         tiny.en int8 on CPU"
+    );
+    println!("transcripts: {:?}", {
+        let mut heard: Vec<&str> = reports
+            .iter()
+            .map(|r| r["transcript"].as_str().unwrap_or(""))
+            .collect();
+        heard.dedup();
+        heard
+    });
+    println!(
+        "{:<48} {:>9} {:>9} {:>9}",
+        "ms (from key release)", "median", "p90", "min"
+    );
+    for key in [
+        "capture_flush_ms",
+        "handoff_ms",
+        "stt_ms",
+        "stt_inference_ms",
+        "pipeline_ms",
+        "total_ms",
+    ] {
+        row(key, &field(key));
+    }
+    row("  stt hop (stt_ms - stt_inference_ms)", &hop);
+    row("  unaccounted (total - the parts)", &gaps);
+    row("runner overhead (total - inference - pipeline)", &overhead);
+    row("outside STT (total - stt_inference_ms)", &outside_stt);
+    println!("audio");
+    row(
+        "  captured_ms",
+        &reports
+            .iter()
+            .map(|r| audio(r, "captured_ms"))
+            .collect::<Vec<_>>(),
+    );
+    row("  handed to STT (trimmed) ms", &passed_ms);
+    row("  speech_ms", &speech_ms);
+    println!("STT real-time factor (inference / audio)");
+    row("  per second handed to STT", &rtf_passed);
+    row("  per second of speech", &rtf_speech);
+    match load_ms {
+        Some(ms) => println!("{:<48} {ms:>9.0}", "model load (stt.load, load_ms)"),
+        None => println!("model load: not found in the runner log"),
+    }
+    println!(
+        "warm-up cycle: total {:.1} ms, stt_inference {:.1} ms (not in the table)",
+        t(&warmup, "total_ms"),
+        t(&warmup, "stt_inference_ms")
+    );
+    let flush = in_process_flush();
+    row("in-process from_interleaved, 1.8 s @ 48 kHz", &flush);
+    let (load1, load5, load15) = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| {
+            let mut it = s.split_whitespace().map(str::to_owned);
+            Some((it.next()?, it.next()?, it.next()?))
+        })
+        .unwrap_or_default();
+    println!("load average: {load1} {load5} {load15}");
+}
