@@ -19,52 +19,21 @@
 
 mod common;
 
-use common::bin;
+use common::{Daemon, bin};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    token_file: PathBuf,
-    dir: tempfile::TempDir,
-}
 
 impl Daemon {
     fn start() -> Daemon {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let config = dir.path().join("bench.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "config_version = 1\n[runner]\nhandle_quota = 268435456\n[[plugin]]\nid = \"ticks\"\nkind = \"bundle\"\nentrypoint = [{:?}, \"--stream\", \"test.ticks\"]\n",
-                bin("utter-test-plugin").display().to_string()
-            ),
-        )
-        .expect("write the config");
-        let socket = dir.path().join("sock").join("runner.sock");
-        let child = Command::new(bin("utter"))
-            .args(["daemon", "--no-dbus", "--log-level", "warn", "--config"])
-            .arg(&config)
-            .arg("--socket")
-            .arg(&socket)
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .env("XDG_RUNTIME_DIR", dir.path().join("run"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("utter daemon starts");
-        let daemon = Daemon {
-            child,
-            token_file: dir.path().join("state/utter/runner-token"),
-            socket,
-            dir,
-        };
+        let daemon = Daemon::spawn(&format!(
+            "config_version = 1\n[runner]\nhandle_quota = 268435456\n[[plugin]]\nid = \"ticks\"\nkind = \"bundle\"\nentrypoint = [{:?}, \"--stream\", \"test.ticks\"]\n",
+            bin("utter-test-plugin").display().to_string()
+        ));
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(mut client) = daemon.try_client() {
@@ -87,14 +56,6 @@ impl Daemon {
             return Err(std::io::Error::other(reply.to_string()));
         }
         Ok(client)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let _ = self.child.wait();
     }
 }
 

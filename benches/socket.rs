@@ -17,13 +17,12 @@
 
 mod common;
 
-use common::{bin, median_ns};
+use common::{Daemon, bin, median_ns};
 use criterion::{Criterion, criterion_group};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Round trips of the custom percentile loop, per path.
@@ -116,44 +115,12 @@ fn start_echo_server(path: &Path) {
     });
 }
 
-/// A running `utter daemon` with fake_rs; killed on drop.
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    token_file: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
 impl Daemon {
     fn start() -> Daemon {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let config = dir.path().join("bench.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "config_version = 1\n[[plugin]]\nid = \"fake_rs\"\nentrypoint = [{:?}]\n",
-                bin("fake_rs").display().to_string()
-            ),
-        )
-        .expect("write the config");
-        let socket = dir.path().join("sock").join("runner.sock");
-        let child = Command::new(bin("utter"))
-            .args(["daemon", "--no-dbus", "--log-level", "warn", "--config"])
-            .arg(&config)
-            .arg("--socket")
-            .arg(&socket)
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .env("XDG_RUNTIME_DIR", dir.path().join("run"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("utter daemon starts");
-        let daemon = Daemon {
-            child,
-            token_file: dir.path().join("state/utter/runner-token"),
-            socket,
-            _dir: dir,
-        };
+        let daemon = Daemon::spawn(&format!(
+            "config_version = 1\n[[plugin]]\nid = \"fake_rs\"\nentrypoint = [{:?}]\n",
+            bin("fake_rs").display().to_string()
+        ));
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(mut client) = BlockingClient::connect(&daemon.socket) {
@@ -174,23 +141,6 @@ impl Daemon {
         let auth = client.call("runner.auth", &json!({"token": token.trim()}).to_string());
         assert_eq!(auth["result"], json!({}), "{auth}");
         client
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

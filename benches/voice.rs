@@ -24,119 +24,29 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use common::{ChildEnv, FAKE_MIC, PipeWireSession, Sandbox, bin, require_program, whisper_model};
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use common::voice::{Follower, LIMIT, VoiceDaemon, speak_into_mic};
+use common::{PipeWireSession, require_program, whisper_model};
+use std::path::Path;
 use std::time::{Duration, Instant};
 use utter_protocol::serde_json::{self, Value};
 
-/// The longest any single wait may take (a limit, not an expectation).
-const LIMIT: Duration = Duration::from_secs(120);
 /// The spoken command and the URL the rules router turns it into.
 const COMMAND: &str = "open youtube";
 const URL: &str = "https://www.youtube.com";
 /// espeak-ng's speed in words per minute: 130 makes "open youtube" about 1.5 s long.
 const WORDS_PER_MINUTE: &str = "130";
 
-/// The release `utter daemon` on the PipeWire session, with the Whisper plugin.
-struct Daemon {
-    child: std::process::Child,
-    log: PathBuf,
-    socket: PathBuf,
-    env: ChildEnv,
-    recorded: PathBuf,
-    _dir: tempfile::TempDir,
-    _sandbox: Sandbox,
+/// What the benchmark asks of the running daemon besides [`VoiceDaemon`]'s own methods.
+trait BenchDaemon {
+    /// `utter --socket S ARGS…`, its stdout as JSON.
+    fn json(&self, args: &[&str]) -> Value;
+    /// Poll `utter status --json` until `voice.state` is `state`.
+    fn wait_voice_state(&self, state: &str);
+    /// Wait until the stt plugin answered `stt.load`; its `load_ms`, when the log has it.
+    fn wait_model_loaded(&self) -> Option<f64>;
 }
 
-impl Daemon {
-    fn start(pw: &PipeWireSession, model: &Path) -> Daemon {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let sandbox = Sandbox::new();
-        let recorded = sandbox.install_url_recorder();
-        let config = dir.path().join("utter.toml");
-        std::fs::write(
-            &config,
-            format!(
-                r#"config_version = 1
-
-[ptt]
-portal = false
-min_hold_ms = 0
-
-[audio]
-source = "{FAKE_MIC}"
-
-[stt]
-model = "{model}"
-language = "en"
-
-[[plugin]]
-id = "rules"
-kind = "router"
-entrypoint = ["{utter}", "plugin", "rules"]
-
-[[plugin]]
-id = "desktop"
-kind = "action"
-entrypoint = ["{utter}", "plugin", "desktop"]
-
-[[plugin]]
-id = "stt"
-kind = "stt"
-entrypoint = ["{stt}"]
-"#,
-                model = model.display(),
-                utter = bin("utter").display(),
-                stt = bin("utter-stt-whisper").display(),
-            ),
-        )
-        .expect("config");
-        let log = dir.path().join("runner.log");
-        let socket = dir.path().join("runner.sock");
-        let env = sandbox
-            .env(Some(pw.bus_address()))
-            .with("PIPEWIRE_RUNTIME_DIR", pw.runtime_dir());
-        let mut cmd = std::process::Command::new(bin("utter"));
-        cmd.arg("--config")
-            .arg(&config)
-            .args(["--log-level", "info", "daemon", "--socket"])
-            .arg(&socket)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"));
-        env.apply(&mut cmd);
-        let child = cmd.spawn().expect("utter daemon starts");
-        Daemon {
-            child,
-            log,
-            socket,
-            env,
-            recorded,
-            _dir: dir,
-            _sandbox: sandbox,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn command(&self, args: &[&str]) -> std::process::Command {
-        let mut cmd = std::process::Command::new(bin("utter"));
-        cmd.arg("--socket")
-            .arg(&self.socket)
-            .args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .stdin(Stdio::null());
-        self.env.apply(&mut cmd);
-        cmd
-    }
-
+impl BenchDaemon for VoiceDaemon {
     /// `utter --socket S ARGS…`, its stdout as JSON.
     fn json(&self, args: &[&str]) -> Value {
         let out = self.command(args).output().expect("utter runs");
@@ -200,77 +110,13 @@ entrypoint = ["{stt}"]
     }
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        use nix::sys::signal::{Signal, kill};
-        use nix::unistd::Pid;
-        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `utter listen --json` in follow mode: one voice report per line.
-struct Follower {
-    child: std::process::Child,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Follower {
-    fn start(daemon: &Daemon) -> Follower {
-        let mut child = daemon
-            .command(&["listen", "--json"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("utter listen starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Follower { child, lines }
-    }
-
-    fn next(&self, daemon: &Daemon) -> Value {
-        let line = self
-            .lines
-            .recv_timeout(LIMIT)
-            .unwrap_or_else(|_| panic!("no voice report within {LIMIT:?}:\n{}", daemon.log()));
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
-    }
-}
-
-impl Drop for Follower {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// One push-to-talk cycle; the voice report, checked to have opened [`URL`].
-fn cycle(daemon: &Daemon, follower: &Follower, pw: &PipeWireSession, wav: &Path) -> Value {
+fn cycle(daemon: &VoiceDaemon, follower: &Follower, pw: &PipeWireSession, wav: &Path) -> Value {
     let _ = std::fs::remove_file(&daemon.recorded);
     let press = daemon.json(&["ptt", "press", "--json"]);
     assert_eq!(press["listening"], true, "{press}");
     daemon.wait_voice_state("listening");
-    let status = pw.play(wav).wait().expect("pw-play runs");
-    assert!(status.success(), "pw-play failed: {status}");
-    // Let the last buffers travel through the loopback before the key goes up.
-    std::thread::sleep(Duration::from_millis(300));
+    speak_into_mic(pw, wav);
     let release = daemon.json(&["ptt", "release", "--json"]);
     assert_eq!(release["transition"]["transition"], "released", "{release}");
     let report = follower.next(daemon);
@@ -383,7 +229,7 @@ fn main() {
     assert!(status.success(), "espeak-ng failed: {status}");
     let spoken = wav_seconds(&wav);
 
-    let daemon = Daemon::start(&pw, &model);
+    let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
     daemon.wait_voice_state("ready");
     let load_ms = daemon.wait_model_loaded();
     let follower = Follower::start(&daemon);

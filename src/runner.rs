@@ -370,7 +370,7 @@ impl Runner {
             config: self.config.read().expect("config lock").origin.clone(),
             plugins: self.plugins(),
             ptt: self.ptt.state(),
-            voice: self.voice.status_now(),
+            voice: self.voice.status(),
         }
     }
 

@@ -77,14 +77,6 @@ pub struct VoiceTimings {
     pub total_ms: f64,
 }
 
-impl VoiceTimings {
-    /// The runner's own share of `total_ms`: everything except `stt_ms` and `pipeline_ms`
-    /// (the plugins' work).
-    pub fn runner_overhead_ms(&self) -> f64 {
-        self.capture_flush_ms + self.handoff_ms
-    }
-}
-
 /// The outcome of one push-to-talk cycle, published as the event
 /// `{"event":"voice", ...}` (see [`Event::Voice`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -142,17 +134,9 @@ impl Voice {
         voice
     }
 
-    /// The current status, with the microphone's live state.
-    pub async fn status(&self) -> VoiceStatus {
-        let mut status = self.status.lock().expect("voice status").clone();
-        if let Some(capture) = self.capture.lock().await.as_ref() {
-            status.microphone = Some(capture.status());
-        }
-        status
-    }
-
-    /// The status without the microphone (never waits).
-    pub fn status_now(&self) -> VoiceStatus {
+    /// The current status; `microphone` is left out while the stream is being opened (this
+    /// never waits).
+    pub fn status(&self) -> VoiceStatus {
         let mut status = self.status.lock().expect("voice status").clone();
         if let Ok(capture) = self.capture.try_lock() {
             status.microphone = capture.as_ref().map(|c| c.status());
@@ -410,7 +394,7 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
                 let capture = runner.voice.capture.lock().await.clone();
                 let Some(capture) = capture else {
                     // The press could not open the microphone; it said why already.
-                    let detail = runner.voice.status_now().detail;
+                    let detail = runner.voice.status().detail;
                     publish(
                         &runner,
                         VoiceReport::failed("capture", detail, timings),

@@ -79,18 +79,7 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        use nix::sys::signal::{Signal, kill};
-        use nix::unistd::Pid;
-        let pid = Pid::from_raw(self.child.id() as i32);
-        let _ = kill(pid, Signal::SIGTERM);
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        common::terminate(&mut self.child);
     }
 }
 

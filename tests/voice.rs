@@ -12,226 +12,45 @@
 mod common;
 
 use common::portal::FakePortal;
-use common::{
-    ChildEnv, FAKE_MIC, PipeWireSession, Sandbox, UtterRun, bin, espeak_wav, run_utter,
-    whisper_model,
-};
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use common::voice::{Follower, LIMIT, VoiceDaemon, speak_into_mic};
+use common::{PipeWireSession, espeak_wav, whisper_model};
 use std::time::Duration;
 use utter_protocol::serde_json::{self, Value};
 
-/// The longest any single wait may take before the test fails (a limit, not an expectation:
-/// a debug build on a busy 2-core machine is slow).
-const LIMIT: Duration = Duration::from_secs(120);
-
-/// `utter daemon` capturing from the virtual microphone, with the Whisper plugin; SIGTERM
-/// then SIGKILL on drop.
-struct VoiceDaemon {
-    child: std::process::Child,
-    log: PathBuf,
-    socket: PathBuf,
-    env: ChildEnv,
-    /// Where the `https` handler writes the URL it was given.
-    recorded: PathBuf,
-    _dir: tempfile::TempDir,
-    _sandbox: Sandbox,
-}
-
-impl VoiceDaemon {
-    /// Start it on `pw`'s bus with `extra` appended to the config (e.g. a `[ptt]` section).
-    fn start(pw: &PipeWireSession, model: &Path, ptt: &str) -> VoiceDaemon {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let sandbox = Sandbox::new();
-        let recorded = sandbox.install_url_recorder();
-        let config = dir.path().join("utter.toml");
-        std::fs::write(
-            &config,
-            format!(
-                r#"config_version = 1
-{ptt}
-
-[audio]
-source = "{FAKE_MIC}"
-
-[stt]
-model = "{model}"
-language = "en"
-
-[[plugin]]
-id = "rules"
-kind = "router"
-entrypoint = ["{utter}", "plugin", "rules"]
-
-[[plugin]]
-id = "desktop"
-kind = "action"
-entrypoint = ["{utter}", "plugin", "desktop"]
-
-[[plugin]]
-id = "stt"
-kind = "stt"
-entrypoint = ["{stt}"]
-"#,
-                model = model.display(),
-                utter = bin("utter").display(),
-                stt = bin("utter-stt-whisper").display(),
-            ),
-        )
-        .expect("config");
-        let log = dir.path().join("runner.log");
-        let socket = dir.path().join("runner.sock");
-        // The sandbox's desktop (xdg-open's handler, XDG dirs) on the PipeWire session's bus,
-        // and PipeWire's socket directory.
-        let env = sandbox
-            .env(Some(pw.bus_address()))
-            .with("PIPEWIRE_RUNTIME_DIR", pw.runtime_dir());
-        let mut cmd = std::process::Command::new(bin("utter"));
-        cmd.arg("--config")
-            .arg(&config)
-            .args(["--log-level", "info", "daemon", "--socket"])
-            .arg(&socket)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"));
-        env.apply(&mut cmd);
-        let child = cmd.spawn().expect("utter daemon starts");
-        VoiceDaemon {
-            child,
-            log,
-            socket,
-            env,
-            recorded,
-            _dir: dir,
-            _sandbox: sandbox,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
-        let mut all = vec!["--socket", self.socket.to_str().expect("utf-8 path")];
-        all.extend_from_slice(args);
-        all
-    }
-
-    /// `utter --socket S ARGS…` against this daemon.
-    async fn utter(&self, args: &[&str]) -> UtterRun {
-        run_utter(&self.args(args), &self.env).await
-    }
-
-    /// `utter --socket S ARGS…` started in the background, stdout piped.
-    fn spawn_utter(&self, args: &[&str]) -> std::process::Child {
-        let mut cmd = std::process::Command::new(bin("utter"));
-        cmd.args(self.args(args))
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        self.env.apply(&mut cmd);
-        cmd.spawn().expect("utter starts")
-    }
-
-    /// Wait until `utter status` shows the stt plugin running, the microphone open and, when
-    /// `trigger` is given, that push-to-talk trigger in `state`.
-    async fn wait_ready(&self, trigger: Option<(&str, &str)>) -> Value {
-        let deadline = std::time::Instant::now() + LIMIT;
-        loop {
-            let run = self.utter(&["status", "--json"]).await;
-            if run.code == Some(0) {
-                let status = run.json();
-                let stt_ok = status["plugins"]
-                    .as_array()
-                    .is_some_and(|ps| ps.iter().any(|p| p["id"] == "stt" && p["status"] == "ok"));
-                let trigger_ok = trigger.is_none_or(|(name, state)| {
-                    status["ptt"]["triggers"].as_array().is_some_and(|ts| {
-                        ts.iter()
-                            .any(|t| t["trigger"] == name && t["state"] == state)
-                    })
-                });
-                let voice = &status["voice"]["state"];
-                if stt_ok && trigger_ok && (voice == "ready" || voice == "degraded") {
-                    return status;
-                }
-                assert!(
-                    status["voice"]["state"] != "unavailable",
-                    "the microphone could not be opened: {}\n{}",
-                    status["voice"],
-                    self.log()
-                );
+/// Wait until `utter status` shows the stt plugin running, the microphone open and, when
+/// `trigger` is given, that push-to-talk trigger in `state`.
+async fn wait_ready(daemon: &VoiceDaemon, trigger: Option<(&str, &str)>) -> Value {
+    let deadline = std::time::Instant::now() + LIMIT;
+    loop {
+        let run = daemon.utter(&["status", "--json"]).await;
+        if run.code == Some(0) {
+            let status = run.json();
+            let stt_ok = status["plugins"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().any(|p| p["id"] == "stt" && p["status"] == "ok"));
+            let trigger_ok = trigger.is_none_or(|(name, state)| {
+                status["ptt"]["triggers"].as_array().is_some_and(|ts| {
+                    ts.iter()
+                        .any(|t| t["trigger"] == name && t["state"] == state)
+                })
+            });
+            let voice = &status["voice"]["state"];
+            if stt_ok && trigger_ok && (voice == "ready" || voice == "degraded") {
+                return status;
             }
             assert!(
-                std::time::Instant::now() < deadline,
-                "the voice loop never became ready; last status: {run}\nlog:\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-}
-
-impl Drop for VoiceDaemon {
-    fn drop(&mut self) {
-        use nix::sys::signal::{Signal, kill};
-        use nix::unistd::Pid;
-        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `utter listen --json` (follow mode): the reports it prints, one per line.
-struct Follower {
-    child: std::process::Child,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Follower {
-    fn start(daemon: &VoiceDaemon) -> Follower {
-        let mut child = daemon.spawn_utter(&["listen", "--json"]);
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Follower { child, lines }
-    }
-
-    /// The next voice report.
-    fn next(&self, daemon: &VoiceDaemon) -> Value {
-        let line = self.lines.recv_timeout(LIMIT).unwrap_or_else(|_| {
-            panic!(
-                "no voice report within {LIMIT:?}; runner log:\n{}",
+                status["voice"]["state"] != "unavailable",
+                "the microphone could not be opened: {}\n{}",
+                status["voice"],
                 daemon.log()
-            )
-        });
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
-    }
-}
-
-impl Drop for Follower {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+            );
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the voice loop never became ready; last status: {run}\nlog:\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -244,19 +63,6 @@ fn loose(text: &str) -> String {
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// Play `wav` into the virtual microphone and wait until it has been played.
-fn speak_into_mic(pw: &PipeWireSession, wav: &Path) {
-    let mut play = pw.play(wav);
-    let status = play.wait().expect("pw-play runs");
-    let mut err = String::new();
-    if let Some(mut e) = play.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut e, &mut err);
-    }
-    assert!(status.success(), "pw-play failed: {status} {err}");
-    // Let the last buffers travel through the loopback before the key goes up.
-    std::thread::sleep(Duration::from_millis(300));
 }
 
 /// The report says `url` was handed to `ensure_url` and it succeeded, and the handler got it.
@@ -311,7 +117,7 @@ async fn utter_ptt_press_speech_release_opens_youtube() {
     espeak_wav("open youtube", &wav);
 
     let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
-    daemon.wait_ready(None).await;
+    wait_ready(&daemon, None).await;
     let follower = Follower::start(&daemon);
     // The follower subscribes before the key goes down.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -371,7 +177,7 @@ async fn utter_listen_once_does_one_cycle_and_silence_is_no_speech() {
     espeak_wav("open wikipedia", &wav);
 
     let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
-    daemon.wait_ready(None).await;
+    wait_ready(&daemon, None).await;
 
     // Silence: nothing is played while the key is held.
     let run = daemon
@@ -466,7 +272,7 @@ async fn the_portal_shortcut_drives_the_same_voice_loop() {
         &model,
         "[ptt]\nportal = true\nshortcut = \"F13\"\nmin_hold_ms = 0",
     );
-    daemon.wait_ready(Some(("portal", "bound"))).await;
+    wait_ready(&daemon, Some(("portal", "bound"))).await;
     let session = portal.session().expect("the frontend created a session");
     let follower = Follower::start(&daemon);
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -509,7 +315,7 @@ async fn an_incomplete_model_directory_fails_the_stt_stage_naming_the_missing_fi
     std::fs::write(model.join("config.json"), "{}").unwrap();
 
     let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
-    daemon.wait_ready(None).await;
+    wait_ready(&daemon, None).await;
     // `utter status` says so before anyone speaks: the model did not load.
     let deadline = std::time::Instant::now() + LIMIT;
     loop {

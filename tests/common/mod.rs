@@ -21,6 +21,7 @@
 #![allow(dead_code)]
 
 pub mod portal;
+pub mod voice;
 
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
@@ -875,4 +876,20 @@ pub fn whisper_model() -> PathBuf {
     );
     *fetched = true;
     dest
+}
+
+/// Stop a child the way a session stops a service: SIGTERM, up to 5 s to exit, then SIGKILL;
+/// always reaped.
+pub fn terminate(child: &mut std::process::Child) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+    for _ in 0..100 {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -1,0 +1,194 @@
+//! `utter daemon` on a private PipeWire session with the Whisper plugin, as the voice tests
+//! (`tests/voice.rs`) and the voice benchmark (`benches/voice.rs`) run it.
+
+use super::{ChildEnv, FAKE_MIC, PipeWireSession, Sandbox, UtterRun, bin, run_utter, terminate};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use utter_protocol::serde_json::{self, Value};
+
+/// The longest any single wait may take before a test fails (a limit, not an expectation).
+pub const LIMIT: Duration = Duration::from_secs(120);
+
+/// `utter daemon` capturing from the virtual microphone, with the Whisper plugin; SIGTERM
+/// then SIGKILL on drop.
+pub struct VoiceDaemon {
+    child: std::process::Child,
+    log: PathBuf,
+    socket: PathBuf,
+    env: ChildEnv,
+    /// Where the `https` handler writes the URL it was given.
+    pub recorded: PathBuf,
+    _dir: tempfile::TempDir,
+    _sandbox: Sandbox,
+}
+
+impl VoiceDaemon {
+    /// Start it on `pw`'s bus with `extra` appended to the config (e.g. a `[ptt]` section).
+    pub fn start(pw: &PipeWireSession, model: &Path, ptt: &str) -> VoiceDaemon {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let sandbox = Sandbox::new();
+        let recorded = sandbox.install_url_recorder();
+        let config = dir.path().join("utter.toml");
+        std::fs::write(
+            &config,
+            format!(
+                r#"config_version = 1
+{ptt}
+
+[audio]
+source = "{FAKE_MIC}"
+
+[stt]
+model = "{model}"
+language = "en"
+
+[[plugin]]
+id = "rules"
+kind = "router"
+entrypoint = ["{utter}", "plugin", "rules"]
+
+[[plugin]]
+id = "desktop"
+kind = "action"
+entrypoint = ["{utter}", "plugin", "desktop"]
+
+[[plugin]]
+id = "stt"
+kind = "stt"
+entrypoint = ["{stt}"]
+"#,
+                model = model.display(),
+                utter = bin("utter").display(),
+                stt = bin("utter-stt-whisper").display(),
+            ),
+        )
+        .expect("config");
+        let log = dir.path().join("runner.log");
+        let socket = dir.path().join("runner.sock");
+        // The sandbox's desktop (xdg-open's handler, XDG dirs) on the PipeWire session's bus,
+        // and PipeWire's socket directory.
+        let env = sandbox
+            .env(Some(pw.bus_address()))
+            .with("PIPEWIRE_RUNTIME_DIR", pw.runtime_dir());
+        let mut cmd = std::process::Command::new(bin("utter"));
+        cmd.arg("--config")
+            .arg(&config)
+            .args(["--log-level", "info", "daemon", "--socket"])
+            .arg(&socket)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        env.apply(&mut cmd);
+        let child = cmd.spawn().expect("utter daemon starts");
+        VoiceDaemon {
+            child,
+            log,
+            socket,
+            env,
+            recorded,
+            _dir: dir,
+            _sandbox: sandbox,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        let mut all = vec!["--socket", self.socket.to_str().expect("utf-8 path")];
+        all.extend_from_slice(args);
+        all
+    }
+
+    /// `utter --socket S ARGS…` against this daemon.
+    pub async fn utter(&self, args: &[&str]) -> UtterRun {
+        run_utter(&self.args(args), &self.env).await
+    }
+
+    /// `utter --socket S ARGS…` in this daemon's environment, stdin closed.
+    pub fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(bin("utter"));
+        cmd.args(self.args(args))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::null());
+        self.env.apply(&mut cmd);
+        cmd
+    }
+
+    /// [`command`](Self::command) started in the background, stdout and stderr piped.
+    pub fn spawn_utter(&self, args: &[&str]) -> std::process::Child {
+        self.command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("utter starts")
+    }
+}
+
+impl Drop for VoiceDaemon {
+    fn drop(&mut self) {
+        terminate(&mut self.child);
+    }
+}
+
+/// `utter listen --json` (follow mode): the reports it prints, one per line.
+pub struct Follower {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Follower {
+    pub fn start(daemon: &VoiceDaemon) -> Follower {
+        let mut child = daemon.spawn_utter(&["listen", "--json"]);
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Follower { child, lines }
+    }
+
+    /// The next voice report.
+    pub fn next(&self, daemon: &VoiceDaemon) -> Value {
+        let line = self.lines.recv_timeout(LIMIT).unwrap_or_else(|_| {
+            panic!(
+                "no voice report within {LIMIT:?}; runner log:\n{}",
+                daemon.log()
+            )
+        });
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Play `wav` into the virtual microphone and wait until it has been played.
+pub fn speak_into_mic(pw: &PipeWireSession, wav: &Path) {
+    let mut play = pw.play(wav);
+    let status = play.wait().expect("pw-play runs");
+    let mut err = String::new();
+    if let Some(mut e) = play.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    assert!(status.success(), "pw-play failed: {status} {err}");
+    // Let the last buffers travel through the loopback before the key goes up.
+    std::thread::sleep(Duration::from_millis(300));
+}
