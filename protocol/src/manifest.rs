@@ -11,6 +11,19 @@ use std::sync::OnceLock;
 /// The manifest schema shipped with this crate.
 pub const MANIFEST_SCHEMA_JSON: &str = include_str!("../plugin.schema.json");
 
+/// The plugin kinds the manifest schema allows (`properties.kind.enum` of
+/// `plugin.schema.json`), in its order: the one list of kinds.
+pub fn kinds() -> &'static [String] {
+    static KINDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    KINDS.get_or_init(|| {
+        serde_json::from_str::<serde_json::Value>(MANIFEST_SCHEMA_JSON)
+            .ok()
+            .and_then(|schema| schema.pointer("/properties/kind/enum").cloned())
+            .and_then(|kinds| serde_json::from_value(kinds).ok())
+            .unwrap_or_default()
+    })
+}
+
 /// An error in a manifest: where it is and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ManifestError {
@@ -230,5 +243,13 @@ provides = ["action.open_url@1", "experimental/fake_rs@1"]
             Manifest::from_toml_str("name = ", "m.toml"),
             Err(ManifestError::Toml { .. })
         ));
+    }
+
+    #[test]
+    fn the_kinds_come_from_the_schema() {
+        let kinds = kinds();
+        for kind in ["stt", "router", "action", "tts", "bundle"] {
+            assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
+        }
     }
 }
