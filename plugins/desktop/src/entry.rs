@@ -1,9 +1,10 @@
 //! Finding and reading desktop entries by desktop file id.
 //!
-//! Directories follow the XDG Base Directory Specification: `$XDG_DATA_HOME/applications`
-//! (default `~/.local/share/applications`), then `applications` under each entry of
-//! `$XDG_DATA_DIRS` (default `/usr/local/share:/usr/share`); relative paths in either
-//! variable are ignored, as that spec asks. A desktop file id (Desktop Entry Specification,
+//! Directories follow the XDG Base Directory Specification, as the `xdg` crate reads it:
+//! `$XDG_DATA_HOME/applications` (default `~/.local/share/applications`), then
+//! `applications` under each entry of `$XDG_DATA_DIRS` (default
+//! `/usr/local/share:/usr/share`); relative paths in either variable are ignored, as that
+//! spec asks. A desktop file id (Desktop Entry Specification,
 //! "Desktop File ID") is the file's path below `applications/` with `/` turned into `-` and
 //! `.desktop` removed; the first directory holding an id wins.
 //!
@@ -32,36 +33,20 @@ const KEYS: &[&str] = &[
     "DBusActivatable",
 ];
 
-/// The `applications` directories to search, most important first.
+/// The `applications` directories to search, most important first, from the process
+/// environment: `applications` under the XDG data home and then under each XDG data dir.
+///
+/// The base directories come from the `xdg` crate, which `freedesktop-desktop-entry`'s
+/// `default_paths()` wraps; that function is not called because it panics when there is no
+/// home directory, where this leaves the user directory out (as it does a relative `$HOME`).
 pub fn application_dirs() -> Vec<PathBuf> {
-    let absolute = |value: &str| {
-        let path = PathBuf::from(value);
-        path.is_absolute().then_some(path)
-    };
-    let mut dirs = Vec::new();
-    let home_data = std::env::var("XDG_DATA_HOME")
-        .ok()
-        .and_then(|v| absolute(&v))
-        .or_else(|| {
-            std::env::var("HOME")
-                .ok()
-                .and_then(|h| absolute(&h))
-                .map(|h| h.join(".local/share"))
-        });
-    if let Some(dir) = home_data {
-        dirs.push(dir.join("applications"));
-    }
-    let data_dirs = std::env::var("XDG_DATA_DIRS")
-        .ok()
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "/usr/local/share:/usr/share".to_owned());
-    for dir in data_dirs.split(':').filter_map(absolute) {
-        let dir = dir.join("applications");
-        if !dirs.contains(&dir) {
-            dirs.push(dir);
-        }
-    }
-    dirs
+    let base = xdg::BaseDirectories::new();
+    base.get_data_home()
+        .into_iter()
+        .chain(base.get_data_dirs())
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join("applications"))
+        .collect()
 }
 
 /// Normalise a requested id: a trailing `.desktop` is dropped. Returns `None` for ids that
@@ -222,6 +207,86 @@ fn only_known_keys(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Set for a child test process that is to print [`application_dirs`].
+    const PRINT_DIRS: &str = "UTTER_DESKTOP_TEST_PRINT_APPLICATION_DIRS";
+
+    /// Not a test of its own: [`dirs_with_env`] runs it in a child process.
+    #[test]
+    fn print_application_dirs_for_the_parent_test() {
+        if std::env::var_os(PRINT_DIRS).is_some() {
+            // The harness may have printed "test NAME ... " without a line end.
+            println!();
+            for dir in application_dirs() {
+                println!("dir={}", dir.display());
+            }
+        }
+    }
+
+    /// [`application_dirs`] in a process whose whole environment is `vars` (the XDG crate
+    /// reads the process environment, which a test must not change under the others).
+    fn dirs_with_env(vars: &[(&str, &str)]) -> Vec<PathBuf> {
+        let exe = std::env::current_exe().expect("test binary");
+        let output = std::process::Command::new(exe)
+            .args([
+                "--exact",
+                "entry::tests::print_application_dirs_for_the_parent_test",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env_clear()
+            .env(PRINT_DIRS, "1")
+            .envs(vars.iter().copied())
+            .output()
+            .expect("the test binary runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{stdout}");
+        let dirs: Vec<PathBuf> = stdout
+            .lines()
+            .filter_map(|line| line.strip_prefix("dir="))
+            .map(PathBuf::from)
+            .collect();
+        assert!(
+            !dirs.is_empty(),
+            "the child printed no directories: {stdout}"
+        );
+        dirs
+    }
+
+    #[test]
+    fn application_dirs_follow_the_base_directory_spec() {
+        assert_eq!(
+            dirs_with_env(&[("HOME", "/home/u")]),
+            [
+                "/home/u/.local/share/applications",
+                "/usr/local/share/applications",
+                "/usr/share/applications",
+            ]
+            .map(PathBuf::from)
+        );
+        assert_eq!(
+            dirs_with_env(&[
+                ("HOME", "/home/u"),
+                ("XDG_DATA_HOME", "/d/home"),
+                ("XDG_DATA_DIRS", "/a:relative::/b/"),
+            ]),
+            ["/d/home/applications", "/a/applications", "/b/applications"].map(PathBuf::from)
+        );
+        // Relative values are ignored: XDG_DATA_HOME falls back to HOME, an all-relative
+        // XDG_DATA_DIRS to the default, and a relative HOME gives no user directory.
+        assert_eq!(
+            dirs_with_env(&[
+                ("HOME", "/h"),
+                ("XDG_DATA_HOME", "rel"),
+                ("XDG_DATA_DIRS", "/s")
+            ]),
+            ["/h/.local/share/applications", "/s/applications"].map(PathBuf::from)
+        );
+        assert_eq!(
+            dirs_with_env(&[("HOME", "relative"), ("XDG_DATA_DIRS", "x:")]),
+            ["/usr/local/share/applications", "/usr/share/applications"].map(PathBuf::from)
+        );
+    }
 
     #[test]
     fn locale_candidates_follow_the_spec_order() {

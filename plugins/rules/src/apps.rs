@@ -5,7 +5,10 @@
 //! `applications` under each of `$XDG_DATA_DIRS` (default `/usr/local/share:/usr/share`).
 //! A file's desktop id is its path below `applications/` with `/` turned into `-` and the
 //! `.desktop` suffix removed; the first directory holding an id decides it, so a user's
-//! `Hidden=true` copy masks the system entry. Files are parsed by `freedesktop-desktop-entry`.
+//! `Hidden=true` copy masks the system entry. The directories come from the `xdg` crate (see
+//! [`application_dirs`]); files are parsed by `freedesktop-desktop-entry`. The listing is our
+//! own: the crate's `Iter` canonicalises directories, which loses the path below
+//! `applications/` that a desktop id is made of, and it reports no modification times.
 //!
 //! [`AppScanner`] caches the parsed list and re-reads it only when the set of files, or the
 //! modification time or size of one of them, changed since the last look: a listing and a
@@ -111,36 +114,23 @@ fn best_match<'a>(apps: &'a [AppEntry], spoken: &str) -> Option<&'a AppEntry> {
         .map(|(_, _, _, app)| app)
 }
 
-/// The `applications` directories to scan, in precedence order, from the XDG variables of
-/// the given environment lookup (the process environment in production).
-pub fn application_dirs(var: impl Fn(&str) -> Option<String>) -> Vec<PathBuf> {
-    let absolute = |s: &str| {
-        let p = PathBuf::from(s);
-        // The base directory specification says relative paths are invalid and ignored.
-        p.is_absolute().then_some(p)
-    };
-    let mut bases = Vec::new();
-    match var("XDG_DATA_HOME").as_deref().and_then(absolute) {
-        Some(home) => bases.push(home),
-        None => {
-            if let Some(home) = var("HOME").as_deref().and_then(absolute) {
-                bases.push(home.join(".local/share"));
-            }
-        }
-    }
-    let data_dirs = var("XDG_DATA_DIRS").filter(|v| !v.trim().is_empty());
-    let data_dirs = data_dirs
-        .as_deref()
-        .unwrap_or("/usr/local/share:/usr/share");
-    bases.extend(data_dirs.split(':').filter_map(absolute));
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for base in bases {
-        let dir = base.join("applications");
-        if !dirs.contains(&dir) {
-            dirs.push(dir);
-        }
-    }
-    dirs
+/// The `applications` directories to scan, in precedence order, from the process
+/// environment: `applications` under the XDG data home and then under each XDG data dir.
+///
+/// The base directories come from the `xdg` crate, the one `freedesktop-desktop-entry`'s
+/// `default_paths()` is built on: relative values of the variables are ignored (as the
+/// Base Directory Specification asks), an unset `XDG_DATA_HOME` means `$HOME/.local/share`
+/// and an unset or empty `XDG_DATA_DIRS` means `/usr/local/share:/usr/share`.
+/// `default_paths()` itself is not called because it panics when there is no home
+/// directory; here the user directory is then left out (so is a relative `$HOME`).
+pub fn application_dirs() -> Vec<PathBuf> {
+    let base = xdg::BaseDirectories::new();
+    base.get_data_home()
+        .into_iter()
+        .chain(base.get_data_dirs())
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join("applications"))
+        .collect()
 }
 
 /// A `.desktop` file found by a listing, with what the freshness check compares.
@@ -383,18 +373,55 @@ mod tests {
         );
     }
 
+    /// Set for a child test process that is to print [`application_dirs`].
+    const PRINT_DIRS: &str = "UTTER_RULES_TEST_PRINT_APPLICATION_DIRS";
+
+    /// Not a test of its own: [`dirs_with_env`] runs it in a child process.
+    #[test]
+    fn print_application_dirs_for_the_parent_test() {
+        if std::env::var_os(PRINT_DIRS).is_some() {
+            // The harness may have printed "test NAME ... " without a line end.
+            println!();
+            for dir in application_dirs() {
+                println!("dir={}", dir.display());
+            }
+        }
+    }
+
+    /// [`application_dirs`] in a process whose whole environment is `vars` (the XDG crate
+    /// reads the process environment, which a test must not change under the others).
+    fn dirs_with_env(vars: &[(&str, &str)]) -> Vec<PathBuf> {
+        let exe = std::env::current_exe().expect("test binary");
+        let output = std::process::Command::new(exe)
+            .args([
+                "--exact",
+                "apps::tests::print_application_dirs_for_the_parent_test",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env_clear()
+            .env(PRINT_DIRS, "1")
+            .envs(vars.iter().copied())
+            .output()
+            .expect("the test binary runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{stdout}");
+        let dirs: Vec<PathBuf> = stdout
+            .lines()
+            .filter_map(|line| line.strip_prefix("dir="))
+            .map(PathBuf::from)
+            .collect();
+        assert!(
+            !dirs.is_empty(),
+            "the child printed no directories: {stdout}"
+        );
+        dirs
+    }
+
     #[test]
     fn xdg_directories_follow_the_spec() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| (*v).to_owned())
-            }
-        };
         assert_eq!(
-            application_dirs(env(&[("HOME", "/home/u")])),
+            dirs_with_env(&[("HOME", "/home/u")]),
             vec![
                 PathBuf::from("/home/u/.local/share/applications"),
                 PathBuf::from("/usr/local/share/applications"),
@@ -402,11 +429,11 @@ mod tests {
             ]
         );
         assert_eq!(
-            application_dirs(env(&[
+            dirs_with_env(&[
                 ("HOME", "/home/u"),
                 ("XDG_DATA_HOME", "/d/home"),
                 ("XDG_DATA_DIRS", "/a:relative::/b/"),
-            ])),
+            ]),
             vec![
                 PathBuf::from("/d/home/applications"),
                 PathBuf::from("/a/applications"),
@@ -415,14 +442,31 @@ mod tests {
         );
         // A relative XDG_DATA_HOME is ignored in favour of the default.
         assert_eq!(
-            application_dirs(env(&[
+            dirs_with_env(&[
                 ("HOME", "/h"),
                 ("XDG_DATA_HOME", "rel"),
                 ("XDG_DATA_DIRS", "/s")
-            ])),
+            ]),
             vec![
                 PathBuf::from("/h/.local/share/applications"),
                 PathBuf::from("/s/applications")
+            ]
+        );
+        // An empty or all-relative XDG_DATA_DIRS means the default; a relative HOME gives no
+        // user directory.
+        assert_eq!(
+            dirs_with_env(&[("HOME", "/h"), ("XDG_DATA_DIRS", "")]),
+            vec![
+                PathBuf::from("/h/.local/share/applications"),
+                PathBuf::from("/usr/local/share/applications"),
+                PathBuf::from("/usr/share/applications"),
+            ]
+        );
+        assert_eq!(
+            dirs_with_env(&[("HOME", "relative"), ("XDG_DATA_DIRS", "x:y")]),
+            vec![
+                PathBuf::from("/usr/local/share/applications"),
+                PathBuf::from("/usr/share/applications"),
             ]
         );
     }

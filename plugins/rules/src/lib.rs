@@ -6,9 +6,10 @@
 //! utterance no rule understands is not an error: the answer has no steps, `rule: null` and
 //! a message, so the runner can fall back to another router.
 //!
-//! Usage: `utter-rules [--sites <catalog.toml>]`. Without `--sites`, `$UTTER_SITES` names
-//! the catalog, and without either the built-in `data/sites.toml` is used. A catalog that
-//! cannot be read or parsed stops the plugin at start with a message naming file and line.
+//! Usage: `utter-rules [--sites <catalog.toml>]` (parsed by clap, see [`Options`]; `--help`
+//! explains it). Without `--sites`, `$UTTER_SITES` names the catalog, and without either the
+//! built-in `data/sites.toml` is used. A catalog that cannot be read or parsed stops the
+//! plugin at start with a message naming file and line.
 //!
 //! Module map: [`text`] normalises utterances, [`sites`] loads the site catalog, [`apps`]
 //! finds installed applications, [`rules`] turns text into a step.
@@ -19,9 +20,11 @@ pub mod sites;
 pub mod text;
 
 use apps::AppScanner;
+use clap::Parser;
 use rules::{AppLookup, Matched};
 use sites::Catalog;
 use std::cell::OnceCell;
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -195,44 +198,106 @@ impl Handler for RulesRouter {
     }
 }
 
-/// Where the site catalog comes from, per the command line and environment.
-fn catalog_path(args: &[String]) -> Result<Option<PathBuf>, String> {
-    let mut path = None;
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        if arg == "--sites" {
-            let value = iter
-                .next()
-                .ok_or("--sites needs a path: utter-rules --sites <catalog.toml>")?;
-            path = Some(PathBuf::from(value));
-        } else if let Some(value) = arg.strip_prefix("--sites=") {
-            path = Some(PathBuf::from(value));
-        } else {
-            return Err(format!(
-                "unknown argument {arg:?}; usage: utter-rules [--sites <catalog.toml>]"
-            ));
-        }
+/// The variable naming the site catalog when `--sites` is not given.
+pub const SITES_ENV: &str = "UTTER_SITES";
+
+/// The examples at the end of `utter-rules --help`.
+const EXAMPLES: &str = "\
+Examples:
+  Check that it starts and answers, the way the runner talks to it:
+    utter plugin check -- utter-rules --sites ~/.config/utter/sites.toml
+
+  Use your own catalog from the runner's config (config.toml):
+    [[plugin]]
+    id = \"rules\"
+    kind = \"router\"
+    entrypoint = [\"utter\", \"plugin\", \"rules\", \"--sites\", \"/home/me/sites.toml\"]
+
+A catalog holds one [[site]] table per site (data/sites.toml in the Utter
+sources is the built-in one):
+    [[site]]
+    name = \"YouTube\"
+    url = \"https://www.youtube.com\"
+    aliases = [\"you tube\", \"yt\"]
+A catalog that cannot be read or parsed stops the plugin at start, with a
+message naming the file and the line.";
+
+/// Utter's rules router: turns an utterance into one desktop step, without a model.
+///
+/// This is a plugin: Utter's runner starts it (as `utter plugin rules`, or as
+/// this program) and speaks JSON-RPC 2.0 with it on stdin and stdout until it
+/// closes stdin. You do not normally run it by hand.
+///
+/// It serves router.plan for
+///   - media keys: "pause", "next track", "pause spotify";
+///   - web sites from the site catalog: "open youtube";
+///   - installed applications: "launch calculator", matched on the Name,
+///     GenericName and Keywords of the .desktop files under $XDG_DATA_HOME
+///     and $XDG_DATA_DIRS;
+///   - bare host names: "open example.com".
+///
+/// An utterance that no rule understands gets an empty plan, so that another
+/// router can take over.
+//
+// (verbatim_doc_comment: clap 4 without its wrap_help feature does not wrap help text, so the
+// lines above are wrapped by hand.)
+#[derive(Debug, Clone, PartialEq, Eq, clap::Parser)]
+#[command(
+    name = "utter-rules",
+    version,
+    verbatim_doc_comment,
+    args_override_self = true,
+    after_help = EXAMPLES
+)]
+pub struct Options {
+    /// The site catalog: a TOML file like data/sites.toml.
+    ///
+    /// Without this option the file named by $UTTER_SITES is used, and
+    /// without either the catalog built into the program.
+    #[arg(long, value_name = "PATH", verbatim_doc_comment)]
+    pub sites: Option<PathBuf>,
+}
+
+impl Options {
+    /// Parse `args`, the command-line arguments after the program name. `--help` and
+    /// `--version` come back as errors too, of kind `DisplayHelp` and `DisplayVersion`: print
+    /// them with [`clap::Error::print`] and exit with [`clap::Error::exit_code`].
+    pub fn parse_args<I, T>(args: I) -> Result<Options, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let program = OsString::from("utter-rules");
+        Options::try_parse_from(std::iter::once(program).chain(args.into_iter().map(Into::into)))
     }
-    if path.is_none() {
-        path = std::env::var_os("UTTER_SITES")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from);
+
+    /// The catalog file to load: `--sites`, else `$UTTER_SITES` (as `var` reports it; empty
+    /// counts as unset); `None` means the built-in catalog.
+    pub fn catalog_path(&self, var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+        self.sites
+            .clone()
+            .or_else(|| var(SITES_ENV).filter(|v| !v.is_empty()).map(PathBuf::from))
     }
-    Ok(path)
 }
 
 /// Serve the rules router on stdin/stdout until the runner closes stdin.
 ///
-/// `args` are the command-line arguments after the program name (`[--sites <catalog>]`).
-/// Returns a failure exit code when the arguments or the catalog are invalid.
-pub async fn run(args: Vec<String>) -> ExitCode {
-    let catalog = match catalog_path(&args) {
-        Ok(Some(path)) => Catalog::load(&path),
-        Ok(None) => Catalog::builtin(),
-        Err(usage) => {
-            eprintln!("utter-rules: {usage}");
-            return ExitCode::FAILURE;
-        }
+/// `args` are the command-line arguments after the program name (see [`Options`]).
+/// `--help` and `--version` print and return success; invalid arguments print a usage
+/// error on stderr and return clap's usage exit code (2); a catalog that cannot be loaded
+/// prints why and returns failure.
+pub async fn run<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let options = match Options::parse_args(args) {
+        Ok(options) => options,
+        Err(e) => return print_clap_error(&e),
+    };
+    let catalog = match options.catalog_path(|name| std::env::var_os(name)) {
+        Some(path) => Catalog::load(&path),
+        None => Catalog::builtin(),
     };
     let catalog = match catalog {
         Ok(catalog) => catalog,
@@ -241,10 +306,9 @@ pub async fn run(args: Vec<String>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let dirs = apps::application_dirs(|name| std::env::var(name).ok());
     let state = State {
         catalog,
-        apps: AppScanner::new(dirs),
+        apps: AppScanner::new(apps::application_dirs()),
     };
     plugin::run_stdio(
         MANIFEST,
@@ -253,6 +317,14 @@ pub async fn run(args: Vec<String>) -> ExitCode {
         },
     )
     .await
+}
+
+/// Print a clap outcome (help and version on stdout, errors on stderr) and turn its exit
+/// code into an [`ExitCode`].
+fn print_clap_error(e: &clap::Error) -> ExitCode {
+    // Nothing more can be said if stdout or stderr is gone.
+    let _ = e.print();
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
 }
 
 #[cfg(test)]
@@ -330,17 +402,67 @@ mod tests {
 
     #[test]
     fn command_line() {
-        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let parse = |a: &[&str]| Options::parse_args(a.iter().copied());
+        let sites = |a: &[&str]| parse(a).map(|o| o.sites);
         assert_eq!(
-            catalog_path(&args(&["--sites", "/x.toml"])),
-            Ok(Some(PathBuf::from("/x.toml")))
+            sites(&["--sites", "/x.toml"]).expect("parses"),
+            Some(PathBuf::from("/x.toml"))
         );
         assert_eq!(
-            catalog_path(&args(&["--sites=/y.toml"])),
-            Ok(Some(PathBuf::from("/y.toml")))
+            sites(&["--sites=/y.toml"]).expect("parses"),
+            Some(PathBuf::from("/y.toml"))
         );
-        assert!(catalog_path(&args(&["--sites"])).is_err());
-        assert!(catalog_path(&args(&["--frob"])).is_err());
+        // The last one wins, as before clap.
+        assert_eq!(
+            sites(&["--sites", "/a.toml", "--sites=/b.toml"]).expect("parses"),
+            Some(PathBuf::from("/b.toml"))
+        );
+        assert_eq!(sites(&[]).expect("parses"), None);
+        for bad in [&["--sites"][..], &["--frob"], &["extra"], &["--sites="]] {
+            let err = parse(bad).expect_err("refused");
+            assert_eq!(err.exit_code(), 2, "{bad:?}");
+            assert!(err.use_stderr(), "{bad:?}");
+        }
+        for (flag, kind) in [
+            ("--help", clap::error::ErrorKind::DisplayHelp),
+            ("-h", clap::error::ErrorKind::DisplayHelp),
+            ("--version", clap::error::ErrorKind::DisplayVersion),
+            ("-V", clap::error::ErrorKind::DisplayVersion),
+        ] {
+            let err = parse(&[flag]).expect_err("not options");
+            assert_eq!(err.kind(), kind, "{flag}");
+            assert_eq!(err.exit_code(), 0, "{flag}");
+        }
+    }
+
+    #[test]
+    fn the_catalog_comes_from_sites_then_the_environment() {
+        let env = |value: Option<&'static str>| {
+            move |name: &str| {
+                assert_eq!(name, SITES_ENV);
+                value.map(OsString::from)
+            }
+        };
+        let given = Options {
+            sites: Some(PathBuf::from("/given.toml")),
+        };
+        let none = Options { sites: None };
+        assert_eq!(
+            given.catalog_path(env(Some("/env.toml"))),
+            Some(PathBuf::from("/given.toml"))
+        );
+        assert_eq!(
+            none.catalog_path(env(Some("/env.toml"))),
+            Some(PathBuf::from("/env.toml"))
+        );
+        assert_eq!(none.catalog_path(env(Some(""))), None);
+        assert_eq!(none.catalog_path(env(None)), None);
+    }
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        Options::command().debug_assert();
     }
 
     #[test]

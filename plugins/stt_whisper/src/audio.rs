@@ -3,7 +3,6 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use sha2::{Digest, Sha256};
 use std::time::Duration;
 use utter_protocol::serde_json::{Value, json};
 use utter_protocol::{Connection, ErrorObject};
@@ -146,7 +145,7 @@ pub async fn fetch_handle(
     if size.is_some_and(|s| s != bytes.len() as u64) {
         return Err(bad_reply(handle, "fewer bytes than its size"));
     }
-    let actual = hex(&Sha256::digest(&bytes));
+    let actual = utter_protocol::digest::sha256_hex(&bytes);
     if actual != digest {
         return Err(bad_reply(handle, &format!("the bytes hash to {actual}")));
     }
@@ -157,10 +156,6 @@ fn bad_reply(handle: &str, what: &str) -> ErrorObject {
     ErrorObject::plugin(format!(
         "reading {handle} from the runner failed: handle.fetch gave {what}"
     ))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -219,14 +219,10 @@ async fn long_audio_is_cut_into_30_second_windows_with_partials() {
 #[tokio::test(flavor = "multi_thread")]
 async fn plugin_reads_audio_handles_in_ranges() {
     use base64::Engine as _;
-    use sha2::{Digest, Sha256};
     let mut plugin = loaded_plugin().await;
     let samples = speak("next track", US_SLOW);
     let bytes: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
-    let digest: String = Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = utter_protocol::digest::sha256_hex(&bytes);
     let handle = format!("handle://{digest}");
 
     let conn = plugin.conn.clone();

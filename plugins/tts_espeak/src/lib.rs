@@ -25,14 +25,17 @@
 //!
 //! # Options
 //!
-//! `utter-tts-espeak [--output-dir DIR]`, or `UTTER_TTS_OUTPUT_DIR=DIR`: write each
+//! `utter-tts-espeak [--output-dir DIR]` (parsed by clap, see [`Options`]; `--help` explains
+//! it), or `UTTER_TTS_OUTPUT_DIR=DIR`: write each
 //! `tts.speak` utterance to `DIR/utter-tts-<pid>-<n>.wav` instead of the sound device (for
 //! machines without one, and for tests). It is a start-up option, not a request param, so a
 //! caller cannot make the plugin write files elsewhere.
 
 #![warn(missing_docs)]
 
-use std::path::{Path, PathBuf};
+use clap::Parser;
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -370,44 +373,114 @@ impl Handler for EspeakPlugin {
     }
 }
 
-/// The output directory from `args` (`--output-dir DIR` or `--output-dir=DIR`) or
-/// [`OUTPUT_DIR_ENV`]; the directory must exist.
-pub fn output_dir(args: &[String]) -> Result<Option<PathBuf>, String> {
-    let usage = "usage: utter-tts-espeak [--output-dir DIR]";
-    let mut dir = None;
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        if arg == "--output-dir" {
-            let value = iter
-                .next()
-                .ok_or_else(|| format!("--output-dir needs a directory; {usage}"))?;
-            dir = Some(PathBuf::from(value));
-        } else if let Some(value) = arg.strip_prefix("--output-dir=") {
-            dir = Some(PathBuf::from(value));
-        } else {
-            return Err(format!("unknown argument {arg:?}; {usage}"));
+/// The examples at the end of `utter-tts-espeak --help`.
+const EXAMPLES: &str = "\
+Examples:
+  Check that it starts and answers, the way the runner talks to it:
+    utter plugin check -- utter-tts-espeak --output-dir /tmp
+
+  Turn spoken feedback on in the runner's config (config.toml):
+    [tts]
+    enabled = true
+
+    [[plugin]]
+    id = \"tts\"
+    kind = \"tts\"
+    entrypoint = [\"utter-tts-espeak\"]
+
+Needs the program espeak-ng (Debian package espeak-ng); espeak-ng --voices
+lists the voices.";
+
+/// Utter's spoken feedback: text to speech through espeak-ng.
+///
+/// This is a plugin: Utter's runner starts it and speaks JSON-RPC 2.0 with it
+/// on stdin and stdout (or on the socket the runner names) until it closes the
+/// connection. You do not normally run it by hand.
+///
+/// It serves
+///   - tts.speak {text, voice?, rate?}: say the text on the default sound
+///     device (or into a WAV file, with --output-dir);
+///   - tts.synthesize {text, voice?, rate?}: return the speech as a WAV file.
+///
+/// voice is an espeak-ng voice (en, en-us, en+f3); rate is words per minute,
+/// 80 to 450. espeak-ng is run directly, without a shell, and the text goes to
+/// its standard input, never onto its command line.
+//
+// (verbatim_doc_comment: clap 4 without its wrap_help feature does not wrap help text, so the
+// lines above are wrapped by hand.)
+#[derive(Debug, Clone, PartialEq, Eq, clap::Parser)]
+#[command(
+    name = "utter-tts-espeak",
+    version,
+    verbatim_doc_comment,
+    args_override_self = true,
+    after_help = EXAMPLES
+)]
+pub struct Options {
+    /// Write speech to WAV files in DIR, not the sound device.
+    ///
+    /// Each tts.speak utterance goes to a new file, DIR/utter-tts-PID-N.wav.
+    /// For machines without a sound device, and for tests. DIR must exist.
+    /// Without this option $UTTER_TTS_OUTPUT_DIR names it; without either,
+    /// speech is played.
+    #[arg(long, value_name = "DIR", verbatim_doc_comment)]
+    pub output_dir: Option<PathBuf>,
+}
+
+impl Options {
+    /// Parse `args`, the command-line arguments after the program name. `--help` and
+    /// `--version` come back as errors too, of kind `DisplayHelp` and `DisplayVersion`: print
+    /// them with [`clap::Error::print`] and exit with [`clap::Error::exit_code`].
+    pub fn parse_args<I, T>(args: I) -> Result<Options, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let program = OsString::from("utter-tts-espeak");
+        Options::try_parse_from(std::iter::once(program).chain(args.into_iter().map(Into::into)))
+    }
+
+    /// The output directory: `--output-dir`, else [`OUTPUT_DIR_ENV`] as `var` reports it
+    /// (empty counts as unset). It must be an existing directory.
+    pub fn output_dir(
+        &self,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Option<PathBuf>, String> {
+        let dir = self.output_dir.clone().or_else(|| {
+            var(OUTPUT_DIR_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        });
+        if let Some(dir) = &dir {
+            if !dir.is_dir() {
+                return Err(format!(
+                    "output directory {} does not exist or is not a directory",
+                    dir.display()
+                ));
+            }
         }
+        Ok(dir)
     }
-    if dir.is_none() {
-        dir = std::env::var_os(OUTPUT_DIR_ENV)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from);
-    }
-    if let Some(dir) = &dir {
-        if !Path::new(dir).is_dir() {
-            return Err(format!(
-                "output directory {} does not exist or is not a directory",
-                dir.display()
-            ));
-        }
-    }
-    Ok(dir)
 }
 
 /// Serve the plugin until the runner closes the connection. `args` are the command-line
-/// arguments after the program name.
-pub async fn run(args: Vec<String>) -> ExitCode {
-    let dir = match output_dir(&args) {
+/// arguments after the program name (see [`Options`]). `--help` and `--version` print and
+/// return success; invalid arguments print a usage error on stderr and return clap's usage
+/// exit code (2); a missing output directory prints why and returns failure.
+pub async fn run<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let options = match Options::parse_args(args) {
+        Ok(options) => options,
+        Err(e) => {
+            // Nothing more can be said if stdout or stderr is gone.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
+    let dir = match options.output_dir(|name| std::env::var_os(name)) {
         Ok(dir) => dir,
         Err(e) => {
             eprintln!("utter-tts-espeak: {e}");
@@ -472,6 +545,74 @@ mod tests {
         );
         assert_eq!(espeak_errors(""), None);
         assert_eq!(espeak_errors("a warning\n"), None);
+    }
+
+    #[test]
+    fn command_line() {
+        let parse = |a: &[&str]| Options::parse_args(a.iter().copied());
+        let dir = |a: &[&str]| parse(a).map(|o| o.output_dir);
+        assert_eq!(
+            dir(&["--output-dir", "/x"]).unwrap(),
+            Some(PathBuf::from("/x"))
+        );
+        assert_eq!(
+            dir(&["--output-dir=/y"]).unwrap(),
+            Some(PathBuf::from("/y"))
+        );
+        // The last one wins, as before clap.
+        assert_eq!(
+            dir(&["--output-dir=/a", "--output-dir", "/b"]).unwrap(),
+            Some(PathBuf::from("/b"))
+        );
+        assert_eq!(dir(&[]).unwrap(), None);
+        for bad in [
+            &["--output-dir"][..],
+            &["--frob"],
+            &["extra"],
+            &["--output-dir="],
+        ] {
+            let err = parse(bad).expect_err("refused");
+            assert_eq!(err.exit_code(), 2, "{bad:?}");
+            assert!(err.use_stderr(), "{bad:?}");
+        }
+        for (flag, kind) in [
+            ("--help", clap::error::ErrorKind::DisplayHelp),
+            ("-h", clap::error::ErrorKind::DisplayHelp),
+            ("--version", clap::error::ErrorKind::DisplayVersion),
+            ("-V", clap::error::ErrorKind::DisplayVersion),
+        ] {
+            let err = parse(&[flag]).expect_err("not options");
+            assert_eq!(err.kind(), kind, "{flag}");
+            assert_eq!(err.exit_code(), 0, "{flag}");
+        }
+        use clap::CommandFactory;
+        Options::command().debug_assert();
+    }
+
+    #[test]
+    fn the_output_dir_comes_from_the_option_then_the_environment() {
+        let tmp = tempfile::tempdir().unwrap();
+        let here = tmp.path().to_owned();
+        let env = |value: Option<PathBuf>| {
+            move |name: &str| {
+                assert_eq!(name, OUTPUT_DIR_ENV);
+                value.clone().map(OsString::from)
+            }
+        };
+        let given = Options {
+            output_dir: Some(here.clone()),
+        };
+        let none = Options { output_dir: None };
+        let missing = tmp.path().join("missing");
+        assert_eq!(
+            given.output_dir(env(Some(missing.clone()))),
+            Ok(Some(here.clone()))
+        );
+        assert_eq!(none.output_dir(env(Some(here.clone()))), Ok(Some(here)));
+        assert_eq!(none.output_dir(env(Some(PathBuf::new()))), Ok(None));
+        assert_eq!(none.output_dir(env(None)), Ok(None));
+        let err = none.output_dir(env(Some(missing))).unwrap_err();
+        assert!(err.contains("does not exist"), "{err}");
     }
 
     #[test]
