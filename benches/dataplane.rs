@@ -222,9 +222,9 @@ fn ingest(daemon: &Daemon) {
     let sha256sum_ok = out.is_ok_and(|o| o.status.success());
 
     let root = daemon.dir.path().join("store");
-    let store = utter::handles::HandleStore::open(root, Duration::from_secs(300), 1 << 30)
+    let store = utter_core::handles::HandleStore::open(root, Duration::from_secs(300), 1 << 30)
         .expect("a store");
-    let scope = utter::handles::Scope::Client(1);
+    let scope = utter_core::handles::Scope::Client(1);
     let t = Instant::now();
     let read = std::fs::read(&file).expect("read the blob");
     store.create(&scope, &read).expect("create");
@@ -233,12 +233,12 @@ fn ingest(daemon: &Daemon) {
     // 8 MiB over the socket: its base64 must fit the 16 MiB frame limit.
     // Where the time goes: the digest alone (no read, no write, no fsync).
     let t = Instant::now();
-    let _ = utter::handles::digest_hex(&read);
+    let _ = utter_core::handles::digest_hex(&read);
     let digest_only = t.elapsed().as_secs_f64();
 
     let mut client = daemon.try_client().expect("a client");
     let socket_part = &bytes[..8 << 20];
-    let encoded = utter::handles::b64_encode(socket_part);
+    let encoded = utter_core::handles::b64_encode(socket_part);
     let t = Instant::now();
     let reply = client.call("handle.create", json!({"data_b64": encoded}));
     let over_socket = t.elapsed().as_secs_f64() * 4.0;

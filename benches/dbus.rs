@@ -19,9 +19,9 @@ use criterion::{Criterion, criterion_group};
 use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use utter::config;
-use utter::runner::Runner;
-use utter::supervisor::SupervisorOptions;
+use utter_core::config;
+use utter_core::runner::Runner;
+use utter_core::supervisor::SupervisorOptions;
 
 const FLOOR_NAME: &str = "dev.utter.BenchFloor1";
 const FLOOR_PATH: &str = "/dev/utter/BenchFloor1";

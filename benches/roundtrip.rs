@@ -17,8 +17,8 @@ use serde_json::json;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use utter::config;
-use utter::supervisor::{Supervisor, SupervisorOptions};
+use utter_core::config;
+use utter_core::supervisor::{Supervisor, SupervisorOptions};
 
 fn config_with(ids: &[&str]) -> config::Config {
     let program = bin("fake_rs");

@@ -158,45 +158,6 @@ fn row(name: &str, values: &[f64]) {
     println!("{name:<48} {median:>9.2} {p90:>9.2} {min:>9.2}");
 }
 
-/// 0.3 s of silence then 1.5 s of a speech-like tone at 48 kHz mono (as `benches/audio.rs`).
-fn synthetic_48k() -> Vec<f32> {
-    let rate = 48_000.0f32;
-    (0..(1.8 * rate) as usize)
-        .map(|i| {
-            let t = i as f32 / rate;
-            if t < 0.3 {
-                return 0.0;
-            }
-            let env = 0.5 + 0.5 * (2.0 * std::f32::consts::PI * 4.0 * t).sin();
-            let tone: f32 = (1..=5)
-                .map(|h| (2.0 * std::f32::consts::PI * 200.0 * h as f32 * t).sin() / h as f32)
-                .sum();
-            0.2 * env * tone
-        })
-        .collect()
-}
-
-/// `Utterance::from_interleaved` in this process, milliseconds per call.
-fn in_process_flush() -> Vec<f64> {
-    let raw = synthetic_48k();
-    let gate = utter::audio::dsp::GateSettings::default();
-    (0..30)
-        .map(|_| {
-            let started = Instant::now();
-            let u = utter::audio::Utterance::from_interleaved(
-                std::hint::black_box(&raw),
-                48_000,
-                1,
-                &gate,
-                false,
-            )
-            .expect("resampling works");
-            std::hint::black_box(u);
-            started.elapsed().as_secs_f64() * 1000.0
-        })
-        .collect()
-}
-
 fn wav_seconds(path: &Path) -> f64 {
     let reader = hound::WavReader::open(path).expect("espeak-ng wrote a WAV");
     reader.duration() as f64 / reader.spec().sample_rate as f64
@@ -345,8 +306,6 @@ fn main() {
         t(&warmup, "total_ms"),
         t(&warmup, "stt_inference_ms")
     );
-    let flush = in_process_flush();
-    row("in-process from_interleaved, 1.8 s @ 48 kHz", &flush);
     let (load1, load5, load15) = std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| {

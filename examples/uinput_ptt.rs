@@ -1,7 +1,7 @@
 //! The evdev push-to-talk reader through the real kernel input path: run inside a machine
 //! that has `/dev/uinput` (the QEMU guest of `tests/qemu/uinput.sh`; this host has none).
 //!
-//! It starts the runner's own reader, `utter::ptt::evdev::run`, over `/dev/input`, then
+//! It starts the runner's own reader, `utter::triggers::evdev::run`, over `/dev/input`, then
 //! creates a virtual keyboard with uinput (so the reader must find it by re-scanning:
 //! hot-plug), and checks through `Ptt::subscribe`:
 //! 1. key down → `Pressed {source: evdev}`; autorepeat (value 2) → nothing;
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use evdev::uinput::VirtualDevice;
 use evdev::{AttributeSet, EventType, InputEvent, KeyCode};
-use utter::ptt::{CancelReason, Ptt, PttEvent, Source};
+use utter_core::ptt::{CancelReason, Ptt, PttEvent, Source};
 
 const KEY: KeyCode = KeyCode::KEY_F13;
 const WAIT: Duration = Duration::from_secs(20);
@@ -36,10 +36,10 @@ async fn next(events: &mut tokio::sync::broadcast::Receiver<PttEvent>) -> Result
 async fn round_trip() -> Result<(), String> {
     let ptt = Ptt::new(Duration::from_millis(100), Duration::from_secs(60));
     let mut events = ptt.subscribe();
-    let reader = tokio::spawn(utter::ptt::evdev::run(
+    let reader = tokio::spawn(utter::triggers::evdev::run(
         ptt.clone(),
         KEY,
-        utter::ptt::evdev::INPUT_DIR.into(),
+        utter::triggers::evdev::INPUT_DIR.into(),
         Duration::from_millis(200),
     ));
 

@@ -7,10 +7,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::config::LoadedConfig;
-use crate::runner::Runner;
-use crate::supervisor::SupervisorOptions;
 use crate::{dbus, socket, systemd};
+use utter_core::config::LoadedConfig;
+use utter_core::runner::Runner;
+use utter_core::supervisor::SupervisorOptions;
 
 /// Options of the daemon from the command line.
 #[derive(Debug, Clone, Default)]
@@ -57,7 +57,7 @@ pub async fn run(loaded: LoadedConfig, options: DaemonOptions) -> Result<(), Dae
     for p in runner.plugins() {
         tracing::info!(plugin = %p.id, epoch = p.epoch, status = p.status.as_str(), "plugin");
     }
-    runner.start_ptt_triggers(!options.no_dbus);
+    runner.start_ptt_triggers(crate::triggers::starter(!options.no_dbus));
     runner.start_voice();
     let socket_task = socket::serve(listener, runner.clone());
     let bus = if options.no_dbus {

@@ -10,17 +10,17 @@
 //! | member | shape |
 //! |---|---|
 //! | `Command(s utterance, a{sv} options) → s outcome` | [`CommandOutcome`] JSON; options `dry_run` (`b`), `timeout_ms` (`u`, `t`, `i` or `x`) |
-//! | `Status() → s status` | [`crate::runner::Status`] JSON |
-//! | `Reload() → s report` | [`crate::supervisor::ReloadReport`] JSON |
+//! | `Status() → s status` | [`utter_core::runner::Status`] JSON |
+//! | `Reload() → s report` | [`utter_core::supervisor::ReloadReport`] JSON |
 //! | `Confirm(s id, b approved)` | answers a pending confirmation (door `dbus`) |
-//! | `ListPending() → s pending` | JSON list of [`crate::confirm::PendingConfirmation`] |
-//! | `PushToTalk(b pressed) → s outcome` | push-to-talk press/release, source `dbus`; [`crate::ptt::Ptt::act`] JSON |
+//! | `ListPending() → s pending` | JSON list of [`utter_core::confirm::PendingConfirmation`] |
+//! | `PushToTalk(b pressed) → s outcome` | push-to-talk press/release, source `dbus`; [`utter_core::ptt::Ptt::act`] JSON |
 //! | `TogglePushToTalk() → s outcome` | push-to-talk toggle, source `dbus` |
 //! | property `Listening` (`b`) | push-to-talk held |
-//! | property `PushToTalkStatus` (`s`) | [`crate::ptt::PttState`] JSON, with each trigger's state |
+//! | property `PushToTalkStatus` (`s`) | [`utter_core::ptt::PttState`] JSON, with each trigger's state |
 //! | property `Version` (`s`, const) | the runner's version |
 //! | property `State` (`s`) | `starting`, `ready`, `degraded` or `stopping` |
-//! | property `Plugins` (`s`) | JSON array of [`crate::supervisor::PluginReport`] |
+//! | property `Plugins` (`s`) | JSON array of [`utter_core::supervisor::PluginReport`] |
 //! | signal `ConfirmationRequested(s id, s op, s summary, s args)` | `args`: the exact arguments as JSON |
 //! | signal `ConfirmationResolved(s id, b approved, s by)` | |
 //! | signal `PluginStateChanged(s id, u epoch, s status)` | |
@@ -57,16 +57,11 @@ use zbus::fdo::{self, RequestNameFlags, RequestNameReply};
 use zbus::names::{BusName, UniqueName};
 use zbus::zvariant::{OwnedValue, Value};
 
-use crate::pipeline::CommandOptions;
-use crate::runner::Runner;
 use object::{Gate, RunnerObject, follow_events};
+use utter_core::pipeline::CommandOptions;
+use utter_core::runner::Runner;
 
-/// The well-known bus name the runner owns.
-pub const BUS_NAME: &str = "dev.utter.Runner1";
-/// The object path of the runner object.
-pub const OBJECT_PATH: &str = "/dev/utter/Runner1";
-/// The interface name.
-pub const INTERFACE: &str = "dev.utter.Runner1";
+pub use utter_ipc::dbus::{BUS_NAME, INTERFACE, OBJECT_PATH};
 
 /// How long the runner's own outgoing calls on the bus (to the bus daemon, to the notification
 /// server) may take.
@@ -205,11 +200,15 @@ pub fn session_address() -> Result<String, String> {
             .into_string()
             .map_err(|_| format!("{name} is not valid UTF-8, so there is no session bus to use"));
     }
-    let runtime = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty());
-    if let Some(socket) = runtime.map(|dir| PathBuf::from(dir).join("bus"))
-        && socket.exists()
-    {
-        return Ok(format!("unix:path={}", socket.display()));
+    // The fallback every D-Bus library uses ($XDG_RUNTIME_DIR/bus), as zbus resolves it; only
+    // taken when that socket is there, so a missing bus is said here, not at connect time.
+    let fallback = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|v| !v.is_empty())
+        .map(|dir| PathBuf::from(dir).join("bus"));
+    if fallback.is_some_and(|socket| socket.exists()) {
+        if let Ok(address) = zbus::Address::session() {
+            return Ok(address.to_string());
+        }
     }
     Err(
         "no session bus: DBUS_SESSION_BUS_ADDRESS is unset and $XDG_RUNTIME_DIR/bus does not exist"

@@ -1,49 +1,25 @@
-//! The Utter runner: a small, trustworthy supervisor of plugins and the owner of policy.
+//! The `utter` crate: the runner's doors and its desktop side, on top of `utter-core`.
 //!
-//! * [`config`]: the runner TOML, its validation, and the embedded default.
-//! * [`supervisor`]: one slot per plugin; spawn, handshake, validate capabilities, watch,
-//!   restart with backoff, drain.
-//! * [`policy`]: provenance, the ops registry, the gates every step passes.
-//! * [`pipeline`]: utterance → `router.plan` → (a chooser picks a candidate) → gates →
-//!   confirmation and re-validation → `action.invoke`.
-//! * [`confirm`]: argument-bearing confirmations, bound to a digest, and the doors that
-//!   answer them.
-//! * [`audio`]: the microphone: PipeWire sources, push-to-talk capture, 16 kHz resampling
-//!   and the silence gate.
-//! * [`audit`]: the bounded trail of gate decisions.
-//! * [`events`]: what clients are told (plugin states, confirmations, finished commands).
-//! * [`ptt`]: push-to-talk, one press/release state machine fed by the portal, the socket,
-//!   D-Bus and evdev.
-//! * [`runner`]: all of it as one service, as `utter say` and `utter daemon` use it, including
-//!   the plugins' `host.*` callbacks.
+//! The core (`utter-core`) decides: config, policy and the one gate, the pipeline, the
+//! supervisor, host callbacks, handles, streams, confirmations, audit, events, push-to-talk
+//! and the voice loop. This crate faces the world:
 //!
-//! * [`daemon`]: `utter daemon`, the session service with its doors: [`socket`] (the client
-//!   socket), [`dbus`] (the D-Bus object) and [`systemd`] (readiness notification).
-//! * [`client`]: the CLI's client of the socket (`utter status`, `say`, `confirm`, `events`, ...).
-//! * [`install`]: `utter install --user` / `utter uninstall --user`, the systemd user unit
-//!   and D-Bus activation file in place.
+//! * [`socket`]: the client socket (`$XDG_RUNTIME_DIR/utter/runner.sock`), default-deny.
+//! * [`dbus`]: the D-Bus object `dev.utter.Runner1`, its signals and the confirmation
+//!   notifications; [`dbus::session_address`] for the portal trigger.
+//! * [`systemd`]: readiness and status notification for the user unit.
+//! * [`triggers`]: push-to-talk triggers that need I/O (the GlobalShortcuts portal, evdev).
+//! * [`daemon`]: `utter daemon`, the session service with all of the above.
 //!
-//! The wire protocol itself lives in the `utter-protocol` crate.
+//! The client of the socket is the `utter-ipc` crate.
+//!
+//! The CLI (`src/main.rs`, one file per subcommand under `src/cli/`) and the installer live
+//! in the binary, not here. The wire protocol is the `utter-protocol` crate.
 
 #![warn(missing_docs)]
 
-pub mod audio;
-pub mod audit;
-pub mod client;
-pub mod config;
-pub mod confirm;
 pub mod daemon;
 pub mod dbus;
-pub mod events;
-pub mod handles;
-pub mod install;
-pub mod pipeline;
-pub mod policy;
-pub mod ptt;
-pub mod runner;
 pub mod socket;
-pub mod streams;
-pub mod supervisor;
 pub mod systemd;
-pub mod transport;
-pub mod voice;
+pub mod triggers;

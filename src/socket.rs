@@ -34,7 +34,7 @@
 //! error frame); per connection 1000 requests per sliding 10 s, and a bounded event backlog
 //! per subscription.
 //!
-//! The CLI's side ([`crate::client`]) talks only to a socket served by a process of its own
+//! The CLI's side (the `utter-ipc` crate) talks only to a socket served by a process of its own
 //! user, so a socket planted by someone else never sees a token.
 //!
 //! Methods (params → result). Those of the older runner keep their shapes (reference §2.3);
@@ -60,7 +60,7 @@
 //! | `fd.pass` | `{kind: "handle" \| "memfd" \| "memfd.ring", meta}` | `{kind, …}` with one descriptor (`SCM_RIGHTS`) |
 //!
 //! Handles are scoped to the connection that made them or received them through
-//! `runner.invoke` (PROTOCOL.md §10, [`crate::handles`]).
+//! `runner.invoke` (PROTOCOL.md §10, [`utter_core::handles`]).
 //!
 //! Errors: `-32003` before authentication ("authentication required (send runner.auth
 //! {token})"), for a wrong token, past the rate limit, and for policy denials; `-32602` for
@@ -99,8 +99,8 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use utter_protocol::{ErrorCode, ErrorObject};
 
-use crate::config::Config;
-use crate::runner::Runner;
+use utter_core::config::Config;
+use utter_core::runner::Runner;
 
 pub use access::{read_token, token_path};
 
@@ -140,11 +140,7 @@ pub enum SocketError {
 /// The default socket path: `$XDG_RUNTIME_DIR/utter/runner.sock`, else
 /// `<tmp>/utter-<uid>/utter/runner.sock` (reference §9.1).
 pub fn default_path() -> PathBuf {
-    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("utter-{}", nix::unistd::getuid())));
-    runtime.join("utter").join("runner.sock")
+    utter_core::paths::BaseDirs::from_env().socket()
 }
 
 /// The socket path: `explicit`, else `[runner] socket_path`, else `$UTTER_RUNNER_SOCK`, else

@@ -12,7 +12,7 @@ fn config(dir: &Path, audio: &str) -> std::path::PathBuf {
     std::fs::write(
         &path,
         format!(
-            "config_version = 1\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n\n[audio]\n{audio}\n"
+            "config_version = 1\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n\n[[plugin]]\nid = \"audio\"\nkind = \"audio\"\nentrypoint = [\"utter-audio-pipewire\"]\n\n[audio]\n{audio}\n"
         ),
     )
     .unwrap();

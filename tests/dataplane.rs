@@ -129,7 +129,7 @@ impl Client {
 }
 
 fn b64(bytes: &[u8]) -> String {
-    utter::handles::b64_encode(bytes)
+    utter_core::handles::b64_encode(bytes)
 }
 
 /// Where the daemon keeps the blob `sha`: in its `runner-<pid>` directory under `dir`.
@@ -164,7 +164,7 @@ async fn handles_are_created_fetched_stated_retained_and_released() {
         .call("handle.create", json!({"data_b64": b64(b"hello, handles")}))
         .await
         .unwrap();
-    let sha = utter::handles::digest_hex(b"hello, handles");
+    let sha = utter_core::handles::digest_hex(b"hello, handles");
     assert_eq!(made["sha256"], sha);
     assert_eq!(made["size"], 14);
     assert_eq!(made["handle"], format!("handle://{sha}"));
@@ -194,7 +194,7 @@ async fn handles_are_created_fetched_stated_retained_and_released() {
         .call("handle.create", json!({"size": 3}))
         .await
         .unwrap();
-    assert_eq!(zeros["sha256"], utter::handles::digest_hex(&[0, 0, 0]));
+    assert_eq!(zeros["sha256"], utter_core::handles::digest_hex(&[0, 0, 0]));
 
     let stat = client
         .call("handle.stat", json!({"handle": made["handle"]}))
@@ -276,7 +276,7 @@ async fn sixty_four_kib_is_inline_and_one_byte_more_is_not() {
         .await
         .unwrap();
     assert_eq!(
-        utter::handles::b64_decode(fetched["data_b64"].as_str().unwrap()).unwrap(),
+        utter_core::handles::b64_decode(fetched["data_b64"].as_str().unwrap()).unwrap(),
         exact
     );
     let big = client
@@ -635,7 +635,7 @@ async fn a_plugins_handle_is_adopted_only_when_its_bytes_match() {
     let daemon = Daemon::start(&plugin).await;
     let client = daemon.client().await;
     // The client names only the digest, so the handle reaches it from the plugin's reply.
-    let honest_sha = utter::handles::digest_hex(b"plugin bytes");
+    let honest_sha = utter_core::handles::digest_hex(b"plugin bytes");
     let honest = format!("handle://{honest_sha}");
     let reply = client
         .call(
@@ -652,7 +652,7 @@ async fn a_plugins_handle_is_adopted_only_when_its_bytes_match() {
     assert_eq!(fetched["data_b64"], b64(b"plugin bytes"));
 
     // A handle whose bytes do not hash to its name is not adopted.
-    let lying_sha = utter::handles::digest_hex(b"what it claims");
+    let lying_sha = utter_core::handles::digest_hex(b"what it claims");
     let lying = format!("handle://{lying_sha}");
     client
         .call(

@@ -4,10 +4,10 @@
 mod common;
 
 use std::time::Duration;
-use utter::config;
-use utter::pipeline::CommandOptions;
-use utter::runner::Runner;
-use utter::supervisor::{PluginStatus, SupervisorOptions};
+use utter_core::config;
+use utter_core::pipeline::CommandOptions;
+use utter_core::runner::Runner;
+use utter_core::supervisor::{PluginStatus, SupervisorOptions};
 use utter_protocol::serde_json::{Value, json};
 
 /// A runner whose router and action plugin are the test plugin with `args`.

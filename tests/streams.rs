@@ -472,7 +472,7 @@ async fn a_plugin_creates_fetches_in_ranges_stats_and_releases_its_own_handles()
         .via_plugin(
             "test",
             "handle.create",
-            json!({"data_b64": utter::handles::b64_encode(&bytes)}),
+            json!({"data_b64": utter_core::handles::b64_encode(&bytes)}),
         )
         .await;
     let handle = made["result"]["handle"]
@@ -506,7 +506,7 @@ async fn a_plugin_creates_fetches_in_ranges_stats_and_releases_its_own_handles()
         let part = &part["result"];
         assert_eq!(part["size"], 300_000, "{part}");
         assert_eq!(part["offset"], got.len());
-        let data = utter::handles::b64_decode(part["data_b64"].as_str().unwrap()).unwrap();
+        let data = utter_core::handles::b64_decode(part["data_b64"].as_str().unwrap()).unwrap();
         assert_eq!(part["length"], data.len());
         assert!(data.len() <= 65_536);
         if data.is_empty() {
@@ -552,7 +552,7 @@ async fn fd_pass_reaches_a_socket_plugin_and_fails_cleanly_over_stdio() {
         .via_plugin(
             "sock",
             "handle.create",
-            json!({"data_b64": utter::handles::b64_encode(&bytes)}),
+            json!({"data_b64": utter_core::handles::b64_encode(&bytes)}),
         )
         .await;
     let handle = made["result"]["handle"]
@@ -572,7 +572,7 @@ async fn fd_pass_reaches_a_socket_plugin_and_fails_cleanly_over_stdio() {
     // A handle outside the plugin's scope is refused.
     let unknown = format!(
         "handle://{}",
-        utter::handles::digest_hex(b"nobody made this")
+        utter_core::handles::digest_hex(b"nobody made this")
     );
     let refused = client
         .call(

@@ -5,8 +5,8 @@ mod common;
 
 use std::path::Path;
 use std::time::Duration;
-use utter::config;
-use utter::supervisor::{PluginStatus, Supervisor, SupervisorOptions};
+use utter_core::config;
+use utter_core::supervisor::{PluginStatus, Supervisor, SupervisorOptions};
 use utter_protocol::serde_json::{Value, json};
 
 /// A config with one `[[plugin]]` per (id, args) running the test plugin.

@@ -11,7 +11,6 @@
 mod common;
 
 use common::{ChildEnv, Sandbox, UtterRun, bin, repo_root, run_utter};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixDatagram, UnixListener};
@@ -33,10 +32,7 @@ fn mode(path: &Path) -> u32 {
 
 fn sha256_hex(path: &Path) -> String {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    utter_protocol::digest::sha256_hex(&bytes)
 }
 
 fn read(path: &Path) -> String {

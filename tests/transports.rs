@@ -8,8 +8,8 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
-use utter::config;
-use utter::supervisor::{PluginStatus, Supervisor, SupervisorOptions};
+use utter_core::config;
+use utter_core::supervisor::{PluginStatus, Supervisor, SupervisorOptions};
 use utter_protocol::serde_json::json;
 
 /// A test rig: a private runtime directory and a config of test plugins, each with its

@@ -10,13 +10,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use utter::config;
-use utter::confirm::{Door, read_answer};
-use utter::events::Event;
-use utter::pipeline::CommandOptions;
-use utter::policy::{Policy, Provenance, step_digest};
-use utter::runner::Runner;
-use utter::supervisor::SupervisorOptions;
+use utter_core::config;
+use utter_core::confirm::{Door, read_answer};
+use utter_core::events::Event;
+use utter_core::handles::Scope;
+use utter_core::pipeline::CommandOptions;
+use utter_core::policy::{Policy, Provenance, step_digest};
+use utter_core::runner::Runner;
+use utter_core::supervisor::SupervisorOptions;
+use utter_protocol::ErrorObject;
 use utter_protocol::serde_json::{self, Value, json};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -137,7 +139,7 @@ fn counting_door(answer: Option<bool>) -> (Door, Arc<AtomicUsize>) {
     (door, asked)
 }
 
-fn code(step: &utter::pipeline::StepResult) -> Option<i64> {
+fn code(step: &utter_core::pipeline::StepResult) -> Option<i64> {
     step.error.as_ref().map(|e| e.code)
 }
 
@@ -1166,7 +1168,7 @@ fn untrusted_steps_with_any_concrete_key_never_reach_the_action_plugin() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_callbacks_is_bounded() {
     let r = runner(&[("t", Vec::new())], "").await;
-    let max = utter::supervisor::MAX_HOST_CALLS_IN_FLIGHT;
+    let max = utter_core::supervisor::MAX_HOST_CALLS_IN_FLIGHT;
     let calls: Vec<_> = (0..max + 4)
         .map(|i| {
             let r = r.clone();
@@ -1318,5 +1320,213 @@ async fn a_perception_chooser_is_held_to_the_same_rule() {
         .expect_err("no chooser");
     assert_eq!(e.code, -32005);
     assert!(invokes(&f.path("rec")).is_empty());
+    r.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// runner.invoke passes the same gate as a plan's steps
+
+/// A client's `runner.invoke` of `params` on plugin `t`, answered by `door`.
+async fn invoke(r: &Arc<Runner>, params: Value, door: Door) -> Result<Value, ErrorObject> {
+    r.invoke(
+        json!({"plugin": "t", "method": "action.invoke", "params": params}),
+        door,
+        Scope::Client(1),
+        "test client",
+    )
+    .await
+}
+
+fn invoke_audit(r: &Runner) -> Vec<utter_core::audit::AuditEntry> {
+    r.audit(None)
+        .into_iter()
+        .filter(|a| {
+            a.utterance
+                .starts_with("runner.invoke action.invoke on t from test client")
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runner_invoke_checks_the_args_schema_and_names_the_field() {
+    let f = Files::new();
+    let ops = json!([
+        {"op": "open_url", "side_effect": true, "args_schema": {
+            "type": "object", "required": ["url"], "additionalProperties": false,
+            "properties": {"url": {"type": "string"}}}},
+    ]);
+    let r = runner(
+        &[(
+            "t",
+            args(&["--ops", &ops.to_string(), "--record", &f.arg("rec")]),
+        )],
+        "",
+    )
+    .await;
+    let (door, asked) = counting_door(Some(true));
+    let e = invoke(
+        &r,
+        json!({"op": "open_url", "args": {"url": "https://a.example", "target": "_blank"}, "provenance": "user"}),
+        door.clone(),
+    )
+    .await
+    .expect_err("refused by the schema");
+    assert_eq!(e.code, -32602, "{e:?}");
+    assert_eq!(e.data.as_ref().unwrap()["field"], "target", "{e:?}");
+    assert!(
+        invokes(&f.path("rec")).is_empty(),
+        "the plugin never saw it"
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 0);
+    let audit = invoke_audit(&r);
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].decision, "denied");
+    assert_eq!(audit[0].code, Some(-32602));
+    // The same call with arguments that fit runs once and is audited as executed.
+    let ok = invoke(
+        &r,
+        json!({"op": "open_url", "args": {"url": "https://a.example"}, "provenance": "user"}),
+        door,
+    )
+    .await
+    .expect("runs");
+    assert_eq!(ok["ok"], true, "{ok}");
+    assert_eq!(invokes(&f.path("rec")).len(), 1);
+    let decisions: Vec<String> = invoke_audit(&r).into_iter().map(|a| a.decision).collect();
+    assert_eq!(decisions, ["denied", "allowed", "executed"]);
+    r.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acting_runner_invoke_is_audited_allowed_denied_or_confirmed() {
+    let f = Files::new();
+    let r = runner(&[("t", args(&["--record", &f.arg("rec")]))], "").await;
+    let (yes, asked) = counting_door(Some(true));
+    invoke(
+        &r,
+        json!({"op": "open_url", "args": {"url": "https://example.com"}, "provenance": "user"}),
+        yes.clone(),
+    )
+    .await
+    .expect("allowed");
+    let e = invoke(
+        &r,
+        json!({"op": "open_url", "args": {"url": "file:///etc/passwd"}, "provenance": "user"}),
+        yes.clone(),
+    )
+    .await
+    .expect_err("a scheme outside the allow-list");
+    assert_eq!(e.code, -32003, "{e:?}");
+    let e = invoke(
+        &r,
+        json!({"op": "open_url", "args": {"url": "https://evil.example"}, "provenance": "screen"}),
+        yes.clone(),
+    )
+    .await
+    .expect_err("authored by the screen");
+    assert_eq!(e.code, -32006, "{e:?}");
+    invoke(
+        &r,
+        json!({"op": "open_url", "args": {"url": "https://example.org"}, "provenance": "user", "confirm": true}),
+        yes,
+    )
+    .await
+    .expect("confirmed and run");
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    let (no, _) = counting_door(Some(false));
+    let e = invoke(
+        &r,
+        json!({"op": "open_url", "args": {"url": "https://example.net"}, "provenance": "user", "confirm": true}),
+        no,
+    )
+    .await
+    .expect_err("not confirmed");
+    assert_eq!(e.code, -32003, "{e:?}");
+    assert!(
+        e.message.starts_with("confirmation denied"),
+        "{}",
+        e.message
+    );
+    assert_eq!(
+        e.data.as_ref().unwrap()["args"]["url"],
+        "https://example.net"
+    );
+    let trail: Vec<(String, String)> = invoke_audit(&r)
+        .into_iter()
+        .map(|a| (a.decision, a.args["url"].as_str().unwrap_or("").to_owned()))
+        .collect();
+    let has = |decision: &str, url: &str| trail.iter().any(|(d, u)| d == decision && u == url);
+    assert!(has("executed", "https://example.com"), "{trail:?}");
+    assert!(has("denied", "file:///etc/passwd"), "{trail:?}");
+    assert!(has("denied", "https://evil.example"), "{trail:?}");
+    assert!(has("confirmed", "https://example.org"), "{trail:?}");
+    assert!(has("executed", "https://example.org"), "{trail:?}");
+    assert!(has("denied", "https://example.net"), "{trail:?}");
+    // Only the two that passed reached the plugin.
+    let urls: Vec<Value> = invokes(&f.path("rec"))
+        .iter()
+        .map(|i| i["params"]["args"]["url"].clone())
+        .collect();
+    assert_eq!(
+        urls,
+        [json!("https://example.com"), json!("https://example.org")]
+    );
+    r.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_runner_invoke_is_revalidated_with_the_policy_in_force_then() {
+    let f = Files::new();
+    let plugins = [("t", args(&["--record", &f.arg("rec")]))];
+    let on = config_text(&plugins, "[policy]\nenabled_ops = [\"terminal\"]\n");
+    let off = config_text(
+        &plugins,
+        "[policy]\nenabled_ops = [\"terminal\"]\ndisabled_ops = [\"terminal\"]\n",
+    );
+    let path = f.path("config.toml");
+    std::fs::write(&path, &on).unwrap();
+    let loaded = config::load(Some(&path)).expect("valid config");
+    let options = SupervisorOptions::from_config(&loaded.config);
+    let r = Runner::start(loaded, options, Some(path.clone())).await;
+    // terminal always asks; while the person decides, the policy turns it off.
+    let door: Door = {
+        let r = r.clone();
+        Arc::new(move |_| {
+            let r = r.clone();
+            let path = path.clone();
+            let off = off.clone();
+            Box::pin(async move {
+                std::fs::write(&path, off).expect("rewrite config");
+                r.reload().await.expect("reload");
+                Some(true)
+            })
+        })
+    };
+    let e = invoke(
+        &r,
+        json!({"op": "terminal", "args": {"command": "ls"}, "provenance": "user"}),
+        door,
+    )
+    .await
+    .expect_err("refused after approval");
+    assert_eq!(e.code, -32003, "{e:?}");
+    assert!(e.message.contains("disabled by policy"), "{}", e.message);
+    assert!(invokes(&f.path("rec")).is_empty());
+    let decisions: Vec<(String, Option<String>)> = invoke_audit(&r)
+        .into_iter()
+        .map(|a| (a.decision, a.by))
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            ("allowed".to_owned(), Some("policy".to_owned())),
+            ("confirmed".to_owned(), Some("client".to_owned())),
+            (
+                "denied".to_owned(),
+                Some("policy (after approval)".to_owned())
+            ),
+        ],
+        "{decisions:?}"
+    );
     r.shutdown().await;
 }

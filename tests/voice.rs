@@ -348,3 +348,70 @@ async fn an_incomplete_model_directory_fails_the_stt_stage_naming_the_missing_fi
     );
     assert!(!daemon.recorded.exists(), "nothing was opened");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_capture_plugin_comes_back_and_the_next_press_works() {
+    let model = whisper_model();
+    let pw = PipeWireSession::start();
+    let wav_dir = tempfile::tempdir().unwrap();
+    let wav = wav_dir.path().join("open_youtube.wav");
+    espeak_wav("open youtube", &wav);
+    let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
+    let status = wait_ready(&daemon, None).await;
+    let capture = |status: &Value| -> (u64, i64) {
+        let p = status["plugins"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["id"] == "audio").cloned())
+            .unwrap_or_default();
+        (
+            p["epoch"].as_u64().unwrap_or(0),
+            p["pid"].as_i64().unwrap_or(0),
+        )
+    };
+    let (epoch, pid) = capture(&status);
+    assert!(pid > 0, "the capture plugin runs: {status}");
+    // The capture process dies (as a PipeWire crash would take it); the runner stays.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the capture plugin");
+    let deadline = std::time::Instant::now() + LIMIT;
+    loop {
+        let run = daemon.utter(&["status", "--json"]).await;
+        assert_eq!(run.code, Some(0), "the runner answers: {run}");
+        let status = run.json();
+        let (now, _) = capture(&status);
+        let running = status["plugins"]
+            .as_array()
+            .is_some_and(|ps| ps.iter().any(|p| p["id"] == "audio" && p["status"] == "ok"));
+        if now > epoch && running {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the capture plugin did not come back: {status}\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The next press configures the new instance and the command goes through.
+    let follower = Follower::start(&daemon);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let press = daemon.utter(&["ptt", "press", "--json"]).await;
+    assert_eq!(press.json()["listening"], true, "{press}");
+    let deadline = std::time::Instant::now() + LIMIT;
+    while daemon.utter(&["status", "--json"]).await.json()["voice"]["state"] != "listening" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never listening after the restart:\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    speak_into_mic(&pw, &wav);
+    daemon.utter(&["ptt", "release", "--json"]).await;
+    let report = follower.next(&daemon);
+    assert_eq!(report["outcome"], "ok", "{report:#}\n{}", daemon.log());
+    assert_opened(&report, &daemon, "https://www.youtube.com").await;
+}

@@ -1,5 +1,15 @@
-//! The CLI's client of the runner's socket ([`crate::socket`]): `utter status`, `say`,
-//! `confirm`, `pending`, `reload`, `events` and `ptt` talk to a running `utter daemon` through it.
+//! A typed client of the runner's socket: `utter status`, `say`, `confirm`, `pending`,
+//! `reload`, `events` and `ptt` talk to a running `utter daemon` through it, and so can a
+//! settings app or a bar widget.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let path = utter_ipc::paths::BaseDirs::from_env().socket();
+//! let client = utter_ipc::Client::connect(&path, utter_ipc::client::client_token(None), None).await?;
+//! let status = client.status().await?;
+//! println!("{} with {} plugins", status.state.as_str(), status.plugins.len());
+//! # Ok(()) }
+//! ```
 //!
 //! The runner admits its own `utter` binary without a token. When the runner asks for one
 //! anyway (an `utter` built elsewhere than the running daemon), the client reads the token
@@ -13,8 +23,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+
+use crate::methods::{self, CommandParams, EventParams, PttReply, VersionInfo};
+use crate::{AuditEntry, CommandOutcome, PendingConfirmation, ReloadReport, Status};
 use utter_protocol::{Connection, ConnectionOptions, ErrorCode, ErrorObject, Incoming};
 
 /// Answers the runner's `host.confirm` requests: given its params (`{id, op, args,
@@ -72,7 +86,7 @@ pub struct Client {
     path: PathBuf,
     token: Option<String>,
     authenticated: AtomicBool,
-    events: mpsc::Receiver<Value>,
+    events: mpsc::Receiver<EventParams>,
 }
 
 impl Client {
@@ -192,22 +206,123 @@ impl Client {
             })
     }
 
-    /// Push-to-talk: `runner.ptt {action}` with `action` one of `press`, `release`, `toggle`,
-    /// `state`; the result is `{action, transition, listening, state}`
-    /// ([`crate::ptt::Ptt::act`]).
+    /// Call `method` and read its result as `T`.
     ///
     /// # Errors
-    /// As [`Client::call`]; `-32602` for an unknown action.
-    pub async fn ptt(&self, action: &str) -> Result<Value, ErrorObject> {
-        self.call("runner.ptt", json!({ "action": action })).await
+    /// As [`Client::call`]; `-32603` when the result does not have `T`'s shape.
+    pub async fn call_typed<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> Result<T, ErrorObject> {
+        let value = self.call(method, params).await?;
+        serde_json::from_value(value).map_err(|e| {
+            ErrorObject::internal(format!("{method} answered in an unexpected shape: {e}"))
+        })
     }
 
-    /// Subscribe to events; they then arrive through [`Client::next_event`].
+    /// `runner.version`.
+    ///
+    /// # Errors
+    /// As [`Client::call_typed`].
+    pub async fn version(&self) -> Result<VersionInfo, ErrorObject> {
+        self.call_typed(methods::VERSION, json!({})).await
+    }
+
+    /// `runner.status`: the whole state.
+    ///
+    /// # Errors
+    /// As [`Client::call_typed`].
+    pub async fn status(&self) -> Result<Status, ErrorObject> {
+        self.call_typed(methods::STATUS, json!({})).await
+    }
+
+    /// `runner.pending`: the confirmations waiting for an answer.
+    ///
+    /// # Errors
+    /// As [`Client::call_typed`].
+    pub async fn pending(&self) -> Result<Vec<PendingConfirmation>, ErrorObject> {
+        self.call_typed(methods::PENDING, json!({})).await
+    }
+
+    /// `runner.confirm {id, approved}`.
+    ///
+    /// # Errors
+    /// As [`Client::call`]; `-32602` for an unknown id.
+    pub async fn confirm(&self, id: &str, approved: bool) -> Result<(), ErrorObject> {
+        self.call(methods::CONFIRM, json!({"id": id, "approved": approved}))
+            .await
+            .map(|_| ())
+    }
+
+    /// `runner.audit {since?}`: the gate's recent decisions, oldest first; `since` in seconds
+    /// since the Unix epoch.
+    ///
+    /// # Errors
+    /// As [`Client::call_typed`].
+    pub async fn audit(&self, since: Option<u64>) -> Result<Vec<AuditEntry>, ErrorObject> {
+        let params = match since {
+            Some(since) => json!({ "since": since }),
+            None => json!({}),
+        };
+        self.call_typed(methods::AUDIT, params).await
+    }
+
+    /// `runner.command`: plan, check and run one utterance.
+    ///
+    /// # Errors
+    /// As [`Client::call_typed`]; the runner's `-32602` for a blank utterance, `-32005`
+    /// without a router.
+    pub async fn command(&self, params: &CommandParams) -> Result<CommandOutcome, ErrorObject> {
+        let params = serde_json::to_value(params)
+            .map_err(|e| ErrorObject::internal(format!("runner.command params: {e}")))?;
+        self.call_typed(methods::COMMAND, params).await
+    }
+
+    /// `runner.invoke {plugin, method, params}`: one call to one plugin, through the gate
+    /// when it acts.
+    ///
+    /// # Errors
+    /// As [`Client::call`].
+    pub async fn invoke(
+        &self,
+        plugin: &str,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, ErrorObject> {
+        self.call(
+            methods::INVOKE,
+            json!({"plugin": plugin, "method": method, "params": params}),
+        )
+        .await
+    }
+
+    /// `runner.reload`: read the config again.
+    ///
+    /// # Errors
+    /// As [`Client::call_typed`]; `-32602` with `data: {errors, warnings}` for an invalid
+    /// file (the running config stays).
+    pub async fn reload(&self) -> Result<ReloadReport, ErrorObject> {
+        self.call_typed(methods::RELOAD, json!({})).await
+    }
+
+    /// Push-to-talk: `runner.ptt {action}` with `action` one of `press`, `release`,
+    /// `toggle`, `cancel`, `state`.
+    ///
+    /// # Errors
+    /// As [`Client::call_typed`]; `-32602` for an unknown action.
+    pub async fn ptt(&self, action: &str) -> Result<PttReply, ErrorObject> {
+        self.call_typed(methods::PTT, json!({ "action": action }))
+            .await
+    }
+
+    /// Subscribe to events; they then arrive through [`Client::next_event`], a
+    /// [`crate::Event::Snapshot`] first.
     ///
     /// # Errors
     /// As [`Client::call`].
     pub async fn subscribe(&self) -> Result<String, ErrorObject> {
-        let result = self.call("runner.subscribe", json!({})).await?;
+        let result = self.call(methods::SUBSCRIBE, json!({})).await?;
         result
             .get("subscription")
             .and_then(Value::as_str)
@@ -215,9 +330,9 @@ impl Client {
             .ok_or_else(|| ErrorObject::plugin(format!("runner.subscribe returned {result}")))
     }
 
-    /// The next `runner.event` notification's params (`{subscription, event}`), or `None`
-    /// when the connection closed.
-    pub async fn next_event(&mut self) -> Option<Value> {
+    /// The next event of a subscription, or `None` when the connection closed. An event this
+    /// version does not know is [`crate::Event::Unknown`].
+    pub async fn next_event(&mut self) -> Option<EventParams> {
         self.events.recv().await
     }
 
@@ -235,7 +350,7 @@ async fn serve_incoming(
     conn: Connection,
     mut incoming: mpsc::Receiver<Incoming>,
     confirm: Option<ConfirmHandler>,
-    events: mpsc::Sender<Value>,
+    events: mpsc::Sender<EventParams>,
 ) {
     while let Some(message) = incoming.recv().await {
         match message {
@@ -260,8 +375,12 @@ async fn serve_incoming(
                     )
                     .await;
             }
-            Incoming::Notification(note) if note.method == "runner.event" => {
-                if events.send(note.params).await.is_err() {
+            Incoming::Notification(note) if note.method == methods::EVENT => {
+                let Ok(params) = serde_json::from_value::<EventParams>(note.params) else {
+                    // Not even a subscription and an event: nothing a client could use.
+                    continue;
+                };
+                if events.send(params).await.is_err() {
                     // Nobody reads events; keep serving confirmations.
                     continue;
                 }
@@ -278,5 +397,9 @@ pub fn client_token(configured: Option<&str>) -> Option<String> {
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .map(str::to_owned)
-        .or_else(|| crate::socket::token_path().and_then(|p| crate::socket::read_token(&p)))
+        .or_else(|| {
+            crate::paths::BaseDirs::from_env()
+                .token()
+                .and_then(|p| crate::paths::read_token(&p))
+        })
 }

@@ -31,8 +31,8 @@ use zbus::names::{BusName, OwnedUniqueName};
 use zbus::zvariant::Value;
 use zbus::{Connection, MatchRule, MessageStream};
 
-use crate::confirm::{Door, PendingConfirmation};
-use crate::runner::Runner;
+use utter_core::confirm::{Door, PendingConfirmation};
+use utter_core::runner::Runner;
 
 /// The notification server's well-known name.
 pub const SERVER_NAME: &str = "org.freedesktop.Notifications";
@@ -387,9 +387,9 @@ pub(crate) async fn follow_server(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::ConfirmRequest;
-    use crate::policy::Provenance;
     use serde_json::json;
+    use utter_core::pipeline::ConfirmRequest;
+    use utter_core::policy::Provenance;
 
     #[test]
     fn the_prompt_carries_the_exact_arguments_and_markup_is_escaped_only_when_read() {

@@ -18,8 +18,8 @@ use zbus::object_server::{InterfaceRef, SignalEmitter};
 use zbus::zvariant::OwnedValue;
 
 use super::{Error, INTERFACE, command_options, to_json};
-use crate::events::Event;
-use crate::runner::{Runner, VERSION};
+use utter_core::events::Event;
+use utter_core::runner::{Runner, VERSION};
 
 /// How many admitted callers (unique names) are remembered; past this the memory is cleared and
 /// callers are asked about again.
@@ -169,11 +169,11 @@ impl RunnerObject {
     ) -> Result<String, Error> {
         self.gate.admit(&header).await?;
         let action = if pressed {
-            crate::ptt::Action::Press
+            utter_core::ptt::Action::Press
         } else {
-            crate::ptt::Action::Release
+            utter_core::ptt::Action::Release
         };
-        to_json(&self.runner.ptt.act(action, crate::ptt::Source::Dbus))
+        to_json(&self.runner.ptt.act(action, utter_core::ptt::Source::Dbus))
     }
 
     /// Push-to-talk toggle (for bindings that only fire on key press): press when released,
@@ -184,12 +184,10 @@ impl RunnerObject {
         #[zbus(header)] header: Header<'_>,
     ) -> Result<String, Error> {
         self.gate.admit(&header).await?;
-        to_json(
-            &self
-                .runner
-                .ptt
-                .act(crate::ptt::Action::Toggle, crate::ptt::Source::Dbus),
-        )
+        to_json(&self.runner.ptt.act(
+            utter_core::ptt::Action::Toggle,
+            utter_core::ptt::Source::Dbus,
+        ))
     }
 
     /// Whether push-to-talk is held (the runner is listening).
@@ -268,7 +266,7 @@ impl RunnerObject {
     ) -> zbus::Result<()>;
 
     /// A push-to-talk cycle ended: outcome `ok`, `failed` or `no-speech`, what was heard
-    /// (empty when nothing), and the JSON of the whole report (`crate::voice::VoiceReport`:
+    /// (empty when nothing), and the JSON of the whole report (`utter_core::runner::voice::VoiceReport`:
     /// stage, error, command results, latency split).
     #[zbus(signal)]
     async fn voice_finished(
@@ -357,6 +355,8 @@ pub(super) async fn follow_events(
                 let transcript = report.transcript.as_deref().unwrap_or("");
                 RunnerObject::voice_finished(emitter, &report.outcome, transcript, &json).await
             }
+            // Subscription bookkeeping of the socket, never broadcast by the runner.
+            Event::Snapshot { .. } | Event::Dropped { .. } | Event::Unknown => Ok(()),
         };
         if let Err(e) = sent {
             tracing::debug!(error = %e, "D-Bus: could not emit a signal");

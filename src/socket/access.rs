@@ -31,14 +31,14 @@
 
 use std::fs::OpenOptions;
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-use crate::config::Config;
-use crate::runner::Runner;
+use utter_core::config::Config;
+use utter_core::runner::Runner;
 
 /// Who is on the other end of a connection.
 #[derive(Debug, Clone)]
@@ -276,15 +276,7 @@ impl Shared {
 /// `$HOME/.local/state/utter/runner-token` (reference §9.3); `None` when neither variable is
 /// set.
 pub fn token_path() -> Option<PathBuf> {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".local").join("state"))
-        })?;
-    Some(state.join("utter").join("runner-token"))
+    utter_core::paths::BaseDirs::from_env().token()
 }
 
 /// Read a token file (surrounding whitespace removed); `None` when it is missing, unreadable
@@ -300,11 +292,7 @@ pub fn read_token(path: &Path) -> Option<String> {
 fn ensure_token_file(path: &Path, configured: &str) -> Result<String, String> {
     let configured = configured.trim();
     if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        utter_core::paths::ensure_private_dir(dir)?;
     }
     let existing = match std::fs::symlink_metadata(path) {
         Ok(meta) => {
@@ -399,7 +387,9 @@ mod tests {
             Some(body) => format!("config_version = 1\n[socket]\n{body}\n"),
             None => "config_version = 1\n".to_owned(),
         };
-        let config = crate::config::parse(&text, "test.toml").unwrap().config;
+        let config = utter_core::config::parse(&text, "test.toml")
+            .unwrap()
+            .config;
         let own = OwnExe {
             path: Some(PathBuf::from("/opt/utter/bin/utter")),
             id: Some((7, 99)),

@@ -29,13 +29,15 @@ use utter_protocol::{
 };
 
 use super::access::{Admission, Peer, Shared, constant_time_eq};
-use crate::config::ConfigIssue;
-use crate::confirm::{Door, PendingConfirmation, read_answer};
-use crate::handles::{Scope, b64_decode, b64_encode};
-use crate::pipeline::{CommandOptions, ConfirmRequest};
-use crate::policy::{Provenance, normalise_op};
-use crate::runner::{EVENT_BACKLOG, Runner, VERSION};
-use crate::supervisor::PluginReport;
+use utter_core::config::ConfigIssue;
+use utter_core::confirm::{Door, PendingConfirmation, read_answer};
+use utter_core::handles::Scope;
+use utter_core::params::{optional_bool, required_str, timeout_ms};
+use utter_core::pipeline::CommandOptions;
+use utter_core::policy::Provenance;
+use utter_core::runner::host;
+use utter_core::runner::invoke::find_plugin;
+use utter_core::runner::{EVENT_BACKLOG, Runner, VERSION};
 
 /// Requests allowed per connection within [`RATE_WINDOW`] (reference §9.1).
 const RATE_LIMIT: usize = 1000;
@@ -159,6 +161,18 @@ fn next_connection() -> u64 {
 pub const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Session {
+    /// This connection as the audit trail names it: `client <n> (pid <pid>, <exe>)`.
+    fn describe(&self) -> String {
+        let pid = self
+            .peer
+            .pid
+            .map_or_else(|| "pid ?".to_owned(), |p| format!("pid {p}"));
+        match &self.peer.exe {
+            Some(exe) => format!("client {} ({pid}, {})", self.connection, exe.display()),
+            None => format!("client {} ({pid})", self.connection),
+        }
+    }
+
     async fn run(mut self, mut incoming: mpsc::Receiver<Incoming>) {
         let mut stop = self.shared.stop.clone();
         let auth_deadline = tokio::time::Instant::now() + AUTH_TIMEOUT;
@@ -183,7 +197,17 @@ impl Session {
                     break false;
                 }
                 message = incoming.recv() => match message {
-                    Some(Incoming::Request(request)) => self.on_request(request).await,
+                    Some(Incoming::Request(request)) => {
+                        // One span per client request: a command can be followed through
+                        // the gate and every plugin call it makes (their spans nest here).
+                        let span = tracing::info_span!(
+                            "request",
+                            client = self.connection,
+                            id = %request.id,
+                            method = %request.method
+                        );
+                        tracing::Instrument::instrument(self.on_request(request), span).await
+                    }
                     Some(Incoming::Notification(note)) => self.on_notification(note).await,
                     None => break false,
                 },
@@ -387,8 +411,8 @@ impl Session {
                 return;
             }
             "handle.create" | "handle.fetch" | "handle.stat" | "handle.retain"
-            | "handle.release" => handle_method(&runner, &self.scope, &method, &params),
-            "fd.pass" => match fd_pass(&runner, &self.scope, &params) {
+            | "handle.release" => host::handle_method(&runner, &self.scope, &method, &params),
+            "fd.pass" => match host::fd_pass(&runner, &self.scope, &params) {
                 Ok((result, fd)) => {
                     if let Err(e) = self.conn.respond_with_fd(id.clone(), result, fd).await {
                         let _ = self.conn.respond(id, Err(e)).await;
@@ -400,15 +424,18 @@ impl Session {
             "runner.invoke" => {
                 let door = client_door(self.conn.clone());
                 let scope = self.scope.clone();
-                self.spawn_work(id, invoke(runner, params, door, scope))
-                    .await;
+                let client = self.describe();
+                self.spawn_work(id, async move {
+                    runner.invoke(params, door, scope, &client).await
+                })
+                .await;
                 return;
             }
             "runner.reload" => {
                 self.spawn_work(id, reload(runner)).await;
                 return;
             }
-            "runner.ptt" => crate::ptt::socket_method(&runner.ptt, &params),
+            "runner.ptt" => utter_core::ptt::socket_method(&runner.ptt, &params),
             "stream.subscribe" => {
                 // Its own task: the plugin is asked first; the answer goes out before the
                 // first frame.
@@ -476,13 +503,13 @@ impl Session {
         let conn = self.conn.clone();
         let map = self.work.clone();
         let task_id = id.clone();
-        let task = tokio::spawn(async move {
+        let task = tokio::spawn(tracing::Instrument::in_current_span(async move {
             let result = work.await;
             let still_mine = map.lock().expect("work lock").remove(&task_id).is_some();
             if still_mine {
                 let _ = conn.respond(task_id, result).await;
             }
-        });
+        }));
         let mut map = self.work.lock().expect("work lock");
         match map.get_mut(&id) {
             Some(slot) => *slot = Some(task.abort_handle()),
@@ -625,7 +652,7 @@ async fn forward_events(
     conn: Connection,
     subscription: String,
     snapshot: Value,
-    mut events: broadcast::Receiver<crate::events::Event>,
+    mut events: broadcast::Receiver<utter_core::events::Event>,
     subscriptions: Arc<Mutex<HashMap<String, AbortHandle>>>,
 ) {
     let send = |event: Value| {
@@ -704,37 +731,6 @@ fn internal(e: serde_json::Error) -> ErrorObject {
     ErrorObject::internal(format!("cannot serialise the result: {e}"))
 }
 
-/// `params[key]` as a boolean: absent or `null` is `false`; anything but a JSON boolean is
-/// refused (a string `"false"` must not be read as true, nor `"true"` as false).
-fn optional_bool(params: &Value, key: &str) -> Result<bool, ErrorObject> {
-    match params.get(key) {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(ErrorObject::invalid_params(format!(
-            "params.{key} must be true or false, not {other}"
-        ))),
-    }
-}
-
-/// `params.timeout_ms` when it is a positive integer; anything else is ignored
-/// (PROTOCOL.md §7).
-fn timeout_ms(params: &Value) -> Option<u64> {
-    params
-        .get("timeout_ms")
-        .and_then(Value::as_u64)
-        .filter(|ms| *ms > 0)
-}
-
-fn required_str<'a>(params: &'a Value, key: &str, method: &str) -> Result<&'a str, ErrorObject> {
-    params
-        .get(key)
-        .and_then(Value::as_str)
-        .filter(|s| !s.trim().is_empty())
-        .ok_or_else(|| {
-            ErrorObject::invalid_params(format!("{method} needs params.{key}, a non-empty string"))
-        })
-}
-
 /// `runner.command`.
 async fn command(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value, ErrorObject> {
     let utterance = params
@@ -772,438 +768,6 @@ fn audit(runner: &Runner, params: &Value) -> Result<Value, ErrorObject> {
 
 /// The plugin `name` designates: the one with that id, else the first of that kind
 /// (reference §8.6).
-fn find_plugin<'a>(plugins: &'a [PluginReport], name: &str) -> Option<&'a PluginReport> {
-    plugins
-        .iter()
-        .find(|p| p.id == name)
-        .or_else(|| plugins.iter().find(|p| p.kind == name))
-}
-
-/// Methods whose params must say their provenance explicitly (reference §8.1).
-fn needs_explicit_provenance(method: &str) -> bool {
-    method == "action.invoke" || method == "host.action" || method.starts_with("input.")
-}
-
-/// `runner.invoke`: relay a call to one plugin. Acting methods pass the policy gates first:
-/// `action.invoke`, `host.action` and `input.*` always, and every other method unless the
-/// plugin's `plugin.describe` lists it as side-effect-free (the older runner checked only
-/// `action.invoke`; reference §12, item 30).
-async fn invoke(
-    runner: Arc<Runner>,
-    params: Value,
-    door: Door,
-    scope: Scope,
-) -> Result<Value, ErrorObject> {
-    let name = required_str(&params, "plugin", "runner.invoke")?;
-    let method = required_str(&params, "method", "runner.invoke")?;
-    // The handshake and protocol control messages are the runner's own business.
-    if method == "protocol.hello" || method.starts_with("$/") {
-        return Err(ErrorObject::invalid_params(format!(
-            "runner.invoke cannot send {method:?}: the handshake and $/ messages belong to the runner"
-        )));
-    }
-    let call_params = match params.get("params") {
-        None | Some(Value::Null) => json!({}),
-        Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => {
-            return Err(ErrorObject::invalid_params(
-                "runner.invoke: params.params must be an object",
-            ));
-        }
-    };
-    let supervisor = &runner.supervisor;
-    let (id, side_effect_free) = match supervisor.is_side_effect_free(name, method) {
-        Some(free) => (name.to_owned(), free),
-        None => {
-            let plugins = runner.plugins();
-            let id = find_plugin(&plugins, name)
-                .map(|p| p.id.clone())
-                .ok_or_else(|| {
-                    ErrorObject::new(
-                        ErrorCode::CapabilityMissing,
-                        format!("no plugin {name:?} (neither an id nor a kind); see runner.status"),
-                    )
-                })?;
-            let free = supervisor.is_side_effect_free(&id, method).unwrap_or(false);
-            (id, free)
-        }
-    };
-    if needs_explicit_provenance(method) || !side_effect_free {
-        gate(&runner, method, &call_params, door).await?;
-    }
-    // The plugin's own callbacks while serving this call run with the client's declared
-    // provenance, so an untrusted relay cannot be laundered through `host.action`.
-    let provenance = Provenance::from_value(call_params.get("provenance"))?;
-    let timeout = supervisor.effective_timeout(timeout_ms(&call_params));
-    // Handles in the request become visible to the plugin, and those in its reply to the
-    // client, except those the client named without seeing them.
-    let plugin_scope = Scope::Plugin(id.clone());
-    let unseen = runner
-        .handles
-        .as_ref()
-        .map(|store| {
-            store.pass(&scope, &plugin_scope, &call_params);
-            store.unseen(&scope, &call_params)
-        })
-        .unwrap_or_default();
-    let result = supervisor
-        .call_as(&id, method, call_params, timeout, provenance)
-        .await?;
-    if let Some(store) = &runner.handles {
-        adopt_handles(supervisor, store, &id, &plugin_scope, &result).await;
-        store.pass_except(&plugin_scope, &scope, &result, &unseen);
-    }
-    Ok(result)
-}
-
-/// Handles adopted from one reply at most.
-const MAX_ADOPTED: usize = 16;
-
-/// Handles in a plugin's reply that the store does not hold are fetched from the plugin
-/// (`handle.fetch {handle}` → `{data_b64}`) and adopted into its scope, but only when the
-/// bytes hash to the digest the handle names (the older runner trusted the plugin's word).
-async fn adopt_handles(
-    supervisor: &crate::supervisor::Supervisor,
-    store: &crate::handles::HandleStore,
-    plugin: &str,
-    scope: &Scope,
-    result: &Value,
-) {
-    for digest in store.unknown(result).into_iter().take(MAX_ADOPTED) {
-        let handle = format!("{}{digest}", crate::handles::PREFIX);
-        let timeout = supervisor.effective_timeout(None);
-        let outcome = match supervisor
-            .call(plugin, "handle.fetch", json!({"handle": handle}), timeout)
-            .await
-        {
-            Ok(reply) => match reply
-                .get("data_b64")
-                .and_then(Value::as_str)
-                .and_then(b64_decode)
-            {
-                Some(bytes) => store.adopt(scope, &digest, &bytes),
-                None => Err(ErrorObject::invalid_params(
-                    "its handle.fetch reply has no valid data_b64",
-                )),
-            },
-            Err(e) => Err(e),
-        };
-        match outcome {
-            Ok(()) => tracing::debug!(plugin, %handle, "handle adopted from a plugin"),
-            Err(e) => {
-                tracing::warn!(plugin, %handle, error = %e.message, "a plugin's handle was not adopted")
-            }
-        }
-    }
-}
-
-/// `handle.create`, `handle.fetch`, `handle.stat`, `handle.retain` and `handle.release`
-/// (PROTOCOL.md §10).
-pub(crate) fn handle_method(
-    runner: &Runner,
-    scope: &Scope,
-    method: &str,
-    params: &Value,
-) -> Result<Value, ErrorObject> {
-    let store = runner.handles.as_ref().ok_or_else(|| {
-        ErrorObject::new(
-            ErrorCode::CapabilityMissing,
-            "the handle store is unavailable (its directory could not be made; see the runner log)",
-        )
-    })?;
-    if method == "handle.create" {
-        let bytes = create_bytes(params, store.quota())?;
-        return store.create(scope, &bytes);
-    }
-    let handle = required_str(params, "handle", method)?;
-    match method {
-        "handle.fetch"
-            if params.get("offset").is_some_and(|v| !v.is_null())
-                || params.get("length").is_some_and(|v| !v.is_null()) =>
-        {
-            let number = |key: &str| match params.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(v) => v.as_u64().map(Some).ok_or_else(|| {
-                    ErrorObject::invalid_params(format!(
-                        "handle.fetch: {key} must be a whole number of bytes"
-                    ))
-                }),
-            };
-            let offset = number("offset")?.unwrap_or(0);
-            let length = number("length")?.unwrap_or(crate::handles::MAX_INLINE);
-            let (size, bytes) = store.read_range(scope, handle, offset, length)?;
-            let digest = crate::handles::parse(handle).unwrap_or_default();
-            Ok(json!({
-                "offset": offset,
-                "length": bytes.len(),
-                "size": size,
-                "sha256": digest,
-                "data_b64": b64_encode(&bytes),
-            }))
-        }
-        "handle.fetch" => {
-            let bytes = store.fetch(scope, handle)?;
-            let digest = crate::handles::digest_hex(&bytes);
-            Ok(json!({"size": bytes.len(), "sha256": digest, "data_b64": b64_encode(&bytes)}))
-        }
-        "handle.stat" => store.stat(scope, handle),
-        "handle.retain" => store.retain(scope, handle),
-        _ => store.release(scope, handle),
-    }
-}
-
-/// `fd.pass {kind, meta}`: the result and the descriptor its response frame carries.
-///
-/// * `handle`: a read-only descriptor of `meta.handle`'s blob; `{kind, handle, size}`.
-/// * `memfd`: a sealed memfd (close-on-exec; it cannot grow or shrink) holding `meta.data`
-///   (a string) or `meta.data_b64`, at least `meta.size` bytes; `{kind, size}`.
-/// * `memfd.ring`: a ring of `meta.capacity` slots of `meta.frame_size` bytes (PROTOCOL.md
-///   §10.4), holding the frames of `meta.frames` (strings) if given, closed when
-///   `meta.close` is true; `{kind, capacity, frame_size}`.
-pub(crate) fn fd_pass(
-    runner: &Runner,
-    scope: &Scope,
-    params: &Value,
-) -> Result<(Value, std::os::fd::OwnedFd), ErrorObject> {
-    let kind = required_str(params, "kind", "fd.pass")?;
-    let meta = match params.get("meta") {
-        None | Some(Value::Null) => json!({}),
-        Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => {
-            return Err(ErrorObject::invalid_params(
-                "fd.pass: params.meta must be an object",
-            ));
-        }
-    };
-    let quota = runner
-        .handles
-        .as_ref()
-        .map_or(crate::handles::DEFAULT_QUOTA, |h| h.quota());
-    match kind {
-        "handle" => {
-            let store = runner.handles.as_ref().ok_or_else(|| {
-                ErrorObject::new(
-                    ErrorCode::CapabilityMissing,
-                    "the handle store is unavailable",
-                )
-            })?;
-            let handle = required_str(&meta, "handle", "fd.pass {kind: \"handle\"} (meta)")?;
-            let file = store.open_blob(scope, handle)?;
-            let size = file
-                .metadata()
-                .map_err(|e| ErrorObject::internal(format!("fd.pass: {e}")))?
-                .len();
-            Ok((
-                json!({"kind": "handle", "handle": handle, "size": size}),
-                file.into(),
-            ))
-        }
-        "memfd" => {
-            let data = if let Some(text) = meta.get("data_b64").and_then(Value::as_str) {
-                b64_decode(text).ok_or_else(|| {
-                    ErrorObject::invalid_params("fd.pass: meta.data_b64 is not valid base64")
-                })?
-            } else {
-                match meta.get("data") {
-                    None | Some(Value::Null) => Vec::new(),
-                    Some(Value::String(s)) => s.as_bytes().to_vec(),
-                    Some(_) => {
-                        return Err(ErrorObject::invalid_params(
-                            "fd.pass: meta.data must be a string",
-                        ));
-                    }
-                }
-            };
-            let size = match meta.get("size") {
-                None | Some(Value::Null) => data.len() as u64,
-                Some(v) => v.as_u64().ok_or_else(|| {
-                    ErrorObject::invalid_params(
-                        "fd.pass: meta.size must be a whole number of bytes",
-                    )
-                })?,
-            }
-            .max(data.len() as u64);
-            if size > quota {
-                return Err(ErrorObject::new(
-                    ErrorCode::CapabilityMissing,
-                    format!("fd.pass: a memfd of {size} bytes is more than the {quota} byte quota"),
-                ));
-            }
-            let fd = sealed_memfd(&data, size).map_err(|e| {
-                ErrorObject::internal(format!("fd.pass: the memfd could not be made: {e}"))
-            })?;
-            Ok((json!({"kind": "memfd", "size": size}), fd))
-        }
-        "memfd.ring" => {
-            let number = |key: &str| {
-                meta.get(key)
-                    .and_then(Value::as_u64)
-                    .and_then(|n| u32::try_from(n).ok())
-                    .ok_or_else(|| {
-                        ErrorObject::invalid_params(format!(
-                            "fd.pass {{kind: \"memfd.ring\"}} needs meta.{key}, a whole number"
-                        ))
-                    })
-            };
-            let capacity = number("capacity")?;
-            let frame_size = number("frame_size")?;
-            let total = 256 + u64::from(capacity) * (4 + u64::from(frame_size));
-            if total > quota {
-                return Err(ErrorObject::new(
-                    ErrorCode::CapabilityMissing,
-                    format!("fd.pass: a ring of {total} bytes is more than the {quota} byte quota"),
-                ));
-            }
-            let (mut writer, fd) = utter_protocol::ring::create(capacity, frame_size)
-                .map_err(|e| ErrorObject::invalid_params(format!("fd.pass: {e}")))?;
-            if let Some(frames) = meta.get("frames").and_then(Value::as_array) {
-                for frame in frames {
-                    let bytes = frame.as_str().ok_or_else(|| {
-                        ErrorObject::invalid_params("fd.pass: meta.frames must hold strings")
-                    })?;
-                    let pushed = writer.push(bytes.as_bytes()).map_err(|e| {
-                        ErrorObject::invalid_params(format!("fd.pass: meta.frames: {e}"))
-                    })?;
-                    if !pushed {
-                        return Err(ErrorObject::invalid_params(
-                            "fd.pass: meta.frames holds more frames than the ring's capacity",
-                        ));
-                    }
-                }
-            }
-            if meta.get("close") == Some(&Value::Bool(true)) {
-                writer.close();
-            }
-            Ok((
-                json!({"kind": "memfd.ring", "capacity": capacity, "frame_size": frame_size}),
-                fd,
-            ))
-        }
-        other => Err(ErrorObject::invalid_params(format!(
-            "fd.pass: unknown kind {other:?} (handle, memfd or memfd.ring)"
-        ))),
-    }
-}
-
-/// A close-on-exec memfd of `size` bytes starting with `data`, sealed against growing,
-/// shrinking and further sealing; its offset is back at 0.
-fn sealed_memfd(data: &[u8], size: u64) -> std::io::Result<std::os::fd::OwnedFd> {
-    use nix::fcntl::{FcntlArg, SealFlag, fcntl};
-    use nix::sys::memfd::{MFdFlags, memfd_create};
-    use std::io::{Seek, Write};
-    let fd = memfd_create(
-        c"utter-memfd",
-        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
-    )
-    .map_err(std::io::Error::from)?;
-    let mut file = std::fs::File::from(fd);
-    file.set_len(size)?;
-    file.write_all(data)?;
-    file.rewind()?;
-    fcntl(
-        &file,
-        FcntlArg::F_ADD_SEALS(
-            SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_SEAL,
-        ),
-    )
-    .map_err(std::io::Error::from)?;
-    Ok(file.into())
-}
-
-/// The bytes of `handle.create`: `data_b64` (strict base64), else `data` (a string, as
-/// UTF-8), else `size` zero bytes (a whole number no larger than the quota).
-fn create_bytes(params: &Value, quota: u64) -> Result<Vec<u8>, ErrorObject> {
-    if let Some(v) = params.get("data_b64").filter(|v| !v.is_null()) {
-        let text = v.as_str().ok_or_else(|| {
-            ErrorObject::invalid_params("handle.create: params.data_b64 must be a string")
-        })?;
-        return b64_decode(text).ok_or_else(|| {
-            ErrorObject::invalid_params(
-                "handle.create: params.data_b64 is not valid base64 (standard alphabet, padded, no whitespace)",
-            )
-        });
-    }
-    if let Some(v) = params.get("data").filter(|v| !v.is_null()) {
-        let text = v.as_str().ok_or_else(|| {
-            ErrorObject::invalid_params("handle.create: params.data must be a string")
-        })?;
-        return Ok(text.as_bytes().to_vec());
-    }
-    if let Some(v) = params.get("size").filter(|v| !v.is_null()) {
-        let size = v.as_u64().ok_or_else(|| {
-            ErrorObject::invalid_params(
-                "handle.create: params.size must be a whole number of bytes",
-            )
-        })?;
-        if size > quota {
-            return Err(ErrorObject::new(
-                ErrorCode::CapabilityMissing,
-                format!("handle quota exceeded: {size} bytes is more than the {quota} byte quota"),
-            )
-            .with_data(json!({"size": size, "quota": quota})));
-        }
-        return Ok(vec![0; size as usize]);
-    }
-    Err(ErrorObject::invalid_params(
-        "handle.create needs params.data_b64 (base64), params.data (a string) or params.size (bytes)",
-    ))
-}
-
-/// The policy gates for one acting `runner.invoke`, with a confirmation when needed.
-async fn gate(
-    runner: &Runner,
-    method: &str,
-    params: &Value,
-    door: Door,
-) -> Result<(), ErrorObject> {
-    if needs_explicit_provenance(method) && params.get("provenance").is_none() {
-        return Err(ErrorObject::new(
-            ErrorCode::Denied,
-            format!(
-                "runner.invoke of {method} needs params.provenance: \"user\" for the person's own request, or where the values came from (screen, a11y, ocr, title, clipboard)"
-            ),
-        ));
-    }
-    let provenance = Provenance::from_value(params.get("provenance"))?;
-    let (op, args) = if method == "action.invoke" || method == "host.action" {
-        let op = required_str(params, "op", method)?.to_owned();
-        (op, params.get("args").cloned().unwrap_or_else(|| json!({})))
-    } else if method.starts_with("input.") {
-        let args = params
-            .get("args")
-            .cloned()
-            .unwrap_or_else(|| without_envelope(params));
-        ("input".to_owned(), args)
-    } else {
-        (method.to_owned(), without_envelope(params))
-    };
-    let confirm_requested = optional_bool(params, "confirm")?;
-    // Only `action.invoke` has a protocol meaning for `dry_run` (PROTOCOL.md §8).
-    let dry_run = method == "action.invoke" && optional_bool(params, "dry_run")?;
-    let decision = runner.check_policy(&op, &args, provenance, confirm_requested)?;
-    if decision.needs_confirm && !dry_run {
-        let request = ConfirmRequest::new(normalise_op(&op), &args, provenance, &decision.summary);
-        let resolution = runner.confirmations.ask(request.clone(), Some(door)).await;
-        if !resolution.approved {
-            return Err(ErrorObject::new(
-                ErrorCode::Denied,
-                format!("confirmation denied: {}", decision.summary),
-            )
-            .with_data(serde_json::to_value(&request).unwrap_or(Value::Null)));
-        }
-    }
-    Ok(())
-}
-
-/// A method's params without the envelope members the runner reads itself.
-fn without_envelope(params: &Value) -> Value {
-    let mut args = params.as_object().cloned().unwrap_or_default();
-    for key in ["provenance", "confirm", "timeout_ms", "dry_run"] {
-        args.remove(key);
-    }
-    Value::Object(args)
-}
-
 fn registry() -> &'static CapabilityRegistry {
     static REGISTRY: OnceLock<CapabilityRegistry> = OnceLock::new();
     REGISTRY.get_or_init(CapabilityRegistry::builtin)
@@ -1291,7 +855,8 @@ async fn reload(runner: Arc<Runner>) -> Result<Value, ErrorObject> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{Event, ServiceState};
+    use utter_core::events::{Event, ServiceState};
+    use utter_core::pipeline::ConfirmRequest;
     use utter_protocol::connection::memory_pair;
 
     fn pending() -> PendingConfirmation {
@@ -1379,27 +944,5 @@ mod tests {
         drop(client_rx);
         let door = client_door(runner_side);
         assert_eq!(door(pending()).await, None);
-    }
-
-    #[test]
-    fn booleans_are_strict_and_envelopes_are_not_arguments() {
-        assert!(!optional_bool(&json!({}), "dry_run").unwrap());
-        assert!(!optional_bool(&json!({"dry_run": null}), "dry_run").unwrap());
-        assert!(optional_bool(&json!({"dry_run": true}), "dry_run").unwrap());
-        assert_eq!(
-            optional_bool(&json!({"dry_run": "false"}), "dry_run")
-                .unwrap_err()
-                .code,
-            -32602
-        );
-        assert_eq!(
-            without_envelope(
-                &json!({"text": "hi", "provenance": "user", "confirm": true, "timeout_ms": 5})
-            ),
-            json!({"text": "hi"})
-        );
-        assert_eq!(timeout_ms(&json!({"timeout_ms": 0})), None);
-        assert_eq!(timeout_ms(&json!({"timeout_ms": -5})), None);
-        assert_eq!(timeout_ms(&json!({"timeout_ms": 250})), Some(250));
     }
 }

@@ -58,10 +58,16 @@ entrypoint = ["{utter}", "plugin", "desktop"]
 id = "stt"
 kind = "stt"
 entrypoint = ["{stt}"]
+
+[[plugin]]
+id = "audio"
+kind = "audio"
+entrypoint = ["{audio}"]
 "#,
                 model = model.display(),
                 utter = bin("utter").display(),
                 stt = bin("utter-stt-whisper").display(),
+                audio = bin("utter-audio-pipewire").display(),
             ),
         )
         .expect("config");

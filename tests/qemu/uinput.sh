@@ -5,7 +5,7 @@
 # boots Debian's own kernel in QEMU with software emulation (TCG; nested KVM does not work on
 # these machines), with an initrd holding busybox, the kernel's evdev.ko and uinput.ko, and the
 # example `uinput_ptt` (examples/uinput_ptt.rs). That program runs the runner's own evdev
-# reader (utter::ptt::evdev::run), creates a uinput keyboard, presses, autorepeats, releases
+# reader (utter::triggers::evdev::run), creates a uinput keyboard, presses, autorepeats, releases
 # and unplugs it, and prints PTT_EVDEV_ROUNDTRIP_OK when push-to-talk saw exactly what it
 # should. This script fails unless that marker appears.
 #

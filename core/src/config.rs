@@ -1,0 +1,1305 @@
+//! The runner's configuration file (TOML), its validation, and the embedded default.
+//!
+//! The file is `$XDG_CONFIG_HOME/utter/config.toml` (else `~/.config/utter/config.toml`); when
+//! it does not exist the default compiled from `data/config.default.toml` is used. The keys
+//! are those of the older runner (`[runner]`, `[socket]`, `[security]`, `[policy]`,
+//! `[plugins]`, `[[plugin]]`) plus `config_version = 1`. A file without `config_version` is
+//! read as the older format, which has the same keys. Unknown keys are warnings; type errors
+//! and bad values are errors that name the file, the line and the key, and say what is allowed.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use utter_protocol::capability::Capability;
+
+/// The embedded default configuration.
+pub const DEFAULT_CONFIG: &str = include_str!("../../data/config.default.toml");
+
+/// The name shown for the embedded default in messages.
+pub const DEFAULT_CONFIG_ORIGIN: &str = "<embedded data/config.default.toml>";
+
+/// The newest `config_version` this runner reads.
+pub const CONFIG_VERSION: u32 = 1;
+
+/// A problem in a configuration file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// The file (or [`DEFAULT_CONFIG_ORIGIN`]).
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// Dotted key path, e.g. `plugin[1].transport`, when known.
+    pub key: Option<String>,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ": {key}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Errors found while loading; the config is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigError {
+    /// Every error found (at least one).
+    pub errors: Vec<ConfigIssue>,
+    /// Warnings found as well (unknown keys, ...), so that one run reports everything.
+    pub warnings: Vec<ConfigIssue>,
+}
+
+impl ConfigError {
+    fn one(issue: ConfigIssue) -> ConfigError {
+        ConfigError {
+            errors: vec![issue],
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// How a plugin process is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// Frames over the child's stdin/stdout.
+    Stdio,
+    /// The runner listens on a unix socket and the plugin dials in.
+    Connect,
+    /// The plugin listens on a unix socket and the runner connects.
+    Listen,
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Transport::Stdio => "stdio",
+            Transport::Connect => "connect",
+            Transport::Listen => "listen",
+        })
+    }
+}
+
+/// How a plugin is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    /// A child process (the only runtime that runs today).
+    Subprocess,
+    /// Reserved.
+    Wasm,
+    /// Reserved.
+    Native,
+}
+
+/// `entrypoint`: an argv list, or one program path given as a string (never split).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum Argv {
+    /// `["prog", "arg"]`
+    List(Vec<String>),
+    /// `"prog"`
+    One(String),
+}
+
+impl Argv {
+    /// The argv list.
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            Argv::List(v) => v.clone(),
+            Argv::One(s) => vec![s.clone()],
+        }
+    }
+}
+
+/// `[runner]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct RunnerSection {
+    /// Default timeout of a call to a plugin, in ms (10 000). Also each handshake step.
+    pub rpc_timeout_ms: u64,
+    /// How long a confirmation may wait, in ms (30 000).
+    pub confirm_timeout_ms: u64,
+    /// After closing a plugin's stdin, how long to wait for it to exit before SIGTERM, in ms
+    /// (2 000).
+    pub drain_timeout_ms: u64,
+    /// After SIGTERM, how long to wait before SIGKILL, in ms (1 000).
+    pub kill_timeout_ms: u64,
+    /// Handle lifetime in seconds (300).
+    pub handle_ttl: f64,
+    /// Handle store root ("" = `$XDG_RUNTIME_DIR/utter/handles`).
+    pub handle_root: String,
+    /// Bytes of handles one client connection or plugin may hold (64 MiB).
+    pub handle_quota: u64,
+    /// Frames per lossy stream (256).
+    pub lossy_queue: u64,
+    /// Credits per reliable stream (64).
+    pub credit_window: u64,
+    /// Client socket path ("" = `$XDG_RUNTIME_DIR/utter/runner.sock`).
+    pub socket_path: String,
+    /// Client socket transport (`unix`; `tcp` is not supported by this runner).
+    pub socket_transport: String,
+    /// Largest frame body accepted from a plugin, in bytes (16 MiB).
+    pub max_frame_bytes: u64,
+}
+
+impl Default for RunnerSection {
+    fn default() -> Self {
+        RunnerSection {
+            rpc_timeout_ms: 10_000,
+            confirm_timeout_ms: 30_000,
+            drain_timeout_ms: 2_000,
+            kill_timeout_ms: 1_000,
+            handle_ttl: 300.0,
+            handle_root: String::new(),
+            handle_quota: crate::handles::DEFAULT_QUOTA,
+            lossy_queue: 256,
+            credit_window: 64,
+            socket_path: String::new(),
+            socket_transport: String::new(),
+            max_frame_bytes: utter_protocol::frame::DEFAULT_MAX_BODY as u64,
+        }
+    }
+}
+
+/// `[socket]`: who may use the client socket (enforced by the session-service work).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default)]
+pub struct SocketSection {
+    /// Executables admitted by path or exact file name.
+    pub allow_binaries: Vec<String>,
+    /// Admit every process of the same user (development only).
+    pub allow_same_uid: bool,
+    /// Token for `runner.auth`.
+    pub token: String,
+}
+
+/// `[security]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default)]
+pub struct SecuritySection {
+    /// Sandbox plugin processes.
+    pub enforce: bool,
+}
+
+/// `[policy]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default)]
+pub struct PolicySection {
+    /// Ops to enable (`terminal`, `input` are off by default); `action.` prefixes are ignored.
+    pub enabled_ops: Vec<String>,
+    /// Ops to disable; wins over `enabled_ops`.
+    pub disabled_ops: Vec<String>,
+}
+
+/// `[plugins]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default)]
+pub struct PluginsSection {
+    /// Plugin ids forced off.
+    pub disabled: Vec<String>,
+}
+
+fn default_kind() -> String {
+    "action".to_owned()
+}
+fn default_runtime() -> Runtime {
+    Runtime::Subprocess
+}
+fn default_transport() -> Transport {
+    Transport::Stdio
+}
+fn default_true() -> bool {
+    true
+}
+
+/// `[ptt]`: push-to-talk ([`crate::ptt`]).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct PttSection {
+    /// A hold released sooner than this is cancelled as `too-short`, in ms (150).
+    pub min_hold_ms: u64,
+    /// Stuck-key timeout: a hold longer than this is released automatically as `stuck`, in
+    /// ms (30 000; 0 disables it).
+    pub max_hold_ms: u64,
+    /// Bind push-to-talk through the xdg-desktop-portal GlobalShortcuts portal (true).
+    pub portal: bool,
+    /// The preferred trigger asked of the portal, in the XDG shortcuts format
+    /// (`"F13"`, `"CTRL+SHIFT+space"`); the desktop may let the user choose another.
+    pub shortcut: String,
+    /// Read the key from keyboards under /dev/input (false; needs group `input`).
+    pub evdev: bool,
+    /// The evdev key name (`KEY_F13`, `KEY_RIGHTCTRL`, ... from linux/input-event-codes.h).
+    pub evdev_key: String,
+}
+
+impl Default for PttSection {
+    fn default() -> Self {
+        PttSection {
+            min_hold_ms: 150,
+            max_hold_ms: 30_000,
+            portal: true,
+            shortcut: "F13".to_owned(),
+            evdev: false,
+            evdev_key: "KEY_F13".to_owned(),
+        }
+    }
+}
+
+/// One `[[plugin]]` entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PluginEntry {
+    /// Unique id.
+    pub id: String,
+    /// Plugin kind (informative; routing uses capabilities and methods).
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    /// Only `subprocess` runs.
+    #[serde(default = "default_runtime")]
+    pub runtime: Runtime,
+    /// `stdio` (default), `connect` (the plugin dials the runner's socket) or `listen` (the
+    /// runner dials the plugin's socket); PROTOCOL.md §1.1.
+    #[serde(default = "default_transport")]
+    pub transport: Transport,
+    /// argv; a bare program name is looked up next to the `utter` binary first, then on PATH.
+    #[serde(alias = "argv")]
+    pub entrypoint: Argv,
+    /// Permissions (merged with the plugin's hello).
+    #[serde(default)]
+    pub permissions: Vec<String>,
+    /// Capabilities offered (merged with the plugin's hello).
+    #[serde(default)]
+    pub provides: Vec<String>,
+    /// Capabilities needed (merged with the plugin's hello).
+    #[serde(default)]
+    pub requires: Vec<String>,
+    /// `false` keeps the entry but does not run it.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Working directory ("" = the runner's).
+    #[serde(default)]
+    pub cwd: String,
+    /// Extra environment for the plugin.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Sandbox read-only paths.
+    #[serde(default)]
+    pub read_paths: Vec<String>,
+    /// Sandbox writable paths.
+    #[serde(default)]
+    pub write_paths: Vec<String>,
+}
+
+/// `[stt]`: speech to text for the voice loop (see `crate::voice`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct SttSection {
+    /// The id of the `[[plugin]]` that transcribes; empty = the first plugin of kind `stt`.
+    /// Without any stt plugin the voice loop is off (push-to-talk still changes state).
+    pub plugin: String,
+    /// A faster-whisper (CTranslate2) model directory, passed to the plugin's `stt.load` and
+    /// `stt.transcribe`; a leading `~/` is the home directory. Empty = the plugin's own
+    /// setting (e.g. `UTTER_STT_MODEL`). The runner never downloads a model.
+    pub model: String,
+    /// The spoken language (ISO 639-1, e.g. `"en"`); empty = let the model detect it.
+    pub language: String,
+    /// How long one transcription may take, in milliseconds (1 000–600 000).
+    pub timeout_ms: u64,
+}
+
+impl Default for SttSection {
+    fn default() -> Self {
+        SttSection {
+            plugin: String::new(),
+            model: String::new(),
+            language: "en".into(),
+            timeout_ms: 60_000,
+        }
+    }
+}
+
+impl SttSection {
+    /// [`model`](Self::model) with a leading `~/` replaced by `$HOME/`; `None` when empty.
+    pub fn model_path(&self) -> Option<String> {
+        let model = self.model.trim();
+        if model.is_empty() {
+            return None;
+        }
+        match (model.strip_prefix("~/"), std::env::var_os("HOME")) {
+            (Some(rest), Some(home)) => Some(
+                std::path::Path::new(&home)
+                    .join(rest)
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
+            _ => Some(model.to_owned()),
+        }
+    }
+}
+
+/// `[tts]`: spoken feedback (see `crate::voice`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct TtsSection {
+    /// Speak short feedback: what is waiting for confirmation, and why a spoken command failed.
+    pub enabled: bool,
+    /// The id of the `[[plugin]]` that speaks; empty = the first plugin of kind `tts`.
+    pub plugin: String,
+}
+
+/// `[audio]`: the microphone, as the capture plugin is configured with it (`audio.configure`,
+/// see [`crate::voice`]).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct AudioSection {
+    /// The capture plugin's id; empty = the first `[[plugin]]` of kind `audio`.
+    pub plugin: String,
+    /// The PipeWire `node.name` of the source to capture from (`utter audio sources` lists
+    /// them); empty = the session's default source. A named source that does not exist is an
+    /// error, never replaced by another device.
+    pub source: String,
+    /// Audio kept from before the key went down, in milliseconds (0–5000).
+    pub pre_roll_ms: u32,
+    /// The longest utterance kept, in seconds (1–600); later audio is dropped.
+    pub max_seconds: u32,
+    /// `[audio.vad]`: the silence gate.
+    pub vad: VadSection,
+}
+
+impl Default for AudioSection {
+    fn default() -> Self {
+        AudioSection {
+            plugin: String::new(),
+            source: String::new(),
+            pre_roll_ms: 300,
+            max_seconds: 30,
+            vad: VadSection::default(),
+        }
+    }
+}
+
+/// `[audio.vad]`: the energy gate that finds speech in 10 ms frames (in the capture plugin).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct VadSection {
+    /// A frame at or above this RMS level in dBFS is voiced (−120 to 0).
+    pub silence_threshold_db: f32,
+    /// Cut leading and trailing silence (keeping `margin_ms`).
+    pub trim: bool,
+    /// Silence kept around the speech when trimming, in milliseconds (0–2000).
+    pub margin_ms: u32,
+    /// Less voiced time than this, in milliseconds, counts as "no speech" (0–5000).
+    pub min_speech_ms: u32,
+}
+
+impl Default for VadSection {
+    fn default() -> Self {
+        VadSection {
+            silence_threshold_db: -50.0,
+            trim: true,
+            margin_ms: 150,
+            min_speech_ms: 100,
+        }
+    }
+}
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+pub struct Config {
+    /// `1`, or absent for the older format.
+    #[serde(default)]
+    pub config_version: Option<u32>,
+    /// `[runner]`
+    #[serde(default)]
+    pub runner: RunnerSection,
+    /// `[socket]`; `None` when the table is absent (which does **not** open the socket).
+    #[serde(default)]
+    pub socket: Option<SocketSection>,
+    /// `[security]`
+    #[serde(default)]
+    pub security: SecuritySection,
+    /// `[policy]`
+    #[serde(default)]
+    pub policy: PolicySection,
+    /// `[plugins]`
+    #[serde(default)]
+    pub plugins: PluginsSection,
+    /// `[ptt]`
+    #[serde(default)]
+    pub ptt: PttSection,
+    /// `[audio]`
+    #[serde(default)]
+    pub audio: AudioSection,
+    /// `[stt]`
+    #[serde(default)]
+    pub stt: SttSection,
+    /// `[tts]`
+    #[serde(default)]
+    pub tts: TtsSection,
+    /// `[[plugin]]`
+    #[serde(default, rename = "plugin")]
+    pub plugin: Vec<PluginEntry>,
+}
+
+/// A config that loaded, with where it came from and the warnings found.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    /// The parsed config.
+    pub config: Config,
+    /// The file, or [`DEFAULT_CONFIG_ORIGIN`].
+    pub origin: String,
+    /// Unknown keys, older format, runtimes that will not run, ...
+    pub warnings: Vec<ConfigIssue>,
+}
+
+/// Plugin kinds that serve only the voice loop; a one-shot command (`utter say`) does not
+/// start them.
+pub const VOICE_KINDS: &[&str] = &["audio", "stt", "tts"];
+
+impl Config {
+    /// This config without the plugins of [`VOICE_KINDS`] (they stay listed, disabled), for
+    /// a one-shot command that needs a router and action plugins only.
+    pub fn without_voice(mut self) -> Config {
+        for p in &mut self.plugin {
+            if VOICE_KINDS.contains(&p.kind.as_str()) {
+                p.enabled = false;
+            }
+        }
+        self
+    }
+
+    /// This config with only plugin `id` enabled (e.g. the capture plugin for `utter audio`).
+    pub fn only_plugin(mut self, id: &str) -> Config {
+        for p in &mut self.plugin {
+            p.enabled = p.enabled && p.id == id;
+        }
+        self
+    }
+
+    /// The plugin entries that will run: enabled and not in `[plugins] disabled`.
+    pub fn active_plugins(&self) -> impl Iterator<Item = &PluginEntry> {
+        self.plugin
+            .iter()
+            .filter(|p| p.enabled && !self.plugins.disabled.contains(&p.id))
+    }
+}
+
+/// The user's config path: `$XDG_CONFIG_HOME/utter/config.toml`, else
+/// `$HOME/.config/utter/config.toml`.
+pub fn user_config_path() -> Option<PathBuf> {
+    crate::paths::BaseDirs::from_env().config_file()
+}
+
+/// Load `path`, or the user's config, or the embedded default when neither exists.
+///
+/// # Errors
+/// A [`ConfigError`] when the named file cannot be read or is invalid.
+pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
+    let path = match path {
+        Some(p) => Some(p.to_path_buf()),
+        None => user_config_path().filter(|p| p.exists()),
+    };
+    match path {
+        Some(path) => {
+            let origin = path.display().to_string();
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                ConfigError::one(ConfigIssue {
+                    file: origin.clone(),
+                    line: None,
+                    key: None,
+                    message: format!("cannot read the file: {e}"),
+                })
+            })?;
+            parse(&text, &origin)
+        }
+        None => parse(DEFAULT_CONFIG, DEFAULT_CONFIG_ORIGIN),
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// One step of a key path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+fn path_string(path: &[Seg]) -> String {
+    let mut out = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+/// The byte span of the key (or array element) at `path`, found by walking the parsed
+/// document.
+fn span_of(text: &str, path: &[Seg]) -> Option<Range<usize>> {
+    use toml::de::{DeTable, DeValue};
+    let doc = DeTable::parse(text).ok()?;
+    let mut table: &DeTable = doc.get_ref();
+    let mut value: Option<&toml::Spanned<DeValue>> = None;
+    let mut span = None;
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                let (key, v) = match value.map(|v| v.get_ref()) {
+                    Some(DeValue::Table(t)) => t.get_key_value(k.as_str())?,
+                    Some(_) => return None,
+                    None => table.get_key_value(k.as_str())?,
+                };
+                span = Some(key.span());
+                value = Some(v);
+                if let DeValue::Table(t) = v.get_ref() {
+                    table = t;
+                }
+            }
+            Seg::Index(i) => match value.map(|v| v.get_ref()) {
+                Some(DeValue::Array(items)) => {
+                    let item = items.get(*i)?;
+                    span = Some(item.span());
+                    value = Some(item);
+                }
+                _ => return None,
+            },
+        }
+    }
+    span
+}
+
+fn issue_at(text: &str, origin: &str, path: &[Seg], message: String) -> ConfigIssue {
+    ConfigIssue {
+        file: origin.to_owned(),
+        line: span_of(text, path).map(|s| line_of(text, s.start)),
+        key: Some(path_string(path)),
+        message,
+    }
+}
+
+/// Parse and validate config text; `origin` names it in messages.
+///
+/// # Errors
+/// Every error found, each with file, line and key where known.
+pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
+    let mut warnings = Vec::new();
+    let mut unknown: Vec<String> = Vec::new();
+    let deserializer = toml::Deserializer::parse(text).map_err(|e| toml_error(text, origin, &e))?;
+    let config: Config = serde_ignored::deserialize(deserializer, |path| {
+        unknown.push(path.to_string());
+    })
+    .map_err(|e| toml_error(text, origin, &e))?;
+
+    for key in unknown {
+        let path = parse_ignored_path(&key);
+        warnings.push(issue_at(
+            text,
+            origin,
+            &path,
+            "unknown key; ignored (check its spelling against data/config.default.toml)".into(),
+        ));
+    }
+    match config.config_version {
+        None => warnings.push(ConfigIssue {
+            file: origin.to_owned(),
+            line: None,
+            key: None,
+            message: "no config_version: read as the older runner's format (same keys); add `config_version = 1` at the top".into(),
+        }),
+        Some(0) => {
+            return Err(ConfigError {
+                errors: vec![issue_at(
+                    text,
+                    origin,
+                    &[Seg::Key("config_version".into())],
+                    format!("0 is not a config version; use {CONFIG_VERSION} (or leave the key out for the older format)"),
+                )],
+                warnings,
+            });
+        }
+        Some(v) if v > CONFIG_VERSION => {
+            return Err(ConfigError {
+                errors: vec![issue_at(
+                    text,
+                    origin,
+                    &[Seg::Key("config_version".into())],
+                    format!("version {v} is newer than this runner reads ({CONFIG_VERSION}); update utter"),
+                )],
+                warnings,
+            });
+        }
+        Some(_) => {}
+    }
+
+    let mut errors = Vec::new();
+    let mut seen = BTreeMap::new();
+    for (i, p) in config.plugin.iter().enumerate() {
+        let at = |key: &str| {
+            vec![
+                Seg::Key("plugin".into()),
+                Seg::Index(i),
+                Seg::Key(key.into()),
+            ]
+        };
+        if p.id.trim().is_empty() {
+            errors.push(issue_at(
+                text,
+                origin,
+                &at("id"),
+                "the plugin id must not be empty".into(),
+            ));
+        } else if let Some(first) = seen.insert(p.id.clone(), i) {
+            errors.push(issue_at(
+                text,
+                origin,
+                &at("id"),
+                format!(
+                    "duplicate plugin id {:?} (also plugin[{first}]); ids must be unique",
+                    p.id
+                ),
+            ));
+        }
+        if p.id.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            errors.push(issue_at(
+                text,
+                origin,
+                &at("id"),
+                format!(
+                    "{:?}: a plugin id may not contain spaces or control characters",
+                    p.id
+                ),
+            ));
+        }
+        let kinds = utter_protocol::manifest::kinds();
+        if !kinds.contains(&p.kind) {
+            warnings.push(issue_at(
+                text,
+                origin,
+                &at("kind"),
+                format!(
+                    "unknown kind {:?}; known kinds: {}",
+                    p.kind,
+                    kinds.join(", ")
+                ),
+            ));
+        }
+        if let Argv::One(program) = &p.entrypoint {
+            if program.contains(' ') {
+                warnings.push(issue_at(
+                    text,
+                    origin,
+                    &at("entrypoint"),
+                    format!("{program:?} is one program path (never split on spaces); to pass arguments write a list such as {:?}", program.split_whitespace().collect::<Vec<_>>()),
+                ));
+            }
+        }
+        if !p.read_paths.is_empty() || !p.write_paths.is_empty() {
+            warnings.push(issue_at(
+                text,
+                origin,
+                &at(if p.read_paths.is_empty() { "write_paths" } else { "read_paths" }),
+                "sandboxing is not implemented yet: read_paths/write_paths are accepted but not enforced".into(),
+            ));
+        }
+        let argv = p.entrypoint.to_vec();
+        if argv.is_empty() || argv[0].trim().is_empty() {
+            errors.push(issue_at(
+                text,
+                origin,
+                &at("entrypoint"),
+                "the entrypoint must name a program: a non-empty argv list such as [\"utter-rules\"]".into(),
+            ));
+        }
+        if p.runtime != Runtime::Subprocess {
+            warnings.push(issue_at(
+                text,
+                origin,
+                &at("runtime"),
+                "only runtime = \"subprocess\" runs today; this plugin will be reported as failed"
+                    .into(),
+            ));
+        }
+        for (key, list) in [("provides", &p.provides), ("requires", &p.requires)] {
+            for (j, cap) in list.iter().enumerate() {
+                if let Err(e) = cap.parse::<Capability>() {
+                    let mut path = at(key);
+                    path.push(Seg::Index(j));
+                    errors.push(issue_at(text, origin, &path, e));
+                }
+            }
+        }
+        if !p.cwd.is_empty() && !Path::new(&p.cwd).is_dir() {
+            warnings.push(issue_at(
+                text,
+                origin,
+                &at("cwd"),
+                format!("{:?} is not a directory", p.cwd),
+            ));
+        }
+    }
+    if config.security.enforce {
+        warnings.push(issue_at(
+            text,
+            origin,
+            &[Seg::Key("security".into()), Seg::Key("enforce".into())],
+            "sandboxing is not implemented yet: plugins run unsandboxed".into(),
+        ));
+    }
+    for (i, id) in config.plugins.disabled.iter().enumerate() {
+        if !config.plugin.iter().any(|p| &p.id == id) {
+            warnings.push(issue_at(
+                text,
+                origin,
+                &[
+                    Seg::Key("plugins".into()),
+                    Seg::Key("disabled".into()),
+                    Seg::Index(i),
+                ],
+                format!("no [[plugin]] has the id {id:?}"),
+            ));
+        }
+    }
+    for (i, op) in config.policy.enabled_ops.iter().enumerate() {
+        if config.policy.disabled_ops.iter().any(|d| {
+            utter_protocol::digest::normalise_op(d) == utter_protocol::digest::normalise_op(op)
+        }) {
+            warnings.push(issue_at(
+                text,
+                origin,
+                &[
+                    Seg::Key("policy".into()),
+                    Seg::Key("enabled_ops".into()),
+                    Seg::Index(i),
+                ],
+                format!("{op:?} is also in disabled_ops, which wins: it stays disabled"),
+            ));
+        }
+    }
+    if config.plugin.is_empty() {
+        warnings.push(ConfigIssue {
+            file: origin.to_owned(),
+            line: None,
+            key: None,
+            message: "no [[plugin]] entries: nothing will run".into(),
+        });
+    }
+    let r = &config.runner;
+    for (key, value, min) in [
+        ("rpc_timeout_ms", r.rpc_timeout_ms, 1),
+        ("confirm_timeout_ms", r.confirm_timeout_ms, 1),
+        ("lossy_queue", r.lossy_queue, 1),
+        ("credit_window", r.credit_window, 1),
+        ("handle_quota", r.handle_quota, 1),
+        ("max_frame_bytes", r.max_frame_bytes, 1024),
+    ] {
+        if value < min {
+            errors.push(issue_at(
+                text,
+                origin,
+                &[Seg::Key("runner".into()), Seg::Key(key.into())],
+                format!("must be at least {min}, got {value}"),
+            ));
+        }
+    }
+    let ptt = &config.ptt;
+    let ptt_key = |key: &str| [Seg::Key("ptt".into()), Seg::Key(key.into())];
+    if let Err(e) = check_key_name(&ptt.evdev_key) {
+        errors.push(issue_at(text, origin, &ptt_key("evdev_key"), e));
+    }
+    if ptt.portal && ptt.shortcut.trim().is_empty() {
+        errors.push(issue_at(
+            text,
+            origin,
+            &ptt_key("shortcut"),
+            "must name a key in the XDG shortcuts format, e.g. \"F13\" or \"CTRL+ALT+space\" (or set portal = false)".into(),
+        ));
+    }
+    if ptt.max_hold_ms != 0 && ptt.max_hold_ms <= ptt.min_hold_ms {
+        errors.push(issue_at(
+            text,
+            origin,
+            &ptt_key("max_hold_ms"),
+            format!(
+                "must be larger than min_hold_ms ({}), got {} (0 disables the stuck-key timeout)",
+                ptt.min_hold_ms, ptt.max_hold_ms
+            ),
+        ));
+    }
+    if !matches!(r.socket_transport.as_str(), "" | "unix") {
+        errors.push(issue_at(
+            text,
+            origin,
+            &[
+                Seg::Key("runner".into()),
+                Seg::Key("socket_transport".into()),
+            ],
+            format!(
+                "{:?} is not supported; allowed: \"unix\" (or leave it out)",
+                r.socket_transport
+            ),
+        ));
+    }
+    let a = &config.audio;
+    let audio_key = |key: &str| {
+        let mut path = vec![Seg::Key("audio".into())];
+        path.extend(key.split('.').map(|k| Seg::Key(k.into())));
+        path
+    };
+    for (key, value, min, max) in [
+        ("pre_roll_ms", a.pre_roll_ms, 0, 5000),
+        ("max_seconds", a.max_seconds, 1, 600),
+        ("vad.margin_ms", a.vad.margin_ms, 0, 2000),
+        ("vad.min_speech_ms", a.vad.min_speech_ms, 0, 5000),
+    ] {
+        if !(min..=max).contains(&value) {
+            errors.push(issue_at(
+                text,
+                origin,
+                &audio_key(key),
+                format!("must be between {min} and {max}, got {value}"),
+            ));
+        }
+    }
+    let threshold = a.vad.silence_threshold_db;
+    if !(-120.0..=0.0).contains(&threshold) {
+        errors.push(issue_at(
+            text,
+            origin,
+            &audio_key("vad.silence_threshold_db"),
+            format!("must be between -120 and 0 (dBFS), got {threshold}"),
+        ));
+    }
+    if a.source.chars().any(|c| c.is_control()) || a.source.trim() != a.source {
+        errors.push(issue_at(
+            text,
+            origin,
+            &audio_key("source"),
+            format!(
+                "{:?} is not a PipeWire node name (no surrounding spaces or control characters); `utter audio sources` lists them",
+                a.source
+            ),
+        ));
+    }
+    let stt = &config.stt;
+    let stt_key = |key: &str| vec![Seg::Key("stt".into()), Seg::Key(key.into())];
+    if !(1_000..=600_000).contains(&stt.timeout_ms) {
+        errors.push(issue_at(
+            text,
+            origin,
+            &stt_key("timeout_ms"),
+            format!("must be between 1000 and 600000, got {}", stt.timeout_ms),
+        ));
+    }
+    if !stt.language.is_empty()
+        && (!(2..=3).contains(&stt.language.len())
+            || !stt.language.chars().all(|c| c.is_ascii_lowercase()))
+    {
+        errors.push(issue_at(
+            text,
+            origin,
+            &stt_key("language"),
+            format!(
+                "{:?} is not a language code; use an ISO 639-1 code like \"en\" or \"de\", or \"\" to detect",
+                stt.language
+            ),
+        ));
+    }
+    for (section, key, id, kind) in [
+        ("stt", "plugin", &stt.plugin, "stt"),
+        ("tts", "plugin", &config.tts.plugin, "tts"),
+    ] {
+        if id.is_empty() {
+            continue;
+        }
+        let message = match config.plugin.iter().find(|p| p.id == *id) {
+            None => format!(
+                "no [[plugin]] has id {id:?}; name a plugin of kind {kind:?} or leave it empty"
+            ),
+            Some(p) if p.kind != kind => format!(
+                "plugin {id:?} is of kind {:?}, not {kind:?}; name a plugin of kind {kind:?} or leave it empty",
+                p.kind
+            ),
+            Some(_) => continue,
+        };
+        errors.push(issue_at(
+            text,
+            origin,
+            &[Seg::Key(section.into()), Seg::Key(key.into())],
+            message,
+        ));
+    }
+    // Report in file order.
+    warnings.sort_by_key(|w| w.line.unwrap_or(0));
+    errors.sort_by_key(|e| e.line.unwrap_or(0));
+    if errors.is_empty() {
+        Ok(LoadedConfig {
+            config,
+            origin: origin.to_owned(),
+            warnings,
+        })
+    } else {
+        Err(ConfigError { errors, warnings })
+    }
+}
+
+/// serde_ignored prints paths like `plugin.0.flavour`; turn them into segments.
+fn parse_ignored_path(path: &str) -> Vec<Seg> {
+    path.split('.')
+        .map(|part| match part.parse::<usize>() {
+            Ok(i) => Seg::Index(i),
+            Err(_) => Seg::Key(part.to_owned()),
+        })
+        .collect()
+}
+
+fn toml_error(text: &str, origin: &str, e: &toml::de::Error) -> ConfigError {
+    let line = e.span().map(|s| line_of(text, s.start));
+    let key = e.span().and_then(|s| key_at(text, s.start));
+    ConfigError::one(ConfigIssue {
+        file: origin.to_owned(),
+        line,
+        key,
+        message: e.message().trim().to_owned(),
+    })
+}
+
+/// The dotted key whose value starts at or contains `offset`, for type errors.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    use toml::de::{DeTable, DeValue};
+    let doc = DeTable::parse(text).ok()?;
+    fn walk(table: &DeTable, offset: usize, prefix: &str, best: &mut Option<(usize, String)>) {
+        for (k, v) in table.iter() {
+            let name = if prefix.is_empty() {
+                k.get_ref().to_string()
+            } else {
+                format!("{prefix}.{}", k.get_ref())
+            };
+            let span = v.span();
+            let contains = span.start <= offset && offset < span.end.max(span.start + 1);
+            let key_contains = k.span().start <= offset && offset < k.span().end;
+            if contains || key_contains {
+                let width = span.end - span.start;
+                if best.as_ref().is_none_or(|(w, _)| width <= *w) {
+                    *best = Some((width, name.clone()));
+                }
+            }
+            match v.get_ref() {
+                DeValue::Table(t) => walk(t, offset, &name, best),
+                DeValue::Array(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        if let DeValue::Table(t) = item.get_ref() {
+                            walk(t, offset, &format!("{name}[{i}]"), best);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut best = None;
+    walk(doc.get_ref(), offset, "", &mut best);
+    best.map(|(_, name)| name)
+}
+
+/// Check the shape of an evdev key name such as `KEY_F13` or `KEY_RIGHTCTRL` (the names of
+/// `linux/input-event-codes.h`): `KEY_` or `BTN_` and upper-case letters, digits or `_`. The
+/// daemon's evdev trigger resolves the name to a code and reports an unknown one in its status.
+///
+/// # Errors
+/// A sentence naming the bad name and valid examples.
+pub fn check_key_name(name: &str) -> Result<(), String> {
+    let name = name.trim();
+    let body = name
+        .strip_prefix("KEY_")
+        .or_else(|| name.strip_prefix("BTN_"));
+    match body {
+        Some(b)
+            if !b.is_empty()
+                && b.bytes()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_') =>
+        {
+            Ok(())
+        }
+        _ => Err(format!(
+            "{name:?} is not an evdev key name; use a name from linux/input-event-codes.h such as KEY_F13, KEY_RIGHTCTRL, KEY_RIGHTALT, KEY_PAUSE or KEY_SCROLLLOCK"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_is_valid() {
+        let loaded = parse(DEFAULT_CONFIG, DEFAULT_CONFIG_ORIGIN).unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert!(loaded.config.active_plugins().count() >= 2);
+    }
+
+    #[test]
+    fn unknown_transport_names_file_line_and_key() {
+        let text = "config_version = 1\n\n[[plugin]]\nid = \"x\"\ntransport = \"pigeon\"\nentrypoint = [\"x\"]\n";
+        let err = parse(text, "c.toml").unwrap_err();
+        let issue = &err.errors[0];
+        assert_eq!(issue.line, Some(5), "{issue}");
+        assert_eq!(issue.key.as_deref(), Some("plugin[0].transport"), "{issue}");
+        assert!(issue.message.contains("stdio"), "{issue}");
+    }
+
+    #[test]
+    fn unknown_keys_warn_with_lines() {
+        let text = "config_version = 1\n[runner]\nrpc_timeout = 5\n[[plugin]]\nid = \"x\"\nentrypoint = \"x\"\nflavour = 1\n";
+        let loaded = parse(text, "c.toml").unwrap();
+        let keys: Vec<_> = loaded
+            .warnings
+            .iter()
+            .map(|w| (w.key.clone().unwrap(), w.line))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                ("runner.rpc_timeout".to_string(), Some(3)),
+                ("plugin[0].flavour".to_string(), Some(7))
+            ]
+        );
+    }
+
+    #[test]
+    fn older_format_is_accepted_with_a_note() {
+        let loaded = parse("[[plugin]]\nid = \"x\"\nentrypoint = [\"x\"]\n", "old.toml").unwrap();
+        assert!(loaded.warnings[0].message.contains("older"));
+    }
+
+    #[test]
+    fn a_string_entrypoint_is_one_program() {
+        let loaded = parse(
+            "config_version = 1\n[[plugin]]\nid = \"x\"\nentrypoint = \"/usr/bin/my plugin\"\n",
+            "c",
+        )
+        .unwrap();
+        assert_eq!(
+            loaded.config.plugin[0].entrypoint.to_vec(),
+            vec!["/usr/bin/my plugin"]
+        );
+    }
+
+    #[test]
+    fn semantic_errors_are_collected() {
+        let text = "config_version = 1\n[[plugin]]\nid = \"a\"\nentrypoint = []\n[[plugin]]\nid = \"a\"\nentrypoint = [\"b\"]\nrequires = [\"nope\"]\n";
+        let err = parse(text, "c.toml").unwrap_err();
+        let keys: Vec<_> = err
+            .errors
+            .iter()
+            .map(|e| (e.key.clone().unwrap(), e.line))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                ("plugin[0].entrypoint".to_string(), Some(4)),
+                ("plugin[1].id".to_string(), Some(6)),
+                ("plugin[1].requires[0]".to_string(), Some(8)),
+            ]
+        );
+    }
+
+    #[test]
+    fn type_errors_name_the_key() {
+        let err = parse(
+            "config_version = 1\n[runner]\nrpc_timeout_ms = \"soon\"\n",
+            "c.toml",
+        )
+        .unwrap_err();
+        let issue = &err.errors[0];
+        assert_eq!(
+            (issue.line, issue.key.as_deref()),
+            (Some(3), Some("runner.rpc_timeout_ms")),
+            "{issue}"
+        );
+    }
+
+    #[test]
+    fn warnings_are_kept_beside_errors() {
+        let err = parse(
+            "config_version = 1\n[[plugin]]\nid = \"a\"\nflavour = 1\nentrypoint = []\n",
+            "c",
+        )
+        .unwrap_err();
+        assert_eq!(err.errors[0].key.as_deref(), Some("plugin[0].entrypoint"));
+        assert_eq!(err.warnings[0].key.as_deref(), Some("plugin[0].flavour"));
+    }
+
+    #[test]
+    fn doubtful_settings_are_flagged() {
+        let text = "config_version = 1\n[security]\nenforce = true\n[policy]\nenabled_ops = [\"terminal\"]\ndisabled_ops = [\"action.terminal\"]\n[plugins]\ndisabled = [\"nope\"]\n[[plugin]]\nid = \"a\"\nkind = \"bogus\"\nentrypoint = \"utter plugin rules\"\nread_paths = [\"/x\"]\n";
+        let loaded = parse(text, "c").unwrap();
+        let keys: Vec<_> = loaded
+            .warnings
+            .iter()
+            .map(|w| w.key.clone().unwrap())
+            .collect();
+        for key in [
+            "security.enforce",
+            "policy.enabled_ops[0]",
+            "plugins.disabled[0]",
+            "plugin[0].kind",
+            "plugin[0].entrypoint",
+            "plugin[0].read_paths",
+        ] {
+            assert!(keys.contains(&key.to_string()), "{key} not in {keys:?}");
+        }
+        assert!(parse("config_version = 0\n", "c").is_err());
+        assert!(
+            parse(
+                "config_version = 1\n[[plugin]]\nid = \"a b\"\nentrypoint = [\"x\"]\n",
+                "c"
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn ptt_section_defaults_and_errors() {
+        let loaded = parse("config_version = 1\n", "c").unwrap();
+        assert_eq!(loaded.config.ptt, PttSection::default());
+        let loaded = parse(
+            "config_version = 1\n[ptt]\nmin_hold_ms = 100\nevdev = true\nevdev_key = \"KEY_RIGHTCTRL\"\nloudness = 3\n",
+            "c",
+        )
+        .unwrap();
+        assert_eq!(loaded.config.ptt.min_hold_ms, 100);
+        assert!(loaded.config.ptt.evdev);
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.key.as_deref() == Some("ptt.loudness") && w.line == Some(6)),
+            "{:?}",
+            loaded.warnings
+        );
+        let err = parse(
+            "config_version = 1\n[ptt]\nevdev_key = \"F13\"\nmax_hold_ms = 10\n",
+            "c",
+        )
+        .unwrap_err();
+        let keys: Vec<_> = err
+            .errors
+            .iter()
+            .map(|e| (e.key.clone().unwrap(), e.line))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                ("ptt.evdev_key".to_string(), Some(3)),
+                ("ptt.max_hold_ms".to_string(), Some(4))
+            ]
+        );
+        assert!(
+            err.errors[0].message.contains("KEY_F13"),
+            "{}",
+            err.errors[0]
+        );
+    }
+
+    #[test]
+    fn newer_config_version_is_refused() {
+        assert!(parse("config_version = 9\n", "c").is_err());
+    }
+
+    #[test]
+    fn audio_section_defaults_values_and_errors() {
+        let base = "config_version = 1\n[[plugin]]\nid = \"x\"\nentrypoint = [\"x\"]\n";
+        let loaded = parse(base, "c.toml").unwrap();
+        assert_eq!(loaded.config.audio, AudioSection::default());
+        assert_eq!(loaded.config.audio.pre_roll_ms, 300);
+        assert_eq!(loaded.config.audio.vad.silence_threshold_db, -50.0);
+        let embedded = parse(DEFAULT_CONFIG, DEFAULT_CONFIG_ORIGIN).unwrap();
+        assert_eq!(embedded.config.audio, AudioSection::default());
+
+        let text = format!(
+            "{base}[audio]\nsource = \"alsa_input.usb-mic\"\npre_roll_ms = 500\nloudness = 3\n[audio.vad]\nsilence_threshold_db = -42\ntrim = false\n"
+        );
+        let loaded = parse(&text, "c.toml").unwrap();
+        let audio = &loaded.config.audio;
+        assert_eq!(audio.source, "alsa_input.usb-mic");
+        assert_eq!(audio.pre_roll_ms, 500);
+        assert_eq!(audio.max_seconds, 30);
+        assert_eq!(audio.vad.silence_threshold_db, -42.0);
+        assert!(!audio.vad.trim);
+        assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+        assert_eq!(loaded.warnings[0].key.as_deref(), Some("audio.loudness"));
+        assert_eq!(loaded.warnings[0].line, Some(8));
+
+        let text = format!(
+            "{base}[audio]\npre_roll_ms = 9000\nsource = \" mic\"\n[audio.vad]\nsilence_threshold_db = 3\n"
+        );
+        let err = parse(&text, "c.toml").unwrap_err();
+        let keys: Vec<_> = err.errors.iter().map(|e| e.key.clone().unwrap()).collect();
+        assert_eq!(
+            keys,
+            vec![
+                "audio.pre_roll_ms",
+                "audio.source",
+                "audio.vad.silence_threshold_db"
+            ],
+            "{:?}",
+            err.errors
+        );
+        assert_eq!(err.errors[0].line, Some(6));
+        assert!(err.errors[0].message.contains("between 0 and 5000"));
+    }
+
+    #[test]
+    fn stt_and_tts_must_name_a_plugin_of_their_kind() {
+        let text = "config_version = 1\n[stt]\nplugin = \"rules\"\n[tts]\nplugin = \"nope\"\n\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n";
+        let err = parse(text, "test.toml").unwrap_err();
+        let issues: Vec<(String, Option<usize>, String)> = err
+            .errors
+            .iter()
+            .map(|e| (e.key.clone().unwrap_or_default(), e.line, e.message.clone()))
+            .collect();
+        assert_eq!(issues.len(), 2, "{issues:?}");
+        assert_eq!(issues[0].0, "stt.plugin");
+        assert_eq!(issues[0].1, Some(3));
+        assert!(
+            issues[0].2.contains("is of kind \"router\", not \"stt\""),
+            "{issues:?}"
+        );
+        assert_eq!(issues[1].0, "tts.plugin");
+        assert!(
+            issues[1].2.contains("no [[plugin]] has id \"nope\""),
+            "{issues:?}"
+        );
+    }
+
+    #[test]
+    fn key_names_are_checked_and_a_bad_one_names_examples() {
+        assert!(check_key_name("KEY_F13").is_ok());
+        assert!(check_key_name("KEY_RIGHTCTRL").is_ok());
+        assert!(check_key_name("BTN_SIDE").is_ok());
+        for bad in ["F13", "KEY_", "key_f13", "KEY_F13;rm", ""] {
+            let e = check_key_name(bad).unwrap_err();
+            assert!(e.contains("KEY_F13") && e.contains("KEY_RIGHTCTRL"), "{e}");
+        }
+    }
+}

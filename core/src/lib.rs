@@ -1,0 +1,46 @@
+//! The Utter runner core: everything that decides, and nothing that faces the desktop.
+//!
+//! The core cannot name a door: it has no dependency on D-Bus, the portal, evdev or
+//! PipeWire, and the doors (the client socket, the D-Bus object, notifications, systemd,
+//! the push-to-talk triggers) live in the `utter` crate on top of it
+//! (`ARCHITECTURE.md`).
+//!
+//! * [`config`]: the runner TOML, its validation (file:line: key) and the embedded default.
+//! * [`paths`]: the one place that reads the XDG base directories; private directories,
+//!   atomic writes.
+//! * [`supervisor`] and [`transport`]: one slot per plugin; spawn, handshake, validate
+//!   capabilities, watch, restart with backoff, drain; stdio, `connect` and `listen`.
+//! * [`policy`]: provenance, the ops registry and the policy half of the gate.
+//! * [`pipeline`]: utterance → `router.plan` → (a chooser picks a candidate) → **the gate**
+//!   (provenance → enabled → URL scheme → args schema → confirmation → re-validation →
+//!   audit) → the plugin. Every acting path passes it: plan steps, `host.action`,
+//!   `runner.invoke`.
+//! * [`handles`] and [`streams`]: the data plane (content-addressed blobs, stream relay).
+//! * [`confirm`]: argument-bearing confirmations, bound to a digest.
+//! * [`audit`]: the bounded trail of gate decisions.
+//! * [`events`]: what clients are told.
+//! * [`ptt`]: the push-to-talk state machine every trigger feeds.
+//! * [`runner`]: all of it as one service, with its parts [`runner::host`] (the plugins'
+//!   `host.*` callbacks and the handle methods of every scope), [`runner::invoke`] (a
+//!   client's `runner.invoke`, through the gate) and [`runner::voice`] (push-to-talk → the
+//!   capture plugin → the stt plugin → the pipeline).
+//! * [`params`]: reading named JSON-RPC params with one wording of errors.
+
+#![warn(missing_docs)]
+
+pub mod audit;
+pub mod config;
+pub mod confirm;
+pub mod events;
+pub mod handles;
+pub mod params;
+pub mod paths;
+pub mod pipeline;
+pub mod policy;
+pub mod ptt;
+pub mod runner;
+pub mod streams;
+pub mod supervisor;
+pub mod transport;
+
+pub use runner::{Runner, VERSION};

@@ -1,0 +1,125 @@
+//! Files the runner keeps: [`BaseDirs`] (from `utter-ipc`, the one reader of the XDG
+//! variables), private directories and atomic writes.
+
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+
+pub use utter_ipc::paths::{APP, BaseDirs};
+
+/// Create `dir` (and its parents) as a directory only this user can enter (mode 0700), or
+/// check that an existing one is a real directory owned by this user and make it 0700.
+///
+/// # Errors
+/// A sentence naming the directory and what is wrong with it (not a directory, a symlink,
+/// owned by another user, or the OS error).
+pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+    }
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| format!("cannot stat {}: {e}", dir.display()))?;
+    if !meta.is_dir() {
+        return Err(format!(
+            "{} exists but is not a directory (a symlink or a file); remove it",
+            dir.display()
+        ));
+    }
+    let uid = nix::unistd::getuid().as_raw();
+    if meta.uid() != uid {
+        return Err(format!(
+            "{} belongs to uid {}, not to this user (uid {uid}); remove it or choose another path",
+            dir.display(),
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot make {} private (0700): {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// Write `bytes` to `path` atomically: a temporary file in the same directory, synced, then
+/// renamed over `path` (tempfile's `persist`), so a reader sees the old file or the new one,
+/// never a part. `mode` sets the new file's permissions exactly (whatever the umask).
+///
+/// # Errors
+/// The I/O error, with the path in its message.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    write_atomic_with(path, mode, |file| file.write_all(bytes))
+}
+
+/// [`write_atomic`] with the content written by `fill` (e.g. a copy from another file), then
+/// the directory synced so the rename itself survives a crash.
+///
+/// # Errors
+/// The I/O error of `fill`, of the temporary file or of the rename, with the path.
+pub fn write_atomic_with(
+    path: &Path,
+    mode: u32,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let dir = dir.unwrap_or(Path::new("."));
+    let context =
+        |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let mut file = tempfile::Builder::new()
+        .prefix(".utter-")
+        .permissions(std::fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)
+        .map_err(context)?;
+    fill(file.as_file_mut()).map_err(context)?;
+    // The umask may have taken bits off at creation.
+    file.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(context)?;
+    file.as_file().sync_all().map_err(context)?;
+    file.persist(path).map_err(|e| context(e.error))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        // Durability of the rename; a failure here loses nothing that matters.
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    #[test]
+    fn private_dir_is_made_and_tightened() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a/b");
+        ensure_private_dir(&dir).unwrap();
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ensure_private_dir(&dir).unwrap();
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        let file = tmp.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        assert!(
+            ensure_private_dir(&file)
+                .unwrap_err()
+                .contains("not a directory")
+        );
+    }
+
+    #[test]
+    fn atomic_write_replaces_whole_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("x.json");
+        write_atomic(&path, b"one", 0o600).unwrap();
+        write_atomic(&path, b"two", 0o644).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o644);
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+    }
+}

@@ -1,0 +1,927 @@
+//! The command pipeline: utterance → `router.plan` → policy → `action.invoke`, one result per
+//! step (PROTOCOL.md §8, §9).
+//!
+//! Step failures are reported inside the results, never as an error of the whole command, so a
+//! client always sees what happened to each step. Steps run in order; a failed step does not
+//! stop the ones after it.
+//!
+//! When the router offers `candidates` instead of steps, an untrusted chooser (`llm.choose`,
+//! `perception.choose`) picks one by id and the runner runs the candidate it holds, checked by
+//! digest; a chooser that sends back anything else fails the command with `-32006`. A step that
+//! needs a confirmation is asked with its digest; after the yes, every gate runs again with the
+//! policy in force then, and the desktop context is read again: a target that disappeared or a
+//! focus that moved asks again (at most [`MAX_CONFIRM_ROUNDS`] times).
+
+use serde_json::{Value, json};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use utter_protocol::{ErrorCode, ErrorObject};
+
+use crate::audit::{Audit, AuditEntry};
+use crate::confirm::Resolution;
+use crate::policy::{Decision, Policy, Provenance, normalise_op, step_digest};
+use crate::supervisor::Supervisor;
+
+pub use utter_ipc::command::{CommandOutcome, ConfirmRequest, Plan, StepResult};
+
+/// Options of one command.
+#[derive(Debug, Clone, Default)]
+pub struct CommandOptions {
+    /// Ask the action plugins to say what they would do, without doing it.
+    pub dry_run: bool,
+    /// Per-call timeout in ms (each plugin call; clamped to 60 000); `None` = `rpc_timeout_ms`.
+    pub timeout_ms: Option<u64>,
+    /// Provenance of the utterance (default `user`).
+    pub provenance: Option<Provenance>,
+    /// Context passed to the router.
+    pub context: Option<Value>,
+    /// Longest wait for each confirmation, in ms (else `timeout_ms` when given, else the
+    /// runner's `confirm_timeout_ms`). D-Bus callers get 20 000, under the bus's 25 s reply
+    /// timeout, so nothing is approved after the caller gave up.
+    pub confirm_timeout_ms: Option<u64>,
+}
+
+/// Something that can ask a person: resolves to the answer and the door that gave it. Only an
+/// explicit yes approves.
+pub type Confirmer =
+    Arc<dyn Fn(ConfirmRequest) -> Pin<Box<dyn Future<Output = Resolution> + Send>> + Send + Sync>;
+
+/// Where a step goes once it passed the gate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// `action.invoke {op, args, provenance, dry_run}` on the plugin that offers the op: a
+    /// plan's step, a plugin's `host.action`.
+    Action,
+    /// A client's `runner.invoke`: `method` with exactly `params` to plugin `plugin` (its
+    /// `action.capabilities` schema applies when `method` is `action.invoke`).
+    Relay {
+        /// The plugin's id.
+        plugin: String,
+        /// The method, e.g. `action.invoke` or `input.key`.
+        method: String,
+        /// The params sent as they are.
+        params: Value,
+    },
+}
+
+/// How many times a step is asked again when its context changed during the confirmation.
+pub const MAX_CONFIRM_ROUNDS: usize = 3;
+
+/// Ops whose effect depends on which window has the focus: when the focus moves while the
+/// person is being asked, the approval no longer describes what would happen.
+pub const FOCUS_DEPENDENT_OPS: &[&str] = &[
+    "key",
+    "type_text",
+    "input",
+    "click_element",
+    "click_point",
+    "scroll",
+    "close_app",
+];
+
+/// Everything one command needs: the supervisor, a policy *provider* (read again after every
+/// confirmation, so a reload in between applies), the confirmer, and the audit trail.
+pub struct Pipeline<'a> {
+    /// The plugins.
+    pub supervisor: &'a Supervisor,
+    /// The policy in force right now.
+    pub policy: &'a (dyn Fn() -> Policy + Send + Sync),
+    /// Asks a person.
+    pub confirmer: &'a Confirmer,
+    /// Where decisions are recorded.
+    pub audit: Option<&'a Audit>,
+}
+
+/// A candidate the router prepared, with the digest it is held under.
+struct Candidate {
+    id: String,
+    step: Value,
+    op: String,
+    args: Value,
+    provenance: Provenance,
+    digest: String,
+}
+
+impl Pipeline<'_> {
+    fn record(&self, entry: AuditEntry) {
+        if let Some(audit) = self.audit {
+            audit.record(entry);
+        }
+    }
+
+    /// Run one utterance: plan, choose among candidates (when the router offers them), pass
+    /// every step through the gates, then confirm and run each.
+    ///
+    /// # Errors
+    /// `-32602` for a blank utterance; `-32005` when no router (or no chooser the plan asks
+    /// for) is running; `-32006` when a chooser answers anything but the id of a prepared
+    /// candidate; the router's error when planning fails.
+    pub async fn run(
+        &self,
+        utterance: &str,
+        options: &CommandOptions,
+    ) -> Result<CommandOutcome, ErrorObject> {
+        if utterance.trim().is_empty() {
+            return Err(ErrorObject::invalid_params(
+                "the utterance is empty; say what to do, e.g. \"open youtube\"",
+            ));
+        }
+        let provenance = options.provenance.unwrap_or(Provenance::User);
+        let supervisor = self.supervisor;
+        let timeout = supervisor.effective_timeout(options.timeout_ms);
+        let router = supervisor.find_router().ok_or_else(|| {
+            ErrorObject::new(
+                ErrorCode::CapabilityMissing,
+                "no router plugin is running (one providing router.plan@1); see `utter plugins`",
+            )
+        })?;
+        let mut params = json!({"utterance": utterance, "provenance": provenance.as_str()});
+        if let Some(context) = &options.context {
+            params["context"] = context.clone();
+        }
+        let planned = supervisor
+            .call_as(&router, "router.plan", params, timeout, provenance)
+            .await?;
+        let offered = planned
+            .get("candidates")
+            .and_then(Value::as_array)
+            .filter(|c| !c.is_empty());
+        let (steps, selected_by) = if let Some(offered) = offered {
+            let (step, selected_by) = self
+                .choose(utterance, &planned, offered, provenance, options, timeout)
+                .await?;
+            (vec![step], Some(selected_by))
+        } else {
+            let steps = planned
+                .get("steps")
+                .and_then(Value::as_array)
+                .cloned()
+                .ok_or_else(|| {
+                    ErrorObject::plugin(format!(
+                        "router {router:?} returned no \"steps\" array: {planned}"
+                    ))
+                })?;
+            (steps, None)
+        };
+        let plan = Plan {
+            router,
+            rule: planned
+                .get("rule")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            message: planned
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            steps: steps.clone(),
+        };
+        // Every step passes the gates before any step runs: a plan with a refused step runs
+        // nothing (a partly executed plan is worse than none).
+        let policy = (self.policy)();
+        let mut prepared: Vec<Result<Prepared, Box<StepResult>>> = Vec::with_capacity(steps.len());
+        for (i, step) in steps.iter().enumerate() {
+            prepared.push(
+                self.prepare_step(&policy, utterance, i, step, provenance, selected_by.clone())
+                    .await,
+            );
+        }
+        let refused: Vec<usize> = prepared
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.is_err())
+            .map(|(i, _)| i + 1)
+            .collect();
+        let mut results = Vec::with_capacity(steps.len());
+        if !refused.is_empty() {
+            let which = refused
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            for p in prepared {
+                results.push(match p {
+                    Err(failed) => *failed,
+                    Ok(step) => step.result().failed(ErrorObject::new(
+                        ErrorCode::Denied,
+                        format!("not run: step {which} of this plan was refused, so no step ran"),
+                    )),
+                });
+            }
+        } else {
+            for step in prepared.into_iter().flatten() {
+                results.push(self.run_step(utterance, step, options, timeout).await);
+            }
+        }
+        Ok(CommandOutcome {
+            utterance: utterance.to_owned(),
+            dry_run: options.dry_run,
+            plan,
+            results,
+        })
+    }
+
+    /// Run one step that did not come from a plan (a plugin's `host.action`, a client's
+    /// `runner.invoke`) through the same gate as a plan's steps: provenance, enabled, URL
+    /// scheme, args schema, confirmation, re-validation after approval, audit.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn run_one(
+        &self,
+        label: &str,
+        op: &str,
+        args: &Value,
+        provenance: Provenance,
+        confirm_requested: bool,
+        target: Target,
+        options: &CommandOptions,
+    ) -> StepResult {
+        let timeout = self.supervisor.effective_timeout(options.timeout_ms);
+        let policy = (self.policy)();
+        let step = Step {
+            op: normalise_op(op).to_owned(),
+            args: args.clone(),
+            provenance,
+            confirm_requested,
+            target,
+        };
+        match self.admit(&policy, label, step, None).await {
+            Ok(prepared) => self.run_step(label, prepared, options, timeout).await,
+            Err(failed) => *failed,
+        }
+    }
+
+    /// Hold the router's candidates under their digests, ask an untrusted chooser for an id,
+    /// and return the held candidate with that id as the one step to run.
+    async fn choose(
+        &self,
+        utterance: &str,
+        planned: &Value,
+        offered: &[Value],
+        provenance: Provenance,
+        options: &CommandOptions,
+        timeout: std::time::Duration,
+    ) -> Result<(Value, Value), ErrorObject> {
+        let mut held: Vec<Candidate> = Vec::with_capacity(offered.len());
+        for (i, c) in offered.iter().enumerate() {
+            let id = c.get("id").and_then(Value::as_str).unwrap_or("");
+            let op = c.get("op").and_then(Value::as_str).unwrap_or("");
+            if id.is_empty() || op.is_empty() || held.iter().any(|h| h.id == id) {
+                return Err(ErrorObject::plugin(format!(
+                    "candidate {} needs a unique string \"id\" and an \"op\": {c}",
+                    i + 1
+                )));
+            }
+            let own = Provenance::from_value(c.get("provenance"))?;
+            let cand_provenance = provenance.least_trusted(own);
+            let op = normalise_op(op).to_owned();
+            let args = c.get("args").cloned().unwrap_or_else(|| json!({}));
+            held.push(Candidate {
+                id: id.to_owned(),
+                digest: step_digest(&op, &args, cand_provenance),
+                step: json!({
+                    "op": op,
+                    "args": args,
+                    "provenance": cand_provenance.as_str(),
+                    "confirm": c.get("confirm").and_then(Value::as_bool).unwrap_or(false),
+                }),
+                op,
+                args,
+                provenance: cand_provenance,
+            });
+        }
+        let method = planned
+            .pointer("/choose/method")
+            .and_then(Value::as_str)
+            .unwrap_or("llm.choose");
+        if method != "llm.choose" && method != "perception.choose" {
+            return Err(ErrorObject::invalid_params(format!(
+                "choose.method must be \"llm.choose\" or \"perception.choose\", not {method:?}"
+            )));
+        }
+        let chooser = self
+            .supervisor
+            .find_provider(method, method)
+            .ok_or_else(|| {
+                ErrorObject::new(
+                    ErrorCode::CapabilityMissing,
+                    format!("the plan offers candidates but no running plugin provides {method}@1"),
+                )
+            })?;
+        let shown: Vec<Value> = offered
+            .iter()
+            .zip(&held)
+            .map(|(c, h)| {
+                json!({
+                    "id": h.id,
+                    "op": h.op,
+                    "args": h.args,
+                    "summary": c.get("summary").and_then(Value::as_str).unwrap_or(""),
+                })
+            })
+            .collect();
+        let params = json!({
+            "utterance": utterance,
+            "context": options.context.clone().unwrap_or(Value::Null),
+            "candidates": shown,
+        });
+        // The chooser reads untrusted content: its requests are served as untrusted.
+        let answer = self
+            .supervisor
+            .call_as(&chooser, method, params, timeout, Provenance::Screen)
+            .await?;
+        let refuse = |why: String| {
+            ErrorObject::new(
+                ErrorCode::UntrustedArgument,
+                format!("chooser {chooser:?} {why}; a chooser may only answer {{\"choice_id\": <id of a prepared candidate>}}"),
+            )
+            .with_data(json!({"chooser": chooser, "answer": answer}))
+        };
+        let Some(map) = answer.as_object() else {
+            return Err(refuse("did not answer an object".into()));
+        };
+        // Besides the id, only the documented numeric confidence may come back: `probability`
+        // (a number) and `distribution` (candidate id → number). Anything else, above all a
+        // structure with an op or arguments, is refused.
+        let known_ids = |k: &String| held.iter().any(|h| &h.id == k);
+        let extra = map.iter().find(|(k, v)| match k.as_str() {
+            "choice_id" => false,
+            "probability" => !v.is_number(),
+            "distribution" => !v
+                .as_object()
+                .is_some_and(|d| d.iter().all(|(id, p)| known_ids(id) && p.is_number())),
+            _ => true,
+        });
+        if let Some((extra, _)) = extra {
+            let e = refuse(format!("sent back {extra:?}"));
+            self.record(
+                AuditEntry::new(utterance, method, &answer, Provenance::Screen, "denied")
+                    .code(e.code)
+                    .plugin(chooser.clone()),
+            );
+            return Err(e);
+        }
+        let choice = map.get("choice_id").and_then(Value::as_str).unwrap_or("");
+        let Some(pick) = held.iter().find(|h| h.id == choice) else {
+            let e = refuse(format!("chose {choice:?}, which is no prepared candidate"));
+            self.record(
+                AuditEntry::new(utterance, method, &answer, Provenance::Screen, "denied")
+                    .code(e.code)
+                    .plugin(chooser.clone()),
+            );
+            return Err(e);
+        };
+        // What runs is what was held, verified by its digest.
+        if step_digest(&pick.op, &pick.args, pick.provenance) != pick.digest {
+            return Err(refuse(
+                "picked a candidate whose digest no longer matches".into(),
+            ));
+        }
+        let selected_by = json!({
+            "plugin": chooser,
+            "method": method,
+            "choice_id": pick.id,
+            "digest": pick.digest,
+        });
+        self.record(
+            AuditEntry::new(utterance, &pick.op, &pick.args, pick.provenance, "chosen")
+                .by(format!("{method}:{chooser}"))
+                .plugin(chooser.clone()),
+        );
+        Ok((pick.step.clone(), selected_by))
+    }
+
+    /// The gates after provenance, enabled and URL scheme ([`Policy::check`]): the action
+    /// plugin's `args_schema`, and its `needs_confirm` (which can only add a confirmation).
+    /// Returns the decision and the action plugin, if one offers the op.
+    async fn gates(
+        &self,
+        policy: &Policy,
+        step: &Step,
+    ) -> Result<(Decision, Option<String>), ErrorObject> {
+        let Step {
+            op,
+            args,
+            provenance,
+            confirm_requested,
+            target,
+        } = step;
+        let mut decision = policy.check(op, args, *provenance, *confirm_requested)?;
+        let found = match target {
+            Target::Action => self.supervisor.find_action_spec(op).await,
+            Target::Relay { plugin, method, .. } if method == "action.invoke" => {
+                let ops = self.supervisor.action_ops(plugin).await;
+                let spec = ops.iter().find(|s| s.op == *op).cloned();
+                Some((plugin.clone(), spec))
+            }
+            Target::Relay { plugin, .. } => Some((plugin.clone(), None)),
+        };
+        let Some((plugin, spec)) = found else {
+            return Ok((decision, None));
+        };
+        if let Some(spec) = spec {
+            spec.validate(args)?;
+            decision.needs_confirm |= spec.needs_confirm;
+        }
+        Ok((decision, Some(plugin)))
+    }
+
+    /// Read one step of a plan and run the gate on it.
+    async fn prepare_step(
+        &self,
+        policy: &Policy,
+        utterance: &str,
+        index: usize,
+        step: &Value,
+        command_provenance: Provenance,
+        selected_by: Option<Value>,
+    ) -> Result<Prepared, Box<StepResult>> {
+        let op = step
+            .get("op")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let args = step.get("args").cloned().unwrap_or_else(|| json!({}));
+        let step_provenance = Provenance::from_value(step.get("provenance"));
+        // A step's provenance is the least trusted of the command's and the step's own.
+        let provenance = command_provenance
+            .least_trusted(*step_provenance.as_ref().unwrap_or(&Provenance::Screen));
+        let malformed = if !step.is_object() || op.is_empty() {
+            Some(format!(
+                "step {} is not an object with an \"op\" string: {step}",
+                index + 1
+            ))
+        } else {
+            step_provenance
+                .err()
+                .map(|e| format!("step {}: {}", index + 1, e.message))
+        };
+        if let Some(why) = malformed {
+            let e = ErrorObject::invalid_params(why);
+            self.record(
+                AuditEntry::new(utterance, &op, &args, provenance, "denied")
+                    .code(e.code)
+                    .by("policy"),
+            );
+            let mut blank = Step {
+                op,
+                args,
+                provenance,
+                confirm_requested: false,
+                target: Target::Action,
+            }
+            .blank_result();
+            blank.selected_by = selected_by;
+            return Err(Box::new(blank.failed(e)));
+        }
+        let step = Step {
+            op: normalise_op(&op).to_owned(),
+            args,
+            provenance,
+            confirm_requested: step
+                .get("confirm")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            target: Target::Action,
+        };
+        self.admit(policy, utterance, step, selected_by).await
+    }
+
+    /// The gate's first half, for every acting path: provenance, enabled, URL scheme
+    /// ([`Policy::check`]), then the action plugin's `args_schema` and `needs_confirm`. The
+    /// decision is audited (`allowed` or `denied`). [`Pipeline::run_step`] is the second
+    /// half: confirmation, re-validation, invocation.
+    async fn admit(
+        &self,
+        policy: &Policy,
+        label: &str,
+        step: Step,
+        selected_by: Option<Value>,
+    ) -> Result<Prepared, Box<StepResult>> {
+        match self.gates(policy, &step).await {
+            Ok((decision, plugin)) => {
+                let mut entry =
+                    AuditEntry::new(label, &step.op, &step.args, step.provenance, "allowed")
+                        .by("policy");
+                if let Some(p) = &plugin {
+                    entry = entry.plugin(p.clone());
+                }
+                self.record(entry);
+                Ok(Prepared {
+                    step,
+                    decision,
+                    plugin,
+                    selected_by,
+                })
+            }
+            Err(e) => {
+                self.record(
+                    AuditEntry::new(label, &step.op, &step.args, step.provenance, "denied")
+                        .code(e.code)
+                        .by("policy"),
+                );
+                let mut blank = step.blank_result();
+                blank.selected_by = selected_by;
+                Err(Box::new(blank.failed(e)))
+            }
+        }
+    }
+
+    /// The context plugin's current snapshot (`context.snapshot`), if one is running.
+    async fn context_snapshot(&self, timeout: std::time::Duration) -> Option<Value> {
+        let plugin = self
+            .supervisor
+            .find_provider("context.live", "context.snapshot")?;
+        match self
+            .supervisor
+            .call_as(
+                &plugin,
+                "context.snapshot",
+                json!({}),
+                timeout,
+                Provenance::Screen,
+            )
+            .await
+        {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::warn!(plugin = %plugin, error = %e.message, "context.snapshot failed");
+                Some(Value::Null)
+            }
+        }
+    }
+
+    /// Confirm (when needed, re-validating after every approval), then invoke.
+    async fn run_step(
+        &self,
+        utterance: &str,
+        step: Prepared,
+        options: &CommandOptions,
+        timeout: std::time::Duration,
+    ) -> StepResult {
+        let mut plugin = step.plugin.clone();
+        let mut decision = step.decision.clone();
+        let mut result = step.result();
+        let Prepared { step, .. } = step;
+        let (op, args, provenance) = (step.op.clone(), step.args.clone(), step.provenance);
+        if decision.needs_confirm && !options.dry_run {
+            let mut round = 0;
+            loop {
+                round += 1;
+                let before = self.context_snapshot(timeout).await;
+                let request = ConfirmRequest::new(&op, &args, provenance, &decision.summary);
+                let resolution = (self.confirmer)(request.clone()).await;
+                if !resolution.approved {
+                    let e = ErrorObject::new(
+                        ErrorCode::Denied,
+                        format!(
+                            "confirmation denied: {} (denied, timed out, or nobody could answer)",
+                            request.summary
+                        ),
+                    )
+                    .with_data(serde_json::to_value(&request).unwrap_or(Value::Null));
+                    self.record(
+                        AuditEntry::new(utterance, &op, &args, provenance, "denied")
+                            .code(e.code)
+                            .by(resolution.by),
+                    );
+                    return result.failed(e);
+                }
+                self.record(
+                    AuditEntry::new(utterance, &op, &args, provenance, "confirmed")
+                        .by(resolution.by.clone()),
+                );
+                // The approval covers exactly this digest.
+                let digest = step_digest(&op, &args, provenance);
+                // Every gate again, with the policy in force now.
+                let fresh = (self.policy)();
+                let regated = if digest == request.digest {
+                    self.gates(&fresh, &step).await
+                } else {
+                    Err(ErrorObject::new(
+                        ErrorCode::Denied,
+                        "the step changed after it was approved",
+                    ))
+                };
+                match regated {
+                    Ok((d, p)) => {
+                        decision = d;
+                        plugin = p;
+                    }
+                    Err(e) => {
+                        self.record(
+                            AuditEntry::new(utterance, &op, &args, provenance, "denied")
+                                .code(e.code)
+                                .by("policy (after approval)"),
+                        );
+                        return result.failed(e);
+                    }
+                }
+                let after = self.context_snapshot(timeout).await;
+                match context_drift(&op, &args, before.as_ref(), after.as_ref()) {
+                    None => {
+                        result.confirmed_by = Some(resolution.by);
+                        break;
+                    }
+                    Some(why) if round < MAX_CONFIRM_ROUNDS => {
+                        tracing::info!(op = %op, why = %why, round, "context changed during the confirmation; asking again");
+                        self.record(
+                            AuditEntry::new(utterance, &op, &args, provenance, "reasked").by(why),
+                        );
+                    }
+                    Some(why) => {
+                        let e = ErrorObject::new(
+                            ErrorCode::Denied,
+                            format!(
+                                "not run: {why} while asking, {MAX_CONFIRM_ROUNDS} times; {}",
+                                request.summary
+                            ),
+                        )
+                        .with_data(serde_json::to_value(&request).unwrap_or(Value::Null));
+                        self.record(
+                            AuditEntry::new(utterance, &op, &args, provenance, "denied")
+                                .code(e.code)
+                                .by("context"),
+                        );
+                        return result.failed(e);
+                    }
+                }
+            }
+        }
+        result.needs_confirm = decision.needs_confirm;
+        let plugin = match plugin {
+            Some(p) => p,
+            None => match self.supervisor.find_action(&op).await {
+                Some(p) => p,
+                None => {
+                    return result.failed(ErrorObject::new(
+                        ErrorCode::CapabilityMissing,
+                        format!("no running action plugin offers the op {op:?}"),
+                    ));
+                }
+            },
+        };
+        result.plugin = Some(plugin.clone());
+        let (method, params) = match step.target {
+            Target::Action => (
+                "action.invoke".to_owned(),
+                json!({
+                    "op": op,
+                    "args": args,
+                    "provenance": provenance.as_str(),
+                    "dry_run": options.dry_run,
+                }),
+            ),
+            Target::Relay { method, params, .. } => (method, params),
+        };
+        let outcome = match self
+            .supervisor
+            .call_as(&plugin, &method, params, timeout, provenance)
+            .await
+        {
+            Ok(value) if method != "action.invoke" => {
+                result.ok = true;
+                result.result = Some(value);
+                result
+            }
+            Ok(value) => match read_action_result(&value) {
+                Ok((ok, detail)) => {
+                    result.ok = ok;
+                    result.detail = detail;
+                    result.result = Some(value);
+                    result
+                }
+                Err(e) => {
+                    result.result = Some(value);
+                    result.failed(e)
+                }
+            },
+            Err(e) => result.failed(e),
+        };
+        let mut entry = AuditEntry::new(
+            utterance,
+            &op,
+            &args,
+            provenance,
+            match (options.dry_run, outcome.ok) {
+                (true, true) => "dry-run",
+                (true, false) => "dry-run-failed",
+                (false, true) => "executed",
+                (false, false) => "failed",
+            },
+        )
+        .plugin(plugin);
+        if let Some(e) = &outcome.error {
+            entry = entry.code(e.code);
+        }
+        if let Some(by) = &outcome.confirmed_by {
+            entry = entry.by(by.clone());
+        }
+        self.record(entry);
+        outcome
+    }
+}
+
+/// Why an approved step no longer matches its context, or `None`. `before` and `after` are
+/// context snapshots (`None`: no context plugin). The target window or app must still exist;
+/// for focus-dependent ops the focused window must be the same.
+pub fn context_drift(
+    op: &str,
+    args: &Value,
+    before: Option<&Value>,
+    after: Option<&Value>,
+) -> Option<String> {
+    // A focus-dependent op that names its window acts on that window, wherever the focus is.
+    let names_window = args.get("window_id").is_some_and(|v| !v.is_null());
+    let targets = names_window
+        || ["app", "app_id"]
+            .iter()
+            .any(|k| args.get(*k).is_some_and(Value::is_string));
+    let focus_dependent = FOCUS_DEPENDENT_OPS.contains(&op) && !names_window;
+    if (before.is_none() && after.is_none()) || !(targets || focus_dependent) {
+        return None;
+    }
+    let Some(after) = after.filter(|a| a.is_object()) else {
+        return Some("the context could not be read again".into());
+    };
+    let windows: Vec<&Value> = after
+        .get("windows")
+        .and_then(Value::as_array)
+        .map(|w| w.iter().collect())
+        .unwrap_or_default();
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if let Some(target) = args.get("window_id").filter(|v| !v.is_null()) {
+        let wanted = text(target);
+        let present = windows.iter().any(|w| {
+            w.get("window_id")
+                .or_else(|| w.get("id"))
+                .is_some_and(|id| text(id) == wanted)
+        });
+        if !present {
+            return Some(format!("window {wanted} is gone"));
+        }
+    }
+    for key in ["app", "app_id"] {
+        if let Some(target) = args.get(key).and_then(Value::as_str) {
+            let present = windows.iter().any(|w| {
+                ["app_id", "app"]
+                    .iter()
+                    .any(|k| w.get(*k).and_then(Value::as_str) == Some(target))
+            });
+            if !present {
+                return Some(format!("app {target} has no window any more"));
+            }
+        }
+    }
+    if focus_dependent {
+        let focused = |s: Option<&Value>| {
+            s.and_then(|s| s.get("focused")).map(|f| {
+                f.get("window_id")
+                    .or_else(|| f.get("id"))
+                    .cloned()
+                    .unwrap_or(f.clone())
+            })
+        };
+        if focused(before) != focused(Some(after)) {
+            return Some("the focused window changed".into());
+        }
+    }
+    None
+}
+
+/// One step as the gate sees it: the op (normalised), its exact arguments, their
+/// provenance, whether the step itself asks for a confirmation, and where it goes.
+struct Step {
+    op: String,
+    args: Value,
+    provenance: Provenance,
+    confirm_requested: bool,
+    target: Target,
+}
+
+impl Step {
+    /// A result for this step that has not run (yet).
+    fn blank_result(&self) -> StepResult {
+        StepResult {
+            op: self.op.clone(),
+            ok: false,
+            detail: String::new(),
+            args: self.args.clone(),
+            provenance: self.provenance,
+            plugin: None,
+            result: None,
+            error: None,
+            needs_confirm: false,
+            selected_by: None,
+            confirmed_by: None,
+        }
+    }
+}
+
+/// A step that passed the gate's first half ([`Pipeline::admit`]).
+struct Prepared {
+    step: Step,
+    decision: Decision,
+    plugin: Option<String>,
+    selected_by: Option<Value>,
+}
+
+impl Prepared {
+    fn result(&self) -> StepResult {
+        let mut result = self.step.blank_result();
+        result.needs_confirm = self.decision.needs_confirm;
+        result.selected_by = self.selected_by.clone();
+        result
+    }
+}
+
+/// A step result that failed with `error`.
+trait Failed {
+    fn failed(self, error: ErrorObject) -> StepResult;
+}
+
+impl Failed for StepResult {
+    fn failed(mut self, error: ErrorObject) -> StepResult {
+        self.ok = false;
+        self.detail = error.message.clone();
+        self.error = Some(error);
+        self
+    }
+}
+
+/// An `action.invoke` result must be an object; `ok` (a boolean, default true) and `detail`
+/// (or `message`, a string) are read from it (PROTOCOL.md §8).
+fn read_action_result(value: &Value) -> Result<(bool, String), ErrorObject> {
+    let Some(obj) = value.as_object() else {
+        return Err(ErrorObject::plugin(format!(
+            "malformed action.invoke result (expected an object {{ok, detail}}): {value}"
+        )));
+    };
+    let ok = match obj.get("ok") {
+        None => true,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(ErrorObject::plugin(format!(
+                "malformed action.invoke result: \"ok\" must be a boolean, got {other}"
+            )));
+        }
+    };
+    let detail = obj
+        .get("detail")
+        .or_else(|| obj.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    Ok((ok, detail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desk(windows: &[(i64, &str)], focused: i64) -> Value {
+        json!({
+            "focused": {"window_id": focused},
+            "windows": windows.iter().map(|(id, app)| json!({"window_id": id, "app_id": app})).collect::<Vec<_>>(),
+        })
+    }
+
+    #[test]
+    fn context_drift_checks_targets_and_focus() {
+        let both = desk(&[(1, "firefox"), (2, "foot")], 1);
+        let one = desk(&[(2, "foot")], 2);
+        let moved = desk(&[(1, "firefox"), (2, "foot")], 2);
+        let close = json!({"app": "firefox", "window_id": 1});
+        assert_eq!(
+            context_drift("close_app", &close, Some(&both), Some(&both)),
+            None
+        );
+        assert!(context_drift("close_app", &close, Some(&both), Some(&one)).is_some());
+        // It names its window: the focus moving elsewhere does not matter.
+        assert_eq!(
+            context_drift("close_app", &close, Some(&both), Some(&moved)),
+            None
+        );
+        let chord = json!({"chord": "ctrl+w"});
+        assert!(context_drift("key", &chord, Some(&both), Some(&moved)).is_some());
+        assert!(context_drift("key", &chord, Some(&both), Some(&Value::Null)).is_some());
+        // Steps that do not depend on the context are not held up by it.
+        let url = json!({"url": "https://example.com"});
+        assert_eq!(
+            context_drift("open_url", &url, Some(&both), Some(&Value::Null)),
+            None
+        );
+        assert_eq!(context_drift("key", &chord, None, None), None);
+        assert!(
+            context_drift(
+                "focus_app",
+                &json!({"app": "vlc"}),
+                Some(&both),
+                Some(&both)
+            )
+            .is_some()
+        );
+    }
+}

@@ -1,0 +1,424 @@
+//! The runner as a service: the supervisor, the policy, confirmations, events and reload,
+//! shared by the CLI (`utter say` in-process), the client socket and the D-Bus object.
+//!
+//! Its parts that serve one kind of caller are child modules: [`host`] (plugins' callbacks),
+//! [`invoke`] (a client's relay) and [`voice`] (the voice loop). They extend [`Runner`]; the
+//! modules below the runner (pipeline, supervisor, policy, ...) never name it.
+
+pub mod host;
+pub mod invoke;
+pub mod voice;
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::sync::{broadcast, watch};
+use utter_protocol::ErrorObject;
+
+use crate::audit::{Audit, AuditEntry};
+use crate::config::{self, ConfigError, LoadedConfig};
+use crate::confirm::{Confirmations, Door};
+use crate::events::{Event, ServiceState};
+use crate::handles::HandleStore;
+use crate::pipeline::{CommandOptions, CommandOutcome, ConfirmRequest, Confirmer, Pipeline};
+use crate::policy::Policy;
+use crate::ptt::Ptt;
+use crate::supervisor::{PluginReport, ReloadReport, Supervisor, SupervisorOptions};
+use serde_json::Value;
+
+pub use utter_ipc::status::Status;
+
+/// The runner's version, as `runner.version` and D-Bus `Version` report it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Capacity of the event channel; a subscriber further behind than this is dropped.
+pub const EVENT_BACKLOG: usize = 256;
+
+/// Starts the push-to-talk triggers that need I/O of their own (the portal shortcut, evdev
+/// keyboards) for a `[ptt]` section, each feeding `ptt`; returns their tasks, which the
+/// runner aborts on reload and shutdown. Supplied by the daemon.
+pub type TriggerStarter =
+    Arc<dyn Fn(&crate::config::PttSection, &Ptt) -> Vec<tokio::task::JoinHandle<()>> + Send + Sync>;
+
+/// A started runner.
+pub struct Runner {
+    /// The plugin supervisor.
+    pub supervisor: Arc<Supervisor>,
+    policy: RwLock<Policy>,
+    /// Pending confirmations.
+    pub confirmations: Arc<Confirmations>,
+    events: broadcast::Sender<Event>,
+    state: watch::Sender<ServiceState>,
+    config: RwLock<LoadedConfig>,
+    /// The file reloads read (`None`: the user's config, else the embedded default).
+    config_path: Option<PathBuf>,
+    /// Serialises reloads.
+    reload_lock: tokio::sync::Mutex<()>,
+    /// The last gate decisions.
+    audit: Audit,
+    /// The last context snapshot read for `host.context` (already tagged untrusted).
+    pub(crate) context_cache: std::sync::Mutex<Option<Value>>,
+    /// The handle store (`None` when its directory could not be made).
+    pub handles: Option<Arc<HandleStore>>,
+    /// Push-to-talk: every trigger feeds this one state machine ([`crate::ptt`]).
+    pub ptt: Ptt,
+    /// The voice loop ([`crate::voice`]).
+    pub voice: voice::Voice,
+    /// The running push-to-talk triggers (portal, evdev), stopped at shutdown.
+    ptt_triggers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// What [`Runner::start_ptt_triggers`] was given (a reload restarts changed triggers).
+    ptt_starter: std::sync::Mutex<Option<TriggerStarter>>,
+    /// The stream relay (PROTOCOL.md §10.3).
+    pub streams: Arc<crate::streams::StreamHub>,
+}
+
+/// Open the handle store of `[runner]` and start its collector.
+fn open_handle_store(section: &crate::config::RunnerSection) -> Option<Arc<HandleStore>> {
+    let root = HandleStore::default_root(&section.handle_root);
+    let ttl = Duration::try_from_secs_f64(section.handle_ttl)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .unwrap_or(Duration::from_secs(300));
+    match HandleStore::open(root.clone(), ttl, section.handle_quota) {
+        Ok(store) => {
+            store.spawn_collector();
+            Some(store)
+        }
+        Err(e) => {
+            tracing::error!(root = %root.display(), error = %e, "the handle store cannot be opened; handle.* and fd.pass of handles are unavailable");
+            None
+        }
+    }
+}
+
+impl Runner {
+    /// Start every plugin of `config` and wait for their handshakes. `config_path` is the
+    /// file a reload reads again.
+    pub async fn start(
+        config: LoadedConfig,
+        options: SupervisorOptions,
+        config_path: Option<PathBuf>,
+    ) -> Arc<Runner> {
+        let (events, _) = broadcast::channel(EVENT_BACKLOG);
+        let (state, _) = watch::channel(ServiceState::Starting);
+        let supervisor = Arc::new(Supervisor::start(&config.config, options).await);
+        let confirmations = Arc::new(Confirmations::new(
+            Duration::from_millis(config.config.runner.confirm_timeout_ms),
+            events.clone(),
+        ));
+        let handles = open_handle_store(&config.config.runner);
+        let ptt = Ptt::from_config(&config.config.ptt);
+        let streams = Arc::new(crate::streams::StreamHub::new(
+            config.config.runner.lossy_queue,
+            config.config.runner.credit_window,
+            handles.clone(),
+        ));
+        let runner = Arc::new(Runner {
+            streams,
+            handles,
+            ptt,
+            voice: voice::Voice::new(),
+            ptt_triggers: std::sync::Mutex::new(Vec::new()),
+            ptt_starter: std::sync::Mutex::new(None),
+            supervisor,
+            policy: RwLock::new(Policy::new(&config.config.policy)),
+            confirmations,
+            events,
+            state,
+            config: RwLock::new(config),
+            config_path,
+            reload_lock: tokio::sync::Mutex::new(()),
+            audit: Audit::new(),
+            context_cache: std::sync::Mutex::new(None),
+        });
+        runner.supervisor.set_host(Arc::new(host::RunnerHost {
+            runner: Arc::downgrade(&runner),
+        }));
+        runner.update_state();
+        runner.forward_ptt();
+        // Forward plugin status changes and keep the overall state current.
+        let mut plugin_events = runner.supervisor.events();
+        let weak = Arc::downgrade(&runner);
+        tokio::spawn(async move {
+            loop {
+                let event = match plugin_events.recv().await {
+                    Ok(e) => e,
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                let Some(runner) = weak.upgrade() else { return };
+                // Streams of a gone (or replaced) instance end, with the reason.
+                let running = event.status.is_running();
+                let reason = runner
+                    .supervisor
+                    .plugins()
+                    .into_iter()
+                    .find(|p| p.id == event.id)
+                    .and_then(|p| p.last_error)
+                    .map(|e| format!("plugin {} is {}: {e}", event.id, event.status.as_str()))
+                    .unwrap_or_else(|| format!("plugin {} is {}", event.id, event.status.as_str()));
+                runner
+                    .streams
+                    .plugin_changed(&event.id, event.epoch, running, &reason);
+                // A plugin process that is gone holds no handles any more.
+                if !event.status.is_running() {
+                    if let Some(store) = &runner.handles {
+                        store.drop_scope(&crate::handles::Scope::Plugin(event.id.clone()));
+                    }
+                }
+                let _ = runner.events.send(Event::PluginState {
+                    id: event.id,
+                    epoch: event.epoch,
+                    status: event.status,
+                });
+                runner.update_state();
+            }
+        });
+        runner
+    }
+
+    /// Publish push-to-talk transitions and trigger changes as runner events.
+    fn forward_ptt(&self) {
+        let mut transitions = self.ptt.subscribe();
+        let mut triggers = self.ptt.subscribe_triggers();
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    t = transitions.recv() => match t {
+                        Ok(t) => Event::Ptt(t),
+                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                    t = triggers.recv() => match t {
+                        Ok(t) => Event::PttTrigger(t),
+                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                };
+                let _ = events.send(event);
+            }
+        });
+    }
+
+    /// Start the push-to-talk triggers of `[ptt]` with `starter` (the daemon's portal and
+    /// evdev triggers; the core names neither). `utter daemon` calls this once; a one-shot
+    /// `utter say` does not (it must not bind keys). The socket and D-Bus triggers need
+    /// nothing started. A reload that changes `portal`, `shortcut`, `evdev` or `evdev_key`
+    /// stops the running triggers and calls `starter` again.
+    pub fn start_ptt_triggers(&self, starter: TriggerStarter) {
+        let section = self.config().config.ptt;
+        let mut tasks = self.ptt_triggers.lock().expect("ptt trigger lock");
+        for task in tasks.drain(..) {
+            task.abort();
+        }
+        tasks.extend(starter(&section, &self.ptt));
+        *self.ptt_starter.lock().expect("ptt starter lock") = Some(starter);
+    }
+
+    fn update_state(&self) {
+        if *self.state.borrow() == ServiceState::Stopping {
+            return;
+        }
+        let plugins = self.supervisor.plugins();
+        let state = if plugins.iter().all(|p| p.status.is_running()) {
+            ServiceState::Ready
+        } else {
+            ServiceState::Degraded
+        };
+        if self.state.send_if_modified(|s| {
+            let changed = *s != state;
+            *s = state;
+            changed
+        }) {
+            let _ = self.events.send(Event::State { state });
+        }
+    }
+
+    /// Run one utterance. `client` is the requesting client's confirmation door (a
+    /// `host.confirm` on its connection, or the terminal for `utter say`).
+    ///
+    /// # Errors
+    /// As [`Pipeline::run`].
+    pub async fn command(
+        &self,
+        utterance: &str,
+        options: &CommandOptions,
+        client: Option<Door>,
+    ) -> Result<CommandOutcome, ErrorObject> {
+        // A caller's `timeout_ms` also bounds each confirmation wait, so a caller that gives
+        // up is not followed by a step approved later.
+        let confirm_cap = options
+            .confirm_timeout_ms
+            .or(options.timeout_ms)
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis);
+        let confirmer = self.confirmer(client, confirm_cap);
+        let policy = || self.policy();
+        let span = tracing::info_span!(
+            "command",
+            utterance = %utterance.chars().take(200).collect::<String>(),
+            dry_run = options.dry_run
+        );
+        let outcome = tracing::Instrument::instrument(
+            Pipeline {
+                supervisor: &self.supervisor,
+                policy: &policy,
+                confirmer: &confirmer,
+                audit: Some(&self.audit),
+            }
+            .run(utterance, options),
+            span,
+        )
+        .await;
+        if let Ok(outcome) = &outcome {
+            let _ = self.events.send(Event::CommandFinished {
+                utterance: outcome.utterance.clone(),
+                results: serde_json::to_value(&outcome.results).unwrap_or_default(),
+            });
+        }
+        outcome
+    }
+
+    /// The confirmer of one command: every door of [`Confirmations`], plus `client`; each
+    /// wait ends after `cap` when one is given (a denial, `by: "timeout"`).
+    pub(crate) fn confirmer(&self, client: Option<Door>, cap: Option<Duration>) -> Confirmer {
+        let confirmations = self.confirmations.clone();
+        Arc::new(move |request: ConfirmRequest| {
+            let confirmations = confirmations.clone();
+            let client = client.clone();
+            Box::pin(async move {
+                let ask = confirmations.ask(request, client);
+                match cap {
+                    None => ask.await,
+                    // Dropping `ask` withdraws the confirmation from every door.
+                    Some(cap) => {
+                        tokio::time::timeout(cap, ask)
+                            .await
+                            .unwrap_or(crate::confirm::Resolution {
+                                approved: false,
+                                by: "timeout".into(),
+                            })
+                    }
+                }
+            })
+        })
+    }
+
+    /// The gate decisions kept in memory (the last 1000), oldest first; with `since`
+    /// (seconds since the Unix epoch) only those at or after it.
+    pub fn audit(&self, since: Option<u64>) -> Vec<AuditEntry> {
+        self.audit.entries(since)
+    }
+
+    /// The current policy.
+    pub fn policy(&self) -> Policy {
+        self.policy.read().expect("policy lock").clone()
+    }
+
+    /// The audit trail the gate writes to.
+    pub(crate) fn audit_trail(&self) -> &Audit {
+        &self.audit
+    }
+
+    /// The plugins and their states.
+    pub fn plugins(&self) -> Vec<PluginReport> {
+        self.supervisor.plugins()
+    }
+
+    /// A full snapshot.
+    pub fn status(&self) -> Status {
+        Status {
+            version: VERSION.to_owned(),
+            state: *self.state.borrow(),
+            config: self.config.read().expect("config lock").origin.clone(),
+            plugins: self.plugins(),
+            ptt: self.ptt.state(),
+            voice: self.voice.status(),
+        }
+    }
+
+    /// The overall state.
+    pub fn state(&self) -> ServiceState {
+        *self.state.borrow()
+    }
+
+    /// Subscribe to events (take a [`Runner::status`] snapshot first).
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    /// Publish an event (used by the doors, e.g. a plugin's `host.emit`).
+    pub fn publish(&self, event: Event) {
+        let _ = self.events.send(event);
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> LoadedConfig {
+        self.config.read().expect("config lock").clone()
+    }
+
+    /// Read the config file again and apply it. The new file is parsed and validated first;
+    /// on any error the running config stays and the error (file:line: key) is returned.
+    ///
+    /// # Errors
+    /// The [`ConfigError`] of the new file.
+    pub async fn reload(&self) -> Result<ReloadReport, ConfigError> {
+        let _guard = self.reload_lock.lock().await;
+        let loaded = config::load(self.config_path.as_deref())?;
+        for warning in &loaded.warnings {
+            tracing::warn!("config: {warning}");
+        }
+        let options = SupervisorOptions::from_config(&loaded.config);
+        let report = self.supervisor.reload(&loaded.config, options).await;
+        self.ptt.set_limits(&loaded.config.ptt);
+        let old_ptt = self.config.read().expect("config lock").config.ptt.clone();
+        let starter = self.ptt_starter.lock().expect("ptt starter lock").clone();
+        let restart_triggers = starter.is_some()
+            && (
+                old_ptt.portal,
+                &old_ptt.shortcut,
+                old_ptt.evdev,
+                &old_ptt.evdev_key,
+            ) != (
+                loaded.config.ptt.portal,
+                &loaded.config.ptt.shortcut,
+                loaded.config.ptt.evdev,
+                &loaded.config.ptt.evdev_key,
+            );
+        *self.policy.write().expect("policy lock") = Policy::new(&loaded.config.policy);
+        self.confirmations.set_timeout(Duration::from_millis(
+            loaded.config.runner.confirm_timeout_ms,
+        ));
+        tracing::info!(config = %loaded.origin, ?report, "config reloaded");
+        let audio_changed =
+            self.config.read().expect("config lock").config.audio != loaded.config.audio;
+        *self.config.write().expect("config lock") = loaded;
+        self.voice.reconfigure(self, audio_changed).await;
+        if let Some(starter) = starter.filter(|_| restart_triggers) {
+            self.start_ptt_triggers(starter);
+        }
+        let _ = self.events.send(Event::Reloaded {
+            report: report.clone(),
+        });
+        self.update_state();
+        Ok(report)
+    }
+
+    /// Drain every plugin.
+    pub async fn shutdown(&self) {
+        for task in self
+            .ptt_triggers
+            .lock()
+            .expect("ptt trigger lock")
+            .drain(..)
+        {
+            task.abort();
+        }
+        self.state.send_replace(ServiceState::Stopping);
+        let _ = self.events.send(Event::State {
+            state: ServiceState::Stopping,
+        });
+        self.supervisor.shutdown().await;
+    }
+}

@@ -1,0 +1,630 @@
+//! The voice loop: push-to-talk → the capture plugin → speech to text → the command pipeline.
+//!
+//! ```text
+//!  key down (portal, evdev, `utter ptt press`, D-Bus PushToTalk)
+//!      └─ audio.begin                    the capture plugin's pre-roll becomes the start
+//!  key up
+//!      ├─ audio.end                      "capture flush" in the plugin: downmix, resample to
+//!      │                                 16 kHz, gate; the samples come back as a handle in
+//!      │                                 the capture plugin's scope (PROTOCOL.md §10.1)
+//!      ├─ the handle is passed to the stt plugin's scope (no copy: same blob)
+//!      ├─ stt.transcribe {audio: handle://…, format: audio.pcm_f32le@1, rate: 16000, channels: 1}
+//!      └─ Runner::command(transcript)    provenance `user`, the same gate as `utter say`
+//!  → Event::Voice(VoiceReport)           transcript, results and the latency split
+//! ```
+//!
+//! The microphone lives in its own process (a plugin of kind `audio`, by default
+//! `utter-audio-pipewire`), so a PipeWire crash restarts that plugin, not the runner, and the
+//! runner links no audio library. The runner configures it from `[audio]` with
+//! `audio.configure` when the voice loop starts, after a reload that changed `[audio]`, and
+//! whenever the plugin came back with a new epoch (a restarted capture plugin is configured
+//! again at the next press).
+//!
+//! A press shorter than `[ptt] min_hold_ms` or a stuck key never reaches the capture (the
+//! state machine cancels it). Silence (below `[audio.vad]`) ends as `no-speech` without
+//! calling the STT plugin. When the microphone cannot be opened the voice loop reports
+//! `unavailable` in `utter status` and tries again at the next press; a named source is never
+//! replaced by another device. Spoken feedback (`[tts] enabled`) says what waits for
+//! confirmation and why a spoken command failed, through the `tts` plugin's `tts.speak`.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::events::Event;
+use crate::handles::Scope;
+use crate::pipeline::CommandOptions;
+use crate::policy::Provenance;
+use crate::ptt::PttEvent;
+use crate::runner::Runner;
+
+pub use utter_ipc::event::{VoiceReport, VoiceTimings};
+pub use utter_ipc::status::VoiceStatus;
+
+/// The wire format of the samples handed to the STT plugin (`capabilities.json`).
+pub const AUDIO_FORMAT: &str = "audio.pcm_f32le@1";
+/// Their rate in Hz.
+pub const AUDIO_RATE: u32 = 16_000;
+
+/// A report of a cycle that stopped at `stage` with `error`.
+fn failed_report(stage: &str, error: String, timings: VoiceTimings) -> VoiceReport {
+    VoiceReport {
+        outcome: "failed".into(),
+        stage: Some(stage.into()),
+        error: Some(error),
+        transcript: None,
+        command: None,
+        audio: None,
+        timings,
+    }
+}
+
+/// The voice loop's state, owned by the [`Runner`].
+#[derive(Debug, Default)]
+pub struct Voice {
+    status: Mutex<VoiceStatus>,
+    /// The capture plugin instance (`id`, epoch) that `audio.configure` last succeeded on;
+    /// a new epoch (the plugin restarted) or a changed `[audio]` configures it again.
+    configured: tokio::sync::Mutex<Option<(String, u64)>>,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+impl Voice {
+    /// A voice loop that has not started (`state = "off"`).
+    pub fn new() -> Voice {
+        let voice = Voice::default();
+        voice.set_state(
+            "off",
+            "the voice loop has not started (utter daemon starts it)",
+        );
+        voice
+    }
+
+    /// The current status (this never waits).
+    pub fn status(&self) -> VoiceStatus {
+        self.status.lock().expect("voice status").clone()
+    }
+
+    fn set_state(&self, state: &str, detail: impl Into<String>) {
+        let mut status = self.status.lock().expect("voice status");
+        status.state = state.into();
+        status.detail = detail.into();
+    }
+
+    /// The model did not load: `ready` becomes `degraded` with the reason, so `utter status`
+    /// shows it before the first utterance fails on it.
+    fn model_error(&self, message: &str) {
+        let mut status = self.status.lock().expect("voice status");
+        status.model_error = Some(message.to_owned());
+        if status.state == "ready" || status.state == "starting" {
+            status.state = "degraded".into();
+            status.detail = format!("the speech model did not load: {message}");
+        }
+    }
+
+    /// Take up a reloaded config: `[stt] model` as status shows it, and the microphone opened
+    /// again when `[audio]` changed.
+    pub(crate) async fn reconfigure(&self, runner: &Runner, audio_changed: bool) {
+        let config = runner.config().config;
+        {
+            let mut status = self.status.lock().expect("voice status");
+            if status.stt_plugin.is_none() {
+                return;
+            }
+            status.model = config.stt.model_path();
+            status.model_error = None;
+        }
+        if audio_changed {
+            *self.configured.lock().await = None;
+            match self.capture(runner).await {
+                Ok(_) => self.set_state("ready", "the microphone was opened again after a reload"),
+                Err(e) => self.set_state("unavailable", e),
+            }
+        }
+    }
+
+    fn state(&self) -> String {
+        self.status.lock().expect("voice status").state.clone()
+    }
+
+    fn set_microphone(&self, microphone: Option<Value>) {
+        self.status.lock().expect("voice status").microphone = microphone;
+    }
+
+    /// The capture plugin, configured from `[audio]` (again when it restarted or the section
+    /// changed): its id.
+    async fn capture(&self, runner: &Runner) -> Result<String, String> {
+        let config = runner.config().config;
+        let Some(plugin) = plugin_of_kind(runner, &config.audio.plugin, "audio") else {
+            return Err(
+                "no capture plugin is configured (add a [[plugin]] of kind \"audio\", e.g. entrypoint = [\"utter-audio-pipewire\"])".into(),
+            );
+        };
+        let epoch = runner
+            .plugins()
+            .into_iter()
+            .find(|p| p.id == plugin && p.status.is_running())
+            .map(|p| p.epoch)
+            .ok_or_else(|| {
+                format!("the capture plugin {plugin} is not running (see `utter plugins`)")
+            })?;
+        let mut configured = self.configured.lock().await;
+        if configured.as_ref() == Some(&(plugin.clone(), epoch)) {
+            return Ok(plugin);
+        }
+        let audio = &config.audio;
+        let params = json!({
+            "source": audio.source,
+            "pre_roll_ms": audio.pre_roll_ms,
+            "max_seconds": audio.max_seconds,
+            "vad": {
+                "silence_threshold_db": audio.vad.silence_threshold_db,
+                "trim": audio.vad.trim,
+                "margin_ms": audio.vad.margin_ms,
+                "min_speech_ms": audio.vad.min_speech_ms,
+            },
+        });
+        let timeout = Duration::from_millis(config.runner.rpc_timeout_ms);
+        let answer = runner
+            .supervisor
+            .call(&plugin, "audio.configure", params, timeout)
+            .await
+            .map_err(|e| format!("{plugin}: {}", e.message))?;
+        tracing::debug!(plugin, %answer, "capture plugin configured");
+        let status = runner
+            .supervisor
+            .call(&plugin, "audio.status", json!({}), timeout)
+            .await
+            .ok();
+        self.set_microphone(status);
+        *configured = Some((plugin.clone(), epoch));
+        Ok(plugin)
+    }
+
+    /// Forget the configuration (the stream failed), so the next press configures again.
+    async fn drop_capture(&self) {
+        *self.configured.lock().await = None;
+    }
+}
+
+/// Call `method` on the capture plugin with the runner's timeout.
+async fn capture_call(runner: &Runner, plugin: &str, method: &str) -> Result<Value, String> {
+    let timeout = Duration::from_millis(runner.config().config.runner.rpc_timeout_ms);
+    runner
+        .supervisor
+        .call(plugin, method, json!({}), timeout)
+        .await
+        .map_err(|e| format!("{plugin}: {}", e.message))
+}
+
+/// The stt plugin `[stt] plugin` names, else the first `[[plugin]]` of kind `stt`.
+fn plugin_of_kind(runner: &Runner, configured: &str, kind: &str) -> Option<String> {
+    if !configured.is_empty() {
+        return Some(configured.to_owned());
+    }
+    runner
+        .config()
+        .config
+        .plugin
+        .iter()
+        .find(|p| p.kind == kind && p.enabled)
+        .map(|p| p.id.clone())
+}
+
+impl Runner {
+    /// Start the voice loop (`utter daemon` calls it once): open the microphone, ask the stt
+    /// plugin to load its model, then turn every push-to-talk release into a command. Does
+    /// nothing but set `state = "off"` when no stt plugin is configured.
+    pub fn start_voice(self: &Arc<Self>) {
+        let config = self.config().config;
+        let Some(stt) = plugin_of_kind(self, &config.stt.plugin, "stt") else {
+            self.voice.set_state(
+                "off",
+                "no stt plugin is configured (add a [[plugin]] of kind \"stt\", see the README)",
+            );
+            return;
+        };
+        {
+            let mut status = self.voice.status.lock().expect("voice status");
+            status.stt_plugin = Some(stt.clone());
+            status.model = config.stt.model_path();
+        }
+        self.voice.set_state("starting", "opening the microphone");
+        let weak = Arc::downgrade(self);
+        let events = self.ptt.subscribe();
+        // Open the microphone first, then follow the key at once; the model loads beside it
+        // (a press during the load is captured, and its transcription waits for the model).
+        tokio::spawn(async move {
+            open_microphone(&weak, &stt).await;
+            let preload = weak.clone();
+            tokio::spawn(async move { load_model(&preload, &stt).await });
+            voice_loop(weak, events).await;
+        });
+        self.speak_confirmations();
+    }
+
+    /// Say one short sentence through the tts plugin when `[tts] enabled`; failures are
+    /// logged, never raised (feedback must not break the command).
+    pub async fn speak(&self, text: &str) {
+        let config = self.config().config;
+        if !config.tts.enabled {
+            return;
+        }
+        let Some(plugin) = plugin_of_kind(self, &config.tts.plugin, "tts") else {
+            tracing::warn!("[tts] enabled = true but no plugin of kind \"tts\" is configured");
+            return;
+        };
+        let timeout = Duration::from_millis(config.runner.rpc_timeout_ms);
+        if let Err(e) = self
+            .supervisor
+            .call(&plugin, "tts.speak", json!({ "text": text }), timeout)
+            .await
+        {
+            tracing::warn!(plugin, error = %e.message, "spoken feedback failed");
+        }
+    }
+
+    /// Speak every confirmation request while `[tts] enabled`.
+    fn speak_confirmations(self: &Arc<Self>) {
+        let mut events = self.subscribe();
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let event = match events.recv().await {
+                    Ok(e) => e,
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                let Some(runner) = weak.upgrade() else { return };
+                if let Event::ConfirmationRequested(pending) = event {
+                    let text = format!("Confirm: {}", pending.request.summary);
+                    tokio::spawn(async move { runner.speak(&text).await });
+                }
+            }
+        });
+    }
+}
+
+/// Wait (at most about a minute) until plugin `id` has finished its handshake.
+async fn wait_running(runner: &Runner, id: &str) {
+    let mut plugin_events = runner.supervisor.events();
+    for _ in 0..2 {
+        if runner
+            .plugins()
+            .iter()
+            .any(|p| p.id == id && p.status.is_running())
+        {
+            return;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(30), plugin_events.recv()).await;
+    }
+}
+
+/// Configure the capture plugin and open the microphone (when it fails, the loop tries
+/// again at each press).
+async fn open_microphone(weak: &Weak<Runner>, stt: &str) {
+    let Some(runner) = weak.upgrade() else { return };
+    let configured = runner.config().config.audio.plugin;
+    if let Some(audio) = plugin_of_kind(&runner, &configured, "audio") {
+        runner
+            .voice
+            .status
+            .lock()
+            .expect("voice status")
+            .audio_plugin = Some(audio.clone());
+        wait_running(&runner, &audio).await;
+    }
+    match runner.voice.capture(&runner).await {
+        Ok(_) => runner
+            .voice
+            .set_state("ready", format!("push-to-talk → {stt}")),
+        Err(e) => {
+            tracing::warn!(error = %e, "the microphone cannot be opened; the voice loop retries at the next press");
+            runner.voice.set_state("unavailable", e);
+        }
+    }
+}
+
+/// Ask the stt plugin to load `[stt] model` (when it fails, the plugin loads it at the first
+/// transcription, which then reports why).
+async fn load_model(weak: &Weak<Runner>, stt: &str) {
+    let Some(runner) = weak.upgrade() else { return };
+    let config = runner.config().config;
+    let Some(model) = config.stt.model_path() else {
+        return;
+    };
+    let mut params = json!({ "model": model });
+    if !config.stt.language.is_empty() {
+        params["language"] = json!(config.stt.language);
+    }
+    // The plugin may still be handshaking: wait until it runs.
+    wait_running(&runner, stt).await;
+    let timeout = Duration::from_millis(config.stt.timeout_ms);
+    match runner
+        .supervisor
+        .call(stt, "stt.load", params, timeout)
+        .await
+    {
+        Ok(loaded) => tracing::info!(plugin = stt, %loaded, "speech model loaded"),
+        Err(e) => {
+            tracing::warn!(plugin = stt, error = %e.message, "the speech model did not load");
+            runner.voice.model_error(&e.message);
+        }
+    }
+}
+
+async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent>) {
+    loop {
+        let event = match events.recv().await {
+            Ok(e) => e,
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!(
+                    missed = n,
+                    "the voice loop fell behind the push-to-talk events"
+                );
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(runner) = weak.upgrade() else { return };
+        match event {
+            PttEvent::Pressed { .. } => match runner.voice.capture(&runner).await {
+                Ok(plugin) => match capture_call(&runner, &plugin, "audio.begin").await {
+                    Ok(_) => {
+                        // The microphone as status shows it (recording now), then the state.
+                        let microphone = capture_call(&runner, &plugin, "audio.status").await;
+                        runner.voice.set_microphone(microphone.ok());
+                        runner.voice.set_state("listening", "push-to-talk is held");
+                    }
+                    Err(e) => {
+                        runner.voice.drop_capture().await;
+                        runner.voice.set_state("unavailable", e);
+                    }
+                },
+                Err(e) => runner.voice.set_state("unavailable", e),
+            },
+            PttEvent::Cancelled { reason, .. } => {
+                if runner.voice.state() == "listening" {
+                    if let Ok(plugin) = runner.voice.capture(&runner).await {
+                        if let Err(e) = capture_call(&runner, &plugin, "audio.cancel").await {
+                            tracing::warn!(error = %e, "audio.cancel failed");
+                        }
+                    }
+                    runner.voice.set_state(
+                        "ready",
+                        format!("the last press was cancelled ({})", reason.as_str()),
+                    );
+                }
+            }
+            PttEvent::Released { held, .. } => {
+                let released = Instant::now();
+                let timings = VoiceTimings {
+                    held_ms: ms(held),
+                    ..VoiceTimings::default()
+                };
+                if runner.voice.state() != "listening" {
+                    // The press could not reach the microphone; it said why already.
+                    let detail = runner.voice.status().detail;
+                    publish(&runner, failed_report("capture", detail, timings), released).await;
+                    continue;
+                }
+                let ended = match runner.voice.capture(&runner).await {
+                    Ok(plugin) => capture_call(&runner, &plugin, "audio.end")
+                        .await
+                        .map(|v| (plugin, v)),
+                    Err(e) => Err(e),
+                };
+                let mut timings = timings;
+                let round_trip = ms(released.elapsed());
+                match ended {
+                    Ok((plugin, captured)) => {
+                        // The plugin's own DSP time is the flush; the rest of the round trip
+                        // (handle.create, JSON-RPC) is the hand-off.
+                        let flush = captured["flush_ms"].as_f64().unwrap_or(0.0);
+                        timings.capture_flush_ms = flush;
+                        timings.handoff_ms = (round_trip - flush).max(0.0);
+                        runner.voice.set_state("transcribing", "speech to text");
+                        // The next press may begin while this one is transcribed.
+                        let runner = runner.clone();
+                        tokio::spawn(async move {
+                            let microphone = capture_call(&runner, &plugin, "audio.status").await;
+                            runner.voice.set_microphone(microphone.ok());
+                            let report =
+                                transcribe_and_run(&runner, &plugin, captured, timings).await;
+                            publish(&runner, report, released).await;
+                        });
+                    }
+                    Err(e) => {
+                        timings.capture_flush_ms = round_trip;
+                        runner.voice.drop_capture().await;
+                        runner.voice.set_state("unavailable", e.clone());
+                        publish(&runner, failed_report("capture", e, timings), released).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Publish `report` (with `total_ms` since `released`), reset the state and give spoken
+/// feedback for failures.
+async fn publish(runner: &Runner, mut report: VoiceReport, released: Instant) {
+    report.timings.total_ms = ms(released.elapsed());
+    match report.outcome.as_str() {
+        "ok" => tracing::info!(
+            transcript = report.transcript.as_deref().unwrap_or(""),
+            total_ms = report.timings.total_ms,
+            "spoken command done"
+        ),
+        _ => tracing::warn!(
+            outcome = %report.outcome,
+            stage = report.stage.as_deref().unwrap_or(""),
+            error = report.error.as_deref().unwrap_or(""),
+            "spoken command did not complete"
+        ),
+    }
+    let feedback = match (report.outcome.as_str(), report.stage.as_deref()) {
+        ("no-speech", _) => Some("I did not hear anything.".to_owned()),
+        ("failed", Some("pipeline")) => Some(format!(
+            "That did not work: {}",
+            report.error.as_deref().unwrap_or("a step failed")
+        )),
+        ("failed", _) => Some("Speech input failed.".to_owned()),
+        _ => None,
+    };
+    if matches!(runner.voice.state().as_str(), "transcribing" | "running") {
+        runner
+            .voice
+            .set_state("ready", "push-to-talk to speak a command");
+    }
+    runner.publish(Event::Voice(Box::new(report)));
+    if let Some(text) = feedback {
+        runner.speak(&text).await;
+    }
+}
+
+async fn transcribe_and_run(
+    runner: &Arc<Runner>,
+    capture_plugin: &str,
+    captured: Value,
+    mut timings: VoiceTimings,
+) -> VoiceReport {
+    let audio = captured.get("audio").cloned();
+    let no_speech = |timings: VoiceTimings, why: &str| VoiceReport {
+        outcome: "no-speech".into(),
+        stage: Some("capture".into()),
+        error: Some(why.into()),
+        transcript: None,
+        command: None,
+        audio: audio.clone(),
+        timings,
+    };
+    let capture_scope = Scope::Plugin(capture_plugin.to_owned());
+    let Some(handle) = captured
+        .get("handle")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return no_speech(
+            timings,
+            "only silence was captured (below [audio.vad] silence_threshold_db)",
+        );
+    };
+    let config = runner.config().config;
+    let Some(store) = runner.handles.clone() else {
+        return failed_report(
+            "stt",
+            "the handle store is unavailable (see the log), so audio cannot reach the stt plugin"
+                .into(),
+            timings,
+        );
+    };
+    let Some(stt) = plugin_of_kind(runner, &config.stt.plugin, "stt") else {
+        let _ = store.release(&capture_scope, &handle);
+        return failed_report("stt", "no stt plugin is configured".into(), timings);
+    };
+    // The capture plugin's blob becomes visible to the stt plugin: the same bytes, no copy.
+    let started = Instant::now();
+    let scope = Scope::Plugin(stt.clone());
+    store.pass(&capture_scope, &scope, &json!({ "audio": handle }));
+    let _ = store.release(&capture_scope, &handle);
+    timings.handoff_ms += ms(started.elapsed());
+
+    let mut params = json!({
+        "audio": handle,
+        "format": AUDIO_FORMAT,
+        "rate": AUDIO_RATE,
+        "channels": 1,
+    });
+    if let Some(model) = config.stt.model_path() {
+        params["model"] = json!(model);
+    }
+    if !config.stt.language.is_empty() {
+        params["language"] = json!(config.stt.language);
+    }
+    let started = Instant::now();
+    let answer = runner
+        .supervisor
+        .call(
+            &stt,
+            "stt.transcribe",
+            params,
+            Duration::from_millis(config.stt.timeout_ms),
+        )
+        .await;
+    timings.stt_ms = ms(started.elapsed());
+    let _ = store.release(&scope, &handle);
+    let answer = match answer {
+        Ok(v) => v,
+        Err(e) => {
+            let mut report = failed_report("stt", e.message, timings);
+            report.audio = audio;
+            return report;
+        }
+    };
+    timings.stt_inference_ms = answer["inference_ms"].as_f64();
+    let Some(text) = answer["text"].as_str() else {
+        let mut report = failed_report(
+            "stt",
+            format!("{stt} answered stt.transcribe without a text string: {answer}"),
+            timings,
+        );
+        report.audio = audio;
+        return report;
+    };
+    let transcript = text.trim().to_owned();
+    if transcript.is_empty() {
+        return no_speech(timings, "the transcript is empty");
+    }
+
+    runner
+        .voice
+        .set_state("running", format!("running {transcript:?}"));
+    let options = CommandOptions {
+        provenance: Some(Provenance::User),
+        ..CommandOptions::default()
+    };
+    let started = Instant::now();
+    let outcome = runner.command(&transcript, &options, None).await;
+    timings.pipeline_ms = ms(started.elapsed());
+    let (outcome_word, stage, error, command) = match outcome {
+        Ok(outcome) => {
+            let ok = outcome.all_ok();
+            let error = (!ok).then(|| {
+                outcome
+                    .results
+                    .iter()
+                    .find(|r| !r.ok)
+                    .map(|r| r.detail.clone())
+                    .unwrap_or_else(|| {
+                        if outcome.plan.steps.is_empty() {
+                            format!("nothing to do for {transcript:?}")
+                        } else {
+                            "a step failed".into()
+                        }
+                    })
+            });
+            (
+                if ok { "ok" } else { "failed" },
+                (!ok).then(|| "pipeline".to_owned()),
+                error,
+                serde_json::to_value(&outcome).ok(),
+            )
+        }
+        Err(e) => ("failed", Some("pipeline".to_owned()), Some(e.message), None),
+    };
+    VoiceReport {
+        outcome: outcome_word.into(),
+        stage,
+        error,
+        transcript: Some(transcript),
+        command,
+        audio,
+        timings,
+    }
+}

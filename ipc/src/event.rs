@@ -1,0 +1,236 @@
+//! What the runner tells its subscribers (`runner.subscribe`, `utter events --json`, D-Bus
+//! signals): plugin states, confirmations, finished commands, push-to-talk and voice cycles.
+//! Subscribers get a full [`crate::Status`] first, then these changes; a subscriber that
+//! falls too far behind is dropped rather than growing the runner's memory.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Duration;
+
+use crate::command::{CommandOutcome, PendingConfirmation};
+use crate::status::{PluginStatus, ReloadReport, ServiceState, Source, TriggerStatus};
+
+/// One change. Serialised with an `"event"` tag, e.g.
+/// `{"event":"plugin_state","id":"rules","epoch":1,"status":"ok"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// A plugin's status changed.
+    PluginState {
+        /// Plugin id.
+        id: String,
+        /// Instance epoch.
+        epoch: u64,
+        /// New status.
+        status: PluginStatus,
+    },
+    /// The runner's state changed.
+    State {
+        /// New state.
+        state: ServiceState,
+    },
+    /// A step waits for a person's yes.
+    ConfirmationRequested(PendingConfirmation),
+    /// A confirmation was answered, denied or timed out.
+    ConfirmationResolved {
+        /// Its id.
+        id: String,
+        /// Whether it was approved.
+        approved: bool,
+        /// Which door answered.
+        by: String,
+    },
+    /// A command finished.
+    CommandFinished {
+        /// The utterance.
+        utterance: String,
+        /// The per-step results, as `runner.command` returns them.
+        results: Value,
+    },
+    /// A plugin's own event (`host.emit`).
+    PluginEvent {
+        /// The plugin that emitted it.
+        plugin: String,
+        /// Its event name.
+        #[serde(rename = "name")]
+        event: String,
+        /// Its data.
+        data: Value,
+    },
+    /// A push-to-talk cycle ended: transcript, results and the latency split
+    /// (`{"event":"voice","outcome":"ok","transcript":…,"timings":{…}}`).
+    Voice(Box<VoiceReport>),
+    /// The config was reloaded.
+    Reloaded {
+        /// What changed.
+        report: ReloadReport,
+    },
+    /// Push-to-talk changed: `{"event":"ptt","transition":"pressed"|"released"|"cancelled",
+    /// "source":…, "held_ms"?, "reason"?}` ([`PttEvent`]).
+    Ptt(PttEvent),
+    /// A push-to-talk trigger's state changed: `{"event":"ptt_trigger","trigger":"portal",
+    /// "state":"bound","detail":…}` ([`TriggerStatus`]).
+    PttTrigger(TriggerStatus),
+    /// The first message of every subscription: the whole state, then changes follow.
+    Snapshot {
+        /// The runner's status when the subscription started.
+        status: Box<crate::Status>,
+    },
+    /// The subscription ended: the subscriber fell too far behind, or the runner stops.
+    /// Subscribe again for a fresh snapshot.
+    Dropped {
+        /// Why.
+        reason: String,
+    },
+    /// An event this version does not know (a newer runner's); clients skip it.
+    #[serde(other)]
+    Unknown,
+}
+/// Why a hold did not become an utterance. Serialised kebab-case: `too-short`, `stuck`,
+/// `device-lost`, `cancelled`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CancelReason {
+    /// Released before `min_hold_ms`.
+    TooShort,
+    /// Still held after `max_hold_ms`: released automatically (stuck-key timeout).
+    Stuck,
+    /// The evdev device holding the key disappeared (unplugged, suspended).
+    DeviceLost,
+    /// Cancelled on request ([`Ptt::cancel`]).
+    Cancelled,
+}
+
+impl CancelReason {
+    /// The wire word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelReason::TooShort => "too-short",
+            CancelReason::Stuck => "stuck",
+            CancelReason::DeviceLost => "device-lost",
+            CancelReason::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One transition of push-to-talk. Serialised with a `"transition"` tag, durations in whole
+/// milliseconds, e.g. `{"transition":"released","source":"dbus","held_ms":840}` or
+/// `{"transition":"cancelled","source":"socket","reason":"too-short","held_ms":20}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "transition", rename_all = "snake_case")]
+pub enum PttEvent {
+    /// Listening starts.
+    Pressed {
+        /// Who pressed.
+        source: Source,
+    },
+    /// Listening ended normally: `held` is a valid utterance window (≥ `min_hold`).
+    Released {
+        /// Who pressed (the hold's owner).
+        source: Source,
+        /// How long it was held.
+        #[serde(rename = "held_ms", with = "crate::ms")]
+        held: Duration,
+    },
+    /// Listening ended without an utterance.
+    Cancelled {
+        /// Who pressed (the hold's owner).
+        source: Source,
+        /// Why.
+        reason: CancelReason,
+        /// How long it was held.
+        #[serde(rename = "held_ms", with = "crate::ms")]
+        held: Duration,
+    },
+}
+
+impl PttEvent {
+    /// Whether push-to-talk is held after this transition.
+    pub fn listening(&self) -> bool {
+        matches!(self, PttEvent::Pressed { .. })
+    }
+}
+
+/// How one spoken command went, in milliseconds (wall clock, this process).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VoiceTimings {
+    /// How long the key was held.
+    pub held_ms: f64,
+    /// From key release until the 16 kHz samples were ready (take the buffer, downmix,
+    /// resample, gate).
+    pub capture_flush_ms: f64,
+    /// Storing the samples as a handle.
+    pub handoff_ms: f64,
+    /// The `stt.transcribe` call (the plugin's model time plus the JSON-RPC hop).
+    pub stt_ms: f64,
+    /// The plugin's own inference time, as it reported it.
+    pub stt_inference_ms: Option<f64>,
+    /// The command pipeline: `router.plan`, gates, `action.invoke`.
+    pub pipeline_ms: f64,
+    /// From key release until the result: the sum of the above.
+    pub total_ms: f64,
+}
+
+/// The outcome of one push-to-talk cycle, published as the event
+/// `{"event":"voice", ...}` (see [`Event::Voice`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VoiceReport {
+    /// `ok` (every step succeeded), `failed` (some stage or step failed), `no-speech`
+    /// (only silence was captured, or the transcript was empty).
+    pub outcome: String,
+    /// Where it stopped when not `ok`: `capture`, `stt` or `pipeline`.
+    pub stage: Option<String>,
+    /// Why, for people.
+    pub error: Option<String>,
+    /// What the STT plugin heard.
+    pub transcript: Option<String>,
+    /// The pipeline's outcome (`{utterance, dry_run, plan, results}`, as `runner.command`).
+    pub command: Option<Value>,
+    /// The captured audio as the capture plugin describes it (durations in ms, peak, level;
+    /// not the samples).
+    pub audio: Option<Value>,
+    /// The latency split.
+    pub timings: VoiceTimings,
+}
+
+impl VoiceReport {
+    /// [`VoiceReport::command`] read as a [`CommandOutcome`]; `None` when the cycle did not
+    /// reach the pipeline, or the value does not have that shape.
+    pub fn command_outcome(&self) -> Option<CommandOutcome> {
+        CommandOutcome::deserialize(self.command.as_ref()?).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn events_round_trip_and_unknown_ones_are_kept_apart() {
+        let wire =
+            json!({"event": "ptt", "transition": "released", "source": "dbus", "held_ms": 840});
+        let event: Event = serde_json::from_value(wire.clone()).unwrap();
+        assert_eq!(
+            event,
+            Event::Ptt(PttEvent::Released {
+                source: Source::Dbus,
+                held: Duration::from_millis(840)
+            })
+        );
+        assert_eq!(serde_json::to_value(&event).unwrap(), wire);
+        // A newer runner's event, and new fields in a known one, do not break a client.
+        let newer: Event =
+            serde_json::from_value(json!({"event": "window_focused", "id": 7})).unwrap();
+        assert_eq!(newer, Event::Unknown);
+        let state: Event =
+            serde_json::from_value(json!({"event": "state", "state": "ready", "since": 12}))
+                .unwrap();
+        assert_eq!(
+            state,
+            Event::State {
+                state: ServiceState::Ready
+            }
+        );
+    }
+}

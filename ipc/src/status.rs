@@ -1,0 +1,234 @@
+//! Snapshots: the runner's status and its parts, as `runner.status`, `utter status --json`
+//! and the D-Bus properties give them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A full status snapshot: `{version, state, config, plugins}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// Runner version.
+    pub version: String,
+    /// Overall state.
+    pub state: ServiceState,
+    /// Where the config came from.
+    pub config: String,
+    /// Every plugin.
+    pub plugins: Vec<PluginReport>,
+    /// Push-to-talk: held or not, the limits, each trigger's state.
+    pub ptt: PttState,
+    /// The voice loop: its state, the stt plugin and the microphone.
+    pub voice: VoiceStatus,
+}
+
+/// The runner's overall state, as D-Bus `State` and `runner.status` show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServiceState {
+    /// Plugins are being started.
+    Starting,
+    /// Every plugin is running.
+    Ready,
+    /// Some plugin is not running (failed, crash-looping, restarting).
+    Degraded,
+    /// Shutting down.
+    Stopping,
+}
+
+impl ServiceState {
+    /// The wire word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceState::Starting => "starting",
+            ServiceState::Ready => "ready",
+            ServiceState::Degraded => "degraded",
+            ServiceState::Stopping => "stopping",
+        }
+    }
+}
+
+/// The state of a plugin slot, as shown by `utter plugins` and `runner.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginStatus {
+    /// Spawning or handshaking.
+    Starting,
+    /// Handshake done, health `ok`.
+    Ok,
+    /// Handshake done, health `degraded` (still used).
+    Degraded,
+    /// Failed and not retried until the config changes.
+    Error,
+    /// Crashed repeatedly; retried at the longest delay.
+    CrashLoop,
+    /// Stopped by the runner.
+    Stopped,
+}
+
+impl PluginStatus {
+    /// Whether calls are routed to it.
+    pub fn is_running(self) -> bool {
+        matches!(self, PluginStatus::Ok | PluginStatus::Degraded)
+    }
+
+    /// The wire word (`"ok"`, `"crash-loop"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginStatus::Starting => "starting",
+            PluginStatus::Ok => "ok",
+            PluginStatus::Degraded => "degraded",
+            PluginStatus::Error => "error",
+            PluginStatus::CrashLoop => "crash-loop",
+            PluginStatus::Stopped => "stopped",
+        }
+    }
+}
+
+/// A plugin as reported to clients.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PluginReport {
+    /// Plugin id.
+    pub id: String,
+    /// Kind from the config.
+    pub kind: String,
+    /// Current (or last) epoch.
+    pub epoch: u64,
+    /// Status word.
+    pub status: PluginStatus,
+    /// Capabilities offered (config ∪ hello), sorted.
+    pub provides: Vec<String>,
+    /// Capabilities needed (config ∪ hello), sorted.
+    pub requires: Vec<String>,
+    /// Permissions (config ∪ hello), sorted.
+    pub permissions: Vec<String>,
+    /// Methods from `plugin.describe`.
+    pub methods: Vec<String>,
+    /// Health detail.
+    pub health: String,
+    /// How many times it was respawned.
+    pub restarts: u64,
+    /// Process id of the running instance.
+    pub pid: Option<u32>,
+    /// The last failure, if any.
+    pub last_error: Option<String>,
+    /// Warnings from the handshake (unknown capabilities, version drift).
+    pub warnings: Vec<String>,
+}
+
+/// What [`Supervisor::reload`] did, by plugin id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadReport {
+    /// Started: new in the config.
+    pub added: Vec<String>,
+    /// Stopped: gone from the config (or disabled).
+    pub removed: Vec<String>,
+    /// Restarted: their `[[plugin]]` entry changed.
+    pub restarted: Vec<String>,
+    /// Left running with the same epoch.
+    pub unchanged: Vec<String>,
+}
+
+/// One trigger's state as status shows it, e.g. `{trigger: "portal", state: "bound",
+/// detail: "F13"}` or `{trigger: "evdev", state: "no-permission", detail: "add your user to
+/// group input …"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TriggerStatus {
+    /// `portal`, `evdev`, `socket` or `dbus`.
+    pub trigger: String,
+    /// A short word: `disabled`, `starting`, `bound`, `unavailable`, `listening`,
+    /// `no-devices`, `no-permission`, `ready`.
+    pub state: String,
+    /// A sentence for a person (what was bound, which devices, what to do).
+    pub detail: String,
+}
+
+/// A snapshot of push-to-talk for status (`runner.status`'s `ptt`, D-Bus
+/// `PushToTalkStatus`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PttState {
+    /// Whether it is held now.
+    pub listening: bool,
+    /// Who holds it.
+    pub source: Option<Source>,
+    /// For how long, in ms.
+    pub held_ms: Option<u64>,
+    /// `[ptt] min_hold_ms` in force.
+    pub min_hold_ms: u64,
+    /// `[ptt] max_hold_ms` in force (0: no stuck-key timeout).
+    pub max_hold_ms: u64,
+    /// Every trigger, by name.
+    pub triggers: Vec<TriggerStatus>,
+}
+
+/// What `utter status` shows about the voice loop (`status.voice`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VoiceStatus {
+    /// `off` (no stt plugin configured), `starting`, `ready`, `listening`, `transcribing`,
+    /// `unavailable` (the microphone could not be opened; see `detail`).
+    pub state: String,
+    /// A sentence for people: why it is off or unavailable, or what it uses.
+    pub detail: String,
+    /// The stt plugin's id, when one is configured.
+    pub stt_plugin: Option<String>,
+    /// The model directory passed to it (`[stt] model`), when set.
+    pub model: Option<String>,
+    /// The capture plugin's id, when one is configured.
+    pub audio_plugin: Option<String>,
+    /// The microphone stream as the capture plugin last reported it (`audio.status`: source,
+    /// state, rate, channels, frames), when it has been opened.
+    pub microphone: Option<Value>,
+    /// Why the stt plugin could not load `model`, when it could not.
+    pub model_error: Option<String>,
+}
+
+/// Who pressed or released push-to-talk. Serialised lowercase: `portal`, `socket`, `dbus`,
+/// `evdev`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The xdg-desktop-portal `GlobalShortcuts` portal (`Activated`/`Deactivated`).
+    Portal,
+    /// A client of the runner's socket (`utter ptt …`, `runner.ptt`).
+    Socket,
+    /// The D-Bus methods `PushToTalk(b)` / `TogglePushToTalk()`.
+    Dbus,
+    /// A keyboard read through evdev.
+    Evdev,
+}
+
+impl Source {
+    /// The wire word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Portal => "portal",
+            Source::Socket => "socket",
+            Source::Dbus => "dbus",
+            Source::Evdev => "evdev",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_status_with_fields_this_version_does_not_know_still_reads() {
+        let wire = json!({
+            "version": "9.9.9", "state": "degraded", "config": "<embedded>", "future": [1, 2],
+            "plugins": [{"id": "rules", "kind": "router", "epoch": 2, "status": "crash-loop",
+                "provides": [], "requires": [], "permissions": [], "methods": [], "health": "",
+                "restarts": 5, "pid": null, "last_error": "boom", "warnings": [], "cgroup": "x"}],
+            "ptt": {"listening": false, "source": null, "held_ms": null, "min_hold_ms": 150,
+                "max_hold_ms": 30000, "triggers": []},
+            "voice": {"state": "off", "detail": "", "stt_plugin": null, "model": null,
+                "audio_plugin": null, "microphone": null, "model_error": null},
+        });
+        let status: Status = serde_json::from_value(wire).unwrap();
+        assert_eq!(status.state, ServiceState::Degraded);
+        assert_eq!(status.plugins[0].status, PluginStatus::CrashLoop);
+        assert!(!status.plugins[0].status.is_running());
+        assert_eq!(status.ptt.min_hold_ms, 150);
+    }
+}

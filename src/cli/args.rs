@@ -1,0 +1,121 @@
+//! The command line as clap reads it: the global options ([`Cli`]) and one variant per
+//! subcommand ([`Command`]), whose doc comments are the `--help` text (the exit-code table
+//! at the end of `utter --help` is [`super::output::EXIT_CODES`]). Each subcommand's own
+//! arguments are declared in its module, next to the code that uses them.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+use super::output::EXIT_CODES;
+use super::{
+    audio, audit, check_config, check_manifest, confirm, daemon, events, install, listen, pending,
+    plugin, plugins, ptt, reload, say, status,
+};
+
+/// Utter: say what you want, and the desktop does it.
+///
+/// The runner supervises plugins (a router that turns an utterance into steps, action
+/// plugins that carry them out) and checks every step against its policy first.
+#[derive(Parser)]
+#[command(name = "utter", version, after_help = EXIT_CODES, propagate_version = true)]
+pub struct Cli {
+    /// Runner configuration file (TOML).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Log level: error, warn, info, debug or trace (default: warn; info for `daemon`, which
+    /// logs to the journal when systemd started it, else to stderr).
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// The running service's client socket: where `utter daemon` listens and where the
+    /// client commands connect (default: [runner] socket_path, else $UTTER_RUNNER_SOCK, else
+    /// $XDG_RUNTIME_DIR/utter/runner.sock).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run one utterance: plan it with the router, check it, and act on it.
+    ///
+    /// Example: utter say "open youtube" --dry-run
+    Say(say::Args),
+    /// Run the runner as a session service in the foreground: the client socket, the D-Bus
+    /// object dev.utter.Runner1, SIGHUP reloads the config, SIGTERM/SIGINT stop it.
+    Daemon(daemon::Args),
+    /// Install utter as a systemd user service: the binary, the unit, the session wrapper and
+    /// the D-Bus activation file.
+    ///
+    /// Paths: ~/.local/bin/utter (--bin-dir), <bin-dir>/../libexec/utter/utter-session-env,
+    /// $XDG_CONFIG_HOME/systemd/user/utter.service,
+    /// $XDG_DATA_HOME/dbus-1/services/dev.utter.Runner1.service; the list is kept in
+    /// $XDG_STATE_HOME/utter/installed.json for `utter uninstall --user`.
+    Install(install::InstallArgs),
+    /// Remove exactly the files `utter install --user` installed (stopping the service first).
+    Uninstall(install::UninstallArgs),
+    /// Start the configured plugins, show their state, and stop them.
+    Plugins(plugins::Args),
+    /// Serve a built-in plugin on stdin/stdout (the runner starts these; see the config).
+    ///
+    /// The built-in plugins are compiled into this binary, so one installed `utter` carries
+    /// them; each still runs as its own process and speaks the plugin protocol.
+    ///
+    /// `utter plugin check -- CMD ARGS...` runs any plugin through the protocol's
+    /// conformance checks instead.
+    Plugin {
+        #[command(subcommand)]
+        action: plugin::Action,
+    },
+    /// Validate plugin manifests (utter-plugin.toml) against the protocol's schema.
+    CheckManifest(check_manifest::Args),
+    /// Validate a configuration file (default: the one `utter` would use).
+    CheckConfig(check_config::Args),
+    /// Show the running service's state and its plugins (exit 0 when it answered).
+    Status(status::Args),
+    /// Answer a confirmation the running service is waiting for.
+    ///
+    /// Example: utter confirm 3f2a… yes
+    Confirm(confirm::Args),
+    /// Show the running service's recent policy decisions (allowed, denied with code,
+    /// confirmed by which door, asked again, chosen candidate), oldest first.
+    Audit(audit::Args),
+    /// List the confirmations the running service is waiting for.
+    Pending(pending::Args),
+    /// Make the running service read its configuration again (an invalid one is refused and
+    /// the running one kept; exit 3).
+    Reload(reload::Args),
+    /// Push-to-talk for a compositor key binding: press starts listening, release stops,
+    /// toggle does whichever applies, state only reports.
+    ///
+    /// Bind `utter ptt press` to the key's press and `utter ptt release` to its release (or
+    /// `utter ptt toggle` where the compositor only runs a command on press, as niri does).
+    /// A release sooner than [ptt] min_hold_ms is cancelled as too-short; a hold longer than
+    /// max_hold_ms is released automatically as stuck. Exit 0 when the runner answered.
+    ///
+    /// Example (niri): F13 { spawn "utter" "ptt" "toggle"; }
+    Ptt(ptt::Args),
+    /// Follow the running service's events until Ctrl-C: a snapshot first, then one line
+    /// per change.
+    Events(events::Args),
+    /// Speak a command: one push-to-talk cycle from the terminal (--once), or follow what the
+    /// running service hears.
+    ///
+    /// With --once: press push-to-talk, listen until Enter (or for --seconds), release, then
+    /// print what was heard and what was done, with the latency split. Without --once: print
+    /// every spoken command the service handles (from any trigger) until Ctrl-C.
+    /// Needs the running service (`utter daemon`) with a plugin of kind "stt" (see [stt] in
+    /// the config). Exit 0 when the command ran, 1 when nothing was heard or it failed.
+    ///
+    /// Example: utter listen --once --seconds 3
+    Listen(listen::Args),
+    /// The microphone: list PipeWire sources, test-record from the configured one.
+    ///
+    /// Pick the source with `[audio] source = "NODE_NAME"` in the config; `utter audio
+    /// sources` shows the names. Exit 4 when PipeWire is not running or the source is missing.
+    Audio {
+        #[command(subcommand)]
+        action: audio::Action,
+    },
+}

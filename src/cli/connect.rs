@@ -1,0 +1,67 @@
+//! Reaching the running service from the client commands (`status`, `pending`, `confirm`,
+//! `audit`, `reload`, `events`, `ptt`, `listen`, and `say` when the service answers): the
+//! socket comes from `--socket`, else the config's `[runner] socket_path`, else
+//! `$UTTER_RUNNER_SOCK`, else `$XDG_RUNTIME_DIR/utter/runner.sock`; the token, used only when
+//! the runner asks for one, from `[socket] token`, else the token file. Every failure is
+//! reported on stderr as `utter WHAT: ...` and turned into its exit code here.
+
+use std::path::{Path, PathBuf};
+use utter_core::config::{self, Config};
+use utter_ipc::client::{Client, client_token};
+use utter_protocol::ErrorObject;
+
+use super::output::exit;
+
+/// Where the client commands look for the service: `--socket` and `--config` as given.
+#[derive(Clone, Copy)]
+pub struct Service<'a> {
+    /// `--socket`.
+    pub socket: Option<&'a Path>,
+    /// `--config`.
+    pub config: Option<&'a Path>,
+}
+
+impl Service<'_> {
+    /// Connect for the subcommand `what`. An invalid config only matters when it is needed
+    /// for the socket's path: it must not keep a client from the service, which runs its
+    /// own.
+    ///
+    /// # Errors
+    /// The exit code, after saying what went wrong: 3 when the config is invalid and no
+    /// `--socket` was given, 4 when nothing (or a stranger) answers on the socket.
+    pub async fn connect(self, what: &str) -> Result<Client, u8> {
+        let config = match config::load(self.config) {
+            Ok(loaded) => loaded.config,
+            // With an explicit --socket the file only matters for the token.
+            Err(_) if self.socket.is_some() => Config::default(),
+            Err(e) => {
+                for issue in &e.errors {
+                    eprintln!("error: {issue}");
+                }
+                eprintln!(
+                    "utter {what}: the configuration is invalid, so the socket it names is unknown; fix it (see `utter check-config`) or pass --socket (the running service keeps its config)"
+                );
+                return Err(exit::CONFIG);
+            }
+        };
+        let (path, token) = endpoint(self.socket, &config);
+        Client::connect(&path, token, None).await.map_err(|e| {
+            eprintln!("utter {what}: {e}");
+            exit::RUNNER
+        })
+    }
+}
+
+/// The socket to connect to and the token to offer, from `--socket` and `config`.
+pub fn endpoint(socket: Option<&Path>, config: &Config) -> (PathBuf, Option<String>) {
+    let path = utter::socket::resolve_path(socket, config);
+    let token = client_token(config.socket.as_ref().map(|s| s.token.as_str()));
+    (path, token)
+}
+
+/// Report a failed call of the subcommand `what` (the message and the code, on stderr);
+/// returns exit code 4.
+pub fn call_failed(what: &str, e: &ErrorObject) -> u8 {
+    eprintln!("utter {what}: {} [{}]", e.message, e.code);
+    exit::RUNNER
+}

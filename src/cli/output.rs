@@ -1,0 +1,101 @@
+//! What every subcommand prints with: the `out!` macro (a `println!` that remembers a failed
+//! write instead of panicking, so plugins are still shut down and the exit code tells), the
+//! `--json` printers, [`sanitize`] for text that came from plugins or people, and the exit
+//! codes with the table `utter --help` shows. The runner's answers are printed with their keys
+//! in alphabetical order ([`print_answer`], [`answer_line`]), as they always have been; what
+//! this process computed itself keeps its fields' declaration order ([`print_json`]).
+
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set when writing to stdout failed (a closed pipe, a full disk): reported as exit code 4.
+pub static STDOUT_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// Whether a write to stdout has failed.
+pub fn stdout_failed() -> bool {
+    STDOUT_FAILED.load(Ordering::Relaxed)
+}
+
+/// `println!` that never panics: a failed write is remembered, not fatal, so the plugins are
+/// still shut down properly.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout(), $($arg)*).is_err() {
+            $crate::cli::output::STDOUT_FAILED.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }};
+}
+pub(crate) use out;
+
+/// Exit codes, as listed in `utter --help` ([`EXIT_CODES`]).
+pub mod exit {
+    /// Success: every step ran (or would run).
+    pub const OK: u8 = 0;
+    /// Nothing was done: no rule matched, a step failed or was denied.
+    pub const NOT_DONE: u8 = 1;
+    /// Bad arguments.
+    pub const USAGE: u8 = 2;
+    /// An invalid configuration or manifest.
+    pub const CONFIG: u8 = 3;
+    /// The runner could not do its job, or no runner listens.
+    pub const RUNNER: u8 = 4;
+}
+
+/// The exit-code table and the notes at the end of `utter --help`.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  success: every step ran (or, with --dry-run, would run)
+  1  nothing was done: no rule matched, or a step failed or was denied
+  2  usage error (bad arguments, empty utterance)
+  3  the configuration (or a manifest given to check-manifest) is invalid
+  4  the runner could not do its job (no router running, a plugin failed), or no runner
+     listens on the socket (status, confirm, pending, reload, events)
+
+Configuration: --config PATH, else $XDG_CONFIG_HOME/utter/config.toml, else the built-in
+default (which runs the `rules` router and the `desktop` action plugin).
+Logs go to stderr (`utter daemon` started by systemd logs to the journal); set the level with
+--log-level or RUST_LOG.";
+
+/// Print any serialisable value as pretty JSON on stdout, fields in declaration order (for
+/// `--json` of what this process found itself: `say --local`, `plugins`, `install`).
+pub fn print_json(value: &impl Serialize) {
+    out!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
+}
+
+/// Print one of the runner's answers as pretty JSON on stdout, keys sorted (for `--json` of
+/// `status`, `pending`, `audit`, `reload`, `ptt` and `say` through the service).
+pub fn print_answer(value: &impl Serialize) {
+    out!(
+        "{}",
+        serde_json::to_string_pretty(&sorted(value)).unwrap_or_default()
+    );
+}
+
+/// One of the runner's answers (an event, a voice report) as one line of JSON, keys sorted.
+pub fn answer_line(value: &impl Serialize) -> String {
+    sorted(value).to_string()
+}
+
+/// `value` as a JSON tree; `serde_json`'s maps keep their keys sorted.
+fn sorted(value: &impl Serialize) -> Value {
+    serde_json::to_value(value).unwrap_or_default()
+}
+
+/// Control characters from plugins or utterances are shown escaped, so nothing printed can
+/// move the cursor or fake another line.
+pub fn sanitize(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}

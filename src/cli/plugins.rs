@@ -1,0 +1,78 @@
+//! `utter plugins`: start the configured plugins in this process, show each one's kind,
+//! epoch, status and capabilities (or, with `--json`, the plugin reports), and stop them
+//! again. Exit 0 when every plugin came up (or was stopped on purpose), 4 otherwise.
+//! [`print_plugins`] is the plugin table `utter status` shows too.
+
+use std::path::Path;
+use utter_core::runner::Runner;
+use utter_core::supervisor::SupervisorOptions;
+use utter_ipc::{PluginReport, PluginStatus};
+
+use super::check_config;
+use super::output::{exit, out, print_json};
+
+/// The arguments of `utter plugins`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run `utter plugins`; `config` is `--config`.
+pub async fn run(args: &Args, config: Option<&Path>) -> u8 {
+    let Some(loaded) = check_config::load(config) else {
+        return exit::CONFIG;
+    };
+    let options = SupervisorOptions::from_config(&loaded.config);
+    let runner = Runner::start(loaded, options, None).await;
+    let reports = runner.plugins();
+    runner.shutdown().await;
+    if args.json {
+        print_json(&reports);
+    } else {
+        print_plugins(&reports);
+    }
+    if reports
+        .iter()
+        .all(|p| p.status.is_running() || p.status == PluginStatus::Stopped)
+    {
+        exit::OK
+    } else {
+        exit::RUNNER
+    }
+}
+
+/// The plugin table: id, kind, epoch, status, what each provides and requires, and its last
+/// error under it.
+pub fn print_plugins(reports: &[PluginReport]) {
+    let list = |items: &[String], none: &str| {
+        if items.is_empty() {
+            none.to_owned()
+        } else {
+            items.join(",")
+        }
+    };
+    out!(
+        "{:<12} {:<8} {:>5}  {:<10} {:<40} REQUIRES",
+        "ID",
+        "KIND",
+        "EPOCH",
+        "STATUS",
+        "PROVIDES"
+    );
+    for p in reports {
+        out!(
+            "{:<12} {:<8} {:>5}  {:<10} {:<40} {}",
+            p.id,
+            p.kind,
+            p.epoch,
+            p.status.as_str(),
+            list(&p.provides, ""),
+            list(&p.requires, "-")
+        );
+        if let Some(e) = &p.last_error {
+            out!("{:>14}last error: {e}", "");
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! `utter status`: ask the running service for its state (`runner.status`) and show it: one
+//! line for the runner (version, state, config, socket), the plugin table, push-to-talk with
+//! each trigger, and the voice loop with its microphone; `--json` prints the status object.
+//! Exit 0 when the service answered, 4 when none listens.
+
+use utter_ipc::{Status, VoiceStatus};
+
+use super::connect::{Service, call_failed};
+use super::output::{exit, out, print_answer, sanitize};
+use super::{plugins, ptt};
+
+/// The arguments of `utter status`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Print the runner's status object as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run `utter status`.
+pub async fn run(args: &Args, service: Service<'_>) -> u8 {
+    let client = match service.connect("status").await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let status: Status = match client.status().await {
+        Ok(s) => s,
+        Err(e) => return call_failed("status", &e),
+    };
+    if args.json {
+        print_answer(&status);
+    } else {
+        out!(
+            "runner {}: {} (config {}) at {}",
+            status.version,
+            status.state.as_str(),
+            status.config,
+            client.path().display()
+        );
+        plugins::print_plugins(&status.plugins);
+        ptt::print_state(&status.ptt);
+        print_voice(&status.voice);
+    }
+    exit::OK
+}
+
+/// The voice-loop lines: its state and why, the stt plugin and its model, the microphone.
+fn print_voice(voice: &VoiceStatus) {
+    out!(
+        "voice: {} ({})",
+        sanitize(&voice.state),
+        sanitize(&voice.detail)
+    );
+    if let Some(plugin) = &voice.stt_plugin {
+        let model = voice
+            .model
+            .as_ref()
+            .map(|m| format!(", model {}", sanitize(m)))
+            .unwrap_or_default();
+        out!("  stt     {}{model}", sanitize(plugin));
+    }
+    // The capture plugin's own report (`audio.status`), as it gave it.
+    if let Some(mic) = voice.microphone.as_ref().filter(|m| !m.is_null()) {
+        let source = mic["linked_source"]
+            .as_str()
+            .or(mic["configured_source"].as_str())
+            .filter(|s| !s.is_empty())
+            .unwrap_or("(default source)");
+        out!(
+            "  mic     {} {} ({} Hz, {} ch)",
+            sanitize(source),
+            sanitize(mic["state"].as_str().unwrap_or("")),
+            mic["rate"],
+            mic["channels"]
+        );
+    }
+}

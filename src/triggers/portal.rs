@@ -1,0 +1,190 @@
+//! The portal trigger: `org.freedesktop.portal.GlobalShortcuts` of xdg-desktop-portal,
+//! through `ashpd`.
+//!
+//! Flow (the portal spec's GlobalShortcuts interface, version 1): `CreateSession`, then
+//! `BindShortcuts` with one shortcut, id [`PORTAL_SHORTCUT_ID`], a description and the
+//! preferred trigger from `[ptt] shortcut` (XDG shortcuts format, e.g. `F13` or
+//! `CTRL+ALT+space`); the desktop may show a dialog and bind another key. Then `Activated`
+//! → press and `Deactivated` → release, with source `portal`.
+//!
+//! Only KDE, GNOME 48+ and Hyprland implement the portal; on other desktops (niri, sway) the
+//! frontend has no GlobalShortcuts or there is no frontend at all. That is an expected state:
+//! the trigger's status says `unavailable: <reason>` and one info line is logged; nothing
+//! fails, and the compositor binding (`utter ptt …`) or evdev still work.
+
+use futures::StreamExt;
+use zbus::Connection;
+
+use ashpd::desktop::global_shortcuts::{BindShortcutsOptions, GlobalShortcuts, NewShortcut};
+use utter_core::ptt::{PORTAL_SHORTCUT_ID, Ptt, Source};
+
+/// The description shown by the desktop's shortcut dialog.
+pub const SHORTCUT_DESCRIPTION: &str = "Push to talk: hold to speak to Utter";
+
+/// A sentence for why the portal cannot be used.
+fn reason(e: &ashpd::Error) -> String {
+    match e {
+        ashpd::Error::PortalNotFound(_) => {
+            "the desktop portal has no GlobalShortcuts (this desktop does not implement it; niri and sway do not) – bind `utter ptt` in the compositor or enable evdev".to_owned()
+        }
+        // The bus cannot start or find org.freedesktop.portal.Desktop; ashpd wraps the bus
+        // error in several ways, so the error's own words are checked.
+        other
+            if ["ServiceUnknown", "NameHasNoOwner", "not provided by any .service files"]
+                .iter()
+                .any(|w| other.to_string().contains(w)) =>
+        {
+            format!("no xdg-desktop-portal on the session bus ({other})")
+        }
+        ashpd::Error::Response(ashpd::desktop::ResponseError::Cancelled) => {
+            "the shortcut was declined in the desktop's dialog".to_owned()
+        }
+        ashpd::Error::RequiresVersion(want, have) => {
+            format!("the portal is too old (version {have}, needs {want})")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Bind the shortcut through the portal on `conn` and feed `ptt` until the portal goes away
+/// or the task is dropped. Status goes to trigger `portal`.
+pub async fn run(ptt: Ptt, conn: Connection, shortcut: String) {
+    ptt.set_trigger(
+        "portal",
+        "starting",
+        &format!("binding {shortcut} through org.freedesktop.portal.GlobalShortcuts"),
+    );
+    if let Err(why) = probe(&conn).await {
+        tracing::info!("push-to-talk: the GlobalShortcuts portal is unavailable: {why}");
+        ptt.set_trigger("portal", "unavailable", &why);
+        return;
+    }
+    match bind_and_follow(&ptt, conn, &shortcut).await {
+        Ok(()) => {
+            ptt.set_trigger("portal", "unavailable", "the portal went away");
+            tracing::info!("push-to-talk: the GlobalShortcuts portal went away");
+        }
+        Err(e) => {
+            let why = reason(&e);
+            tracing::info!("push-to-talk: the GlobalShortcuts portal is unavailable: {why}");
+            ptt.set_trigger("portal", "unavailable", &why);
+        }
+    }
+    // A hold the portal started cannot be released by it any more.
+    if ptt.state().source == Some(Source::Portal) {
+        ptt.release(Source::Portal);
+    }
+}
+
+/// The portal frontend's well-known name and object.
+const DESKTOP: &str = "org.freedesktop.portal.Desktop";
+const DESKTOP_PATH: &str = "/org/freedesktop/portal/desktop";
+const INTERFACE: &str = "org.freedesktop.portal.GlobalShortcuts";
+
+/// Whether the portal is there, asked quietly (before any ashpd proxy, whose property cache
+/// logs a warning when the name or the interface is missing): the frontend must be running
+/// or activatable, and must serve GlobalShortcuts. Its version, or why not.
+async fn probe(conn: &Connection) -> Result<u32, String> {
+    let bus = zbus::fdo::DBusProxy::builder(conn)
+        .cache_properties(zbus::proxy::CacheProperties::No)
+        .build()
+        .await
+        .map_err(|e| format!("cannot talk to the bus daemon: {e}"))?;
+    let name = zbus::names::BusName::try_from(DESKTOP).map_err(|e| e.to_string())?;
+    let running = bus.name_has_owner(name).await.unwrap_or(false);
+    let activatable = running
+        || bus
+            .list_activatable_names()
+            .await
+            .map(|names| names.iter().any(|n| n.as_str() == DESKTOP))
+            .unwrap_or(false);
+    if !activatable {
+        return Err(format!(
+            "no xdg-desktop-portal on the session bus ({DESKTOP} is neither running nor activatable)"
+        ));
+    }
+    let props = zbus::fdo::PropertiesProxy::builder(conn)
+        .destination(DESKTOP)
+        .and_then(|b| b.path(DESKTOP_PATH))
+        .map_err(|e| e.to_string())?
+        .cache_properties(zbus::proxy::CacheProperties::No)
+        .build()
+        .await
+        .map_err(|e| format!("cannot reach {DESKTOP}: {e}"))?;
+    let iface = zbus::names::InterfaceName::try_from(INTERFACE).map_err(|e| e.to_string())?;
+    match props.get(iface, "version").await {
+        Ok(v) => Ok(u32::try_from(v).unwrap_or(1)),
+        Err(e) => Err(format!(
+            "the desktop portal has no GlobalShortcuts (this desktop does not implement it; niri and sway do not) – bind `utter ptt` in the compositor or enable evdev ({e})"
+        )),
+    }
+}
+
+async fn bind_and_follow(ptt: &Ptt, conn: Connection, shortcut: &str) -> Result<(), ashpd::Error> {
+    let portal = GlobalShortcuts::with_connection(conn).await?;
+    // Subscribe first, so no activation between binding and following is lost.
+    let mut activated = portal.receive_activated().await?;
+    let mut deactivated = portal.receive_deactivated().await?;
+    let session = portal.create_session(Default::default()).await?;
+    let wanted = NewShortcut::new(PORTAL_SHORTCUT_ID, SHORTCUT_DESCRIPTION)
+        .preferred_trigger(Some(shortcut));
+    let bound = portal
+        .bind_shortcuts(&session, &[wanted], None, BindShortcutsOptions::default())
+        .await?
+        .response()?;
+    let trigger = bound
+        .shortcuts()
+        .iter()
+        .find(|s| s.id() == PORTAL_SHORTCUT_ID)
+        .map(|s| s.trigger_description().to_owned());
+    let detail = match trigger.as_deref() {
+        Some("") | None => format!(
+            "{PORTAL_SHORTCUT_ID} bound (preferred {shortcut}); the desktop shows no key for it yet: assign one in its shortcut settings"
+        ),
+        Some(t) => format!("{PORTAL_SHORTCUT_ID} bound to {t}"),
+    };
+    tracing::info!(portal_version = portal.version(), "push-to-talk: {detail}");
+    ptt.set_trigger("portal", "bound", &detail);
+    loop {
+        tokio::select! {
+            a = activated.next() => match a {
+                Some(a) if a.shortcut_id() == PORTAL_SHORTCUT_ID => { ptt.press(Source::Portal); }
+                Some(_) => {}
+                None => break,
+            },
+            d = deactivated.next() => match d {
+                Some(d) if d.shortcut_id() == PORTAL_SHORTCUT_ID => { ptt.release(Source::Portal); }
+                Some(_) => {}
+                None => break,
+            },
+        }
+    }
+    drop(session);
+    Ok(())
+}
+
+/// Connect to the session bus and start [`run`] as a task; without a session bus the trigger
+/// is `unavailable` at once.
+pub fn spawn(ptt: Ptt, shortcut: String) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let address = match crate::dbus::session_address() {
+            Ok(a) => a,
+            Err(why) => {
+                ptt.set_trigger("portal", "unavailable", &why);
+                return;
+            }
+        };
+        let conn = match zbus::connection::Builder::address(address.as_str()) {
+            Ok(b) => b.build().await,
+            Err(e) => Err(e),
+        };
+        match conn {
+            Ok(conn) => run(ptt, conn, shortcut).await,
+            Err(e) => ptt.set_trigger(
+                "portal",
+                "unavailable",
+                &format!("cannot connect to the session bus at {address}: {e}"),
+            ),
+        }
+    })
+}
