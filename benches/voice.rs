@@ -63,7 +63,20 @@ impl BenchDaemon for VoiceDaemon {
     fn wait_voice_state(&self, state: &str) {
         let deadline = Instant::now() + LIMIT;
         loop {
-            let status = self.json(&["status", "--json"]);
+            // The socket comes up a moment after the process starts.
+            let out = self
+                .command(&["status", "--json"])
+                .output()
+                .expect("utter runs");
+            let Ok(status) = serde_json::from_slice::<Value>(&out.stdout) else {
+                assert!(
+                    Instant::now() < deadline,
+                    "the daemon never answered:\n{}",
+                    self.log()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
             if status["voice"]["state"] == state {
                 return;
             }

@@ -343,3 +343,36 @@ async fn a_plugin_that_keeps_crashing_is_shown_as_crash_looping() {
     assert_eq!(status_of(&sup, "t").0, PluginStatus::CrashLoop);
     sup.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_plugin_whose_program_was_missing_starts_on_reload_once_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("later-plugin");
+    let text = format!(
+        "config_version = 1\n[[plugin]]\nid = \"later\"\nkind = \"bundle\"\nentrypoint = [{:?}]\n",
+        program.display().to_string()
+    );
+    let config = config::parse(&text, "test.toml").unwrap().config;
+    let sup = Supervisor::start(&config, SupervisorOptions::from_config(&config)).await;
+    let (status, _, error) = status_of(&sup, "later");
+    assert_eq!(status, PluginStatus::Error);
+    let error = error.unwrap_or_default();
+    assert!(
+        error.contains("program not found") && error.contains("utter reload"),
+        "{error}"
+    );
+    // The plugin is installed; the same entry, reloaded, is tried again.
+    std::fs::copy(common::bin("utter-test-plugin"), &program).unwrap();
+    let report = sup
+        .reload(&config, SupervisorOptions::from_config(&config))
+        .await;
+    assert_eq!(report.restarted, ["later"], "{report:?}");
+    assert!(wait_status(&sup, "later", PluginStatus::Ok, 1).await);
+    echo(&sup, "later").await;
+    // A running plugin with an unchanged entry is left alone.
+    let report = sup
+        .reload(&config, SupervisorOptions::from_config(&config))
+        .await;
+    assert_eq!(report.unchanged, ["later"], "{report:?}");
+    sup.shutdown().await;
+}

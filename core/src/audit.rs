@@ -29,14 +29,15 @@ impl Audit {
     pub fn record(&self, entry: AuditEntry) {
         tracing::info!(
             target: "utter::audit",
-            op = %entry.op,
+            // Debug formatting escapes control characters: a client cannot forge log lines.
+            op = ?entry.op,
             args = %entry.args,
             provenance = %entry.provenance,
             decision = %entry.decision,
             code = entry.code,
             by = entry.by.as_deref(),
             plugin = entry.plugin.as_deref(),
-            utterance = %entry.utterance,
+            utterance = ?entry.utterance,
             "gate decision"
         );
         let mut ring = self.ring.lock().expect("audit lock");

@@ -388,6 +388,24 @@ impl Default for AudioSection {
     }
 }
 
+impl AudioSection {
+    /// The params of `audio.configure` (PROTOCOL.md §8) for this section: how the capture
+    /// plugin is told what `[audio]` says.
+    pub fn configure_params(&self) -> serde_json::Value {
+        serde_json::json!({
+            "source": self.source,
+            "pre_roll_ms": self.pre_roll_ms,
+            "max_seconds": self.max_seconds,
+            "vad": {
+                "silence_threshold_db": self.vad.silence_threshold_db,
+                "trim": self.vad.trim,
+                "margin_ms": self.vad.margin_ms,
+                "min_speech_ms": self.vad.min_speech_ms,
+            },
+        })
+    }
+}
+
 /// `[audio.vad]`: the energy gate that finds speech in 10 ms frames (in the capture plugin).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default)]
@@ -449,6 +467,10 @@ pub struct Config {
     /// `[[plugin]]`
     #[serde(default, rename = "plugin")]
     pub plugin: Vec<PluginEntry>,
+    /// Start the capture plugin even without an stt plugin (set by [`Config::only_plugin`],
+    /// never read from a file).
+    #[serde(skip)]
+    pub start_capture: bool,
 }
 
 /// A config that loaded, with where it came from and the warnings found.
@@ -478,19 +500,30 @@ impl Config {
         self
     }
 
-    /// This config with only plugin `id` enabled (e.g. the capture plugin for `utter audio`).
+    /// This config with only plugin `id` enabled (e.g. the capture plugin for `utter audio`),
+    /// started even without an stt plugin.
     pub fn only_plugin(mut self, id: &str) -> Config {
         for p in &mut self.plugin {
             p.enabled = p.enabled && p.id == id;
         }
+        self.start_capture = true;
         self
     }
 
     /// The plugin entries that will run: enabled and not in `[plugins] disabled`.
+    ///
+    /// A capture plugin (kind `audio`) serves only the voice loop, so it runs only when a
+    /// plugin of kind `stt` does too, or when [`Config::only_plugin`] picked it (`utter
+    /// audio`): a daemon without speech to text neither needs the microphone nor waits for a
+    /// capture program that was never installed.
     pub fn active_plugins(&self) -> impl Iterator<Item = &PluginEntry> {
+        let enabled = |p: &&PluginEntry| p.enabled && !self.plugins.disabled.contains(&p.id);
+        let voice = self.plugin.iter().filter(enabled).any(|p| p.kind == "stt");
+        let capture_wanted = voice || self.start_capture;
         self.plugin
             .iter()
-            .filter(|p| p.enabled && !self.plugins.disabled.contains(&p.id))
+            .filter(enabled)
+            .filter(move |p| p.kind != "audio" || capture_wanted)
     }
 }
 
@@ -1301,5 +1334,27 @@ mod tests {
             let e = check_key_name(bad).unwrap_err();
             assert!(e.contains("KEY_F13") && e.contains("KEY_RIGHTCTRL"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_capture_plugin_runs_only_with_an_stt_plugin_or_when_picked() {
+        let entry = |id: &str, kind: &str| {
+            format!("[[plugin]]\nid = \"{id}\"\nkind = \"{kind}\"\nentrypoint = [\"x\"]\n")
+        };
+        let ids = |c: &Config| c.active_plugins().map(|p| p.id.clone()).collect::<Vec<_>>();
+        let text = format!(
+            "config_version = 1\n{}{}",
+            entry("rules", "router"),
+            entry("mic", "audio")
+        );
+        let without_stt = parse(&text, "t.toml").unwrap().config;
+        assert_eq!(ids(&without_stt), ["rules"]);
+        assert_eq!(ids(&without_stt.clone().only_plugin("mic")), ["mic"]);
+        let with_stt = parse(&format!("{text}{}", entry("stt", "stt")), "t.toml")
+            .unwrap()
+            .config;
+        assert_eq!(ids(&with_stt), ["rules", "mic", "stt"]);
+        // `utter say` needs none of the voice loop's plugins.
+        assert_eq!(ids(&with_stt.without_voice()), ["rules"]);
     }
 }

@@ -182,6 +182,16 @@ impl Policy {
         provenance: Provenance,
         confirm_requested: bool,
     ) -> Result<Decision, Denial> {
+        // An op is a lowercase word: `OPEN_URL` or `open_url ` must not pass as an unknown
+        // (and so unrestricted) op on its way to a plugin that would fold it to `open_url`.
+        let bare = normalise_op(op);
+        let well_formed = bare.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+            && bare.bytes().all(|b| {
+                b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.' | b'-')
+            });
+        if !well_formed {
+            return Err(Denial::BadOpName { op: op.to_owned() });
+        }
         let rule = self.rule(op);
         let empty = serde_json::Map::new();
         let arg_map = args.as_object().unwrap_or(&empty);
@@ -260,6 +270,15 @@ pub enum Denial {
         /// The op.
         op: String,
     },
+    /// Not an op name: lowercase letters, digits, `_`, `.`, `-`, starting with a letter
+    /// (`-32602`).
+    #[error(
+        "{op:?} is not an op name: use lowercase letters, digits, '_', '.' or '-', starting with a letter (e.g. open_url)"
+    )]
+    BadOpName {
+        /// What was given.
+        op: String,
+    },
     /// A URL op without a URL (`-32602`).
     #[error("op {op:?} needs args.url, a non-empty string")]
     MissingUrl {
@@ -282,7 +301,7 @@ impl Denial {
         match self {
             Denial::UntrustedArguments { .. } => ErrorCode::UntrustedArgument,
             Denial::Disabled { .. } | Denial::SchemeNotAllowed { .. } => ErrorCode::Denied,
-            Denial::MissingUrl { .. } => ErrorCode::InvalidParams,
+            Denial::MissingUrl { .. } | Denial::BadOpName { .. } => ErrorCode::InvalidParams,
         }
     }
 }
@@ -295,6 +314,7 @@ impl From<Denial> for ErrorObject {
             }
             Denial::Disabled { op } => Some(json!({"op": op})),
             Denial::MissingUrl { .. } => None,
+            Denial::BadOpName { op } => Some(json!({"op": op})),
             Denial::SchemeNotAllowed { url, allowed } => {
                 Some(json!({"allowed": allowed, "url": url}))
             }

@@ -558,8 +558,13 @@ impl Supervisor {
         let mut keep = Vec::new();
         let mut to_stop = Vec::new();
         for slot in current {
+            // A plugin that failed for good (its program was missing, its version refused)
+            // is tried again on reload even when its entry did not change: what it needed
+            // may be there now (`cargo install` of the plugin, then `utter reload`).
+            let failed_for_good =
+                slot.state.lock().expect("slot lock").status == Some(PluginStatus::Error);
             match wanted.iter().find(|e| e.id == slot.entry.id) {
-                Some(entry) if *entry == slot.entry => {
+                Some(entry) if *entry == slot.entry && !failed_for_good => {
                     report.unchanged.push(slot.entry.id.clone());
                     keep.push(slot);
                 }
@@ -1071,9 +1076,10 @@ impl Shared {
             let not_found = e.kind() == std::io::ErrorKind::NotFound;
             let message = if not_found {
                 format!(
-                    "cannot start plugin {:?}: program not found: {} (looked beside the utter binary and on PATH; fix its entrypoint)",
+                    "cannot start plugin {:?}: program not found: {} (looked beside the utter binary and on PATH); install it (e.g. `cargo install --path plugins/<its crate>`) and run `utter reload`, fix its entrypoint, or turn it off with [plugins] disabled = [{:?}]",
                     entry.id,
-                    program.display()
+                    program.display(),
+                    entry.id
                 )
             } else {
                 format!(

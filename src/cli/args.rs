@@ -83,8 +83,9 @@ pub enum Command {
     Audit(audit::Args),
     /// List the confirmations the running service is waiting for.
     Pending(pending::Args),
-    /// Make the running service read its configuration again (an invalid one is refused and
-    /// the running one kept; exit 3).
+    /// Make the running service read its configuration file again (the one it was started
+    /// with; an invalid one is refused and the running one kept; exit 3). Plugins that failed
+    /// for good (a program that was missing) are tried again.
     Reload(reload::Args),
     /// Push-to-talk for a compositor key binding: press starts listening, release stops,
     /// toggle does whichever applies, state only reports.

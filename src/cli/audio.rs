@@ -115,17 +115,7 @@ async fn call(
                 .unwrap_or_default()
         ));
     }
-    let configure = json!({
-        "source": audio.source,
-        "pre_roll_ms": audio.pre_roll_ms,
-        "max_seconds": audio.max_seconds,
-        "vad": {
-            "silence_threshold_db": audio.vad.silence_threshold_db,
-            "trim": audio.vad.trim,
-            "margin_ms": audio.vad.margin_ms,
-            "min_speech_ms": audio.vad.min_speech_ms,
-        },
-    });
+    let configure = audio.configure_params();
     let result = async {
         if method != "audio.sources" {
             runner

@@ -6,6 +6,7 @@
 //! stdin, and only `y` or `yes` approve. Without a terminal on stdin nobody can answer, so the
 //! answer is an immediate no, with a note saying where it could be answered.
 
+use super::output::sanitize;
 use serde_json::Value;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
@@ -22,10 +23,12 @@ struct Question {
 
 impl Question {
     fn from_request(request: &ConfirmRequest) -> Question {
+        // Everything shown is escaped: a plugin-authored summary or argument must not
+        // move the cursor, erase the line or hide text to fake a harmless prompt.
         Question {
-            summary: request.summary.clone(),
-            op: request.op.clone(),
-            args: request.args.to_string(),
+            summary: sanitize(&request.summary),
+            op: sanitize(&request.op),
+            args: sanitize(&request.args.to_string()),
             provenance: request.provenance.to_string(),
         }
     }
@@ -39,10 +42,10 @@ impl Question {
             Some(other) => other.to_string(),
         };
         Question {
-            summary: field("summary"),
-            op: field("op"),
-            args: field("args"),
-            provenance: field("provenance"),
+            summary: sanitize(&field("summary")),
+            op: sanitize(&field("op")),
+            args: sanitize(&field("args")),
+            provenance: sanitize(&field("provenance")),
         }
     }
 }

@@ -6,7 +6,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::connect::{Service, call_failed};
-use super::output::{exit, out, print_answer};
+use super::output::{exit, out, print_answer, sanitize};
 
 /// The arguments of `utter pending`.
 #[derive(clap::Args)]
@@ -40,11 +40,11 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         .unwrap_or(0);
     for p in &list {
         let r = &p.request;
-        out!("{}  {}", p.id, r.summary);
+        out!("{}  {}", sanitize(&p.id), sanitize(&r.summary));
         out!(
             "    op {}, args {}, provenance {}, expires in {} s",
-            r.op,
-            r.args,
+            sanitize(&r.op),
+            sanitize(&r.args.to_string()),
             r.provenance,
             p.expires.saturating_sub(now)
         );

@@ -14,6 +14,8 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use super::output::sanitize;
 use utter_protocol::testkit::conformance::{self, CheckOptions, Report, Status};
 
 /// Arguments of `utter plugin check`.
@@ -99,7 +101,13 @@ fn print_text(report: &Report) -> std::io::Result<()> {
         Some(p) if !p.name.is_empty() => format!("{} {}", p.name, p.version),
         _ => report.command.first().cloned().unwrap_or_default(),
     };
-    writeln!(out, "checking {who}: {}", report.command.join(" "))?;
+    // What the plugin said is shown escaped: it must not drive the terminal.
+    let who = sanitize(&who);
+    writeln!(
+        out,
+        "checking {who}: {}",
+        sanitize(&report.command.join(" "))
+    )?;
     if let Some(manifest) = &report.manifest {
         writeln!(out, "manifest: {manifest}")?;
     }
@@ -110,11 +118,18 @@ fn print_text(report: &Report) -> std::io::Result<()> {
             Status::Skip => writeln!(
                 out,
                 "skip  {:width$}  {} (skipped: {})",
-                check.id, check.title, check.detail
+                check.id,
+                check.title,
+                sanitize(&check.detail)
             )?,
             Status::Fail => {
                 writeln!(out, "FAIL  {:width$}  {}", check.id, check.title)?;
-                writeln!(out, "      {:width$}  seen: {}", "", check.detail)?;
+                writeln!(
+                    out,
+                    "      {:width$}  seen: {}",
+                    "",
+                    sanitize(&check.detail)
+                )?;
                 if let Some(fix) = &check.fix {
                     writeln!(out, "      {:width$}  fix:  {fix}", "")?;
                 }
@@ -131,7 +146,9 @@ fn print_text(report: &Report) -> std::io::Result<()> {
     if !report.ok && !report.stderr.trim().is_empty() {
         let mut err = std::io::stderr().lock();
         let _ = writeln!(err, "the plugin's stderr (the end):");
-        let _ = writeln!(err, "{}", report.stderr.trim_end());
+        for line in report.stderr.trim_end().lines() {
+            let _ = writeln!(err, "{}", sanitize(line));
+        }
     }
     Ok(())
 }

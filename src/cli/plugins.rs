@@ -9,7 +9,7 @@ use utter_core::supervisor::SupervisorOptions;
 use utter_ipc::{PluginReport, PluginStatus};
 
 use super::check_config;
-use super::output::{exit, out, print_json};
+use super::output::{exit, out, print_json, sanitize};
 
 /// The arguments of `utter plugins`.
 #[derive(clap::Args)]
@@ -64,15 +64,15 @@ pub fn print_plugins(reports: &[PluginReport]) {
     for p in reports {
         out!(
             "{:<12} {:<8} {:>5}  {:<10} {:<40} {}",
-            p.id,
-            p.kind,
+            sanitize(&p.id),
+            sanitize(&p.kind),
             p.epoch,
             p.status.as_str(),
             list(&p.provides, ""),
             list(&p.requires, "-")
         );
         if let Some(e) = &p.last_error {
-            out!("{:>14}last error: {e}", "");
+            out!("{:>14}last error: {}", "", sanitize(e));
         }
     }
 }

@@ -20,6 +20,13 @@ pub struct Args {
 
 /// Run `utter reload`.
 pub async fn run(args: &Args, service: Service<'_>) -> u8 {
+    if let Some(path) = service.config {
+        // The service reads the file it was started with; a client cannot hand it another.
+        eprintln!(
+            "utter reload: note: the service re-reads the config file it was started with; --config {} only tells this command where the service's socket is (to switch files, restart the service with --config)",
+            path.display()
+        );
+    }
     let client = match service.connect("reload").await {
         Ok(c) => c,
         Err(code) => return code,

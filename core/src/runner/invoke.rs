@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use utter_protocol::{ErrorCode, ErrorObject};
 
+use crate::audit::AuditEntry;
 use crate::confirm::Door;
 use crate::handles::Scope;
 use crate::params::{optional_bool, required_str, timeout_ms};
@@ -53,10 +54,12 @@ impl Runner {
     ) -> Result<Value, ErrorObject> {
         let name = required_str(&params, "plugin", "runner.invoke")?;
         let method = required_str(&params, "method", "runner.invoke")?;
-        // The handshake and protocol control messages are the runner's own business.
-        if method == "protocol.hello" || method.starts_with("$/") {
+        // The handshake, protocol control messages, streams, handles and descriptors are the
+        // runner's own business: a relayed stream.subscribe would open a stream nobody
+        // tracks or stops (clients subscribe on the socket itself, PROTOCOL.md §10.3).
+        if runner_owned(method) {
             return Err(ErrorObject::invalid_params(format!(
-                "runner.invoke cannot send {method:?}: the handshake and $/ messages belong to the runner"
+                "runner.invoke cannot send {method:?}: the handshake, $/ messages, stream.*, handle.* and fd.pass belong to the runner (use the socket's own stream.subscribe and handle.* methods)"
             )));
         }
         let call_params = match params.get("params") {
@@ -87,17 +90,41 @@ impl Runner {
                 (id, free)
             }
         };
+        let acting = needs_explicit_provenance(method) || !side_effect_free;
+        // A refusal before the gate is still a gate decision: it goes in the audit trail.
+        let refused = |e: ErrorObject| {
+            if acting {
+                let op = call_params
+                    .get("op")
+                    .and_then(Value::as_str)
+                    .unwrap_or(method);
+                self.audit_trail().record(
+                    AuditEntry::new(
+                        &format!("runner.invoke {method} on {id} from {client}"),
+                        op,
+                        call_params.get("args").unwrap_or(&Value::Null),
+                        Provenance::from_value(call_params.get("provenance"))
+                            .unwrap_or(Provenance::Screen),
+                        "denied",
+                    )
+                    .code(e.code)
+                    .by("policy")
+                    .plugin(id.clone()),
+                );
+            }
+            e
+        };
         if needs_explicit_provenance(method) && call_params.get("provenance").is_none() {
-            return Err(ErrorObject::new(
+            return Err(refused(ErrorObject::new(
                 ErrorCode::Denied,
                 format!(
                     "runner.invoke of {method} needs params.provenance: \"user\" for the person's own request, or where the values came from (screen, a11y, ocr, title, clipboard)"
                 ),
-            ));
+            )));
         }
         // The plugin's own callbacks while serving this call run with the client's declared
         // provenance, so an untrusted relay cannot be laundered through `host.action`.
-        let provenance = Provenance::from_value(call_params.get("provenance"))?;
+        let provenance = Provenance::from_value(call_params.get("provenance")).map_err(&refused)?;
         let timeout_ms = timeout_ms(&call_params);
         // Handles in the request become visible to the plugin (it learns their names only
         // from this call), and those in its reply to the client, except those the client
@@ -111,17 +138,23 @@ impl Runner {
                 store.unseen(&scope, &call_params)
             })
             .unwrap_or_default();
-        let result = if needs_explicit_provenance(method) || !side_effect_free {
-            self.gated_relay(
-                &id,
-                method,
-                call_params,
-                provenance,
-                timeout_ms,
-                door,
-                client,
-            )
-            .await?
+        let result = if acting {
+            let relayed = self
+                .gated_relay(
+                    &id,
+                    method,
+                    call_params.clone(),
+                    provenance,
+                    timeout_ms,
+                    door,
+                    client,
+                )
+                .await;
+            match relayed {
+                Ok(v) => v,
+                Err(Refusal::BeforeGate(e)) => return Err(refused(e)),
+                Err(Refusal::Gate(e)) => return Err(e),
+            }
         } else {
             let timeout = supervisor.effective_timeout(timeout_ms);
             supervisor
@@ -136,9 +169,11 @@ impl Runner {
         Ok(result)
     }
 
-    /// An acting relay through the one gate. The op the policy sees: `params.op` for
-    /// `action.invoke` and `host.action` (with `params.args`), `input` for `input.*`, else
-    /// the method itself (with the params less the envelope).
+    /// An acting relay through the one gate. What the gate sees is what the plugin gets:
+    /// for `action.invoke` and `host.action` the op is `params.op` with `params.args`, and
+    /// the params may hold nothing else but the envelope (`provenance`, `dry_run`,
+    /// `confirm`, `timeout_ms`); for `input.*` the op is `input`, for any other method the
+    /// method itself, and the arguments are all of the params less the envelope.
     #[allow(clippy::too_many_arguments)]
     async fn gated_relay(
         self: &Arc<Self>,
@@ -149,22 +184,37 @@ impl Runner {
         timeout_ms: Option<u64>,
         door: Door,
         client: &str,
-    ) -> Result<Value, ErrorObject> {
+    ) -> Result<Value, Refusal> {
+        let before = Refusal::BeforeGate;
         let (op, args) = if method == "action.invoke" || method == "host.action" {
-            let op = required_str(&params, "op", method)?.to_owned();
+            let op = required_str(&params, "op", method)
+                .map_err(before)?
+                .to_owned();
+            let extra: Vec<String> = params
+                .as_object()
+                .into_iter()
+                .flat_map(|m| m.keys())
+                .filter(|k| k.as_str() != "op" && k.as_str() != "args")
+                .filter(|k| !ENVELOPE.contains(&k.as_str()))
+                .map(|k| format!("{k:?}"))
+                .collect();
+            if !extra.is_empty() {
+                return Err(before(ErrorObject::invalid_params(format!(
+                    "runner.invoke of {method}: params may hold only op, args and {}; not {}",
+                    ENVELOPE.join(", "),
+                    extra.join(", ")
+                ))));
+            }
             (op, params.get("args").cloned().unwrap_or_else(|| json!({})))
         } else if method.starts_with("input.") {
-            let args = params
-                .get("args")
-                .cloned()
-                .unwrap_or_else(|| without_envelope(&params));
-            ("input".to_owned(), args)
+            ("input".to_owned(), without_envelope(&params))
         } else {
             (method.to_owned(), without_envelope(&params))
         };
-        let confirm_requested = optional_bool(&params, "confirm")?;
+        let confirm_requested = optional_bool(&params, "confirm").map_err(before)?;
         // Only `action.invoke` has a protocol meaning for `dry_run` (PROTOCOL.md §8).
-        let dry_run = method == "action.invoke" && optional_bool(&params, "dry_run")?;
+        let dry_run =
+            method == "action.invoke" && optional_bool(&params, "dry_run").map_err(before)?;
         let options = CommandOptions {
             dry_run,
             timeout_ms,
@@ -201,19 +251,38 @@ impl Runner {
         // `ok: false` included); otherwise the gate's refusal or the call's error.
         match (step.result, step.error) {
             (Some(value), _) => Ok(value),
-            (None, Some(e)) => Err(e),
-            (None, None) => Err(ErrorObject::internal(
+            (None, Some(e)) => Err(Refusal::Gate(e)),
+            (None, None) => Err(Refusal::Gate(ErrorObject::internal(
                 "runner.invoke: the step neither ran nor failed",
-            )),
+            ))),
         }
     }
+}
+
+/// Why an acting relay did not reach the plugin: refused before the gate ran (bad params;
+/// the caller audits it), or by the gate (which audited it).
+enum Refusal {
+    BeforeGate(ErrorObject),
+    Gate(ErrorObject),
+}
+
+/// The members of an acting method's params the runner reads itself.
+const ENVELOPE: &[&str] = &["provenance", "confirm", "timeout_ms", "dry_run"];
+
+/// Methods only the runner sends or serves.
+fn runner_owned(method: &str) -> bool {
+    method == "protocol.hello"
+        || method.starts_with("$/")
+        || method.starts_with("stream.")
+        || method.starts_with("handle.")
+        || method == "fd.pass"
 }
 
 /// A method's params without the envelope members the runner reads itself.
 fn without_envelope(params: &Value) -> Value {
     let mut args = params.as_object().cloned().unwrap_or_default();
-    for key in ["provenance", "confirm", "timeout_ms", "dry_run"] {
-        args.remove(key);
+    for key in ENVELOPE {
+        args.remove(*key);
     }
     Value::Object(args)
 }

@@ -157,18 +157,7 @@ impl Voice {
         if configured.as_ref() == Some(&(plugin.clone(), epoch)) {
             return Ok(plugin);
         }
-        let audio = &config.audio;
-        let params = json!({
-            "source": audio.source,
-            "pre_roll_ms": audio.pre_roll_ms,
-            "max_seconds": audio.max_seconds,
-            "vad": {
-                "silence_threshold_db": audio.vad.silence_threshold_db,
-                "trim": audio.vad.trim,
-                "margin_ms": audio.vad.margin_ms,
-                "min_speech_ms": audio.vad.min_speech_ms,
-            },
-        });
+        let params = config.audio.configure_params();
         let timeout = Duration::from_millis(config.runner.rpc_timeout_ms);
         let answer = runner
             .supervisor
