@@ -510,6 +510,23 @@ impl Config {
         self
     }
 
+    /// The capture plugin's entry: `[audio] plugin` when set, else the first enabled
+    /// `[[plugin]]` of kind `audio` (whether or not it runs now, see
+    /// [`Config::active_plugins`]).
+    pub fn capture_plugin(&self) -> Option<&PluginEntry> {
+        let configured = &self.audio.plugin;
+        self.plugin
+            .iter()
+            .filter(|p| p.enabled && !self.plugins.disabled.contains(&p.id))
+            .find(|p| {
+                if configured.is_empty() {
+                    p.kind == "audio"
+                } else {
+                    p.id == *configured
+                }
+            })
+    }
+
     /// The plugin entries that will run: enabled and not in `[plugins] disabled`.
     ///
     /// A capture plugin (kind `audio`) serves only the voice loop, so it runs only when a
@@ -1350,6 +1367,10 @@ mod tests {
         let without_stt = parse(&text, "t.toml").unwrap().config;
         assert_eq!(ids(&without_stt), ["rules"]);
         assert_eq!(ids(&without_stt.clone().only_plugin("mic")), ["mic"]);
+        assert_eq!(
+            without_stt.capture_plugin().map(|p| p.id.as_str()),
+            Some("mic")
+        );
         let with_stt = parse(&format!("{text}{}", entry("stt", "stt")), "t.toml")
             .unwrap()
             .config;

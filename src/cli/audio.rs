@@ -85,11 +85,9 @@ async fn call(
     method: &str,
     params: Value,
 ) -> Result<(Value, Arc<Runner>, String), String> {
-    let configured = loaded.config.audio.plugin.clone();
     let plugin = loaded
         .config
-        .active_plugins()
-        .find(|p| if configured.is_empty() { p.kind == "audio" } else { p.id == configured })
+        .capture_plugin()
         .map(|p| p.id.clone())
         .ok_or_else(|| {
             "no capture plugin is configured (a [[plugin]] of kind \"audio\", e.g. entrypoint = [\"utter-audio-pipewire\"])".to_owned()

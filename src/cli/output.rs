@@ -51,7 +51,7 @@ Exit codes:
   2  usage error (bad arguments, empty utterance)
   3  the configuration (or a manifest given to check-manifest) is invalid
   4  the runner could not do its job (no router running, a plugin failed), or no runner
-     listens on the socket (status, confirm, pending, reload, events)
+     listens on the socket (status, confirm, pending, reload, events, audit, ptt, listen)
 
 Configuration: --config PATH, else $XDG_CONFIG_HOME/utter/config.toml, else the built-in
 default (which runs the `rules` router and the `desktop` action plugin).
