@@ -102,8 +102,6 @@ use utter_protocol::{ErrorCode, ErrorObject};
 use utter_core::config::Config;
 use utter_core::runner::Runner;
 
-pub use access::{read_token, token_path};
-
 /// How many client connections are served at once; further ones are refused with an error
 /// frame until one closes.
 pub const MAX_CONNECTIONS: usize = 64;

@@ -510,21 +510,23 @@ impl Config {
         self
     }
 
-    /// The capture plugin's entry: `[audio] plugin` when set, else the first enabled
-    /// `[[plugin]]` of kind `audio` (whether or not it runs now, see
-    /// [`Config::active_plugins`]).
-    pub fn capture_plugin(&self) -> Option<&PluginEntry> {
-        let configured = &self.audio.plugin;
+    /// The plugin a section names for a role (`[stt] plugin`, `[tts] plugin`, `[audio]
+    /// plugin`): the entry with id `configured` when that is set, else the first enabled
+    /// `[[plugin]]` of `kind` that `[plugins] disabled` does not list.
+    pub fn plugin_for(&self, configured: &str, kind: &str) -> Option<&PluginEntry> {
+        if !configured.is_empty() {
+            return self.plugin.iter().find(|p| p.id == configured);
+        }
         self.plugin
             .iter()
             .filter(|p| p.enabled && !self.plugins.disabled.contains(&p.id))
-            .find(|p| {
-                if configured.is_empty() {
-                    p.kind == "audio"
-                } else {
-                    p.id == *configured
-                }
-            })
+            .find(|p| p.kind == kind)
+    }
+
+    /// The capture plugin's entry ([`Config::plugin_for`] of `[audio] plugin`, kind `audio`),
+    /// whether or not it runs now (see [`Config::active_plugins`]).
+    pub fn capture_plugin(&self) -> Option<&PluginEntry> {
+        self.plugin_for(&self.audio.plugin, "audio")
     }
 
     /// The plugin entries that will run: enabled and not in `[plugins] disabled`.

@@ -39,6 +39,7 @@ use tokio::sync::watch;
 
 use utter_core::config::Config;
 use utter_core::runner::Runner;
+use utter_ipc::paths::read_token;
 
 /// Who is on the other end of a connection.
 #[derive(Debug, Clone)]
@@ -209,7 +210,7 @@ impl Shared {
                 "[socket] allow_same_uid = true: every process of this user may drive the runner without a token (a development switch; turn it off for daily use)"
             );
         }
-        let token_file = token_path();
+        let token_file = utter_core::paths::BaseDirs::from_env().token();
         let file_token = match &token_file {
             Some(path) => match ensure_token_file(path, &socket.token) {
                 Ok(token) => {
@@ -270,21 +271,6 @@ impl Shared {
         }
         Some(configured)
     }
-}
-
-/// The token file: `$XDG_STATE_HOME/utter/runner-token`, else
-/// `$HOME/.local/state/utter/runner-token` (reference §9.3); `None` when neither variable is
-/// set.
-pub fn token_path() -> Option<PathBuf> {
-    utter_core::paths::BaseDirs::from_env().token()
-}
-
-/// Read a token file (surrounding whitespace removed); `None` when it is missing, unreadable
-/// or empty.
-pub fn read_token(path: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let token = text.trim();
-    (!token.is_empty()).then(|| token.to_owned())
 }
 
 /// Make sure the token file exists, is ours and 0600, and holds `configured` when that is

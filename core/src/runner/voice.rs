@@ -191,17 +191,13 @@ async fn capture_call(runner: &Runner, plugin: &str, method: &str) -> Result<Val
         .map_err(|e| format!("{plugin}: {}", e.message))
 }
 
-/// The stt plugin `[stt] plugin` names, else the first `[[plugin]]` of kind `stt`.
+/// The plugin `configured` names, else the first enabled one of `kind`
+/// ([`crate::config::Config::plugin_for`]).
 fn plugin_of_kind(runner: &Runner, configured: &str, kind: &str) -> Option<String> {
-    if !configured.is_empty() {
-        return Some(configured.to_owned());
-    }
     runner
         .config()
         .config
-        .plugin
-        .iter()
-        .find(|p| p.kind == kind && p.enabled)
+        .plugin_for(configured, kind)
         .map(|p| p.id.clone())
 }
 
