@@ -1097,12 +1097,14 @@ impl Shared {
             }
         })?;
         let pid = child.id();
-        if let Some(stderr) = child.stderr.take() {
+        // The stderr reader ends at EOF; a failed start waits (bounded) for it so that the
+        // report carries the plugin's last words, not a race with the reader task.
+        let mut stderr_reader = child.stderr.take().map(|stderr| {
             tokio::spawn(
                 log_stderr(stderr, entry.id.clone(), epoch, slot.stderr_tail.clone())
                     .instrument(info_span!("plugin", plugin = %entry.id, epoch)),
-            );
-        }
+            )
+        });
         // One transport abstraction: whatever carries the frames is a boxed reader and writer.
         // Socket plugins get a connection that can carry descriptors (`fd.pass`).
         let streams: Result<PluginStream, ErrorObject> = match (&socket, listener) {
@@ -1130,7 +1132,12 @@ impl Shared {
             Ok(stream) => stream,
             Err(mut error) => {
                 // Say what it last said, and stop it.
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                if let Ok(Ok(status)) =
+                    tokio::time::timeout(Duration::from_millis(50), child.wait()).await
+                {
+                    error.message.push_str(&format!(" (the plugin {status})"));
+                    await_stderr_eof(&mut stderr_reader).await;
+                }
                 error.message.push_str(&slot.stderr_summary());
                 tokio::spawn(async move {
                     stop_process(child, options).await;
@@ -1193,6 +1200,7 @@ impl Shared {
                         .error
                         .message
                         .push_str(&format!(" (the plugin {status})"));
+                    await_stderr_eof(&mut stderr_reader).await;
                 }
                 failure.error.message.push_str(&slot.stderr_summary());
                 tokio::spawn(drain(process, self.options()));
@@ -1521,6 +1529,14 @@ const STDERR_TAIL_LINES: usize = 5;
 /// Log a plugin's stderr line by line, tagged with its id and epoch. Lines are capped at
 /// 8 KiB and decoded lossily, so neither a flood without newlines nor invalid UTF-8 can hurt
 /// the runner or stop the reading (which would leave the plugin blocked on a full pipe).
+/// After a plugin exited, give its stderr reader a moment (at most 500 ms: a process it left
+/// behind may hold the pipe open) to read the last lines up to EOF.
+async fn await_stderr_eof(reader: &mut Option<JoinHandle<()>>) {
+    if let Some(reader) = reader.as_mut() {
+        let _ = tokio::time::timeout(Duration::from_millis(500), reader).await;
+    }
+}
+
 async fn log_stderr(
     mut stderr: impl tokio::io::AsyncRead + Unpin,
     id: String,
