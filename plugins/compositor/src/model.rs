@@ -1,0 +1,154 @@
+//! The desktop context as the plugin reports it in `context.snapshot` (PROTOCOL.md §8,
+//! capability `context.live@1`), the same shape whichever compositor it came from.
+//!
+//! ```json
+//! {
+//!   "compositor": {"name": "sway", "version": "1.7", "socket": "/run/user/1000/sway-ipc.1000.42.sock"},
+//!   "focused": {"id": 7, "app_id": "foot", "title": "~", "pid": 4242, "workspace": "2",
+//!               "workspace_id": 5, "output": "HEADLESS-1", "focused": true, "fullscreen": false},
+//!   "windows": [ ...the same objects, focused or not... ],
+//!   "workspaces": [{"id": 5, "index": 2, "name": "2", "output": "HEADLESS-1", "focused": true,
+//!                   "active": true}],
+//!   "outputs": [{"name": "HEADLESS-1", "focused": true, "make": null, "model": null,
+//!                "width": 1024, "height": 768}],
+//!   "keyboard_layout": "English (US)",
+//!   "overview": null,
+//!   "provenance": {"title": "title"}
+//! }
+//! ```
+//!
+//! Window titles are written by whatever runs in the window (a web page, a file name), so
+//! they are untrusted: `provenance.title = "title"` says so, and a router may use a title
+//! only to *select* among prepared candidates, never as an action argument.
+
+use serde::{Deserialize, Serialize};
+
+/// One compositor's whole state, as cached from its event stream.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Which compositor this came from.
+    pub compositor: CompositorInfo,
+    /// The window with keyboard focus, if any (a copy of its entry in `windows`).
+    pub focused: Option<Window>,
+    /// Every toplevel window, in the compositor's order.
+    pub windows: Vec<Window>,
+    /// Every workspace, in the compositor's order.
+    pub workspaces: Vec<Workspace>,
+    /// Every output (monitor).
+    pub outputs: Vec<Output>,
+    /// The active keyboard layout's name (`"English (US)"`), when the compositor reports it.
+    pub keyboard_layout: Option<String>,
+    /// Whether niri's overview is open; `None` on compositors that have none.
+    pub overview: Option<bool>,
+    /// The provenance of untrusted fields: always `{"title": "title"}`.
+    pub provenance: SnapshotProvenance,
+}
+
+/// Where the snapshot came from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompositorInfo {
+    /// `"niri"` or `"sway"` (i3 reports `"sway"` too: one wire).
+    pub name: String,
+    /// The compositor's own version string, e.g. `"1.7"` or `"25.08"`.
+    pub version: Option<String>,
+    /// The IPC socket in use.
+    pub socket: Option<String>,
+}
+
+/// One toplevel window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    /// The compositor's window id (sway's con_id, niri's window id).
+    pub id: u64,
+    /// The Wayland app_id (or the X11 class under Xwayland).
+    pub app_id: Option<String>,
+    /// The title. Untrusted: provenance `title`.
+    pub title: Option<String>,
+    /// The client's process id.
+    pub pid: Option<i64>,
+    /// The workspace's name (sway) or its name or index as a string (niri).
+    pub workspace: Option<String>,
+    /// The workspace's id.
+    pub workspace_id: Option<u64>,
+    /// The output the window is on.
+    pub output: Option<String>,
+    /// Whether it has keyboard focus.
+    pub focused: bool,
+    /// Whether it is fullscreen, when the compositor reports it.
+    pub fullscreen: Option<bool>,
+}
+
+/// One workspace.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Workspace {
+    /// The compositor's workspace id.
+    pub id: u64,
+    /// Its number: sway's `num` (`-1` for a named workspace without one is `None`), niri's
+    /// `idx` (1-based, per output).
+    pub index: Option<i64>,
+    /// Its name (sway always has one; niri only for named workspaces).
+    pub name: Option<String>,
+    /// The output it is on.
+    pub output: Option<String>,
+    /// Whether it is the focused workspace (of the focused output).
+    pub focused: bool,
+    /// Whether it is visible on its output.
+    pub active: bool,
+}
+
+/// One output (monitor).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Output {
+    /// The connector name, e.g. `"DP-1"` or `"HEADLESS-1"`.
+    pub name: String,
+    /// Whether it has the focus.
+    pub focused: bool,
+    /// The manufacturer, when known.
+    pub make: Option<String>,
+    /// The model, when known.
+    pub model: Option<String>,
+    /// The logical width in pixels, when the output is on.
+    pub width: Option<i64>,
+    /// The logical height in pixels, when the output is on.
+    pub height: Option<i64>,
+}
+
+/// The provenance of the snapshot's untrusted fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotProvenance {
+    /// Always `"title"`: window titles are untrusted.
+    pub title: String,
+}
+
+impl Default for SnapshotProvenance {
+    fn default() -> Self {
+        SnapshotProvenance {
+            title: "title".into(),
+        }
+    }
+}
+
+impl Snapshot {
+    /// Recompute `focused` from the windows' `focused` flags (call after any change).
+    pub fn refresh_focus(&mut self) {
+        self.focused = self.windows.iter().find(|w| w.focused).cloned();
+    }
+
+    /// The focused workspace, if any.
+    pub fn focused_workspace(&self) -> Option<&Workspace> {
+        self.workspaces.iter().find(|w| w.focused)
+    }
+
+    /// The focused output's name, if any.
+    pub fn focused_output(&self) -> Option<&str> {
+        self.outputs
+            .iter()
+            .find(|o| o.focused)
+            .map(|o| o.name.as_str())
+    }
+
+    /// The window with this id.
+    pub fn window(&self, id: u64) -> Option<&Window> {
+        self.windows.iter().find(|w| w.id == id)
+    }
+}

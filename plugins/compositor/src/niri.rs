@@ -1,0 +1,1 @@
+//! niri IPC client (in progress).

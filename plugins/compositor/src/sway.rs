@@ -1,0 +1,1 @@
+//! sway IPC client (in progress).
