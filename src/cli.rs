@@ -13,6 +13,7 @@ pub mod audit;
 pub mod check_config;
 pub mod check_manifest;
 pub mod confirm;
+pub mod context;
 pub mod daemon;
 pub mod events;
 pub mod install;

@@ -119,8 +119,8 @@ fn main() -> ExitCode {
 /// Hand the command line to its subcommand; returns the exit code.
 async fn run(cli: Cli) -> u8 {
     use cli::{
-        audio, audit, check_config, check_manifest, confirm, daemon, events, install, listen,
-        pending, plugin, plugins, ptt, reload, say, status,
+        audio, audit, check_config, check_manifest, confirm, context, daemon, events, install,
+        listen, pending, plugin, plugins, ptt, reload, say, status,
     };
     let service = Service {
         socket: cli.socket.as_deref(),
@@ -136,6 +136,9 @@ async fn run(cli: Cli) -> u8 {
         Command::CheckManifest(args) => check_manifest::run(&args),
         Command::CheckConfig(args) => check_config::run(args, cli.config.clone()),
         Command::Status(args) => status::run(&args, service).await,
+        Command::Context(args) => {
+            context::run(&args, cli.config.clone(), cli.socket.as_deref()).await
+        }
         Command::Confirm(args) => confirm::run(&args, service).await,
         Command::Audit(args) => audit::run(&args, service).await,
         Command::Pending(args) => pending::run(&args, service).await,

@@ -19,6 +19,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use utter_protocol::serde_json::{self, Value};
 use zbus::Connection;
+use zbus::object_server::SignalEmitter;
 
 /// The longest any single wait may take before the test fails.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -178,6 +179,37 @@ async fn wait_trigger(
     }
     panic!(
         "trigger {name} never reached {state}; last status {last}\nrunner log:\n{}",
+        log()
+    );
+}
+
+/// Poll the trigger `name` until its state is `state` and its detail contains `needle`; the
+/// detail.
+async fn wait_trigger_saying(
+    runner: &Runner1Proxy<'_>,
+    name: &str,
+    state: &str,
+    needle: &str,
+    log: impl Fn() -> String,
+) -> String {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    let mut last = Value::Null;
+    while tokio::time::Instant::now() < deadline {
+        if let Ok(text) = runner.push_to_talk_status().await {
+            last = json(&text);
+            if let Some(t) = last["triggers"]
+                .as_array()
+                .and_then(|ts| ts.iter().find(|t| t["trigger"] == name))
+                && t["state"] == state
+                && t["detail"].as_str().is_some_and(|d| d.contains(needle))
+            {
+                return t["detail"].as_str().unwrap_or("").to_owned();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "trigger {name} never reached {state} with {needle:?}; last status {last}\nrunner log:\n{}",
         log()
     );
 }
@@ -590,4 +622,435 @@ async fn wait_listening(runner: &Runner1Proxy<'_>, wanted: bool) -> bool {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     false
+}
+
+/// `utter events --json` against `daemon`, its lines on a channel; killed on drop.
+struct EventsTail {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl EventsTail {
+    fn start(daemon: &Daemon) -> EventsTail {
+        let mut child = std::process::Command::new(bin("utter"))
+            .arg("--socket")
+            .arg(&daemon.socket)
+            .args(["events", "--json"])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("utter events runs");
+        let (tx, lines) = std::sync::mpsc::channel::<String>();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let first = lines.recv_timeout(LIMIT).expect("the snapshot");
+        assert_eq!(json(&first)["event"], "snapshot", "{first}");
+        EventsTail { child, lines }
+    }
+
+    /// The next `ptt` event.
+    fn next_ptt(&self) -> Value {
+        let deadline = std::time::Instant::now() + LIMIT;
+        while std::time::Instant::now() < deadline {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                let e = json(&line);
+                if e["event"] == "ptt" {
+                    return e;
+                }
+            }
+        }
+        panic!("no ptt event within the limit");
+    }
+}
+
+impl Drop for EventsTail {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The a11y keyboard monitor (niri 25.08+)
+
+const A11Y_NAME: &str = "org.freedesktop.a11y.Manager";
+const A11Y_PATH: &str = "/org/freedesktop/a11y/Manager";
+const A11Y_INTERFACE: &str = "org.freedesktop.a11y.KeyboardMonitor";
+/// XKB_KEY_F13.
+const F13: u32 = 0xffca;
+
+/// How the test keyboard monitor answers `SetKeyGrabs`.
+#[derive(Clone, Copy)]
+enum GrabReply {
+    Ok,
+    /// `org.freedesktop.DBus.Error.AccessDenied`, as mutter and KWin answer anyone but Orca.
+    AccessDenied,
+    /// `org.freedesktop.DBus.Error.Failed`.
+    Failed,
+}
+
+/// One `SetKeyGrabs` call as the test service saw it.
+#[derive(Debug, Clone)]
+struct GrabCall {
+    sender: String,
+    modifiers: Vec<u32>,
+    keystrokes: Vec<(u32, u32)>,
+}
+
+/// `org.freedesktop.a11y.KeyboardMonitor` as mutter's `org.freedesktop.a11y.xml` defines it
+/// and niri serves it: records `SetKeyGrabs`, emits `KeyEvent` to the grabbing client.
+struct TestMonitor {
+    reply: GrabReply,
+    calls: std::sync::Arc<std::sync::Mutex<Vec<GrabCall>>>,
+}
+
+#[zbus::interface(name = "org.freedesktop.a11y.KeyboardMonitor")]
+impl TestMonitor {
+    async fn set_key_grabs(
+        &self,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+        modifiers: Vec<u32>,
+        keystrokes: Vec<(u32, u32)>,
+    ) -> zbus::fdo::Result<()> {
+        let sender = header.sender().map(|s| s.to_string()).unwrap_or_default();
+        self.calls.lock().unwrap().push(GrabCall {
+            sender,
+            modifiers,
+            keystrokes,
+        });
+        match self.reply {
+            GrabReply::Ok => Ok(()),
+            GrabReply::AccessDenied => Err(zbus::fdo::Error::AccessDenied(
+                "only the screen reader may grab keys".into(),
+            )),
+            GrabReply::Failed => Err(zbus::fdo::Error::Failed("the test refuses".into())),
+        }
+    }
+
+    async fn watch_keyboard(&self) {}
+    async fn unwatch_keyboard(&self) {}
+    async fn grab_keyboard(&self) {}
+    async fn ungrab_keyboard(&self) {}
+
+    #[zbus(signal)]
+    async fn key_event(
+        emitter: &SignalEmitter<'_>,
+        released: bool,
+        state: u32,
+        keysym: u32,
+        unichar: u32,
+        keycode: u16,
+    ) -> zbus::Result<()>;
+}
+
+/// A test keyboard monitor on its own connection, owning `org.freedesktop.a11y.Manager`.
+struct Monitor {
+    conn: Connection,
+    calls: std::sync::Arc<std::sync::Mutex<Vec<GrabCall>>>,
+}
+
+impl Monitor {
+    async fn start(bus: &str, reply: GrabReply) -> Monitor {
+        let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let conn = zbus::connection::Builder::address(bus)
+            .unwrap()
+            .serve_at(
+                A11Y_PATH,
+                TestMonitor {
+                    reply,
+                    calls: calls.clone(),
+                },
+            )
+            .unwrap()
+            .name(A11Y_NAME)
+            .unwrap()
+            .build()
+            .await
+            .expect("the test keyboard monitor is on the bus");
+        Monitor { conn, calls }
+    }
+
+    fn calls(&self) -> Vec<GrabCall> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// Wait until `SetKeyGrabs` was called `n` times; the calls.
+    async fn wait_calls(&self, n: usize) -> Vec<GrabCall> {
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        loop {
+            let calls = self.calls();
+            if calls.len() >= n {
+                return calls;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "SetKeyGrabs was called {} times, wanted {n}",
+                calls.len()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Emit `KeyEvent` to the client that set the grabs, as niri does.
+    async fn key(&self, released: bool, keysym: u32) {
+        let client = self
+            .calls()
+            .last()
+            .expect("a client set grabs")
+            .sender
+            .clone();
+        let emitter = SignalEmitter::new(&self.conn, A11Y_PATH)
+            .unwrap()
+            .set_destination(zbus::names::BusName::try_from(client).unwrap());
+        TestMonitor::key_event(&emitter, released, 0, keysym, 0, 191)
+            .await
+            .expect("emit KeyEvent");
+    }
+
+    /// Emit a `KeyEvent` whose arguments have the wrong types.
+    async fn bad_key(&self) {
+        let client = self
+            .calls()
+            .last()
+            .expect("a client set grabs")
+            .sender
+            .clone();
+        self.conn
+            .emit_signal(
+                Some(client.as_str()),
+                A11Y_PATH,
+                A11Y_INTERFACE,
+                "KeyEvent",
+                &("pressed", 7u8),
+            )
+            .await
+            .expect("emit the malformed KeyEvent");
+    }
+
+    /// Leave the bus, as a compositor that exits does.
+    async fn stop(self) {
+        self.conn
+            .close()
+            .await
+            .expect("close the monitor's connection");
+    }
+}
+
+fn f13_grabs() -> Vec<(u32, u32)> {
+    // The key with no lock modifier, Caps Lock, Num Lock (Mod2), both.
+    vec![(F13, 0), (F13, 2), (F13, 16), (F13, 18)]
+}
+
+#[tokio::test]
+async fn the_keyboard_monitor_grabs_the_key_drives_hold_to_talk_and_follows_the_service() {
+    let bus = DbusSession::start();
+    let monitor = Monitor::start(&bus.address, GrabReply::Ok).await;
+    let daemon = Daemon::start(
+        &bus.address,
+        "[ptt]\nportal = false\nmin_hold_ms = 200\nkeyboard_monitor_key = \"F13\"\n",
+    );
+    let conn = connect(&bus.address).await;
+    wait_for_name(&conn, RUNNER_NAME, || daemon.log()).await;
+    let runner = runner_proxy(&conn).await;
+    let detail = wait_trigger(&runner, "keyboard-monitor", "bound", || daemon.log()).await;
+    assert!(
+        detail.contains("F13") && detail.contains("0xffca"),
+        "{detail}"
+    );
+    let calls = monitor.wait_calls(1).await;
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(calls[0].modifiers.is_empty(), "{calls:?}");
+    assert_eq!(calls[0].keystrokes, f13_grabs());
+    let events = EventsTail::start(&daemon);
+
+    // Press: a hold by the keyboard monitor.
+    monitor.key(false, F13).await;
+    assert!(
+        wait_listening(&runner, true).await,
+        "Listening never became true after KeyEvent(press); log:\n{}",
+        daemon.log()
+    );
+    let e = events.next_ptt();
+    assert_eq!(e["transition"], "pressed", "{e}");
+    assert_eq!(e["source"], "keyboard-monitor", "{e}");
+    let state = daemon.utter(&["ptt", "state", "--json"]).await;
+    assert_eq!(
+        state.json()["state"]["source"],
+        "keyboard-monitor",
+        "{state}"
+    );
+
+    // Another key's release, then a KeyEvent with wrong argument types: both ignored. The
+    // status names the malformed one once the trigger has read it, and so (signals from one
+    // sender arrive in order) the other key too.
+    monitor.key(true, F13 + 1).await;
+    monitor.bad_key().await;
+    let detail = wait_trigger_saying(&runner, "keyboard-monitor", "bound", "malformed", || {
+        daemon.log()
+    })
+    .await;
+    assert!(detail.contains("ignored 1 malformed KeyEvent"), "{detail}");
+    assert!(runner.listening().await.unwrap(), "still held");
+    assert!(daemon.log().contains("malformed KeyEvent"), "logged");
+
+    // Release after min_hold_ms: an utterance window.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    monitor.key(true, F13).await;
+    assert!(wait_listening(&runner, false).await, "{}", daemon.log());
+    let e = events.next_ptt();
+    assert_eq!(e["transition"], "released", "{e}");
+    assert_eq!(e["source"], "keyboard-monitor", "{e}");
+    assert!(e["held_ms"].as_u64().unwrap() >= 200, "{e}");
+
+    // Held when the service goes away: the hold is cancelled, the trigger unavailable.
+    monitor.key(false, F13).await;
+    assert!(wait_listening(&runner, true).await);
+    assert_eq!(events.next_ptt()["transition"], "pressed");
+    monitor.stop().await;
+    wait_trigger_saying(
+        &runner,
+        "keyboard-monitor",
+        "unavailable",
+        "went away",
+        || daemon.log(),
+    )
+    .await;
+    let e = events.next_ptt();
+    assert_eq!(e["transition"], "cancelled", "{e}");
+    assert_eq!(e["reason"], "device-lost", "{e}");
+    assert!(!runner.listening().await.unwrap());
+
+    // It comes back (a new connection, as a restarted compositor): grabbed again.
+    let monitor = Monitor::start(&bus.address, GrabReply::Ok).await;
+    wait_trigger(&runner, "keyboard-monitor", "bound", || daemon.log()).await;
+    let calls = monitor.wait_calls(1).await;
+    assert_eq!(calls[0].keystrokes, f13_grabs());
+    monitor.key(false, F13).await;
+    assert!(wait_listening(&runner, true).await, "{}", daemon.log());
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    monitor.key(true, F13).await;
+    assert!(wait_listening(&runner, false).await);
+    let e = events.next_ptt();
+    assert_eq!(e["transition"], "pressed", "{e}");
+    assert_eq!(events.next_ptt()["transition"], "released");
+    // Exactly one SetKeyGrabs per owner.
+    assert_eq!(monitor.calls().len(), 1);
+}
+
+#[tokio::test]
+async fn a_keyboard_monitor_that_appears_later_is_bound_and_refusals_and_errors_are_reported() {
+    let bus = DbusSession::start();
+    let daemon = Daemon::start(&bus.address, "[ptt]\nportal = false\n");
+    let conn = connect(&bus.address).await;
+    wait_for_name(&conn, RUNNER_NAME, || daemon.log()).await;
+    let runner = runner_proxy(&conn).await;
+    let detail = wait_trigger(&runner, "keyboard-monitor", "unavailable", || daemon.log()).await;
+    assert!(
+        detail.contains("niri 25.08") && detail.contains("session"),
+        "{detail}"
+    );
+    let status = daemon.utter(&["status"]).await;
+    assert!(
+        status.stdout.contains("keyboard-monitor unavailable"),
+        "{status}"
+    );
+
+    // A compositor that serves the interface to Orca only: refused, not an error.
+    let monitor = Monitor::start(&bus.address, GrabReply::AccessDenied).await;
+    let detail = wait_trigger_saying(
+        &runner,
+        "keyboard-monitor",
+        "unavailable",
+        "refused",
+        || daemon.log(),
+    )
+    .await;
+    assert!(detail.contains("Orca"), "{detail}");
+    monitor.stop().await;
+
+    // SetKeyGrabs answers an error: logged, status error, the daemon goes on.
+    let monitor = Monitor::start(&bus.address, GrabReply::Failed).await;
+    let detail = wait_trigger(&runner, "keyboard-monitor", "error", || daemon.log()).await;
+    assert!(detail.contains("the test refuses"), "{detail}");
+    assert_eq!(monitor.calls().len(), 1, "not retried with the same owner");
+    assert!(
+        daemon
+            .log()
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("SetKeyGrabs")),
+        "{}",
+        daemon.log()
+    );
+    let out = json(
+        &runner
+            .push_to_talk(true)
+            .await
+            .expect("the daemon still answers"),
+    );
+    assert_eq!(out["listening"], true, "{out}");
+    let _ = runner.push_to_talk(false).await;
+    monitor.stop().await;
+    wait_trigger_saying(
+        &runner,
+        "keyboard-monitor",
+        "unavailable",
+        "went away",
+        || daemon.log(),
+    )
+    .await;
+
+    // A working one appears: bound, and its key works.
+    let monitor = Monitor::start(&bus.address, GrabReply::Ok).await;
+    wait_trigger(&runner, "keyboard-monitor", "bound", || daemon.log()).await;
+    monitor.wait_calls(1).await;
+    monitor.key(false, F13).await;
+    assert!(wait_listening(&runner, true).await, "{}", daemon.log());
+}
+
+#[tokio::test]
+async fn a_restarted_portal_frontend_is_followed_and_the_shortcut_bound_again() {
+    let bus = DbusSession::start();
+    let mut portal = FakePortal::start(&bus.address).await;
+    let backend = portal.connection().clone();
+    let daemon = Daemon::start(
+        &bus.address,
+        "[ptt]\nportal = true\nkeyboard_monitor = false\nshortcut = \"F13\"\nmin_hold_ms = 0\n",
+    );
+    wait_for_name(&backend, RUNNER_NAME, || daemon.log()).await;
+    let runner = runner_proxy(&backend).await;
+    wait_trigger(&runner, "portal", "bound", || daemon.log()).await;
+    let first = portal.session().expect("the first session");
+    assert_eq!(portal.seen.lock().unwrap().bound.len(), 1);
+
+    portal.stop_frontend().await;
+    wait_trigger_saying(&runner, "portal", "unavailable", "went away", || {
+        daemon.log()
+    })
+    .await;
+
+    portal.start_frontend().await;
+    let log = || format!("{}\n--- frontend:\n{}", daemon.log(), portal.frontend_log());
+    wait_trigger(&runner, "portal", "bound", log).await;
+    let second = portal.session().expect("the second session");
+    assert_ne!(first, second, "a new session with the new frontend");
+    assert_eq!(portal.seen.lock().unwrap().bound.len(), 2);
+    portal.key(&second, "push-to-talk", true, 2000).await;
+    assert!(
+        wait_listening(&runner, true).await,
+        "the new frontend's Activated drives Listening; log:\n{}",
+        log()
+    );
+    portal.key(&second, "push-to-talk", false, 2500).await;
+    assert!(wait_listening(&runner, false).await);
 }

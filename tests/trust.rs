@@ -1636,3 +1636,109 @@ async fn what_runner_invoke_relays_is_exactly_what_the_gate_saw() {
     );
     r.shutdown().await;
 }
+
+/// The `context.snapshot` requests a context plugin recorded in `rec`.
+fn snapshot_reads(f: &Files, rec: &str) -> usize {
+    records(&f.path(rec))
+        .iter()
+        .filter(|r| r["method"] == "context.snapshot")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_plan_is_made_in_the_live_context_and_read_again_after_each_acting_step() {
+    let f = Files::new();
+    let desk =
+        json!({"focused": {"id": 7, "app_id": "foot"}, "windows": [{"id": 7, "app_id": "foot"}]});
+    f.write_json("ctx.json", &desk);
+    f.write_json(
+        "plan.json",
+        &json!({"steps": [
+            {"op": "open_url", "args": {"url": "https://a.example"}},
+            {"op": "open_url", "args": {"url": "https://b.example"}},
+            {"op": "open_url", "args": {"url": "https://c.example"}},
+        ]}),
+    );
+    let r = runner(
+        &[
+            (
+                "t",
+                args(&[
+                    "--plan-file",
+                    &f.arg("plan.json"),
+                    "--record",
+                    &f.arg("rec"),
+                ]),
+            ),
+            (
+                "ctx",
+                args(&[
+                    "--context",
+                    &f.arg("ctx.json"),
+                    "--provides",
+                    "context.live@1",
+                    "--record",
+                    &f.arg("ctx-rec"),
+                ]),
+            ),
+        ],
+        "",
+    )
+    .await;
+    // The runner read the context once at start, for its status.
+    assert_eq!(snapshot_reads(&f, "ctx-rec"), 1);
+    assert_eq!(r.status().context.map(|c| c.plugin), Some("ctx".to_owned()));
+
+    let out = r
+        .command("open three sites", &CommandOptions::default(), None)
+        .await
+        .expect("the command runs");
+    assert!(out.all_ok(), "{out:?}");
+    // One read for the plan, one after each step that acted and has a step after it.
+    assert_eq!(snapshot_reads(&f, "ctx-rec"), 1 + 1 + 2);
+    let rec = records(&f.path("rec"));
+    let plan = rec.iter().find(|m| m["method"] == "router.plan").unwrap();
+    assert_eq!(plan["params"]["context"], desk, "{plan}");
+    let invokes: Vec<&Value> = rec
+        .iter()
+        .filter(|m| m["method"] == "action.invoke")
+        .collect();
+    assert_eq!(invokes.len(), 3);
+    for invoke in &invokes {
+        assert_eq!(invoke["params"]["context"], desk, "{invoke}");
+    }
+
+    // A dry run acts on nothing, so nothing is read again after its steps.
+    let dry = CommandOptions {
+        dry_run: true,
+        ..Default::default()
+    };
+    r.command("open three sites", &dry, None).await.unwrap();
+    assert_eq!(snapshot_reads(&f, "ctx-rec"), 4 + 1);
+
+    // A client's own context is used as it is, and the live one is not read.
+    let given = json!({"focused": null, "windows": []});
+    let scripted = CommandOptions {
+        context: Some(given.clone()),
+        ..Default::default()
+    };
+    r.command("open three sites", &scripted, None)
+        .await
+        .unwrap();
+    assert_eq!(snapshot_reads(&f, "ctx-rec"), 5);
+    let rec = records(&f.path("rec"));
+    let plan = rec.iter().rfind(|m| m["method"] == "router.plan").unwrap();
+    assert_eq!(plan["params"]["context"], given);
+
+    // A context plugin that fails leaves the plan without a context, and the command runs.
+    std::fs::write(f.path("ctx.json"), "not json").unwrap();
+    let out = r
+        .command("open three sites", &CommandOptions::default(), None)
+        .await
+        .expect("the command runs without a context");
+    assert!(out.all_ok(), "{out:?}");
+    let rec = records(&f.path("rec"));
+    let plan = rec.iter().rfind(|m| m["method"] == "router.plan").unwrap();
+    assert!(plan["params"].get("context").is_none(), "{plan}");
+    r.shutdown().await;
+}

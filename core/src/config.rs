@@ -241,6 +241,34 @@ pub struct PttSection {
     pub evdev: bool,
     /// The evdev key name (`KEY_F13`, `KEY_RIGHTCTRL`, ... from linux/input-event-codes.h).
     pub evdev_key: String,
+    /// Hold-to-talk through the compositor's `org.freedesktop.a11y.KeyboardMonitor` (niri
+    /// 25.08+ run as a session) when that service is on the session bus (true).
+    pub keyboard_monitor: bool,
+    /// The key grabbed through the keyboard monitor: an XKB keysym name (`F13`, `Pause`,
+    /// `Scroll_Lock`, ...; see [`keysym`]) or a keysym number (`0xffca`).
+    pub keyboard_monitor_key: String,
+}
+
+impl PttSection {
+    /// Whether `other` starts the same triggers (a reload restarts them when it does not;
+    /// the hold limits change in place).
+    pub fn same_triggers(&self, other: &PttSection) -> bool {
+        (
+            self.portal,
+            &self.shortcut,
+            self.evdev,
+            &self.evdev_key,
+            self.keyboard_monitor,
+            &self.keyboard_monitor_key,
+        ) == (
+            other.portal,
+            &other.shortcut,
+            other.evdev,
+            &other.evdev_key,
+            other.keyboard_monitor,
+            &other.keyboard_monitor_key,
+        )
+    }
 }
 
 impl Default for PttSection {
@@ -252,6 +280,8 @@ impl Default for PttSection {
             shortcut: "F13".to_owned(),
             evdev: false,
             evdev_key: "KEY_F13".to_owned(),
+            keyboard_monitor: true,
+            keyboard_monitor_key: "F13".to_owned(),
         }
     }
 }
@@ -878,6 +908,9 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
     if let Err(e) = check_key_name(&ptt.evdev_key) {
         errors.push(issue_at(text, origin, &ptt_key("evdev_key"), e));
     }
+    if let Err(e) = keysym(&ptt.keyboard_monitor_key) {
+        errors.push(issue_at(text, origin, &ptt_key("keyboard_monitor_key"), e));
+    }
     if ptt.portal && ptt.shortcut.trim().is_empty() {
         errors.push(issue_at(
             text,
@@ -1071,6 +1104,71 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
     let mut best = None;
     walk(doc.get_ref(), offset, "", &mut best);
     best.map(|(_, name)| name)
+}
+
+/// Named XKB keysyms that `[ptt] keyboard_monitor_key` accepts besides `F1`…`F35`: keys that
+/// are free for push-to-talk on most layouts and are no modifiers (the keyboard monitor's
+/// keystroke grabs are for non-modifier keys). Values from xkbcommon's
+/// `xkbcommon-keysyms.h` (X11 `keysymdef.h`, `XF86keysym.h`).
+const NAMED_KEYSYMS: &[(&str, u32)] = &[
+    ("Pause", 0xff13),
+    ("Scroll_Lock", 0xff14),
+    ("Home", 0xff50),
+    ("Prior", 0xff55),
+    ("Page_Up", 0xff55),
+    ("Next", 0xff56),
+    ("Page_Down", 0xff56),
+    ("End", 0xff57),
+    ("Print", 0xff61),
+    ("Insert", 0xff63),
+    ("Menu", 0xff67),
+    ("Help", 0xff6a),
+    ("Break", 0xff6b),
+    ("XF86Tools", 0x1008_ff81),
+    ("XF86Launch5", 0x1008_ff45),
+    ("XF86Launch6", 0x1008_ff46),
+    ("XF86Launch7", 0x1008_ff47),
+    ("XF86Launch8", 0x1008_ff48),
+    ("XF86Launch9", 0x1008_ff49),
+    ("XF86AudioMicMute", 0x1008_ffb2),
+];
+
+/// The XKB keysym of `[ptt] keyboard_monitor_key`: `F1`…`F35` (`F13` is 0xffca), a name
+/// of [`NAMED_KEYSYMS`] (`Pause`, `Scroll_Lock`, `Insert`, `Menu`, `XF86AudioMicMute`, ...;
+/// names compare without regard to case), or a keysym number written `0x…` for any other key
+/// (`xev` or `wev` print them).
+///
+/// # Errors
+/// A sentence naming the bad name and valid examples.
+pub fn keysym(name: &str) -> Result<u32, String> {
+    let name = name.trim();
+    let bad = || {
+        format!(
+            "{name:?} is not a keysym push-to-talk can grab; use an XKB keysym name such as F13, F14, Pause, Scroll_Lock, Insert, Menu or XF86AudioMicMute, or a keysym number such as 0xffca (wev or xev print them)"
+        )
+    };
+    if let Some(hex) = name.strip_prefix("0x").or_else(|| name.strip_prefix("0X")) {
+        return match u32::from_str_radix(hex, 16) {
+            // 0 is NoSymbol; above 0x1ffffff no keysym is defined.
+            Ok(v) if v != 0 && v <= 0x1ff_ffff => Ok(v),
+            _ => Err(bad()),
+        };
+    }
+    if let Some(n) = name
+        .strip_prefix('F')
+        .or_else(|| name.strip_prefix('f'))
+        .filter(|n| !n.starts_with('0'))
+        .and_then(|n| n.parse::<u32>().ok())
+        && (1..=35).contains(&n)
+    {
+        // XKB_KEY_F1 is 0xffbe and F1…F35 are consecutive.
+        return Ok(0xffbe + n - 1);
+    }
+    NAMED_KEYSYMS
+        .iter()
+        .find(|(known, _)| known.eq_ignore_ascii_case(name))
+        .map(|&(_, v)| v)
+        .ok_or_else(bad)
 }
 
 /// Check the shape of an evdev key name such as `KEY_F13` or `KEY_RIGHTCTRL` (the names of
@@ -1353,6 +1451,57 @@ mod tests {
             let e = check_key_name(bad).unwrap_err();
             assert!(e.contains("KEY_F13") && e.contains("KEY_RIGHTCTRL"), "{e}");
         }
+    }
+
+    #[test]
+    fn keyboard_monitor_keys_map_to_keysyms_and_a_bad_one_fails_the_load() {
+        assert_eq!(keysym("F13"), Ok(0xffca));
+        assert_eq!(keysym("F1"), Ok(0xffbe));
+        assert_eq!(keysym("f35"), Ok(0xffe0));
+        assert_eq!(keysym(" Pause "), Ok(0xff13));
+        assert_eq!(keysym("scroll_lock"), Ok(0xff14));
+        assert_eq!(keysym("XF86AudioMicMute"), Ok(0x1008_ffb2));
+        assert_eq!(keysym("0xffca"), Ok(0xffca));
+        for bad in [
+            "F0",
+            "F36",
+            "F013",
+            "KEY_F13",
+            "0x0",
+            "0xzz",
+            "0x2000000",
+            "",
+            "Shift_L",
+        ] {
+            let e = keysym(bad).unwrap_err();
+            assert!(e.contains("F13") && e.contains("0xffca"), "{bad}: {e}");
+        }
+        let loaded = parse("config_version = 1\n", "c").unwrap();
+        assert!(loaded.config.ptt.keyboard_monitor);
+        assert_eq!(loaded.config.ptt.keyboard_monitor_key, "F13");
+        let err = parse(
+            "config_version = 1\n[ptt]\nkeyboard_monitor = true\nkeyboard_monitor_key = \"KEY_F13\"\n",
+            "c",
+        )
+        .unwrap_err();
+        assert_eq!(err.errors.len(), 1, "{err:?}");
+        assert_eq!(
+            err.errors[0].key.as_deref(),
+            Some("ptt.keyboard_monitor_key")
+        );
+        assert_eq!(err.errors[0].line, Some(4));
+        // Another key restarts the triggers; other limits do not.
+        let a = PttSection::default();
+        let b = PttSection {
+            keyboard_monitor_key: "F14".into(),
+            ..PttSection::default()
+        };
+        let c = PttSection {
+            min_hold_ms: 10,
+            ..PttSection::default()
+        };
+        assert!(!a.same_triggers(&b));
+        assert!(a.same_triggers(&c));
     }
 
     #[test]

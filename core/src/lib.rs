@@ -17,6 +17,7 @@
 //!   `runner.invoke`.
 //! * [`handles`] and [`streams`]: the data plane (content-addressed blobs, stream relay).
 //! * [`confirm`]: argument-bearing confirmations, bound to a digest.
+//! * [`context`]: the one reader of the desktop context (`context.snapshot`).
 //! * [`audit`]: the bounded trail of gate decisions.
 //! * [`events`]: what clients are told.
 //! * [`ptt`]: the push-to-talk state machine every trigger feeds.
@@ -31,6 +32,7 @@
 pub mod audit;
 pub mod config;
 pub mod confirm;
+pub mod context;
 pub mod events;
 pub mod handles;
 pub mod params;

@@ -20,6 +20,7 @@ use utter_protocol::{ErrorCode, ErrorObject};
 
 use crate::audit::{Audit, AuditEntry};
 use crate::confirm::Resolution;
+use crate::context::Context;
 use crate::policy::{Decision, Policy, Provenance, normalise_op, step_digest};
 use crate::supervisor::Supervisor;
 
@@ -91,6 +92,8 @@ pub struct Pipeline<'a> {
     pub confirmer: &'a Confirmer,
     /// Where decisions are recorded.
     pub audit: Option<&'a Audit>,
+    /// The desktop context reader.
+    pub context: &'a Context,
 }
 
 /// A candidate the router prepared, with the digest it is held under.
@@ -136,8 +139,19 @@ impl Pipeline<'_> {
                 "no router plugin is running (one providing router.plan@1); see `utter plugins`",
             )
         })?;
+        // The command is planned in the desktop context of this moment; a client's own
+        // `context` (a script's, a test's) is used as it is instead.
+        let context = match &options.context {
+            Some(given) => Some(given.clone()),
+            None => self
+                .context
+                .read(supervisor, timeout, None)
+                .await
+                .snapshot()
+                .cloned(),
+        };
         let mut params = json!({"utterance": utterance, "provenance": provenance.as_str()});
-        if let Some(context) = &options.context {
+        if let Some(context) = &context {
             params["context"] = context.clone();
         }
         let planned = supervisor
@@ -209,8 +223,25 @@ impl Pipeline<'_> {
                 });
             }
         } else {
-            for step in prepared.into_iter().flatten() {
-                results.push(self.run_step(utterance, step, options, timeout).await);
+            // Each step sees the context as it is when it runs: after a step that acted, the
+            // context is read again before the next one (it may have moved the focus, opened
+            // or closed a window).
+            let mut current = context;
+            let count = prepared.len();
+            for (i, step) in prepared.into_iter().flatten().enumerate() {
+                let result = self
+                    .run_step(utterance, step, options, timeout, current.as_ref())
+                    .await;
+                let acted = result.ok && !options.dry_run;
+                results.push(result);
+                if acted && i + 1 < count && options.context.is_none() {
+                    current = self
+                        .context
+                        .read(supervisor, timeout, None)
+                        .await
+                        .snapshot()
+                        .cloned();
+                }
             }
         }
         Ok(CommandOutcome {
@@ -245,7 +276,10 @@ impl Pipeline<'_> {
             target,
         };
         match self.admit(&policy, label, step, None).await {
-            Ok(prepared) => self.run_step(label, prepared, options, timeout).await,
+            Ok(prepared) => {
+                self.run_step(label, prepared, options, timeout, options.context.as_ref())
+                    .await
+            }
             Err(failed) => *failed,
         }
     }
@@ -526,37 +560,23 @@ impl Pipeline<'_> {
         }
     }
 
-    /// The context plugin's current snapshot (`context.snapshot`), if one is running.
-    async fn context_snapshot(&self, timeout: std::time::Duration) -> Option<Value> {
-        let plugin = self
-            .supervisor
-            .find_provider("context.live", "context.snapshot")?;
-        match self
-            .supervisor
-            .call_as(
-                &plugin,
-                "context.snapshot",
-                json!({}),
-                timeout,
-                Provenance::Screen,
-            )
+    /// The context for a confirmation's drift check ([`crate::context::ContextRead::for_drift`]).
+    async fn read_context(&self, timeout: std::time::Duration) -> Option<Value> {
+        self.context
+            .read(self.supervisor, timeout, None)
             .await
-        {
-            Ok(v) => Some(v),
-            Err(e) => {
-                tracing::warn!(plugin = %plugin, error = %e.message, "context.snapshot failed");
-                Some(Value::Null)
-            }
-        }
+            .for_drift()
     }
 
-    /// Confirm (when needed, re-validating after every approval), then invoke.
+    /// Confirm (when needed, re-validating after every approval), then invoke. `context` is
+    /// the desktop context the step runs in (sent along as `action.invoke`'s `context`).
     async fn run_step(
         &self,
         utterance: &str,
         step: Prepared,
         options: &CommandOptions,
         timeout: std::time::Duration,
+        context: Option<&Value>,
     ) -> StepResult {
         let mut plugin = step.plugin.clone();
         let mut decision = step.decision.clone();
@@ -567,7 +587,7 @@ impl Pipeline<'_> {
             let mut round = 0;
             loop {
                 round += 1;
-                let before = self.context_snapshot(timeout).await;
+                let before = self.read_context(timeout).await;
                 let request = ConfirmRequest::new(&op, &args, provenance, &decision.summary);
                 let resolution = (self.confirmer)(request.clone()).await;
                 if !resolution.approved {
@@ -616,7 +636,7 @@ impl Pipeline<'_> {
                         return result.failed(e);
                     }
                 }
-                let after = self.context_snapshot(timeout).await;
+                let after = self.read_context(timeout).await;
                 match context_drift(&op, &args, before.as_ref(), after.as_ref()) {
                     None => {
                         result.confirmed_by = Some(resolution.by);
@@ -662,15 +682,18 @@ impl Pipeline<'_> {
         };
         result.plugin = Some(plugin.clone());
         let (method, params) = match step.target {
-            Target::Action => (
-                "action.invoke".to_owned(),
-                json!({
+            Target::Action => {
+                let mut params = json!({
                     "op": op,
                     "args": args,
                     "provenance": provenance.as_str(),
                     "dry_run": options.dry_run,
-                }),
-            ),
+                });
+                if let Some(context) = context {
+                    params["context"] = context.clone();
+                }
+                ("action.invoke".to_owned(), params)
+            }
             Target::Relay { method, params, .. } => (method, params),
         };
         let outcome = match self
@@ -687,6 +710,7 @@ impl Pipeline<'_> {
                 Ok((ok, detail)) => {
                     result.ok = ok;
                     result.detail = detail;
+                    result.verified = value.get("verified").and_then(Value::as_bool);
                     result.result = Some(value);
                     result
                 }
@@ -812,6 +836,7 @@ impl Step {
             provenance: self.provenance,
             plugin: None,
             result: None,
+            verified: None,
             error: None,
             needs_confirm: false,
             selected_by: None,

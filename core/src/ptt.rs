@@ -2,8 +2,10 @@
 //!
 //! Triggers ([`Source`]): the xdg-desktop-portal `GlobalShortcuts` portal (`utter` daemon's portal trigger), a
 //! compositor key binding that runs `utter ptt press|release|toggle` (the client socket's
-//! `runner.ptt`) or calls the D-Bus methods `PushToTalk(b)` / `TogglePushToTalk()`, and the
-//! evdev fallback that reads keyboards under `/dev/input` (the daemon's evdev trigger).
+//! `runner.ptt`) or calls the D-Bus methods `PushToTalk(b)` / `TogglePushToTalk()`, the
+//! compositor's `org.freedesktop.a11y.KeyboardMonitor` (niri 25.08+; the daemon's
+//! keyboard-monitor trigger), and the evdev fallback that reads keyboards under `/dev/input`
+//! (the daemon's evdev trigger).
 //!
 //! The logic is [`Machine`]: pure, no I/O and no clock of its own (every call takes the
 //! `Instant` it happens at), so it is unit-tested without waiting. [`Ptt`] is the cloneable
@@ -18,7 +20,8 @@
 //!   [`CancelReason::TooShort`] (a bounce or a mistaken tap is not an utterance).
 //! * Held longer than `max_hold`: released automatically as [`PttEvent::Cancelled`] with
 //!   [`CancelReason::Stuck`] (a key whose release was lost, e.g. the compositor ate it).
-//! * The evdev device holding the key vanished: [`CancelReason::DeviceLost`].
+//! * The evdev device holding the key vanished, or the bus service a hold came through went
+//!   away: [`CancelReason::DeviceLost`].
 //! * Otherwise the release is [`PttEvent::Released`] with how long it was held: a valid
 //!   utterance window.
 

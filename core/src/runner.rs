@@ -24,7 +24,6 @@ use crate::pipeline::{CommandOptions, CommandOutcome, ConfirmRequest, Confirmer,
 use crate::policy::Policy;
 use crate::ptt::Ptt;
 use crate::supervisor::{PluginReport, ReloadReport, Supervisor, SupervisorOptions};
-use serde_json::Value;
 
 pub use utter_ipc::status::Status;
 
@@ -56,8 +55,8 @@ pub struct Runner {
     reload_lock: tokio::sync::Mutex<()>,
     /// The last gate decisions.
     audit: Audit,
-    /// The last context snapshot read for `host.context` (already tagged untrusted).
-    pub(crate) context_cache: std::sync::Mutex<Option<Value>>,
+    /// The desktop context reader (the last good snapshot with it).
+    pub(crate) context: crate::context::Context,
     /// The handle store (`None` when its directory could not be made).
     pub handles: Option<Arc<HandleStore>>,
     /// Push-to-talk: every trigger feeds this one state machine ([`crate::ptt`]).
@@ -129,13 +128,18 @@ impl Runner {
             config_path,
             reload_lock: tokio::sync::Mutex::new(()),
             audit: Audit::new(),
-            context_cache: std::sync::Mutex::new(None),
+            context: crate::context::Context::new(),
         });
         runner.supervisor.set_host(Arc::new(host::RunnerHost {
             runner: Arc::downgrade(&runner),
         }));
         runner.update_state();
         runner.forward_ptt();
+        // Read the desktop context once, so status names the compositor from the start.
+        let _ = runner
+            .context
+            .read(&runner.supervisor, runner.supervisor.rpc_timeout(), None)
+            .await;
         // Forward plugin status changes and keep the overall state current.
         let mut plugin_events = runner.supervisor.events();
         let weak = Arc::downgrade(&runner);
@@ -204,8 +208,9 @@ impl Runner {
     /// Start the push-to-talk triggers of `[ptt]` with `starter` (the daemon's portal and
     /// evdev triggers; the core names neither). `utter daemon` calls this once; a one-shot
     /// `utter say` does not (it must not bind keys). The socket and D-Bus triggers need
-    /// nothing started. A reload that changes `portal`, `shortcut`, `evdev` or `evdev_key`
-    /// stops the running triggers and calls `starter` again.
+    /// nothing started. A reload that changes which triggers run or their keys
+    /// ([`crate::config::PttSection::same_triggers`]) stops the running triggers and calls
+    /// `starter` again.
     pub fn start_ptt_triggers(&self, starter: TriggerStarter) {
         let section = self.config().config.ptt;
         let mut tasks = self.ptt_triggers.lock().expect("ptt trigger lock");
@@ -266,6 +271,7 @@ impl Runner {
                 policy: &policy,
                 confirmer: &confirmer,
                 audit: Some(&self.audit),
+                context: &self.context,
             }
             .run(utterance, options),
             span,
@@ -335,6 +341,32 @@ impl Runner {
             plugins: self.plugins(),
             ptt: self.ptt.state(),
             voice: self.voice.status(),
+            context: self.context.status(),
+        }
+    }
+
+    /// The desktop context now (`runner.context`): the context plugin's snapshot.
+    ///
+    /// # Errors
+    /// `-32005` when no plugin provides `context.live`; `-32000` with the plugin's words
+    /// when its `context.snapshot` fails.
+    pub async fn context_now(&self) -> Result<utter_ipc::methods::ContextReply, ErrorObject> {
+        match self
+            .context
+            .read(&self.supervisor, self.supervisor.rpc_timeout(), None)
+            .await
+        {
+            crate::context::ContextRead::Fresh { source, snapshot } => {
+                Ok(utter_ipc::methods::ContextReply { source, snapshot })
+            }
+            crate::context::ContextRead::NoPlugin => Err(ErrorObject::new(
+                utter_protocol::ErrorCode::CapabilityMissing,
+                "no context plugin is running (one providing context.live@1, e.g. the \
+                 compositor plugin); see `utter plugins`",
+            )),
+            crate::context::ContextRead::Failed { source, error } => Err(ErrorObject::plugin(
+                format!("the context plugin {source:?} could not read the desktop: {error}"),
+            )),
         }
     }
 
@@ -374,18 +406,7 @@ impl Runner {
         self.ptt.set_limits(&loaded.config.ptt);
         let old_ptt = self.config.read().expect("config lock").config.ptt.clone();
         let starter = self.ptt_starter.lock().expect("ptt starter lock").clone();
-        let restart_triggers = starter.is_some()
-            && (
-                old_ptt.portal,
-                &old_ptt.shortcut,
-                old_ptt.evdev,
-                &old_ptt.evdev_key,
-            ) != (
-                loaded.config.ptt.portal,
-                &loaded.config.ptt.shortcut,
-                loaded.config.ptt.evdev,
-                &loaded.config.ptt.evdev_key,
-            );
+        let restart_triggers = starter.is_some() && !old_ptt.same_triggers(&loaded.config.ptt);
         *self.policy.write().expect("policy lock") = Policy::new(&loaded.config.policy);
         self.confirmations.set_timeout(Duration::from_millis(
             loaded.config.runner.confirm_timeout_ms,

@@ -75,6 +75,7 @@ const PASSED_ENV: &[&str] = &[
     "DISPLAY",
     "NIRI_SOCKET",
     "SWAYSOCK",
+    "I3SOCK",
     // Where the session's PipeWire (the capture plugin's microphone) listens.
     "PIPEWIRE_RUNTIME_DIR",
     "PIPEWIRE_REMOTE",

@@ -237,6 +237,14 @@ impl Client {
         self.call_typed(methods::STATUS, json!({})).await
     }
 
+    /// `runner.context`: the desktop context now.
+    ///
+    /// # Errors
+    /// `-32005` without a context plugin; the plugin's error; else as [`Client::call_typed`].
+    pub async fn context(&self) -> Result<crate::methods::ContextReply, ErrorObject> {
+        self.call_typed(methods::CONTEXT, json!({})).await
+    }
+
     /// `runner.pending`: the confirmations waiting for an answer.
     ///
     /// # Errors

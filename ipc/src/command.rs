@@ -70,6 +70,10 @@ pub struct StepResult {
     /// The action plugin's whole result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
+    /// Whether the plugin observed the effect (its result's `verified`): `Some(false)` when
+    /// the action was sent but its effect was not seen; `None` when the plugin does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
     /// The error, when `ok` is false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorObject>,

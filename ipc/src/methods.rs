@@ -18,6 +18,9 @@ pub const VERSION: &str = "runner.version";
 pub const STATUS: &str = "runner.status";
 /// `runner.plugins {}`: the same answer as `runner.status` (the older runner's name).
 pub const PLUGINS: &str = "runner.plugins";
+/// `runner.context {}` → [`ContextReply`]: the desktop context now (the context plugin's
+/// `context.snapshot`); `-32005` without a context plugin, the plugin's error when it fails.
+pub const CONTEXT: &str = "runner.context";
 /// `runner.pending {}` → `[`[`crate::PendingConfirmation`]`]`.
 pub const PENDING: &str = "runner.pending";
 /// `runner.confirm {id, approved, digest?}` → `{}`.
@@ -46,6 +49,16 @@ pub const VALIDATE_PLUGIN: &str = "runner.validate_plugin";
 /// The runner's own request to a client: `host.confirm {id, op, args, provenance, summary,
 /// digest}` → `{approved}`.
 pub const HOST_CONFIRM: &str = "host.confirm";
+
+/// `runner.context`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextReply {
+    /// The context plugin's id.
+    pub source: String,
+    /// Its snapshot, as it sent it: `{compositor, focused, windows, workspaces, outputs,
+    /// keyboard_layout, provenance}` for the compositor plugin. Untrusted (window titles).
+    pub snapshot: Value,
+}
 
 /// `runner.version`'s answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -19,6 +19,23 @@ pub struct Status {
     pub ptt: PttState,
     /// The voice loop: its state, the stt plugin and the microphone.
     pub voice: VoiceStatus,
+    /// The desktop context: which plugin serves it and which compositor its last good
+    /// snapshot came from; `null` before the first good read or without a context plugin.
+    #[serde(default)]
+    pub context: Option<ContextStatus>,
+}
+
+/// Where the desktop context comes from (`runner.status`'s `context`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextStatus {
+    /// The context plugin's id.
+    pub plugin: String,
+    /// The compositor's name (`"niri"`, `"sway"`), as the plugin reported it.
+    pub compositor: Option<String>,
+    /// The compositor's version string.
+    pub version: Option<String>,
+    /// The compositor's IPC socket.
+    pub socket: Option<String>,
 }
 
 /// The runner's overall state, as D-Bus `State` and `runner.status` show it.
@@ -133,9 +150,9 @@ pub struct ReloadReport {
 /// group input …"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TriggerStatus {
-    /// `portal`, `evdev`, `socket` or `dbus`.
+    /// `portal`, `evdev`, `keyboard-monitor`, `socket` or `dbus`.
     pub trigger: String,
-    /// A short word: `disabled`, `starting`, `bound`, `unavailable`, `listening`,
+    /// A short word: `disabled`, `starting`, `bound`, `unavailable`, `error`, `listening`,
     /// `no-devices`, `no-permission`, `ready`.
     pub state: String,
     /// A sentence for a person (what was bound, which devices, what to do).
@@ -182,7 +199,7 @@ pub struct VoiceStatus {
 }
 
 /// Who pressed or released push-to-talk. Serialised lowercase: `portal`, `socket`, `dbus`,
-/// `evdev`.
+/// `evdev`, `keyboard-monitor`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
@@ -194,6 +211,10 @@ pub enum Source {
     Dbus,
     /// A keyboard read through evdev.
     Evdev,
+    /// The compositor's `org.freedesktop.a11y.KeyboardMonitor` (`KeyEvent` of a grabbed
+    /// keysym; niri 25.08+). Serialised `keyboard-monitor`.
+    #[serde(rename = "keyboard-monitor")]
+    KeyboardMonitor,
 }
 
 impl Source {
@@ -204,6 +225,7 @@ impl Source {
             Source::Socket => "socket",
             Source::Dbus => "dbus",
             Source::Evdev => "evdev",
+            Source::KeyboardMonitor => "keyboard-monitor",
         }
     }
 }

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use super::output::EXIT_CODES;
 use super::{
-    audio, audit, check_config, check_manifest, confirm, daemon, events, install, listen, pending,
-    plugin, plugins, ptt, reload, say, status,
+    audio, audit, check_config, check_manifest, confirm, context, daemon, events, install, listen,
+    pending, plugin, plugins, ptt, reload, say, status,
 };
 
 /// Utter: say what you want, and the desktop does it.
@@ -74,6 +74,11 @@ pub enum Command {
     CheckConfig(check_config::Args),
     /// Show the running service's state and its plugins (exit 0 when it answered).
     Status(status::Args),
+    /// Show the desktop context commands are planned in: the compositor, the focused window,
+    /// the windows, workspaces and outputs (from the running service, else read once here).
+    ///
+    /// Example: utter context --json
+    Context(context::Args),
     /// Answer a confirmation the running service is waiting for.
     ///
     /// Example: utter confirm 3f2a… yes

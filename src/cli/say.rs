@@ -221,7 +221,11 @@ pub fn print_outcome(outcome: &CommandOutcome) {
             .unwrap_or_default();
         let state = match (&r.error, r.ok) {
             (Some(e), _) => format!("failed ({})", e.code),
-            (None, true) => "ok".to_owned(),
+            (None, true) => match r.verified {
+                Some(true) => "ok, verified".to_owned(),
+                Some(false) => "ok, not verified".to_owned(),
+                None => "ok".to_owned(),
+            },
             (None, false) => "not ok".to_owned(),
         };
         let confirm = if r.needs_confirm && outcome.dry_run {

@@ -40,6 +40,16 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         plugins::print_plugins(&status.plugins);
         ptt::print_state(&status.ptt);
         print_voice(&status.voice);
+        match &status.context {
+            Some(c) => out!(
+                "context: {} {} at {} (plugin {})",
+                sanitize(c.compositor.as_deref().unwrap_or("?")),
+                sanitize(c.version.as_deref().unwrap_or("")),
+                sanitize(c.socket.as_deref().unwrap_or("?")),
+                sanitize(&c.plugin)
+            ),
+            None => out!("context: none read yet (no context plugin, or no compositor reached)"),
+        }
     }
     exit::OK
 }

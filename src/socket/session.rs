@@ -405,6 +405,10 @@ impl Session {
                 return;
             }
             "runner.unsubscribe" => self.unsubscribe(&params),
+            "runner.context" => {
+                self.spawn_work(id, context(runner)).await;
+                return;
+            }
             "runner.command" => {
                 let door = client_door(self.conn.clone());
                 self.spawn_work(id, command(runner, params, door)).await;
@@ -751,6 +755,11 @@ async fn command(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value
     };
     let outcome = runner.command(&utterance, &options, Some(door)).await?;
     serde_json::to_value(outcome).map_err(internal)
+}
+
+/// `runner.context {}`: the desktop context now.
+async fn context(runner: Arc<Runner>) -> Result<Value, ErrorObject> {
+    serde_json::to_value(runner.context_now().await?).map_err(internal)
 }
 
 /// `runner.audit {since?}`: the recent gate decisions, oldest first.

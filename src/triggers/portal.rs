@@ -11,6 +11,11 @@
 //! frontend has no GlobalShortcuts or there is no frontend at all. That is an expected state:
 //! the trigger's status says `unavailable: <reason>` and one info line is logged; nothing
 //! fails, and the compositor binding (`utter ptt …`) or evdev still work.
+//!
+//! The binding lives in the frontend process, so the trigger follows the frontend's bus name
+//! ([`super::bus::follow`]): when xdg-desktop-portal exits or is replaced, the status turns
+//! `unavailable` ("went away; waiting for it to come back") instead of staying `bound` over
+//! a dead shortcut, and a new frontend gets a new session and `BindShortcuts`.
 
 use futures::StreamExt;
 use zbus::Connection;
@@ -46,33 +51,61 @@ fn reason(e: &ashpd::Error) -> String {
     }
 }
 
-/// Bind the shortcut through the portal on `conn` and feed `ptt` until the portal goes away
-/// or the task is dropped. Status goes to trigger `portal`.
+/// Follow the portal on `conn` ([`super::bus::follow`]): bind the shortcut with each owner of
+/// `org.freedesktop.portal.Desktop` and feed `ptt` until the task is dropped. A frontend that
+/// exits or is replaced leaves the trigger `unavailable` until one is back, and is bound
+/// again then. Status goes to trigger `portal`.
 pub async fn run(ptt: Ptt, conn: Connection, shortcut: String) {
     ptt.set_trigger(
         "portal",
         "starting",
         &format!("binding {shortcut} through org.freedesktop.portal.GlobalShortcuts"),
     );
+    let activatable = match activatable(&conn).await {
+        Ok(a) => a,
+        Err(why) => {
+            tracing::info!("push-to-talk: the GlobalShortcuts portal is unavailable: {why}");
+            ptt.set_trigger("portal", "unavailable", &why);
+            return;
+        }
+    };
+    let service = super::bus::Service {
+        trigger: "portal",
+        source: Source::Portal,
+        name: DESKTOP,
+        absent: format!(
+            "no xdg-desktop-portal on the session bus ({DESKTOP} is neither running nor activatable); waiting for it to appear"
+        ),
+        gone: format!("xdg-desktop-portal ({DESKTOP}) went away; waiting for it to come back"),
+        activate: activatable,
+    };
+    let (p, c) = (ptt.clone(), conn.clone());
+    super::bus::follow(&ptt, &conn, service, move || {
+        session(p.clone(), c.clone(), shortcut.clone())
+    })
+    .await;
+}
+
+/// One binding with the current frontend: check it serves GlobalShortcuts, bind, follow
+/// `Activated`/`Deactivated`. Returns why it ended.
+async fn session(ptt: Ptt, conn: Connection, shortcut: String) -> super::bus::Ended {
     if let Err(why) = probe(&conn).await {
         tracing::info!("push-to-talk: the GlobalShortcuts portal is unavailable: {why}");
-        ptt.set_trigger("portal", "unavailable", &why);
-        return;
+        return ("unavailable", why);
     }
     match bind_and_follow(&ptt, conn, &shortcut).await {
         Ok(()) => {
-            ptt.set_trigger("portal", "unavailable", "the portal went away");
-            tracing::info!("push-to-talk: the GlobalShortcuts portal went away");
+            tracing::info!("push-to-talk: the GlobalShortcuts portal closed its signals");
+            (
+                "unavailable",
+                "the portal stopped sending shortcut signals".to_owned(),
+            )
         }
         Err(e) => {
             let why = reason(&e);
             tracing::info!("push-to-talk: the GlobalShortcuts portal is unavailable: {why}");
-            ptt.set_trigger("portal", "unavailable", &why);
+            ("unavailable", why)
         }
-    }
-    // A hold the portal started cannot be released by it any more.
-    if ptt.state().source == Some(Source::Portal) {
-        ptt.release(Source::Portal);
     }
 }
 
@@ -81,28 +114,24 @@ const DESKTOP: &str = "org.freedesktop.portal.Desktop";
 const DESKTOP_PATH: &str = "/org/freedesktop/portal/desktop";
 const INTERFACE: &str = "org.freedesktop.portal.GlobalShortcuts";
 
-/// Whether the portal is there, asked quietly (before any ashpd proxy, whose property cache
-/// logs a warning when the name or the interface is missing): the frontend must be running
-/// or activatable, and must serve GlobalShortcuts. Its version, or why not.
-async fn probe(conn: &Connection) -> Result<u32, String> {
+/// Whether the frontend can be started by the bus when it is not running (a `.service`
+/// file for [`DESKTOP`]): then the first session activates it.
+async fn activatable(conn: &Connection) -> Result<bool, String> {
     let bus = zbus::fdo::DBusProxy::builder(conn)
         .cache_properties(zbus::proxy::CacheProperties::No)
         .build()
         .await
         .map_err(|e| format!("cannot talk to the bus daemon: {e}"))?;
-    let name = zbus::names::BusName::try_from(DESKTOP).map_err(|e| e.to_string())?;
-    let running = bus.name_has_owner(name).await.unwrap_or(false);
-    let activatable = running
-        || bus
-            .list_activatable_names()
-            .await
-            .map(|names| names.iter().any(|n| n.as_str() == DESKTOP))
-            .unwrap_or(false);
-    if !activatable {
-        return Err(format!(
-            "no xdg-desktop-portal on the session bus ({DESKTOP} is neither running nor activatable)"
-        ));
-    }
+    Ok(bus
+        .list_activatable_names()
+        .await
+        .map(|names| names.iter().any(|n| n.as_str() == DESKTOP))
+        .unwrap_or(false))
+}
+
+/// Whether the frontend serves GlobalShortcuts, asked quietly (before any ashpd proxy, whose
+/// property cache logs a warning when the interface is missing). Its version, or why not.
+async fn probe(conn: &Connection) -> Result<u32, String> {
     let props = zbus::fdo::PropertiesProxy::builder(conn)
         .destination(DESKTOP)
         .and_then(|b| b.path(DESKTOP_PATH))
@@ -167,24 +196,9 @@ async fn bind_and_follow(ptt: &Ptt, conn: Connection, shortcut: &str) -> Result<
 /// is `unavailable` at once.
 pub fn spawn(ptt: Ptt, shortcut: String) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let address = match crate::dbus::session_address() {
-            Ok(a) => a,
-            Err(why) => {
-                ptt.set_trigger("portal", "unavailable", &why);
-                return;
-            }
-        };
-        let conn = match zbus::connection::Builder::address(address.as_str()) {
-            Ok(b) => b.build().await,
-            Err(e) => Err(e),
-        };
-        match conn {
+        match super::session_bus().await {
             Ok(conn) => run(ptt, conn, shortcut).await,
-            Err(e) => ptt.set_trigger(
-                "portal",
-                "unavailable",
-                &format!("cannot connect to the session bus at {address}: {e}"),
-            ),
+            Err(why) => ptt.set_trigger("portal", "unavailable", &why),
         }
     })
 }

@@ -143,6 +143,29 @@ pub struct FakePortal {
     backend: Connection,
     frontend: std::process::Child,
     dir: tempfile::TempDir,
+    bus: String,
+}
+
+/// The frontend on `bus`, with the `uttertest.portal` file and its runtime directory under
+/// `dir`, logging (appending) to `dir/xdp.log`.
+fn spawn_frontend(bus: &str, dir: &Path) -> std::process::Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("xdp.log"))
+        .unwrap();
+    std::process::Command::new(FRONTEND)
+        .args(["--replace", "--verbose"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("DBUS_SESSION_BUS_ADDRESS", bus)
+        .env("XDG_RUNTIME_DIR", dir.join("run"))
+        .env("XDG_DESKTOP_PORTAL_DIR", dir.join("portals"))
+        .env("XDG_CURRENT_DESKTOP", "uttertest")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("xdg-desktop-portal starts")
 }
 
 impl FakePortal {
@@ -178,25 +201,21 @@ impl FakePortal {
             .build()
             .await
             .expect("the fake backend is on the bus");
-        let frontend = std::process::Command::new(FRONTEND)
-            .args(["--replace", "--verbose"])
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("DBUS_SESSION_BUS_ADDRESS", bus)
-            .env("XDG_RUNTIME_DIR", &runtime)
-            .env("XDG_DESKTOP_PORTAL_DIR", &portals)
-            .env("XDG_CURRENT_DESKTOP", "uttertest")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("xdp.log")).unwrap())
-            .spawn()
-            .expect("xdg-desktop-portal starts");
+        let frontend = spawn_frontend(bus, dir.path());
         let portal = FakePortal {
             seen,
             backend,
             frontend,
             dir,
+            bus: bus.to_owned(),
         };
-        let dbus = zbus::fdo::DBusProxy::new(&portal.backend)
+        portal.wait_for_frontend().await;
+        portal
+    }
+
+    /// Wait (up to 60 s) until `org.freedesktop.portal.Desktop` has an owner.
+    async fn wait_for_frontend(&self) {
+        let dbus = zbus::fdo::DBusProxy::new(&self.backend)
             .await
             .expect("bus proxy");
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -208,11 +227,38 @@ impl FakePortal {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the portal frontend never took its name; its log:\n{}",
-                portal.frontend_log()
+                self.frontend_log()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        portal
+    }
+
+    /// Kill the frontend (as a crash would) and wait until its name has no owner.
+    pub async fn stop_frontend(&mut self) {
+        let _ = self.frontend.kill();
+        let _ = self.frontend.wait();
+        let dbus = zbus::fdo::DBusProxy::new(&self.backend)
+            .await
+            .expect("bus proxy");
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while dbus
+            .name_has_owner("org.freedesktop.portal.Desktop".try_into().unwrap())
+            .await
+            .unwrap_or(false)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the killed frontend still owns its name"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Start a new frontend process (after [`FakePortal::stop_frontend`]) and wait for its
+    /// name.
+    pub async fn start_frontend(&mut self) {
+        self.frontend = spawn_frontend(&self.bus, self.dir.path());
+        self.wait_for_frontend().await;
     }
 
     /// The backend's bus connection.

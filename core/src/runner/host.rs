@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use utter_protocol::{ErrorCode, ErrorObject};
 
 use crate::audit::AuditEntry;
+use crate::context::ContextRead;
 use crate::events::Event;
 use crate::handles::{Scope, b64_decode, b64_encode};
 use crate::params::required_str;
@@ -123,49 +124,34 @@ impl Runner {
         };
         match method {
             "host.context" => {
-                let Some(source) = self
-                    .supervisor
-                    .find_provider("context.live", "context.snapshot")
-                    .filter(|s| s != plugin)
-                else {
-                    return Ok(json!({"snapshot": null, "provenance": "screen"}));
-                };
-                let fresh = self
-                    .supervisor
-                    .call_as(
-                        &source,
-                        "context.snapshot",
-                        json!({}),
-                        timeout,
-                        Provenance::Screen,
-                    )
+                let read = self
+                    .context
+                    .read(&self.supervisor, timeout, Some(plugin))
                     .await;
-                let mut cache = self
-                    .context_cache
-                    .lock()
-                    .expect("context cache lock")
-                    .clone();
-                let stale = match fresh {
-                    Ok(snapshot) => {
-                        let tagged = tag_untrusted(&snapshot, Provenance::Screen);
-                        *self.context_cache.lock().expect("context cache lock") =
-                            Some(tagged.clone());
-                        cache = Some(tagged);
-                        false
-                    }
-                    // The context plugin failed: serve the last snapshot, marked stale.
-                    Err(e) if cache.is_some() => {
-                        tracing::warn!(plugin = %source, error = %e.message, "context.snapshot failed; serving the cached snapshot");
-                        true
-                    }
-                    Err(e) => return Err(e),
-                };
-                Ok(json!({
-                    "snapshot": cache,
-                    "provenance": "screen",
-                    "source": source,
-                    "stale": stale,
-                }))
+                match read {
+                    ContextRead::NoPlugin => Ok(json!({"snapshot": null, "provenance": "screen"})),
+                    ContextRead::Fresh { source, snapshot } => Ok(json!({
+                        "snapshot": tag_untrusted(&snapshot, Provenance::Screen),
+                        "provenance": "screen",
+                        "source": source,
+                        "stale": false,
+                    })),
+                    // The context plugin failed: serve the last good snapshot, marked stale.
+                    ContextRead::Failed { source, error } => match self.context.last() {
+                        Some((_, snapshot)) => {
+                            tracing::warn!(plugin = %source, %error, "serving the last good context snapshot");
+                            Ok(json!({
+                                "snapshot": tag_untrusted(&snapshot, Provenance::Screen),
+                                "provenance": "screen",
+                                "source": source,
+                                "stale": true,
+                            }))
+                        }
+                        None => Err(ErrorObject::plugin(format!(
+                            "the context plugin {source:?} failed: {error}"
+                        ))),
+                    },
+                }
             }
             "host.perceive" => {
                 let wanted = text("method");
@@ -209,6 +195,7 @@ impl Runner {
                     policy: &policy,
                     confirmer: &confirmer,
                     audit: Some(self.audit_trail()),
+                    context: &self.context,
                 }
                 .run_one(
                     &label,

@@ -236,6 +236,7 @@ impl Runner {
             policy: &policy,
             confirmer: &confirmer,
             audit: Some(self.audit_trail()),
+            context: &self.context,
         }
         .run_one(
             &label,

@@ -1,0 +1,156 @@
+//! The desktop context: the one reader of the context plugin's `context.snapshot`
+//! (PROTOCOL.md §8, capability `context.live@1`).
+//!
+//! Every command is planned in the context read just before `router.plan`, a confirmation is
+//! checked against the context read again after the yes, and after every step that acted the
+//! context is read again before the next step ([`crate::pipeline`]). Plugins read the same
+//! snapshot through `host.context` ([`crate::runner::host`]), and `runner.status` reports
+//! which compositor the last good snapshot came from.
+//!
+//! A context plugin answers from its own event-stream cache, so a read is one local round
+//! trip; it is bounded by [`READ_TIMEOUT`] so that a hung context plugin delays a command
+//! by at most that much, and the last good snapshot is kept so `host.context` can serve it
+//! (marked stale) when the plugin fails.
+
+use serde_json::{Value, json};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::policy::Provenance;
+use crate::supervisor::Supervisor;
+use utter_ipc::status::ContextStatus;
+
+/// The longest one context read may take, whatever the caller's own timeout.
+pub const READ_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// One read of the desktop context.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContextRead {
+    /// No running plugin provides `context.live` (`context.snapshot`).
+    NoPlugin,
+    /// The plugin `source` answered `snapshot`.
+    Fresh {
+        /// The context plugin's id.
+        source: String,
+        /// Its `context.snapshot` result, as it is.
+        snapshot: Value,
+    },
+    /// The plugin `source` failed with `error`.
+    Failed {
+        /// The context plugin's id.
+        source: String,
+        /// Its error message.
+        error: String,
+    },
+}
+
+impl ContextRead {
+    /// The snapshot, if this read got one.
+    pub fn snapshot(&self) -> Option<&Value> {
+        match self {
+            ContextRead::Fresh { snapshot, .. } => Some(snapshot),
+            _ => None,
+        }
+    }
+
+    /// The form [`crate::pipeline::context_drift`] compares: `None` when there is no
+    /// context plugin, `Some(Null)` when it failed, else the snapshot.
+    pub fn for_drift(&self) -> Option<Value> {
+        match self {
+            ContextRead::NoPlugin => None,
+            ContextRead::Failed { .. } => Some(Value::Null),
+            ContextRead::Fresh { snapshot, .. } => Some(snapshot.clone()),
+        }
+    }
+}
+
+/// The reader, with the last good snapshot.
+#[derive(Debug, Default)]
+pub struct Context {
+    last: Mutex<Option<(String, Value)>>,
+    /// The last failure's message, so that one lasting cause (no compositor in this
+    /// session) is logged once, not with every command.
+    last_error: Mutex<Option<String>>,
+}
+
+impl Context {
+    /// A reader with nothing read yet.
+    pub fn new() -> Context {
+        Context::default()
+    }
+
+    /// Ask the context plugin for its snapshot, within `timeout` (clamped to
+    /// [`READ_TIMEOUT`]). The request carries provenance `screen`: what the plugin serves
+    /// describes the screen. A plugin that is `exclude` is not asked (a plugin reading the
+    /// context through `host.context` is not asked for its own).
+    pub async fn read(
+        &self,
+        supervisor: &Supervisor,
+        timeout: Duration,
+        exclude: Option<&str>,
+    ) -> ContextRead {
+        let Some(source) = supervisor
+            .find_provider("context.live", "context.snapshot")
+            .filter(|s| Some(s.as_str()) != exclude)
+        else {
+            return ContextRead::NoPlugin;
+        };
+        match supervisor
+            .call_as(
+                &source,
+                "context.snapshot",
+                json!({}),
+                timeout.min(READ_TIMEOUT),
+                Provenance::Screen,
+            )
+            .await
+        {
+            Ok(snapshot) => {
+                *self.last.lock().expect("context lock") = Some((source.clone(), snapshot.clone()));
+                *self.last_error.lock().expect("context lock") = None;
+                ContextRead::Fresh { source, snapshot }
+            }
+            Err(e) => {
+                let repeated = self
+                    .last_error
+                    .lock()
+                    .expect("context lock")
+                    .replace(e.message.clone())
+                    == Some(e.message.clone());
+                if repeated {
+                    tracing::debug!(plugin = %source, error = %e.message, "context.snapshot failed again");
+                } else {
+                    tracing::warn!(plugin = %source, error = %e.message, "context.snapshot failed");
+                }
+                ContextRead::Failed {
+                    source,
+                    error: e.message,
+                }
+            }
+        }
+    }
+
+    /// The last good snapshot and the plugin it came from.
+    pub fn last(&self) -> Option<(String, Value)> {
+        self.last.lock().expect("context lock").clone()
+    }
+
+    /// What `runner.status` says about the context: the plugin and the compositor of the
+    /// last good snapshot (its `compositor` object: `{name, version, socket}`).
+    pub fn status(&self) -> Option<ContextStatus> {
+        let (plugin, snapshot) = self.last()?;
+        let compositor = snapshot.get("compositor");
+        let text = |key: &str| {
+            compositor
+                .and_then(|c| c.get(key))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        Some(ContextStatus {
+            plugin,
+            compositor: text("name"),
+            version: text("version"),
+            socket: text("socket"),
+        })
+    }
+}
