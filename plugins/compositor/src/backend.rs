@@ -3,9 +3,12 @@
 //!
 //! Each client keeps a [`Snapshot`] fresh from the compositor's event stream in a
 //! `tokio::sync::watch` channel: reading the context costs no round trip, and an action's
-//! effect is verified by waiting for the snapshot that shows it ([`Backend::wait_for`]).
+//! effect is verified by waiting for the snapshot that shows it ([`wait_for`]).
 
 use crate::model::Snapshot;
+use crate::niri::Niri;
+use crate::sway::Sway;
+use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -36,6 +39,180 @@ impl Detected {
             Detected::Sway(path)
         } else {
             Detected::None
+        }
+    }
+}
+
+impl Detected {
+    /// The environment variables [`Detected::from_env`] reads, in order.
+    pub const ENV_VARS: [&'static str; 3] = ["NIRI_SOCKET", "SWAYSOCK", "I3SOCK"];
+
+    /// `"niri"`, `"sway"` or `"none"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Detected::Niri(_) => "niri",
+            Detected::Sway(_) => "sway",
+            Detected::None => "none",
+        }
+    }
+
+    /// The socket path, if a compositor was detected.
+    pub fn socket(&self) -> Option<&std::path::Path> {
+        match self {
+            Detected::Niri(p) | Detected::Sway(p) => Some(p),
+            Detected::None => None,
+        }
+    }
+}
+
+/// A connected compositor client, whichever it is.
+pub enum Backend {
+    /// niri, through [`crate::niri`].
+    Niri(Niri),
+    /// sway or i3, through [`crate::sway`].
+    Sway(Sway),
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Backend({} {:?})", self.name(), self.version())
+    }
+}
+
+impl Backend {
+    /// Connect to the detected compositor; the returned client has its full state loaded.
+    ///
+    /// # Errors
+    /// [`BackendError::Connect`] for [`Detected::None`] too (with an empty socket and
+    /// `NotFound`), so callers have one error to report.
+    pub async fn connect(detected: &Detected) -> Result<Backend, BackendError> {
+        match detected {
+            Detected::Niri(path) => Ok(Backend::Niri(Niri::connect(path.clone()).await?)),
+            Detected::Sway(path) => Ok(Backend::Sway(Sway::connect(path.clone()).await?)),
+            Detected::None => Err(BackendError::Connect {
+                compositor: "none",
+                socket: String::new(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "none of NIRI_SOCKET, SWAYSOCK, I3SOCK is set",
+                ),
+            }),
+        }
+    }
+
+    /// The snapshot channel, kept fresh from the compositor's event stream.
+    pub fn state(&self) -> watch::Receiver<Snapshot> {
+        match self {
+            Backend::Niri(n) => n.state(),
+            Backend::Sway(s) => s.state(),
+        }
+    }
+
+    /// The current snapshot (no round trip).
+    pub fn snapshot(&self) -> Snapshot {
+        self.state().borrow().clone()
+    }
+
+    /// `"niri"` or `"sway"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Niri(_) => "niri",
+            Backend::Sway(_) => "sway",
+        }
+    }
+
+    /// The compositor's version string.
+    pub fn version(&self) -> Option<String> {
+        match self {
+            Backend::Niri(n) => n.version(),
+            Backend::Sway(s) => s.version(),
+        }
+    }
+
+    /// Send one request in the compositor's own form: a niri `Action` JSON object for niri,
+    /// a command string for sway. A request of the other form is a [`BackendError::Io`]
+    /// (a bug of the caller, never sent).
+    ///
+    /// # Errors
+    /// [`BackendError::Refused`] with the compositor's words, or the connection's error.
+    pub async fn send(&self, request: &Sent) -> Result<(), BackendError> {
+        match (self, request) {
+            (Backend::Niri(n), Sent::Niri(action)) => n.action(action.clone()).await,
+            (Backend::Sway(s), Sent::Sway(command)) => s.command(command).await,
+            (backend, request) => Err(BackendError::Io {
+                compositor: backend.name(),
+                message: format!("cannot send {} to {}", request.describe(), backend.name()),
+            }),
+        }
+    }
+
+    /// The request that focuses window `id`: niri `FocusWindow`, sway `[con_id=N] focus`.
+    pub fn focus_window(&self, id: u64) -> Sent {
+        match self {
+            Backend::Niri(_) => Sent::Niri(serde_json::json!({"FocusWindow": {"id": id}})),
+            Backend::Sway(_) => Sent::Sway(format!("[con_id={id}] focus")),
+        }
+    }
+
+    /// The request that closes window `id`: niri `CloseWindow`, sway `[con_id=N] kill`.
+    pub fn close_window(&self, id: u64) -> Sent {
+        match self {
+            Backend::Niri(_) => Sent::Niri(serde_json::json!({"CloseWindow": {"id": id}})),
+            Backend::Sway(_) => Sent::Sway(format!("[con_id={id}] kill")),
+        }
+    }
+
+    /// The request that starts `argv` through the compositor: niri `Spawn` (no shell), sway
+    /// `exec` with every argument single-quoted for `sh -c`.
+    ///
+    /// # Errors
+    /// A message when an argument cannot be passed safely through sway's `exec` (a single
+    /// quote or a control character), or `argv` is empty.
+    pub fn spawn(&self, argv: &[String]) -> Result<Sent, String> {
+        if argv.is_empty() || argv[0].is_empty() {
+            return Err("argv must name a program".into());
+        }
+        if let Some(bad) = argv.iter().find(|a| a.chars().any(char::is_control)) {
+            return Err(format!("argument {bad:?} contains a control character"));
+        }
+        match self {
+            Backend::Niri(_) => Ok(Sent::Niri(serde_json::json!({"Spawn": {"command": argv}}))),
+            Backend::Sway(_) => {
+                if let Some(bad) = argv.iter().find(|a| a.contains('\'')) {
+                    return Err(format!(
+                        "argument {bad:?} contains a single quote, which cannot pass through sway's exec safely"
+                    ));
+                }
+                let quoted: Vec<String> = argv.iter().map(|a| format!("'{a}'")).collect();
+                Ok(Sent::Sway(format!("exec {}", quoted.join(" "))))
+            }
+        }
+    }
+}
+
+/// One request as sent to the compositor (the result's `sent` member).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sent {
+    /// A niri `Action` object, e.g. `{"FocusWorkspace":{"reference":{"Index":2}}}`.
+    Niri(Value),
+    /// A sway command, e.g. `workspace number 2`.
+    Sway(String),
+}
+
+impl Sent {
+    /// The JSON form: the action object, or the command string.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Sent::Niri(v) => v.clone(),
+            Sent::Sway(s) => Value::String(s.clone()),
+        }
+    }
+
+    /// A short human form for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Sent::Niri(v) => v.to_string(),
+            Sent::Sway(s) => format!("{s:?}"),
         }
     }
 }

@@ -1,17 +1,93 @@
-//! `utter-compositor`: desktop context and compositor actions (kind `bundle`: `context.*` and
-//! `action.*` in one process).
+//! `utter-compositor`: desktop context and compositor actions on niri and sway (kind
+//! `bundle`: `context.*` and `action.*` in one process, PROTOCOL.md §8).
+//!
+//! The compositor is found from the environment ([`backend::Detected::from_env`]:
+//! `$NIRI_SOCKET`, then `$SWAYSOCK`, then `$I3SOCK`). Its client keeps a [`model::Snapshot`]
+//! fresh from the compositor's event stream, so reading the context costs no round trip and
+//! every action's effect is checked against the snapshot that follows it.
+//!
+//! Methods:
+//!
+//! * `context.snapshot {sources?}` → the cached [`model::Snapshot`] (side-effect free).
+//! * `action.capabilities {}` → `{ops: [{op, side_effect, needs_confirm, args_schema}],
+//!   niri_commands: [{name, doc, params, options, sway}]}`.
+//! * `action.invoke {op, args, provenance, dry_run?}` with the ops
+//!   - `niri {command, args?, options?}`: one action of the table
+//!     `data/compositor-actions.toml` ([`table`]), named as `niri msg action` names it,
+//!     sent to niri as its IPC `Action` JSON or to sway as the matching command;
+//!   - `focus_app {app, window_id?}`: focus a window of the app ([`apps`] matching, the most
+//!     recently focused first);
+//!   - `ensure_app {app, argv?, desktop_id?, wm_class?}`: focus one, else start the app
+//!     through the compositor (niri `Spawn`, sway `exec`) and wait up to 5 s for its
+//!     focused window;
+//!   - `close_app {app, window_id?}` (needs confirmation): close one window of the app.
+//!
+//!   Every result is `{ok, detail, verified, sent, compositor, dry_run, window?}`: `sent`
+//!   is the niri Action object or the sway command string, `verified` says whether the
+//!   snapshot showed the effect in time (`ok: true, verified: false` when it did not). A dry
+//!   run sends nothing and says what it would send.
+//! * `plugin.health` → `ok` with "connected to sway 1.7 at …", or `degraded` saying why not.
+//!
+//! Errors: `-32601` an unknown op or method; `-32602` bad arguments (the message names the
+//! command and its parameters, or close names for an unknown command); `-32000` no
+//! compositor (the message names the variables looked at), a command the running compositor
+//! cannot do ("sway cannot do toggle-overview; …"), the compositor's refusal in its own
+//! words, no window of the app.
 //!
 //! Module map: [`model`] is the snapshot shape, [`backend`] detects the compositor and
-//! defines the shared error, [`niri`] and [`sway`] are the two IPC clients.
+//! wraps the two IPC clients [`niri`] and [`sway`], [`table`] is the action table,
+//! [`apps`] matches windows to apps, [`service`] serves the methods.
 
+pub mod apps;
 pub mod backend;
 pub mod model;
 pub mod niri;
+pub mod service;
 pub mod sway;
+pub mod table;
 
 use std::process::ExitCode;
+use utter_protocol::plugin;
+
+const MANIFEST: &str = include_str!("../utter-plugin.toml");
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("UTTER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .init();
+}
 
 /// Serve the compositor plugin on stdin/stdout until the runner closes stdin.
-pub async fn run(_log_to_stderr: bool) -> ExitCode {
-    ExitCode::FAILURE
+///
+/// `log_to_stderr` installs a stderr logger (level from `UTTER_LOG`, default `info`); pass
+/// `false` when the caller already installed one. The plugin starts and answers the
+/// handshake whether or not a compositor is reachable; it connects in the background and
+/// retries on demand.
+pub async fn run(log_to_stderr: bool) -> ExitCode {
+    if log_to_stderr {
+        init_logging();
+    }
+    let service = service::Service::new(backend::Detected::from_env());
+    tokio::spawn({
+        let service = service.clone();
+        async move { service.warm_up().await }
+    });
+    plugin::run_stdio(MANIFEST, service).await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_manifest_parses() {
+        let m =
+            utter_protocol::manifest::Manifest::from_toml_str(super::MANIFEST, "utter-plugin.toml")
+                .expect("valid manifest");
+        assert_eq!(m.name, "compositor");
+    }
 }

@@ -1,1 +1,462 @@
-//! sway IPC client (in progress).
+//! The sway (and i3) IPC client, over the crate `swayipc-async` (MIT).
+//!
+//! Two connections to `$SWAYSOCK`: one for commands and queries, shared behind a mutex, and
+//! one subscribed to `window`, `workspace`, `output` and `input` events. Each event only says
+//! *what kind* of thing changed; the client then re-reads that part (`get_tree` for windows,
+//! `get_workspaces`, `get_outputs`, `get_inputs` for the keyboard layout) and publishes a new
+//! [`Snapshot`] into a `watch` channel when it differs from the last one. Bursts of events are
+//! coalesced into one refresh.
+//!
+//! The shapes follow sway-ipc(7): windows are the tree's views (cons with an `app_id`, an X11
+//! `window_properties.class` or a `pid` and no children), tiled or floating, each with the
+//! workspace and output above it; `fullscreen` is `fullscreen_mode != 0`.
+//!
+//! If the event connection breaks, the client reconnects once a second for as long as it
+//! lives; the command connection is reopened on the next command.
+
+use crate::backend::BackendError;
+use crate::model::{CompositorInfo, Output, Snapshot, Window, Workspace};
+use async_io::Async;
+use futures::StreamExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+use swayipc_async::{Connection, EventType, Node, NodeType};
+use tokio::sync::{Mutex, Notify, watch};
+
+const NAME: &str = "sway";
+
+/// What an event asked to re-read (bit flags).
+const DIRTY_TREE: u8 = 1;
+const DIRTY_WORKSPACES: u8 = 2;
+const DIRTY_OUTPUTS: u8 = 4;
+const DIRTY_INPUTS: u8 = 8;
+const DIRTY_ALL: u8 = 15;
+
+/// A live sway IPC client.
+pub struct Sway {
+    socket: PathBuf,
+    commands: Arc<Mutex<Option<Connection>>>,
+    state: watch::Receiver<Snapshot>,
+    version: Option<String>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Sway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sway")
+            .field("socket", &self.socket)
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Sway {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn io_error(message: impl std::fmt::Display) -> BackendError {
+    BackendError::Io {
+        compositor: NAME,
+        message: message.to_string(),
+    }
+}
+
+async fn open(socket: &Path) -> Result<Connection, BackendError> {
+    let stream = Async::<UnixStream>::connect(socket)
+        .await
+        .map_err(|source| BackendError::Connect {
+            compositor: NAME,
+            socket: socket.display().to_string(),
+            source,
+        })?;
+    Ok(Connection::from(stream))
+}
+
+impl Sway {
+    /// Connect to the sway socket at `socket`, read the whole state once, and start the event
+    /// task that keeps [`Sway::state`] fresh.
+    ///
+    /// # Errors
+    /// [`BackendError::Connect`] when the socket cannot be reached, [`BackendError::Io`] when
+    /// the first queries or the subscription fail.
+    pub async fn connect(socket: PathBuf) -> Result<Sway, BackendError> {
+        let mut conn = open(&socket).await?;
+        let version = conn
+            .get_version()
+            .await
+            .map_err(|e| io_error(format!("get_version: {e}")))?;
+        let version = Some(version.human_readable);
+        let info = CompositorInfo {
+            name: NAME.into(),
+            version: version.clone(),
+            socket: Some(socket.display().to_string()),
+        };
+        let mut parts = Parts::default();
+        parts.refresh(&mut conn, DIRTY_ALL).await?;
+        let (tx, rx) = watch::channel(parts.snapshot(&info));
+        let commands = Arc::new(Mutex::new(Some(conn)));
+
+        // Subscribe before returning so that no change after the first read is missed.
+        let events = subscribe(&socket).await?;
+
+        let dirty = Arc::new(AtomicU8::new(0));
+        let wake = Arc::new(Notify::new());
+        let reader = tokio::spawn(read_events(
+            socket.clone(),
+            events,
+            dirty.clone(),
+            wake.clone(),
+        ));
+        let refresher = tokio::spawn(refresh_loop(
+            commands.clone(),
+            socket.clone(),
+            parts,
+            info,
+            tx,
+            dirty,
+            wake,
+        ));
+        Ok(Sway {
+            socket,
+            commands,
+            state: rx,
+            version,
+            tasks: vec![reader, refresher],
+        })
+    }
+
+    /// The snapshot channel, kept fresh from the event stream.
+    pub fn state(&self) -> watch::Receiver<Snapshot> {
+        self.state.clone()
+    }
+
+    /// sway's version string (`get_version`'s `human_readable`, e.g. `"1.7"`).
+    pub fn version(&self) -> Option<String> {
+        self.version.clone()
+    }
+
+    /// The socket this client talks to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Run `command` (sway command syntax, several separated by `;` or `,`). Every outcome
+    /// must succeed.
+    ///
+    /// # Errors
+    /// [`BackendError::Refused`] with sway's own error text when any outcome failed;
+    /// [`BackendError::Io`]/[`BackendError::Connect`] when the socket is gone (reconnected
+    /// once before giving up).
+    pub async fn command(&self, command: &str) -> Result<(), BackendError> {
+        let mut guard = self.commands.lock().await;
+        let mut attempt = 0;
+        let outcomes = loop {
+            attempt += 1;
+            if guard.is_none() {
+                *guard = Some(open(&self.socket).await?);
+            }
+            let conn = guard.as_mut().expect("just opened");
+            match conn.run_command(command).await {
+                Ok(outcomes) => break outcomes,
+                Err(e) => {
+                    *guard = None;
+                    if attempt >= 2 {
+                        return Err(io_error(format!("run_command: {e}")));
+                    }
+                    tracing::warn!(error = %e, "sway command connection broke; reconnecting");
+                }
+            }
+        };
+        drop(guard);
+        let failures: Vec<String> = outcomes
+            .into_iter()
+            .filter_map(|o| o.err())
+            .map(|e| match e {
+                swayipc_async::Error::CommandFailed(m) | swayipc_async::Error::CommandParse(m) => m,
+                other => other.to_string(),
+            })
+            .collect();
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(BackendError::Refused {
+                compositor: NAME,
+                request: command.to_owned(),
+                message: failures.join("; "),
+            })
+        }
+    }
+}
+
+/// Subscribe to window, workspace, output and input events. sway before 1.8 has no
+/// `output` event and refuses the whole subscription with it, so a refusal is retried
+/// without it (output changes then show through the workspace events that accompany them).
+async fn subscribe(socket: &Path) -> Result<swayipc_async::EventStream, BackendError> {
+    let all = [
+        EventType::Window,
+        EventType::Workspace,
+        EventType::Output,
+        EventType::Input,
+    ];
+    match open(socket).await?.subscribe(all).await {
+        Ok(stream) => Ok(stream),
+        Err(swayipc_async::Error::SubscriptionFailed(_)) => open(socket)
+            .await?
+            .subscribe([EventType::Window, EventType::Workspace, EventType::Input])
+            .await
+            .map_err(|e| io_error(format!("subscribe: {e}"))),
+        Err(e) => Err(io_error(format!("subscribe: {e}"))),
+    }
+}
+
+/// Read events and mark what they invalidate; on a broken stream, reconnect every second.
+async fn read_events(
+    socket: PathBuf,
+    mut events: swayipc_async::EventStream,
+    dirty: Arc<AtomicU8>,
+    wake: Arc<Notify>,
+) {
+    let mut warned_decode = false;
+    loop {
+        while let Some(event) = events.next().await {
+            let bits = match event {
+                Ok(swayipc_async::Event::Window(_)) => DIRTY_TREE,
+                // The focused output changes with the focused workspace.
+                Ok(swayipc_async::Event::Workspace(_)) => {
+                    DIRTY_TREE | DIRTY_WORKSPACES | DIRTY_OUTPUTS
+                }
+                Ok(swayipc_async::Event::Output(_)) => DIRTY_ALL,
+                Ok(swayipc_async::Event::Input(_)) => DIRTY_INPUTS,
+                Ok(_) => 0,
+                Err(swayipc_async::Error::Io(e)) => {
+                    tracing::warn!(error = %e, "sway event stream broke");
+                    break;
+                }
+                Err(e) => {
+                    // An event this crate cannot decode still says something changed.
+                    if !warned_decode {
+                        warned_decode = true;
+                        tracing::warn!(error = %e, "undecodable sway event (logged once); re-reading everything");
+                    }
+                    DIRTY_ALL
+                }
+            };
+            if bits != 0 {
+                dirty.fetch_or(bits, Ordering::SeqCst);
+                wake.notify_one();
+            }
+        }
+        // Reconnect: resubscribe and re-read everything, since events may have been missed.
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            match subscribe(&socket).await {
+                Ok(stream) => {
+                    tracing::info!(socket = %socket.display(), "sway event stream reconnected");
+                    events = stream;
+                    dirty.fetch_or(DIRTY_ALL, Ordering::SeqCst);
+                    wake.notify_one();
+                    break;
+                }
+                Err(e) => tracing::debug!(error = %e, "sway reconnect failed"),
+            }
+        }
+    }
+}
+
+/// Re-read what events invalidated and publish the new snapshot when it changed.
+async fn refresh_loop(
+    commands: Arc<Mutex<Option<Connection>>>,
+    socket: PathBuf,
+    mut parts: Parts,
+    info: CompositorInfo,
+    tx: watch::Sender<Snapshot>,
+    dirty: Arc<AtomicU8>,
+    wake: Arc<Notify>,
+) {
+    loop {
+        wake.notified().await;
+        let bits = dirty.swap(0, Ordering::SeqCst);
+        if bits == 0 {
+            continue;
+        }
+        let result = {
+            let mut guard = commands.lock().await;
+            if guard.is_none() {
+                match open(&socket).await {
+                    Ok(conn) => *guard = Some(conn),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "sway query connection unavailable");
+                        dirty.fetch_or(bits, Ordering::SeqCst);
+                        drop(guard);
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        wake.notify_one();
+                        continue;
+                    }
+                }
+            }
+            let conn = guard.as_mut().expect("connection present");
+            let result = parts.refresh(conn, bits).await;
+            if result.is_err() {
+                *guard = None;
+            }
+            result
+        };
+        match result {
+            Ok(()) => {
+                let next = parts.snapshot(&info);
+                tx.send_if_modified(|current| {
+                    if *current == next {
+                        false
+                    } else {
+                        *current = next;
+                        true
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "re-reading sway state failed; retrying");
+                dirty.fetch_or(bits, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                wake.notify_one();
+            }
+        }
+    }
+}
+
+/// The last read of each part of sway's state.
+#[derive(Debug, Default)]
+struct Parts {
+    windows: Vec<Window>,
+    workspaces: Vec<Workspace>,
+    outputs: Vec<Output>,
+    keyboard_layout: Option<String>,
+}
+
+impl Parts {
+    async fn refresh(&mut self, conn: &mut Connection, bits: u8) -> Result<(), BackendError> {
+        if bits & DIRTY_TREE != 0 {
+            let tree = conn
+                .get_tree()
+                .await
+                .map_err(|e| io_error(format!("get_tree: {e}")))?;
+            self.windows = windows_of(&tree);
+        }
+        if bits & DIRTY_WORKSPACES != 0 {
+            let workspaces = conn
+                .get_workspaces()
+                .await
+                .map_err(|e| io_error(format!("get_workspaces: {e}")))?;
+            self.workspaces = workspaces
+                .into_iter()
+                .map(|w| Workspace {
+                    id: u64::try_from(w.id).unwrap_or_default(),
+                    index: (w.num >= 0).then_some(i64::from(w.num)),
+                    name: Some(w.name),
+                    output: Some(w.output),
+                    focused: w.focused,
+                    active: w.visible,
+                })
+                .collect();
+        }
+        if bits & DIRTY_OUTPUTS != 0 {
+            let outputs = conn
+                .get_outputs()
+                .await
+                .map_err(|e| io_error(format!("get_outputs: {e}")))?;
+            self.outputs = outputs
+                .into_iter()
+                .map(|o| Output {
+                    name: o.name,
+                    focused: o.focused,
+                    make: Some(o.make).filter(|m| !m.is_empty()),
+                    model: Some(o.model).filter(|m| !m.is_empty()),
+                    width: o.active.then_some(i64::from(o.rect.width)),
+                    height: o.active.then_some(i64::from(o.rect.height)),
+                })
+                .collect();
+        }
+        if bits & DIRTY_INPUTS != 0 {
+            let inputs = conn
+                .get_inputs()
+                .await
+                .map_err(|e| io_error(format!("get_inputs: {e}")))?;
+            self.keyboard_layout = inputs
+                .into_iter()
+                .filter(|i| i.input_type == "keyboard")
+                .find_map(|i| i.xkb_active_layout_name);
+        }
+        Ok(())
+    }
+
+    fn snapshot(&self, info: &CompositorInfo) -> Snapshot {
+        let mut snapshot = Snapshot {
+            compositor: info.clone(),
+            focused: None,
+            windows: self.windows.clone(),
+            workspaces: self.workspaces.clone(),
+            outputs: self.outputs.clone(),
+            keyboard_layout: self.keyboard_layout.clone(),
+            overview: None,
+            provenance: Default::default(),
+        };
+        snapshot.refresh_focus();
+        snapshot
+    }
+}
+
+/// Every view in the tree, tiled and floating, in tree order.
+fn windows_of(root: &Node) -> Vec<Window> {
+    let mut out = Vec::new();
+    walk(root, None, None, &mut out);
+    out
+}
+
+fn walk(node: &Node, output: Option<&str>, workspace: Option<(&str, u64)>, out: &mut Vec<Window>) {
+    let (output, workspace) = match node.node_type {
+        NodeType::Output => (node.name.as_deref(), None),
+        NodeType::Workspace => (
+            output,
+            node.name
+                .as_deref()
+                .map(|n| (n, u64::try_from(node.id).unwrap_or_default())),
+        ),
+        _ => (output, workspace),
+    };
+    let is_view = matches!(node.node_type, NodeType::Con | NodeType::FloatingCon)
+        && (node.app_id.is_some()
+            || node
+                .window_properties
+                .as_ref()
+                .is_some_and(|p| p.class.is_some())
+            || (node.pid.is_some() && node.nodes.is_empty() && node.floating_nodes.is_empty()));
+    if is_view {
+        let app_id = node.app_id.clone().or_else(|| {
+            node.window_properties
+                .as_ref()
+                .and_then(|p| p.class.clone())
+        });
+        // The scratchpad lives on the hidden output "__i3": report no output for it.
+        let output = output.filter(|o| *o != "__i3");
+        out.push(Window {
+            id: u64::try_from(node.id).unwrap_or_default(),
+            app_id,
+            title: node.name.clone(),
+            pid: node.pid.map(i64::from),
+            workspace: workspace.map(|(name, _)| name.to_owned()),
+            workspace_id: workspace.map(|(_, id)| id),
+            output: output.map(str::to_owned),
+            focused: node.focused,
+            fullscreen: node.fullscreen_mode.map(|m| m != 0),
+        });
+    }
+    for child in node.nodes.iter().chain(node.floating_nodes.iter()) {
+        walk(child, output, workspace, out);
+    }
+}

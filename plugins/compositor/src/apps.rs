@@ -1,0 +1,202 @@
+//! Which windows belong to an app, and which of them was focused last.
+//!
+//! Matching looks at the window's `app_id` only (sway's app_id or X11 class, niri's
+//! app_id), never at its title: titles are untrusted (PROTOCOL.md §9). From strongest to
+//! weakest: the exact app_id; the same ignoring ASCII case; a desktop-id form, where a
+//! trailing `.desktop` is dropped and a reverse-DNS id matches its last component
+//! (`org.mozilla.firefox` ↔ `firefox`, `org.gnome.TextEditor.desktop` ↔ `texteditor`).
+
+use crate::model::{Snapshot, Window};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+/// How well a name matches an app_id; lower is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Match {
+    /// Byte for byte.
+    Exact,
+    /// Equal ignoring ASCII case.
+    CaseInsensitive,
+    /// Equal as desktop ids (`.desktop` stripped, last reverse-DNS component).
+    DesktopId,
+}
+
+fn desktop_forms(name: &str) -> (String, String) {
+    let lower = name.to_ascii_lowercase();
+    let base = lower.strip_suffix(".desktop").unwrap_or(&lower).to_owned();
+    let last = base.rsplit('.').next().unwrap_or(&base).to_owned();
+    (base, last)
+}
+
+/// How `query` (a name the caller gave) matches `app_id`, if at all.
+pub fn matches(query: &str, app_id: &str) -> Option<Match> {
+    if query.is_empty() || app_id.is_empty() {
+        return None;
+    }
+    if query == app_id {
+        return Some(Match::Exact);
+    }
+    if query.eq_ignore_ascii_case(app_id) {
+        return Some(Match::CaseInsensitive);
+    }
+    let (q_base, q_last) = desktop_forms(query);
+    let (a_base, a_last) = desktop_forms(app_id);
+    if q_base == a_base || q_last == a_base || q_base == a_last {
+        return Some(Match::DesktopId);
+    }
+    // Both reverse-DNS with the same last part (org.gnome.Foo vs com.example.Foo) is too
+    // loose to count.
+    None
+}
+
+/// The windows of `snapshot` matching any of `names`, best match first; within one match
+/// strength, the most recently focused first (by `order`), then in the snapshot's order.
+pub fn windows_of<'a>(snapshot: &'a Snapshot, names: &[&str], order: &[u64]) -> Vec<&'a Window> {
+    let mut found: Vec<(Match, usize, usize, &Window)> = snapshot
+        .windows
+        .iter()
+        .enumerate()
+        .filter_map(|(position, w)| {
+            let app_id = w.app_id.as_deref()?;
+            let best = names.iter().filter_map(|n| matches(n, app_id)).min()?;
+            let recency = order
+                .iter()
+                .position(|id| *id == w.id)
+                .unwrap_or(usize::MAX);
+            Some((best, recency, position, w))
+        })
+        .collect();
+    found.sort_by_key(|(m, recency, position, _)| (*m, *recency, *position));
+    found.into_iter().map(|(_, _, _, w)| w).collect()
+}
+
+/// The order in which windows had focus, most recent first, fed from the snapshot stream.
+#[derive(Debug, Clone, Default)]
+pub struct FocusOrder {
+    ids: Arc<Mutex<VecDeque<u64>>>,
+}
+
+/// How many window ids the focus order remembers.
+const REMEMBERED: usize = 256;
+
+impl FocusOrder {
+    /// Record that `id` got the focus.
+    pub fn focused(&self, id: u64) {
+        let mut ids = self.ids.lock().expect("focus order lock");
+        if ids.front() == Some(&id) {
+            return;
+        }
+        ids.retain(|i| *i != id);
+        ids.push_front(id);
+        ids.truncate(REMEMBERED);
+    }
+
+    /// Forget windows that are gone.
+    pub fn retain(&self, alive: impl Fn(u64) -> bool) {
+        self.ids
+            .lock()
+            .expect("focus order lock")
+            .retain(|i| alive(*i));
+    }
+
+    /// The ids, most recently focused first.
+    pub fn ids(&self) -> Vec<u64> {
+        self.ids
+            .lock()
+            .expect("focus order lock")
+            .iter()
+            .copied()
+            .collect()
+    }
+
+    /// Follow `state` until it closes: each snapshot's focused window moves to the front.
+    pub fn track(&self, mut state: watch::Receiver<Snapshot>) -> tokio::task::JoinHandle<()> {
+        let order = self.clone();
+        tokio::spawn(async move {
+            loop {
+                {
+                    let snapshot = state.borrow_and_update();
+                    if let Some(focused) = &snapshot.focused {
+                        order.focused(focused.id);
+                    }
+                    order.retain(|id| snapshot.window(id).is_some());
+                }
+                if state.changed().await.is_err() {
+                    break;
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(id: u64, app_id: &str) -> Window {
+        Window {
+            id,
+            app_id: Some(app_id.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn names_match_in_three_strengths() {
+        assert_eq!(matches("foot", "foot"), Some(Match::Exact));
+        assert_eq!(matches("Foot", "foot"), Some(Match::CaseInsensitive));
+        assert_eq!(
+            matches("org.mozilla.firefox", "firefox"),
+            Some(Match::DesktopId)
+        );
+        assert_eq!(
+            matches("firefox", "org.mozilla.firefox"),
+            Some(Match::DesktopId)
+        );
+        assert_eq!(
+            matches("firefox.desktop", "firefox"),
+            Some(Match::DesktopId)
+        );
+        assert_eq!(
+            matches("org.gnome.TextEditor.desktop", "org.gnome.TextEditor"),
+            Some(Match::DesktopId)
+        );
+        assert_eq!(matches("fire", "firefox"), None);
+        assert_eq!(matches("org.gnome.Foo", "com.example.Foo"), None);
+        assert_eq!(matches("", "foot"), None);
+    }
+
+    #[test]
+    fn the_best_and_most_recent_window_comes_first() {
+        let snapshot = Snapshot {
+            windows: vec![
+                window(1, "org.mozilla.firefox"),
+                window(2, "firefox"),
+                window(3, "firefox"),
+                window(4, "foot"),
+            ],
+            ..Default::default()
+        };
+        let ids = |order: &[u64]| -> Vec<u64> {
+            windows_of(&snapshot, &["firefox"], order)
+                .iter()
+                .map(|w| w.id)
+                .collect()
+        };
+        assert_eq!(ids(&[]), vec![2, 3, 1]);
+        assert_eq!(ids(&[3, 2]), vec![3, 2, 1]);
+        assert_eq!(ids(&[1, 3]), vec![3, 2, 1]);
+    }
+
+    #[test]
+    fn focus_order_moves_to_front_and_forgets() {
+        let order = FocusOrder::default();
+        order.focused(1);
+        order.focused(2);
+        order.focused(1);
+        assert_eq!(order.ids(), vec![1, 2]);
+        order.retain(|id| id != 1);
+        assert_eq!(order.ids(), vec![2]);
+    }
+}

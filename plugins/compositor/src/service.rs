@@ -1,0 +1,1043 @@
+//! The plugin's methods: `context.snapshot`, `action.capabilities`, `action.invoke` and
+//! `plugin.health`, over a lazily connected [`Backend`].
+//!
+//! The backend is connected at start in the background and again on demand when it was not
+//! reachable, at most once a second, so a plugin started before the compositor (or outside
+//! any session) still passes the handshake and starts working once the compositor is there.
+
+use crate::apps::{self, FocusOrder};
+use crate::backend::{Backend, BackendError, Detected, Sent, wait_for};
+use crate::model::{Snapshot, Window};
+use crate::table::{Arg, TABLE, Verify};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
+use utter_protocol::handshake::{HealthResult, HealthStatus};
+use utter_protocol::plugin::{Call, Handler};
+use utter_protocol::{ErrorCode, ErrorObject};
+
+/// The ops this plugin serves, in `action.capabilities` order.
+pub const OPS: [&str; 4] = ["niri", "ensure_app", "focus_app", "close_app"];
+
+/// How long an action's effect may take to show in the snapshot.
+pub const VERIFY_TIMEOUT: Duration = Duration::from_millis(1500);
+/// How long a closed window may take to go away (it may ask to save first).
+pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a launched app may take to show a focused window.
+pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// The bound on connecting to the compositor.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// The least time between two connection attempts.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
+/// The longest app name, id or class accepted.
+const MAX_NAME: usize = 256;
+
+fn invalid_params(message: impl Into<String>) -> ErrorObject {
+    ErrorObject::invalid_params(message)
+}
+
+fn plugin_error(message: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(ErrorCode::PluginError, message)
+}
+
+#[derive(Default)]
+struct Connection {
+    backend: Option<Arc<Backend>>,
+    last_attempt: Option<Instant>,
+    last_error: Option<String>,
+    tracker: Option<tokio::task::JoinHandle<()>>,
+}
+
+struct Inner {
+    detected: Detected,
+    connection: Mutex<Connection>,
+    focus: FocusOrder,
+}
+
+/// The plugin's [`Handler`].
+#[derive(Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+impl Service {
+    /// A service for the compositor `detected` (see [`Detected::from_env`]); nothing is
+    /// connected yet.
+    pub fn new(detected: Detected) -> Service {
+        Service {
+            inner: Arc::new(Inner {
+                detected,
+                connection: Mutex::new(Connection::default()),
+                focus: FocusOrder::default(),
+            }),
+        }
+    }
+
+    /// Try to connect now (used at start so the first snapshot is warm).
+    pub async fn warm_up(&self) {
+        if let Err(e) = self.backend().await {
+            tracing::warn!("{}", e.message);
+        }
+    }
+
+    /// The connected backend, connecting when there is none and the last attempt is more
+    /// than a second old.
+    async fn backend(&self) -> Result<Arc<Backend>, ErrorObject> {
+        let mut conn = self.inner.connection.lock().await;
+        if let Some(backend) = &conn.backend {
+            return Ok(backend.clone());
+        }
+        let recent = conn.last_attempt.is_some_and(|t| t.elapsed() < RETRY_EVERY);
+        if !recent {
+            conn.last_attempt = Some(Instant::now());
+            let detected = &self.inner.detected;
+            let attempt = tokio::time::timeout(CONNECT_TIMEOUT, Backend::connect(detected)).await;
+            match attempt {
+                Ok(Ok(backend)) => {
+                    let backend = Arc::new(backend);
+                    tracing::info!(
+                        compositor = backend.name(),
+                        version = backend.version().as_deref().unwrap_or("?"),
+                        "connected"
+                    );
+                    conn.tracker = Some(self.inner.focus.track(backend.state()));
+                    conn.backend = Some(backend.clone());
+                    conn.last_error = None;
+                    return Ok(backend);
+                }
+                Ok(Err(e)) => conn.last_error = Some(self.explain(&e)),
+                Err(_) => {
+                    conn.last_error = Some(format!(
+                        "connecting to {} at {} timed out after {} s",
+                        detected.name(),
+                        detected
+                            .socket()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default(),
+                        CONNECT_TIMEOUT.as_secs()
+                    ))
+                }
+            }
+        }
+        Err(plugin_error(conn.last_error.clone().unwrap_or_else(|| {
+            "not connected to the compositor yet".to_owned()
+        })))
+    }
+
+    /// A connection failure in words that say what was looked at and what to do.
+    fn explain(&self, e: &BackendError) -> String {
+        match &self.inner.detected {
+            Detected::None => format!(
+                "no compositor found: none of {} is set in the plugin's environment. Run \
+                 Utter inside a niri or sway session, or pass the variable to the runner \
+                 (e.g. `systemctl --user import-environment NIRI_SOCKET SWAYSOCK`)",
+                Detected::ENV_VARS.join(", ")
+            ),
+            Detected::Niri(path) => format!(
+                "{e} (from NIRI_SOCKET={}); is niri running in this session? The variable \
+                 may be stale",
+                path.display()
+            ),
+            Detected::Sway(path) => format!(
+                "{e} (from SWAYSOCK/I3SOCK={}); is sway running in this session? The \
+                 variable may be stale",
+                path.display()
+            ),
+        }
+    }
+
+    async fn snapshot(&self, params: &Value) -> Result<Value, ErrorObject> {
+        match params.get("sources") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) if items.iter().all(Value::is_string) => {}
+            Some(other) => {
+                return Err(invalid_params(format!(
+                    "\"sources\" must be a list of strings, not {}",
+                    short(other)
+                )));
+            }
+        }
+        let backend = self.backend().await?;
+        Ok(serde_json::to_value(backend.snapshot()).expect("a snapshot serialises"))
+    }
+
+    /// `action.invoke {op, args, provenance, dry_run?}`.
+    async fn invoke(&self, params: Value) -> Result<Value, ErrorObject> {
+        let op = params
+            .get("op")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid_params("action.invoke needs \"op\" (a string)"))?
+            .to_owned();
+        let dry_run = match params.get("dry_run") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(invalid_params(format!(
+                    "\"dry_run\" must be true or false, not {}",
+                    short(other)
+                )));
+            }
+        };
+        let args = match params.get("args") {
+            None | Some(Value::Null) => json!({}),
+            Some(args @ Value::Object(_)) => args.clone(),
+            Some(other) => {
+                return Err(invalid_params(format!(
+                    "\"args\" must be an object, not {}",
+                    short(other)
+                )));
+            }
+        };
+        let provenance = params.get("provenance").map(short).unwrap_or_default();
+        let op_shown = short(&Value::String(op.clone()));
+        tracing::info!(op = %op_shown, dry_run, %provenance, "invoke");
+        let result = match op.as_str() {
+            "niri" => self.niri(parse(&op, args)?, dry_run).await,
+            "focus_app" => self.focus_app(parse(&op, args)?, dry_run).await,
+            "ensure_app" => self.ensure_app(parse(&op, args)?, dry_run).await,
+            "close_app" => self.close_app(parse(&op, args)?, dry_run).await,
+            other => Err(ErrorObject::new(
+                ErrorCode::MethodNotFound,
+                format!(
+                    "unknown op {}; the compositor plugin serves {}",
+                    short(&Value::String(other.to_owned())),
+                    OPS.join(", ")
+                ),
+            )),
+        };
+        if let Err(e) = &result {
+            tracing::warn!(code = e.code, message = %e.message, "invoke failed");
+        }
+        result
+    }
+
+    /// The `niri` op: one action from the table.
+    async fn niri(&self, args: NiriArgs, dry_run: bool) -> Result<Value, ErrorObject> {
+        if args.args.len() > 8 {
+            return Err(invalid_params(format!(
+                "niri: at most 8 arguments, not {}",
+                args.args.len()
+            )));
+        }
+        let resolved = TABLE
+            .resolve(&args.command, &args.args, &args.options)
+            .map_err(|e| invalid_params(e.0))?;
+        let action = resolved.action;
+        let backend = self.backend().await?;
+        let sent = match backend.as_ref() {
+            Backend::Niri(_) => Sent::Niri(resolved.niri()),
+            Backend::Sway(_) => match resolved.sway() {
+                Some(command) => Sent::Sway(command),
+                None => {
+                    return Err(plugin_error(format!(
+                        "sway cannot do {}; it exists only in niri. sway can do: {}",
+                        action.name,
+                        TABLE
+                            .actions()
+                            .iter()
+                            .filter(|a| a.sway.is_some())
+                            .map(|a| a.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                    .with_data(json!({"command": action.name, "compositor": "sway"})));
+                }
+            },
+        };
+        let mut state = backend.state();
+        let before = state.borrow_and_update().clone();
+        let target = before.focused.clone();
+        let mut result = json!({
+            "ok": true,
+            "dry_run": dry_run,
+            "command": action.name,
+            "sent": sent.to_json(),
+            "compositor": backend.name(),
+        });
+        if let Some(w) = &target {
+            result["window"] = window_json(w);
+        }
+        if dry_run {
+            result["verified"] = false.into();
+            result["detail"] = format!(
+                "would send {} to {} ({})",
+                sent.describe(),
+                backend.name(),
+                action.doc
+            )
+            .into();
+            return Ok(result);
+        }
+        backend.send(&sent).await.map_err(refused)?;
+
+        let reference = resolved.values.get("reference").cloned();
+        let needs_target = matches!(
+            action.verify,
+            Verify::WindowWorkspace
+                | Verify::WindowWorkspaceChanged
+                | Verify::WindowOutputChanged
+                | Verify::FullscreenFlipped
+                | Verify::WindowGone
+        );
+        let (verified, after, detail) = if action.verify == Verify::None {
+            (
+                false,
+                None,
+                format!(
+                    "{} accepted {}; the snapshot cannot show its effect",
+                    backend.name(),
+                    action.name
+                ),
+            )
+        } else if needs_target && target.is_none() {
+            (
+                false,
+                None,
+                format!(
+                    "{} accepted {}, but no window had the focus, so nothing was expected to change",
+                    backend.name(),
+                    action.name
+                ),
+            )
+        } else {
+            let check = Check {
+                verify: action.verify,
+                before: &before,
+                target: target.as_ref().map(|w| w.id),
+                reference: reference.as_ref(),
+            };
+            match wait_for(&mut state, VERIFY_TIMEOUT, |s| check.holds(s)).await {
+                Some(after) => (
+                    true,
+                    Some(after),
+                    format!("{}: {}", action.name, check.describe_done()),
+                ),
+                None => (
+                    false,
+                    None,
+                    format!(
+                        "{} accepted {}, but the change ({}) was not observed within {} ms",
+                        backend.name(),
+                        action.name,
+                        check.describe_done(),
+                        VERIFY_TIMEOUT.as_millis()
+                    ),
+                ),
+            }
+        };
+        result["verified"] = verified.into();
+        result["detail"] = detail.into();
+        if let (Some(after), Some(t)) = (&after, &target) {
+            if let Some(w) = after.window(t.id) {
+                result["window"] = window_json(w);
+            }
+        }
+        if let Some(after) = &after {
+            if let Some(ws) = after.focused_workspace() {
+                result["workspace"] = serde_json::to_value(ws).unwrap_or(Value::Null);
+            }
+        }
+        Ok(result)
+    }
+
+    /// The app's windows, best match and most recently focused first.
+    fn app_windows(&self, snapshot: &Snapshot, names: &[&str]) -> Vec<Window> {
+        let order = self.inner.focus.ids();
+        apps::windows_of(snapshot, names, &order)
+            .into_iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Pick `window_id` among `windows`, or the first.
+    fn pick(app: &str, windows: &[Window], window_id: Option<u64>) -> Result<Window, ErrorObject> {
+        match window_id {
+            Some(id) => windows.iter().find(|w| w.id == id).cloned().ok_or_else(|| {
+                let ids: Vec<u64> = windows.iter().map(|w| w.id).collect();
+                plugin_error(format!(
+                    "window {id} is not a window of {app} (its windows: {ids:?})"
+                ))
+            }),
+            None => windows
+                .first()
+                .cloned()
+                .ok_or_else(|| plugin_error(format!("no window of {app} is open"))),
+        }
+    }
+
+    /// Send `focus_window(id)` and wait until it is focused.
+    async fn focus_and_verify(
+        &self,
+        backend: &Backend,
+        window: &Window,
+    ) -> Result<(Sent, bool, Option<Window>), ErrorObject> {
+        let sent = backend.focus_window(window.id);
+        let mut state = backend.state();
+        backend.send(&sent).await.map_err(refused)?;
+        let id = window.id;
+        let after = wait_for(&mut state, VERIFY_TIMEOUT, |s| {
+            s.focused.as_ref().is_some_and(|f| f.id == id)
+        })
+        .await;
+        let now = after.as_ref().and_then(|s| s.window(id).cloned());
+        Ok((sent, after.is_some(), now))
+    }
+
+    /// `focus_app {app, window_id?}`.
+    async fn focus_app(&self, args: FocusArgs, dry_run: bool) -> Result<Value, ErrorObject> {
+        check_name("app", &args.app)?;
+        let backend = self.backend().await?;
+        let windows = self.app_windows(&backend.snapshot(), &[&args.app]);
+        let window = Self::pick(&args.app, &windows, args.window_id)?;
+        self.focus_result(&backend, &args.app, window, windows.len(), dry_run, false)
+            .await
+    }
+
+    async fn focus_result(
+        &self,
+        backend: &Backend,
+        app: &str,
+        window: Window,
+        count: usize,
+        dry_run: bool,
+        ensure: bool,
+    ) -> Result<Value, ErrorObject> {
+        let others = count.saturating_sub(1);
+        let of = if others > 0 {
+            format!(" (of {count} windows of {app})")
+        } else {
+            String::new()
+        };
+        let mut result = json!({
+            "ok": true,
+            "dry_run": dry_run,
+            "compositor": backend.name(),
+            "window": window_json(&window),
+        });
+        if ensure {
+            result["launched"] = false.into();
+        }
+        if dry_run {
+            let sent = backend.focus_window(window.id);
+            result["sent"] = sent.to_json();
+            result["verified"] = false.into();
+            result["detail"] = format!(
+                "would focus {app} window {}{of} with {}",
+                window.id,
+                sent.describe()
+            )
+            .into();
+            return Ok(result);
+        }
+        let (sent, verified, now) = self.focus_and_verify(backend, &window).await?;
+        result["sent"] = sent.to_json();
+        result["verified"] = verified.into();
+        if let Some(now) = now {
+            result["window"] = window_json(&now);
+        }
+        result["detail"] = if verified {
+            format!("focused {app} window {}{of}", window.id)
+        } else {
+            format!(
+                "asked {} to focus {app} window {}{of}, but the focus change was not observed within {} ms",
+                backend.name(),
+                window.id,
+                VERIFY_TIMEOUT.as_millis()
+            )
+        }
+        .into();
+        Ok(result)
+    }
+
+    /// `ensure_app {app, argv?, desktop_id?, wm_class?}`.
+    async fn ensure_app(&self, args: EnsureArgs, dry_run: bool) -> Result<Value, ErrorObject> {
+        check_name("app", &args.app)?;
+        for (field, value) in [
+            ("desktop_id", &args.desktop_id),
+            ("wm_class", &args.wm_class),
+        ] {
+            if let Some(v) = value {
+                check_name(field, v)?;
+            }
+        }
+        if let Some(argv) = &args.argv {
+            if argv.is_empty() || argv.len() > 64 || argv.iter().any(|a| a.len() > 4096) {
+                return Err(invalid_params(
+                    "ensure_app: argv must be 1 to 64 strings of at most 4096 bytes",
+                ));
+            }
+        }
+        let names: Vec<&str> = [
+            Some(args.app.as_str()),
+            args.desktop_id.as_deref(),
+            args.wm_class.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let backend = self.backend().await?;
+        let windows = self.app_windows(&backend.snapshot(), &names);
+        if let Some(window) = windows.first().cloned() {
+            return self
+                .focus_result(&backend, &args.app, window, windows.len(), dry_run, true)
+                .await;
+        }
+
+        // Nothing open: launch.
+        let (argv, how) = if let Some(argv) = &args.argv {
+            (argv.clone(), "argv".to_owned())
+        } else if let Some(desktop_id) = &args.desktop_id {
+            let plan = utter_desktop::launch::run(
+                utter_desktop::launch::LaunchArgs {
+                    app_id: desktop_id.clone(),
+                    name: Some(args.app.clone()),
+                },
+                true,
+            )
+            .await?;
+            let mut argv: Vec<String> = plan["argv"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let (Some(program), Some(first)) = (plan["program"].as_str(), argv.first_mut()) {
+                *first = program.to_owned();
+            }
+            let entry = plan["entry"].as_str().unwrap_or("?").to_owned();
+            (argv, format!("the desktop entry {entry}"))
+        } else {
+            return Err(invalid_params(format!(
+                "ensure_app: no window of {} is open, and launching it needs \"argv\" (a list of strings) or \"desktop_id\"",
+                args.app
+            )));
+        };
+        let sent = backend
+            .spawn(&argv)
+            .map_err(|e| invalid_params(format!("ensure_app: {e}")))?;
+        let mut result = json!({
+            "ok": true,
+            "dry_run": dry_run,
+            "compositor": backend.name(),
+            "sent": sent.to_json(),
+            "argv": argv,
+            "launched": !dry_run,
+        });
+        if dry_run {
+            result["verified"] = false.into();
+            result["detail"] = format!(
+                "no window of {} is open; would start {argv:?} (from {how}) with {}",
+                args.app,
+                sent.describe()
+            )
+            .into();
+            return Ok(result);
+        }
+        let mut state = backend.state();
+        let before: Vec<u64> = state
+            .borrow_and_update()
+            .windows
+            .iter()
+            .map(|w| w.id)
+            .collect();
+        backend.send(&sent).await.map_err(refused)?;
+        let order = self.inner.focus.ids();
+        let new_window = |s: &Snapshot| -> Option<Window> {
+            apps::windows_of(s, &names, &order)
+                .into_iter()
+                .find(|w| !before.contains(&w.id))
+                .cloned()
+        };
+        let appeared = wait_for(&mut state, LAUNCH_TIMEOUT, |s| {
+            new_window(s).is_some_and(|w| w.focused)
+        })
+        .await;
+        let latest = state.borrow().clone();
+        let late_window = new_window(&latest);
+        let (verified, window, detail) = match appeared {
+            Some(s) => {
+                let w = new_window(&s).expect("the predicate held");
+                let detail = format!(
+                    "started {} ({argv:?}); its window {} has the focus",
+                    args.app, w.id
+                );
+                (true, Some(w), detail)
+            }
+            None => match late_window {
+                // A window came but did not take the focus: give it the focus.
+                Some(w) => {
+                    let (_, focused, now) = self.focus_and_verify(&backend, &w).await?;
+                    let detail = if focused {
+                        format!(
+                            "started {} ({argv:?}) and focused its window {}",
+                            args.app, w.id
+                        )
+                    } else {
+                        format!(
+                            "started {} ({argv:?}); its window {} appeared but did not take the focus",
+                            args.app, w.id
+                        )
+                    };
+                    (focused, now.or(Some(w)), detail)
+                }
+                None => (
+                    false,
+                    None,
+                    format!(
+                        "started {argv:?} through {}, but no window of {} appeared within {} s",
+                        backend.name(),
+                        args.app,
+                        LAUNCH_TIMEOUT.as_secs()
+                    ),
+                ),
+            },
+        };
+        result["verified"] = verified.into();
+        result["detail"] = detail.into();
+        if let Some(w) = window {
+            result["window"] = window_json(&w);
+        }
+        Ok(result)
+    }
+
+    /// `close_app {app, window_id?}`: close one window (the given one, else the most
+    /// recently focused).
+    async fn close_app(&self, args: FocusArgs, dry_run: bool) -> Result<Value, ErrorObject> {
+        check_name("app", &args.app)?;
+        let backend = self.backend().await?;
+        let windows = self.app_windows(&backend.snapshot(), &[&args.app]);
+        let window = Self::pick(&args.app, &windows, args.window_id)?;
+        let others = windows.len() - 1;
+        let remain = match others {
+            0 => format!("no other {} window is open", args.app),
+            1 => format!("1 other {} window remains", args.app),
+            n => format!("{n} other {} windows remain", args.app),
+        };
+        let sent = backend.close_window(window.id);
+        let mut result = json!({
+            "ok": true,
+            "dry_run": dry_run,
+            "compositor": backend.name(),
+            "sent": sent.to_json(),
+            "window": window_json(&window),
+            "remaining": others,
+        });
+        if dry_run {
+            result["verified"] = false.into();
+            result["detail"] = format!(
+                "would close {} window {} with {}; {remain}",
+                args.app,
+                window.id,
+                sent.describe()
+            )
+            .into();
+            return Ok(result);
+        }
+        let mut state = backend.state();
+        backend.send(&sent).await.map_err(refused)?;
+        let id = window.id;
+        let gone = wait_for(&mut state, CLOSE_TIMEOUT, |s| s.window(id).is_none()).await;
+        result["verified"] = gone.is_some().into();
+        result["detail"] = if gone.is_some() {
+            format!("closed {} window {id}; {remain}", args.app)
+        } else {
+            format!(
+                "asked {} window {id} to close, but it was still open after {} s (it may be asking to save); {remain}",
+                args.app,
+                CLOSE_TIMEOUT.as_secs()
+            )
+        }
+        .into();
+        Ok(result)
+    }
+
+    async fn health(&self) -> HealthResult {
+        match self.backend().await {
+            Ok(backend) => HealthResult {
+                status: HealthStatus::Ok,
+                detail: format!(
+                    "connected to {} {} at {}",
+                    backend.name(),
+                    backend.version().as_deref().unwrap_or("(unknown version)"),
+                    self.inner
+                        .detected
+                        .socket()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default()
+                ),
+            },
+            Err(e) => HealthResult {
+                status: HealthStatus::Degraded,
+                detail: e.message,
+            },
+        }
+    }
+}
+
+impl Handler for Service {
+    fn methods(&self) -> Vec<String> {
+        vec![
+            "context.snapshot".into(),
+            "action.capabilities".into(),
+            "action.invoke".into(),
+        ]
+    }
+
+    fn side_effect_free(&self) -> Vec<String> {
+        vec!["context.snapshot".into(), "action.capabilities".into()]
+    }
+
+    async fn health(&self) -> HealthResult {
+        Service::health(self).await
+    }
+
+    async fn handle(&self, call: Call) -> Result<Value, ErrorObject> {
+        match call.method.as_str() {
+            "context.snapshot" => self.snapshot(&call.params).await,
+            "action.capabilities" => Ok(capabilities()),
+            "action.invoke" => self.invoke(call.params).await,
+            other => Err(ErrorObject::method_not_found(other)),
+        }
+    }
+}
+
+/// What a verification waits for, relative to the snapshot before the action.
+struct Check<'a> {
+    verify: Verify,
+    before: &'a Snapshot,
+    target: Option<u64>,
+    reference: Option<&'a Arg>,
+}
+
+fn workspace_is(ws: &crate::model::Workspace, reference: Option<&Arg>) -> bool {
+    match reference {
+        Some(Arg::WorkspaceIndex(i)) => ws.index == Some(i64::from(*i)),
+        Some(Arg::WorkspaceName(n)) => ws.name.as_deref() == Some(n.as_str()),
+        _ => false,
+    }
+}
+
+impl Check<'_> {
+    fn holds(&self, s: &Snapshot) -> bool {
+        let before_window = self.target.and_then(|id| self.before.window(id));
+        let now_window = self.target.and_then(|id| s.window(id));
+        match self.verify {
+            Verify::FocusedWorkspace => s
+                .focused_workspace()
+                .is_some_and(|ws| workspace_is(ws, self.reference)),
+            Verify::WindowWorkspace => now_window.is_some_and(|w| {
+                let ws = match w.workspace_id {
+                    Some(id) => s.workspaces.iter().find(|ws| ws.id == id),
+                    None => s.workspaces.iter().find(|ws| ws.name == w.workspace),
+                };
+                ws.is_some_and(|ws| workspace_is(ws, self.reference))
+            }),
+            Verify::WindowWorkspaceChanged => match (before_window, now_window) {
+                (Some(b), Some(n)) => {
+                    b.workspace_id != n.workspace_id || b.workspace != n.workspace
+                }
+                _ => false,
+            },
+            Verify::WorkspaceChanged => {
+                s.focused_workspace().map(|w| w.id) != self.before.focused_workspace().map(|w| w.id)
+            }
+            Verify::OutputChanged => s.focused_output() != self.before.focused_output(),
+            Verify::WindowOutputChanged => match (before_window, now_window) {
+                (Some(b), Some(n)) => b.output != n.output,
+                _ => false,
+            },
+            Verify::FullscreenFlipped => match (before_window, now_window) {
+                (Some(b), Some(n)) => n.fullscreen.is_some() && b.fullscreen != n.fullscreen,
+                _ => false,
+            },
+            Verify::WindowGone => now_window.is_none(),
+            Verify::OverviewFlipped => s.overview.is_some() && s.overview != self.before.overview,
+            Verify::LayoutChanged => s.keyboard_layout != self.before.keyboard_layout,
+            Verify::Any => s != self.before,
+            Verify::None => false,
+        }
+    }
+
+    fn describe_done(&self) -> String {
+        let reference = match self.reference {
+            Some(Arg::WorkspaceIndex(i)) => format!("workspace {i}"),
+            Some(Arg::WorkspaceName(n)) => format!("workspace {n:?}"),
+            _ => "the workspace".to_owned(),
+        };
+        let window = self
+            .target
+            .map(|id| format!("window {id}"))
+            .unwrap_or_else(|| "the window".into());
+        match self.verify {
+            Verify::FocusedWorkspace => format!("{reference} is focused"),
+            Verify::WindowWorkspace => format!("{window} is on {reference}"),
+            Verify::WindowWorkspaceChanged => format!("{window} is on another workspace"),
+            Verify::WorkspaceChanged => "another workspace is focused".into(),
+            Verify::OutputChanged => "another monitor is focused".into(),
+            Verify::WindowOutputChanged => format!("{window} is on another monitor"),
+            Verify::FullscreenFlipped => format!("{window}'s fullscreen state flipped"),
+            Verify::WindowGone => format!("{window} is closed"),
+            Verify::OverviewFlipped => "the overview flipped".into(),
+            Verify::LayoutChanged => "the keyboard layout changed".into(),
+            Verify::Any => "the compositor state changed".into(),
+            Verify::None => "nothing observable".into(),
+        }
+    }
+}
+
+/// A window in a result, with its title marked untrusted.
+fn window_json(w: &Window) -> Value {
+    let mut v = serde_json::to_value(w).expect("a window serialises");
+    v["provenance"] = json!({"title": "title"});
+    v
+}
+
+/// A compositor failure as a `-32000` error carrying the compositor's own words.
+fn refused(e: BackendError) -> ErrorObject {
+    match &e {
+        BackendError::Refused {
+            compositor,
+            request,
+            message,
+        } => plugin_error(format!("{compositor} refused {request}: {message}"))
+            .with_data(json!({"compositor": compositor, "request": request, "error": message})),
+        _ => plugin_error(e.to_string()),
+    }
+}
+
+fn check_name(field: &str, value: &str) -> Result<(), ErrorObject> {
+    if value.is_empty() || value.len() > MAX_NAME || value.chars().any(char::is_control) {
+        return Err(invalid_params(format!(
+            "\"{field}\" must be 1 to {MAX_NAME} bytes without control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// A JSON value cut short for messages and logs.
+fn short(v: &Value) -> String {
+    let s = match v {
+        Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    };
+    if s.chars().count() > 80 {
+        format!("{}…", s.chars().take(80).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// `niri {command, args?, options?}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NiriArgs {
+    command: String,
+    #[serde(default)]
+    args: Vec<Value>,
+    #[serde(default)]
+    options: Map<String, Value>,
+}
+
+/// `focus_app` / `close_app {app, window_id?}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FocusArgs {
+    app: String,
+    #[serde(default)]
+    window_id: Option<u64>,
+}
+
+/// `ensure_app {app, argv?, desktop_id?, wm_class?}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnsureArgs {
+    app: String,
+    #[serde(default)]
+    argv: Option<Vec<String>>,
+    #[serde(default)]
+    desktop_id: Option<String>,
+    #[serde(default)]
+    wm_class: Option<String>,
+}
+
+fn parse<T: DeserializeOwned>(op: &str, args: Value) -> Result<T, ErrorObject> {
+    serde_json::from_value(args).map_err(|e| {
+        let shape = match op {
+            "niri" => "{command: string, args?: [number|string], options?: {name: value}}",
+            "ensure_app" => {
+                "{app: string, argv?: [string], desktop_id?: string, wm_class?: string}"
+            }
+            _ => "{app: string, window_id?: integer}",
+        };
+        let message = e.to_string();
+        let message = if message.chars().count() > 200 {
+            format!("{}…", message.chars().take(200).collect::<String>())
+        } else {
+            message
+        };
+        invalid_params(format!("bad args for {op}: {message}; expected {shape}"))
+    })
+}
+
+/// The `action.capabilities` result: the four ops with their schemas, and the `niri`
+/// command table (`niri_commands`: name, doc, params, options, whether sway can do it).
+pub fn capabilities() -> Value {
+    let names: Vec<&str> = TABLE.actions().iter().map(|a| a.name.as_str()).collect();
+    let app = json!({"type": "string", "minLength": 1, "maxLength": MAX_NAME,
+        "description": "The app: its Wayland app_id, X11 class or desktop id (matched exactly, then ignoring case, then as desktop ids)."});
+    let window_id = json!({"type": "integer", "minimum": 0,
+        "description": "One window of the app (its id in context.snapshot)."});
+    let niri_schema = json!({
+        "type": "object",
+        "required": ["command"],
+        "additionalProperties": false,
+        "properties": {
+            "command": {"type": "string", "enum": names,
+                "description": "niri's action name, as in `niri msg action <command>`."},
+            "args": {"type": "array", "maxItems": 8,
+                "items": {"type": ["integer", "string"], "maxLength": crate::table::MAX_STRING},
+                "description": "Positional values, e.g. [2] for focus-workspace."},
+            "options": {"type": "object", "maxProperties": 8,
+                "additionalProperties": {"type": ["boolean", "integer", "string"]},
+                "description": "Named options, e.g. {\"focus\": false}."}
+        }
+    });
+    let focus_schema = json!({
+        "type": "object", "required": ["app"], "additionalProperties": false,
+        "properties": {"app": app, "window_id": window_id}
+    });
+    let ensure_schema = json!({
+        "type": "object", "required": ["app"], "additionalProperties": false,
+        "properties": {
+            "app": app,
+            "argv": {"type": "array", "minItems": 1, "maxItems": 64,
+                "items": {"type": "string", "maxLength": 4096},
+                "description": "The program and its arguments, started through the compositor when no window is open."},
+            "desktop_id": {"type": "string", "minLength": 1, "maxLength": MAX_NAME,
+                "description": "A desktop file id to start from when no argv is given; also matched against app_ids."},
+            "wm_class": {"type": "string", "minLength": 1, "maxLength": MAX_NAME,
+                "description": "Another app_id/class to recognise the app's windows by."}
+        }
+    });
+    let op = |name: &str, confirm: bool, schema: Value| json!({"op": name, "side_effect": true, "needs_confirm": confirm, "args_schema": schema});
+    json!({
+        "ops": [
+            op("niri", false, niri_schema),
+            op("ensure_app", false, ensure_schema),
+            op("focus_app", false, focus_schema.clone()),
+            op("close_app", true, focus_schema),
+        ],
+        "niri_commands": TABLE.actions().iter().map(|a| a.describe()).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_list_the_ops_and_the_vocabulary() {
+        let caps = capabilities();
+        let ops = caps["ops"].as_array().expect("ops");
+        let names: Vec<&str> = ops.iter().filter_map(|o| o["op"].as_str()).collect();
+        assert_eq!(names, OPS);
+        for op in ops {
+            assert_eq!(op["side_effect"], true);
+            assert_eq!(op["needs_confirm"], op["op"] == "close_app");
+            assert_eq!(op["args_schema"]["type"], "object");
+        }
+        let commands = ops[0]["args_schema"]["properties"]["command"]["enum"]
+            .as_array()
+            .expect("enum");
+        assert!(commands.contains(&json!("focus-workspace")));
+        assert_eq!(commands.len(), TABLE.actions().len());
+    }
+
+    #[tokio::test]
+    async fn bad_invocations_get_the_right_codes_without_a_compositor() {
+        let service = Service::new(Detected::None);
+        let code = |params: Value| {
+            let service = service.clone();
+            async move { service.invoke(params).await.map_err(|e| e.code) }
+        };
+        assert_eq!(code(json!({"op": "fly", "args": {}})).await, Err(-32601));
+        assert_eq!(code(json!({"args": {}})).await, Err(-32602));
+        assert_eq!(code(json!({"op": "niri", "args": []})).await, Err(-32602));
+        assert_eq!(code(json!({"op": "niri", "args": {}})).await, Err(-32602));
+        assert_eq!(
+            code(json!({"op": "niri", "args": {"command": "nope"}})).await,
+            Err(-32602)
+        );
+        assert_eq!(
+            code(json!({"op": "niri", "args": {"command": "focus-workspace", "args": [{}]}})).await,
+            Err(-32602)
+        );
+        assert_eq!(
+            code(json!({"op": "niri", "args": {"command": "focus-workspace", "args": [2]}})).await,
+            Err(-32000)
+        );
+        assert_eq!(
+            code(json!({"op": "focus_app", "args": {"app": ""}})).await,
+            Err(-32602)
+        );
+        assert_eq!(
+            code(json!({"op": "focus_app", "args": {"app": "x", "title": "y"}})).await,
+            Err(-32602)
+        );
+        assert_eq!(
+            code(json!({"op": "close_app", "args": {"app": "x"}, "dry_run": "yes"})).await,
+            Err(-32602)
+        );
+        let err = service
+            .snapshot(&json!({}))
+            .await
+            .expect_err("no compositor");
+        assert_eq!(err.code, -32000);
+        assert!(
+            err.message.contains("NIRI_SOCKET, SWAYSOCK, I3SOCK"),
+            "{}",
+            err.message
+        );
+        let health = service.health().await;
+        assert_eq!(health.status, HealthStatus::Degraded);
+    }
+
+    #[test]
+    fn checks_compare_with_the_snapshot_before() {
+        let ws = |id, index: i64, focused| crate::model::Workspace {
+            id,
+            index: Some(index),
+            name: Some(index.to_string()),
+            focused,
+            ..Default::default()
+        };
+        let before = Snapshot {
+            workspaces: vec![ws(1, 1, true), ws(2, 2, false)],
+            ..Default::default()
+        };
+        let after = Snapshot {
+            workspaces: vec![ws(1, 1, false), ws(2, 2, true)],
+            ..Default::default()
+        };
+        let two = Arg::WorkspaceIndex(2);
+        let check = Check {
+            verify: Verify::FocusedWorkspace,
+            before: &before,
+            target: None,
+            reference: Some(&two),
+        };
+        assert!(!check.holds(&before));
+        assert!(check.holds(&after));
+        let any = Check {
+            verify: Verify::Any,
+            ..check
+        };
+        assert!(!any.holds(&before));
+        assert!(any.holds(&after));
+    }
+}

@@ -1,0 +1,1021 @@
+//! The action table: `data/compositor-actions.toml`, embedded at build time. It maps each
+//! niri action name (as `niri msg action <name>` spells it) to its positional parameters,
+//! its named options, the niri IPC `Action` JSON, the sway command doing the same (where one
+//! exists) and how the effect is verified. The file's header documents the format.
+//!
+//! [`Table::resolve`] checks a call's `args`/`options` against an entry and renders what
+//! will be sent: [`Resolved::niri`] and [`Resolved::sway`].
+
+use serde::Deserialize;
+use serde_json::{Map, Number, Value};
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+/// The table's source text.
+pub const SOURCE: &str = include_str!("../../../data/compositor-actions.toml");
+
+/// The longest string accepted for a parameter (a workspace or output name).
+pub const MAX_STRING: usize = 128;
+
+/// The parsed table, loaded once.
+pub static TABLE: LazyLock<Table> =
+    LazyLock::new(|| Table::parse(SOURCE).expect("data/compositor-actions.toml is valid"));
+
+/// A parameter's or option's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ParamType {
+    /// A whole number (JSON integer or a string of digits), within `min..=max`.
+    Integer,
+    /// A workspace: an index `0..=255` (number or digit string) or a name.
+    Workspace,
+    /// A short string without control characters.
+    String,
+    /// `true` or `false` (or those words as strings).
+    Bool,
+    /// niri's size change: `"+10%"`, `"-10%"`, `"50%"`, `"+20"`, `"800"` (or an integer:
+    /// pixels).
+    Size,
+    /// A keyboard layout target: `"next"`, `"prev"` or an index `0..=255`.
+    Layout,
+}
+
+impl ParamType {
+    fn describe(self) -> &'static str {
+        match self {
+            ParamType::Integer => "integer",
+            ParamType::Workspace => "workspace (index number or name)",
+            ParamType::String => "string",
+            ParamType::Bool => "bool",
+            ParamType::Size => "size change like \"+10%\", \"50%\" or \"800\"",
+            ParamType::Layout => "layout (\"next\", \"prev\" or an index)",
+        }
+    }
+}
+
+/// One positional parameter or named option.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Param {
+    /// Its name, used as `$name` in the niri template and `{name}` in the sway one.
+    pub name: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub kind: ParamType,
+    /// What it means.
+    #[serde(default)]
+    pub doc: Option<String>,
+    /// The smallest integer accepted (integers only).
+    #[serde(default)]
+    pub min: Option<i64>,
+    /// The largest integer accepted (integers only).
+    #[serde(default)]
+    pub max: Option<i64>,
+    /// `"width"` or `"height"`: which dimension a size change resizes on sway.
+    #[serde(default)]
+    pub axis: Option<String>,
+    /// The default value (options only).
+    #[serde(default)]
+    pub default: Option<toml::Value>,
+}
+
+/// How an action's effect is checked from the snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verify {
+    /// The focused workspace is the `reference` parameter.
+    FocusedWorkspace,
+    /// The window focused before is on the `reference` workspace.
+    WindowWorkspace,
+    /// The window focused before is on another workspace.
+    WindowWorkspaceChanged,
+    /// Another workspace is focused.
+    WorkspaceChanged,
+    /// Another output is focused.
+    OutputChanged,
+    /// The window focused before is on another output.
+    WindowOutputChanged,
+    /// The window focused before has the other fullscreen state.
+    FullscreenFlipped,
+    /// The window focused before is gone.
+    WindowGone,
+    /// niri's overview is in the other state.
+    OverviewFlipped,
+    /// The keyboard layout changed.
+    LayoutChanged,
+    /// Any change of the snapshot.
+    Any,
+    /// Nothing the snapshot shows.
+    None,
+}
+
+/// One table entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Action {
+    /// niri's CLI action name, e.g. `focus-workspace`.
+    pub name: String,
+    /// A one-line description.
+    pub doc: String,
+    /// Positional parameters, all required.
+    #[serde(default)]
+    pub params: Vec<Param>,
+    /// Named options with defaults.
+    #[serde(default)]
+    pub options: Vec<Param>,
+    /// The niri Action JSON template (text; parsed into [`Action::niri_template`]).
+    pub niri: String,
+    /// The sway command template, if sway can do it.
+    #[serde(default)]
+    pub sway: Option<String>,
+    /// The sway command when the option `focus` is false.
+    #[serde(default)]
+    pub sway_no_focus: Option<String>,
+    /// How the effect is verified.
+    pub verify: Verify,
+    /// The parsed niri template.
+    #[serde(skip)]
+    pub niri_template: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    action: Vec<Action>,
+}
+
+/// The whole table.
+#[derive(Debug, Clone)]
+pub struct Table {
+    actions: Vec<Action>,
+}
+
+/// A parameter value converted to the table's meaning.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arg {
+    /// An integer.
+    Integer(i64),
+    /// A workspace by index.
+    WorkspaceIndex(u8),
+    /// A workspace by name.
+    WorkspaceName(String),
+    /// A string.
+    Str(String),
+    /// A bool.
+    Bool(bool),
+    /// A size change.
+    Size(SizeChange),
+    /// A layout target.
+    Layout(LayoutTarget),
+}
+
+/// niri's `SizeChange`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SizeChange {
+    /// Set in logical pixels.
+    SetFixed(i32),
+    /// Set as a percentage of the working area (`50.0` is half).
+    SetProportion(f64),
+    /// Add (or subtract) logical pixels.
+    AdjustFixed(i32),
+    /// Add (or subtract) a percentage of the working area.
+    AdjustProportion(f64),
+}
+
+/// niri's `LayoutSwitchTarget`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutTarget {
+    /// The next layout.
+    Next,
+    /// The previous layout.
+    Prev,
+    /// A layout by index (0 is the first).
+    Index(u8),
+}
+
+/// A call checked against its entry.
+#[derive(Debug, Clone)]
+pub struct Resolved<'a> {
+    /// The entry.
+    pub action: &'a Action,
+    /// Every parameter and option by name, converted.
+    pub values: BTreeMap<String, Arg>,
+}
+
+/// Why a call does not fit its entry: the message names the command and its parameters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ArgError(pub String);
+
+impl Table {
+    /// Parse and check the table text.
+    ///
+    /// # Errors
+    /// A message naming the entry at fault: TOML errors, a niri template that is not a JSON
+    /// object with one key, a placeholder naming no parameter, an option without a valid
+    /// default, a duplicate name.
+    pub fn parse(text: &str) -> Result<Table, String> {
+        let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut actions = Vec::with_capacity(file.action.len());
+        let mut seen = std::collections::BTreeSet::new();
+        for mut action in file.action {
+            let name = action.name.clone();
+            if !seen.insert(name.clone()) {
+                return Err(format!("{name}: listed twice"));
+            }
+            let template: Value = serde_json::from_str(&action.niri)
+                .map_err(|e| format!("{name}: the niri template is not JSON: {e}"))?;
+            match &template {
+                Value::Object(map) if map.len() == 1 && map.values().all(Value::is_object) => {}
+                _ => {
+                    return Err(format!(
+                        "{name}: the niri template must be an object with one key whose value is an object"
+                    ));
+                }
+            }
+            let names: Vec<&str> = action
+                .params
+                .iter()
+                .chain(action.options.iter())
+                .map(|p| p.name.as_str())
+                .collect();
+            let mut used = Vec::new();
+            placeholders(&template, &mut used);
+            for p in &used {
+                if !names.contains(&p.as_str()) {
+                    return Err(format!(
+                        "{name}: the niri template uses ${p}, which is no parameter"
+                    ));
+                }
+            }
+            for n in &names {
+                if !used.iter().any(|u| u == n) {
+                    return Err(format!(
+                        "{name}: the parameter {n} is not used in the niri template"
+                    ));
+                }
+            }
+            for sway in action.sway.iter().chain(action.sway_no_focus.iter()) {
+                for p in sway_placeholders(sway) {
+                    if !action.params.iter().any(|q| q.name == p) {
+                        return Err(format!(
+                            "{name}: the sway template uses {{{p}}}, which is no parameter"
+                        ));
+                    }
+                }
+            }
+            if action.sway_no_focus.is_some() && !action.options.iter().any(|o| o.name == "focus") {
+                return Err(format!("{name}: sway_no_focus without a focus option"));
+            }
+            for option in &action.options {
+                let Some(default) = &option.default else {
+                    return Err(format!("{name}: the option {} has no default", option.name));
+                };
+                let json = serde_json::to_value(default)
+                    .map_err(|e| format!("{name}: option {}: {e}", option.name))?;
+                convert(option, &json)
+                    .map_err(|e| format!("{name}: the default of {}: {e}", option.name))?;
+            }
+            for param in &action.params {
+                if param.default.is_some() {
+                    return Err(format!(
+                        "{name}: the parameter {} has a default; make it an option",
+                        param.name
+                    ));
+                }
+                if param.kind == ParamType::Size
+                    && !matches!(param.axis.as_deref(), Some("width" | "height"))
+                {
+                    return Err(format!(
+                        "{name}: the size parameter {} needs axis = width or height",
+                        param.name
+                    ));
+                }
+            }
+            action.niri_template = template;
+            actions.push(action);
+        }
+        Ok(Table { actions })
+    }
+
+    /// Every entry, in file order.
+    pub fn actions(&self) -> &[Action] {
+        &self.actions
+    }
+
+    /// The entry called `name`.
+    pub fn get(&self, name: &str) -> Option<&Action> {
+        self.actions.iter().find(|a| a.name == name)
+    }
+
+    /// Up to five names close to `name` (sharing a word, or a small edit distance).
+    pub fn close_names(&self, name: &str) -> Vec<&str> {
+        let query = name.to_ascii_lowercase();
+        let mut scored: Vec<(usize, &str)> = self
+            .actions
+            .iter()
+            .filter_map(|a| {
+                let distance = edit_distance(&query, &a.name);
+                let shares_word = query
+                    .split(['-', '_', ' '])
+                    .filter(|w| w.len() >= 3)
+                    .any(|w| a.name.contains(w));
+                (distance <= 3 || shares_word).then_some((distance, a.name.as_str()))
+            })
+            .collect();
+        scored.sort();
+        scored.into_iter().take(5).map(|(_, n)| n).collect()
+    }
+
+    /// Check `args` (positional) and `options` (named) against the entry `name`.
+    ///
+    /// # Errors
+    /// An unknown name ([`ArgError`] listing close names), a wrong count or type of
+    /// arguments, an unknown option.
+    pub fn resolve<'a>(
+        &'a self,
+        name: &str,
+        args: &[Value],
+        options: &Map<String, Value>,
+    ) -> Result<Resolved<'a>, ArgError> {
+        let Some(action) = self.get(name) else {
+            let close = self.close_names(name);
+            let hint = if close.is_empty() {
+                String::new()
+            } else {
+                format!("; did you mean {}?", close.join(", "))
+            };
+            return Err(ArgError(format!(
+                "unknown niri action {:?}{hint} (action.capabilities lists all {})",
+                truncate(name),
+                self.actions.len()
+            )));
+        };
+        if args.len() != action.params.len() {
+            return Err(ArgError(format!(
+                "{} takes {} argument{} ({}), not {}",
+                action.name,
+                action.params.len(),
+                if action.params.len() == 1 { "" } else { "s" },
+                action.signature(),
+                args.len()
+            )));
+        }
+        let mut values = BTreeMap::new();
+        for (param, value) in action.params.iter().zip(args) {
+            let arg = convert(param, value).map_err(|e| {
+                ArgError(format!(
+                    "{}: argument {}: {e} ({})",
+                    action.name,
+                    param.name,
+                    action.signature()
+                ))
+            })?;
+            values.insert(param.name.clone(), arg);
+        }
+        for (key, value) in options {
+            let Some(option) = action.options.iter().find(|o| &o.name == key) else {
+                let known: Vec<&str> = action.options.iter().map(|o| o.name.as_str()).collect();
+                return Err(ArgError(format!(
+                    "{} has no option {:?}; its options: {}",
+                    action.name,
+                    truncate(key),
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                )));
+            };
+            let arg = convert(option, value)
+                .map_err(|e| ArgError(format!("{}: option {key}: {e}", action.name)))?;
+            values.insert(key.clone(), arg);
+        }
+        for option in &action.options {
+            if !values.contains_key(&option.name) {
+                let default =
+                    serde_json::to_value(option.default.as_ref().expect("checked at parse"))
+                        .expect("a TOML value is JSON");
+                values.insert(
+                    option.name.clone(),
+                    convert(option, &default).expect("checked at parse"),
+                );
+            }
+        }
+        Ok(Resolved { action, values })
+    }
+}
+
+impl Action {
+    /// `name <param: type> ... [--option=default]`, for messages and schemas.
+    pub fn signature(&self) -> String {
+        let mut parts = vec![self.name.clone()];
+        for p in &self.params {
+            parts.push(format!("<{}: {}>", p.name, p.kind.describe()));
+        }
+        for o in &self.options {
+            let default = o
+                .default
+                .as_ref()
+                .map(|d| d.to_string())
+                .unwrap_or_default();
+            parts.push(format!("[{}={default}]", o.name));
+        }
+        parts.join(" ")
+    }
+
+    /// This entry as `action.capabilities` describes it.
+    pub fn describe(&self) -> Value {
+        let param = |p: &Param| {
+            let mut v = serde_json::json!({"name": p.name, "type": p.kind});
+            if let Some(doc) = &p.doc {
+                v["doc"] = doc.clone().into();
+            }
+            if let Some(d) = &p.default {
+                v["default"] = serde_json::to_value(d).unwrap_or(Value::Null);
+            }
+            v
+        };
+        serde_json::json!({
+            "name": self.name,
+            "doc": self.doc,
+            "params": self.params.iter().map(param).collect::<Vec<_>>(),
+            "options": self.options.iter().map(param).collect::<Vec<_>>(),
+            "sway": self.sway.is_some(),
+        })
+    }
+}
+
+impl serde::Serialize for ParamType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(match self {
+            ParamType::Integer => "integer",
+            ParamType::Workspace => "workspace",
+            ParamType::String => "string",
+            ParamType::Bool => "bool",
+            ParamType::Size => "size",
+            ParamType::Layout => "layout",
+        })
+    }
+}
+
+impl Resolved<'_> {
+    /// The niri Action JSON with every placeholder filled in.
+    pub fn niri(&self) -> Value {
+        fill(&self.action.niri_template, &self.values)
+    }
+
+    /// The sway command, or `None` when sway cannot do this action.
+    pub fn sway(&self) -> Option<String> {
+        let focus = !matches!(self.values.get("focus"), Some(Arg::Bool(false)));
+        let template = if focus {
+            self.action.sway.as_ref()?
+        } else {
+            self.action
+                .sway_no_focus
+                .as_ref()
+                .or(self.action.sway.as_ref())?
+        };
+        let mut out = template.clone();
+        for param in &self.action.params {
+            let value = &self.values[&param.name];
+            out = out.replace(&format!("{{{}}}", param.name), &sway_value(value, param));
+        }
+        Some(out)
+    }
+}
+
+/// `"$name"` strings in a template.
+fn placeholders(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => {
+            if let Some(name) = s.strip_prefix('$') {
+                out.push(name.to_owned());
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| placeholders(i, out)),
+        Value::Object(map) => map.values().for_each(|i| placeholders(i, out)),
+        _ => {}
+    }
+}
+
+/// `{name}` spans in a sway template.
+fn sway_placeholders(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(start) = rest.find('{') {
+        let after = &rest[start + 1..];
+        match after.find('}') {
+            Some(end) => {
+                out.push(after[..end].to_owned());
+                rest = &after[end + 1..];
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+fn fill(template: &Value, values: &BTreeMap<String, Arg>) -> Value {
+    match template {
+        Value::String(s) => match s.strip_prefix('$').and_then(|n| values.get(n)) {
+            Some(arg) => niri_value(arg),
+            None => template.clone(),
+        },
+        Value::Array(items) => Value::Array(items.iter().map(|i| fill(i, values)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), fill(v, values)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn float(f: f64) -> Value {
+    Number::from_f64(f).map_or(Value::Null, Value::Number)
+}
+
+/// An argument in niri's JSON form.
+fn niri_value(arg: &Arg) -> Value {
+    match arg {
+        Arg::Integer(n) => Value::from(*n),
+        Arg::WorkspaceIndex(i) => serde_json::json!({"Index": i}),
+        Arg::WorkspaceName(n) => serde_json::json!({"Name": n}),
+        Arg::Str(s) => Value::String(s.clone()),
+        Arg::Bool(b) => Value::Bool(*b),
+        Arg::Size(SizeChange::SetFixed(n)) => serde_json::json!({"SetFixed": n}),
+        Arg::Size(SizeChange::AdjustFixed(n)) => serde_json::json!({"AdjustFixed": n}),
+        Arg::Size(SizeChange::SetProportion(p)) => serde_json::json!({"SetProportion": float(*p)}),
+        Arg::Size(SizeChange::AdjustProportion(p)) => {
+            serde_json::json!({"AdjustProportion": float(*p)})
+        }
+        Arg::Layout(LayoutTarget::Next) => Value::String("Next".into()),
+        Arg::Layout(LayoutTarget::Prev) => Value::String("Prev".into()),
+        Arg::Layout(LayoutTarget::Index(i)) => serde_json::json!({"Index": i}),
+    }
+}
+
+/// A double-quoted sway string (strings are checked to hold no quote or backslash).
+fn sway_quote(s: &str) -> String {
+    format!("\"{s}\"")
+}
+
+/// An argument in sway's command syntax.
+fn sway_value(arg: &Arg, param: &Param) -> String {
+    let axis = param.axis.as_deref().unwrap_or("width");
+    match arg {
+        Arg::Integer(n) => n.to_string(),
+        Arg::WorkspaceIndex(i) => format!("number {i}"),
+        Arg::WorkspaceName(n) => sway_quote(n),
+        Arg::Str(s) => sway_quote(s),
+        Arg::Bool(b) => b.to_string(),
+        Arg::Size(SizeChange::SetFixed(n)) => format!("set {axis} {n} px"),
+        Arg::Size(SizeChange::SetProportion(p)) => format!("set {axis} {} ppt", p.round()),
+        Arg::Size(SizeChange::AdjustFixed(n)) if *n < 0 => {
+            format!("shrink {axis} {} px", n.unsigned_abs())
+        }
+        Arg::Size(SizeChange::AdjustFixed(n)) => format!("grow {axis} {n} px"),
+        Arg::Size(SizeChange::AdjustProportion(p)) if *p < 0.0 => {
+            format!("shrink {axis} {} ppt", p.abs().round())
+        }
+        Arg::Size(SizeChange::AdjustProportion(p)) => format!("grow {axis} {} ppt", p.round()),
+        Arg::Layout(LayoutTarget::Next) => "next".into(),
+        Arg::Layout(LayoutTarget::Prev) => "prev".into(),
+        Arg::Layout(LayoutTarget::Index(i)) => i.to_string(),
+    }
+}
+
+fn truncate(s: &str) -> String {
+    if s.chars().count() > 40 {
+        let head: String = s.chars().take(40).collect();
+        format!("{head}…")
+    } else {
+        s.to_owned()
+    }
+}
+
+/// A string argument: bounded, no control characters, and nothing that could end a sway
+/// quoted string or command (`"`, `\`, `;`, `,`).
+fn check_string(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if s.chars().count() > MAX_STRING {
+        return Err(format!("is longer than {MAX_STRING} characters"));
+    }
+    if s.chars()
+        .any(|c| c.is_control() || matches!(c, '"' | '\\' | ';' | ','))
+    {
+        return Err("must not contain control characters, quotes, backslashes, ';' or ','".into());
+    }
+    Ok(s.to_owned())
+}
+
+fn integer_of(value: &Value) -> Option<i64> {
+    match value {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn shown(value: &Value) -> String {
+    truncate(&value.to_string())
+}
+
+/// Convert one JSON value by its parameter's type.
+fn convert(param: &Param, value: &Value) -> Result<Arg, String> {
+    match param.kind {
+        ParamType::Integer => {
+            let n = integer_of(value)
+                .ok_or_else(|| format!("expected an integer, got {}", shown(value)))?;
+            let min = param.min.unwrap_or(0);
+            let max = param.max.unwrap_or(i64::from(u32::MAX));
+            if n < min || n > max {
+                return Err(format!("{n} is outside {min}..={max}"));
+            }
+            Ok(Arg::Integer(n))
+        }
+        ParamType::Workspace => match value {
+            Value::Number(_) => {
+                let n = integer_of(value).ok_or_else(|| {
+                    format!("expected a workspace index or name, got {}", shown(value))
+                })?;
+                u8::try_from(n)
+                    .map(Arg::WorkspaceIndex)
+                    .map_err(|_| format!("workspace index {n} is outside 0..=255"))
+            }
+            Value::String(s) => match s.trim().parse::<i64>() {
+                Ok(n) => u8::try_from(n)
+                    .map(Arg::WorkspaceIndex)
+                    .map_err(|_| format!("workspace index {n} is outside 0..=255")),
+                Err(_) => check_string(s).map(Arg::WorkspaceName),
+            },
+            _ => Err(format!(
+                "expected a workspace index or name, got {}",
+                shown(value)
+            )),
+        },
+        ParamType::String => match value {
+            Value::String(s) => check_string(s).map(Arg::Str),
+            _ => Err(format!("expected a string, got {}", shown(value))),
+        },
+        ParamType::Bool => match value {
+            Value::Bool(b) => Ok(Arg::Bool(*b)),
+            Value::String(s) if s == "true" => Ok(Arg::Bool(true)),
+            Value::String(s) if s == "false" => Ok(Arg::Bool(false)),
+            _ => Err(format!("expected true or false, got {}", shown(value))),
+        },
+        ParamType::Size => match value {
+            Value::Number(_) => {
+                let n = integer_of(value)
+                    .ok_or_else(|| format!("expected a size change, got {}", shown(value)))?;
+                let n = i32::try_from(n).map_err(|_| format!("{n} pixels is out of range"))?;
+                Ok(Arg::Size(SizeChange::SetFixed(n)))
+            }
+            Value::String(s) => parse_size(s).map(Arg::Size),
+            _ => Err(format!(
+                "expected a size change like \"+10%\", got {}",
+                shown(value)
+            )),
+        },
+        ParamType::Layout => match value {
+            Value::String(s) if s.eq_ignore_ascii_case("next") => {
+                Ok(Arg::Layout(LayoutTarget::Next))
+            }
+            Value::String(s) if s.eq_ignore_ascii_case("prev") => {
+                Ok(Arg::Layout(LayoutTarget::Prev))
+            }
+            _ => {
+                let n = integer_of(value).ok_or_else(|| {
+                    format!(
+                        "expected \"next\", \"prev\" or a layout index, got {}",
+                        shown(value)
+                    )
+                })?;
+                u8::try_from(n)
+                    .map(|i| Arg::Layout(LayoutTarget::Index(i)))
+                    .map_err(|_| format!("layout index {n} is outside 0..=255"))
+            }
+        },
+    }
+}
+
+/// niri's size-change syntax: an optional sign (adjust rather than set), a number, an
+/// optional `%` (a percentage of the working area rather than pixels).
+fn parse_size(s: &str) -> Result<SizeChange, String> {
+    let bad = || {
+        format!(
+            "{:?} is not a size change like \"+10%\", \"-10%\", \"50%\", \"+20\" or \"800\"",
+            truncate(s)
+        )
+    };
+    if s.len() > 16 {
+        return Err(bad());
+    }
+    let (number, percent) = match s.strip_suffix('%') {
+        Some(n) => (n, true),
+        None => (s, false),
+    };
+    let adjust = number.starts_with(['+', '-']);
+    if number.is_empty() || number.contains('%') {
+        return Err(bad());
+    }
+    if percent {
+        let value: f64 = number.parse().map_err(|_| bad())?;
+        if !value.is_finite() || value.abs() > 1000.0 {
+            return Err(bad());
+        }
+        Ok(if adjust {
+            SizeChange::AdjustProportion(value)
+        } else {
+            SizeChange::SetProportion(value)
+        })
+    } else {
+        let value: i32 = number.parse().map_err(|_| bad())?;
+        Ok(if adjust {
+            SizeChange::AdjustFixed(value)
+        } else {
+            SizeChange::SetFixed(value)
+        })
+    }
+}
+
+/// Levenshtein distance over bytes (names are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn resolve(name: &str, args: Value, options: Value) -> Result<(Value, Option<String>), String> {
+        let args = args.as_array().cloned().unwrap_or_default();
+        let options = options.as_object().cloned().unwrap_or_default();
+        TABLE
+            .resolve(name, &args, &options)
+            .map(|r| (r.niri(), r.sway()))
+            .map_err(|e| e.0)
+    }
+
+    #[test]
+    fn every_entry_parses_and_its_template_is_an_object() {
+        let table = Table::parse(SOURCE).expect("parses");
+        assert!(table.actions().len() >= 40);
+        for action in table.actions() {
+            let t = action.niri_template.as_object().expect("object");
+            assert_eq!(t.len(), 1, "{}", action.name);
+            assert!(
+                t.values().next().expect("one").is_object(),
+                "{}",
+                action.name
+            );
+            // niri's action names are kebab-case forms of the variant names.
+            let variant = t.keys().next().expect("one key");
+            let kebab: String = variant
+                .chars()
+                .enumerate()
+                .flat_map(|(i, c)| {
+                    let lower = c.to_ascii_lowercase();
+                    if c.is_ascii_uppercase() && i > 0 {
+                        vec!['-', lower]
+                    } else {
+                        vec![lower]
+                    }
+                })
+                .collect();
+            assert_eq!(kebab, action.name, "variant {variant}");
+        }
+    }
+
+    #[test]
+    fn the_required_vocabulary_is_there() {
+        for name in [
+            "focus-workspace",
+            "focus-workspace-down",
+            "focus-workspace-up",
+            "focus-workspace-previous",
+            "move-window-to-workspace",
+            "move-column-to-workspace",
+            "move-window-to-workspace-down",
+            "move-window-to-workspace-up",
+            "focus-column-left",
+            "focus-column-right",
+            "focus-window-down",
+            "focus-window-up",
+            "focus-column-first",
+            "focus-column-last",
+            "focus-monitor-left",
+            "focus-monitor-right",
+            "focus-monitor-up",
+            "focus-monitor-down",
+            "focus-monitor-next",
+            "focus-monitor-previous",
+            "move-column-to-monitor-left",
+            "move-column-to-monitor-right",
+            "move-column-to-monitor-up",
+            "move-column-to-monitor-down",
+            "move-window-to-monitor-left",
+            "move-window-to-monitor-right",
+            "move-window-to-monitor-up",
+            "move-window-to-monitor-down",
+            "maximize-column",
+            "fullscreen-window",
+            "toggle-window-floating",
+            "close-window",
+            "toggle-overview",
+            "screenshot",
+            "screenshot-window",
+            "screenshot-screen",
+            "center-column",
+            "switch-preset-column-width",
+            "set-column-width",
+            "consume-or-expel-window-left",
+            "consume-or-expel-window-right",
+            "power-off-monitors",
+            "switch-layout",
+        ] {
+            assert!(TABLE.get(name).is_some(), "{name} missing");
+        }
+        assert!(TABLE.get("quit").is_none());
+        assert!(TABLE.get("toggle-overview").unwrap().sway.is_none());
+    }
+
+    #[test]
+    fn arguments_render_into_both_forms() {
+        assert_eq!(
+            resolve("focus-workspace", json!([2]), json!({})).unwrap(),
+            (
+                json!({"FocusWorkspace": {"reference": {"Index": 2}}}),
+                Some("workspace number 2".into())
+            )
+        );
+        assert_eq!(
+            resolve("focus-workspace", json!(["chat"]), json!({})).unwrap(),
+            (
+                json!({"FocusWorkspace": {"reference": {"Name": "chat"}}}),
+                Some("workspace \"chat\"".into())
+            )
+        );
+        assert_eq!(
+            resolve("focus-workspace", json!(["3"]), json!({}))
+                .unwrap()
+                .0,
+            json!({"FocusWorkspace": {"reference": {"Index": 3}}})
+        );
+        assert_eq!(
+            resolve("move-window-to-workspace", json!([3]), json!({})).unwrap(),
+            (
+                json!({"MoveWindowToWorkspace": {"window_id": null, "reference": {"Index": 3}, "focus": true}}),
+                Some("move container to workspace number 3; workspace number 3".into())
+            )
+        );
+        assert_eq!(
+            resolve(
+                "move-window-to-workspace",
+                json!([3]),
+                json!({"focus": false})
+            )
+            .unwrap(),
+            (
+                json!({"MoveWindowToWorkspace": {"window_id": null, "reference": {"Index": 3}, "focus": false}}),
+                Some("move container to workspace number 3".into())
+            )
+        );
+        assert_eq!(
+            resolve("focus-column-left", json!([]), json!({})).unwrap(),
+            (json!({"FocusColumnLeft": {}}), Some("focus left".into()))
+        );
+        assert_eq!(
+            resolve("close-window", json!([]), json!({})).unwrap(),
+            (json!({"CloseWindow": {"id": null}}), Some("kill".into()))
+        );
+        assert_eq!(
+            resolve("toggle-overview", json!([]), json!({})).unwrap(),
+            (json!({"ToggleOverview": {}}), None)
+        );
+        assert_eq!(
+            resolve("set-column-width", json!(["+10%"]), json!({})).unwrap(),
+            (
+                json!({"SetColumnWidth": {"change": {"AdjustProportion": 10.0}}}),
+                Some("resize grow width 10 ppt".into())
+            )
+        );
+        assert_eq!(
+            resolve("set-column-width", json!(["-20"]), json!({}))
+                .unwrap()
+                .1,
+            Some("resize shrink width 20 px".into())
+        );
+        assert_eq!(
+            resolve("set-column-width", json!(["50%"]), json!({}))
+                .unwrap()
+                .0,
+            json!({"SetColumnWidth": {"change": {"SetProportion": 50.0}}})
+        );
+        assert_eq!(
+            resolve("switch-layout", json!(["next"]), json!({})).unwrap(),
+            (
+                json!({"SwitchLayout": {"layout": "Next"}}),
+                Some("input type:keyboard xkb_switch_layout next".into())
+            )
+        );
+        assert_eq!(
+            resolve("switch-layout", json!([1]), json!({})).unwrap().0,
+            json!({"SwitchLayout": {"layout": {"Index": 1}}})
+        );
+        assert_eq!(
+            resolve(
+                "screenshot-window",
+                json!([]),
+                json!({"write_to_disk": false})
+            )
+            .unwrap()
+            .0,
+            json!({"ScreenshotWindow": {"id": null, "write_to_disk": false, "show_pointer": false, "path": null}})
+        );
+    }
+
+    #[test]
+    fn bad_arguments_name_the_command_and_its_parameters() {
+        let err = resolve("focus-workspace", json!([]), json!({})).unwrap_err();
+        assert!(err.contains("focus-workspace takes 1 argument"), "{err}");
+        assert!(err.contains("<reference: workspace"), "{err}");
+        let err = resolve("focus-workspace", json!([1, 2]), json!({})).unwrap_err();
+        assert!(err.contains("not 2"), "{err}");
+        let err = resolve("focus-workspace", json!([true]), json!({})).unwrap_err();
+        assert!(err.contains("argument reference"), "{err}");
+        assert!(resolve("focus-workspace", json!([300]), json!({})).is_err());
+        assert!(resolve("focus-workspace", json!([-1]), json!({})).is_err());
+        assert!(resolve("focus-workspace", json!(["x".repeat(10_000)]), json!({})).is_err());
+        assert!(resolve("focus-workspace", json!(["a;kill"]), json!({})).is_err());
+        assert!(resolve("focus-workspace", json!(["a\"b"]), json!({})).is_err());
+        assert!(resolve("focus-column-left", json!([1]), json!({})).is_err());
+        assert!(resolve("focus-column", json!([0]), json!({})).is_err());
+        assert!(resolve("set-column-width", json!(["ten"]), json!({})).is_err());
+        assert!(resolve("set-column-width", json!(["10%%"]), json!({})).is_err());
+        assert!(resolve("switch-layout", json!(["sideways"]), json!({})).is_err());
+        let err = resolve(
+            "move-window-to-workspace",
+            json!([1]),
+            json!({"fokus": true}),
+        )
+        .unwrap_err();
+        assert!(err.contains("its options: focus"), "{err}");
+        assert!(resolve("move-window-to-workspace", json!([1]), json!({"focus": 3})).is_err());
+    }
+
+    #[test]
+    fn unknown_names_get_close_suggestions() {
+        let err = resolve("focus-workspce", json!([]), json!({})).unwrap_err();
+        assert!(
+            err.contains("did you mean") && err.contains("focus-workspace"),
+            "{err}"
+        );
+        let err = resolve(&"z".repeat(5000), json!([]), json!({})).unwrap_err();
+        assert!(err.len() < 300, "{err}");
+    }
+
+    #[test]
+    fn broken_tables_are_refused() {
+        let entry =
+            |body: &str| format!("[[action]]\nname = \"x\"\ndoc = \"d\"\nverify = \"any\"\n{body}");
+        assert!(Table::parse(&entry("niri = '[1]'")).is_err());
+        assert!(Table::parse(&entry("niri = '{\"A\":{},\"B\":{}}'")).is_err());
+        assert!(Table::parse(&entry("niri = '{\"A\":{\"x\":\"$nope\"}}'")).is_err());
+        assert!(
+            Table::parse(&entry(
+                "params = [{name = \"p\", type = \"integer\"}]\nniri = '{\"A\":{}}'"
+            ))
+            .is_err()
+        );
+        assert!(
+            Table::parse(&entry(
+                "options = [{name = \"o\", type = \"bool\"}]\nniri = '{\"A\":{\"o\":\"$o\"}}'"
+            ))
+            .is_err()
+        );
+        assert!(Table::parse(&entry("niri = '{\"A\":{}}'\nsway = \"focus {p}\"")).is_err());
+        assert!(Table::parse(&entry("niri = '{\"A\":{}}'")).is_ok());
+    }
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("same", "same"), 0);
+    }
+}

@@ -1,0 +1,537 @@
+//! The niri client against a fake niri that speaks niri's wire (tests/niri_server).
+
+mod niri_server;
+
+use niri_server::{Desktop, FakeNiri, FakeOutput, FakeWorkspace, Misbehave};
+use serde_json::{Value, json};
+use std::future::Future;
+use std::time::Duration;
+use utter_compositor::backend::{BackendError, wait_for};
+use utter_compositor::model::{CompositorInfo, Output, Snapshot, Window, Workspace};
+use utter_compositor::niri::Niri;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+/// Fail instead of hanging.
+async fn within<F: Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(30), f)
+        .await
+        .expect("the test took longer than 30 s")
+}
+
+async fn connect(fake: &FakeNiri) -> Niri {
+    Niri::connect(fake.socket().to_path_buf())
+        .await
+        .expect("connect to the fake niri")
+}
+
+async fn until(niri: &Niri, what: &str, done: impl FnMut(&Snapshot) -> bool) -> Snapshot {
+    let mut state = niri.state();
+    match wait_for(&mut state, WAIT, done).await {
+        Some(snapshot) => snapshot,
+        None => panic!(
+            "{what}: not seen within {WAIT:?}; last: {:#?}",
+            *state.borrow()
+        ),
+    }
+}
+
+fn window(id: u64, app_id: &str, title: &str, ws: &str, ws_id: u64, output: &str) -> Window {
+    Window {
+        id,
+        app_id: Some(app_id.into()),
+        title: Some(title.into()),
+        pid: Some(1000 + id as i64),
+        workspace: Some(ws.into()),
+        workspace_id: Some(ws_id),
+        output: Some(output.into()),
+        focused: false,
+        fullscreen: None,
+    }
+}
+
+fn workspace(id: u64, index: i64, name: Option<&str>, output: &str, active: bool) -> Workspace {
+    Workspace {
+        id,
+        index: Some(index),
+        name: name.map(str::to_owned),
+        output: Some(output.into()),
+        focused: false,
+        active,
+    }
+}
+
+#[tokio::test]
+async fn connect_builds_the_snapshot() {
+    within(async {
+        let fake = FakeNiri::start().await;
+        let niri = connect(&fake).await;
+        assert_eq!(niri.version().as_deref(), Some("25.11"));
+
+        let mut firefox = window(10, "firefox", "Mozilla Firefox", "web", 1, "DP-1");
+        firefox.focused = true;
+        let mut web = workspace(1, 1, Some("web"), "DP-1", true);
+        web.focused = true;
+        let expected = Snapshot {
+            compositor: CompositorInfo {
+                name: "niri".into(),
+                version: Some("25.11".into()),
+                socket: Some(fake.socket().display().to_string()),
+            },
+            focused: Some(firefox.clone()),
+            windows: vec![
+                firefox,
+                window(11, "foot", "~", "2", 2, "DP-1"),
+                window(12, "foot", "htop", "1", 4, "HDMI-A-1"),
+            ],
+            workspaces: vec![
+                web,
+                workspace(2, 2, None, "DP-1", false),
+                workspace(3, 3, None, "DP-1", false),
+                workspace(4, 1, None, "HDMI-A-1", true),
+                workspace(5, 2, None, "HDMI-A-1", false),
+            ],
+            outputs: vec![
+                Output {
+                    name: "DP-1".into(),
+                    focused: true,
+                    make: Some("Dell Inc.".into()),
+                    model: Some("DELL U2720Q".into()),
+                    width: Some(2560),
+                    height: Some(1440),
+                },
+                Output {
+                    name: "HDMI-A-1".into(),
+                    focused: false,
+                    make: Some("Unknown".into()),
+                    model: Some("Unknown".into()),
+                    width: Some(1920),
+                    height: Some(1080),
+                },
+            ],
+            keyboard_layout: Some("English (US)".into()),
+            overview: Some(false),
+            provenance: Default::default(),
+        };
+        assert_eq!(*niri.state().borrow(), expected);
+
+        // What it asked for, in order, before the stream.
+        assert_eq!(
+            fake.requests(),
+            [
+                r#""Version""#,
+                r#""Outputs""#,
+                r#""FocusedOutput""#,
+                r#""EventStream""#
+            ]
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn unknown_events_and_fields_are_tolerated() {
+    within(async {
+        // The initial state already carries {"FutureThing":…} and x_future… fields.
+        let fake = FakeNiri::start().await;
+        let niri = connect(&fake).await;
+        assert_eq!(niri.state().borrow().windows.len(), 3);
+
+        fake.emit(json!({"AnotherFutureThing": {"y": [1, 2], "z": {"deep": null}}}));
+        fake.emit(json!("BareFutureThing"));
+        fake.emit(json!({"WindowOpenedOrChanged": {
+            "window": {"id": 11, "title": "vim", "app_id": "foot", "pid": 1011,
+                       "workspace_id": 2, "is_focused": false, "is_floating": true,
+                       "brand_new_field": {"a": 1}},
+            "x_future_event_field": 5
+        }}));
+        fake.emit(json!({"KeyboardLayoutSwitched": {"idx": 1, "x_why": "because"}}));
+        fake.emit(json!({"OverviewOpenedOrClosed": {"is_open": true}}));
+        let s = until(&niri, "the known events after the unknown ones", |s| {
+            s.overview == Some(true)
+        })
+        .await;
+        assert_eq!(s.window(11).unwrap().title.as_deref(), Some("vim"));
+        assert_eq!(s.keyboard_layout.as_deref(), Some("German"));
+        assert_eq!(fake.event_streams_opened(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_action_is_sent_as_the_exact_json_line_and_its_events_apply() {
+    within(async {
+        let fake = FakeNiri::start().await;
+        let niri = connect(&fake).await;
+
+        niri.action(json!({"FocusWorkspace": {"reference": {"Index": 2}}}))
+            .await
+            .unwrap();
+        assert_eq!(
+            fake.action_lines(),
+            [r#"{"Action":{"FocusWorkspace":{"reference":{"Index":2}}}}"#]
+        );
+        let s = until(&niri, "workspace 2 focused", |s| {
+            s.focused_workspace().map(|w| w.id) == Some(2)
+        })
+        .await;
+        assert_eq!(s.focused.as_ref().map(|w| w.id), Some(11));
+        assert!(!s.workspaces[0].active && s.workspaces[1].active);
+        assert!(
+            s.workspaces[3].active,
+            "the other output keeps its workspace"
+        );
+
+        niri.action(json!({"FocusWorkspace": {"reference": {"Name": "web"}}}))
+            .await
+            .unwrap();
+        until(&niri, "web focused again", |s| {
+            s.focused_workspace().map(|w| w.id) == Some(1)
+                && s.focused.as_ref().map(|w| w.id) == Some(10)
+        })
+        .await;
+
+        niri.action(json!({"MoveWindowToWorkspace": {
+            "window_id": 12, "reference": {"Id": 3}, "focus": false
+        }}))
+        .await
+        .unwrap();
+        let s = until(&niri, "htop moved to workspace 3", |s| {
+            s.window(12).and_then(|w| w.workspace_id) == Some(3)
+        })
+        .await;
+        let htop = s.window(12).unwrap();
+        assert_eq!(htop.workspace.as_deref(), Some("3"));
+        assert_eq!(htop.output.as_deref(), Some("DP-1"));
+
+        niri.action(json!({"FocusWindow": {"id": 12}}))
+            .await
+            .unwrap();
+        let s = until(&niri, "htop focused", |s| {
+            s.focused.as_ref().map(|w| w.id) == Some(12)
+        })
+        .await;
+        assert_eq!(s.focused_workspace().map(|w| w.id), Some(3));
+        assert_eq!(s.focused_output(), Some("DP-1"));
+
+        niri.action(json!({"CloseWindow": {"id": null}}))
+            .await
+            .unwrap();
+        let s = until(&niri, "htop closed", |s| s.window(12).is_none()).await;
+        assert_eq!(s.focused, None);
+
+        assert_eq!(
+            fake.actions(),
+            [
+                json!({"Action": {"FocusWorkspace": {"reference": {"Index": 2}}}}),
+                json!({"Action": {"FocusWorkspace": {"reference": {"Name": "web"}}}}),
+                json!({"Action": {"MoveWindowToWorkspace": {
+                    "window_id": 12, "reference": {"Id": 3}, "focus": false}}}),
+                json!({"Action": {"FocusWindow": {"id": 12}}}),
+                json!({"Action": {"CloseWindow": {"id": null}}}),
+            ]
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_err_reply_is_refused_with_niris_words() {
+    within(async {
+        let fake = FakeNiri::start().await;
+        let niri = connect(&fake).await;
+        fake.refuse("CloseWindow", "closing is not allowed today");
+
+        let err = niri
+            .action(json!({"CloseWindow": {"id": 10}}))
+            .await
+            .unwrap_err();
+        match err {
+            BackendError::Refused {
+                compositor,
+                request,
+                message,
+            } => {
+                assert_eq!(compositor, "niri");
+                assert_eq!(request, r#"{"Action":{"CloseWindow":{"id":10}}}"#);
+                assert_eq!(message, "closing is not allowed today");
+            }
+            other => panic!("expected Refused, got {other:?}"),
+        }
+        assert!(niri.state().borrow().window(10).is_some());
+
+        // The fake refuses a workspace it does not have, as niri does.
+        let err = niri
+            .action(json!({"FocusWorkspace": {"reference": {"Name": "nope"}}}))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, BackendError::Refused { message, .. } if message == "workspace not found"),
+            "{err:?}"
+        );
+
+        // A request niri cannot parse.
+        let err = niri.request(json!("NoSuchRequest")).await.unwrap_err();
+        assert!(matches!(err, BackendError::Refused { .. }), "{err:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn request_returns_the_ok_payload() {
+    within(async {
+        let fake = FakeNiri::start().await;
+        let niri = connect(&fake).await;
+
+        let windows = niri.request(json!("Windows")).await.unwrap();
+        let list = windows["Windows"].as_array().expect("a Windows array");
+        assert_eq!(list.len(), 3);
+        assert_eq!(list[0]["app_id"], "firefox");
+
+        let focused = niri.request(json!("FocusedWindow")).await.unwrap();
+        assert_eq!(focused["FocusedWindow"]["id"], 10);
+
+        let layouts = niri.request(json!("KeyboardLayouts")).await.unwrap();
+        assert_eq!(layouts["KeyboardLayouts"]["names"][1], "German");
+
+        let workspaces = niri.request(json!("Workspaces")).await.unwrap();
+        assert_eq!(workspaces["Workspaces"].as_array().map(Vec::len), Some(5));
+
+        let handled = niri
+            .request(json!({"Action": {"FocusWindow": {"id": 11}}}))
+            .await
+            .unwrap();
+        assert_eq!(handled, Value::from("Handled"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn after_the_stream_drops_it_reconnects_and_follows_later_changes() {
+    within(async {
+        let fake = FakeNiri::start().await;
+        let niri = connect(&fake).await;
+        assert_eq!(fake.event_streams_opened(), 1);
+
+        fake.drop_connections();
+        // While disconnected, the last snapshot stays readable…
+        assert_eq!(niri.state().borrow().windows.len(), 3);
+        // …and a change now arrives with the full state the new stream starts with (or as an
+        // event, if the client is back already).
+        fake.change(|d| {
+            d.window_mut(12).unwrap().title = Some("btop".into());
+            vec![d.window_event(12)]
+        });
+
+        assert!(
+            fake.wait_event_streams_opened(2, WAIT).await,
+            "the client did not reopen the event stream"
+        );
+        until(&niri, "the change made while disconnected", |s| {
+            s.window(12).and_then(|w| w.title.as_deref()) == Some("btop")
+        })
+        .await;
+
+        // A later change on the new stream.
+        fake.change(|d| {
+            d.window_mut(11).unwrap().title = Some("after reconnect".into());
+            vec![d.window_event(11)]
+        });
+        until(&niri, "the change after reconnecting", |s| {
+            s.window(11).and_then(|w| w.title.as_deref()) == Some("after reconnect")
+        })
+        .await;
+        // The version and outputs were read again on reconnect.
+        let requests = fake.requests();
+        assert_eq!(requests.iter().filter(|r| *r == r#""Version""#).count(), 2);
+        assert_eq!(requests.iter().filter(|r| *r == r#""Outputs""#).count(), 2);
+        assert_eq!(niri.version().as_deref(), Some("25.11"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn garbage_on_the_event_stream_is_skipped() {
+    within(async {
+        let fake = FakeNiri::start().await;
+        let niri = connect(&fake).await;
+
+        fake.emit_raw("this is not json");
+        fake.emit_raw("");
+        fake.emit_raw("[1, 2, 3]");
+        fake.emit_raw(r#"{"A": 1, "B": 2}"#);
+        fake.emit_raw(r#"{"WindowClosed": {"id": "eleven"}}"#);
+        fake.emit_raw(r#"{"WindowsChanged": 42}"#);
+        fake.emit_raw("\u{0}\u{1}\u{2}");
+        fake.change(|d| {
+            d.windows.retain(|w| w.id != 11);
+            vec![json!({"WindowClosed": {"id": 11}})]
+        });
+        let s = until(&niri, "the valid event after the garbage", |s| {
+            s.window(11).is_none()
+        })
+        .await;
+        assert_eq!(
+            s.windows.len(),
+            2,
+            "the wrong-shaped WindowsChanged was skipped"
+        );
+        assert_eq!(fake.event_streams_opened(), 1, "garbage does not reconnect");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_overlong_event_line_breaks_the_stream_and_it_reconnects() {
+    within(async {
+        let fake = FakeNiri::start().await;
+        let niri = connect(&fake).await;
+
+        let huge = "x".repeat(utter_compositor::niri::MAX_LINE + 1024);
+        fake.emit_raw(&huge);
+        drop(huge);
+        assert!(
+            fake.wait_event_streams_opened(2, WAIT).await,
+            "the client did not reopen the event stream after an overlong line"
+        );
+        assert_eq!(niri.state().borrow().windows.len(), 3);
+        fake.change(|d| {
+            d.window_mut(10).unwrap().title = Some("still alive".into());
+            vec![d.window_event(10)]
+        });
+        until(&niri, "a change after the overlong line", |s| {
+            s.window(10).and_then(|w| w.title.as_deref()) == Some("still alive")
+        })
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bad_replies_to_requests_are_errors_not_hangs() {
+    within(async {
+        for how in [Misbehave::Garbage, Misbehave::Endless, Misbehave::Close] {
+            let fake = FakeNiri::start().await;
+            fake.misbehave("Version", how.clone());
+            let started = std::time::Instant::now();
+            let err = Niri::connect(fake.socket().to_path_buf())
+                .await
+                .expect_err("connect must fail");
+            assert!(matches!(err, BackendError::Io { .. }), "{how:?}: {err:?}");
+            assert!(
+                started.elapsed() < Duration::from_secs(4),
+                "{how:?} took {:?}",
+                started.elapsed()
+            );
+        }
+
+        // On a live client, a bad reply to one request leaves the client working.
+        let fake = FakeNiri::start().await;
+        let niri = connect(&fake).await;
+        fake.misbehave("Windows", Misbehave::Endless);
+        let err = niri.request(json!("Windows")).await.unwrap_err();
+        assert!(matches!(err, BackendError::Io { .. }), "{err:?}");
+        fake.misbehave("FocusWindow", Misbehave::Garbage);
+        let err = niri
+            .action(json!({"FocusWindow": {"id": 11}}))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, BackendError::Io { .. }), "{err:?}");
+        fake.behave("Windows");
+        assert!(niri.request(json!("Windows")).await.is_ok());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_event_stream_without_initial_state_fails_connect_in_bounded_time() {
+    within(async {
+        let fake = FakeNiri::start().await;
+        fake.misbehave("EventStream", Misbehave::NoInitialState);
+        let started = std::time::Instant::now();
+        let err = Niri::connect(fake.socket().to_path_buf())
+            .await
+            .expect_err("connect must fail");
+        assert!(matches!(err, BackendError::Io { .. }), "{err:?}");
+        assert!(started.elapsed() < Duration::from_secs(6));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_missing_socket_is_a_connect_error_with_the_path() {
+    within(async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("no-niri-here.sock");
+        let err = Niri::connect(path.clone()).await.unwrap_err();
+        match err {
+            BackendError::Connect {
+                compositor, socket, ..
+            } => {
+                assert_eq!(compositor, "niri");
+                assert_eq!(socket, path.display().to_string());
+            }
+            other => panic!("expected Connect, got {other:?}"),
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_new_output_in_the_workspaces_is_read_again() {
+    within(async {
+        let fake = FakeNiri::start().await;
+        let niri = connect(&fake).await;
+
+        fake.change(|d| {
+            d.outputs.push(FakeOutput {
+                name: "DP-2".into(),
+                make: "Acme".into(),
+                model: "Screen 9000".into(),
+                logical: Some((1280, 1024)),
+                x: 4480,
+            });
+            d.workspaces.push(FakeWorkspace {
+                id: 6,
+                idx: 1,
+                name: None,
+                output: Some("DP-2".into()),
+                is_active: true,
+                is_focused: false,
+                active_window_id: None,
+            });
+            vec![json!({"WorkspacesChanged": {"workspaces": d.workspaces_json()}})]
+        });
+        let s = until(&niri, "the new output", |s| {
+            s.outputs.iter().any(|o| o.name == "DP-2")
+        })
+        .await;
+        let dp2 = s.outputs.iter().find(|o| o.name == "DP-2").unwrap();
+        assert_eq!((dp2.width, dp2.height), (Some(1280), Some(1024)));
+        assert_eq!(dp2.model.as_deref(), Some("Screen 9000"));
+        assert!(s.workspaces.iter().any(|w| w.id == 6));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_niri_without_keyboard_or_overview_events_still_connects() {
+    within(async {
+        // An older niri's initial burst: only workspaces and windows. The client counts the
+        // state complete after a short quiet spell.
+        let mut desktop = Desktop::two_outputs();
+        desktop.stream_sends_layouts_and_overview = false;
+        let fake = FakeNiri::start_with(desktop).await;
+        let started = std::time::Instant::now();
+        let niri = connect(&fake).await;
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let s = niri.state().borrow().clone();
+        assert_eq!(s.windows.len(), 3);
+        assert_eq!(s.keyboard_layout, None);
+        assert_eq!(s.overview, None);
+        // Later events still apply.
+        fake.emit(json!({"OverviewOpenedOrClosed": {"is_open": true}}));
+        until(&niri, "the overview opened", |s| s.overview == Some(true)).await;
+    })
+    .await;
+}

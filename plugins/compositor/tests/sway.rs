@@ -1,0 +1,518 @@
+//! `utter-compositor` against a real sway: a headless sway 1.7 (wlroots headless backend,
+//! pixman renderer), real `foot` windows, the real plugin binary over stdio, and every
+//! effect read back from sway itself with `swaymsg`.
+//!
+//! sway refuses to run as root, so when the tests run as root sway and its windows run as
+//! the user `nobody` (65534) through `setpriv`; root then talks to the socket directly.
+//! Debian packages these tests need: sway, foot, util-linux (setpriv). When sway cannot
+//! start, the tests fail and say why.
+
+use serde_json::{Value, json};
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+use utter_protocol::ErrorObject;
+use utter_protocol::testkit::{SpawnOptions, TestPlugin};
+
+mod sway_session;
+
+use sway_session::{SwaySession, which};
+
+async fn start_plugin(swaysock: Option<&Path>) -> TestPlugin {
+    start_plugin_with(swaysock, Vec::new()).await
+}
+
+async fn start_plugin_with(
+    swaysock: Option<&Path>,
+    extra: Vec<(OsString, OsString)>,
+) -> TestPlugin {
+    let mut env: Vec<(OsString, OsString)> = vec![
+        ("NIRI_SOCKET".into(), "".into()),
+        ("I3SOCK".into(), "".into()),
+        ("SWAYSOCK".into(), "".into()),
+    ];
+    if let Some(sock) = swaysock {
+        env.push(("SWAYSOCK".into(), sock.into()));
+    }
+    env.extend(extra);
+    let options = SpawnOptions {
+        env,
+        timeout: Duration::from_secs(15),
+        ..Default::default()
+    };
+    TestPlugin::start(&[env!("CARGO_BIN_EXE_utter-compositor").into()], options)
+        .await
+        .expect("the plugin starts and passes the handshake")
+}
+
+async fn invoke(
+    plugin: &TestPlugin,
+    op: &str,
+    args: Value,
+    dry_run: bool,
+) -> Result<Value, ErrorObject> {
+    plugin
+        .request(
+            "action.invoke",
+            json!({"op": op, "args": args, "provenance": "user", "dry_run": dry_run}),
+        )
+        .await
+}
+
+async fn niri(plugin: &TestPlugin, command: &str, args: Value) -> Value {
+    match invoke(
+        plugin,
+        "niri",
+        json!({"command": command, "args": args}),
+        false,
+    )
+    .await
+    {
+        Ok(v) => {
+            assert_eq!(v["ok"], true, "{command}: {v}");
+            v
+        }
+        Err(e) => panic!(
+            "niri {command} {args} failed: {e}; stderr:\n{}",
+            plugin.stderr()
+        ),
+    }
+}
+
+fn ok(result: Result<Value, ErrorObject>, what: &str) -> Value {
+    match result {
+        Ok(v) => {
+            assert_eq!(v["ok"], true, "{what}: {v}");
+            v
+        }
+        Err(e) => panic!("{what} failed: {e}"),
+    }
+}
+
+fn err(result: Result<Value, ErrorObject>, what: &str) -> ErrorObject {
+    match result {
+        Ok(v) => panic!("{what} should fail, got {v}"),
+        Err(e) => e,
+    }
+}
+
+#[tokio::test]
+async fn without_a_compositor_the_plugin_starts_degraded_and_says_why() {
+    let plugin = start_plugin(None).await;
+    let health = plugin
+        .request("plugin.health", json!({}))
+        .await
+        .expect("health");
+    assert_eq!(health["status"], "degraded", "{health}");
+    let detail = health["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("NIRI_SOCKET, SWAYSOCK, I3SOCK"), "{detail}");
+
+    let e = plugin
+        .request("context.snapshot", json!({}))
+        .await
+        .expect_err("no compositor");
+    assert_eq!(e.code, -32000);
+    assert!(e.message.contains("SWAYSOCK"), "{}", e.message);
+
+    let caps = plugin
+        .request("action.capabilities", json!({}))
+        .await
+        .expect("capabilities");
+    assert_eq!(caps["ops"].as_array().map(Vec::len), Some(4));
+
+    let e = err(
+        invoke(
+            &plugin,
+            "niri",
+            json!({"command": "focus-workspace", "args": [2]}),
+            false,
+        )
+        .await,
+        "niri without a compositor",
+    );
+    assert_eq!(e.code, -32000);
+    // Bad arguments are still bad arguments.
+    let e = err(
+        invoke(
+            &plugin,
+            "niri",
+            json!({"command": "focus-workspace"}),
+            false,
+        )
+        .await,
+        "no args",
+    );
+    assert_eq!(e.code, -32602);
+}
+
+#[tokio::test]
+async fn the_plugin_drives_real_sway() {
+    let mut sway = SwaySession::start();
+    sway.open_window("alpha");
+    sway.open_window("beta");
+    // A desktop entry for ensure_app {desktop_id}, found through XDG_DATA_HOME.
+    let data = tempfile::tempdir().expect("data dir");
+    std::fs::create_dir_all(data.path().join("applications")).expect("applications dir");
+    std::fs::write(
+        data.path().join("applications/utter-test-delta.desktop"),
+        "[Desktop Entry]\nType=Application\nName=Delta Test\nExec=foot --app-id delta\n",
+    )
+    .expect("desktop entry");
+    let plugin = start_plugin_with(
+        Some(&sway.socket),
+        vec![("XDG_DATA_HOME".into(), data.path().into())],
+    )
+    .await;
+
+    // Health and the handshake.
+    let health = plugin
+        .request("plugin.health", json!({}))
+        .await
+        .expect("health");
+    assert_eq!(health["status"], "ok", "{health}");
+    assert!(
+        health["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("connected to sway 1."),
+        "{health}"
+    );
+    let describe = plugin
+        .request("plugin.describe", json!({}))
+        .await
+        .expect("describe");
+    assert!(
+        describe["methods"].to_string().contains("context.snapshot"),
+        "{describe}"
+    );
+
+    // The snapshot lists both windows and the focused one, as sway does.
+    let snapshot = plugin
+        .request("context.snapshot", json!({}))
+        .await
+        .expect("snapshot");
+    assert_eq!(snapshot["compositor"]["name"], "sway");
+    let apps: Vec<&str> = snapshot["windows"]
+        .as_array()
+        .expect("windows")
+        .iter()
+        .filter_map(|w| w["app_id"].as_str())
+        .collect();
+    assert!(
+        apps.contains(&"alpha") && apps.contains(&"beta"),
+        "{snapshot}"
+    );
+    assert_eq!(sway.focused_app().as_deref(), Some("beta"));
+    assert_eq!(snapshot["focused"]["app_id"], "beta", "{snapshot}");
+    assert_eq!(snapshot["focused"]["workspace"], "1", "{snapshot}");
+    assert_eq!(snapshot["provenance"]["title"], "title");
+    assert_eq!(snapshot["outputs"][0]["name"], "HEADLESS-1", "{snapshot}");
+
+    // A dry run says what it would send and sends nothing.
+    let dry = ok(
+        invoke(
+            &plugin,
+            "niri",
+            json!({"command": "focus-workspace", "args": [2]}),
+            true,
+        )
+        .await,
+        "dry run",
+    );
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["sent"], "workspace number 2");
+    assert_eq!(sway.focused_workspace(), "1");
+
+    // focus-workspace 2 really changes the focused workspace.
+    let r = niri(&plugin, "focus-workspace", json!([2])).await;
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(r["sent"], "workspace number 2");
+    assert_eq!(r["compositor"], "sway");
+    assert_eq!(sway.focused_workspace(), "2");
+    let r = niri(&plugin, "focus-workspace", json!(["1"])).await;
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(sway.focused_workspace(), "1");
+
+    // move-window-to-workspace 3 moves the focused window (beta), and the focus follows.
+    let r = niri(&plugin, "move-window-to-workspace", json!([3])).await;
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(r["window"]["app_id"], "beta", "{r}");
+    assert_eq!(sway.window("beta").expect("beta").1, "3");
+    assert_eq!(sway.window("alpha").expect("alpha").1, "1");
+    assert_eq!(sway.focused_workspace(), "3");
+
+    // fullscreen-window flips the focused window's fullscreen state, both ways.
+    let r = niri(&plugin, "fullscreen-window", json!([])).await;
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(r["window"]["fullscreen"], true, "{r}");
+    assert_eq!(sway.window("beta").expect("beta").0["fullscreen_mode"], 1);
+    let r = niri(&plugin, "fullscreen-window", json!([])).await;
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(sway.window("beta").expect("beta").0["fullscreen_mode"], 0);
+
+    // focus_app focuses the chosen app's window (on another workspace).
+    let r = ok(
+        invoke(&plugin, "focus_app", json!({"app": "alpha"}), false).await,
+        "focus_app",
+    );
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(r["window"]["app_id"], "alpha");
+    assert_eq!(sway.focused_app().as_deref(), Some("alpha"));
+    assert_eq!(sway.focused_workspace(), "1");
+    // ...matching the app name ignoring case too.
+    let r = ok(
+        invoke(&plugin, "focus_app", json!({"app": "BETA"}), false).await,
+        "focus_app BETA",
+    );
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(sway.focused_app().as_deref(), Some("beta"));
+    let e = err(
+        invoke(&plugin, "focus_app", json!({"app": "delta"}), false).await,
+        "focus_app delta",
+    );
+    assert_eq!(e.code, -32000);
+    assert!(
+        e.message.contains("no window of delta is open"),
+        "{}",
+        e.message
+    );
+
+    // ensure_app focuses an existing window...
+    let r = ok(
+        invoke(
+            &plugin,
+            "ensure_app",
+            json!({"app": "alpha", "argv": ["false"]}),
+            false,
+        )
+        .await,
+        "ensure_app alpha",
+    );
+    assert_eq!(r["launched"], false, "{r}");
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(sway.focused_app().as_deref(), Some("alpha"));
+
+    // ...and launches a missing one through sway's exec, waiting for its focused window.
+    let dry = ok(
+        invoke(
+            &plugin,
+            "ensure_app",
+            json!({"app": "gamma", "argv": ["foot", "--app-id", "gamma"]}),
+            true,
+        )
+        .await,
+        "ensure_app gamma dry run",
+    );
+    assert_eq!(dry["sent"], "exec 'foot' '--app-id' 'gamma'", "{dry}");
+    assert!(sway.window("gamma").is_none());
+    let r = ok(
+        invoke(
+            &plugin,
+            "ensure_app",
+            json!({"app": "gamma", "argv": ["foot", "--app-id", "gamma"]}),
+            false,
+        )
+        .await,
+        "ensure_app gamma",
+    );
+    assert_eq!(r["launched"], true, "{r}");
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(r["window"]["app_id"], "gamma", "{r}");
+    assert!(sway.window("gamma").is_some());
+    assert_eq!(sway.focused_app().as_deref(), Some("gamma"));
+    // A desktop id is resolved through its entry and started through the compositor too.
+    let r = ok(
+        invoke(
+            &plugin,
+            "ensure_app",
+            json!({"app": "delta", "desktop_id": "utter-test-delta"}),
+            false,
+        )
+        .await,
+        "ensure_app delta by desktop id",
+    );
+    assert_eq!(r["launched"], true, "{r}");
+    assert_eq!(r["verified"], true, "{r}");
+    let foot = which("foot").expect("foot");
+    assert_eq!(
+        r["sent"],
+        format!("exec '{}' '--app-id' 'delta'", foot.display()),
+        "{r}"
+    );
+    assert_eq!(sway.focused_app().as_deref(), Some("delta"));
+    let r = ok(
+        invoke(&plugin, "close_app", json!({"app": "delta"}), false).await,
+        "close delta",
+    );
+    assert_eq!(r["verified"], true, "{r}");
+    let e = err(
+        invoke(&plugin, "ensure_app", json!({"app": "delta"}), false).await,
+        "ensure_app delta",
+    );
+    assert_eq!(e.code, -32602);
+    assert!(e.message.contains("argv"), "{}", e.message);
+
+    // close_app: a dry run closes nothing, then the window really goes.
+    let dry = ok(
+        invoke(&plugin, "close_app", json!({"app": "gamma"}), true).await,
+        "close dry run",
+    );
+    assert!(
+        dry["sent"].as_str().unwrap_or_default().ends_with("] kill"),
+        "{dry}"
+    );
+    assert!(sway.window("gamma").is_some());
+    let r = ok(
+        invoke(&plugin, "close_app", json!({"app": "gamma"}), false).await,
+        "close_app",
+    );
+    assert_eq!(r["verified"], true, "{r}");
+    assert!(
+        r["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no other gamma window"),
+        "{r}"
+    );
+    assert!(sway.window("gamma").is_none(), "gamma is still open");
+    assert!(sway.window("alpha").is_some() && sway.window("beta").is_some());
+
+    // The snapshot followed all of it.
+    let snapshot = plugin
+        .request("context.snapshot", json!({}))
+        .await
+        .expect("snapshot");
+    let apps: Vec<&str> = snapshot["windows"]
+        .as_array()
+        .expect("windows")
+        .iter()
+        .filter_map(|w| w["app_id"].as_str())
+        .collect();
+    assert!(!apps.contains(&"gamma"), "{snapshot}");
+
+    // A niri-only action is a clear error on sway, never a silent no-op.
+    let e = err(
+        invoke(
+            &plugin,
+            "niri",
+            json!({"command": "toggle-overview"}),
+            false,
+        )
+        .await,
+        "toggle-overview",
+    );
+    assert_eq!(e.code, -32000);
+    assert!(
+        e.message.starts_with("sway cannot do toggle-overview"),
+        "{}",
+        e.message
+    );
+
+    // sway's own refusal is passed on in its words.
+    let e = err(
+        invoke(
+            &plugin,
+            "niri",
+            json!({"command": "focus-monitor", "args": ["NOPE-9"]}),
+            false,
+        )
+        .await,
+        "focus-monitor NOPE-9",
+    );
+    assert_eq!(e.code, -32000, "{}", e.message);
+    assert!(e.message.contains("sway refused"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn hostile_arguments_are_refused_and_the_plugin_keeps_serving() {
+    let mut sway = SwaySession::start();
+    sway.open_window("alpha");
+    let plugin = start_plugin(Some(&sway.socket)).await;
+    let workspaces_before = sway.msg(&["-t", "get_workspaces"]).as_array().map(Vec::len);
+
+    let huge = "x".repeat(200_000);
+    let cases = [
+        json!({"op": "niri", "args": [1, 2]}),
+        json!({"op": "niri", "args": "focus-workspace"}),
+        json!({"op": "niri", "args": {}}),
+        json!({"op": "niri", "args": {"command": 5}}),
+        json!({"op": "niri", "args": {"command": huge}}),
+        json!({"op": "niri", "args": {"command": "focus-workspace", "args": [huge]}}),
+        json!({"op": "niri", "args": {"command": "focus-workspace", "args": [{"Index": 1}]}}),
+        json!({"op": "niri", "args": {"command": "focus-workspace", "args": [1, 2]}}),
+        json!({"op": "niri", "args": {"command": "focus-workspace", "args": [256]}}),
+        json!({"op": "niri", "args": {"command": "focus-workspace", "args": ["1; exec touch /tmp/pwned"]}}),
+        json!({"op": "niri", "args": {"command": "focus-workspace", "args": ["a\"; kill"]}}),
+        json!({"op": "niri", "args": {"command": "focus-workspace", "args": 2}}),
+        json!({"op": "niri", "args": {"command": "move-window-to-workspace", "args": [2], "options": {"focus": "maybe"}}}),
+        json!({"op": "niri", "args": {"command": "move-window-to-workspace", "args": [2], "options": []}}),
+        json!({"op": "niri", "args": {"command": "set-column-width", "args": ["lots"]}}),
+        json!({"op": "niri", "args": {"command": "focus-workspac"}}),
+        json!({"op": "niri", "args": {"command": "focus-workspace", "args": [2], "extra": true}}),
+        json!({"op": "focus_app", "args": {"app": huge}}),
+        json!({"op": "focus_app", "args": {"app": 7}}),
+        json!({"op": "focus_app", "args": {"app": "alpha", "window_id": -1}}),
+        json!({"op": "ensure_app", "args": {"app": "x", "argv": []}}),
+        json!({"op": "ensure_app", "args": {"app": "x", "argv": "foot"}}),
+        json!({"op": "ensure_app", "args": {"app": "x", "argv": ["sh", "-c", "it's"]}}),
+        json!({"op": "ensure_app", "args": {"app": "x", "argv": ["foot\n"]}}),
+        json!({"op": "close_app", "args": {"app": ["alpha"]}}),
+        json!({"op": "close_app", "args": null, "dry_run": 1}),
+    ];
+    for case in cases {
+        let shown: String = case.to_string().chars().take(120).collect();
+        let e = plugin
+            .request("action.invoke", case)
+            .await
+            .expect_err(&format!("{shown} should be refused"));
+        assert_eq!(e.code, -32602, "{shown}: {}", e.message);
+        assert!(
+            e.message.len() < 2000,
+            "{shown}: a {} byte message",
+            e.message.len()
+        );
+    }
+    let e = plugin
+        .request(
+            "action.invoke",
+            json!({"op": "niri", "args": {"command": "focus-workspac"}}),
+        )
+        .await
+        .expect_err("unknown command");
+    assert!(
+        e.message.contains("did you mean") && e.message.contains("focus-workspace"),
+        "{}",
+        e.message
+    );
+    let e = plugin
+        .request(
+            "action.invoke",
+            json!({"op": "niri", "args": {"command": "focus-workspace", "args": []}}),
+        )
+        .await
+        .expect_err("missing argument");
+    assert!(e.message.contains("<reference: workspace"), "{}", e.message);
+    let e = plugin
+        .request("action.invoke", json!({"op": "teleport", "args": {}}))
+        .await
+        .expect_err("unknown op");
+    assert_eq!(e.code, -32601);
+
+    // Nothing happened to sway, and the plugin still serves.
+    assert!(!Path::new("/tmp/pwned").exists());
+    assert_eq!(
+        sway.msg(&["-t", "get_workspaces"]).as_array().map(Vec::len),
+        workspaces_before
+    );
+    assert_eq!(sway.focused_workspace(), "1");
+    let snapshot = plugin
+        .request("context.snapshot", json!({}))
+        .await
+        .expect("snapshot after abuse");
+    assert_eq!(snapshot["focused"]["app_id"], "alpha", "{snapshot}");
+    let health = plugin
+        .request("plugin.health", json!({}))
+        .await
+        .expect("health");
+    assert_eq!(health["status"], "ok");
+}
