@@ -35,6 +35,8 @@ pub struct AppEntry {
     pub generic_name: Option<String>,
     /// The unlocalised `Keywords`.
     pub keywords: Vec<String>,
+    /// `StartupWMClass`: the app_id (or X11 class) its windows are expected to have.
+    pub wm_class: Option<String>,
 }
 
 #[cfg(test)]
@@ -46,7 +48,14 @@ impl AppEntry {
             name: name.to_owned(),
             generic_name: generic_name.map(str::to_owned),
             keywords: keywords.iter().map(|k| (*k).to_owned()).collect(),
+            wm_class: None,
         }
+    }
+
+    /// The same entry with a `StartupWMClass`.
+    pub fn with_wm_class(mut self, wm_class: &str) -> AppEntry {
+        self.wm_class = Some(wm_class.to_owned());
+        self
     }
 }
 
@@ -70,7 +79,9 @@ pub fn find_app<'a>(apps: &'a [AppEntry], spoken: &str) -> Option<&'a AppEntry> 
         .find_map(|form| best_match(apps, form))
 }
 
-fn app_forms(spoken: &str) -> Vec<String> {
+/// The forms of a spoken application name worth comparing, most literal first: as said, and
+/// without a leading article and a trailing "app", "application" or "program".
+pub fn app_forms(spoken: &str) -> Vec<String> {
     let mut cleaned = spoken;
     for article in ["the", "my", "a", "an"] {
         if let Some(rest) = strip_word_prefix(cleaned, article).filter(|r| !r.is_empty()) {
@@ -217,11 +228,16 @@ fn read_entry(file: &FoundFile) -> Option<AppEntry> {
         .map(|k| k.trim().to_owned())
         .filter(|k| !k.is_empty())
         .collect();
+    let wm_class = entry
+        .startup_wm_class()
+        .map(|c| c.trim().to_owned())
+        .filter(|c| !c.is_empty());
     Some(AppEntry {
         id: file.id.clone(),
         name,
         generic_name,
         keywords,
+        wm_class,
     })
 }
 
@@ -509,7 +525,8 @@ mod tests {
         write(
             &system.join("kw.desktop"),
             "[Desktop Entry]\nType=Application\nName=Key Words\nGenericName=Thing Maker\n\
-             Keywords=alpha;beta\\sgamma;\nName[de]=Schlüsselwörter\n",
+             Keywords=alpha;beta\\sgamma;\nName[de]=Schlüsselwörter\n\
+             StartupWMClass=KeyWords\n",
         );
 
         let scanner = AppScanner::new(vec![user.clone(), system.clone()]);
@@ -523,6 +540,8 @@ mod tests {
         assert_eq!(kw.generic_name.as_deref(), Some("Thing Maker"));
         assert_eq!(kw.keywords, ["alpha", "beta gamma"]);
         assert_eq!(kw.name, "Key Words");
+        assert_eq!(kw.wm_class.as_deref(), Some("KeyWords"));
+        assert_eq!(editor.wm_class, None);
 
         // Unchanged: the same parsed list is handed out again.
         assert!(Arc::ptr_eq(&apps, &scanner.apps()));

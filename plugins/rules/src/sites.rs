@@ -4,7 +4,7 @@
 //! optional `aliases` (see `data/sites.toml`, which is also the built-in default). Loading
 //! checks every entry and reports problems with the file and line they come from.
 
-use crate::text::{compact, is_hostname, join_spoken_dots, normalize, strip_word_prefix};
+use crate::text::{compact, is_hostname, join_spoken_dots, line_of, normalize, strip_word_prefix};
 use serde::Deserialize;
 use std::path::Path;
 use toml::Spanned;
@@ -260,16 +260,6 @@ fn url_has_no_path(url: &str) -> bool {
         None => true,
         Some(i) => &rest[i..] == "/",
     }
-}
-
-/// 1-based line number of a byte offset.
-fn line_of(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    text.as_bytes()[..end]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
 }
 
 #[cfg(test)]

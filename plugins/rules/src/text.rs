@@ -167,6 +167,29 @@ pub fn is_hostname(text: &str) -> bool {
     tld_ok && labels.iter().all(|label| label_ok(label))
 }
 
+/// The 1-based line of byte `offset` in `text` (an offset past the end is on the last line).
+pub fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The 1-based column (in characters) of byte `offset` in `text`.
+pub fn column_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    let line_start = text.as_bytes()[..end]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    String::from_utf8_lossy(&text.as_bytes()[line_start..end])
+        .chars()
+        .count()
+        + 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,210 @@
+//! Spoken numbers as digits, for the phrase tables.
+//!
+//! People say "workspace two", "the third workspace", "workspace 3" and "the 3rd workspace"
+//! for the same thing, and speech-to-text writes any of them. [`digits`] rewrites every
+//! cardinal ("two", "twenty one"), ordinal ("third", "twenty-first" once normalised to
+//! "twenty first") and digit ordinal ("3rd") as plain digits, so a table needs one entry
+//! with a number slot instead of a hundred. Words are understood from zero to ninety-nine;
+//! digits are left as they are.
+//!
+//! The rewrite is only ever applied to copies used for table lookups: the other rules see
+//! the utterance as it was, so an application called "One Note" is not disturbed.
+
+/// Cardinal words below twenty, by value.
+const UNITS: &[&str] = &[
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+];
+
+/// Ordinal words below twenty, by value (index 0 unused).
+const UNIT_ORDINALS: &[&str] = &[
+    "",
+    "first",
+    "second",
+    "third",
+    "fourth",
+    "fifth",
+    "sixth",
+    "seventh",
+    "eighth",
+    "ninth",
+    "tenth",
+    "eleventh",
+    "twelfth",
+    "thirteenth",
+    "fourteenth",
+    "fifteenth",
+    "sixteenth",
+    "seventeenth",
+    "eighteenth",
+    "nineteenth",
+];
+
+/// Tens from twenty, as cardinals and as ordinals, with their value.
+const TENS: &[(&str, &str, u32)] = &[
+    ("twenty", "twentieth", 20),
+    ("thirty", "thirtieth", 30),
+    ("forty", "fortieth", 40),
+    ("fifty", "fiftieth", 50),
+    ("sixty", "sixtieth", 60),
+    ("seventy", "seventieth", 70),
+    ("eighty", "eightieth", 80),
+    ("ninety", "ninetieth", 90),
+];
+
+/// The value of one word below twenty, cardinal or ordinal.
+fn unit(word: &str) -> Option<u32> {
+    let position = |list: &[&str]| list.iter().position(|w| *w == word);
+    position(UNITS)
+        .or_else(|| position(UNIT_ORDINALS).filter(|&i| i > 0))
+        .and_then(|i| u32::try_from(i).ok())
+}
+
+/// The value of a tens word ("twenty", "fortieth").
+fn tens(word: &str) -> Option<u32> {
+    TENS.iter()
+        .find(|(cardinal, ordinal, _)| *cardinal == word || *ordinal == word)
+        .map(|(_, _, value)| *value)
+}
+
+/// True for the cardinal form of a tens word, which may be followed by a unit.
+fn is_tens_cardinal(word: &str) -> bool {
+    TENS.iter().any(|(cardinal, _, _)| *cardinal == word)
+}
+
+/// "3rd", "21st", "2nd", "4th": the digits of a digit ordinal.
+fn digit_ordinal(word: &str) -> Option<&str> {
+    let split = word.find(|c: char| !c.is_ascii_digit())?;
+    let (number, suffix) = word.split_at(split);
+    (!number.is_empty() && matches!(suffix, "st" | "nd" | "rd" | "th")).then_some(number)
+}
+
+/// `text` (normalised: lowercase words separated by single spaces) with every spoken number
+/// written as digits: `workspace twenty one` → `workspace 21`, `the third workspace` →
+/// `the 3 workspace`, `the 2nd one` → `the 2 1`.
+pub fn digits(text: &str) -> String {
+    let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
+    let mut out: Vec<String> = Vec::with_capacity(words.len());
+    let mut i = 0;
+    while i < words.len() {
+        let word = words[i];
+        if let Some(value) = tens(word) {
+            // "twenty one", "twenty first"; a unit above nine does not combine.
+            let next = words
+                .get(i + 1)
+                .and_then(|w| unit(w))
+                .filter(|u| (1..10).contains(u));
+            match next {
+                Some(u) if is_tens_cardinal(word) => {
+                    out.push((value + u).to_string());
+                    i += 2;
+                }
+                _ => {
+                    out.push(value.to_string());
+                    i += 1;
+                }
+            }
+            continue;
+        }
+        if let Some(value) = unit(word) {
+            out.push(value.to_string());
+        } else if let Some(number) = digit_ordinal(word) {
+            out.push(number.to_owned());
+        } else {
+            out.push(word.to_owned());
+        }
+        i += 1;
+    }
+    out.join(" ")
+}
+
+/// A whole word that is a number `1..=max` in plain digits, as [`digits`] writes them.
+pub fn slot_value(word: &str, max: u32) -> Option<u32> {
+    if word.is_empty() || word.len() > 4 || !word.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    word.parse::<u32>().ok().filter(|n| (1..=max).contains(n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cardinals_and_ordinals_become_digits() {
+        let cases = [
+            ("workspace two", "workspace 2"),
+            ("workspace number three", "workspace number 3"),
+            ("the third workspace", "the 3 workspace"),
+            ("the second workspace", "the 2 workspace"),
+            ("workspace twenty", "workspace 20"),
+            ("the twentieth workspace", "the 20 workspace"),
+            ("workspace twenty one", "workspace 21"),
+            ("the twenty first workspace", "the 21 workspace"),
+            ("workspace ninety nine", "workspace 99"),
+            ("workspace nineteen", "workspace 19"),
+            ("the twelfth one", "the 12 1"),
+            ("the 3rd workspace", "the 3 workspace"),
+            ("the 21st workspace", "the 21 workspace"),
+            ("workspace 7", "workspace 7"),
+            ("go to workspace", "go to workspace"),
+            ("", ""),
+        ];
+        for (text, want) in cases {
+            assert_eq!(digits(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn tens_combine_only_with_small_units() {
+        // "twenty twelve" is two numbers, and an ordinal tens word takes no unit.
+        assert_eq!(digits("twenty twelve"), "20 12");
+        assert_eq!(digits("twentieth one"), "20 1");
+        assert_eq!(digits("thirty"), "30");
+        // Letters after digits that are no ordinal suffix stay a word.
+        assert_eq!(digits("3x 4k"), "3x 4k");
+    }
+
+    #[test]
+    fn every_number_to_twenty_is_understood_both_ways() {
+        for n in 1..=20u32 {
+            let cardinal = if n < 20 { UNITS[n as usize] } else { "twenty" };
+            let ordinal = if n < 20 {
+                UNIT_ORDINALS[n as usize]
+            } else {
+                "twentieth"
+            };
+            assert_eq!(digits(cardinal), n.to_string());
+            assert_eq!(digits(ordinal), n.to_string());
+        }
+    }
+
+    #[test]
+    fn slot_values() {
+        assert_eq!(slot_value("3", 255), Some(3));
+        assert_eq!(slot_value("255", 255), Some(255));
+        assert_eq!(slot_value("256", 255), None);
+        assert_eq!(slot_value("0", 255), None);
+        assert_eq!(slot_value("99999999999999999999", 255), None);
+        assert_eq!(slot_value("three", 255), None);
+        assert_eq!(slot_value("", 255), None);
+    }
+}
