@@ -2,9 +2,9 @@
 # Run every Utter test on this machine.
 #
 # The tests start what they need themselves (a private dbus-daemon, a real mpv media player,
-# the xdg-desktop-portal frontend, xdg-open, the plugin processes); they need these Debian
-# packages. As root this script installs the missing ones; otherwise it prints the apt-get
-# line to run and stops.
+# the xdg-desktop-portal frontend, xdg-open, a headless sway with foot windows, the plugin
+# processes); they need these Debian packages. As root this script installs the missing
+# ones; otherwise it prints the apt-get line to run and stops.
 # Extra arguments go to `cargo test` (e.g. `tests/run.sh --test supervisor`).
 set -euo pipefail
 
@@ -14,6 +14,7 @@ packages=(dbus-daemon dbus-bin libglib2.0-bin systemd util-linux python3 xdg-uti
     xdg-desktop-portal
     libpipewire-0.3-dev libspa-0.2-dev clang libclang-dev pkg-config
     pipewire pipewire-bin wireplumber libspa-0.2-modules espeak-ng
+    sway foot fonts-dejavu-core
     cmake g++ make python3-pip)
 
 missing=()

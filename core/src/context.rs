@@ -120,7 +120,9 @@ impl Context {
                 if repeated {
                     tracing::debug!(plugin = %source, error = %e.message, "context.snapshot failed again");
                 } else {
-                    tracing::warn!(plugin = %source, error = %e.message, "context.snapshot failed");
+                    // Not a warning: outside a compositor session (a one-shot `utter say` on a
+                    // server) this is expected, and `utter status` and `utter context` say it.
+                    tracing::info!(plugin = %source, error = %e.message, "context.snapshot failed; planning without a context");
                 }
                 ContextRead::Failed {
                     source,

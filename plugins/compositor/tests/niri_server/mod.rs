@@ -16,6 +16,7 @@
 //! niri.actions()               // the `{"Action": …}` requests, parsed (the whole object)
 //! niri.action_lines()          // the same, verbatim lines
 //! niri.refuse("CloseWindow", "no")  // that action (by variant name) answers {"Err":"no"}
+//! niri.allow("CloseWindow")   // ... and no longer
 //! niri.misbehave("Version", Misbehave::Garbage)  // that request answers badly (see Misbehave)
 //! niri.desktop()               // a copy of the current fake state
 //! niri.change(|d| vec![event]) // mutate the state, then send the returned events to every
@@ -558,6 +559,11 @@ impl FakeNiri {
             .lock()
             .refuse
             .insert(action.to_owned(), message.to_owned());
+    }
+
+    /// Stop refusing this action (see [`FakeNiri::refuse`]).
+    pub fn allow(&self, action: &str) {
+        self.shared.lock().refuse.remove(action);
     }
 
     /// Answer this request (by name: `"Version"`, `"Outputs"`, `"EventStream"`, an action's
