@@ -8,6 +8,7 @@ use support::{Plugin, loose, model_dir, samples_b64, speak};
 use utter_protocol::Incoming;
 use utter_protocol::serde_json::{Value, json};
 use utter_rules::apps::AppEntry;
+use utter_rules::phrases::{Curated, PhraseTable};
 use utter_rules::rules::{self, Matched};
 use utter_rules::sites::Catalog;
 use utter_rules::text;
@@ -21,12 +22,16 @@ const US_SLOW: &[&str] = &["-v", "en-us", "-s", "140"];
 /// What the rules router plans for `utterance` (no installed applications): `(op, args)`.
 fn plan(catalog: &Catalog, utterance: &str) -> Option<(String, Value)> {
     let normalized = text::normalize(utterance);
-    rules::plan(
-        text::strip_fillers(&normalized),
+    let curated = Curated::builtin().expect("built-in compositor phrases");
+    let sources = rules::Sources {
         catalog,
-        &Vec::<AppEntry>::new(),
-    )
-    .map(|Matched { op, args, .. }| (op.to_owned(), args))
+        apps: &Vec::<AppEntry>::new(),
+        curated: &curated,
+        binds: &PhraseTable::new(),
+        context: None,
+    };
+    rules::plan(text::strip_fillers(&normalized), &sources)
+        .map(|Matched { op, args, .. }| (op.to_owned(), args))
 }
 
 #[test]
