@@ -296,3 +296,35 @@ async fn the_same_phrases_send_the_right_action_json_to_niri() {
     assert!(out.all_ok(), "{out:?}");
     runner.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_asks_the_plugins_health_again_so_a_broken_niri_config_shows_with_its_line() {
+    let niri = FakeNiri::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let runner = niri_runner(&niri, home.path()).await;
+    let rules = |r: &Runner| {
+        r.plugins()
+            .into_iter()
+            .find(|p| p.id == "rules")
+            .expect("the rules plugin")
+    };
+    assert_eq!(rules(&runner).status.as_str(), "ok");
+    let config = home.path().join("config/niri/config.kdl");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "binds {\n    Mod+T { spawn \"foot\"; \n").unwrap();
+    runner
+        .supervisor
+        .refresh_health(Duration::from_secs(5))
+        .await;
+    let report = rules(&runner);
+    assert_eq!(report.status.as_str(), "degraded", "{report:?}");
+    assert!(report.health.contains("config.kdl:"), "{report:?}");
+    // Fixed: ok again.
+    std::fs::write(&config, "binds {\n    Mod+T { spawn \"foot\"; }\n}\n").unwrap();
+    runner
+        .supervisor
+        .refresh_health(Duration::from_secs(5))
+        .await;
+    assert_eq!(rules(&runner).status.as_str(), "ok", "{:?}", rules(&runner));
+    runner.shutdown().await;
+}

@@ -70,7 +70,7 @@ pub struct Context {
     last: Mutex<Option<(String, Value)>>,
     /// The last failure's message, so that one lasting cause (no compositor in this
     /// session) is logged once, not with every command.
-    last_error: Mutex<Option<String>>,
+    last_error: Mutex<Option<(String, String)>>,
 }
 
 impl Context {
@@ -111,12 +111,13 @@ impl Context {
                 ContextRead::Fresh { source, snapshot }
             }
             Err(e) => {
+                let failure = (source.clone(), e.message.clone());
                 let repeated = self
                     .last_error
                     .lock()
                     .expect("context lock")
-                    .replace(e.message.clone())
-                    == Some(e.message.clone());
+                    .replace(failure.clone())
+                    == Some(failure);
                 if repeated {
                     tracing::debug!(plugin = %source, error = %e.message, "context.snapshot failed again");
                 } else {
@@ -138,9 +139,20 @@ impl Context {
     }
 
     /// What `runner.status` says about the context: the plugin and the compositor of the
-    /// last good snapshot (its `compositor` object: `{name, version, socket}`).
+    /// last good snapshot (its `compositor` object: `{name, version, socket}`), and the last
+    /// read's error when it failed.
     pub fn status(&self) -> Option<ContextStatus> {
-        let (plugin, snapshot) = self.last()?;
+        let error = self.last_error.lock().expect("context lock").clone();
+        let Some((plugin, snapshot)) = self.last() else {
+            let (plugin, error) = error?;
+            return Some(ContextStatus {
+                plugin,
+                compositor: None,
+                version: None,
+                socket: None,
+                error: Some(error),
+            });
+        };
         let compositor = snapshot.get("compositor");
         let text = |key: &str| {
             compositor
@@ -153,6 +165,7 @@ impl Context {
             compositor: text("name"),
             version: text("version"),
             socket: text("socket"),
+            error: error.map(|(_, e)| e),
         })
     }
 }

@@ -614,6 +614,46 @@ impl Supervisor {
         self.shared.slot_list().iter().map(|s| s.report()).collect()
     }
 
+    /// Ask every running plugin for its `plugin.health` again (PROTOCOL.md §3, step 3), all
+    /// at once, each bounded by `timeout`, and keep the answers: a plugin whose health turned
+    /// `degraded` (a compositor that went away, a config file that broke) shows it in status,
+    /// and one that recovered is `ok` again; each change is a status event. A plugin that
+    /// fails to answer keeps its last health (a crash is the watch task's business).
+    pub async fn refresh_health(&self, timeout: Duration) {
+        let shared = &self.shared;
+        let checks = shared.slot_list().into_iter().filter_map(|slot| {
+            let instance = {
+                let state = slot.state.lock().expect("slot lock");
+                match (&state.instance, state.status) {
+                    (Some(i), Some(status)) if status.is_running() => Some(i.clone()),
+                    _ => None,
+                }
+            }?;
+            Some(async move {
+                let Ok(health) = utter_protocol::host::health(&instance.conn, Some(timeout)).await
+                else {
+                    return;
+                };
+                let (text, status) = match health.status {
+                    HealthStatus::Ok => (health.detail, PluginStatus::Ok),
+                    HealthStatus::Degraded => (
+                        format!("degraded: {}", health.detail),
+                        PluginStatus::Degraded,
+                    ),
+                };
+                {
+                    let mut state = slot.state.lock().expect("slot lock");
+                    if state.epoch != instance.epoch {
+                        return;
+                    }
+                    state.health = text;
+                }
+                shared.set_status(&slot, instance.epoch, status);
+            })
+        });
+        futures::future::join_all(checks).await;
+    }
+
     /// Subscribe to status changes.
     pub fn events(&self) -> broadcast::Receiver<PluginEvent> {
         self.shared.events.subscribe()

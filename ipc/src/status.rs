@@ -19,8 +19,9 @@ pub struct Status {
     pub ptt: PttState,
     /// The voice loop: its state, the stt plugin and the microphone.
     pub voice: VoiceStatus,
-    /// The desktop context: which plugin serves it and which compositor its last good
-    /// snapshot came from; `null` before the first good read or without a context plugin.
+    /// The desktop context: which plugin serves it, which compositor its last good snapshot
+    /// came from, and why the last read failed if it did; `null` before the first read or
+    /// without a context plugin.
     #[serde(default)]
     pub context: Option<ContextStatus>,
 }
@@ -36,6 +37,10 @@ pub struct ContextStatus {
     pub version: Option<String>,
     /// The compositor's IPC socket.
     pub socket: Option<String>,
+    /// Why the last read failed (e.g. no compositor in the plugin's environment); `None`
+    /// when it succeeded. The other fields then describe the last good read, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The runner's overall state, as D-Bus `State` and `runner.status` show it.

@@ -2,8 +2,8 @@
 //! compositor, the focused window, every window, the workspaces and the outputs. It asks the
 //! running service, or, when none runs, starts the configured plugins in this process for the
 //! one read. `--json` prints `{source, snapshot}`. Exit 0 when the context was read, 1 when no
-//! context plugin runs or it could not reach the compositor, 3 for an invalid config, 4 when
-//! a named `--socket` does not answer.
+//! context plugin runs or it could not reach the compositor (with `--json`, `{error}` on
+//! stdout), 3 for an invalid config, 4 when a named `--socket` does not answer.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,8 @@ use super::{check_config, connect};
 #[derive(clap::Args)]
 pub struct Args {
     /// Print JSON: {source, snapshot: {compositor, focused, windows, workspaces, outputs,
-    /// keyboard_layout, provenance}}.
+    /// keyboard_layout, overview, provenance}}, or {error: {code, message}} when it could not
+    /// be read.
     #[arg(long)]
     json: bool,
     /// Read it in this process even when the service is running.
@@ -67,7 +68,12 @@ pub async fn run(args: &Args, config: Option<PathBuf>, socket: Option<&Path>) ->
             print_context(&reply);
             exit::OK
         }
-        Err(e) => failed(&e),
+        Err(e) => {
+            if args.json {
+                out!("{}", serde_json::json!({ "error": e }));
+            }
+            failed(&e)
+        }
     }
 }
 

@@ -54,7 +54,8 @@ Exit codes:
      listens on the socket (status, confirm, pending, reload, events, audit, ptt, listen)
 
 Configuration: --config PATH, else $XDG_CONFIG_HOME/utter/config.toml, else the built-in
-default (which runs the `rules` router and the `desktop` action plugin).
+default (which runs the `rules` router, the `desktop` action plugin and the `compositor`
+context and action plugin; the microphone plugin only for the voice loop).
 Logs go to stderr (`utter daemon` started by systemd logs to the journal); set the level with
 --log-level or RUST_LOG.";
 

@@ -221,7 +221,8 @@ pub fn print_outcome(outcome: &CommandOutcome) {
             .unwrap_or_default();
         let state = match (&r.error, r.ok) {
             (Some(e), _) => format!("failed ({})", e.code),
-            (None, true) => match r.verified {
+            // A dry run verifies nothing by design.
+            (None, true) => match r.verified.filter(|_| !outcome.dry_run) {
                 Some(true) => "ok, verified".to_owned(),
                 Some(false) => "ok, not verified".to_owned(),
                 None => "ok".to_owned(),

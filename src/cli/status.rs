@@ -41,14 +41,24 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         ptt::print_state(&status.ptt);
         print_voice(&status.voice);
         match &status.context {
+            Some(c) if c.compositor.is_some() => {
+                out!(
+                    "context: {} {} at {} (plugin {})",
+                    sanitize(c.compositor.as_deref().unwrap_or("?")),
+                    sanitize(c.version.as_deref().unwrap_or("")),
+                    sanitize(c.socket.as_deref().unwrap_or("?")),
+                    sanitize(&c.plugin)
+                );
+                if let Some(e) = &c.error {
+                    out!("  the last read failed: {}", sanitize(e));
+                }
+            }
             Some(c) => out!(
-                "context: {} {} at {} (plugin {})",
-                sanitize(c.compositor.as_deref().unwrap_or("?")),
-                sanitize(c.version.as_deref().unwrap_or("")),
-                sanitize(c.socket.as_deref().unwrap_or("?")),
-                sanitize(&c.plugin)
+                "context: unavailable (plugin {}): {}",
+                sanitize(&c.plugin),
+                sanitize(c.error.as_deref().unwrap_or("not read yet"))
             ),
-            None => out!("context: none read yet (no context plugin, or no compositor reached)"),
+            None => out!("context: none (no context plugin is configured)"),
         }
     }
     exit::OK

@@ -392,7 +392,8 @@ impl Session {
                 "authenticated": self.authenticated,
             })),
             "runner.status" | "runner.plugins" => {
-                serde_json::to_value(runner.status()).map_err(internal)
+                self.spawn_work(id, status(runner)).await;
+                return;
             }
             "runner.pending" => {
                 serde_json::to_value(runner.confirmations.pending()).map_err(internal)
@@ -755,6 +756,15 @@ async fn command(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value
     };
     let outcome = runner.command(&utterance, &options, Some(door)).await?;
     serde_json::to_value(outcome).map_err(internal)
+}
+
+/// `runner.status {}`: the plugins' health asked afresh (at most 500 ms), then the status.
+async fn status(runner: Arc<Runner>) -> Result<Value, ErrorObject> {
+    runner
+        .supervisor
+        .refresh_health(std::time::Duration::from_millis(500))
+        .await;
+    serde_json::to_value(runner.status()).map_err(internal)
 }
 
 /// `runner.context {}`: the desktop context now.
