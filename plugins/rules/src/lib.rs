@@ -4,9 +4,12 @@
 //! out, chosen by fixed rules without any model: media keys, web sites from a catalog,
 //! compositor actions (workspaces, windows, monitors, screenshots on niri), the user's own
 //! niri key bindings, installed desktop applications and bare host names (see [`rules`] for
-//! the order). An
+//! the order). A step of a destructive compositor action ("close this window") carries
+//! `confirm: true`, so the runner asks first. An
 //! utterance no rule understands is not an error: the answer has no steps, `rule: null` and
-//! a message, so the runner can fall back to another router.
+//! a message, so the runner can fall back to another router. The message says why when a
+//! rule came close ([`rules::explain`]: an unknown application name, a workspace number
+//! out of range, a niri binding on sway), else `no rule matched "<utterance>"`.
 //!
 //! Usage: `utter-rules [--sites <catalog.toml>]` (parsed by clap, see [`Options`]; `--help`
 //! explains it). Without `--sites`, `$UTTER_SITES` names the catalog, and without either the
@@ -81,10 +84,19 @@ struct LazyApps<'a> {
     apps: OnceCell<Arc<Vec<apps::AppEntry>>>,
 }
 
+impl LazyApps<'_> {
+    fn list(&self) -> &[apps::AppEntry] {
+        self.apps.get_or_init(|| self.scanner.apps())
+    }
+}
+
 impl AppLookup for LazyApps<'_> {
     fn find(&self, spoken: &str) -> Option<apps::AppEntry> {
-        let apps = self.apps.get_or_init(|| self.scanner.apps());
-        apps::find_app(apps, spoken).cloned()
+        apps::find_app(self.list(), spoken).cloned()
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.list().iter().map(|app| app.name.clone()).collect()
     }
 }
 
@@ -194,18 +206,20 @@ impl State {
             binds: &binds,
             context: request.context.as_ref(),
         };
-        match rules::plan(text::strip_fillers(&normalized), &sources) {
+        let text = text::strip_fillers(&normalized);
+        match rules::plan(text, &sources) {
             Some(Matched {
                 rule,
                 op,
                 args,
                 message,
+                confirm,
             }) => json!({
                 "steps": [{
                     "op": op,
                     "args": args,
                     "provenance": request.provenance,
-                    "confirm": false,
+                    "confirm": confirm,
                 }],
                 "rule": rule,
                 "message": message,
@@ -213,7 +227,9 @@ impl State {
             None => json!({
                 "steps": [],
                 "rule": null,
-                "message": format!("no rule matched \"{}\"", request.utterance),
+                "message": rules::explain(text, &sources).unwrap_or_else(|| {
+                    format!("no rule matched \"{}\"", request.utterance)
+                }),
             }),
         }
     }
@@ -489,6 +505,52 @@ mod tests {
         // Punctuation only is not blank, just not understood.
         let result = plan(json!({"utterance": "?!"})).expect("planned");
         assert_eq!(result["steps"], json!([]));
+    }
+
+    #[test]
+    fn destructive_steps_carry_confirm_true() {
+        for utterance in ["close this window", "Close it!", "kill this window"] {
+            let result = plan(json!({"utterance": utterance})).expect("planned");
+            assert_eq!(
+                result["steps"],
+                json!([{
+                    "op": "niri",
+                    "args": {"command": "close-window"},
+                    "provenance": "user",
+                    "confirm": true,
+                }]),
+                "{utterance}"
+            );
+        }
+        let result = plan(json!({"utterance": "workspace two"})).expect("planned");
+        assert_eq!(result["steps"][0]["confirm"], false);
+    }
+
+    #[test]
+    fn an_empty_plan_says_why_when_a_rule_came_close() {
+        let message = |params: Value| plan(params).expect("planned")["message"].clone();
+        // No applications in this state, and no windows in the context.
+        assert_eq!(
+            message(json!({"utterance": "Switch to Firefox.", "context": {"windows": []}})),
+            "no installed application or open window is called \"firefox\""
+        );
+        assert_eq!(
+            message(json!({
+                "utterance": "close firefox",
+                "context": {"windows": [{"app_id": "firefox-esr"}]},
+            })),
+            "no installed application or open window is called \"firefox\"; \
+             similar names: firefox-esr"
+        );
+        assert_eq!(
+            message(json!({"utterance": "workspace -1"})),
+            "focus-workspace needs a number from 1 to 255, not -1"
+        );
+        let result = plan(json!({"utterance": "workspace minus one"})).expect("planned");
+        assert_eq!(
+            (&result["steps"], &result["rule"]),
+            (&json!([]), &Value::Null)
+        );
     }
 
     #[test]

@@ -19,6 +19,9 @@
 //!
 //! The first binding to claim a phrase keeps it. The file is the user's own, so its actions
 //! are trusted as if the user had said them (the plan's provenance stays the request's).
+//! Trusted is not unconfirmed: a binding whose action is destructive
+//! ([`crate::phrases::ALWAYS_CONFIRM`], e.g. `close-window` or `quit`) plans a step with
+//! `confirm: true`, as the curated phrase for the same action does.
 //!
 //! [`BindsSource`] checks the file's modification time, size and inode at most once per plan
 //! (one `stat`) and parses it again only when one of them changed; it is also read when the
@@ -27,7 +30,7 @@
 //! [`Binds::problem`] (the plugin's health turns `degraded`); meanwhile the phrases of the
 //! last good version stay in use, as niri itself keeps running its last good config.
 
-use crate::phrases::{NiriAction, PhraseTable, canonical, is_action_name};
+use crate::phrases::{NiriAction, PhraseTable, canonical, is_action_name, is_destructive};
 use crate::text::{column_of, line_of, normalize};
 use kdl::{KdlDocument, KdlNode, KdlValue};
 use std::os::unix::fs::MetadataExt;
@@ -307,6 +310,7 @@ fn action_of(node: &KdlNode) -> Option<NiriAction> {
         command: command.to_owned(),
         args,
         options,
+        confirm: is_destructive(command),
     })
 }
 
@@ -434,6 +438,23 @@ binds {
                 want,
                 "{phrase}"
             );
+        }
+    }
+
+    #[test]
+    fn destructive_bindings_are_marked_to_confirm() {
+        let (table, _) = parse(CONFIG).expect("parses");
+        let confirm_of = |phrase: &str| table.lookup(&canonical(phrase)).map(|(a, _)| a.confirm);
+        assert_eq!(confirm_of("close window"), Some(true));
+        assert_eq!(confirm_of("focus workspace 1"), Some(false));
+        assert_eq!(confirm_of("open a terminal"), Some(false));
+        let (table, _) = parse(
+            "binds { Mod+E { quit skip-confirmation=true; }; Mod+P { power-off-monitors; }; }\n",
+        )
+        .expect("parses");
+        for phrase in ["quit", "power off monitors"] {
+            let (action, _) = table.lookup(phrase).expect(phrase);
+            assert!(action.confirm, "{phrase}");
         }
     }
 

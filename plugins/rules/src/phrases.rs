@@ -11,7 +11,7 @@
 use crate::numbers;
 use crate::text::normalize;
 use serde::Deserialize;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use toml::Spanned;
 use utter_protocol::serde_json::{Map, Value, json};
@@ -31,6 +31,19 @@ pub const MAX_SLOT: u32 = 255;
 /// How many phrases one pattern may expand to; more is a mistake in the file.
 const MAX_EXPANSIONS: usize = 1024;
 
+/// niri actions that lose work or cut the person off their screen when misheard: closing the
+/// focused window, ending the session and blanking every monitor. A step planned for one of
+/// them always carries `confirm: true` (the runner asks first, PROTOCOL.md §9.5), whether it
+/// comes from the curated file (whose entries for them must say `confirm = true`) or from the
+/// user's own key bindings.
+pub const ALWAYS_CONFIRM: &[&str] = &["close-window", "quit", "power-off-monitors"];
+
+/// True when a step for the niri action `command` must ask first whatever the phrase file
+/// says (see [`ALWAYS_CONFIRM`]).
+pub fn is_destructive(command: &str) -> bool {
+    ALWAYS_CONFIRM.contains(&command)
+}
+
 /// One niri action: what `niri msg action <command> <args...>` would run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NiriAction {
@@ -40,6 +53,8 @@ pub struct NiriAction {
     pub args: Vec<Value>,
     /// Named values (KDL properties of the action node).
     pub options: Map<String, Value>,
+    /// The planned step asks the person before it runs (`confirm: true` on the step).
+    pub confirm: bool,
 }
 
 impl NiriAction {
@@ -156,6 +171,37 @@ impl PhraseTable {
         }
         None
     }
+
+    /// A phrase with a number slot that `canonical` would be, were its number one the slot
+    /// takes: "workspace 0", "workspace 300", "workspace minus 1" (how [`normalize`] writes
+    /// "-1"). Returns the action and the number as the person wrote it (`"-1"`, `"300"`), so
+    /// that the plan can say why it has no step instead of using a different number.
+    pub fn lookup_bad_number(&self, canonical: &str) -> Option<(Arc<NiriAction>, String)> {
+        let words: Vec<&str> = canonical.split(' ').filter(|w| !w.is_empty()).collect();
+        if words.is_empty() || words.len() > self.max_words + 1 {
+            return None;
+        }
+        let is_digits = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit());
+        for i in 0..words.len() {
+            // A signed number takes two words ("minus 1"), an unsigned one a single word.
+            let (number, taken) = match (words[i], words.get(i + 1)) {
+                (sign @ ("minus" | "negative" | "plus"), Some(n)) if is_digits(n) => {
+                    (format!("{}{n}", if sign == "plus" { "+" } else { "-" }), 2)
+                }
+                (n, _) if is_digits(n) && numbers::slot_value(n, MAX_SLOT).is_none() => {
+                    (n.to_owned(), 1)
+                }
+                _ => continue,
+            };
+            let mut key = words[..i].to_vec();
+            key.push(SLOT);
+            key.extend_from_slice(&words[i + taken..]);
+            if let Some(action) = self.map.get(&key.join(" ")).filter(|a| a.has_slot()) {
+                return Some((action.clone(), number));
+            }
+        }
+        None
+    }
 }
 
 /// The canonical form of spoken or written text: [`normalize`]d, numbers as digits.
@@ -172,6 +218,8 @@ pub struct Curated {
     pub focus_verbs: Vec<String>,
     /// "close", "quit", ...: normalised, longest first.
     pub close_verbs: Vec<String>,
+    /// The actions whose entries say `confirm = true`, besides [`ALWAYS_CONFIRM`].
+    pub confirmed: BTreeSet<String>,
 }
 
 /// Why the curated phrase file could not be loaded.
@@ -224,6 +272,8 @@ struct PhraseEntry {
     args: Vec<toml::Value>,
     #[serde(default)]
     options: toml::Table,
+    #[serde(default)]
+    confirm: bool,
     say: Vec<Spanned<String>>,
 }
 
@@ -283,6 +333,8 @@ impl Curated {
             message,
         };
         let mut table = PhraseTable::new();
+        // Every entry of one action must agree on `confirm`: the line of the first says so.
+        let mut confirm_of: HashMap<String, (bool, usize)> = HashMap::new();
         for entry in file.phrase {
             let command = entry.command.get_ref().trim().to_owned();
             if !is_action_name(&command) {
@@ -292,6 +344,32 @@ impl Curated {
                         "{command:?} is not a niri action name (lowercase words joined by dashes)"
                     ),
                 ));
+            }
+            if is_destructive(&command) && !entry.confirm {
+                return Err(invalid(
+                    entry.command.span(),
+                    format!(
+                        "{command} cannot be undone when misheard, so its entry needs \
+                         confirm = true"
+                    ),
+                ));
+            }
+            let line = crate::text::line_of(text, entry.command.span().start);
+            match confirm_of.get(&command) {
+                Some(&(earlier, earlier_line)) if earlier != entry.confirm => {
+                    return Err(invalid(
+                        entry.command.span(),
+                        format!(
+                            "{command} has confirm = {} here but confirm = {earlier} at line \
+                             {earlier_line}; every entry of one action must agree",
+                            entry.confirm
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    confirm_of.insert(command.clone(), (entry.confirm, line));
+                }
             }
             let mut args = Vec::with_capacity(entry.args.len());
             for arg in &entry.args {
@@ -317,6 +395,7 @@ impl Curated {
                 command: command.clone(),
                 args,
                 options,
+                confirm: entry.confirm,
             });
             let slots_in_args = action
                 .args
@@ -367,7 +446,19 @@ impl Curated {
             table,
             focus_verbs: verbs(&file.apps.focus_verbs),
             close_verbs: verbs(&file.apps.close_verbs),
+            confirmed: confirm_of
+                .into_iter()
+                .filter(|(_, (confirm, _))| *confirm)
+                .map(|(command, _)| command)
+                .collect(),
         })
+    }
+
+    /// True when a step for the niri action `command` asks first: one of [`ALWAYS_CONFIRM`],
+    /// or an action the file marks `confirm = true`. The user's key bindings are held to the
+    /// same list, so binding `close-window` to a phrase does not make it skip the question.
+    pub fn confirms(&self, command: &str) -> bool {
+        is_destructive(command) || self.confirmed.contains(command)
     }
 }
 
@@ -533,8 +624,8 @@ mod tests {
     #[test]
     fn bad_files_are_refused_with_the_line() {
         let err = Curated::parse(
-            "[[phrase]]\ncommand = \"close-window\"\nsay = [\"close it\"]\n\n[[phrase]]\n\
-             command = \"quit\"\nsay = [\"close it\"]\n",
+            "[[phrase]]\ncommand = \"maximize-column\"\nsay = [\"big it\"]\n\n[[phrase]]\n\
+             command = \"center-column\"\nsay = [\"big it\"]\n",
             "p.toml",
         )
         .unwrap_err()
@@ -568,5 +659,94 @@ mod tests {
                 .table
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn destructive_entries_must_confirm_and_entries_of_one_action_agree() {
+        let curated = Curated::builtin().expect("built-in phrases");
+        for command in ALWAYS_CONFIRM {
+            assert!(curated.confirms(command), "{command}");
+        }
+        let (close, _) = curated.table.lookup("close this window").expect("found");
+        assert!(close.confirm);
+        let (off, _) = curated
+            .table
+            .lookup("turn off the monitors")
+            .expect("found");
+        assert_eq!(
+            (off.command.as_str(), off.confirm),
+            ("power-off-monitors", true)
+        );
+        let (ws, _) = curated.table.lookup("workspace 2").expect("found");
+        assert!(!ws.confirm && !curated.confirms("focus-workspace"));
+
+        let err = Curated::parse(
+            "[[phrase]]\ncommand = \"close-window\"\nsay = [\"close it\"]\n",
+            "a.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("a.toml, line 2") && err.contains("confirm = true"),
+            "{err}"
+        );
+        let err = Curated::parse(
+            "[[phrase]]\ncommand = \"center-column\"\nconfirm = true\nsay = [\"a\"]\n\n\
+             [[phrase]]\ncommand = \"center-column\"\nargs = [1]\nsay = [\"b\"]\n",
+            "b.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("b.toml, line 7") && err.contains("line 2") && err.contains("agree"),
+            "{err}"
+        );
+        assert!(
+            Curated::parse(
+                "[[phrase]]\ncommand = \"quit\"\nconfirm = \"yes\"\nsay = [\"bye\"]\n",
+                "c.toml"
+            )
+            .is_err(),
+            "confirm is a boolean"
+        );
+        let custom = Curated::parse(
+            "[[phrase]]\ncommand = \"center-column\"\nconfirm = true\nsay = [\"a\"]\n",
+            "d.toml",
+        )
+        .expect("parses");
+        assert!(custom.confirms("center-column") && custom.confirms("quit"));
+        assert!(!custom.confirms("maximize-column"));
+    }
+
+    #[test]
+    fn bad_numbers_are_found_for_slot_phrases_only() {
+        let curated = Curated::builtin().expect("built-in phrases");
+        let bad = |text: &str| {
+            curated
+                .table
+                .lookup_bad_number(text)
+                .map(|(a, n)| (a.command.clone(), n))
+        };
+        assert_eq!(
+            bad("workspace minus 1"),
+            Some(("focus-workspace".into(), "-1".into()))
+        );
+        assert_eq!(
+            bad("go to workspace 0"),
+            Some(("focus-workspace".into(), "0".into()))
+        );
+        assert_eq!(
+            bad("move it to workspace plus 12"),
+            Some(("move-window-to-workspace".into(), "+12".into()))
+        );
+        assert_eq!(
+            bad("workspace 99999999999999999999"),
+            Some(("focus-workspace".into(), "99999999999999999999".into()))
+        );
+        // A number that is fine, no number, or no phrase.
+        assert_eq!(bad("workspace 3"), None);
+        assert_eq!(bad("workspace minus"), None);
+        assert_eq!(bad("close minus 1"), None);
+        assert_eq!(bad(""), None);
     }
 }

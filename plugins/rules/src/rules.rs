@@ -4,7 +4,7 @@
 //!
 //! 1. `media`: playback commands ("pause", "next track", "pause spotify",
 //!    "skip on vlc") → op `media`, args `{command, player?}`.
-//! 2. `open_site`: "open / go to / visit / show <site>" for a site of the catalog
+//! 2. `open_site`: "open / go to / visit / show \<site\>" for a site of the catalog
 //!    → op `ensure_url`, args `{url}`.
 //! 3. `compositor`: a curated phrase of `data/compositor-phrases.toml` ("workspace two",
 //!    "the third workspace", "move this to workspace 3", "focus left", "close this window",
@@ -12,20 +12,20 @@
 //! 4. `niri_bind`: a phrase generated from the user's own niri key bindings ("focus workspace
 //!    one", a binding's hotkey-overlay-title such as "open a terminal", see
 //!    [`crate::niri_config`]) → op `niri` with the bound action.
-//! 5. `ensure_app` / `focus_app`: "switch to / focus / show / go to / bring up <app>"
+//! 5. `ensure_app` / `focus_app`: "switch to / focus / show / go to / bring up \<app\>"
 //!    (the verbs of the phrase file's `[apps]`) → op `ensure_app`, args `{app, desktop_id,
 //!    wm_class?}`, for an installed application; else op `focus_app`, args `{app}`, for a
 //!    window of the context whose app_id is the spoken name.
-//! 6. `close_app`: "close / quit / exit <app>" → op `close_app`, args `{app}`: a window's
+//! 6. `close_app`: "close / quit / exit \<app\>" → op `close_app`, args `{app}`: a window's
 //!    app_id from the context, else an installed application's id.
-//! 7. `launch_app`: "open / launch / start / run <app>" for an installed application
+//! 7. `launch_app`: "open / launch / start / run \<app\>" for an installed application
 //!    → op `launch_app`, args `{app_id, name}`.
-//! 8. `open_domain`: "open / go to / visit / show <host name>" → op `ensure_url` with
+//! 8. `open_domain`: "open / go to / visit / show \<host name\>" → op `ensure_url` with
 //!    `https://<host>`.
 //!
 //! Why this order:
 //!
-//! - A catalog site keeps "go to <site>" and "show <site>" (2 before 3-5): a catalog is a
+//! - A catalog site keeps "go to \<site\>" and "show \<site\>" (2 before 3-5): a catalog is a
 //!   list of names somebody chose, and no curated phrase is a site's name (a test checks that
 //!   against the built-in catalog).
 //! - Workspace, window and monitor words beat application names (3 before 5): "switch to
@@ -43,7 +43,21 @@
 //!
 //! Numbers: rules 3 and 4 compare the utterance with every spoken number written as digits
 //! ([`crate::numbers`]), so "workspace two", "workspace 2", "the second workspace" and
-//! "the 2nd workspace" are one phrase.
+//! "the 2nd workspace" are one phrase. A workspace number is 1 to 255: "workspace 0",
+//! "workspace 300" and a signed "workspace -1" (which normalisation writes "workspace minus
+//! 1", as it does "workspace minus one") match no phrase at all, so no other number is ever
+//! planned in their place.
+//!
+//! Confirmation: a step of a destructive compositor action (closing the focused window,
+//! quitting the session, powering the monitors off; see [`Curated::confirms`]) carries
+//! `confirm: true`, and the runner asks the person before it runs (PROTOCOL.md §9.5). That
+//! holds for the curated phrases ("close it", "kill this window") and for the user's niri
+//! bindings of the same actions alike. Every other step says `confirm: false`; `close_app` is
+//! confirmed by the runner's own policy.
+//!
+//! When nothing matches, [`explain`] says why if a rule came close (a number out of range, a
+//! niri binding on another compositor, an unknown name after "switch to" or "close"), so
+//! the empty plan's message helps the person rephrase.
 //!
 //! Provenance and the context: every argument here comes from the utterance, the curated
 //! file, the user's niri config or a desktop entry, and the step keeps the request's
@@ -209,17 +223,29 @@ pub struct Matched {
     pub args: Value,
     /// A short human description of the step.
     pub message: String,
+    /// The step asks the person before it runs (`confirm: true`): a destructive compositor
+    /// action (see [`Curated::confirms`]). `close_app` is confirmed by the runner's policy
+    /// already, so it is not marked here.
+    pub confirm: bool,
 }
 
 /// Where the rules find installed applications.
 pub trait AppLookup {
     /// The application a spoken name refers to (see [`find_app`]).
     fn find(&self, spoken: &str) -> Option<AppEntry>;
+
+    /// The `Name` of every installed application, for the close names a message suggests
+    /// when nothing was found (see [`explain`]).
+    fn names(&self) -> Vec<String>;
 }
 
 impl AppLookup for Vec<AppEntry> {
     fn find(&self, spoken: &str) -> Option<AppEntry> {
         find_app(self, spoken).cloned()
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.iter().map(|app| app.name.clone()).collect()
     }
 }
 
@@ -266,6 +292,7 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
             op: "media",
             args,
             message,
+            confirm: false,
         });
     }
     for target in targets(text, SITE_VERBS) {
@@ -275,6 +302,7 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
                 op: "ensure_url",
                 args: json!({"url": site.url}),
                 message: format!("open {} ({})", site.name, site.url),
+                confirm: false,
             });
         }
     }
@@ -284,6 +312,8 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
         op: "niri",
         args: action.step_args(n),
         message: action.describe(n),
+        // A binding of a destructive action asks as the curated phrase for it does.
+        confirm: action.confirm || sources.curated.confirms(&action.command),
     };
     if let Some(found) = sources.curated.table.lookup(&canonical) {
         return Some(niri("compositor", found));
@@ -310,6 +340,7 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
                 op: "launch_app",
                 message: format!("launch {} ({})", app.name, app.id),
                 args: json!({"app_id": app.id, "name": app.name}),
+                confirm: false,
             });
         }
     }
@@ -321,10 +352,159 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
                 op: "ensure_url",
                 message: format!("open {url}"),
                 args: json!({"url": url}),
+                confirm: false,
             });
         }
     }
     None
+}
+
+/// Why [`plan`] found no step for `text`, when a rule came close enough to say so:
+///
+/// - a phrase with a workspace number that is no workspace number ("workspace -1",
+///   "workspace 0", "go to workspace 300"): which numbers there are;
+/// - one of the user's niri binding phrases while the context names another compositor:
+///   that the binding is niri's and which compositor runs;
+/// - a focus or close verb with a name that is neither an installed application nor an
+///   app_id of the context's windows ("switch to firefox" without Firefox): that nothing is
+///   called so, with up to [`MAX_CLOSE_NAMES`] similar names from both when there are any
+///   (and from the site catalog after a verb that also opens sites, "go to" or "show").
+///
+/// `None` when no rule came close; the caller then says that no rule matched. Call it only
+/// after [`plan`] returned `None`: it does not check again that nothing matches.
+pub fn explain(text: &str, sources: &Sources<'_>) -> Option<String> {
+    if text.is_empty() {
+        return None;
+    }
+    let canonical = numbers::digits(text);
+    if let Some((action, number)) = sources.curated.table.lookup_bad_number(&canonical) {
+        return Some(format!(
+            "{} needs a number from 1 to {}, not {number}",
+            action.command,
+            crate::phrases::MAX_SLOT
+        ));
+    }
+    if !Context::may_be_niri(sources.context) && sources.binds.lookup(&canonical).is_some() {
+        let compositor = sources
+            .context
+            .and_then(|c| c.compositor.as_deref())
+            .unwrap_or("another compositor");
+        return Some(format!(
+            "\"{text}\" is one of your niri key bindings, but this session runs {compositor}"
+        ));
+    }
+    let verbs = sources
+        .curated
+        .focus_verbs
+        .iter()
+        .chain(&sources.curated.close_verbs);
+    let (verb, target) = verbs
+        .filter_map(|verb| Some((verb, strip_word_prefix(text, verb)?)))
+        .find(|(_, rest)| !rest.is_empty())?;
+    let name = spoken_name(target);
+    // "go to" and "show" also open sites: then a site's name is as likely as an application's.
+    let sites_too = SITE_VERBS.contains(&verb.as_str());
+    let mut message = format!(
+        "no {}installed application or open window is called \"{name}\"",
+        if sites_too { "site, " } else { "" }
+    );
+    let mut candidates: Vec<String> = sources.apps.names();
+    if let Some(context) = sources.context {
+        candidates.extend(context.app_ids.iter().cloned());
+    }
+    if sites_too {
+        candidates.extend(sources.catalog.sites().iter().map(|s| s.name.clone()));
+    }
+    let close = close_names(&name, candidates);
+    if !close.is_empty() {
+        message.push_str(&format!("; similar names: {}", close.join(", ")));
+    }
+    Some(message)
+}
+
+/// The most similar names [`explain`] lists.
+pub const MAX_CLOSE_NAMES: usize = 3;
+
+/// The name a focus or close target is about: without a trailing "window", a leading article
+/// and a trailing "app" ("the firefox window" → "firefox").
+fn spoken_name(target: &str) -> String {
+    let names = target_names(target);
+    let last = names.last().copied().unwrap_or(target);
+    app_forms(last).pop().unwrap_or_else(|| last.to_owned())
+}
+
+/// Up to [`MAX_CLOSE_NAMES`] of `candidates` that look like `spoken`, most similar first:
+/// one contains the other (at least three letters of it), or they are a few typos apart
+/// (one edit for short names, two from five letters, three from nine), comparing lowercase
+/// letters and digits only.
+fn close_names(spoken: &str, candidates: Vec<String>) -> Vec<String> {
+    let key = |text: &str| -> Vec<char> {
+        text.to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric())
+            .collect()
+    };
+    let wanted = key(spoken);
+    if wanted.len() < 2 {
+        return Vec::new();
+    }
+    let mut scored: Vec<(usize, String)> = Vec::new();
+    for candidate in candidates {
+        let have = key(&candidate);
+        if have.is_empty() || have == wanted {
+            continue;
+        }
+        let (short, long) = if have.len() < wanted.len() {
+            (&have, &wanted)
+        } else {
+            (&wanted, &have)
+        };
+        let contained = short.len() >= 3 && long.windows(short.len()).any(|w| w == &short[..]);
+        let allowed = match short.len() {
+            0..=4 => 1,
+            5..=8 => 2,
+            _ => 3,
+        };
+        let score = if contained {
+            Some(0)
+        } else {
+            edit_distance(&wanted, &have, allowed)
+        };
+        if let Some(score) = score {
+            scored.push((score, candidate));
+        }
+    }
+    scored.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    let mut out: Vec<String> = Vec::new();
+    for (_, name) in scored {
+        if !out.iter().any(|o| o.eq_ignore_ascii_case(&name)) {
+            out.push(name);
+        }
+        if out.len() == MAX_CLOSE_NAMES {
+            break;
+        }
+    }
+    out
+}
+
+/// The Levenshtein distance between `a` and `b` when it is at most `limit`.
+fn edit_distance(a: &[char], b: &[char], limit: usize) -> Option<usize> {
+    if a.len().abs_diff(b.len()) > limit {
+        return None;
+    }
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut current = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != cb);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        if current.iter().min().is_some_and(|&m| m > limit) {
+            return None;
+        }
+        previous = current;
+    }
+    previous.last().copied().filter(|&d| d <= limit)
 }
 
 /// The names a spoken target may be: as said, and without a trailing "window"/"windows"
@@ -371,6 +551,7 @@ fn switch_to(target: &str, sources: &Sources<'_>) -> Option<Matched> {
             op: "ensure_app",
             message: format!("switch to {} ({})", app.name, app.id),
             args,
+            confirm: false,
         });
     }
     let app_id = window_named(target, sources.context)?;
@@ -379,6 +560,7 @@ fn switch_to(target: &str, sources: &Sources<'_>) -> Option<Matched> {
         op: "focus_app",
         message: format!("focus the {app_id} window"),
         args: json!({"app": app_id}),
+        confirm: false,
     })
 }
 
@@ -390,6 +572,7 @@ fn close(target: &str, sources: &Sources<'_>) -> Option<Matched> {
             op: "close_app",
             message: format!("close the {app_id} window"),
             args: json!({"app": app_id}),
+            confirm: false,
         });
     }
     let app = app_named(target, sources.apps)?;
@@ -398,6 +581,7 @@ fn close(target: &str, sources: &Sources<'_>) -> Option<Matched> {
         op: "close_app",
         message: format!("close {} ({})", app.name, app.id),
         args: json!({"app": app.id}),
+        confirm: false,
     })
 }
 
@@ -808,12 +992,15 @@ mod tests {
             ("move window to the second workspace", 2),
             ("send it to workspace 5", 5),
             ("move this window to the 3rd workspace", 3),
-            ("put this one on workspace 4", 0),
+            ("put this one on workspace 4", 4),
             ("move to workspace number eleven", 11),
         ];
         for (utterance, n) in moves {
-            let want = (n > 0).then(|| json!({"command": "move-window-to-workspace", "args": [n]}));
-            assert_eq!(niri_of(utterance), want, "{utterance}");
+            assert_eq!(
+                niri_of(utterance),
+                Some(json!({"command": "move-window-to-workspace", "args": [n]})),
+                "{utterance}"
+            );
         }
         for utterance in [
             "workspace zero",
@@ -890,9 +1077,8 @@ mod tests {
             ("maximize", "maximize-column", json!(null)),
             ("Maximise this window!", "maximize-column", json!(null)),
             ("fullscreen", "fullscreen-window", json!(null)),
-            ("make it full screen", "fullscreen-window", json!(null)),
             ("toggle floating", "toggle-window-floating", json!(null)),
-            ("float this window", "toggle-window-floating", json!(null)),
+            ("float this window", "move-window-to-floating", json!(null)),
             ("close this window", "close-window", json!(null)),
             ("close it", "close-window", json!(null)),
             ("close window", "close-window", json!(null)),
@@ -1152,5 +1338,386 @@ mod tests {
         // Not on sway.
         let sway = context(json!({"compositor": {"name": "sway"}}));
         assert_eq!(run_with("open a terminal", Some(&sway), &binds), None);
+    }
+
+    fn confirm_of(utterance: &str) -> Option<bool> {
+        run(utterance).map(|m| m.confirm)
+    }
+
+    #[test]
+    fn destructive_compositor_steps_ask_first() {
+        for utterance in [
+            "close this window",
+            "close it",
+            "Close this one.",
+            "close the focused window",
+            "kill this window",
+            "kill it",
+            "turn off the monitors",
+            "switch the screens off",
+        ] {
+            let m = run(utterance).unwrap_or_else(|| panic!("{utterance} planned nothing"));
+            assert_eq!((m.rule, m.confirm), ("compositor", true), "{utterance}");
+        }
+        assert_eq!(
+            niri_of("kill this window"),
+            Some(json!({"command": "close-window"}))
+        );
+        assert_eq!(
+            niri_of("turn off all the screens"),
+            Some(json!({"command": "power-off-monitors"}))
+        );
+        // Nothing else asks: moving, focusing, fullscreen, the overview, media, sites.
+        for utterance in [
+            "workspace two",
+            "move it to workspace 3",
+            "fullscreen",
+            "exit fullscreen",
+            "float this window",
+            "close the overview",
+            "take a screenshot",
+            "pause",
+            "open youtube",
+        ] {
+            assert_eq!(confirm_of(utterance), Some(false), "{utterance}");
+        }
+        // close_app is confirmed by the runner's policy, not by the router.
+        assert_eq!(
+            run("close firefox").map(|m| (m.op, m.confirm)),
+            Some(("close_app", false))
+        );
+    }
+
+    #[test]
+    fn bindings_of_destructive_actions_ask_first_too() {
+        let config = "binds {\n\
+            Mod+Shift+E hotkey-overlay-title=\"Leave the Session\" { quit; }\n\
+            Mod+Q hotkey-overlay-title=\"Get Rid of It\" { close-window; }\n\
+            Mod+P hotkey-overlay-title=\"Lights Out\" { power-off-monitors; }\n\
+            Mod+T hotkey-overlay-title=\"Open a Terminal\" { spawn \"foot\"; }\n\
+            }\n";
+        let (binds, _) = crate::niri_config::parse(config).expect("parses");
+        let plan_of =
+            |utterance: &str| run_with(utterance, None, &binds).map(|m| (m.rule, m.confirm));
+        assert_eq!(plan_of("leave the session"), Some(("niri_bind", true)));
+        assert_eq!(plan_of("quit"), Some(("niri_bind", true)));
+        assert_eq!(plan_of("get rid of it"), Some(("niri_bind", true)));
+        assert_eq!(plan_of("lights out"), Some(("niri_bind", true)));
+        assert_eq!(plan_of("open a terminal"), Some(("niri_bind", false)));
+        // An action the phrase file marks confirm = true asks in a binding as well.
+        let curated = Curated::parse(
+            "[[phrase]]\ncommand = \"center-column\"\nconfirm = true\nsay = [\"center it\"]\n",
+            "c.toml",
+        )
+        .expect("parses");
+        let (binds, _) =
+            crate::niri_config::parse("binds { Mod+C { center-column; }; }\n").expect("parses");
+        let apps = apps();
+        let sources = Sources {
+            catalog: catalog(),
+            apps: &apps,
+            curated: &curated,
+            binds: &binds,
+            context: None,
+        };
+        let m = plan("center column", &sources).expect("the binding plans");
+        assert_eq!((m.rule, m.confirm), ("niri_bind", true));
+        let m = plan("center it", &sources).expect("the curated phrase plans");
+        assert_eq!((m.rule, m.confirm), ("compositor", true));
+    }
+
+    #[test]
+    fn fullscreen_and_floating_have_states() {
+        let toggle = json!({"command": "fullscreen-window"});
+        let on = json!({"command": "fullscreen-window", "options": {"state": "on"}});
+        let off = json!({"command": "fullscreen-window", "options": {"state": "off"}});
+        let floating = json!({"command": "move-window-to-floating"});
+        let tiling = json!({"command": "move-window-to-tiling"});
+        let toggle_floating = json!({"command": "toggle-window-floating"});
+        let cases = [
+            ("fullscreen", &toggle),
+            ("full screen this window", &toggle),
+            ("toggle fullscreen", &toggle),
+            ("toggle full screen mode", &toggle),
+            ("make it fullscreen", &on),
+            ("make it full screen", &on),
+            ("put this window in fullscreen", &on),
+            ("go fullscreen", &on),
+            ("go full screen", &on),
+            ("enter fullscreen", &on),
+            ("enter fullscreen mode", &on),
+            ("turn on fullscreen", &on),
+            ("exit fullscreen", &off),
+            ("Exit full screen.", &off),
+            ("leave fullscreen", &off),
+            ("leave full screen mode", &off),
+            ("get out of fullscreen", &off),
+            ("un-fullscreen", &off),
+            ("unfullscreen this window", &off),
+            ("turn fullscreen off", &off),
+            ("make it windowed", &off),
+            ("float this window", &floating),
+            ("float", &floating),
+            ("make it floating", &floating),
+            ("make this window float", &floating),
+            ("tile this window", &tiling),
+            ("tile it", &tiling),
+            ("unfloat this window", &tiling),
+            ("un-float this window", &tiling),
+            ("stop floating", &tiling),
+            ("stop floating this window", &tiling),
+            ("make it tiled", &tiling),
+            ("toggle floating", &toggle_floating),
+            ("toggle window floating", &toggle_floating),
+        ];
+        for (utterance, want) in cases {
+            assert_eq!(niri_of(utterance).as_ref(), Some(want), "{utterance}");
+        }
+        assert_eq!(
+            run("go fullscreen").map(|m| m.message),
+            Some("niri fullscreen-window state=\"on\"".to_owned())
+        );
+    }
+
+    #[test]
+    fn everyday_window_phrasings() {
+        let to = |n: u32| Some(json!({"command": "move-window-to-workspace", "args": [n]}));
+        let cases = [
+            ("put this window on workspace 4", to(4)),
+            ("put it on workspace four", to(4)),
+            ("put it on the second workspace", to(2)),
+            ("put this window onto desktop 6", to(6)),
+            ("throw this window to workspace 2", to(2)),
+            ("throw it to the third workspace", to(3)),
+            (
+                "move it to the next workspace",
+                Some(json!({"command": "move-window-to-workspace-down"})),
+            ),
+            (
+                "put it on the next workspace",
+                Some(json!({"command": "move-window-to-workspace-down"})),
+            ),
+            (
+                "throw this window to the previous workspace",
+                Some(json!({"command": "move-window-to-workspace-up"})),
+            ),
+            ("kill this window", Some(json!({"command": "close-window"}))),
+        ];
+        for (utterance, want) in cases {
+            assert_eq!(niri_of(utterance), want, "{utterance}");
+        }
+    }
+
+    #[test]
+    fn curated_phrases_leave_site_and_app_names_alone() {
+        // A curated phrase is tried before the application rules, so none of them may be a
+        // verb followed by the name of a site or of a (plausible) application.
+        let mut apps = apps();
+        for (id, name) in [
+            ("org.gnome.Screenshot", "Screenshot"),
+            ("org.kde.spectacle", "Spectacle"),
+            ("foot", "Foot"),
+            ("org.gnome.Settings", "Settings"),
+        ] {
+            apps.push(AppEntry::new(id, name, None, &[]));
+        }
+        let verbs: Vec<&str> = SITE_VERBS
+            .iter()
+            .chain(APP_VERBS)
+            .copied()
+            .chain(curated().focus_verbs.iter().map(String::as_str))
+            .chain(curated().close_verbs.iter().map(String::as_str))
+            .collect();
+        for phrase in curated().table.phrases() {
+            let phrase = phrase.replace(crate::phrases::SLOT, "3");
+            for rest in targets(&phrase, &verbs) {
+                assert!(
+                    catalog().lookup(rest).is_none(),
+                    "{phrase:?} takes the site {rest:?}"
+                );
+                assert!(
+                    apps.find(rest).is_none(),
+                    "{phrase:?} takes the application {rest:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn workspace_numbers_below_one_plan_nothing() {
+        for utterance in [
+            "workspace -1",
+            "Workspace −1.",
+            "workspace minus one",
+            "workspace negative two",
+            "go to workspace -3",
+            "move it to workspace -2",
+            "workspace +1",
+            "workspace - 1",
+            "workspace 0",
+            "workspace zero",
+            "workspace 1.5",
+            "workspace 256",
+        ] {
+            assert_eq!(run(utterance), None, "{utterance}");
+        }
+    }
+
+    fn explain_with(
+        utterance: &str,
+        apps: &Vec<AppEntry>,
+        context: Option<&Context>,
+        binds: &PhraseTable,
+    ) -> Option<String> {
+        let normalized = normalize(utterance);
+        let text = strip_fillers(&normalized);
+        let sources = Sources {
+            catalog: catalog(),
+            apps,
+            curated: curated(),
+            binds,
+            context,
+        };
+        assert_eq!(plan(text, &sources), None, "{utterance} planned");
+        explain(text, &sources)
+    }
+
+    #[test]
+    fn out_of_range_numbers_say_which_numbers_there_are() {
+        let none = PhraseTable::new();
+        let cases = [
+            ("workspace -1", "focus-workspace", "-1"),
+            ("workspace minus one", "focus-workspace", "-1"),
+            ("workspace +2", "focus-workspace", "+2"),
+            ("go to workspace 0", "focus-workspace", "0"),
+            ("go to workspace 300", "focus-workspace", "300"),
+            ("workspace number minus 4", "focus-workspace", "-4"),
+            ("send it to workspace -2", "move-window-to-workspace", "-2"),
+        ];
+        for (utterance, command, number) in cases {
+            assert_eq!(
+                explain_with(utterance, &apps(), None, &none),
+                Some(format!(
+                    "{command} needs a number from 1 to 255, not {number}"
+                )),
+                "{utterance}"
+            );
+        }
+        // Two numbers, or a fraction, are not one number out of range.
+        assert_eq!(explain_with("workspace 1.5", &apps(), None, &none), None);
+    }
+
+    #[test]
+    fn unknown_names_after_focus_and_close_verbs_are_explained() {
+        let none = PhraseTable::new();
+        let without_firefox: Vec<AppEntry> =
+            apps().into_iter().filter(|a| a.id != "firefox").collect();
+        for utterance in [
+            "switch to firefox",
+            "close firefox",
+            "focus the firefox window",
+            "quit the firefox app",
+        ] {
+            assert_eq!(
+                explain_with(utterance, &without_firefox, None, &none).as_deref(),
+                Some("no installed application or open window is called \"firefox\""),
+                "{utterance}"
+            );
+        }
+        // Near names from the installed applications and the context's windows.
+        assert_eq!(
+            explain_with("switch to firefix", &apps(), None, &none).as_deref(),
+            Some(
+                "no installed application or open window is called \"firefix\"; \
+                 similar names: Firefox"
+            )
+        );
+        let ctx = context(json!({
+            "compositor": {"name": "sway"},
+            "windows": [
+                {"id": 1, "app_id": "firefox-esr", "title": "a"},
+                {"id": 2, "app_id": "foot", "title": "firefox"},
+                {"id": 3, "app_id": "firefox-nightly", "title": "b"},
+                {"id": 4, "app_id": "Firefox-Dev", "title": "c"},
+                {"id": 5, "app_id": "org.mozilla.firefox.beta", "title": "d"},
+            ],
+        }));
+        let message =
+            explain_with("close firefox", &without_firefox, Some(&ctx), &none).expect("explained");
+        assert!(
+            message.starts_with(
+                "no installed application or open window is called \"firefox\"; similar names: "
+            ),
+            "{message}"
+        );
+        let listed = message.rsplit(": ").next().unwrap_or("");
+        assert_eq!(listed.split(", ").count(), MAX_CLOSE_NAMES, "{message}");
+        assert!(!message.contains("foot"), "titles and far names: {message}");
+        // Nothing near: no list; a bare verb or other words: no explanation.
+        assert_eq!(
+            explain_with("switch to blorp", &apps(), Some(&ctx), &none).as_deref(),
+            Some("no installed application or open window is called \"blorp\"")
+        );
+        assert_eq!(explain_with("close", &apps(), None, &none), None);
+        // After a verb that also opens sites, the catalog's names count.
+        assert_eq!(
+            explain_with("go to youtubee", &apps(), None, &none).as_deref(),
+            Some(
+                "no site, installed application or open window is called \"youtubee\"; \
+                 similar names: YouTube"
+            )
+        );
+        assert_eq!(
+            explain_with("blorp the frobnicator", &apps(), None, &none),
+            None
+        );
+    }
+
+    #[test]
+    fn niri_bindings_on_sway_are_explained() {
+        let (binds, _) = crate::niri_config::parse(
+            "binds {\n  Mod+Left { focus-column-left; }\n  \
+             Mod+T hotkey-overlay-title=\"Open a Terminal\" { spawn \"foot\"; }\n}\n",
+        )
+        .expect("parses");
+        let sway = context(json!({"compositor": {"name": "sway"}}));
+        assert_eq!(
+            explain_with("focus column left", &apps(), Some(&sway), &binds).as_deref(),
+            Some(
+                "\"focus column left\" is one of your niri key bindings, but this session runs sway"
+            )
+        );
+        assert_eq!(
+            explain_with("Open a terminal, please.", &apps(), Some(&sway), &binds).as_deref(),
+            Some(
+                "\"open a terminal\" is one of your niri key bindings, but this session runs sway"
+            )
+        );
+    }
+
+    #[test]
+    fn close_names_rank_containment_then_typos() {
+        let names = |spoken: &str, candidates: &[&str]| {
+            close_names(spoken, candidates.iter().map(|c| (*c).to_owned()).collect())
+        };
+        assert_eq!(
+            names(
+                "firefox",
+                &["Firefox Developer Edition", "firefax", "foot", "Files"]
+            ),
+            ["Firefox Developer Edition", "firefax"]
+        );
+        assert_eq!(names("foot", &["feet", "food", "fo"]), ["food"]);
+        assert_eq!(names("x", &["x1", "xx"]), Vec::<String>::new());
+        assert_eq!(
+            names(
+                "term",
+                &["Term", "TERM", "terms", "xterm", "aterm", "uterm"]
+            )
+            .len(),
+            MAX_CLOSE_NAMES
+        );
+        assert_eq!(edit_distance(&['a', 'b'], &['a', 'b'], 0), Some(0));
+        assert_eq!(edit_distance(&['a'], &['b', 'c', 'd'], 1), None);
     }
 }

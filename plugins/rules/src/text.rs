@@ -11,11 +11,28 @@
 /// (`"Example.COM!"` becomes `example.com`). In any other word, apostrophes are dropped
 /// (`what's` → `whats`) and every other character that is not a letter or digit separates
 /// words (`play/pause` → `play pause`).
+///
+/// A sign is not punctuation when a number follows it: `-1` becomes `minus 1` and `+2`
+/// becomes `plus 2` (also with the sign as a word of its own, `- 1`, and with the Unicode
+/// minus `−` or an en dash `–`), so that "workspace -1" can never read as workspace 1.
 pub fn normalize(input: &str) -> String {
     let mut words: Vec<String> = Vec::new();
-    for raw in input.split_whitespace() {
+    let raws: Vec<&str> = input.split_whitespace().collect();
+    for (i, raw) in raws.iter().enumerate() {
         let lower = raw.to_lowercase();
         let trimmed = lower.trim_matches(|c: char| !c.is_alphanumeric());
+        let next_is_number = || {
+            raws.get(i + 1)
+                .and_then(|w| w.chars().find(|c| c.is_alphanumeric()))
+                .is_some_and(|c| c.is_ascii_digit())
+        };
+        if let Some(sign) = leading_sign(&lower) {
+            words.push(sign.to_owned());
+        } else if trimmed.is_empty() && next_is_number() {
+            if let Some(sign) = sign_word(&lower) {
+                words.push(sign.to_owned());
+            }
+        }
         if is_hostname(trimmed) {
             words.push(trimmed.to_owned());
             continue;
@@ -35,6 +52,33 @@ pub fn normalize(input: &str) -> String {
         words.extend(word.split_whitespace().map(str::to_owned));
     }
     words.join(" ")
+}
+
+/// "minus" or "plus" for a sign character.
+fn sign_name(c: char) -> Option<&'static str> {
+    match c {
+        '-' | '\u{2212}' | '\u{2013}' => Some("minus"),
+        '+' => Some("plus"),
+        _ => None,
+    }
+}
+
+/// The sign of a word whose first letter or digit is a digit right after a sign (`-1`,
+/// `(−2)`, `+3`); `None` for `x-1`, `-x` and plain numbers.
+fn leading_sign(word: &str) -> Option<&'static str> {
+    let start = word.find(|c: char| c.is_alphanumeric())?;
+    let (before, from) = word.split_at(start);
+    if !from.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    before.chars().next_back().and_then(sign_name)
+}
+
+/// The sign a word made of one sign character stands for (`-`, `−`, `+`).
+fn sign_word(word: &str) -> Option<&'static str> {
+    let mut chars = word.chars();
+    let sign = chars.next().and_then(sign_name)?;
+    chars.next().is_none().then_some(sign)
 }
 
 fn is_apostrophe(c: char) -> bool {
@@ -207,6 +251,20 @@ mod tests {
         );
         assert_eq!(normalize("Café Crème"), "café crème");
         assert_eq!(normalize("!?.,"), "");
+    }
+
+    #[test]
+    fn signs_before_numbers_are_words() {
+        assert_eq!(normalize("workspace -1"), "workspace minus 1");
+        assert_eq!(normalize("Workspace −2."), "workspace minus 2");
+        assert_eq!(normalize("workspace (–3)"), "workspace minus 3");
+        assert_eq!(normalize("workspace +4"), "workspace plus 4");
+        assert_eq!(normalize("workspace - 5"), "workspace minus 5");
+        // Dashes that are no sign stay separators.
+        assert_eq!(normalize("twenty-one"), "twenty one");
+        assert_eq!(normalize("x-1 -x"), "x 1 x");
+        assert_eq!(normalize("open youtube - now"), "open youtube now");
+        assert_eq!(normalize("-10%"), "minus 10");
     }
 
     #[test]

@@ -238,6 +238,98 @@ async fn the_users_niri_bindings_plan_their_actions() {
 }
 
 #[tokio::test]
+async fn destructive_steps_ask_first_and_empty_plans_say_why() {
+    let home = Home::new();
+    std::fs::write(
+        home.niri_config(),
+        "binds {\n    Mod+Left { focus-column-left; }\n    \
+         Mod+Shift+E hotkey-overlay-title=\"Leave the Session\" { quit; }\n}\n",
+    )
+    .expect("write config");
+    let plugin = home.start().await;
+
+    // Closing the focused window asks first; the runner binds the question to the step.
+    for utterance in ["close this window", "Close it.", "kill this window"] {
+        let result = plan(&plugin, json!({"utterance": utterance})).await;
+        assert_eq!(result["rule"], "compositor", "{result}");
+        assert_eq!(
+            result["steps"],
+            json!([{
+                "op": "niri",
+                "args": {"command": "close-window"},
+                "provenance": "user",
+                "confirm": true,
+            }]),
+            "{utterance}"
+        );
+    }
+    // So does a binding of a destructive action; a harmless one does not ask.
+    let result = plan(&plugin, json!({"utterance": "leave the session"})).await;
+    assert_eq!(result["rule"], "niri_bind", "{result}");
+    assert_eq!(result["steps"][0]["args"], json!({"command": "quit"}));
+    assert_eq!(result["steps"][0]["confirm"], true, "{result}");
+    let result = plan(&plugin, json!({"utterance": "exit fullscreen"})).await;
+    assert_eq!(
+        result["steps"][0]["args"],
+        json!({"command": "fullscreen-window", "options": {"state": "off"}})
+    );
+    assert_eq!(result["steps"][0]["confirm"], false, "{result}");
+    assert_eq!(
+        step(&plugin, "put this window on workspace 4").await,
+        niri(
+            "compositor",
+            json!({"command": "move-window-to-workspace", "args": [4]})
+        )
+    );
+
+    // Empty plans say why.
+    let message = |result: Value| {
+        assert_eq!(result["steps"], json!([]), "{result}");
+        assert!(result["rule"].is_null(), "{result}");
+        result["message"].as_str().expect("message").to_owned()
+    };
+    let sway = json!({"compositor": {"name": "sway"}, "windows": [{"app_id": "foot"}]});
+    assert_eq!(
+        message(
+            plan(
+                &plugin,
+                json!({"utterance": "focus column left", "context": sway})
+            )
+            .await
+        ),
+        "\"focus column left\" is one of your niri key bindings, but this session runs sway"
+    );
+    assert_eq!(
+        message(
+            plan(
+                &plugin,
+                json!({"utterance": "switch to firefix", "context": sway})
+            )
+            .await
+        ),
+        "no installed application or open window is called \"firefix\"; similar names: Firefox"
+    );
+    assert_eq!(
+        message(
+            plan(
+                &plugin,
+                json!({"utterance": "close kitty", "context": sway})
+            )
+            .await
+        ),
+        "no installed application or open window is called \"kitty\""
+    );
+    assert_eq!(
+        message(plan(&plugin, json!({"utterance": "workspace -1"})).await),
+        "focus-workspace needs a number from 1 to 255, not -1"
+    );
+    assert_eq!(
+        message(plan(&plugin, json!({"utterance": "blorp"})).await),
+        "no rule matched \"blorp\""
+    );
+}
+
+#[tokio::test]
 async fn a_broken_config_degrades_health_and_curated_phrases_go_on() {
     let home = Home::new();
     std::fs::write(
