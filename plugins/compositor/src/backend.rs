@@ -163,11 +163,11 @@ impl Backend {
     }
 
     /// The request that starts `argv` through the compositor: niri `Spawn` (no shell), sway
-    /// `exec` with every argument single-quoted for `sh -c`.
+    /// `exec exec '<program>' '<arg>'…` ([`crate::sway::exec_argv`]).
     ///
     /// # Errors
-    /// A message when an argument cannot be passed safely through sway's `exec` (a single
-    /// quote or a control character), or `argv` is empty.
+    /// A message when `argv` is empty, an argument holds a control character, or an
+    /// argument cannot pass through sway's `exec` safely (a single quote, a backslash).
     pub fn spawn(&self, argv: &[String]) -> Result<Sent, String> {
         if argv.is_empty() || argv[0].is_empty() {
             return Err("argv must name a program".into());
@@ -178,13 +178,15 @@ impl Backend {
         match self {
             Backend::Niri(_) => Ok(Sent::Niri(serde_json::json!({"Spawn": {"command": argv}}))),
             Backend::Sway(_) => {
-                if let Some(bad) = argv.iter().find(|a| a.contains('\'')) {
+                let command = format!("exec {}", crate::sway::exec_argv(argv)?);
+                if command.len() > crate::sway::MAX_EXEC {
                     return Err(format!(
-                        "argument {bad:?} contains a single quote, which cannot pass through sway's exec safely"
+                        "the sway command would be {} bytes, more than the {} sway's exec reads",
+                        command.len(),
+                        crate::sway::MAX_EXEC
                     ));
                 }
-                let quoted: Vec<String> = argv.iter().map(|a| format!("'{a}'")).collect();
-                Ok(Sent::Sway(format!("exec {}", quoted.join(" "))))
+                Ok(Sent::Sway(command))
             }
         }
     }

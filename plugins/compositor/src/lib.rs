@@ -14,7 +14,10 @@
 //! * `action.invoke {op, args, provenance, dry_run?}` with the ops
 //!   - `niri {command, args?, options?}`: one action of the table
 //!     `data/compositor-actions.toml` ([`table`]), named as `niri msg action` names it,
-//!     sent to niri as its IPC `Action` JSON or to sway as the matching command;
+//!     sent to niri as its IPC `Action` JSON or to sway as the matching command. Among them
+//!     `spawn` (args: the program and its arguments), `spawn-sh` (args: one shell line),
+//!     `fullscreen-window` with the option `state: "on" | "off" | "toggle"`, and
+//!     `move-window-to-floating` / `move-window-to-tiling`;
 //!   - `focus_app {app, window_id?}`: focus a window of the app ([`apps`] matching, the most
 //!     recently focused first);
 //!   - `ensure_app {app, argv?, desktop_id?, wm_class?}`: focus one, else start the app
@@ -23,16 +26,19 @@
 //!   - `close_app {app, window_id?}` (needs confirmation): close one window of the app.
 //!
 //!   Every result is `{ok, detail, verified, sent, compositor, dry_run, window?}`: `sent`
-//!   is the niri Action object or the sway command string, `verified` says whether the
-//!   snapshot showed the effect in time (`ok: true, verified: false` when it did not). A dry
-//!   run sends nothing and says what it would send.
+//!   is the niri Action object or the sway command string (`null` when nothing needed
+//!   sending), `verified` says whether the snapshot showed the effect in time (`ok: true,
+//!   verified: false` when it did not, or when the compositor does not report the state).
+//!   A dry run sends nothing, says what it would send, and has no `verified`.
 //! * `plugin.health` → `ok` with "connected to sway 1.7 at …", or `degraded` saying why not.
 //!
 //! Errors: `-32601` an unknown op or method; `-32602` bad arguments (the message names the
 //! command and its parameters, or close names for an unknown command); `-32000` no
 //! compositor (the message names the variables looked at), a command the running compositor
-//! cannot do ("sway cannot do toggle-overview; …"), the compositor's refusal in its own
-//! words, no window of the app.
+//! cannot do ("sway cannot do maximize-column (it exists only in niri); try
+//! fullscreen-window", with `data.supported` listing what sway can do), a monitor action
+//! with no monitor in its direction ("there is no monitor to the right of HEADLESS-1"), the
+//! compositor's refusal in its own words, no window of the app.
 //!
 //! Module map: [`model`] is the snapshot shape, [`backend`] detects the compositor and
 //! wraps the two IPC clients [`niri`] and [`sway`], [`table`] is the action table,

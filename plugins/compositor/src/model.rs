@@ -5,12 +5,13 @@
 //! {
 //!   "compositor": {"name": "sway", "version": "1.7", "socket": "/run/user/1000/sway-ipc.1000.42.sock"},
 //!   "focused": {"id": 7, "app_id": "foot", "title": "~", "pid": 4242, "workspace": "2",
-//!               "workspace_id": 5, "output": "HEADLESS-1", "focused": true, "fullscreen": false},
+//!               "workspace_id": 5, "output": "HEADLESS-1", "focused": true, "fullscreen": false,
+//!               "floating": false},
 //!   "windows": [ ...the same objects, focused or not... ],
 //!   "workspaces": [{"id": 5, "index": 2, "name": "2", "output": "HEADLESS-1", "focused": true,
 //!                   "active": true}],
 //!   "outputs": [{"name": "HEADLESS-1", "focused": true, "make": null, "model": null,
-//!                "width": 1024, "height": 768}],
+//!                "width": 1024, "height": 768, "x": 0, "y": 0}],
 //!   "keyboard_layout": "English (US)",
 //!   "overview": null,
 //!   "provenance": {"title": "title"}
@@ -74,8 +75,14 @@ pub struct Window {
     pub output: Option<String>,
     /// Whether it has keyboard focus.
     pub focused: bool,
-    /// Whether it is fullscreen, when the compositor reports it.
+    /// Whether it is fullscreen, when the compositor reports it (sway does; released niri
+    /// versions do not).
     pub fullscreen: Option<bool>,
+    /// Whether it is in the floating layout rather than tiled, when the compositor reports it
+    /// (sway: a `floating_con` or anything below a workspace's `floating_nodes`; niri 25.01+:
+    /// `is_floating`).
+    #[serde(default)]
+    pub floating: Option<bool>,
 }
 
 /// One workspace.
@@ -111,6 +118,12 @@ pub struct Output {
     pub width: Option<i64>,
     /// The logical height in pixels, when the output is on.
     pub height: Option<i64>,
+    /// The left edge in the global logical layout, when the output is on.
+    #[serde(default)]
+    pub x: Option<i64>,
+    /// The top edge in the global logical layout, when the output is on.
+    #[serde(default)]
+    pub y: Option<i64>,
 }
 
 /// The provenance of the snapshot's untrusted fields.

@@ -196,6 +196,9 @@ struct WireWindow {
     /// Not in any released niri (proposed upstream); read if a future niri sends it.
     #[serde(default)]
     is_fullscreen: Option<bool>,
+    /// Since niri 25.01.
+    #[serde(default)]
+    is_floating: Option<bool>,
 }
 
 /// A niri workspace (`Workspace` on the wire). `idx` is 1-based and per output.
@@ -230,6 +233,10 @@ struct WireOutput {
 /// An output's place in the logical space (`LogicalOutput` on the wire).
 #[derive(Debug, Clone, Deserialize)]
 struct WireLogical {
+    #[serde(default)]
+    x: Option<i64>,
+    #[serde(default)]
+    y: Option<i64>,
     width: i64,
     height: i64,
 }
@@ -595,6 +602,7 @@ impl Live {
                         output: ws.and_then(|ws| ws.output.clone()),
                         focused: w.is_focused,
                         fullscreen: w.is_fullscreen,
+                        floating: w.is_floating,
                     }
                 })
                 .collect(),
@@ -619,6 +627,8 @@ impl Live {
                     model: o.model.clone().filter(|s| !s.is_empty()),
                     width: o.logical.as_ref().map(|l| l.width),
                     height: o.logical.as_ref().map(|l| l.height),
+                    x: o.logical.as_ref().and_then(|l| l.x),
+                    y: o.logical.as_ref().and_then(|l| l.y),
                 })
                 .collect(),
             keyboard_layout: self
@@ -932,6 +942,8 @@ mod tests {
                 make: Some("Acme".into()),
                 model: Some(String::new()),
                 logical: Some(WireLogical {
+                    x: Some(0),
+                    y: Some(0),
                     width: 1920,
                     height: 1080,
                 }),

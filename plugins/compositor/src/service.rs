@@ -7,8 +7,11 @@
 
 use crate::apps::{self, FocusOrder};
 use crate::backend::{Backend, BackendError, Detected, Sent, wait_for};
+use crate::model::Output;
 use crate::model::{Snapshot, Window};
-use crate::table::{Arg, TABLE, Verify};
+use crate::table::{
+    Action, Arg, MAX_ARG, MAX_ARGV, MonitorDirection, SwayError, TABLE, Verify, WantedState,
+};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -28,6 +31,9 @@ pub const VERIFY_TIMEOUT: Duration = Duration::from_millis(1500);
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a launched app may take to show a focused window.
 pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `spawn` waits for a new window before it says "not verified" (a spawned
+/// program need not open one).
+pub const SPAWN_TIMEOUT: Duration = Duration::from_secs(3);
 /// The bound on connecting to the compositor.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// The least time between two connection attempts.
@@ -216,9 +222,10 @@ impl Service {
 
     /// The `niri` op: one action from the table.
     async fn niri(&self, args: NiriArgs, dry_run: bool) -> Result<Value, ErrorObject> {
-        if args.args.len() > 8 {
+        if args.args.len() > MAX_ARGV + 8 {
             return Err(invalid_params(format!(
-                "niri: at most 8 arguments, not {}",
+                "niri: at most {} arguments, not {}",
+                MAX_ARGV + 8,
                 args.args.len()
             )));
         }
@@ -227,29 +234,30 @@ impl Service {
             .map_err(|e| invalid_params(e.0))?;
         let action = resolved.action;
         let backend = self.backend().await?;
+        let mut state = backend.state();
+        let before = state.borrow_and_update().clone();
+        if let Some(direction) = action.monitor {
+            if let Some(e) = no_monitor_there(&before, direction, &action.name) {
+                return Err(e);
+            }
+        }
+        let wanted = resolved.wanted_state();
+        // A spawned program's window is the news, not the window focused before.
+        let target = if action.verify == Verify::WindowOpened {
+            None
+        } else {
+            before.focused.clone()
+        };
         let sent = match backend.as_ref() {
             Backend::Niri(_) => Sent::Niri(resolved.niri()),
             Backend::Sway(_) => match resolved.sway() {
-                Some(command) => Sent::Sway(command),
-                None => {
-                    return Err(plugin_error(format!(
-                        "sway cannot do {}; it exists only in niri. sway can do: {}",
-                        action.name,
-                        TABLE
-                            .actions()
-                            .iter()
-                            .filter(|a| a.sway.is_some())
-                            .map(|a| a.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
-                    .with_data(json!({"command": action.name, "compositor": "sway"})));
+                Ok(command) => Sent::Sway(command),
+                Err(SwayError::Unsupported) => return Err(sway_cannot_do(action)),
+                Err(SwayError::Unsafe(why)) => {
+                    return Err(invalid_params(format!("{}: {why}", action.name)));
                 }
             },
         };
-        let mut state = backend.state();
-        let before = state.borrow_and_update().clone();
-        let target = before.focused.clone();
         let mut result = json!({
             "ok": true,
             "dry_run": dry_run,
@@ -260,8 +268,37 @@ impl Service {
         if let Some(w) = &target {
             result["window"] = window_json(w);
         }
+
+        // niri only toggles fullscreen: "on" or "off" sends the toggle only when the window
+        // is known to be in the other state.
+        let niri_toggle_only = matches!(backend.as_ref(), Backend::Niri(_))
+            && action.verify == Verify::Fullscreen
+            && !matches!(wanted, None | Some(WantedState::Toggle));
+        if niri_toggle_only {
+            if let Some(w) = &target {
+                let want = wanted.and_then(|s| s.target(w.fullscreen));
+                if w.fullscreen.is_some() && w.fullscreen == want {
+                    result["sent"] = Value::Null;
+                    let already = format!(
+                        "window {} is {} already; nothing {}",
+                        w.id,
+                        if want == Some(true) {
+                            "fullscreen"
+                        } else {
+                            "out of fullscreen"
+                        },
+                        if dry_run { "would be sent" } else { "was sent" }
+                    );
+                    if !dry_run {
+                        result["verified"] = true.into();
+                    }
+                    result["detail"] = already.into();
+                    return Ok(result);
+                }
+            }
+        }
+
         if dry_run {
-            result["verified"] = false.into();
             result["detail"] = format!(
                 "would send {} to {} ({})",
                 sent.describe(),
@@ -279,9 +316,27 @@ impl Service {
             Verify::WindowWorkspace
                 | Verify::WindowWorkspaceChanged
                 | Verify::WindowOutputChanged
-                | Verify::FullscreenFlipped
+                | Verify::Fullscreen
+                | Verify::FloatingFlipped
+                | Verify::FloatingOn
+                | Verify::FloatingOff
                 | Verify::WindowGone
         );
+        // The window state this action changes, when the compositor does not report it.
+        let unreported = target.as_ref().and_then(|w| match action.verify {
+            Verify::Fullscreen if w.fullscreen.is_none() => Some("fullscreen"),
+            Verify::FloatingFlipped | Verify::FloatingOn | Verify::FloatingOff
+                if w.floating.is_none() =>
+            {
+                Some("floating")
+            }
+            _ => None,
+        });
+        let timeout = if action.verify == Verify::WindowOpened {
+            SPAWN_TIMEOUT
+        } else {
+            VERIFY_TIMEOUT
+        };
         let (verified, after, detail) = if action.verify == Verify::None {
             (
                 false,
@@ -302,18 +357,54 @@ impl Service {
                     action.name
                 ),
             )
+        } else if let (Some(what), Some(w)) = (unreported, &target) {
+            let blind = if niri_toggle_only {
+                format!(
+                    "; niri has only a toggle, so window {} may now be {what} or not (say it again to undo)",
+                    w.id
+                )
+            } else {
+                String::new()
+            };
+            (
+                false,
+                None,
+                format!(
+                    "{} accepted {}, but it does not report whether a window is {what}, so the change cannot be checked{blind}",
+                    backend.name(),
+                    action.name
+                ),
+            )
         } else {
             let check = Check {
                 verify: action.verify,
                 before: &before,
                 target: target.as_ref().map(|w| w.id),
                 reference: reference.as_ref(),
+                wanted,
             };
-            match wait_for(&mut state, VERIFY_TIMEOUT, |s| check.holds(s)).await {
-                Some(after) => (
-                    true,
-                    Some(after),
-                    format!("{}: {}", action.name, check.describe_done()),
+            match wait_for(&mut state, timeout, |s| check.holds(s)).await {
+                Some(after) => {
+                    let detail = match check.opened(&after) {
+                        Some(w) => format!(
+                            "{}: window {} ({}) appeared",
+                            action.name,
+                            w.id,
+                            w.app_id.as_deref().unwrap_or("no app_id")
+                        ),
+                        None => format!("{}: {}", action.name, check.describe_done()),
+                    };
+                    (true, Some(after), detail)
+                }
+                None if action.verify == Verify::WindowOpened => (
+                    false,
+                    None,
+                    format!(
+                        "{} accepted {}, but no new window appeared within {} s (the program may run without a window, or it failed to start)",
+                        backend.name(),
+                        action.name,
+                        timeout.as_secs()
+                    ),
                 ),
                 None => (
                     false,
@@ -323,7 +414,7 @@ impl Service {
                         backend.name(),
                         action.name,
                         check.describe_done(),
-                        VERIFY_TIMEOUT.as_millis()
+                        timeout.as_millis()
                     ),
                 ),
             }
@@ -336,6 +427,11 @@ impl Service {
             }
         }
         if let Some(after) = &after {
+            if action.verify == Verify::WindowOpened {
+                if let Some(w) = after.windows.iter().find(|w| before.window(w.id).is_none()) {
+                    result["window"] = window_json(w);
+                }
+            }
             if let Some(ws) = after.focused_workspace() {
                 result["workspace"] = serde_json::to_value(ws).unwrap_or(Value::Null);
             }
@@ -423,7 +519,6 @@ impl Service {
         if dry_run {
             let sent = backend.focus_window(window.id);
             result["sent"] = sent.to_json();
-            result["verified"] = false.into();
             result["detail"] = format!(
                 "would focus {app} window {}{of} with {}",
                 window.id,
@@ -529,7 +624,6 @@ impl Service {
             "launched": !dry_run,
         });
         if dry_run {
-            result["verified"] = false.into();
             result["detail"] = format!(
                 "no window of {} is open; would start {argv:?} (from {how}) with {}",
                 args.app,
@@ -628,7 +722,6 @@ impl Service {
             "remaining": others,
         });
         if dry_run {
-            result["verified"] = false.into();
             result["detail"] = format!(
                 "would close {} window {} with {}; {remain}",
                 args.app,
@@ -712,6 +805,8 @@ struct Check<'a> {
     before: &'a Snapshot,
     target: Option<u64>,
     reference: Option<&'a Arg>,
+    /// The `state` option (fullscreen), when the entry has one.
+    wanted: Option<WantedState>,
 }
 
 fn workspace_is(ws: &crate::model::Workspace, reference: Option<&Arg>) -> bool {
@@ -751,16 +846,37 @@ impl Check<'_> {
                 (Some(b), Some(n)) => b.output != n.output,
                 _ => false,
             },
-            Verify::FullscreenFlipped => match (before_window, now_window) {
-                (Some(b), Some(n)) => n.fullscreen.is_some() && b.fullscreen != n.fullscreen,
+            Verify::Fullscreen => match (before_window, now_window) {
+                (Some(b), Some(n)) => match self.wanted {
+                    Some(WantedState::On) => n.fullscreen == Some(true),
+                    Some(WantedState::Off) => n.fullscreen == Some(false),
+                    _ => n.fullscreen.is_some() && b.fullscreen != n.fullscreen,
+                },
                 _ => false,
             },
+            Verify::FloatingFlipped => match (before_window, now_window) {
+                (Some(b), Some(n)) => n.floating.is_some() && b.floating != n.floating,
+                _ => false,
+            },
+            Verify::FloatingOn => now_window.is_some_and(|n| n.floating == Some(true)),
+            Verify::FloatingOff => now_window.is_some_and(|n| n.floating == Some(false)),
+            Verify::WindowOpened => self.opened(s).is_some(),
             Verify::WindowGone => now_window.is_none(),
             Verify::OverviewFlipped => s.overview.is_some() && s.overview != self.before.overview,
             Verify::LayoutChanged => s.keyboard_layout != self.before.keyboard_layout,
             Verify::Any => s != self.before,
             Verify::None => false,
         }
+    }
+
+    /// A window of `s` that was not there before.
+    fn opened<'s>(&self, s: &'s Snapshot) -> Option<&'s Window> {
+        if self.verify != Verify::WindowOpened {
+            return None;
+        }
+        s.windows
+            .iter()
+            .find(|w| self.before.window(w.id).is_none())
     }
 
     fn describe_done(&self) -> String {
@@ -780,7 +896,15 @@ impl Check<'_> {
             Verify::WorkspaceChanged => "another workspace is focused".into(),
             Verify::OutputChanged => "another monitor is focused".into(),
             Verify::WindowOutputChanged => format!("{window} is on another monitor"),
-            Verify::FullscreenFlipped => format!("{window}'s fullscreen state flipped"),
+            Verify::Fullscreen => match self.wanted {
+                Some(WantedState::On) => format!("{window} is fullscreen"),
+                Some(WantedState::Off) => format!("{window} is not fullscreen"),
+                _ => format!("{window}'s fullscreen state flipped"),
+            },
+            Verify::FloatingFlipped => format!("{window} moved between floating and tiling"),
+            Verify::FloatingOn => format!("{window} floats"),
+            Verify::FloatingOff => format!("{window} is tiled"),
+            Verify::WindowOpened => "a new window appeared".into(),
             Verify::WindowGone => format!("{window} is closed"),
             Verify::OverviewFlipped => "the overview flipped".into(),
             Verify::LayoutChanged => "the keyboard layout changed".into(),
@@ -788,6 +912,82 @@ impl Check<'_> {
             Verify::None => "nothing observable".into(),
         }
     }
+}
+
+/// The `-32000` error for an action sway has no command for: short, with a close
+/// equivalent when the table names one, and the whole list of what sway can do in `data`.
+fn sway_cannot_do(action: &Action) -> ErrorObject {
+    let supported: Vec<&str> = TABLE
+        .actions()
+        .iter()
+        .filter(|a| a.sway.is_some())
+        .map(|a| a.name.as_str())
+        .collect();
+    let mut message = format!("sway cannot do {} (it exists only in niri)", action.name);
+    if let Some(hint) = &action.hint {
+        message.push_str(&format!("; try {hint}"));
+    }
+    plugin_error(message).with_data(json!({
+        "command": action.name,
+        "compositor": "sway",
+        "hint": action.hint,
+        "supported": supported,
+    }))
+}
+
+/// The `-32000` error for a monitor action when the snapshot shows no monitor in its
+/// direction: there is only one monitor, or (when every monitor's position is known) none
+/// lies on that side of the focused one. `None` when there may be one, or the snapshot does
+/// not say which monitor has the focus.
+fn no_monitor_there(
+    snapshot: &Snapshot,
+    direction: MonitorDirection,
+    command: &str,
+) -> Option<ErrorObject> {
+    let focused = snapshot.outputs.iter().find(|o| o.focused)?;
+    // Outputs that are off (no logical size) hold no workspace to go to.
+    let others: Vec<&Output> = snapshot
+        .outputs
+        .iter()
+        .filter(|o| o.name != focused.name && o.width.is_some())
+        .collect();
+    let none = if others.is_empty() {
+        true
+    } else {
+        match (focused.x, focused.y) {
+            (Some(fx), Some(fy)) if others.iter().all(|o| o.x.is_some() && o.y.is_some()) => {
+                // Both compositors only pick a monitor whose edge lies beyond the focused
+                // one's on that side, so its origin does too.
+                !others.iter().any(|o| {
+                    let (ox, oy) = (o.x.unwrap_or(fx), o.y.unwrap_or(fy));
+                    match direction {
+                        MonitorDirection::Left => ox < fx,
+                        MonitorDirection::Right => ox > fx,
+                        MonitorDirection::Up => oy < fy,
+                        MonitorDirection::Down => oy > fy,
+                        MonitorDirection::Next | MonitorDirection::Previous => true,
+                    }
+                })
+            }
+            _ => false,
+        }
+    };
+    if !none {
+        return None;
+    }
+    let names: Vec<&str> = snapshot.outputs.iter().map(|o| o.name.as_str()).collect();
+    Some(
+        plugin_error(format!(
+            "there is no monitor {} {}",
+            direction.relation(),
+            focused.name
+        ))
+        .with_data(json!({
+            "command": command,
+            "output": focused.name,
+            "outputs": names,
+        })),
+    )
 }
 
 /// A window in a result, with its title marked untrusted.
@@ -899,12 +1099,13 @@ pub fn capabilities() -> Value {
         "properties": {
             "command": {"type": "string", "enum": names,
                 "description": "niri's action name, as in `niri msg action <command>`."},
-            "args": {"type": "array", "maxItems": 8,
-                "items": {"type": ["integer", "string"], "maxLength": crate::table::MAX_STRING},
-                "description": "Positional values, e.g. [2] for focus-workspace."},
+            "args": {"type": "array", "maxItems": MAX_ARGV + 8,
+                "items": {"type": ["integer", "string"], "maxLength": MAX_ARG},
+                "description": "Positional values, e.g. [2] for focus-workspace, or the program and its arguments for spawn: [\"foot\", \"--server\"]."},
             "options": {"type": "object", "maxProperties": 8,
-                "additionalProperties": {"type": ["boolean", "integer", "string"]},
-                "description": "Named options, e.g. {\"focus\": false}."}
+                "additionalProperties": {"type": ["boolean", "integer", "string"],
+                    "maxLength": crate::table::MAX_STRING},
+                "description": "Named options, e.g. {\"focus\": false}, or {\"state\": \"off\"} for fullscreen-window."}
         }
     });
     let focus_schema = json!({
@@ -1008,6 +1209,101 @@ mod tests {
     }
 
     #[test]
+    fn a_monitor_action_with_no_monitor_there_is_refused() {
+        let output = |name: &str, focused, x: Option<i64>| Output {
+            name: name.into(),
+            focused,
+            width: Some(1000),
+            height: Some(800),
+            x,
+            y: x.map(|_| 0),
+            ..Default::default()
+        };
+        let one = Snapshot {
+            outputs: vec![output("HEADLESS-1", true, Some(0))],
+            ..Default::default()
+        };
+        let e = no_monitor_there(&one, MonitorDirection::Right, "focus-monitor-right")
+            .expect("refused");
+        assert_eq!(e.code, -32000);
+        assert_eq!(e.message, "there is no monitor to the right of HEADLESS-1");
+        assert!(no_monitor_there(&one, MonitorDirection::Next, "focus-monitor-next").is_some());
+        // Two side by side: right exists, left and up do not.
+        let two = Snapshot {
+            outputs: vec![
+                output("DP-1", true, Some(0)),
+                output("DP-2", false, Some(1000)),
+            ],
+            ..Default::default()
+        };
+        assert!(no_monitor_there(&two, MonitorDirection::Right, "x").is_none());
+        assert!(no_monitor_there(&two, MonitorDirection::Next, "x").is_none());
+        let e = no_monitor_there(&two, MonitorDirection::Left, "x").expect("none left");
+        assert_eq!(e.message, "there is no monitor to the left of DP-1");
+        assert!(no_monitor_there(&two, MonitorDirection::Up, "x").is_some());
+        // Positions unknown: only the count decides.
+        let unknown = Snapshot {
+            outputs: vec![output("DP-1", true, None), output("DP-2", false, None)],
+            ..Default::default()
+        };
+        assert!(no_monitor_there(&unknown, MonitorDirection::Left, "x").is_none());
+        // A second output that is off does not count.
+        let mut off = two.clone();
+        off.outputs[1].width = None;
+        assert!(no_monitor_there(&off, MonitorDirection::Right, "x").is_some());
+        // No focused output known: nothing is claimed.
+        let mut unfocused = one.clone();
+        unfocused.outputs[0].focused = false;
+        assert!(no_monitor_there(&unfocused, MonitorDirection::Right, "x").is_none());
+    }
+
+    #[test]
+    fn window_state_checks_follow_the_wanted_state() {
+        let window = |fullscreen, floating| Window {
+            id: 7,
+            fullscreen,
+            floating,
+            ..Default::default()
+        };
+        let with = |w: Window| Snapshot {
+            windows: vec![w],
+            ..Default::default()
+        };
+        let before = with(window(Some(false), Some(false)));
+        let check = |verify, wanted| Check {
+            verify,
+            before: &before,
+            target: Some(7),
+            reference: None,
+            wanted,
+        };
+        let off = check(Verify::Fullscreen, Some(WantedState::Off));
+        assert!(off.holds(&before), "already off holds at once");
+        let on = check(Verify::Fullscreen, Some(WantedState::On));
+        assert!(!on.holds(&before));
+        assert!(on.holds(&with(window(Some(true), Some(false)))));
+        let toggle = check(Verify::Fullscreen, Some(WantedState::Toggle));
+        assert!(!toggle.holds(&before));
+        assert!(toggle.holds(&with(window(Some(true), Some(false)))));
+        assert!(!toggle.holds(&with(window(None, Some(false)))));
+        let float = check(Verify::FloatingOn, None);
+        assert!(!float.holds(&before));
+        assert!(float.holds(&with(window(Some(false), Some(true)))));
+        assert!(check(Verify::FloatingOff, None).holds(&before));
+        let flip = check(Verify::FloatingFlipped, None);
+        assert!(flip.holds(&with(window(Some(false), Some(true)))));
+        let opened = check(Verify::WindowOpened, None);
+        assert!(!opened.holds(&before));
+        let mut more = before.clone();
+        more.windows.push(Window {
+            id: 8,
+            ..Default::default()
+        });
+        assert!(opened.holds(&more));
+        assert_eq!(opened.opened(&more).map(|w| w.id), Some(8));
+    }
+
+    #[test]
     fn checks_compare_with_the_snapshot_before() {
         let ws = |id, index: i64, focused| crate::model::Workspace {
             id,
@@ -1030,6 +1326,7 @@ mod tests {
             before: &before,
             target: None,
             reference: Some(&two),
+            wanted: None,
         };
         assert!(!check.holds(&before));
         assert!(check.holds(&after));

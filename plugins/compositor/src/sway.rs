@@ -28,6 +28,59 @@ use tokio::sync::{Mutex, Notify, watch};
 
 const NAME: &str = "sway";
 
+/// The longest command this client sends with `exec`: sway copies an `exec` command line
+/// into a 4096-byte buffer (cutting off the rest), so a longer one is refused instead.
+pub const MAX_EXEC: usize = 4000;
+
+/// One argument single-quoted for sway's `exec`, which hands its arguments to `sh -c`
+/// unchanged. Inside single quotes sh gives no character a meaning, and sway's own
+/// tokenizer (which splits commands at `;` and `,` and reads criteria at `[`) treats only a
+/// backslash and the closing quote specially; so a value without `'`, `\` and control
+/// characters stays one literal word for both.
+///
+/// # Errors
+/// A message naming the value when it holds one of those characters.
+pub fn exec_quote(arg: &str) -> Result<String, String> {
+    if let Some(bad) = arg
+        .chars()
+        .find(|c| matches!(c, '\'' | '\\') || c.is_control())
+    {
+        let shown: String = arg.chars().take(40).collect();
+        return Err(format!(
+            "{shown:?} contains {}, which cannot pass through sway's exec safely",
+            match bad {
+                '\'' => "a single quote".to_owned(),
+                '\\' => "a backslash".to_owned(),
+                c => format!("the control character U+{:04X}", u32::from(c)),
+            }
+        ));
+    }
+    Ok(format!("'{arg}'"))
+}
+
+/// A program and its arguments as the text after sway's `exec`: the shell's own `exec`,
+/// then each word through [`exec_quote`] (`exec 'foot' '--app-id' 'x'`). The leading
+/// `exec` keeps sway from seeing a lone quoted word, which it would unquote before handing
+/// it to `sh -c`, and replaces the shell by the program.
+///
+/// # Errors
+/// An empty argv, a program name starting with `-`, or a word [`exec_quote`] refuses.
+pub fn exec_argv(argv: &[String]) -> Result<String, String> {
+    let Some(program) = argv.first().filter(|p| !p.is_empty()) else {
+        return Err("argv must name a program".into());
+    };
+    if program.starts_with('-') {
+        return Err(format!(
+            "the program name {program:?} starts with '-', which the shell's exec would read as an option"
+        ));
+    }
+    let mut words = vec!["exec".to_owned()];
+    for arg in argv {
+        words.push(exec_quote(arg)?);
+    }
+    Ok(words.join(" "))
+}
+
 /// What an event asked to re-read (bit flags).
 const DIRTY_TREE: u8 = 1;
 const DIRTY_WORKSPACES: u8 = 2;
@@ -379,6 +432,8 @@ impl Parts {
                     model: Some(o.model).filter(|m| !m.is_empty()),
                     width: o.active.then_some(i64::from(o.rect.width)),
                     height: o.active.then_some(i64::from(o.rect.height)),
+                    x: o.active.then_some(i64::from(o.rect.x)),
+                    y: o.active.then_some(i64::from(o.rect.y)),
                 })
                 .collect();
         }
@@ -414,11 +469,20 @@ impl Parts {
 /// Every view in the tree, tiled and floating, in tree order.
 fn windows_of(root: &Node) -> Vec<Window> {
     let mut out = Vec::new();
-    walk(root, None, None, &mut out);
+    walk(root, None, None, false, &mut out);
     out
 }
 
-fn walk(node: &Node, output: Option<&str>, workspace: Option<(&str, u64)>, out: &mut Vec<Window>) {
+/// `floating`: the node hangs below a workspace's `floating_nodes` (a floating view, or a
+/// view inside a floating container).
+fn walk(
+    node: &Node,
+    output: Option<&str>,
+    workspace: Option<(&str, u64)>,
+    floating: bool,
+    out: &mut Vec<Window>,
+) {
+    let floating = floating || node.node_type == NodeType::FloatingCon;
     let (output, workspace) = match node.node_type {
         NodeType::Output => (node.name.as_deref(), None),
         NodeType::Workspace => (
@@ -454,9 +518,13 @@ fn walk(node: &Node, output: Option<&str>, workspace: Option<(&str, u64)>, out: 
             output: output.map(str::to_owned),
             focused: node.focused,
             fullscreen: node.fullscreen_mode.map(|m| m != 0),
+            floating: Some(floating),
         });
     }
-    for child in node.nodes.iter().chain(node.floating_nodes.iter()) {
-        walk(child, output, workspace, out);
+    for child in &node.nodes {
+        walk(child, output, workspace, floating, out);
+    }
+    for child in &node.floating_nodes {
+        walk(child, output, workspace, true, out);
     }
 }

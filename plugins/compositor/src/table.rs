@@ -17,6 +17,12 @@ pub const SOURCE: &str = include_str!("../../../data/compositor-actions.toml");
 /// The longest string accepted for a parameter (a workspace or output name).
 pub const MAX_STRING: usize = 128;
 
+/// The most program arguments an `argv` parameter takes (the program included).
+pub const MAX_ARGV: usize = 64;
+
+/// The longest single program argument or shell command line, in bytes.
+pub const MAX_ARG: usize = 4096;
+
 /// The parsed table, loaded once.
 pub static TABLE: LazyLock<Table> =
     LazyLock::new(|| Table::parse(SOURCE).expect("data/compositor-actions.toml is valid"));
@@ -38,6 +44,17 @@ pub enum ParamType {
     Size,
     /// A keyboard layout target: `"next"`, `"prev"` or an index `0..=255`.
     Layout,
+    /// A program and its arguments: every remaining positional value, 1 to [`MAX_ARGV`]
+    /// strings of at most [`MAX_ARG`] bytes without control characters. Only as the last
+    /// parameter.
+    Argv,
+    /// A shell command line for `sh -c`: one string of at most [`MAX_ARG`] bytes without
+    /// control characters.
+    Shell,
+    /// The state a window should end in: `"on"`, `"off"` or `"toggle"`. Only as an option
+    /// of an entry verified by `fullscreen`; it chooses whether anything is sent to niri and
+    /// renders as `enable` / `disable` / `toggle` in a sway template.
+    State,
 }
 
 impl ParamType {
@@ -49,6 +66,9 @@ impl ParamType {
             ParamType::Bool => "bool",
             ParamType::Size => "size change like \"+10%\", \"50%\" or \"800\"",
             ParamType::Layout => "layout (\"next\", \"prev\" or an index)",
+            ParamType::Argv => "program and arguments (strings)",
+            ParamType::Shell => "shell command line",
+            ParamType::State => "\"on\", \"off\" or \"toggle\"",
         }
     }
 }
@@ -95,8 +115,17 @@ pub enum Verify {
     OutputChanged,
     /// The window focused before is on another output.
     WindowOutputChanged,
-    /// The window focused before has the other fullscreen state.
-    FullscreenFlipped,
+    /// The window focused before is in the fullscreen state the `state` option asks for
+    /// (`on`, `off`; `toggle`, the default, means the other state than before).
+    Fullscreen,
+    /// The window focused before moved between the floating and the tiling layout.
+    FloatingFlipped,
+    /// The window focused before is floating.
+    FloatingOn,
+    /// The window focused before is tiled.
+    FloatingOff,
+    /// A window that was not there before appeared.
+    WindowOpened,
     /// The window focused before is gone.
     WindowGone,
     /// niri's overview is in the other state.
@@ -133,9 +162,47 @@ pub struct Action {
     pub sway_no_focus: Option<String>,
     /// How the effect is verified.
     pub verify: Verify,
+    /// Another entry to suggest when sway cannot do this one (it names an entry sway can do).
+    #[serde(default)]
+    pub hint: Option<String>,
+    /// For monitor focus and moves: the direction of the monitor acted on, so that a call
+    /// with no monitor there is refused before anything is sent.
+    #[serde(default)]
+    pub monitor: Option<MonitorDirection>,
     /// The parsed niri template.
     #[serde(skip)]
     pub niri_template: Value,
+}
+
+/// Where a monitor action looks for the monitor, relative to the focused one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MonitorDirection {
+    /// To the left.
+    Left,
+    /// To the right.
+    Right,
+    /// Above.
+    Up,
+    /// Below.
+    Down,
+    /// The next one in the compositor's order (any other monitor).
+    Next,
+    /// The previous one in the compositor's order (any other monitor).
+    Previous,
+}
+
+impl MonitorDirection {
+    /// `"to the right of"`, `"above"`, … for messages (`"other than"` for next/previous).
+    pub fn relation(self) -> &'static str {
+        match self {
+            MonitorDirection::Left => "to the left of",
+            MonitorDirection::Right => "to the right of",
+            MonitorDirection::Up => "above",
+            MonitorDirection::Down => "below",
+            MonitorDirection::Next | MonitorDirection::Previous => "other than",
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -167,6 +234,35 @@ pub enum Arg {
     Size(SizeChange),
     /// A layout target.
     Layout(LayoutTarget),
+    /// A program and its arguments.
+    Argv(Vec<String>),
+    /// A shell command line.
+    Shell(String),
+    /// A wanted window state.
+    State(WantedState),
+}
+
+/// The state a window should end in (the `state` option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WantedState {
+    /// Enabled (fullscreen).
+    On,
+    /// Disabled (not fullscreen).
+    Off,
+    /// The other state than now.
+    Toggle,
+}
+
+impl WantedState {
+    /// The wanted value given the current one: `None` when the current one is unknown and
+    /// the call is a toggle (the result then cannot be named).
+    pub fn target(self, now: Option<bool>) -> Option<bool> {
+        match self {
+            WantedState::On => Some(true),
+            WantedState::Off => Some(false),
+            WantedState::Toggle => now.map(|b| !b),
+        }
+    }
 }
 
 /// niri's `SizeChange`.
@@ -206,6 +302,18 @@ pub struct Resolved<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct ArgError(pub String);
+
+/// Why a call cannot be sent to sway.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SwayError {
+    /// sway has no command doing this action.
+    #[error("sway has no command for this action")]
+    Unsupported,
+    /// An argument cannot pass through sway's command syntax safely (the message says
+    /// which and why).
+    #[error("{0}")]
+    Unsafe(String),
+}
 
 impl Table {
     /// Parse and check the table text.
@@ -248,20 +356,51 @@ impl Table {
                     ));
                 }
             }
-            for n in &names {
-                if !used.iter().any(|u| u == n) {
+            for p in action.params.iter().chain(action.options.iter()) {
+                // A state option decides what is sent rather than being sent itself.
+                if p.kind != ParamType::State && !used.contains(&p.name) {
                     return Err(format!(
-                        "{name}: the parameter {n} is not used in the niri template"
+                        "{name}: the parameter {} is not used in the niri template",
+                        p.name
                     ));
                 }
             }
             for sway in action.sway.iter().chain(action.sway_no_focus.iter()) {
                 for p in sway_placeholders(sway) {
-                    if !action.params.iter().any(|q| q.name == p) {
+                    if !names.contains(&p.as_str()) {
                         return Err(format!(
                             "{name}: the sway template uses {{{p}}}, which is no parameter"
                         ));
                     }
+                }
+            }
+            for (i, param) in action.params.iter().enumerate() {
+                if param.kind == ParamType::Argv && i + 1 != action.params.len() {
+                    return Err(format!(
+                        "{name}: the argv parameter {} must be the last one",
+                        param.name
+                    ));
+                }
+                if param.kind == ParamType::State {
+                    return Err(format!(
+                        "{name}: the state parameter {} must be an option",
+                        param.name
+                    ));
+                }
+            }
+            for option in &action.options {
+                if matches!(option.kind, ParamType::Argv | ParamType::Shell) {
+                    return Err(format!(
+                        "{name}: the option {} cannot be of type argv or shell",
+                        option.name
+                    ));
+                }
+                if option.kind == ParamType::State
+                    && (option.name != "state" || action.verify != Verify::Fullscreen)
+                {
+                    return Err(format!(
+                        "{name}: a state option must be called state and needs verify = fullscreen"
+                    ));
                 }
             }
             if action.sway_no_focus.is_some() && !action.options.iter().any(|o| o.name == "focus") {
@@ -294,6 +433,22 @@ impl Table {
             }
             action.niri_template = template;
             actions.push(action);
+        }
+        for action in &actions {
+            if let Some(hint) = &action.hint {
+                if action.sway.is_some() {
+                    return Err(format!(
+                        "{}: a hint is only for entries sway cannot do",
+                        action.name
+                    ));
+                }
+                if !actions.iter().any(|a| &a.name == hint && a.sway.is_some()) {
+                    return Err(format!(
+                        "{}: the hint {hint} names no entry sway can do",
+                        action.name
+                    ));
+                }
+            }
         }
         Ok(Table { actions })
     }
@@ -351,7 +506,23 @@ impl Table {
                 self.actions.len()
             )));
         };
-        if args.len() != action.params.len() {
+        let variadic = action
+            .params
+            .last()
+            .is_some_and(|p| p.kind == ParamType::Argv);
+        let fixed = action.params.len() - usize::from(variadic);
+        if variadic {
+            if args.len() <= fixed || args.len() > fixed + MAX_ARGV {
+                return Err(ArgError(format!(
+                    "{} takes {} to {} arguments ({}), not {}",
+                    action.name,
+                    fixed + 1,
+                    fixed + MAX_ARGV,
+                    action.signature(),
+                    args.len()
+                )));
+            }
+        } else if args.len() != action.params.len() {
             return Err(ArgError(format!(
                 "{} takes {} argument{} ({}), not {}",
                 action.name,
@@ -362,7 +533,19 @@ impl Table {
             )));
         }
         let mut values = BTreeMap::new();
-        for (param, value) in action.params.iter().zip(args) {
+        if variadic {
+            let param = action.params.last().expect("variadic");
+            let argv = convert_argv(&args[fixed..]).map_err(|e| {
+                ArgError(format!(
+                    "{}: argument {}: {e} ({})",
+                    action.name,
+                    param.name,
+                    action.signature()
+                ))
+            })?;
+            values.insert(param.name.clone(), Arg::Argv(argv));
+        }
+        for (param, value) in action.params[..fixed].iter().zip(args) {
             let arg = convert(param, value).map_err(|e| {
                 ArgError(format!(
                     "{}: argument {}: {e} ({})",
@@ -411,7 +594,11 @@ impl Action {
     pub fn signature(&self) -> String {
         let mut parts = vec![self.name.clone()];
         for p in &self.params {
-            parts.push(format!("<{}: {}>", p.name, p.kind.describe()));
+            if p.kind == ParamType::Argv {
+                parts.push(format!("<{}: {}>...", p.name, p.kind.describe()));
+            } else {
+                parts.push(format!("<{}: {}>", p.name, p.kind.describe()));
+            }
         }
         for o in &self.options {
             let default = o
@@ -442,7 +629,16 @@ impl Action {
             "params": self.params.iter().map(param).collect::<Vec<_>>(),
             "options": self.options.iter().map(param).collect::<Vec<_>>(),
             "sway": self.sway.is_some(),
+            "sway_hint": self.hint,
         })
+    }
+
+    /// The option `state`'s value in `values`, if this entry has one.
+    pub fn wanted_state(values: &BTreeMap<String, Arg>) -> Option<WantedState> {
+        match values.get("state") {
+            Some(Arg::State(s)) => Some(*s),
+            _ => None,
+        }
     }
 }
 
@@ -455,6 +651,9 @@ impl serde::Serialize for ParamType {
             ParamType::Bool => "bool",
             ParamType::Size => "size",
             ParamType::Layout => "layout",
+            ParamType::Argv => "argv",
+            ParamType::Shell => "shell",
+            ParamType::State => "state",
         })
     }
 }
@@ -465,23 +664,46 @@ impl Resolved<'_> {
         fill(&self.action.niri_template, &self.values)
     }
 
-    /// The sway command, or `None` when sway cannot do this action.
-    pub fn sway(&self) -> Option<String> {
+    /// The option `state` of this call, if its entry has one.
+    pub fn wanted_state(&self) -> Option<WantedState> {
+        Action::wanted_state(&self.values)
+    }
+
+    /// The sway command.
+    ///
+    /// # Errors
+    /// [`SwayError::Unsupported`] when sway cannot do this action, [`SwayError::Unsafe`]
+    /// when an argument cannot pass through sway's `exec` quoting (a single quote, a
+    /// backslash) or the command would be longer than sway reads.
+    pub fn sway(&self) -> Result<String, SwayError> {
         let focus = !matches!(self.values.get("focus"), Some(Arg::Bool(false)));
         let template = if focus {
-            self.action.sway.as_ref()?
+            self.action.sway.as_ref()
         } else {
             self.action
                 .sway_no_focus
                 .as_ref()
-                .or(self.action.sway.as_ref())?
-        };
-        let mut out = template.clone();
-        for param in &self.action.params {
-            let value = &self.values[&param.name];
-            out = out.replace(&format!("{{{}}}", param.name), &sway_value(value, param));
+                .or(self.action.sway.as_ref())
         }
-        Some(out)
+        .ok_or(SwayError::Unsupported)?;
+        let mut out = template.clone();
+        for param in self.action.params.iter().chain(self.action.options.iter()) {
+            let placeholder = format!("{{{}}}", param.name);
+            if !out.contains(&placeholder) {
+                continue;
+            }
+            let value = &self.values[&param.name];
+            let rendered = sway_value(value, param).map_err(SwayError::Unsafe)?;
+            out = out.replace(&placeholder, &rendered);
+        }
+        if out.len() > crate::sway::MAX_EXEC {
+            return Err(SwayError::Unsafe(format!(
+                "the sway command would be {} bytes, more than the {} sway's exec reads",
+                out.len(),
+                crate::sway::MAX_EXEC
+            )));
+        }
+        Ok(out)
     }
 }
 
@@ -553,6 +775,11 @@ fn niri_value(arg: &Arg) -> Value {
         Arg::Layout(LayoutTarget::Next) => Value::String("Next".into()),
         Arg::Layout(LayoutTarget::Prev) => Value::String("Prev".into()),
         Arg::Layout(LayoutTarget::Index(i)) => serde_json::json!({"Index": i}),
+        Arg::Argv(argv) => Value::from(argv.clone()),
+        Arg::Shell(s) => Value::String(s.clone()),
+        Arg::State(WantedState::On) => Value::String("on".into()),
+        Arg::State(WantedState::Off) => Value::String("off".into()),
+        Arg::State(WantedState::Toggle) => Value::String("toggle".into()),
     }
 }
 
@@ -561,10 +788,10 @@ fn sway_quote(s: &str) -> String {
     format!("\"{s}\"")
 }
 
-/// An argument in sway's command syntax.
-fn sway_value(arg: &Arg, param: &Param) -> String {
+/// An argument in sway's command syntax (`Err` when it cannot pass safely).
+fn sway_value(arg: &Arg, param: &Param) -> Result<String, String> {
     let axis = param.axis.as_deref().unwrap_or("width");
-    match arg {
+    Ok(match arg {
         Arg::Integer(n) => n.to_string(),
         Arg::WorkspaceIndex(i) => format!("number {i}"),
         Arg::WorkspaceName(n) => sway_quote(n),
@@ -583,7 +810,12 @@ fn sway_value(arg: &Arg, param: &Param) -> String {
         Arg::Layout(LayoutTarget::Next) => "next".into(),
         Arg::Layout(LayoutTarget::Prev) => "prev".into(),
         Arg::Layout(LayoutTarget::Index(i)) => i.to_string(),
-    }
+        Arg::Argv(argv) => crate::sway::exec_argv(argv)?,
+        Arg::Shell(s) => crate::sway::exec_quote(s)?,
+        Arg::State(WantedState::On) => "enable".into(),
+        Arg::State(WantedState::Off) => "disable".into(),
+        Arg::State(WantedState::Toggle) => "toggle".into(),
+    })
 }
 
 fn truncate(s: &str) -> String {
@@ -610,6 +842,39 @@ fn check_string(s: &str) -> Result<String, String> {
         return Err("must not contain control characters, quotes, backslashes, ';' or ','".into());
     }
     Ok(s.to_owned())
+}
+
+/// One program argument or shell line: bounded, without control characters (NUL among
+/// them). Quotes and other shell characters are fine here: niri passes argv without a
+/// shell, and sway's quoting is checked when the sway command is rendered.
+fn check_arg(s: &str) -> Result<(), String> {
+    if s.len() > MAX_ARG {
+        return Err(format!("is longer than {MAX_ARG} bytes"));
+    }
+    if s.chars().any(char::is_control) {
+        return Err("must not contain control characters (newlines, NUL, …)".into());
+    }
+    Ok(())
+}
+
+/// The values of an `argv` parameter: strings only, the first one a program name.
+fn convert_argv(values: &[Value]) -> Result<Vec<String>, String> {
+    let mut argv = Vec::with_capacity(values.len());
+    for (i, value) in values.iter().enumerate() {
+        let Value::String(s) = value else {
+            return Err(format!(
+                "value {} must be a string, not {}",
+                i + 1,
+                shown(value)
+            ));
+        };
+        check_arg(s).map_err(|e| format!("value {} {e}", i + 1))?;
+        argv.push(s.clone());
+    }
+    if argv.first().is_none_or(|p| p.trim().is_empty()) {
+        return Err("the first value must name a program".into());
+    }
+    Ok(argv)
 }
 
 fn integer_of(value: &Value) -> Option<i64> {
@@ -699,6 +964,21 @@ fn convert(param: &Param, value: &Value) -> Result<Arg, String> {
                     .map_err(|_| format!("layout index {n} is outside 0..=255"))
             }
         },
+        ParamType::Argv => convert_argv(std::slice::from_ref(value)).map(Arg::Argv),
+        ParamType::Shell => match value {
+            Value::String(s) if s.trim().is_empty() => Err("must not be empty".into()),
+            Value::String(s) => check_arg(s).map(|()| Arg::Shell(s.clone())),
+            _ => Err(format!("expected a string, got {}", shown(value))),
+        },
+        ParamType::State => match value {
+            Value::String(s) if s == "on" => Ok(Arg::State(WantedState::On)),
+            Value::String(s) if s == "off" => Ok(Arg::State(WantedState::Off)),
+            Value::String(s) if s == "toggle" => Ok(Arg::State(WantedState::Toggle)),
+            _ => Err(format!(
+                "expected \"on\", \"off\" or \"toggle\", got {}",
+                shown(value)
+            )),
+        },
     }
 }
 
@@ -767,8 +1047,17 @@ mod tests {
         let options = options.as_object().cloned().unwrap_or_default();
         TABLE
             .resolve(name, &args, &options)
-            .map(|r| (r.niri(), r.sway()))
+            .map(|r| (r.niri(), r.sway().ok()))
             .map_err(|e| e.0)
+    }
+
+    fn sway_of(name: &str, args: Value, options: Value) -> Result<String, SwayError> {
+        let args = args.as_array().cloned().unwrap_or_default();
+        let options = options.as_object().cloned().unwrap_or_default();
+        TABLE
+            .resolve(name, &args, &options)
+            .expect("resolves")
+            .sway()
     }
 
     #[test]
@@ -847,6 +1136,10 @@ mod tests {
             "consume-or-expel-window-right",
             "power-off-monitors",
             "switch-layout",
+            "spawn",
+            "spawn-sh",
+            "move-window-to-floating",
+            "move-window-to-tiling",
         ] {
             assert!(TABLE.get(name).is_some(), "{name} missing");
         }
@@ -1009,7 +1302,180 @@ mod tests {
             .is_err()
         );
         assert!(Table::parse(&entry("niri = '{\"A\":{}}'\nsway = \"focus {p}\"")).is_err());
+        assert!(Table::parse(&entry("niri = '{\"A\":{}}'\nhint = \"nope\"")).is_err());
+        assert!(
+            Table::parse(&entry(
+                "params = [{name = \"a\", type = \"argv\"}, {name = \"b\", type = \"integer\"}]\nniri = '{\"A\":{\"a\":\"$a\",\"b\":\"$b\"}}'"
+            ))
+            .is_err()
+        );
+        assert!(
+            Table::parse(&entry(
+                "options = [{name = \"state\", type = \"state\", default = \"toggle\"}]\nniri = '{\"A\":{}}'"
+            ))
+            .is_err(),
+            "a state option needs verify = fullscreen"
+        );
         assert!(Table::parse(&entry("niri = '{\"A\":{}}'")).is_ok());
+    }
+
+    #[test]
+    fn spawn_takes_an_argv_and_quotes_it_for_sway() {
+        assert_eq!(
+            resolve("spawn", json!(["foot", "--flag"]), json!({})).unwrap(),
+            (
+                json!({"Spawn": {"command": ["foot", "--flag"]}}),
+                Some("exec exec 'foot' '--flag'".into())
+            )
+        );
+        // Shell characters stay literal: quoted for sway and sh, passed as is to niri.
+        let (niri, sway) = resolve(
+            "spawn",
+            json!(["notify-send", "a; kill, [x] $HOME \"q\""]),
+            json!({}),
+        )
+        .unwrap();
+        assert_eq!(
+            niri,
+            json!({"Spawn": {"command": ["notify-send", "a; kill, [x] $HOME \"q\""]}})
+        );
+        assert_eq!(
+            sway.as_deref(),
+            Some("exec exec 'notify-send' 'a; kill, [x] $HOME \"q\"'")
+        );
+        // What cannot be quoted for sway is refused there, and only there.
+        for bad in ["it's", "a\\", "x' ; kill '"] {
+            let args = json!(["sh", "-c", bad]);
+            assert!(resolve("spawn", args.clone(), json!({})).is_ok(), "{bad}");
+            assert!(
+                matches!(sway_of("spawn", args, json!({})), Err(SwayError::Unsafe(_))),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            sway_of("spawn", json!(["-x"]), json!({})),
+            Err(SwayError::Unsafe(_))
+        ));
+        assert!(matches!(
+            sway_of("spawn", json!(["prog", "y".repeat(4000)]), json!({})),
+            Err(SwayError::Unsafe(_))
+        ));
+        // Strings only, bounded, no control characters, a program first.
+        for bad in [
+            json!([]),
+            json!([""]),
+            json!([" "]),
+            json!([5]),
+            json!(["foot", 5]),
+            json!(["foot", null]),
+            json!(["foot", ["x"]]),
+            json!(["foo\u{0}t"]),
+            json!(["foot", "a\nb"]),
+            json!(["foot", "x".repeat(MAX_ARG + 1)]),
+            Value::Array(vec![json!("a"); MAX_ARGV + 1]),
+        ] {
+            let shown: String = bad.to_string().chars().take(60).collect();
+            assert!(resolve("spawn", bad, json!({})).is_err(), "{shown}");
+        }
+        assert!(resolve("spawn", Value::Array(vec![json!("a"); MAX_ARGV]), json!({})).is_ok());
+        let err = resolve("spawn", json!([]), json!({})).unwrap_err();
+        assert!(err.contains("spawn takes 1 to 64 arguments"), "{err}");
+    }
+
+    #[test]
+    fn spawn_sh_is_one_shell_line() {
+        assert_eq!(
+            resolve("spawn-sh", json!(["notify-send hi && foot"]), json!({})).unwrap(),
+            (
+                json!({"SpawnSh": {"command": "notify-send hi && foot"}}),
+                Some("exec sh -c 'notify-send hi && foot'".into())
+            )
+        );
+        assert_eq!(
+            sway_of("spawn-sh", json!(["a; kill"]), json!({})).unwrap(),
+            "exec sh -c 'a; kill'"
+        );
+        assert!(matches!(
+            sway_of("spawn-sh", json!(["echo 'hi'"]), json!({})),
+            Err(SwayError::Unsafe(_))
+        ));
+        for bad in [
+            json!([]),
+            json!([""]),
+            json!(["a", "b"]),
+            json!([1]),
+            json!(["a\nkill"]),
+        ] {
+            assert!(
+                resolve("spawn-sh", bad.clone(), json!({})).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_state_option_renders_for_sway_and_not_for_niri() {
+        for (state, sway) in [
+            (json!({}), "fullscreen toggle"),
+            (json!({"state": "toggle"}), "fullscreen toggle"),
+            (json!({"state": "on"}), "fullscreen enable"),
+            (json!({"state": "off"}), "fullscreen disable"),
+        ] {
+            let (niri, got) = resolve("fullscreen-window", json!([]), state.clone()).unwrap();
+            assert_eq!(niri, json!({"FullscreenWindow": {"id": null}}), "{state}");
+            assert_eq!(got.as_deref(), Some(sway), "{state}");
+        }
+        let args = |o: Value| o.as_object().cloned().unwrap_or_default();
+        let r = TABLE
+            .resolve("fullscreen-window", &[], &args(json!({"state": "off"})))
+            .unwrap();
+        assert_eq!(r.wanted_state(), Some(WantedState::Off));
+        for bad in [
+            json!({"state": "OFF"}),
+            json!({"state": true}),
+            json!({"state": "off; kill"}),
+            json!({"state": ["off"]}),
+        ] {
+            assert!(
+                resolve("fullscreen-window", json!([]), bad.clone()).is_err(),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            resolve("move-window-to-floating", json!([]), json!({})).unwrap(),
+            (
+                json!({"MoveWindowToFloating": {"id": null}}),
+                Some("floating enable".into())
+            )
+        );
+        assert_eq!(
+            resolve("move-window-to-tiling", json!([]), json!({})).unwrap(),
+            (
+                json!({"MoveWindowToTiling": {"id": null}}),
+                Some("floating disable".into())
+            )
+        );
+    }
+
+    #[test]
+    fn hints_and_monitor_directions_are_in_the_table() {
+        assert_eq!(
+            TABLE.get("maximize-column").unwrap().hint.as_deref(),
+            Some("fullscreen-window")
+        );
+        assert_eq!(
+            sway_of("maximize-column", json!([]), json!({})),
+            Err(SwayError::Unsupported)
+        );
+        assert_eq!(
+            TABLE.get("focus-monitor-right").unwrap().monitor,
+            Some(MonitorDirection::Right)
+        );
+        assert_eq!(
+            TABLE.get("move-window-to-monitor-left").unwrap().monitor,
+            Some(MonitorDirection::Left)
+        );
+        assert_eq!(TABLE.get("focus-monitor").unwrap().monitor, None);
     }
 
     #[test]

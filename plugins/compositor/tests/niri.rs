@@ -4,11 +4,13 @@ mod niri_server;
 
 use niri_server::{Desktop, FakeNiri, FakeOutput, FakeWorkspace, Misbehave};
 use serde_json::{Value, json};
+use std::ffi::OsString;
 use std::future::Future;
 use std::time::Duration;
 use utter_compositor::backend::{BackendError, wait_for};
 use utter_compositor::model::{CompositorInfo, Output, Snapshot, Window, Workspace};
 use utter_compositor::niri::Niri;
+use utter_protocol::testkit::{SpawnOptions, TestPlugin};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -47,6 +49,7 @@ fn window(id: u64, app_id: &str, title: &str, ws: &str, ws_id: u64, output: &str
         output: Some(output.into()),
         focused: false,
         fullscreen: None,
+        floating: Some(false),
     }
 }
 
@@ -99,6 +102,8 @@ async fn connect_builds_the_snapshot() {
                     model: Some("DELL U2720Q".into()),
                     width: Some(2560),
                     height: Some(1440),
+                    x: Some(0),
+                    y: Some(0),
                 },
                 Output {
                     name: "HDMI-A-1".into(),
@@ -107,6 +112,8 @@ async fn connect_builds_the_snapshot() {
                     model: Some("Unknown".into()),
                     width: Some(1920),
                     height: Some(1080),
+                    x: Some(2560),
+                    y: Some(0),
                 },
             ],
             keyboard_layout: Some("English (US)".into()),
@@ -532,6 +539,249 @@ async fn a_niri_without_keyboard_or_overview_events_still_connects() {
         // Later events still apply.
         fake.emit(json!({"OverviewOpenedOrClosed": {"is_open": true}}));
         until(&niri, "the overview opened", |s| s.overview == Some(true)).await;
+    })
+    .await;
+}
+
+/// The plugin binary with `NIRI_SOCKET` pointing at the fake.
+async fn plugin_for(fake: &FakeNiri) -> TestPlugin {
+    let env: Vec<(OsString, OsString)> = vec![
+        ("NIRI_SOCKET".into(), fake.socket().into()),
+        ("SWAYSOCK".into(), "".into()),
+        ("I3SOCK".into(), "".into()),
+    ];
+    let options = SpawnOptions {
+        env,
+        timeout: Duration::from_secs(15),
+        ..Default::default()
+    };
+    TestPlugin::start(&[env!("CARGO_BIN_EXE_utter-compositor").into()], options)
+        .await
+        .expect("the plugin starts and passes the handshake")
+}
+
+async fn invoke(
+    plugin: &TestPlugin,
+    args: Value,
+    dry_run: bool,
+) -> Result<Value, utter_protocol::ErrorObject> {
+    plugin
+        .request(
+            "action.invoke",
+            json!({"op": "niri", "args": args, "provenance": "user", "dry_run": dry_run}),
+        )
+        .await
+}
+
+async fn run(plugin: &TestPlugin, args: Value) -> Value {
+    match invoke(plugin, args.clone(), false).await {
+        Ok(v) => {
+            assert_eq!(v["ok"], true, "{args}: {v}");
+            v
+        }
+        Err(e) => panic!("{args} failed: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn spawn_sends_the_exact_spawn_json_and_waits_for_the_window() {
+    within(async {
+        let fake = FakeNiri::start().await;
+        let plugin = plugin_for(&fake).await;
+        let caps = plugin
+            .request("action.capabilities", json!({}))
+            .await
+            .expect("capabilities");
+        let commands = caps["ops"][0]["args_schema"]["properties"]["command"]["enum"].clone();
+        for name in [
+            "spawn",
+            "spawn-sh",
+            "move-window-to-floating",
+            "move-window-to-tiling",
+        ] {
+            assert!(
+                commands.as_array().unwrap().contains(&json!(name)),
+                "{name}"
+            );
+        }
+
+        let r = run(
+            &plugin,
+            json!({"command": "spawn", "args": ["foot", "--flag"]}),
+        )
+        .await;
+        assert_eq!(
+            fake.action_lines().last().map(String::as_str),
+            Some(r#"{"Action":{"Spawn":{"command":["foot","--flag"]}}}"#)
+        );
+        assert_eq!(r["sent"], json!({"Spawn": {"command": ["foot", "--flag"]}}));
+        assert_eq!(r["verified"], true, "{r}");
+        assert_eq!(r["window"]["app_id"], "foot", "{r}");
+        assert_eq!(r["window"]["id"], 13, "{r}");
+
+        // Quotes and separators mean nothing to niri's Spawn: they arrive as they were.
+        run(
+            &plugin,
+            json!({"command": "spawn", "args": ["/usr/bin/sh", "-c", "echo 'a; b' \"c\""]}),
+        )
+        .await;
+        assert_eq!(
+            fake.actions().last().cloned(),
+            Some(
+                json!({"Action": {"Spawn": {"command": ["/usr/bin/sh", "-c", "echo 'a; b' \"c\""]}}})
+            )
+        );
+
+        let r = run(
+            &plugin,
+            json!({"command": "spawn-sh", "args": ["notify-send 'hi'; foot"]}),
+        )
+        .await;
+        assert_eq!(
+            fake.action_lines().last().map(String::as_str),
+            Some(r#"{"Action":{"SpawnSh":{"command":"notify-send 'hi'; foot"}}}"#)
+        );
+        assert_eq!(r["verified"], true, "{r}");
+
+        // A program without a window: sent, and honestly not verified.
+        let r = run(&plugin, json!({"command": "spawn", "args": ["true"]})).await;
+        assert_eq!(r["verified"], false, "{r}");
+        assert!(
+            r["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("no new window appeared"),
+            "{r}"
+        );
+
+        // A dry run sends nothing and claims nothing.
+        let before = fake.action_lines().len();
+        let dry = invoke(&plugin, json!({"command": "spawn", "args": ["foot"]}), true)
+            .await
+            .expect("dry run");
+        assert!(dry.get("verified").is_none(), "{dry}");
+        assert_eq!(fake.action_lines().len(), before);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn floating_fullscreen_and_monitors_on_niri() {
+    within(async {
+        let fake = FakeNiri::start().await;
+        let plugin = plugin_for(&fake).await;
+
+        let r = run(&plugin, json!({"command": "move-window-to-floating"})).await;
+        assert_eq!(
+            fake.action_lines().last().map(String::as_str),
+            Some(r#"{"Action":{"MoveWindowToFloating":{"id":null}}}"#)
+        );
+        assert_eq!(r["verified"], true, "{r}");
+        assert_eq!(r["window"]["id"], 10, "{r}");
+        assert_eq!(r["window"]["floating"], true, "{r}");
+        let r = run(&plugin, json!({"command": "move-window-to-tiling"})).await;
+        assert_eq!(
+            fake.action_lines().last().map(String::as_str),
+            Some(r#"{"Action":{"MoveWindowToTiling":{"id":null}}}"#)
+        );
+        assert_eq!(r["verified"], true, "{r}");
+        assert_eq!(r["window"]["floating"], false, "{r}");
+        let r = run(&plugin, json!({"command": "toggle-window-floating"})).await;
+        assert_eq!(r["verified"], true, "{r}");
+        assert!(fake.desktop().window(10).unwrap().is_floating);
+
+        // niri does not report fullscreen: "off" sends the toggle and says it cannot know.
+        let r = run(
+            &plugin,
+            json!({"command": "fullscreen-window", "options": {"state": "off"}}),
+        )
+        .await;
+        assert_eq!(
+            fake.action_lines().last().map(String::as_str),
+            Some(r#"{"Action":{"FullscreenWindow":{"id":null}}}"#)
+        );
+        assert_eq!(r["verified"], false, "{r}");
+        let detail = r["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.contains("does not report whether a window is fullscreen"),
+            "{detail}"
+        );
+
+        // Two outputs side by side, DP-1 (x 0) focused: nothing to its left.
+        let before = fake.action_lines().len();
+        let e = invoke(&plugin, json!({"command": "focus-monitor-left"}), true)
+            .await
+            .expect_err("a dry run is refused too");
+        assert_eq!(e.code, -32000);
+        assert_eq!(fake.action_lines().len(), before);
+        let before = fake.action_lines().len();
+        let e = invoke(&plugin, json!({"command": "focus-monitor-left"}), false)
+            .await
+            .expect_err("no monitor on the left");
+        assert_eq!(e.code, -32000);
+        assert_eq!(e.message, "there is no monitor to the left of DP-1");
+        let e = invoke(
+            &plugin,
+            json!({"command": "move-window-to-monitor-up"}),
+            false,
+        )
+        .await
+        .expect_err("no monitor above");
+        assert_eq!(e.message, "there is no monitor above DP-1");
+        assert_eq!(fake.action_lines().len(), before, "nothing was sent");
+        run(&plugin, json!({"command": "focus-monitor-right"})).await;
+        assert_eq!(
+            fake.action_lines().last().map(String::as_str),
+            Some(r#"{"Action":{"FocusMonitorRight":{}}}"#)
+        );
+
+        // On niri, maximize-column is sent as it is.
+        run(&plugin, json!({"command": "maximize-column"})).await;
+        assert_eq!(
+            fake.action_lines().last().map(String::as_str),
+            Some(r#"{"Action":{"MaximizeColumn":{}}}"#)
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_niri_that_reports_fullscreen_gets_the_toggle_only_when_needed() {
+    within(async {
+        let mut desktop = Desktop::two_outputs();
+        desktop.window_mut(10).unwrap().is_fullscreen = Some(false);
+        let fake = FakeNiri::start_with(desktop).await;
+        let plugin = plugin_for(&fake).await;
+        let fullscreen =
+            |state: &str| json!({"command": "fullscreen-window", "options": {"state": state}});
+
+        // Already not fullscreen: nothing is sent, and that is known.
+        let r = run(&plugin, fullscreen("off")).await;
+        assert_eq!(r["sent"], Value::Null, "{r}");
+        assert_eq!(r["verified"], true, "{r}");
+        assert!(fake.action_lines().is_empty(), "{:?}", fake.action_lines());
+        let dry = invoke(&plugin, fullscreen("off"), true)
+            .await
+            .expect("dry run");
+        assert!(dry.get("verified").is_none(), "{dry}");
+        assert_eq!(dry["sent"], Value::Null, "{dry}");
+
+        // "on" sends the toggle once; a second "on" sends nothing.
+        let r = run(&plugin, fullscreen("on")).await;
+        assert_eq!(r["sent"], json!({"FullscreenWindow": {"id": null}}), "{r}");
+        assert_eq!(r["verified"], true, "{r}");
+        assert_eq!(r["window"]["fullscreen"], true, "{r}");
+        let r = run(&plugin, fullscreen("on")).await;
+        assert_eq!(r["sent"], Value::Null, "{r}");
+        assert_eq!(fake.action_lines().len(), 1);
+        assert_eq!(fake.desktop().window(10).unwrap().is_fullscreen, Some(true));
+
+        let r = run(&plugin, fullscreen("toggle")).await;
+        assert_eq!(r["verified"], true, "{r}");
+        assert_eq!(
+            fake.desktop().window(10).unwrap().is_fullscreen,
+            Some(false)
+        );
     })
     .await;
 }

@@ -303,7 +303,11 @@ async fn the_plugin_drives_real_sway() {
         .await,
         "ensure_app gamma dry run",
     );
-    assert_eq!(dry["sent"], "exec 'foot' '--app-id' 'gamma'", "{dry}");
+    assert_eq!(dry["sent"], "exec exec 'foot' '--app-id' 'gamma'", "{dry}");
+    assert!(
+        dry.get("verified").is_none(),
+        "a dry run verifies nothing: {dry}"
+    );
     assert!(sway.window("gamma").is_none());
     let r = ok(
         invoke(
@@ -336,7 +340,7 @@ async fn the_plugin_drives_real_sway() {
     let foot = which("foot").expect("foot");
     assert_eq!(
         r["sent"],
-        format!("exec '{}' '--app-id' 'delta'", foot.display()),
+        format!("exec exec '{}' '--app-id' 'delta'", foot.display()),
         "{r}"
     );
     assert_eq!(sway.focused_app().as_deref(), Some("delta"));
@@ -423,6 +427,264 @@ async fn the_plugin_drives_real_sway() {
     assert!(e.message.contains("sway refused"), "{}", e.message);
 }
 
+async fn niri_with(plugin: &TestPlugin, command: &str, args: Value, options: Value) -> Value {
+    ok(
+        invoke(
+            plugin,
+            "niri",
+            json!({"command": command, "args": args, "options": options}),
+            false,
+        )
+        .await,
+        &format!("niri {command} {args} {options}"),
+    )
+}
+
+#[tokio::test]
+async fn spawn_window_states_and_monitor_limits_on_real_sway() {
+    let mut sway = SwaySession::start();
+    sway.open_window("alpha");
+    let plugin = start_plugin(Some(&sway.socket)).await;
+
+    // spawn, as the rules router plans it from a niri bind, starts foot through sway's
+    // exec and is verified by its new window.
+    let r = niri(&plugin, "spawn", json!(["foot", "--app-id", "spawned"])).await;
+    assert_eq!(r["sent"], "exec exec 'foot' '--app-id' 'spawned'", "{r}");
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(r["window"]["app_id"], "spawned", "{r}");
+    assert!(sway.window("spawned").is_some());
+    sway_session::poll(Duration::from_secs(5), || {
+        (sway.focused_app().as_deref() == Some("spawned")).then_some(())
+    })
+    .expect("the spawned window has the focus");
+    let fullscreen =
+        |sway: &SwaySession| sway.window("spawned").expect("spawned").0["fullscreen_mode"].clone();
+
+    // Fullscreen by state: "off" on a normal window leaves it alone, "on" twice is one
+    // fullscreen, "off" ends it.
+    let r = niri_with(
+        &plugin,
+        "fullscreen-window",
+        json!([]),
+        json!({"state": "off"}),
+    )
+    .await;
+    assert_eq!(r["sent"], "fullscreen disable", "{r}");
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(r["window"]["fullscreen"], false, "{r}");
+    assert_eq!(fullscreen(&sway), 0);
+    for _ in 0..2 {
+        let r = niri_with(
+            &plugin,
+            "fullscreen-window",
+            json!([]),
+            json!({"state": "on"}),
+        )
+        .await;
+        assert_eq!(r["sent"], "fullscreen enable", "{r}");
+        assert_eq!(r["verified"], true, "{r}");
+        assert_eq!(r["window"]["fullscreen"], true, "{r}");
+        assert_eq!(fullscreen(&sway), 1);
+    }
+    let r = niri_with(
+        &plugin,
+        "fullscreen-window",
+        json!([]),
+        json!({"state": "off"}),
+    )
+    .await;
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(fullscreen(&sway), 0);
+
+    // Floating, verified through the window's floating field.
+    let node_type = |sway: &SwaySession| sway.window("spawned").expect("spawned").0["type"].clone();
+    for _ in 0..2 {
+        let r = niri(&plugin, "move-window-to-floating", json!([])).await;
+        assert_eq!(r["sent"], "floating enable", "{r}");
+        assert_eq!(r["verified"], true, "{r}");
+        assert_eq!(r["window"]["floating"], true, "{r}");
+        assert_eq!(node_type(&sway), "floating_con");
+    }
+    let r = niri(&plugin, "move-window-to-tiling", json!([])).await;
+    assert_eq!(r["sent"], "floating disable", "{r}");
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(r["window"]["floating"], false, "{r}");
+    assert_eq!(node_type(&sway), "con");
+    let r = niri(&plugin, "toggle-window-floating", json!([])).await;
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(r["window"]["floating"], true, "{r}");
+    let r = niri(&plugin, "toggle-window-floating", json!([])).await;
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(node_type(&sway), "con");
+    let snapshot = plugin
+        .request("context.snapshot", json!({}))
+        .await
+        .expect("snapshot");
+    assert_eq!(snapshot["focused"]["floating"], false, "{snapshot}");
+    assert_eq!(snapshot["outputs"][0]["x"], 0, "{snapshot}");
+    assert_eq!(snapshot["outputs"][0]["y"], 0, "{snapshot}");
+
+    // One output: every monitor direction is a clear error, at once, with nothing sent.
+    let workspace_before = sway.focused_workspace();
+    for (command, message) in [
+        (
+            "focus-monitor-right",
+            "there is no monitor to the right of HEADLESS-1",
+        ),
+        (
+            "focus-monitor-left",
+            "there is no monitor to the left of HEADLESS-1",
+        ),
+        (
+            "move-window-to-monitor-left",
+            "there is no monitor to the left of HEADLESS-1",
+        ),
+        (
+            "move-column-to-monitor-down",
+            "there is no monitor below HEADLESS-1",
+        ),
+        (
+            "focus-monitor-next",
+            "there is no monitor other than HEADLESS-1",
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        for dry_run in [false, true] {
+            let e = err(
+                invoke(&plugin, "niri", json!({"command": command}), dry_run).await,
+                command,
+            );
+            assert_eq!(e.code, -32000, "{command}: {}", e.message);
+            assert_eq!(e.message, message);
+            assert_eq!(
+                e.data.as_ref().map(|d| d["output"].clone()),
+                Some(json!("HEADLESS-1"))
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{command} took {:?}",
+            started.elapsed()
+        );
+    }
+    assert_eq!(sway.focused_workspace(), workspace_before);
+    assert_eq!(sway.window("spawned").expect("spawned").1, workspace_before);
+
+    // What sway cannot do: a short message with a hint, the list in data.
+    let e = err(
+        invoke(
+            &plugin,
+            "niri",
+            json!({"command": "maximize-column"}),
+            false,
+        )
+        .await,
+        "maximize-column",
+    );
+    assert_eq!(e.code, -32000);
+    assert_eq!(
+        e.message,
+        "sway cannot do maximize-column (it exists only in niri); try fullscreen-window"
+    );
+    let data = e.data.expect("data");
+    let supported: Vec<&str> = data["supported"]
+        .as_array()
+        .expect("data.supported")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(supported.contains(&"fullscreen-window"), "{data}");
+    assert!(supported.contains(&"spawn"), "{data}");
+    assert!(!supported.contains(&"maximize-column"), "{data}");
+    assert_eq!(data["hint"], "fullscreen-window");
+    let e = err(
+        invoke(
+            &plugin,
+            "niri",
+            json!({"command": "toggle-overview"}),
+            false,
+        )
+        .await,
+        "toggle-overview",
+    );
+    assert_eq!(
+        e.message,
+        "sway cannot do toggle-overview (it exists only in niri)"
+    );
+
+    // A dry run verifies nothing, so it says nothing about it.
+    for (command, options) in [
+        ("focus-workspace", json!({})),
+        ("fullscreen-window", json!({"state": "on"})),
+        ("move-window-to-floating", json!({})),
+    ] {
+        let args = if command == "focus-workspace" {
+            json!([2])
+        } else {
+            json!([])
+        };
+        let dry = ok(
+            invoke(
+                &plugin,
+                "niri",
+                json!({"command": command, "args": args, "options": options}),
+                true,
+            )
+            .await,
+            command,
+        );
+        assert_eq!(dry["dry_run"], true, "{dry}");
+        assert!(dry.get("verified").is_none(), "{dry}");
+        assert!(
+            dry["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("would send"),
+            "{dry}"
+        );
+    }
+    let dry = ok(
+        invoke(
+            &plugin,
+            "niri",
+            json!({"command": "spawn", "args": ["foot", "--app-id", "never"]}),
+            true,
+        )
+        .await,
+        "spawn dry run",
+    );
+    assert!(dry.get("verified").is_none(), "{dry}");
+    let dry = ok(
+        invoke(&plugin, "focus_app", json!({"app": "alpha"}), true).await,
+        "focus_app dry run",
+    );
+    assert!(dry.get("verified").is_none(), "{dry}");
+    assert_eq!(fullscreen(&sway), 0);
+    assert_eq!(node_type(&sway), "con");
+    assert!(sway.window("never").is_none());
+
+    // spawn-sh runs a shell line; sway's command separators inside it stay the shell's.
+    let r = niri(&plugin, "spawn-sh", json!(["true; foot --app-id from-sh"])).await;
+    assert_eq!(r["sent"], "exec sh -c 'true; foot --app-id from-sh'", "{r}");
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(r["window"]["app_id"], "from-sh", "{r}");
+    assert!(
+        sway.window("spawned").is_some(),
+        "sway ran no `kill` of its own"
+    );
+
+    // A program that opens no window: accepted, honestly not verified.
+    let r = niri(&plugin, "spawn", json!(["true"])).await;
+    assert_eq!(r["verified"], false, "{r}");
+    assert!(
+        r["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no new window appeared within 3 s"),
+        "{r}"
+    );
+}
+
 #[tokio::test]
 async fn hostile_arguments_are_refused_and_the_plugin_keeps_serving() {
     let mut sway = SwaySession::start();
@@ -457,6 +719,26 @@ async fn hostile_arguments_are_refused_and_the_plugin_keeps_serving() {
         json!({"op": "ensure_app", "args": {"app": "x", "argv": ["sh", "-c", "it's"]}}),
         json!({"op": "ensure_app", "args": {"app": "x", "argv": ["foot\n"]}}),
         json!({"op": "close_app", "args": {"app": ["alpha"]}}),
+        // spawn: strings only, bounded, and nothing that could leave sway's quoting.
+        json!({"op": "niri", "args": {"command": "spawn"}}),
+        json!({"op": "niri", "args": {"command": "spawn", "args": []}}),
+        json!({"op": "niri", "args": {"command": "spawn", "args": [7]}}),
+        json!({"op": "niri", "args": {"command": "spawn", "args": ["foot", {"x": 1}]}}),
+        json!({"op": "niri", "args": {"command": "spawn", "args": ["foot", huge]}}),
+        json!({"op": "niri", "args": {"command": "spawn", "args": vec!["a"; 80]}}),
+        json!({"op": "niri", "args": {"command": "spawn", "args": ["foot\u{0}"]}}),
+        json!({"op": "niri", "args": {"command": "spawn", "args": ["foot\nkill"]}}),
+        json!({"op": "niri", "args": {"command": "spawn", "args": ["foot", "x' ; kill ; '"]}}),
+        json!({"op": "niri", "args": {"command": "spawn", "args": ["foot", "a\\", "; kill ; exec touch /tmp/pwned"]}}),
+        json!({"op": "niri", "args": {"command": "spawn", "args": ["--kill"]}}),
+        json!({"op": "niri", "args": {"command": "spawn-sh", "args": ["echo 'x'; kill"]}}),
+        json!({"op": "niri", "args": {"command": "spawn-sh", "args": ["a\\; kill"]}}),
+        json!({"op": "niri", "args": {"command": "spawn-sh", "args": ["a", "b"]}}),
+        json!({"op": "niri", "args": {"command": "spawn-sh", "args": ["touch /tmp/pwned\nkill"]}}),
+        json!({"op": "niri", "args": {"command": "fullscreen-window", "options": {"state": "maybe"}}}),
+        json!({"op": "niri", "args": {"command": "fullscreen-window", "options": {"state": "on; kill"}}}),
+        json!({"op": "niri", "args": {"command": "fullscreen-window", "options": {"state": 1}}}),
+        json!({"op": "niri", "args": {"command": "fullscreen-window", "options": {"state": huge}}}),
         json!({"op": "close_app", "args": null, "dry_run": 1}),
     ];
     for case in cases {

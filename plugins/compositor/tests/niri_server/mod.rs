@@ -36,7 +36,12 @@
 //! Actions applied to the state (with the events niri would send): `FocusWorkspace`
 //! (reference `Id`/`Index`/`Name`; `Index` counts on the focused output), `FocusWindow`,
 //! `MoveWindowToWorkspace` (`window_id` or the focused window; `focus`), `CloseWindow`
-//! (`id` or the focused window). Other actions are recorded and answered `Handled`.
+//! (`id` or the focused window), `ToggleWindowFloating` / `MoveWindowToFloating` /
+//! `MoveWindowToTiling` (`id` or the focused window), `FullscreenWindow` (flips
+//! `is_fullscreen` of windows that report it), `Spawn` and `SpawnSh` (a new focused
+//! window on the focused workspace, its app_id the program's file name or the command
+//! line's first word; the program `true` opens none). Other actions are recorded and
+//! answered `Handled`.
 //!
 //! The event stream starts with the full state: `WorkspacesChanged`, `WindowsChanged`, an
 //! event no client knows (`{"FutureThing":{"x":1}}`), `KeyboardLayoutsChanged`,
@@ -87,6 +92,10 @@ pub struct FakeWindow {
     pub pid: Option<i32>,
     pub workspace_id: Option<u64>,
     pub is_focused: bool,
+    pub is_floating: bool,
+    /// `None` plays a released niri, which does not report fullscreen; `Some` a future one
+    /// that sends `is_fullscreen` (and `FullscreenWindow` then flips it).
+    pub is_fullscreen: Option<bool>,
 }
 
 /// The fake desktop's whole state.
@@ -142,6 +151,8 @@ impl Desktop {
             pid: Some(pid),
             workspace_id: Some(ws),
             is_focused: focused,
+            is_floating: false,
+            is_fullscreen: None,
         };
         Desktop {
             version: "25.11".into(),
@@ -198,14 +209,14 @@ impl Desktop {
 
     /// niri's JSON for a window (with an unknown extra field).
     pub fn window_json(w: &FakeWindow) -> Value {
-        json!({
+        let mut v = json!({
             "id": w.id,
             "title": w.title,
             "app_id": w.app_id,
             "pid": w.pid,
             "workspace_id": w.workspace_id,
             "is_focused": w.is_focused,
-            "is_floating": false,
+            "is_floating": w.is_floating,
             "is_urgent": false,
             "layout": {
                 "pos_in_scrolling_layout": [1, 1],
@@ -216,7 +227,11 @@ impl Desktop {
             },
             "focus_timestamp": {"secs": 1700000000u64 + w.id, "nanos": 0},
             "x_future_window_field": {"nested": [1, 2, 3]}
-        })
+        });
+        if let Some(fullscreen) = w.is_fullscreen {
+            v["is_fullscreen"] = fullscreen.into();
+        }
+        v
     }
 
     /// niri's JSON for a workspace (with an unknown extra field).
@@ -430,6 +445,77 @@ impl Desktop {
                     events.push(json!({"WindowFocusChanged": {"id": null}}));
                 }
                 Ok(events)
+            }
+            "ToggleWindowFloating" | "MoveWindowToFloating" | "MoveWindowToTiling" => {
+                let id = args["id"]
+                    .as_u64()
+                    .or_else(|| self.focused_window().map(|w| w.id))
+                    .ok_or("no window")?;
+                let window = self
+                    .window_mut(id)
+                    .ok_or_else(|| format!("no window with id {id}"))?;
+                window.is_floating = match name.as_str() {
+                    "MoveWindowToFloating" => true,
+                    "MoveWindowToTiling" => false,
+                    _ => !window.is_floating,
+                };
+                Ok(vec![self.window_event(id)])
+            }
+            "FullscreenWindow" => {
+                let id = args["id"]
+                    .as_u64()
+                    .or_else(|| self.focused_window().map(|w| w.id))
+                    .ok_or("no window")?;
+                let window = self
+                    .window_mut(id)
+                    .ok_or_else(|| format!("no window with id {id}"))?;
+                match window.is_fullscreen.as_mut() {
+                    Some(fullscreen) => {
+                        *fullscreen = !*fullscreen;
+                        Ok(vec![self.window_event(id)])
+                    }
+                    None => Ok(vec![]),
+                }
+            }
+            "Spawn" | "SpawnSh" => {
+                let program = if name == "Spawn" {
+                    let argv = args["command"].as_array().ok_or("command must be a list")?;
+                    argv.first()
+                        .and_then(Value::as_str)
+                        .ok_or("an empty command")?
+                        .rsplit('/')
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned()
+                } else {
+                    let line = args["command"].as_str().ok_or("command must be a string")?;
+                    line.split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                if program == "true" {
+                    return Ok(vec![]);
+                }
+                let id = self.windows.iter().map(|w| w.id).max().unwrap_or(0) + 1;
+                let ws = self.focused_workspace().map(|w| w.id);
+                for w in &mut self.windows {
+                    w.is_focused = false;
+                }
+                self.windows.push(FakeWindow {
+                    id,
+                    title: Some(program.clone()),
+                    app_id: Some(program),
+                    pid: Some(5000),
+                    workspace_id: ws,
+                    is_focused: true,
+                    is_floating: false,
+                    is_fullscreen: None,
+                });
+                Ok(vec![
+                    self.window_event(id),
+                    json!({"WindowFocusChanged": {"id": id}}),
+                ])
             }
             _ => Ok(vec![]),
         }
