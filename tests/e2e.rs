@@ -108,7 +108,7 @@ async fn say_open_youtube_hands_the_url_to_the_default_browser() {
     assert_eq!(run.code, Some(0), "{run}");
     assert!(
         run.stdout
-            .contains("ensure_url {\"url\":\"https://www.youtube.com\"}"),
+            .contains("ensure_url {\"site\":\"YouTube\",\"url\":\"https://www.youtube.com\"}"),
         "{run}"
     );
     assert!(
@@ -178,7 +178,7 @@ async fn a_dry_run_shows_the_plan_and_the_plugins_answer_and_opens_nothing() {
     for expected in [
         // The rules plugin's plan.
         "plan (router rules, rule \"open_site\"):",
-        "1. ensure_url {\"url\":\"https://www.youtube.com\"}",
+        "1. ensure_url {\"site\":\"YouTube\",\"url\":\"https://www.youtube.com\"}",
         // The desktop plugin's dry-run answer.
         "results (dry run: nothing was done):",
         "1. ensure_url ok [desktop]:",

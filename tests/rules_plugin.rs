@@ -66,7 +66,10 @@ async fn plans_sites_apps_and_media_keys() {
         let result = plan(&plugin, utterance).await;
         let step = only_step(&result);
         assert_eq!(step["op"], "ensure_url");
-        assert_eq!(step["args"], json!({"url": "https://www.youtube.com"}));
+        assert_eq!(
+            step["args"],
+            json!({"url": "https://www.youtube.com", "site": "YouTube"})
+        );
         assert_eq!(result["rule"], "open_site");
     }
 
@@ -171,7 +174,7 @@ async fn another_site_catalog_can_be_given() {
     let result = plan(&plugin, "go to the work portal").await;
     assert_eq!(
         only_step(&result)["args"],
-        json!({"url": "https://intranet.example.org/start"})
+        json!({"url": "https://intranet.example.org/start", "site": "Intranet"})
     );
     // The built-in catalog is replaced, not extended.
     let result = plan(&plugin, "go to youtube").await;

@@ -3,9 +3,10 @@
 //! Ops, all with side effects and all honouring `dry_run` (resolve everything, say exactly
 //! what would be done, do nothing):
 //!
-//! * `open_url {url}` / `ensure_url {url}`: [`open_url`] (portal `OpenURI`, else `xdg-open`).
-//!   `ensure_url` cannot yet find and focus a browser tab already showing the URL; it opens
-//!   it like `open_url` and says so in `detail`.
+//! * `open_url {url}`: [`open_url`] (portal `OpenURI`, else `xdg-open`).
+//! * `ensure_url {url, site?}`: [`ensure`]: focus a browser window whose title shows the
+//!   site (read with `host.context`, focused with `host.action focus_app`), else open the URL
+//!   like `open_url`.
 //! * `launch_app {app_id, name?}`: [`launch`] (desktop entry, `Exec` expansion, detached).
 //! * `media {command, player?}`: [`media`] (MPRIS over the session bus).
 //!
@@ -14,6 +15,7 @@
 //! detail says whether a session bus is reachable.
 
 pub mod bus;
+pub mod ensure;
 pub mod entry;
 pub mod exec;
 pub mod launch;
@@ -27,7 +29,7 @@ use serde_json::{Value, json};
 use std::process::ExitCode;
 use utter_protocol::handshake::{HealthResult, HealthStatus};
 use utter_protocol::plugin::{self, Call, Handler};
-use utter_protocol::{ErrorCode, ErrorObject};
+use utter_protocol::{Connection, ErrorCode, ErrorObject};
 
 const MANIFEST: &str = include_str!("../utter-plugin.toml");
 
@@ -72,7 +74,7 @@ impl Handler for Desktop {
     async fn handle(&self, call: Call) -> Result<Value, ErrorObject> {
         match call.method.as_str() {
             "action.capabilities" => Ok(capabilities()),
-            "action.invoke" => invoke(call.params).await,
+            "action.invoke" => invoke(call.params, Some(&call.peer)).await,
             other => Err(ErrorObject::method_not_found(other)),
         }
     }
@@ -83,15 +85,16 @@ fn capabilities() -> Value {
     json!({
         "ops": [
             op("open_url", open_url::args_schema()),
-            op("ensure_url", open_url::args_schema()),
+            op("ensure_url", ensure::args_schema()),
             op("launch_app", launch::args_schema()),
             op("media", media::args_schema()),
         ]
     })
 }
 
-/// `action.invoke {op, args, provenance, dry_run?}`.
-async fn invoke(params: Value) -> Result<Value, ErrorObject> {
+/// `action.invoke {op, args, provenance, dry_run?}`. `runner` is the connection the request
+/// came on, for `ensure_url`'s host callbacks.
+async fn invoke(params: Value, runner: Option<&Connection>) -> Result<Value, ErrorObject> {
     let op = params
         .get("op")
         .and_then(Value::as_str)
@@ -121,8 +124,8 @@ async fn invoke(params: Value) -> Result<Value, ErrorObject> {
         .unwrap_or("");
     tracing::info!(%op, dry_run, provenance, "invoke");
     let result = match op.as_str() {
-        "open_url" => open_url::run(parse(&op, args)?, dry_run, false).await,
-        "ensure_url" => open_url::run(parse(&op, args)?, dry_run, true).await,
+        "open_url" => open_url::run(parse(&op, args)?, dry_run).await,
+        "ensure_url" => ensure::run(parse(&op, args)?, dry_run, runner).await,
         "launch_app" => launch::run(parse(&op, args)?, dry_run).await,
         "media" => media::run(parse(&op, args)?, dry_run).await,
         other => Err(ErrorObject::new(
@@ -144,7 +147,8 @@ async fn invoke(params: Value) -> Result<Value, ErrorObject> {
 fn parse<T: DeserializeOwned>(op: &str, args: Value) -> Result<T, ErrorObject> {
     serde_json::from_value(args).map_err(|e| {
         let shape = match op {
-            "open_url" | "ensure_url" => "{url: string}",
+            "open_url" => "{url: string}",
+            "ensure_url" => "{url: string, site?: string}",
             "launch_app" => "{app_id: string, name?: string}",
             _ => "{command: \"play\"|\"pause\"|\"play_pause\"|\"stop\"|\"next\"|\"previous\", player?: string}",
         };
@@ -201,7 +205,7 @@ mod tests {
 
     #[tokio::test]
     async fn bad_invocations_get_the_right_codes() {
-        let code = |params: Value| async move { invoke(params).await.map_err(|e| e.code) };
+        let code = |params: Value| async move { invoke(params, None).await.map_err(|e| e.code) };
         assert_eq!(code(json!({"op": "fly", "args": {}})).await, Err(-32601));
         assert_eq!(code(json!({"args": {}})).await, Err(-32602));
         assert_eq!(

@@ -1,5 +1,6 @@
-//! The `open_url` and `ensure_url` ops: open an `http`, `https` or `mailto` URL in the
-//! user's preferred application.
+//! The `open_url` op: open an `http`, `https` or `mailto` URL in the user's preferred
+//! application. `ensure_url` ([`crate::ensure`]) opens through [`open`] when it finds no
+//! browser window to reuse.
 //!
 //! The xdg-desktop-portal (`org.freedesktop.portal.OpenURI`) is tried first when a session
 //! bus is reachable and the portal is running or activatable; without one, or when the portal
@@ -25,7 +26,7 @@ const MAX_URL_BYTES: usize = 8192;
 /// How long to wait for `xdg-open` to exit before reporting it as started.
 pub const XDG_OPEN_WAIT: Duration = Duration::from_secs(5);
 
-/// `{url}` for both ops.
+/// `{url}` of `open_url`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UrlArgs {
@@ -39,15 +40,18 @@ pub fn args_schema() -> Value {
         "type": "object",
         "required": ["url"],
         "additionalProperties": false,
-        "properties": {
-            "url": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_URL_BYTES,
-                "pattern": "^(?i:https?://[^\\s/?#]+|mailto:\\S)",
-                "description": "An absolute http, https or mailto URL."
-            }
-        }
+        "properties": {"url": url_schema()}
+    })
+}
+
+/// The JSON Schema of one `url` argument (shared with `ensure_url`).
+pub fn url_schema() -> Value {
+    json!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_URL_BYTES,
+        "pattern": "^(?i:https?://[^\\s/?#]+|mailto:\\S)",
+        "description": "An absolute http, https or mailto URL."
     })
 }
 
@@ -107,27 +111,28 @@ pub fn check_url(url: &str) -> Result<String, ErrorObject> {
     Ok(scheme)
 }
 
-/// Run `open_url` (or `ensure_url` when `ensure` is set).
+/// Run `open_url`.
 ///
 /// Result: `{ok, dry_run, detail, url, via: "portal" | "xdg-open", ...}`; with `xdg-open`
 /// also `portal_skipped` (why the portal was not used) and, when it ended in time,
 /// `exit_status`.
 ///
-/// `ensure_url` cannot yet find and focus a browser tab that already shows the URL, so it
-/// opens the URL like `open_url` does and says so in `detail`.
-///
 /// # Errors
 ///
 /// `-32602` for a bad URL; `-32000` when nothing could open it (the message says what to
 /// install or configure).
-pub async fn run(args: UrlArgs, dry_run: bool, ensure: bool) -> Result<Value, ErrorObject> {
-    let scheme = check_url(&args.url)?;
-    let url = args.url;
-    let prefix = if ensure {
-        "ensure_url cannot focus an existing browser tab yet, so it opens the URL: "
-    } else {
-        ""
-    };
+pub async fn run(args: UrlArgs, dry_run: bool) -> Result<Value, ErrorObject> {
+    open(args.url, dry_run, "").await
+}
+
+/// Open `url` (or, in a dry run, say how it would be opened), with `prefix` put before the
+/// sentence of `detail`. The result is [`run`]'s.
+///
+/// # Errors
+///
+/// As [`run`].
+pub async fn open(url: String, dry_run: bool, prefix: &str) -> Result<Value, ErrorObject> {
+    let scheme = check_url(&url)?;
 
     // Try the portal.
     let skipped = match bus::connect().await {

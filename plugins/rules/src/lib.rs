@@ -477,7 +477,7 @@ mod tests {
             json!({
                 "steps": [{
                     "op": "ensure_url",
-                    "args": {"url": "https://www.youtube.com"},
+                    "args": {"url": "https://www.youtube.com", "site": "YouTube"},
                     "provenance": "user",
                     "confirm": false,
                 }],

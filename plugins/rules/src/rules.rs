@@ -5,7 +5,8 @@
 //! 1. `media`: playback commands ("pause", "next track", "pause spotify",
 //!    "skip on vlc") → op `media`, args `{command, player?}`.
 //! 2. `open_site`: "open / go to / visit / show \<site\>" for a site of the catalog
-//!    → op `ensure_url`, args `{url}`.
+//!    → op `ensure_url`, args `{url, site}`, `site` being the catalog entry's name
+//!    ("YouTube"), which the desktop plugin looks for in browser window titles.
 //! 3. `compositor`: a curated phrase of `data/compositor-phrases.toml` ("workspace two",
 //!    "the third workspace", "move this to workspace 3", "focus left", "close this window",
 //!    "take a screenshot") → op `niri`, args `{command, args?, options?}`.
@@ -20,8 +21,8 @@
 //!    app_id from the context, else an installed application's id.
 //! 7. `launch_app`: "open / launch / start / run \<app\>" for an installed application
 //!    → op `launch_app`, args `{app_id, name}`.
-//! 8. `open_domain`: "open / go to / visit / show \<host name\>" → op `ensure_url` with
-//!    `https://<host>`.
+//! 8. `open_domain`: "open / go to / visit / show \<host name\>" → op `ensure_url`, args
+//!    `{url: "https://<host>", site: "<host>"}`.
 //!
 //! Why this order:
 //!
@@ -300,7 +301,7 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
             return Some(Matched {
                 rule: "open_site",
                 op: "ensure_url",
-                args: json!({"url": site.url}),
+                args: json!({"url": site.url, "site": site.name}),
                 message: format!("open {} ({})", site.name, site.url),
                 confirm: false,
             });
@@ -351,7 +352,7 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
                 rule: "open_domain",
                 op: "ensure_url",
                 message: format!("open {url}"),
-                args: json!({"url": url}),
+                args: json!({"url": url, "site": host}),
                 confirm: false,
             });
         }
@@ -833,13 +834,29 @@ mod tests {
             ("open youtube dot com", "https://www.youtube.com"),
             ("navigate to stackoverflow", "https://stackoverflow.com"),
         ];
+        let catalog = Catalog::builtin().expect("the built-in catalog parses");
         for (utterance, url) in cases {
+            // The site is named as the catalog writes it, whatever was said.
+            let name = catalog
+                .sites()
+                .iter()
+                .find(|s| s.url == url)
+                .map(|s| s.name.clone())
+                .expect("a catalog site");
             assert_eq!(
                 summary(utterance),
-                Some(("open_site", "ensure_url", json!({"url": url}))),
+                Some(("open_site", "ensure_url", json!({"url": url, "site": name}))),
                 "{utterance}"
             );
         }
+        assert_eq!(
+            summary("open you tube").map(|s| s.2),
+            Some(json!({"url": "https://www.youtube.com", "site": "YouTube"}))
+        );
+        assert_eq!(
+            summary("go to hacker news").map(|s| s.2["site"].clone()),
+            Some(json!("Hacker News"))
+        );
     }
 
     #[test]
@@ -909,11 +926,23 @@ mod tests {
             ),
         ];
         for (utterance, rule, url) in cases {
+            let matched = summary(utterance);
             assert_eq!(
-                summary(utterance),
-                Some((rule, "ensure_url", json!({"url": url}))),
+                matched.as_ref().map(|m| (m.0, m.1, m.2["url"].clone())),
+                Some((rule, "ensure_url", json!(url))),
                 "{utterance}"
             );
+            // A bare host name is its own site name; a catalog host gets the catalog's name.
+            let site = matched.map(|m| m.2["site"].clone()).unwrap_or_default();
+            if rule == "open_domain" {
+                assert_eq!(
+                    site,
+                    json!(url.trim_start_matches("https://")),
+                    "{utterance}"
+                );
+            } else {
+                assert_eq!(site, json!("Hacker News"), "{utterance}");
+            }
         }
         // Only plain host names.
         for utterance in [

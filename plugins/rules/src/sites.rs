@@ -18,7 +18,8 @@ pub const BUILTIN_NAME: &str = "data/sites.toml (built in)";
 /// One web site the router can open by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Site {
-    /// The name as written in the catalog, used in messages.
+    /// The name as written in the catalog ("YouTube"), used in messages and sent as
+    /// `ensure_url`'s `site`, which the desktop plugin looks for in browser window titles.
     pub name: String,
     /// The URL to open.
     pub url: String,

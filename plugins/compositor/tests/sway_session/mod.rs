@@ -171,6 +171,30 @@ impl SwaySession {
         );
     }
 
+    /// Start `foot --app-id <app_id> --title <title>` as a window of this session and wait
+    /// until sway shows a window of that app_id with that title (a fake browser window
+    /// showing a page, say).
+    pub fn open_window_titled(&mut self, app_id: &str, title: &str) {
+        let mut cmd = self.command(
+            "foot",
+            &[("WAYLAND_DISPLAY", "wayland-1"), ("SHELL", "/bin/sh")],
+        );
+        cmd.args(["--app-id", app_id, "--title", title])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        self.windows.push(cmd.spawn().expect("start foot"));
+        let found = poll(Duration::from_secs(10), || {
+            self.views()
+                .into_iter()
+                .find(|(n, _)| n["app_id"] == app_id && n["name"] == title)
+        });
+        assert!(
+            found.is_some(),
+            "foot --app-id {app_id} --title {title:?} did not show a window in 10 s"
+        );
+    }
+
     /// `swaymsg -r <args>` as JSON, `None` when it failed.
     pub fn try_msg(&self, args: &[&str]) -> Option<Value> {
         let out = Command::new("swaymsg")
