@@ -199,7 +199,7 @@ async fn a_dry_run_shows_the_plan_and_the_plugins_answer_and_opens_nothing() {
     assert_eq!(steps[0]["op"], "ensure_url", "{run}");
     assert_eq!(
         steps[0]["args"],
-        json!({"url": "https://www.youtube.com"}),
+        json!({"url": "https://www.youtube.com", "site": "YouTube"}),
         "{run}"
     );
     let results = outcome["results"].as_array().expect("results");

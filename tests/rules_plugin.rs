@@ -92,7 +92,7 @@ async fn plans_sites_apps_and_media_keys() {
     let result = plan(&plugin, "go to example.com").await;
     assert_eq!(
         only_step(&result)["args"],
-        json!({"url": "https://example.com"})
+        json!({"url": "https://example.com", "site": "example.com"})
     );
     assert_eq!(result["rule"], "open_domain");
 
