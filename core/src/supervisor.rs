@@ -1589,7 +1589,20 @@ async fn log_stderr(
     let mut truncated = false;
     let mut chunk = [0u8; 4096];
     let emit = |line: &mut Vec<u8>, truncated: &mut bool| {
-        let mut text = String::from_utf8_lossy(line).into_owned();
+        // A plugin's stderr may quote what it read (a window title, a compositor's bytes):
+        // control characters are escaped so a log viewer shows them instead of obeying them.
+        let mut text: String = String::from_utf8_lossy(line)
+            .chars()
+            .flat_map(|c| {
+                let escape = c.is_control() && c != '\t';
+                let shown: Vec<char> = if escape {
+                    c.escape_default().collect()
+                } else {
+                    vec![c]
+                };
+                shown
+            })
+            .collect();
         if *truncated {
             text.push_str(" [line truncated]");
         }

@@ -78,7 +78,7 @@ pub async fn run(args: &Args, config: Option<PathBuf>, socket: Option<&Path>) ->
 }
 
 fn failed(e: &ErrorObject) -> u8 {
-    eprintln!("utter context: {} [{}]", e.message, e.code);
+    eprintln!("utter context: {} [{}]", sanitize(&e.message), e.code);
     exit::NOT_DONE
 }
 

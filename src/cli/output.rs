@@ -87,16 +87,58 @@ fn sorted(value: &impl Serialize) -> Value {
     serde_json::to_value(value).unwrap_or_default()
 }
 
-/// Control characters from plugins or utterances are shown escaped, so nothing printed can
-/// move the cursor or fake another line.
+/// The most characters of one piece of text from a plugin or the desktop printed on a line;
+/// the rest is cut with a note (the whole text is in `--json`).
+pub const MAX_PRINTED_CHARS: usize = 2000;
+
+/// Whether `c` changes how the text around it is shown without being visible itself:
+/// bidirectional embeddings, overrides and isolates (Unicode UAX #9: U+202A–U+202E,
+/// U+2066–U+2069, U+200E/U+200F, U+061C) and zero-width characters (U+200B–U+200D, U+2060,
+/// U+FEFF). A window title could otherwise print reversed or hide words.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c,
+        '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}'
+        | '\u{061C}' | '\u{FEFF}')
+}
+
+/// Text from plugins, the desktop (window titles) or utterances as it is safe to print:
+/// control characters (C0 and C1) and invisible formatting characters are shown escaped
+/// (`\u{1b}`), so nothing printed can move the cursor, fake another line or reorder what is
+/// shown; more than [`MAX_PRINTED_CHARS`] characters are cut with a note.
 pub fn sanitize(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
+    let mut out = String::with_capacity(text.len().min(MAX_PRINTED_CHARS + 64));
+    for (i, c) in text.chars().enumerate() {
+        if i == MAX_PRINTED_CHARS {
+            let rest = text.chars().count() - i;
+            out.push_str(&format!("… ({rest} more characters; see --json)"));
+            break;
+        }
+        if c.is_control() || is_invisible_format(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sanitize_escapes_controls_and_invisible_formatting_and_cuts_long_text() {
+        assert_eq!(sanitize("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(sanitize("x\u{9b}y"), "x\\u{9b}y");
+        assert_eq!(sanitize("evil\u{202e}txt.exe"), "evil\\u{202e}txt.exe");
+        assert_eq!(sanitize("hid\u{200b}den"), "hid\\u{200b}den");
+        assert_eq!(sanitize("Grüße, 日本"), "Grüße, 日本");
+        let long = "y".repeat(MAX_PRINTED_CHARS + 10);
+        let shown = sanitize(&long);
+        assert!(shown.starts_with(&"y".repeat(MAX_PRINTED_CHARS)));
+        assert!(
+            shown.ends_with("(10 more characters; see --json)"),
+            "{shown}"
+        );
+    }
 }

@@ -110,7 +110,7 @@ async fn local(mut loaded: LoadedConfig, config_path: Option<PathBuf>, args: &Ar
             if args.json {
                 out!("{}", json!({"utterance": args.utterance(), "error": e}));
             }
-            eprintln!("utter say: {} [{}]", e.message, e.code);
+            eprintln!("utter say: {} [{}]", sanitize(&e.message), e.code);
             for plugin in runner.plugins().iter().filter(|p| !p.status.is_running()) {
                 eprintln!(
                     "  plugin {} is {}{}",
@@ -119,7 +119,7 @@ async fn local(mut loaded: LoadedConfig, config_path: Option<PathBuf>, args: &Ar
                     plugin
                         .last_error
                         .as_ref()
-                        .map(|e| format!(": {e}"))
+                        .map(|e| format!(": {}", sanitize(e)))
                         .unwrap_or_default()
                 );
             }
@@ -163,7 +163,7 @@ async fn remote(client: Client, args: &Args, explicit_config: bool) -> u8 {
             if args.json {
                 out!("{}", json!({"utterance": args.utterance(), "error": e}));
             }
-            eprintln!("utter say: {} [{}]", e.message, e.code);
+            eprintln!("utter say: {} [{}]", sanitize(&e.message), e.code);
             if e.kind() == ErrorCode::InvalidParams {
                 exit::USAGE
             } else {
