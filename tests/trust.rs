@@ -1740,5 +1740,24 @@ async fn every_plan_is_made_in_the_live_context_and_read_again_after_each_acting
     let rec = records(&f.path("rec"));
     let plan = rec.iter().rfind(|m| m["method"] == "router.plan").unwrap();
     assert!(plan["params"].get("context").is_none(), "{plan}");
+
+    // A snapshot that is not an object is not handed to the router as a desktop.
+    std::fs::write(f.path("ctx.json"), "\"a desktop, honestly\"").unwrap();
+    let out = r
+        .command("open three sites", &CommandOptions::default(), None)
+        .await
+        .expect("the command runs without a context");
+    assert!(out.all_ok(), "{out:?}");
+    let rec = records(&f.path("rec"));
+    let plan = rec.iter().rfind(|m| m["method"] == "router.plan").unwrap();
+    assert!(plan["params"].get("context").is_none(), "{plan}");
+    let status = r.status().context.expect("a context status");
+    assert!(
+        status
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("not an object")),
+        "{status:?}"
+    );
     r.shutdown().await;
 }

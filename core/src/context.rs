@@ -80,7 +80,8 @@ impl Context {
     }
 
     /// Ask the context plugin for its snapshot, within `timeout` (clamped to
-    /// [`READ_TIMEOUT`]). The request carries provenance `screen`: what the plugin serves
+    /// [`READ_TIMEOUT`]). A snapshot must be a JSON object; anything else counts as a
+    /// failed read (routers are not handed a string where a desktop should be). The request carries provenance `screen`: what the plugin serves
     /// describes the screen. A plugin that is `exclude` is not asked (a plugin reading the
     /// context through `host.context` is not asked for its own).
     pub async fn read(
@@ -105,6 +106,23 @@ impl Context {
             )
             .await
         {
+            Ok(snapshot) if !snapshot.is_object() => {
+                let error = format!(
+                    "context.snapshot answered {}, not an object; ignored",
+                    match snapshot {
+                        Value::Null => "null",
+                        Value::Bool(_) => "a boolean",
+                        Value::Number(_) => "a number",
+                        Value::String(_) => "a string",
+                        Value::Array(_) => "an array",
+                        Value::Object(_) => "an object",
+                    }
+                );
+                tracing::info!(plugin = %source, "{error}");
+                *self.last_error.lock().expect("context lock") =
+                    Some((source.clone(), error.clone()));
+                ContextRead::Failed { source, error }
+            }
             Ok(snapshot) => {
                 *self.last.lock().expect("context lock") = Some((source.clone(), snapshot.clone()));
                 *self.last_error.lock().expect("context lock") = None;
