@@ -86,9 +86,16 @@ pub fn print_state(state: &PttState) {
         state.min_hold_ms,
         state.max_hold_ms
     );
+    let width = state
+        .triggers
+        .iter()
+        .map(|t| t.trigger.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(7, 24);
     for t in &state.triggers {
         out!(
-            "  {:<7} {:<13} {}",
+            "  {:<width$} {:<13} {}",
             sanitize(&t.trigger),
             sanitize(&t.state),
             sanitize(&t.detail)
