@@ -5,12 +5,15 @@
 //! planned on sway) and the `app_id` of each window (so that "switch to foot" can focus a
 //! window of an application that has no desktop entry). Titles, which whatever runs in a
 //! window writes, are never read at all. Everything else in the snapshot is ignored, so a
-//! newer snapshot with more fields still plans.
+//! newer snapshot with more fields still plans. Of a long window list only the first
+//! [`MAX_WINDOWS`] are read, and a context of the wrong shape is planned without
+//! ([`Context::from_param_or_none`]): the snapshot is a context plugin's work, passed on by
+//! the runner unchecked, and an odd one is no reason to refuse an utterance.
 
 use crate::text::compact;
 use utter_protocol::serde_json::Value;
 
-/// The most windows a context may list; a bigger one is refused as malformed.
+/// The most windows of a context read; the windows after the first this many are ignored.
 pub const MAX_WINDOWS: usize = 4096;
 
 /// The longest `app_id` considered; longer ones are skipped (no real application has one).
@@ -38,10 +41,24 @@ fn kind(value: &Value) -> &'static str {
 }
 
 impl Context {
-    /// Read `params.context`. Absent or `null` is no context (`Ok(None)`). Otherwise it must
-    /// be an object; `compositor` an object or null, with a string `name`; `focused` a window
-    /// object or null; `windows` an array (at most [`MAX_WINDOWS`]) of window objects or
-    /// null; a window's `app_id` a string or null. The error says which field is wrong.
+    /// Read `params.context` for planning: [`Context::from_param`], with a context of the
+    /// wrong shape taken as no context. The second value says why a context that was sent
+    /// is not used (`context.windows[3].app_id must be …`), for the plan's message.
+    ///
+    /// The context is whatever a context plugin produced, passed on by the runner unchecked:
+    /// an odd one must not stop the router from planning what needs no context at all.
+    pub fn from_param_or_none(value: Option<&Value>) -> (Option<Context>, Option<String>) {
+        match Context::from_param(value) {
+            Ok(context) => (context, None),
+            Err(problem) => (None, Some(problem)),
+        }
+    }
+
+    /// Read `params.context` strictly. Absent or `null` is no context (`Ok(None)`). Otherwise
+    /// it must be an object; `compositor` an object or null, with a string `name`; `focused`
+    /// a window object or null; `windows` an array of window objects or null, of which the
+    /// first [`MAX_WINDOWS`] are read and the rest ignored; a window's `app_id` a string or
+    /// null. The error says which field is wrong.
     pub fn from_param(value: Option<&Value>) -> Result<Option<Context>, String> {
         let object = match value {
             None | Some(Value::Null) => return Ok(None),
@@ -105,13 +122,7 @@ impl Context {
         match object.get("windows") {
             None | Some(Value::Null) => {}
             Some(Value::Array(windows)) => {
-                if windows.len() > MAX_WINDOWS {
-                    return Err(format!(
-                        "context.windows lists {} windows; at most {MAX_WINDOWS} are accepted",
-                        windows.len()
-                    ));
-                }
-                for (i, window) in windows.iter().enumerate() {
+                for (i, window) in windows.iter().take(MAX_WINDOWS).enumerate() {
                     add(window, &format!("context.windows[{i}]"))?;
                 }
             }
@@ -136,19 +147,53 @@ impl Context {
             .is_none_or(|name| name == "niri")
     }
 
-    /// The `app_id` of a window whose whole app_id is `spoken` (a normalised name) once case,
-    /// spaces, dashes and dots are ignored: "foot" finds `foot`, "gnome terminal" finds
-    /// `Gnome-Terminal` but not `gnome-terminal-server`. The first such window decides.
+    /// The `app_id` of a window whose whole app_id is `spoken` (a normalised name), the
+    /// likest first: the same text, else the same up to case, else the same once case,
+    /// spaces, dashes and dots are ignored. "foot" finds `foot`, "gnome terminal" finds
+    /// `Gnome-Terminal` but not `gnome-terminal-server`, and "xx" finds `xx` before `X-X`.
+    /// The first window of the likest kind decides.
     pub fn window_app(&self, spoken: &str) -> Option<&str> {
-        let wanted = compact(&spoken.to_lowercase());
+        Likeness::ALL
+            .into_iter()
+            .find_map(|likeness| self.window_app_as(spoken, likeness))
+    }
+
+    /// The `app_id` of the first window whose app_id is `spoken` as alike as `likeness`
+    /// says. An app_id with no letter or digit left once spaces, dashes and dots are
+    /// dropped (`"."`, `"--"`) names nothing and is never found, nor is anything for a
+    /// `spoken` of that kind.
+    pub fn window_app_as(&self, spoken: &str, likeness: Likeness) -> Option<&str> {
+        let lower = spoken.to_lowercase();
+        let wanted = compact(&lower);
         if wanted.is_empty() {
             return None;
         }
         self.app_ids
             .iter()
-            .find(|id| compact(&id.to_lowercase()) == wanted)
+            .filter(|id| !compact(id).is_empty())
+            .find(|id| match likeness {
+                Likeness::Same => id.as_str() == spoken,
+                Likeness::Case => id.to_lowercase() == lower,
+                Likeness::Loose => compact(&id.to_lowercase()) == wanted,
+            })
             .map(String::as_str)
     }
+}
+
+/// How alike a window's `app_id` and a spoken name must be, for [`Context::window_app_as`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Likeness {
+    /// Byte for byte the same.
+    Same,
+    /// The same up to case.
+    Case,
+    /// The same once case, spaces, dashes and dots are ignored.
+    Loose,
+}
+
+impl Likeness {
+    /// All kinds, the likest first.
+    pub const ALL: [Likeness; 3] = [Likeness::Same, Likeness::Case, Likeness::Loose];
 }
 
 #[cfg(test)]
@@ -229,8 +274,53 @@ mod tests {
             let err = Context::from_param(Some(&value)).expect_err("refused");
             assert!(err.contains(wanted), "{value}: {err}");
         }
-        let many: Vec<Value> = (0..=MAX_WINDOWS).map(|i| json!({"id": i})).collect();
-        let err = Context::from_param(Some(&json!({"windows": many}))).expect_err("too many");
-        assert!(err.contains("at most"), "{err}");
+        // Leniently, each of them is no context, and says why.
+        for value in [
+            json!("niri"),
+            json!({"compositor": 7}),
+            json!({"windows": 3}),
+        ] {
+            let (context, problem) = Context::from_param_or_none(Some(&value));
+            assert_eq!(context, None, "{value}");
+            assert!(problem.expect("a reason").contains("context"), "{value}");
+        }
+        assert_eq!(Context::from_param_or_none(None), (None, None));
+    }
+
+    #[test]
+    fn only_the_first_windows_are_read() {
+        let mut many: Vec<Value> = (0..MAX_WINDOWS + 904)
+            .map(|i| json!({"id": i, "app_id": format!("app{i}")}))
+            .collect();
+        // Past the limit even a malformed window is not looked at.
+        many.push(json!(5));
+        let context = Context::from_param(Some(&json!({"windows": many})))
+            .expect("read")
+            .expect("a context");
+        assert_eq!(context.app_ids.len(), MAX_WINDOWS);
+        assert_eq!(context.window_app("app0"), Some("app0"));
+        assert_eq!(context.window_app("app4095"), Some("app4095"));
+        assert_eq!(context.window_app("app4096"), None);
+    }
+
+    #[test]
+    fn the_likest_app_id_wins() {
+        let ids = |ids: &[&str]| Context {
+            compositor: None,
+            app_ids: ids.iter().map(|s| s.to_string()).collect(),
+        };
+        let context = ids(&["x.x", "X-X", "XX", "xx"]);
+        assert_eq!(context.window_app("xx"), Some("xx"));
+        assert_eq!(ids(&["x.x", "X-X", "XX"]).window_app("xx"), Some("XX"));
+        assert_eq!(ids(&["x.x", "X-X"]).window_app("xx"), Some("x.x"));
+        assert_eq!(ids(&["X-X", "x.x"]).window_app("xx"), Some("X-X"));
+        // An app_id of nothing but separators names nothing.
+        let empty = ids(&[".", "--", " . "]);
+        for spoken in [".", "--", "", " "] {
+            for likeness in Likeness::ALL {
+                assert_eq!(empty.window_app_as(spoken, likeness), None, "{spoken:?}");
+            }
+        }
+        assert_eq!(empty.window_app("foot"), None);
     }
 }

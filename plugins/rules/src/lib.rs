@@ -18,12 +18,18 @@
 //!
 //! The compositor phrases are built in (`data/compositor-phrases.toml`). The user's niri
 //! config is read at start and again whenever its modification time, size or inode changed,
-//! looked at (one `stat`) at most once per plan and once per health check; a broken config
-//! turns the plugin's health `degraded` with `file:line:column` and is logged on stderr, and
-//! planning goes on with the curated phrases (see [`niri_config`]).
+//! looked at (one `stat`) at most once per plan and once per health check. It is read and
+//! parsed in the background: the handshake never waits for it, and a plan waits at most a
+//! second before it goes on with the previous version's bindings. A broken, oversized or
+//! too deeply nested config turns the plugin's health `degraded` with `file:line:column`
+//! and is logged on stderr, and planning goes on with the curated phrases (see
+//! [`niri_config`]).
 //!
 //! `params.context`, when present, is the compositor plugin's snapshot; see [`context`] for
-//! what is read from it (never a window title).
+//! what is read from it (never a window title). The runner passes it on as a context plugin
+//! made it, so a context of the wrong shape is not refused: the plan is made without it,
+//! and an empty plan of a focus or close phrase says that the context was not used and why.
+//! Only a bad utterance or provenance is invalid params (`-32602`).
 //!
 //! Module map: [`text`] normalises utterances, [`numbers`] turns spoken numbers into digits,
 //! [`sites`] loads the site catalog, [`apps`] finds installed applications, [`phrases`]
@@ -51,6 +57,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 use utter_protocol::ErrorObject;
 use utter_protocol::handshake::{HealthResult, HealthStatus};
 use utter_protocol::plugin::{self, Call, Handler};
@@ -63,6 +70,14 @@ const PLAN: &str = "router.plan";
 
 /// The longest utterance planned, in bytes; a longer one is refused as invalid params.
 pub const MAX_UTTERANCE: usize = 4096;
+
+/// How long a plan that needs the niri bindings waits for a changed config to be read; after
+/// that it plans with the previous version's (see [`BindsSource::current`]).
+const PLAN_WAIT: Duration = Duration::from_secs(1);
+
+/// How long a health check waits for the niri config to be read; after that it reports the
+/// read as still going on. Short: the runner's handshake asks for health right away.
+const HEALTH_WAIT: Duration = Duration::from_millis(500);
 
 /// What a request shares: the catalog and the curated phrases, fixed at start, the
 /// application scanner and the user's niri bindings.
@@ -108,7 +123,7 @@ struct LazyBinds<'a> {
 
 impl BindsLookup for LazyBinds<'_> {
     fn lookup(&self, canonical: &str) -> Option<(Arc<NiriAction>, Option<u32>)> {
-        let binds = self.binds.get_or_init(|| self.source.current());
+        let binds = self.binds.get_or_init(|| self.source.current(PLAN_WAIT));
         binds.table.lookup(canonical)
     }
 }
@@ -117,7 +132,10 @@ impl BindsLookup for LazyBinds<'_> {
 struct PlanRequest {
     utterance: String,
     provenance: String,
+    /// `params.context`, when it had the snapshot's shape.
     context: Option<Context>,
+    /// Why a context that was sent is not used, when it had another shape.
+    context_ignored: Option<String>,
 }
 
 impl PlanRequest {
@@ -157,12 +175,14 @@ impl PlanRequest {
                 )));
             }
         };
-        let context = Context::from_param(params.get("context"))
-            .map_err(|e| ErrorObject::invalid_params(format!("router.plan: {e}")))?;
+        // The context comes from a context plugin, passed on unchecked by the runner: one of
+        // the wrong shape is no context, not a reason to refuse the utterance.
+        let (context, context_ignored) = Context::from_param_or_none(params.get("context"));
         Ok(PlanRequest {
             utterance,
             provenance,
             context,
+            context_ignored,
         })
     }
 }
@@ -224,13 +244,25 @@ impl State {
                 "rule": rule,
                 "message": message,
             }),
-            None => json!({
-                "steps": [],
-                "rule": null,
-                "message": rules::explain(text, &sources).unwrap_or_else(|| {
-                    format!("no rule matched \"{}\"", request.utterance)
-                }),
-            }),
+            None => {
+                let mut message = rules::explain(text, &sources)
+                    .unwrap_or_else(|| format!("no rule matched \"{}\"", request.utterance));
+                // Said only when the context could have made a difference: a window to focus
+                // or close.
+                if let Some(problem) = &request.context_ignored
+                    && rules::names_a_window(text, &self.curated)
+                {
+                    message.push_str(&format!(
+                        " (the request's desktop context was not used, so no open window was \
+                         looked at: {problem})"
+                    ));
+                }
+                json!({
+                    "steps": [],
+                    "rule": null,
+                    "message": message,
+                })
+            }
         }
     }
 }
@@ -246,22 +278,29 @@ impl Handler for RulesRouter {
 
     async fn health(&self) -> HealthResult {
         let state = self.state.clone();
-        let looked =
-            tokio::task::spawn_blocking(move || (state.apps.apps().len(), state.binds.current()))
-                .await;
+        let looked = tokio::task::spawn_blocking(move || {
+            let binds = state.binds.current(HEALTH_WAIT);
+            (state.apps.apps().len(), binds, state.binds.loading())
+        })
+        .await;
         let mut health = HealthResult::ok();
         match looked {
-            Ok((count, binds)) => {
+            Ok((count, binds, loading)) => {
                 if binds.problem.is_some() {
                     health.status = HealthStatus::Degraded;
                 }
                 health.detail = format!(
-                    "{} from {}, {}, {}; {}",
+                    "{} from {}, {}, {}; {}{}",
                     plural(self.state.catalog.sites().len(), "site"),
                     self.state.catalog.source(),
                     plural(count, "application"),
                     plural(self.state.curated.table.len(), "compositor phrase"),
                     binds.summary(),
+                    if loading && !binds.pending {
+                        "; a changed niri config is being read"
+                    } else {
+                        ""
+                    },
                 );
             }
             Err(e) => {
@@ -409,8 +448,9 @@ where
         }
     };
     let binds = BindsSource::new(niri_config::default_config_path());
-    // Read at start, so that a broken config is reported right away.
-    let _ = binds.current();
+    // Start reading it now, in the background, so that a broken config is reported right
+    // away; the handshake does not wait for it.
+    let _ = binds.current(Duration::ZERO);
     let state = State {
         catalog,
         apps: AppScanner::new(apps::application_dirs()),
@@ -564,14 +604,57 @@ mod tests {
             json!({"utterance": ["open", "youtube"]}),
             json!({"utterance": "pause", "provenance": 1}),
             json!({"utterance": "pause", "provenance": ""}),
-            json!({"utterance": "pause", "context": "niri"}),
-            json!({"utterance": "pause", "context": {"windows": 3}}),
             json!({"utterance": "x".repeat(MAX_UTTERANCE + 1)}),
         ] {
             let err = plan(params.clone()).expect_err("refused");
             assert_eq!(err.code, -32602, "{params}");
             assert!(err.message.contains("router.plan"), "{}", err.message);
         }
+    }
+
+    #[test]
+    fn an_odd_context_is_no_context() {
+        let many: Vec<Value> = (0..5000)
+            .map(|i| json!({"app_id": format!("a{i}")}))
+            .collect();
+        for context in [
+            json!("niri"),
+            json!({"compositor": 7}),
+            json!({"windows": 3}),
+            json!({"windows": [{"app_id": ["x"]}]}),
+            json!({"windows": many}),
+        ] {
+            let result =
+                plan(json!({"utterance": "workspace two", "context": context})).expect("planned");
+            assert_eq!(
+                result["steps"][0]["args"],
+                json!({"command": "focus-workspace", "args": [2]}),
+                "{context}"
+            );
+            // Nothing about the context when the utterance did not need it.
+            assert!(!result["message"].as_str().unwrap().contains("context"));
+        }
+        // The windows after the first 4096 are not read; the first ones are.
+        let many: Vec<Value> = (0..5000)
+            .map(|i| json!({"app_id": format!("a{i}")}))
+            .collect();
+        let result = plan(json!({"utterance": "switch to a4000", "context": {"windows": many}}))
+            .expect("planned");
+        assert_eq!(result["steps"][0]["args"], json!({"app": "a4000"}));
+        // A focus phrase that fell through says the context was not used, and why.
+        let result = plan(json!({
+            "utterance": "switch to foot",
+            "context": {"compositor": 7, "windows": [{"app_id": "foot"}]},
+        }))
+        .expect("planned");
+        assert_eq!(result["steps"], json!([]));
+        let message = result["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("no installed application or open window is called \"foot\"")
+                && message.contains("context was not used")
+                && message.contains("context.compositor must be"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -24,26 +24,41 @@
 //! `confirm: true`, as the curated phrase for the same action does.
 //!
 //! [`BindsSource`] checks the file's modification time, size and inode at most once per plan
-//! (one `stat`) and parses it again only when one of them changed; it is also read when the
-//! plugin starts. A missing file means no phrases, silently. A file that cannot be read or
-//! parsed is logged once per change, with `file:line:column`, and reported by
-//! [`Binds::problem`] (the plugin's health turns `degraded`); meanwhile the phrases of the
-//! last good version stay in use, as niri itself keeps running its last good config.
+//! (one `stat`) and parses it again only when one of them changed; the first read starts
+//! when the plugin starts. Reading and parsing happen on a thread of their own, and a plan
+//! or a health check waits for them only a moment: until they are done, the phrases of the
+//! previous version (none at first) are used, so a slow parse never holds up the handshake.
+//! A missing file means no phrases, silently. A file that cannot be read or parsed is logged
+//! once per change, with `file:line:column`, and reported by [`Binds::problem`] (the
+//! plugin's health turns `degraded`); meanwhile the phrases of the last good version stay in
+//! use, as niri itself keeps running its last good config.
+//!
+//! Hostile files: a file larger than [`MAX_FILE`] is not read, and one nested deeper than
+//! [`MAX_DEPTH`] is not parsed (the KDL parser recurses once per level, so a few thousand
+//! levels would overflow its stack and abort the plugin); both are problems as above.
 
 use crate::phrases::{NiriAction, PhraseTable, canonical, is_action_name, is_destructive};
 use crate::text::{column_of, line_of, normalize};
 use kdl::{KdlDocument, KdlNode, KdlValue};
+use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
 use utter_protocol::serde_json::{Map, Number, Value, json};
 
 /// The variable naming the niri config, as niri itself reads it.
 pub const NIRI_CONFIG_ENV: &str = "NIRI_CONFIG";
 
-/// The largest config read; niri configs are a few kilobytes.
-const MAX_FILE: u64 = 4 * 1024 * 1024;
+/// The largest config read, in bytes. A niri config is usually under 50 KB (niri's own
+/// default config is about 20 KB); this is ten times more than any real one, and small
+/// enough that parsing it takes no longer than a moment.
+pub const MAX_FILE: u64 = 512 * 1024;
+
+/// The deepest nesting of `{ }` blocks (and `/* */` comments) parsed. The KDL parser
+/// recurses once per level, so a file nested thousands of levels deep would overflow its
+/// stack; a niri config nests four or five levels.
+pub const MAX_DEPTH: usize = 32;
 
 /// The most bindings turned into phrases.
 const MAX_BINDS: usize = 2000;
@@ -84,6 +99,8 @@ pub struct Binds {
     pub path: Option<PathBuf>,
     /// False when the file does not exist (or no path is known).
     pub exists: bool,
+    /// True before the first read of the file is done: nothing is known about it yet.
+    pub pending: bool,
 }
 
 impl Binds {
@@ -91,6 +108,9 @@ impl Binds {
     pub fn summary(&self) -> String {
         match (&self.path, &self.problem, self.exists) {
             (None, _, _) => "no niri config path".to_owned(),
+            (Some(path), _, _) if self.pending => {
+                format!("niri config {} still being read", path.display())
+            }
             (_, Some(problem), _) => format!("niri config unusable: {problem}"),
             (Some(path), None, false) => format!("no niri config at {}", path.display()),
             (Some(path), None, true) => format!(
@@ -116,28 +136,110 @@ struct Stamp {
     device: u64,
 }
 
-impl Stamp {
-    fn of(path: &Path) -> Option<Stamp> {
-        let meta = std::fs::metadata(path).ok()?;
-        Some(Stamp {
-            modified: meta.modified().ok(),
-            len: meta.len(),
-            inode: meta.ino(),
-            device: meta.dev(),
-        })
+/// What one `stat` of the config path found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    /// Nothing there (`ENOENT`, also a dangling symlink): no phrases, and no problem.
+    Missing,
+    /// The path cannot even be looked at (a symlink loop, a directory without permission on
+    /// the way): the OS error, reported as a problem.
+    Unreadable(String),
+    /// Something is there; reading it tells whether it can be used.
+    Found(Stamp),
+}
+
+impl Seen {
+    fn of(path: &Path) -> Seen {
+        match std::fs::metadata(path) {
+            Ok(meta) => Seen::Found(Stamp {
+                modified: meta.modified().ok(),
+                len: meta.len(),
+                inode: meta.ino(),
+                device: meta.dev(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Seen::Missing,
+            Err(e) => Seen::Unreadable(e.to_string()),
+        }
     }
 }
 
+/// The cached state of one [`BindsSource`], behind its mutex.
 struct Cached {
-    /// `None` before the first look; `Some(None)` when the file was missing.
-    stamp: Option<Option<Stamp>>,
+    /// What the bindings in `binds` were made from; `None` before the first look.
+    seen: Option<Seen>,
     binds: Arc<Binds>,
+    /// The version a loader thread is reading now, if one runs.
+    loading: Option<Seen>,
 }
 
-/// The user's niri bindings, re-read when the file changes.
-pub struct BindsSource {
-    path: Option<PathBuf>,
+/// The part of a [`BindsSource`] its loader threads share.
+struct Shared {
+    path: PathBuf,
     cache: Mutex<Cached>,
+    /// Signalled whenever a loader thread stores its result.
+    loaded: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Cached> {
+        // The cache is replaced field by field under the lock and never left half-written
+        // by a panic (nothing in between can panic), so a poisoned lock is still good.
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Store the outcome of reading version `seen`: the new phrases, or the problem with the
+    /// last good phrases kept.
+    fn store(&self, cache: &mut Cached, seen: Seen, outcome: Result<(PhraseTable, usize), String>) {
+        let path = Some(self.path.clone());
+        let binds = match outcome {
+            Ok((table, count)) => Binds {
+                table,
+                count,
+                problem: None,
+                path,
+                exists: true,
+                pending: false,
+            },
+            Err(problem) => {
+                tracing::warn!(
+                    "{problem}; the compositor phrases of the niri bindings {}",
+                    if cache.binds.count > 0 {
+                        "stay as they were"
+                    } else {
+                        "are not available"
+                    }
+                );
+                let last = &cache.binds;
+                Binds {
+                    table: last.table.clone(),
+                    count: last.count,
+                    problem: Some(problem),
+                    path,
+                    exists: !matches!(seen, Seen::Missing),
+                    pending: false,
+                }
+            }
+        };
+        cache.seen = Some(seen);
+        cache.binds = Arc::new(binds);
+    }
+}
+
+/// The stack of a loader thread. The KDL parser (with its KDL v1 fallback) takes tens of
+/// kilobytes of stack per level of nesting in a debug build: [`MAX_DEPTH`] levels fit in
+/// the 2 MiB of an ordinary thread, twice as many do not. This is thirty times that, a
+/// second line of defence should the nesting check ever miss a way to nest. It is address
+/// space, not memory: only the pages the parser touches are ever allocated.
+const LOADER_STACK: usize = 64 * 1024 * 1024;
+
+/// The user's niri bindings, re-read when the file changes.
+///
+/// The file is read and parsed on a thread of its own (with a large stack, see
+/// `LOADER_STACK`), never on the caller's: [`BindsSource::current`] waits for that thread
+/// at most as long as it is told to, and otherwise answers with the phrases of the previous
+/// version, so a slow parse never holds up the plugin's handshake or a plan.
+pub struct BindsSource {
+    shared: Option<Arc<Shared>>,
 }
 
 impl BindsSource {
@@ -145,86 +247,139 @@ impl BindsSource {
     /// until [`Self::current`].
     pub fn new(path: Option<PathBuf>) -> BindsSource {
         BindsSource {
-            path: path.clone(),
-            cache: Mutex::new(Cached {
-                stamp: None,
-                binds: Arc::new(Binds {
+            shared: path.map(|path| {
+                Arc::new(Shared {
+                    cache: Mutex::new(Cached {
+                        seen: None,
+                        binds: Arc::new(Binds {
+                            path: Some(path.clone()),
+                            pending: true,
+                            ..Binds::default()
+                        }),
+                        loading: None,
+                    }),
                     path,
-                    ..Binds::default()
-                }),
+                    loaded: Condvar::new(),
+                })
             }),
         }
     }
 
-    /// The bindings as of now: one `stat`, and a read and parse when the file changed since
-    /// the last call. Blocking file I/O.
-    pub fn current(&self) -> Arc<Binds> {
-        let Some(path) = &self.path else {
+    /// The bindings as of now: one `stat`, and when the file changed since the last look,
+    /// a read and parse on a loader thread, waited for at most `wait`. When the wait is
+    /// over first, the bindings of the previous version come back (none before the first
+    /// load) and the loader goes on; a later call picks its result up. `Duration::ZERO`
+    /// only starts the loader. Blocking (the `stat` and the wait).
+    pub fn current(&self, wait: Duration) -> Arc<Binds> {
+        let Some(shared) = &self.shared else {
             return Arc::new(Binds::default());
         };
-        let stamp = Stamp::of(path);
-        // The cache is replaced whole, so a poisoned lock holds nothing half-written.
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if cache.stamp == Some(stamp) {
-            return cache.binds.clone();
-        }
-        let binds = match stamp {
-            None => Binds {
-                path: Some(path.clone()),
-                ..Binds::default()
-            },
-            Some(_) => match load(path) {
-                Ok((table, count)) => Binds {
-                    table,
-                    count,
-                    problem: None,
-                    path: Some(path.clone()),
-                    exists: true,
-                },
-                Err(problem) => {
-                    tracing::warn!(
-                        "{problem}; the compositor phrases of the niri bindings {}",
-                        if cache.binds.count > 0 {
-                            "stay as they were"
-                        } else {
-                            "are not available"
-                        }
-                    );
-                    let last = &cache.binds;
-                    Binds {
-                        table: last.table.clone(),
-                        count: last.count,
-                        problem: Some(problem),
-                        path: Some(path.clone()),
-                        exists: true,
-                    }
+        let seen = Seen::of(&shared.path);
+        let deadline = Instant::now() + wait;
+        let mut cache = shared.lock();
+        loop {
+            if cache.seen.as_ref() == Some(&seen) {
+                return cache.binds.clone();
+            }
+            match &seen {
+                Seen::Missing => {
+                    cache.seen = Some(Seen::Missing);
+                    cache.binds = Arc::new(Binds {
+                        path: Some(shared.path.clone()),
+                        ..Binds::default()
+                    });
+                    return cache.binds.clone();
                 }
-            },
-        };
-        let binds = Arc::new(binds);
-        *cache = Cached {
-            stamp: Some(stamp),
-            binds: binds.clone(),
-        };
-        binds
+                Seen::Unreadable(error) => {
+                    let problem = format!("{}: unreadable: {error}", shared.path.display());
+                    shared.store(&mut cache, seen.clone(), Err(problem));
+                    return cache.binds.clone();
+                }
+                Seen::Found(_) => {}
+            }
+            // One loader at a time, so that an older version never lands after a newer one;
+            // when another version is being read, this one is read after it.
+            if cache.loading.is_none() {
+                cache.loading = Some(seen.clone());
+                if let Err(e) = spawn_loader(shared.clone(), seen.clone()) {
+                    cache.loading = None;
+                    let problem = format!(
+                        "{}: not read: no thread to read it on: {e}",
+                        shared.path.display()
+                    );
+                    shared.store(&mut cache, seen.clone(), Err(problem));
+                    return cache.binds.clone();
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return cache.binds.clone();
+            }
+            cache = shared
+                .loaded
+                .wait_timeout(cache, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// True while a loader thread is reading the file.
+    pub fn loading(&self) -> bool {
+        self.shared
+            .as_ref()
+            .is_some_and(|shared| shared.lock().loading.is_some())
     }
 }
 
-/// Read and parse the config into phrases; the error is `path:line:column: message`.
+/// Start a thread that reads version `seen` of the file and stores the outcome.
+fn spawn_loader(shared: Arc<Shared>, seen: Seen) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("niri-config".into())
+        .stack_size(LOADER_STACK)
+        .spawn(move || {
+            let outcome = load(&shared.path);
+            let mut cache = shared.lock();
+            cache.loading = None;
+            shared.store(&mut cache, seen, outcome);
+            drop(cache);
+            shared.loaded.notify_all();
+        })
+        .map(drop)
+}
+
+/// Read and parse the config into phrases; the error is `path:line:column: message`, or
+/// `path: message` when the file could not be read at all.
 fn load(path: &Path) -> Result<(PhraseTable, usize), String> {
     let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
+    let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: unreadable: {e}"))?;
     if !meta.is_file() {
         // A directory, a FIFO or a device (/dev/zero would never end).
         return Err(format!("{shown}: not a regular file"));
     }
+    let too_big = |len: u64| {
+        format!(
+            "{shown}: not read: {len} bytes is larger than {MAX_FILE} bytes ({} KiB); a niri \
+             config is usually under 50 KB",
+            MAX_FILE / 1024
+        )
+    };
     if meta.len() > MAX_FILE {
-        return Err(format!(
-            "{shown}: {} bytes is more than a niri config can be",
-            meta.len()
-        ));
+        return Err(too_big(meta.len()));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))?;
+    // Bounded again while reading: the file may grow after the stat.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_FILE + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("{shown}: unreadable: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE {
+        return Err(too_big(bytes.len() as u64));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{shown}: not UTF-8 text (at byte {})",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
     parse(&text).map_err(|(offset, message)| {
         format!(
             "{shown}:{}:{}: {message}",
@@ -234,8 +389,19 @@ fn load(path: &Path) -> Result<(PhraseTable, usize), String> {
     })
 }
 
-/// Parse config text; the error is a byte offset and a message.
+/// Parse config text; the error is a byte offset and a message. Text nested deeper than
+/// [`MAX_DEPTH`] is refused before the KDL parser sees it (see [`too_deep`]), so this is safe
+/// to call on any text and any thread.
 pub fn parse(text: &str) -> Result<(PhraseTable, usize), (usize, String)> {
+    if let Some(offset) = too_deep(text, MAX_DEPTH) {
+        return Err((
+            offset,
+            format!(
+                "blocks nested more than {MAX_DEPTH} levels deep (a niri config nests a few); \
+                 the file is not parsed"
+            ),
+        ));
+    }
     let document = KdlDocument::parse(text).map_err(|e| {
         let first = e.diagnostics.first();
         let offset = first.map_or(0, |d| d.span.offset());
@@ -274,6 +440,103 @@ pub fn parse(text: &str) -> Result<(PhraseTable, usize), (usize, String)> {
         count += usize::from(said);
     }
     Ok((table, count))
+}
+
+/// The byte offset of the first `{` (or `/*`) that opens level `limit + 1`, if `text` nests
+/// that deep.
+///
+/// One pass over the bytes, with just enough KDL to not count braces that are not blocks:
+/// quoted strings (`"..."`, with `\` escapes; a multi-line `"""` string reads as an empty
+/// string and a quoted one, which skips the same text), raw strings (`r"..."`, `r#"..."#` of
+/// KDL v1 and `#"..."#` of v2), `//` line comments and nested `/* */` block comments, whose
+/// levels count on top of the blocks around them (the parser recurses into those too). An
+/// unterminated string or comment runs to the end, as the parser would read it. It is not a
+/// validator: text it lets through may still be invalid KDL, which the parser then reports.
+pub fn too_deep(text: &str, limit: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let at = |i: usize| bytes.get(i).copied();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(byte) = at(i) {
+        match byte {
+            b'"' => {
+                i += 1;
+                while let Some(b) = at(i) {
+                    i += if b == b'\\' { 2 } else { 1 };
+                    if b == b'"' {
+                        break;
+                    }
+                }
+                continue;
+            }
+            b'/' if at(i + 1) == Some(b'/') => {
+                while at(i).is_some_and(|b| b != b'\n') {
+                    i += 1;
+                }
+                continue;
+            }
+            b'/' if at(i + 1) == Some(b'*') => {
+                let mut level = 0usize;
+                while let Some(b) = at(i) {
+                    if b == b'/' && at(i + 1) == Some(b'*') {
+                        level += 1;
+                        if depth + level > limit {
+                            return Some(i);
+                        }
+                        i += 2;
+                    } else if b == b'*' && at(i + 1) == Some(b'/') {
+                        level -= 1;
+                        i += 2;
+                        if level == 0 {
+                            break;
+                        }
+                    } else {
+                        i += 1;
+                    }
+                }
+                continue;
+            }
+            b'r' | b'#' => {
+                // `r` starts a raw string only where a value can start, not inside a name.
+                let starts = byte == b'#'
+                    || i == 0
+                    || matches!(bytes[i - 1], b'{' | b';' | b'=' | b'(' | b')')
+                    || bytes[i - 1].is_ascii_whitespace();
+                let mut j = i + usize::from(byte == b'r');
+                let hashes_from = j;
+                while at(j) == Some(b'#') {
+                    j += 1;
+                }
+                let hashes = j - hashes_from;
+                if starts && at(j) == Some(b'"') && (byte == b'r' || hashes > 0) {
+                    i = j + 1;
+                    while let Some(b) = at(i) {
+                        i += 1;
+                        let closes = bytes
+                            .get(i..i + hashes)
+                            .is_some_and(|h| h.iter().all(|&c| c == b'#'));
+                        if b == b'"' && closes {
+                            i += hashes;
+                            break;
+                        }
+                    }
+                    continue;
+                }
+                i = j.max(i + 1);
+                continue;
+            }
+            b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return Some(i);
+                }
+            }
+            b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// A KDL value as JSON (a float that JSON cannot hold is null).
@@ -362,6 +625,9 @@ fn spoken_forms(bind: &KdlNode, action_node: &KdlNode, action: &NiriAction) -> V
 mod tests {
     use super::*;
     use std::ffi::OsString;
+
+    /// Long enough for any test file to be read: the tests are not about timing.
+    const WAIT: Duration = Duration::from_secs(60);
 
     const CONFIG: &str = r#"
 input {
@@ -511,20 +777,20 @@ binds {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("config.kdl");
         let source = BindsSource::new(Some(path.clone()));
-        let missing = source.current();
+        let missing = source.current(WAIT);
         assert!(!missing.exists && missing.problem.is_none() && missing.table.is_empty());
 
         std::fs::write(&path, "binds { Mod+Q { close-window; }; }\n").expect("write");
-        let first = source.current();
+        let first = source.current(WAIT);
         assert_eq!((first.count, first.problem.as_deref()), (1, None));
         assert!(
-            Arc::ptr_eq(&first, &source.current()),
+            Arc::ptr_eq(&first, &source.current(WAIT)),
             "unchanged: not parsed again"
         );
 
         // Broken: a problem with file:line, and the last good phrases stay.
         std::fs::write(&path, "binds {\n  Mod+Q { close-window; }\n  Mod+W {\n").expect("write");
-        let broken = source.current();
+        let broken = source.current(WAIT);
         let problem = broken.problem.clone().expect("a problem");
         assert!(
             problem.starts_with(&format!("{}:", path.display())),
@@ -542,7 +808,7 @@ binds {
         );
 
         std::fs::write(&path, "binds {\n  Mod+O { toggle-overview; }\n}\n").expect("write");
-        let fixed = source.current();
+        let fixed = source.current(WAIT);
         assert!(fixed.problem.is_none());
         assert!(fixed.table.lookup("toggle overview").is_some());
         assert!(fixed.table.lookup("close window").is_none());
@@ -553,8 +819,118 @@ binds {
         );
 
         std::fs::remove_file(&path).expect("remove");
-        let gone = source.current();
+        let gone = source.current(WAIT);
         assert!(!gone.exists && gone.table.is_empty() && gone.problem.is_none());
-        assert!(BindsSource::new(None).current().table.is_empty());
+        assert!(BindsSource::new(None).current(WAIT).table.is_empty());
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_before_parsing_with_the_line() {
+        // One line, a thousand levels open: refused at the 33rd brace.
+        let text = "a {".repeat(1000);
+        let (offset, message) = parse(&text).expect_err("too deep");
+        assert_eq!((line_of(&text, offset), offset), (1, 32 * 3 + 2));
+        assert!(message.contains("more than 32 levels"), "{message}");
+        // Balanced, one level a line: the line where level 33 opens.
+        let mut text = String::new();
+        for _ in 0..300 {
+            text.push_str("a {\n");
+        }
+        for _ in 0..300 {
+            text.push_str("}\n");
+        }
+        let (offset, _) = parse(&text).expect_err("too deep");
+        assert_eq!(line_of(&text, offset), 33);
+        // Nested block comments count too.
+        let text = format!("binds {{\n{}\n", "/*".repeat(100));
+        let (offset, _) = parse(&text).expect_err("too deep");
+        assert_eq!(line_of(&text, offset), 2);
+        // Exactly the limit parses, on an ordinary thread's stack.
+        let text = format!("{}{}\n", "a {".repeat(MAX_DEPTH), "}".repeat(MAX_DEPTH));
+        parse(&text).expect("32 levels are fine");
+    }
+
+    #[test]
+    fn braces_in_strings_and_comments_are_not_blocks() {
+        let deep = "{".repeat(100);
+        for text in [
+            format!("a \"{deep}\"\n"),
+            format!("a \"\\\"{deep}\"\n"),
+            format!("// {deep}\nb 1\n"),
+            format!("/* {deep} */\nb 1\n"),
+            format!("/* /* {deep} */ */\nb 1\n"),
+            format!("a r\"{deep}\"\n"),
+            format!("a r#\"\"{deep}\"#\n"),
+            format!("a #\"\"{deep}\"#\n"),
+            format!("a ##\"\"#{deep}\"##\n"),
+            format!("a \"\"\"\n{deep}\n\"\"\"\n"),
+        ] {
+            assert_eq!(too_deep(&text, MAX_DEPTH), None, "{text}");
+        }
+        // Not raw strings: an `r` inside a name, `#true`.
+        assert_eq!(too_deep("Mod+r { a #true { b { }; }; }", 2), Some(20));
+        // After a string or comment closes, braces count again.
+        let text = format!("a \"x\" /* y */ {}", "{".repeat(40));
+        assert!(too_deep(&text, MAX_DEPTH).is_some());
+    }
+
+    #[test]
+    fn oversized_configs_are_not_read() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("config.kdl");
+        let line = "    Mod+1 { focus-workspace 1; }\n";
+        let text = format!("binds {{\n{}}}\n", line.repeat(1024 * 1024 / line.len()));
+        std::fs::write(&path, text).expect("write");
+        let binds = BindsSource::new(Some(path.clone())).current(WAIT);
+        let problem = binds.problem.clone().expect("refused");
+        assert!(
+            problem.starts_with(&format!("{}: ", path.display()))
+                && problem.contains("larger than 524288 bytes (512 KiB)")
+                && problem.contains("a niri config is usually under 50 KB"),
+            "{problem}"
+        );
+        assert!(binds.table.is_empty());
+    }
+
+    #[test]
+    fn a_symlink_loop_is_unreadable_not_missing() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("config.kdl");
+        std::os::unix::fs::symlink(&path, &path).expect("symlink to itself");
+        let binds = BindsSource::new(Some(path.clone())).current(WAIT);
+        let problem = binds.problem.clone().expect("a problem");
+        assert!(
+            problem.starts_with(&format!("{}: unreadable: ", path.display()))
+                && problem.contains("os error"),
+            "{problem}"
+        );
+        assert!(binds.summary().contains("unusable"), "{}", binds.summary());
+        // A dangling symlink is just no config.
+        let dangling = dir.path().join("dangling.kdl");
+        std::os::unix::fs::symlink(dir.path().join("nothing"), &dangling).expect("symlink");
+        let binds = BindsSource::new(Some(dangling)).current(WAIT);
+        assert!(binds.problem.is_none() && !binds.exists);
+    }
+
+    #[test]
+    fn reading_happens_in_the_background() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("config.kdl");
+        std::fs::write(&path, "binds { Mod+Q { close-window; }; }\n").expect("write");
+        let source = BindsSource::new(Some(path));
+        // No wait: the read is started and the placeholder comes back (unless the loader
+        // was quick enough to be done already).
+        let first = source.current(Duration::ZERO);
+        assert!(first.pending || first.count == 1);
+        if first.pending {
+            assert!(
+                first.summary().contains("still being read"),
+                "{}",
+                first.summary()
+            );
+        }
+        let done = source.current(WAIT);
+        assert_eq!((done.count, done.pending), (1, false));
+        assert!(!source.loading());
     }
 }

@@ -72,7 +72,7 @@
 //! `lib.rs` supplies the real ones.
 
 use crate::apps::{AppEntry, app_forms, find_app};
-use crate::context::Context;
+use crate::context::{Context, Likeness};
 use crate::numbers;
 use crate::phrases::{Curated, NiriAction, PhraseTable};
 use crate::sites::{Catalog, site_forms};
@@ -521,13 +521,30 @@ fn target_names(target: &str) -> Vec<&str> {
     names
 }
 
-/// The app_id of a context window that `target` names, if there is a context.
+/// The app_id of a context window that `target` names, if there is a context. A likelier
+/// match of any form of the name beats a looser one of another ([`Likeness`]): "xx" focuses
+/// the `xx` window before the `X-X` one, whichever comes first.
 fn window_named<'a>(target: &str, context: Option<&'a Context>) -> Option<&'a str> {
     let context = context?;
-    target_names(target)
+    let forms: Vec<String> = target_names(target)
         .into_iter()
         .flat_map(app_forms)
-        .find_map(|form| context.window_app(&form))
+        .collect();
+    Likeness::ALL.into_iter().find_map(|likeness| {
+        forms
+            .iter()
+            .find_map(|form| context.window_app_as(form, likeness))
+    })
+}
+
+/// True when `text` is a focus or close phrase ("switch to foot", "close foot"), whose
+/// target may be a window of the context.
+pub fn names_a_window(text: &str, curated: &Curated) -> bool {
+    curated
+        .focus_verbs
+        .iter()
+        .chain(&curated.close_verbs)
+        .any(|verb| strip_word_prefix(text, verb).is_some_and(|rest| !rest.is_empty()))
 }
 
 /// The installed application `target` names.
@@ -1247,6 +1264,34 @@ mod tests {
             run_with("open youtube", Some(&sway), &binds).map(|m| m.rule),
             Some("open_site")
         );
+    }
+
+    #[test]
+    fn an_exact_app_id_beats_a_looser_one() {
+        let binds = PhraseTable::new();
+        let focus = |windows: &[&str], utterance: &str| {
+            let windows: Vec<Value> = windows.iter().map(|id| json!({"app_id": id})).collect();
+            let ctx = context(json!({"windows": windows}));
+            run_with(utterance, Some(&ctx), &binds).map(|m| m.args)
+        };
+        let all = ["x.x", "X-X", "xx"];
+        assert_eq!(focus(&all, "switch to xx"), Some(json!({"app": "xx"})));
+        assert_eq!(focus(&all, "close xx"), Some(json!({"app": "xx"})));
+        assert_eq!(
+            focus(&["x.x", "XX"], "switch to xx"),
+            Some(json!({"app": "XX"}))
+        );
+        assert_eq!(
+            focus(&["x.x", "X-X"], "switch to xx"),
+            Some(json!({"app": "x.x"}))
+        );
+        // An exact match of the name without "window" beats a loose one of the whole target.
+        assert_eq!(
+            focus(&["Foot-Window", "foot"], "switch to foot window"),
+            Some(json!({"app": "foot"}))
+        );
+        // A window whose app_id is only separators is never a match.
+        assert_eq!(focus(&[".", "-", "..."], "switch to dot"), None);
     }
 
     #[test]

@@ -451,15 +451,29 @@ async fn hostile_input_gets_an_answer_and_the_plugin_keeps_serving() {
         json!({"compositor": "niri"}),
         json!({"compositor": {"name": ["niri"]}}),
     ] {
-        let err = plugin
-            .request(
-                "router.plan",
-                json!({"utterance": "switch to foot", "context": context}),
-            )
-            .await
-            .expect_err("a context of the wrong type");
-        assert_eq!(err.code, -32602, "{context}: {err:?}");
-        assert!(err.message.contains("context"), "{}", err.message);
+        // A context of the wrong shape is no context: the plan is made without it, and says
+        // so because "switch to" could have found a window in it.
+        let result = plan(
+            &plugin,
+            json!({"utterance": "switch to foot", "context": context}),
+        )
+        .await;
+        assert_eq!(result["steps"], json!([]), "{context}: {result}");
+        let message = result["message"].as_str().expect("message");
+        assert!(
+            message.contains("desktop context was not used") && message.contains("context"),
+            "{context}: {message}"
+        );
+        let result = plan(
+            &plugin,
+            json!({"utterance": "workspace two", "context": context}),
+        )
+        .await;
+        assert_eq!(
+            result["steps"][0]["args"],
+            json!({"command": "focus-workspace", "args": [2]}),
+            "{context}: {result}"
+        );
     }
 
     // Still serving, and a null context is no context.
@@ -478,4 +492,147 @@ async fn hostile_input_gets_an_answer_and_the_plugin_keeps_serving() {
         .await
         .expect("exits");
     assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test]
+async fn a_deeply_nested_config_is_refused_and_the_plugin_keeps_serving() {
+    let home = Home::new();
+    std::fs::write(home.niri_config(), "a {".repeat(1000)).expect("write config");
+    // The handshake (hello, describe, health) is answered: no stack overflow.
+    let plugin = home.start().await;
+    let h = health(&plugin).await;
+    assert_eq!(h["status"], "degraded", "{h}");
+    let detail = h["detail"].as_str().expect("detail");
+    let shown = home.niri_config().display().to_string();
+    assert!(
+        detail.contains(&format!("{shown}:1:")) && detail.contains("nested more than 32"),
+        "{detail}"
+    );
+    assert_eq!(
+        step(&plugin, "workspace 2").await,
+        niri(
+            "compositor",
+            json!({"command": "focus-workspace", "args": [2]})
+        )
+    );
+    drop(plugin);
+
+    // Balanced, one level a line: the line where the limit is passed.
+    let text = format!("{}{}", "a {\n".repeat(300), "}\n".repeat(300));
+    std::fs::write(home.niri_config(), text).expect("write config");
+    let plugin = home.start().await;
+    let detail = health(&plugin).await["detail"].to_string();
+    assert!(detail.contains(&format!("{shown}:33:")), "{detail}");
+    assert!(step(&plugin, "next workspace").await.is_some());
+}
+
+#[tokio::test]
+async fn an_oversized_config_is_refused_and_the_handshake_does_not_wait() {
+    let home = Home::new();
+    let line = "    Mod+1 { focus-workspace 1; }\n";
+    let text = format!("binds {{\n{}}}\n", line.repeat(1024 * 1024 / line.len()));
+    std::fs::write(home.niri_config(), text).expect("write config");
+    let started = std::time::Instant::now();
+    let plugin = home.start().await;
+    // Generous: what matters is that it answers at all, not how fast.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let h = health(&plugin).await;
+    assert_eq!(h["status"], "degraded", "{h}");
+    let detail = h["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains("larger than") && detail.contains("a niri config is usually under 50 KB"),
+        "{detail}"
+    );
+    assert_eq!(
+        step(&plugin, "workspace 2").await,
+        niri(
+            "compositor",
+            json!({"command": "focus-workspace", "args": [2]})
+        )
+    );
+}
+
+#[tokio::test]
+async fn odd_contexts_still_plan() {
+    let home = Home::new();
+    let plugin = home.start().await;
+    let windows: Vec<Value> = (0..5000)
+        .map(|i| json!({"id": i, "app_id": format!("app{i}"), "title": "t"}))
+        .collect();
+    let result = plan(
+        &plugin,
+        json!({"utterance": "switch to app17", "context": {"windows": windows}}),
+    )
+    .await;
+    assert_eq!(
+        result["steps"][0]["args"],
+        json!({"app": "app17"}),
+        "{result}"
+    );
+    let result = plan(
+        &plugin,
+        json!({"utterance": "workspace 2", "context": {"windows": windows}}),
+    )
+    .await;
+    assert_eq!(
+        result["steps"][0]["args"],
+        json!({"command": "focus-workspace", "args": [2]})
+    );
+    for context in [json!("a string"), json!({"compositor": 7})] {
+        let result = plan(
+            &plugin,
+            json!({"utterance": "workspace 2", "context": context}),
+        )
+        .await;
+        assert_eq!(
+            result["steps"][0]["args"],
+            json!({"command": "focus-workspace", "args": [2]}),
+            "{context}"
+        );
+        assert!(
+            !result["message"].to_string().contains("context"),
+            "{result}"
+        );
+    }
+    // A bad utterance is still invalid params, whatever the context.
+    let err = plugin
+        .request("router.plan", json!({"utterance": 7, "context": "x"}))
+        .await
+        .expect_err("refused");
+    assert_eq!(err.code, -32602, "{err:?}");
+}
+
+#[tokio::test]
+async fn a_large_config_is_read_in_the_background() {
+    let home = Home::new();
+    let mut text = String::from(
+        "binds {\n    Mod+Z hotkey-overlay-title=\"Feed the Zebra\" { spawn \"zebra\"; }\n",
+    );
+    let mut i = 0;
+    while text.len() < 500 * 1024 {
+        text.push_str(&format!(
+            "    Mod+F{i} {{ focus-workspace {}; }}\n",
+            i % 200 + 1
+        ));
+        i += 1;
+    }
+    text.push_str("}\n");
+    std::fs::write(home.niri_config(), text).expect("write config");
+    let plugin = home.start().await;
+    // The curated phrases plan at once, whether or not the read is done.
+    assert!(step(&plugin, "workspace 2").await.is_some());
+    // The binding arrives once the read is done.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        if step(&plugin, "feed the zebra").await.is_some() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never read");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(health(&plugin).await["status"], "ok");
 }
