@@ -22,11 +22,18 @@ pub enum Match {
     DesktopId,
 }
 
-fn desktop_forms(name: &str) -> (String, String) {
+/// The desktop-id forms of a name: the lowercase name without a trailing `.desktop`, and its
+/// last reverse-DNS component. A form that would be empty or only dots is `None`, so that
+/// `.desktop` or `anything.` never match each other by an empty key.
+fn desktop_forms(name: &str) -> (Option<String>, Option<String>) {
     let lower = name.to_ascii_lowercase();
-    let base = lower.strip_suffix(".desktop").unwrap_or(&lower).to_owned();
-    let last = base.rsplit('.').next().unwrap_or(&base).to_owned();
-    (base, last)
+    let base = lower.strip_suffix(".desktop").unwrap_or(&lower);
+    let meaningful = |s: &str| !s.is_empty() && !s.bytes().all(|b| b == b'.');
+    let last = base.rsplit('.').next().filter(|l| meaningful(l));
+    (
+        meaningful(base).then(|| base.to_owned()),
+        last.map(str::to_owned),
+    )
 }
 
 /// How `query` (a name the caller gave) matches `app_id`, if at all.
@@ -42,7 +49,8 @@ pub fn matches(query: &str, app_id: &str) -> Option<Match> {
     }
     let (q_base, q_last) = desktop_forms(query);
     let (a_base, a_last) = desktop_forms(app_id);
-    if q_base == a_base || q_last == a_base || q_base == a_last {
+    let same = |a: &Option<String>, b: &Option<String>| a.is_some() && a == b;
+    if same(&q_base, &a_base) || same(&q_last, &a_base) || same(&q_base, &a_last) {
         return Some(Match::DesktopId);
     }
     // Both reverse-DNS with the same last part (org.gnome.Foo vs com.example.Foo) is too
@@ -165,6 +173,39 @@ mod tests {
         assert_eq!(matches("fire", "firefox"), None);
         assert_eq!(matches("org.gnome.Foo", "com.example.Foo"), None);
         assert_eq!(matches("", "foot"), None);
+    }
+
+    #[test]
+    fn no_desktop_form_is_empty_or_only_dots() {
+        for query in ["anything.", "x.", "org.mozilla.", "a.b.", ".", ".."] {
+            assert_eq!(matches(query, ".desktop"), None, "{query}");
+            assert_eq!(matches(query, "..desktop"), None, "{query}");
+            assert_eq!(matches(query, "..."), None, "{query}");
+        }
+        assert_eq!(matches("firefox.", "firefox"), None);
+        assert_eq!(matches("org.mozilla.", "firefox"), None);
+        assert_eq!(matches(".desktop", ".desktop"), Some(Match::Exact));
+        assert_eq!(
+            matches(".DESKTOP", ".desktop"),
+            Some(Match::CaseInsensitive)
+        );
+    }
+
+    #[test]
+    fn an_exact_match_comes_before_fuzzy_ones_whatever_the_focus_order() {
+        let snapshot = Snapshot {
+            windows: vec![
+                window(1, "Firefox"),
+                window(2, "org.mozilla.firefox"),
+                window(3, "firefox"),
+            ],
+            ..Default::default()
+        };
+        let ids: Vec<u64> = windows_of(&snapshot, &["firefox"], &[2, 1])
+            .iter()
+            .map(|w| w.id)
+            .collect();
+        assert_eq!(ids, vec![3, 1, 2]);
     }
 
     #[test]

@@ -10,8 +10,89 @@ use crate::niri::Niri;
 use crate::sway::Sway;
 use serde_json::Value;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
+
+/// The longest piece of compositor text a log line quotes, in characters.
+pub const LOG_CHARS: usize = 200;
+
+/// Compositor text made safe for a log line or a message: control characters escaped
+/// (`\u{1b}`), at most [`LOG_CHARS`] characters, and `…` when something was cut off.
+pub fn clean(text: &str) -> String {
+    let mut out = String::new();
+    let mut shown = 0;
+    for c in text.chars() {
+        let escaped: Vec<char> = if c.is_control() {
+            c.escape_default().collect()
+        } else {
+            vec![c]
+        };
+        if shown + escaped.len() > LOG_CHARS {
+            out.push('…');
+            break;
+        }
+        shown += escaped.len();
+        out.extend(escaped);
+    }
+    out
+}
+
+/// The state of a client's event connection, as the client last saw it.
+#[derive(Debug, Clone)]
+pub struct LinkState {
+    /// Whether the event connection is up.
+    pub connected: bool,
+    /// Since when `connected` has held.
+    pub since: Instant,
+    /// Why the connection was lost (while it is down).
+    pub reason: Option<String>,
+}
+
+/// A client's [`LinkState`], shared between its background tasks and its readers.
+#[derive(Debug, Clone)]
+pub struct Link(Arc<Mutex<LinkState>>);
+
+impl Default for Link {
+    fn default() -> Self {
+        Link(Arc::new(Mutex::new(LinkState {
+            connected: true,
+            since: Instant::now(),
+            reason: None,
+        })))
+    }
+}
+
+impl Link {
+    /// The current state.
+    pub fn get(&self) -> LinkState {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The event connection is (again) up.
+    pub fn up(&self) {
+        let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !state.connected {
+            *state = LinkState {
+                connected: true,
+                since: Instant::now(),
+                reason: None,
+            };
+        }
+    }
+
+    /// The event connection broke, for `reason`.
+    pub fn down(&self, reason: &str) {
+        let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if state.connected {
+            *state = LinkState {
+                connected: false,
+                since: Instant::now(),
+                reason: Some(clean(reason)),
+            };
+        }
+    }
+}
 
 /// Which compositor the session runs, from its IPC environment variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +192,14 @@ impl Backend {
     /// The current snapshot (no round trip).
     pub fn snapshot(&self) -> Snapshot {
         self.state().borrow().clone()
+    }
+
+    /// The event connection's state.
+    pub fn link(&self) -> LinkState {
+        match self {
+            Backend::Niri(n) => n.link(),
+            Backend::Sway(s) => s.link(),
+        }
     }
 
     /// `"niri"` or `"sway"`.

@@ -30,7 +30,10 @@
 //!   sending), `verified` says whether the snapshot showed the effect in time (`ok: true,
 //!   verified: false` when it did not, or when the compositor does not report the state).
 //!   A dry run sends nothing, says what it would send, and has no `verified`.
-//! * `plugin.health` → `ok` with "connected to sway 1.7 at …", or `degraded` saying why not.
+//! * `plugin.health` → `ok` with "connected to sway 1.7 at …", or `degraded` saying why not
+//!   (also while the event connection is lost: "lost the connection to sway at …;
+//!   reconnecting"). While it is lost, `context.snapshot` says `compositor.connected: false`
+//!   for a short grace and then fails with `-32000`, and actions fail at once.
 //!
 //! Errors: `-32601` an unknown op or method; `-32602` bad arguments (the message names the
 //! command and its parameters, or close names for an unknown command); `-32000` no

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-#[tokio::main(flavor = "current_thread")]
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
     utter_compositor::run(true).await
 }

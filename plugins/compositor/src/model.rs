@@ -14,15 +14,28 @@
 //!                "width": 1024, "height": 768, "x": 0, "y": 0}],
 //!   "keyboard_layout": "English (US)",
 //!   "overview": null,
+//!   "truncated": false,
 //!   "provenance": {"title": "title"}
 //! }
 //! ```
+//!
+//! `compositor.connected` is `false` while the client has lost its event connection and is
+//! reconnecting (the rest is then the last state seen). `truncated` is `true` when the
+//! compositor reported more than [`MAX_WINDOWS`] windows, [`MAX_WORKSPACES`] workspaces or
+//! [`MAX_OUTPUTS`] outputs: the rest were left out.
 //!
 //! Window titles are written by whatever runs in the window (a web page, a file name), so
 //! they are untrusted: `provenance.title = "title"` says so, and a router may use a title
 //! only to *select* among prepared candidates, never as an action argument.
 
 use serde::{Deserialize, Serialize};
+
+/// The most windows a snapshot holds; more are left out (and `truncated` says so).
+pub const MAX_WINDOWS: usize = 4096;
+/// The most workspaces a snapshot holds.
+pub const MAX_WORKSPACES: usize = 1024;
+/// The most outputs a snapshot holds.
+pub const MAX_OUTPUTS: usize = 64;
 
 /// One compositor's whole state, as cached from its event stream.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -41,6 +54,10 @@ pub struct Snapshot {
     pub keyboard_layout: Option<String>,
     /// Whether niri's overview is open; `None` on compositors that have none.
     pub overview: Option<bool>,
+    /// Whether windows, workspaces or outputs beyond the caps ([`MAX_WINDOWS`],
+    /// [`MAX_WORKSPACES`], [`MAX_OUTPUTS`]) were left out.
+    #[serde(default)]
+    pub truncated: bool,
     /// The provenance of untrusted fields: always `{"title": "title"}`.
     pub provenance: SnapshotProvenance,
 }
@@ -54,6 +71,14 @@ pub struct CompositorInfo {
     pub version: Option<String>,
     /// The IPC socket in use.
     pub socket: Option<String>,
+    /// Whether the client's event connection is up: `false` while it reconnects, when the
+    /// rest of the snapshot is the last state seen.
+    #[serde(default = "connected_by_default")]
+    pub connected: bool,
+}
+
+fn connected_by_default() -> bool {
+    true
 }
 
 /// One toplevel window.

@@ -38,15 +38,28 @@
 //! allocation without end. A request waits at most [`REQUEST_TIMEOUT`] for its reply;
 //! [`Niri::connect`] waits at most [`READY_TIMEOUT`] for the initial state. A broken event
 //! stream is reopened with backoff from 100 ms up to 2 s; meanwhile the last snapshot stays
-//! readable.
+//! readable, marked `compositor.connected: false`, and [`Niri::link`] says since when.
+//! At most [`crate::model::MAX_WINDOWS`] windows, [`crate::model::MAX_WORKSPACES`]
+//! workspaces and [`crate::model::MAX_OUTPUTS`] outputs are kept; 64 unknown event names
+//! are remembered (each cut to 64 bytes), and log lines quote niri's text through
+//! [`crate::backend::clean`].
+//!
+//! # Event floods
+//!
+//! Events are applied to the client's own state as they are read, and a new snapshot is
+//! built and published at most once per batch: when the lines already buffered have been
+//! applied, and during a continuous stream at most every [`PUBLISH_EVERY`]. The first change
+//! after a quiet period is published at once.
 
-use crate::backend::BackendError;
-use crate::model::{CompositorInfo, Output, Snapshot, Window, Workspace};
+use crate::backend::{BackendError, Link, LinkState, clean};
+use crate::model::{
+    CompositorInfo, MAX_OUTPUTS, MAX_WINDOWS, MAX_WORKSPACES, Output, Snapshot, Window, Workspace,
+};
 use serde::Deserialize;
 use serde_json::Value;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedReadHalf;
@@ -66,7 +79,11 @@ const BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// state counts as complete after this long without another line (older niri sends fewer).
 const QUIET: Duration = Duration::from_millis(100);
 /// How many distinct unknown event names are remembered for "log once".
-const UNKNOWN_NAMES_CAP: usize = 256;
+const UNKNOWN_NAMES_CAP: usize = 64;
+/// The longest unknown event name remembered or logged, in bytes (longer ones are cut).
+const UNKNOWN_NAME_BYTES: usize = 64;
+/// The least time between two published snapshots during a continuous event stream.
+pub const PUBLISH_EVERY: Duration = Duration::from_millis(16);
 
 const NAME: &str = "niri";
 
@@ -77,6 +94,7 @@ const NAME: &str = "niri";
 pub struct Niri {
     socket: PathBuf,
     state: watch::Receiver<Snapshot>,
+    link: Link,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -113,7 +131,8 @@ impl Niri {
         let base = Base {
             socket: socket.clone(),
             version,
-            outputs,
+            outputs_truncated: outputs.len() > MAX_OUTPUTS,
+            outputs: outputs.into_iter().take(MAX_OUTPUTS).collect(),
             focused_output,
         };
         let (tx, rx) = watch::channel(Snapshot {
@@ -121,10 +140,12 @@ impl Niri {
             ..Snapshot::default()
         });
         let (ready_tx, ready_rx) = oneshot::channel();
-        let task = tokio::spawn(supervise(base, reader, tx, ready_tx));
+        let link = Link::default();
+        let task = tokio::spawn(supervise(base, reader, tx, link.clone(), ready_tx));
         let niri = Niri {
             socket,
             state: rx,
+            link,
             task,
         };
         match tokio::time::timeout(READY_TIMEOUT, ready_rx).await {
@@ -148,6 +169,11 @@ impl Niri {
         &self.socket
     }
 
+    /// Whether the event stream is up, and since when.
+    pub fn link(&self) -> LinkState {
+        self.link.get()
+    }
+
     /// Sends `{"Action": action}` on a request connection of its own (as `niri msg action`
     /// does), e.g. `action(json!({"FocusWorkspace": {"reference": {"Index": 2}}}))`.
     /// `{"Ok": "Handled"}` → `Ok(())` (any other `Ok` payload is logged and counts as done
@@ -157,7 +183,7 @@ impl Niri {
         let request = serde_json::json!({ "Action": action });
         let reply = request_at(&self.socket, &request).await?;
         if reply != "Handled" {
-            tracing::debug!(%reply, "niri answered an action with something other than Handled");
+            tracing::debug!(reply = %clean(&reply.to_string()), "niri answered an action with something other than Handled");
         }
         Ok(())
     }
@@ -358,14 +384,14 @@ async fn read_reply<R: AsyncRead + Unpin>(
     }
 }
 
-/// At most 200 characters of a line, for messages.
+/// At most 200 characters of a line, control characters escaped, for messages and logs.
 fn preview(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
-    if bytes.len() > 200 {
-        format!("{text}…")
-    } else {
-        text.into_owned()
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(800)]);
+    let mut shown = clean(&text);
+    if bytes.len() > 800 && !shown.ends_with('…') {
+        shown.push('…');
     }
+    shown
 }
 
 /// The payload of `{"<tag>": payload}`, if the response carries that tag.
@@ -400,7 +426,7 @@ async fn fetch_outputs(socket: &Path) -> Result<(Vec<WireOutput>, Option<String>
         match serde_json::from_value::<WireOutput>(value) {
             Ok(output) => list.push(output),
             Err(e) => {
-                tracing::warn!(output = %name, error = %e, "skipping an unreadable niri output")
+                tracing::warn!(output = %clean(&name), error = %clean(&e.to_string()), "skipping an unreadable niri output")
             }
         }
     }
@@ -475,6 +501,19 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         }
     }
 
+    /// The next complete line if it is already buffered (no reading, no waiting).
+    fn buffered_line(&mut self) -> Option<ReadLine> {
+        let chunk = self.inner.buffer();
+        let pos = chunk.iter().position(|&b| b == b'\n')?;
+        if self.partial.len() + pos > MAX_LINE {
+            self.partial = Vec::new();
+            return Some(ReadLine::TooLong);
+        }
+        self.partial.extend_from_slice(&chunk[..pos]);
+        self.inner.consume(pos + 1);
+        Some(ReadLine::Line(std::mem::take(&mut self.partial)))
+    }
+
     async fn next_line(&mut self) -> std::io::Result<ReadLine> {
         loop {
             let chunk = self.inner.fill_buf().await?;
@@ -517,6 +556,8 @@ struct Base {
     outputs: Vec<WireOutput>,
     /// The `FocusedOutput` reply's name.
     focused_output: Option<String>,
+    /// niri reported more than [`MAX_OUTPUTS`] outputs.
+    outputs_truncated: bool,
 }
 
 impl Base {
@@ -525,6 +566,7 @@ impl Base {
             name: NAME.into(),
             version: self.version.clone(),
             socket: Some(self.socket.display().to_string()),
+            connected: true,
         }
     }
 
@@ -544,7 +586,8 @@ impl Base {
     async fn refresh_outputs(&mut self) {
         match fetch_outputs(&self.socket).await {
             Ok((outputs, focused)) => {
-                self.outputs = outputs;
+                self.outputs_truncated = outputs.len() > MAX_OUTPUTS;
+                self.outputs = outputs.into_iter().take(MAX_OUTPUTS).collect();
                 self.focused_output = focused;
             }
             Err(e) => tracing::debug!(error = %e, "niri: re-reading the outputs failed"),
@@ -559,6 +602,10 @@ struct Live {
     windows: Option<Vec<WireWindow>>,
     keyboard: Option<WireKeyboardLayouts>,
     overview: Option<bool>,
+    /// Windows beyond [`MAX_WINDOWS`] were left out.
+    windows_dropped: bool,
+    /// Workspaces beyond [`MAX_WORKSPACES`] were left out.
+    workspaces_dropped: bool,
 }
 
 impl Live {
@@ -575,7 +622,8 @@ impl Live {
     fn snapshot(&self, base: &Base) -> Snapshot {
         let workspaces = self.workspaces.as_deref().unwrap_or_default();
         let windows = self.windows.as_deref().unwrap_or_default();
-        let workspace = |id: Option<u64>| id.and_then(|id| workspaces.iter().find(|w| w.id == id));
+        let by_id: HashMap<u64, &WireWorkspace> = workspaces.iter().map(|w| (w.id, w)).collect();
+        let workspace = |id: Option<u64>| id.and_then(|id| by_id.get(&id).copied());
         let focused_output = workspaces
             .iter()
             .find(|w| w.is_focused)
@@ -636,6 +684,7 @@ impl Live {
                 .as_ref()
                 .and_then(|k| k.names.get(k.current_idx).cloned()),
             overview: self.overview,
+            truncated: self.windows_dropped || self.workspaces_dropped || base.outputs_truncated,
             provenance: Default::default(),
         };
         snapshot.refresh_focus();
@@ -690,7 +739,10 @@ impl Live {
 
         match name {
             "WorkspacesChanged" => {
-                self.workspaces = Some(parse::<Workspaces>(payload)?.workspaces);
+                let mut workspaces = parse::<Workspaces>(payload)?.workspaces;
+                self.workspaces_dropped = workspaces.len() > MAX_WORKSPACES;
+                workspaces.truncate(MAX_WORKSPACES);
+                self.workspaces = Some(workspaces);
             }
             "WorkspaceActivated" => {
                 // The workspace becomes the active one of its output; with `focused` it is
@@ -714,7 +766,10 @@ impl Live {
                 }
             }
             "WindowsChanged" => {
-                self.windows = Some(parse::<Windows>(payload)?.windows);
+                let mut windows = parse::<Windows>(payload)?.windows;
+                self.windows_dropped = windows.len() > MAX_WINDOWS;
+                windows.truncate(MAX_WINDOWS);
+                self.windows = Some(windows);
             }
             "WindowOpenedOrChanged" => {
                 // A focused window takes the focus from every other window.
@@ -725,9 +780,12 @@ impl Live {
                         w.is_focused = false;
                     }
                 }
-                match windows.iter_mut().find(|w| w.id == window.id) {
-                    Some(slot) => *slot = window,
-                    None => windows.push(window),
+                if let Some(slot) = windows.iter_mut().find(|w| w.id == window.id) {
+                    *slot = window;
+                } else if windows.len() < MAX_WINDOWS {
+                    windows.push(window);
+                } else {
+                    self.windows_dropped = true;
                 }
             }
             "WindowClosed" => {
@@ -792,22 +850,46 @@ fn split_event(value: Value) -> Option<(String, Value)> {
     }
 }
 
+/// What the client remembers across sessions to log things once.
+#[derive(Default)]
+struct Notes {
+    /// Unknown event names seen (each cut to [`UNKNOWN_NAME_BYTES`]).
+    unknown: HashSet<String>,
+    /// Whether leaving out state beyond the caps was logged.
+    truncation_logged: bool,
+}
+
+/// `name` cut to at most `max` bytes at a character boundary.
+fn cut(name: &str, max: usize) -> &str {
+    if name.len() <= max {
+        return name;
+    }
+    let mut end = max;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    &name[..end]
+}
+
 /// The background task: run the session, and reconnect when it ends.
 async fn supervise(
     mut base: Base,
     reader: LineReader<OwnedReadHalf>,
     tx: watch::Sender<Snapshot>,
+    link: Link,
     ready: oneshot::Sender<()>,
 ) {
     let mut ready = Some(ready);
-    let mut unknown = HashSet::new();
+    let mut notes = Notes::default();
     let mut reader = Some(reader);
     let mut backoff = BACKOFF_MIN;
     loop {
         if let Some(mut r) = reader.take() {
             let (reached_ready, why) =
-                run_session(&mut base, &mut r, &tx, &mut ready, &mut unknown).await;
+                run_session(&mut base, &mut r, &tx, &link, &mut ready, &mut notes).await;
             tracing::info!(socket = %base.socket.display(), reason = %why, "niri event stream ended; reconnecting");
+            link.down(&why);
+            tx.send_if_modified(|s| std::mem::replace(&mut s.compositor.connected, false));
             if reached_ready {
                 backoff = BACKOFF_MIN;
             } else {
@@ -828,21 +910,66 @@ async fn supervise(
     }
 }
 
-/// Read one event stream until it ends. Publishes a snapshot once the initial state is in and
-/// after every event that changed it. Returns whether the initial state came, and why the
-/// session ended.
+/// Read and apply one line; returns the event's name when it changed the state.
+fn apply_line(live: &mut Live, bytes: &[u8], notes: &mut Notes) -> Option<String> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    let value: Value = match serde_json::from_slice(bytes) {
+        Ok(value) => value,
+        Err(e) => {
+            tracing::warn!(error = %clean(&e.to_string()), line = %preview(bytes), "niri sent a line that is not JSON; skipped");
+            return None;
+        }
+    };
+    let Some((name, payload)) = split_event(value) else {
+        tracing::warn!(line = %preview(bytes), "niri sent a line that is not an event; skipped");
+        return None;
+    };
+    match live.apply(&name, payload) {
+        Ok(true) => Some(name),
+        Ok(false) => {
+            let short = cut(&name, UNKNOWN_NAME_BYTES);
+            if notes.unknown.len() < UNKNOWN_NAMES_CAP && !notes.unknown.contains(short) {
+                notes.unknown.insert(short.to_owned());
+                tracing::info!(event = %clean(short), "niri sent an event this client does not know; ignoring it");
+            }
+            None
+        }
+        Err(e) => {
+            tracing::warn!(event = %clean(cut(&name, UNKNOWN_NAME_BYTES)), error = %clean(&e), "niri sent an event of an unexpected shape; skipped");
+            None
+        }
+    }
+}
+
+/// Read one event stream until it ends. Events are applied to `live` as they come; a
+/// snapshot is published once the initial state is in, then after each batch of buffered
+/// lines, at most every [`PUBLISH_EVERY`] while the stream keeps going. Returns whether the
+/// initial state came, and why the session ended.
 async fn run_session(
     base: &mut Base,
     reader: &mut LineReader<OwnedReadHalf>,
     tx: &watch::Sender<Snapshot>,
+    link: &Link,
     ready_signal: &mut Option<oneshot::Sender<()>>,
-    unknown: &mut HashSet<String>,
+    notes: &mut Notes,
 ) -> (bool, String) {
     let mut live = Live::default();
     let mut ready = false;
     let mut checked_outputs: Option<BTreeSet<String>> = None;
-    let publish = |live: &Live, base: &Base| {
+    // A change applied but not yet published.
+    let mut dirty = false;
+    let mut last_publish: Option<Instant> = None;
+    let publish = |live: &Live, base: &Base, notes: &mut Notes| {
         let snapshot = live.snapshot(base);
+        if snapshot.truncated && !notes.truncation_logged {
+            notes.truncation_logged = true;
+            tracing::warn!(
+                "niri reports more than {MAX_WINDOWS} windows, {MAX_WORKSPACES} workspaces or \
+                 {MAX_OUTPUTS} outputs; the rest are left out of the snapshot (truncated: true)"
+            );
+        }
         tx.send_if_modified(|current| {
             if *current == snapshot {
                 false
@@ -851,24 +978,39 @@ async fn run_session(
                 true
             }
         });
+        Instant::now()
     };
     loop {
-        let next = if !ready && live.has_core() {
-            match tokio::time::timeout(QUIET, reader.next_line()).await {
+        // How long to wait for the next line before acting without it: the initial state is
+        // complete after a quiet moment; a pending change is published by its deadline.
+        let wait = if !ready {
+            live.has_core().then_some(QUIET)
+        } else if dirty {
+            Some(last_publish.map_or(Duration::ZERO, |t| {
+                PUBLISH_EVERY.saturating_sub(t.elapsed())
+            }))
+        } else {
+            None
+        };
+        let next = match wait {
+            Some(wait) => match tokio::time::timeout(wait, reader.next_line()).await {
                 Ok(next) => next,
                 Err(_) => {
-                    ready = true;
-                    publish(&live, base);
-                    if let Some(signal) = ready_signal.take() {
-                        let _ = signal.send(());
+                    if !ready {
+                        ready = true;
+                        link.up();
+                        if let Some(signal) = ready_signal.take() {
+                            let _ = signal.send(());
+                        }
                     }
+                    last_publish = Some(publish(&live, base, notes));
+                    dirty = false;
                     continue;
                 }
-            }
-        } else {
-            reader.next_line().await
+            },
+            None => reader.next_line().await,
         };
-        let bytes = match next {
+        let mut line = match next {
             Ok(ReadLine::Line(bytes)) => bytes,
             Ok(ReadLine::Eof) => return (ready, "niri closed the connection".into()),
             Ok(ReadLine::TooLong) => {
@@ -879,52 +1021,48 @@ async fn run_session(
             }
             Err(e) => return (ready, format!("reading: {e}")),
         };
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let value: Value = match serde_json::from_slice(&bytes) {
-            Ok(value) => value,
-            Err(e) => {
-                tracing::warn!(error = %e, line = %preview(&bytes), "niri sent a line that is not JSON; skipped");
-                continue;
+        // Apply this line and every complete line already buffered, without waiting.
+        let mut workspaces_changed = false;
+        loop {
+            if let Some(name) = apply_line(&mut live, &line, notes) {
+                dirty = true;
+                workspaces_changed |= name == "WorkspacesChanged";
             }
-        };
-        let Some((name, payload)) = split_event(value) else {
-            tracing::warn!(line = %preview(&bytes), "niri sent a line that is not an event; skipped");
-            continue;
-        };
-        match live.apply(&name, payload) {
-            Ok(true) => {}
-            Ok(false) => {
-                if unknown.len() < UNKNOWN_NAMES_CAP && unknown.insert(name.clone()) {
-                    tracing::info!(event = %name, "niri sent an event this client does not know; ignoring it");
+            match reader.buffered_line() {
+                Some(ReadLine::Line(bytes)) => line = bytes,
+                Some(ReadLine::TooLong) => {
+                    return (
+                        ready,
+                        format!("an event line is longer than {MAX_LINE} bytes"),
+                    );
                 }
-                continue;
-            }
-            Err(e) => {
-                tracing::warn!(event = %name, error = %e, "niri sent an event of an unexpected shape; skipped");
-                continue;
+                Some(ReadLine::Eof) | None => break,
             }
         }
-        if name == "WorkspacesChanged" {
+        if workspaces_changed {
             // Outputs are not in the event stream: when the workspaces name another set of
             // outputs than we know, read them again (once per distinct set).
             let seen = live.workspace_outputs();
             let known: BTreeSet<String> = base.outputs.iter().map(|o| o.name.clone()).collect();
-            if seen != known && checked_outputs.as_ref() != Some(&seen) {
+            if seen != known && checked_outputs.as_ref() != Some(&seen) && !base.outputs_truncated {
                 base.refresh_outputs().await;
                 checked_outputs = Some(seen);
             }
         }
         if !ready && live.complete() {
             ready = true;
+            link.up();
             if let Some(signal) = ready_signal.take() {
                 let _ = signal.send(());
             }
         }
-        if ready {
-            publish(&live, base);
+        if ready && dirty && last_publish.is_none_or(|t| t.elapsed() >= PUBLISH_EVERY) {
+            last_publish = Some(publish(&live, base, notes));
+            dirty = false;
         }
+        // A stream that never pauses must not keep this worker from other tasks (the
+        // buffered lines cost tokio's budget nothing).
+        tokio::task::yield_now().await;
     }
 }
 
@@ -949,6 +1087,7 @@ mod tests {
                 }),
             }],
             focused_output: None,
+            outputs_truncated: false,
         }
     }
 
@@ -1009,6 +1148,88 @@ mod tests {
         live.apply("WindowFocusChanged", json!({"id": null}))
             .unwrap();
         assert_eq!(live.snapshot(&base()).focused, None);
+    }
+
+    #[test]
+    fn windows_and_workspaces_beyond_the_caps_are_left_out() {
+        let mut live = Live::default();
+        let windows: Vec<Value> = (0..MAX_WINDOWS as u64 + 10)
+            .map(|id| json!({"id": id, "app_id": "a", "workspace_id": 1}))
+            .collect();
+        let workspaces: Vec<Value> = (0..MAX_WORKSPACES as u64 + 3)
+            .map(|id| json!({"id": id, "idx": 1, "output": "DP-1"}))
+            .collect();
+        live.apply("WorkspacesChanged", json!({ "workspaces": workspaces }))
+            .unwrap();
+        live.apply("WindowsChanged", json!({ "windows": windows }))
+            .unwrap();
+        let s = live.snapshot(&base());
+        assert_eq!(s.windows.len(), MAX_WINDOWS);
+        assert_eq!(s.workspaces.len(), MAX_WORKSPACES);
+        assert!(s.truncated);
+        // A new window at the cap is left out too; a known one still changes.
+        live.apply(
+            "WindowOpenedOrChanged",
+            json!({"window": {"id": 999_999, "app_id": "new"}}),
+        )
+        .unwrap();
+        live.apply(
+            "WindowOpenedOrChanged",
+            json!({"window": {"id": 5, "app_id": "a", "title": "changed"}}),
+        )
+        .unwrap();
+        let s = live.snapshot(&base());
+        assert_eq!(s.windows.len(), MAX_WINDOWS);
+        assert!(s.window(999_999).is_none());
+        assert_eq!(s.window(5).unwrap().title.as_deref(), Some("changed"));
+        // A state within the caps is whole again.
+        live.apply("WindowsChanged", json!({"windows": []}))
+            .unwrap();
+        live.apply("WorkspacesChanged", json!({"workspaces": []}))
+            .unwrap();
+        assert!(!live.snapshot(&base()).truncated);
+    }
+
+    #[test]
+    fn unknown_event_names_are_remembered_cut_and_bounded() {
+        let mut live = Live::default();
+        let mut notes = Notes::default();
+        for k in 0..200 {
+            let name = format!("Unknown{k}{}\u{1b}[2J", "N".repeat(500));
+            let line = json!({ name: {} }).to_string();
+            assert_eq!(apply_line(&mut live, line.as_bytes(), &mut notes), None);
+        }
+        assert_eq!(notes.unknown.len(), UNKNOWN_NAMES_CAP);
+        assert!(notes.unknown.iter().all(|n| n.len() <= UNKNOWN_NAME_BYTES));
+        assert_eq!(cut("ab\u{e9}", 3), "ab");
+    }
+
+    #[test]
+    fn quoted_compositor_text_is_escaped_and_short() {
+        let shown = preview(format!("\u{1b}[2J{}", "x".repeat(100_000)).as_bytes());
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert!(
+            shown.chars().count() <= crate::backend::LOG_CHARS + 1,
+            "{}",
+            shown.len()
+        );
+        assert!(shown.ends_with('…'));
+    }
+
+    #[test]
+    fn buffered_lines_are_read_without_waiting() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let data: &[u8] = b"one\ntwo\nthr";
+            let mut reader = LineReader::new(data);
+            assert!(reader.buffered_line().is_none(), "nothing read yet");
+            assert!(matches!(reader.next_line().await, Ok(ReadLine::Line(l)) if l == b"one"));
+            assert!(matches!(reader.buffered_line(), Some(ReadLine::Line(l)) if l == b"two"));
+            assert!(reader.buffered_line().is_none(), "a partial line waits");
+            assert!(matches!(reader.next_line().await, Ok(ReadLine::Line(l)) if l == b"thr"));
+        });
     }
 
     #[test]

@@ -1,12 +1,19 @@
 //! The plugin's methods: `context.snapshot`, `action.capabilities`, `action.invoke` and
 //! `plugin.health`, over a lazily connected [`Backend`].
 //!
-//! The backend is connected at start in the background and again on demand when it was not
-//! reachable, at most once a second, so a plugin started before the compositor (or outside
+//! The backend is connected by a background task that starts with the plugin and retries
+//! once a second until it succeeds, so a plugin started before the compositor (or outside
 //! any session) still passes the handshake and starts working once the compositor is there.
+//! A caller never waits for a connection attempt longer than [`FIRST_WAIT`], and only for
+//! the first one (a hung compositor makes calls fail fast, not slow).
+//!
+//! Once connected, the client follows its event connection ([`Backend::link`]): while it is
+//! down, `plugin.health` is `degraded` ("lost the connection to sway at …; reconnecting"),
+//! `context.snapshot` marks `compositor.connected: false` for [`GRACE`] and then fails with
+//! `-32000`, and actions fail at once with the same words.
 
 use crate::apps::{self, FocusOrder};
-use crate::backend::{Backend, BackendError, Detected, Sent, wait_for};
+use crate::backend::{Backend, BackendError, Detected, Sent, clean, wait_for};
 use crate::model::Output;
 use crate::model::{Snapshot, Window};
 use crate::table::{
@@ -15,9 +22,10 @@ use crate::table::{
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use tokio::sync::watch;
 use utter_protocol::handshake::{HealthResult, HealthStatus};
 use utter_protocol::plugin::{Call, Handler};
 use utter_protocol::{ErrorCode, ErrorObject};
@@ -34,10 +42,15 @@ pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long `spawn` waits for a new window before it says "not verified" (a spawned
 /// program need not open one).
 pub const SPAWN_TIMEOUT: Duration = Duration::from_secs(3);
-/// The bound on connecting to the compositor.
+/// The bound on one attempt to connect to the compositor (in the background).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-/// The least time between two connection attempts.
+/// The pause between two connection attempts.
 const RETRY_EVERY: Duration = Duration::from_secs(1);
+/// How long a call waits for the first connection attempt to finish.
+pub const FIRST_WAIT: Duration = Duration::from_millis(1500);
+/// How long `context.snapshot` still serves the last state (marked
+/// `compositor.connected: false`) after the event connection was lost.
+pub const GRACE: Duration = Duration::from_secs(2);
 /// The longest app name, id or class accepted.
 const MAX_NAME: usize = 256;
 
@@ -49,17 +62,22 @@ fn plugin_error(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::PluginError, message)
 }
 
-#[derive(Default)]
+/// What the background connector has achieved so far.
+#[derive(Default, Clone)]
 struct Connection {
     backend: Option<Arc<Backend>>,
-    last_attempt: Option<Instant>,
     last_error: Option<String>,
-    tracker: Option<tokio::task::JoinHandle<()>>,
+    /// Finished attempts (successful or not).
+    attempts: u32,
 }
 
 struct Inner {
     detected: Detected,
-    connection: Mutex<Connection>,
+    connection: watch::Sender<Connection>,
+    connector_started: AtomicBool,
+    /// When the connector started: calls wait for the first attempt only until
+    /// [`FIRST_WAIT`] after this.
+    started_at: std::sync::OnceLock<std::time::Instant>,
     focus: FocusOrder,
 }
 
@@ -76,72 +94,115 @@ impl Service {
         Service {
             inner: Arc::new(Inner {
                 detected,
-                connection: Mutex::new(Connection::default()),
+                connection: watch::Sender::new(Connection::default()),
+                connector_started: AtomicBool::new(false),
+                started_at: std::sync::OnceLock::new(),
                 focus: FocusOrder::default(),
             }),
         }
     }
 
-    /// Try to connect now (used at start so the first snapshot is warm).
+    /// Start connecting in the background now (used at start so the first snapshot is
+    /// warm), and log the first attempt's failure.
     pub async fn warm_up(&self) {
         if let Err(e) = self.backend().await {
             tracing::warn!("{}", e.message);
         }
     }
 
-    /// The connected backend, connecting when there is none and the last attempt is more
-    /// than a second old.
+    /// Start the background connector once. Without a compositor there is nothing to try:
+    /// the explanation is the error at once.
+    fn start_connecting(&self) {
+        if self.inner.connector_started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.inner.started_at.get_or_init(std::time::Instant::now);
+        if self.inner.detected == Detected::None {
+            let message = self.explain_none();
+            self.inner.connection.send_modify(|c| {
+                c.last_error = Some(message);
+                c.attempts += 1;
+            });
+            return;
+        }
+        tokio::spawn(connect_in_background(Arc::downgrade(&self.inner)));
+    }
+
+    /// The connected backend. Waits at most [`FIRST_WAIT`], and only while the first
+    /// connection attempt is under way; otherwise answers at once with the last failure.
     async fn backend(&self) -> Result<Arc<Backend>, ErrorObject> {
-        let mut conn = self.inner.connection.lock().await;
-        if let Some(backend) = &conn.backend {
-            return Ok(backend.clone());
+        self.start_connecting();
+        let mut rx = self.inner.connection.subscribe();
+        let pending = {
+            let c = rx.borrow_and_update();
+            c.backend.is_none() && c.attempts == 0
+        };
+        let left = self
+            .inner
+            .started_at
+            .get()
+            .map_or(FIRST_WAIT, |t| FIRST_WAIT.saturating_sub(t.elapsed()));
+        if pending && !left.is_zero() {
+            let _ =
+                tokio::time::timeout(left, rx.wait_for(|c| c.backend.is_some() || c.attempts > 0))
+                    .await;
         }
-        let recent = conn.last_attempt.is_some_and(|t| t.elapsed() < RETRY_EVERY);
-        if !recent {
-            conn.last_attempt = Some(Instant::now());
-            let detected = &self.inner.detected;
-            let attempt = tokio::time::timeout(CONNECT_TIMEOUT, Backend::connect(detected)).await;
-            match attempt {
-                Ok(Ok(backend)) => {
-                    let backend = Arc::new(backend);
-                    tracing::info!(
-                        compositor = backend.name(),
-                        version = backend.version().as_deref().unwrap_or("?"),
-                        "connected"
-                    );
-                    conn.tracker = Some(self.inner.focus.track(backend.state()));
-                    conn.backend = Some(backend.clone());
-                    conn.last_error = None;
-                    return Ok(backend);
-                }
-                Ok(Err(e)) => conn.last_error = Some(self.explain(&e)),
-                Err(_) => {
-                    conn.last_error = Some(format!(
-                        "connecting to {} at {} timed out after {} s",
-                        detected.name(),
-                        detected
-                            .socket()
-                            .map(|p| p.display().to_string())
-                            .unwrap_or_default(),
-                        CONNECT_TIMEOUT.as_secs()
-                    ))
-                }
-            }
+        let c = rx.borrow().clone();
+        if let Some(backend) = c.backend {
+            return Ok(backend);
         }
-        Err(plugin_error(conn.last_error.clone().unwrap_or_else(|| {
-            "not connected to the compositor yet".to_owned()
+        Err(plugin_error(c.last_error.unwrap_or_else(|| {
+            format!(
+                "still connecting to {} at {} after {} ms (is it hung?); retrying in the background",
+                self.inner.detected.name(),
+                self.socket_shown(),
+                FIRST_WAIT.as_millis()
+            )
         })))
+    }
+
+    /// The backend when its event connection is up: actions refuse to run on a stale view.
+    async fn live_backend(&self) -> Result<Arc<Backend>, ErrorObject> {
+        let backend = self.backend().await?;
+        let link = backend.link();
+        if !link.connected {
+            return Err(plugin_error(self.lost(&backend, &link)));
+        }
+        Ok(backend)
+    }
+
+    /// "lost the connection to sway at …; reconnecting".
+    fn lost(&self, backend: &Backend, link: &crate::backend::LinkState) -> String {
+        format!(
+            "lost the connection to {} at {} {} s ago ({}); reconnecting",
+            backend.name(),
+            self.socket_shown(),
+            link.since.elapsed().as_secs(),
+            link.reason.as_deref().unwrap_or("the event stream ended")
+        )
+    }
+
+    fn socket_shown(&self) -> String {
+        self.inner
+            .detected
+            .socket()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    }
+
+    fn explain_none(&self) -> String {
+        format!(
+            "no compositor found: none of {} is set in the plugin's environment. Run \
+             Utter inside a niri or sway session, or pass the variable to the runner \
+             (e.g. `systemctl --user import-environment NIRI_SOCKET SWAYSOCK`)",
+            Detected::ENV_VARS.join(", ")
+        )
     }
 
     /// A connection failure in words that say what was looked at and what to do.
     fn explain(&self, e: &BackendError) -> String {
         match &self.inner.detected {
-            Detected::None => format!(
-                "no compositor found: none of {} is set in the plugin's environment. Run \
-                 Utter inside a niri or sway session, or pass the variable to the runner \
-                 (e.g. `systemctl --user import-environment NIRI_SOCKET SWAYSOCK`)",
-                Detected::ENV_VARS.join(", ")
-            ),
+            Detected::None => self.explain_none(),
             Detected::Niri(path) => format!(
                 "{e} (from NIRI_SOCKET={}); is niri running in this session? The variable \
                  may be stale",
@@ -167,7 +228,13 @@ impl Service {
             }
         }
         let backend = self.backend().await?;
-        Ok(serde_json::to_value(backend.snapshot()).expect("a snapshot serialises"))
+        let link = backend.link();
+        if !link.connected && link.since.elapsed() > GRACE {
+            return Err(plugin_error(self.lost(&backend, &link)));
+        }
+        let mut snapshot = backend.snapshot();
+        snapshot.compositor.connected = link.connected;
+        Ok(serde_json::to_value(snapshot).expect("a snapshot serialises"))
     }
 
     /// `action.invoke {op, args, provenance, dry_run?}`.
@@ -215,7 +282,7 @@ impl Service {
             )),
         };
         if let Err(e) = &result {
-            tracing::warn!(code = e.code, message = %e.message, "invoke failed");
+            tracing::warn!(code = e.code, message = %crate::backend::clean(&e.message), "invoke failed");
         }
         result
     }
@@ -233,7 +300,7 @@ impl Service {
             .resolve(&args.command, &args.args, &args.options)
             .map_err(|e| invalid_params(e.0))?;
         let action = resolved.action;
-        let backend = self.backend().await?;
+        let backend = self.live_backend().await?;
         let mut state = backend.state();
         let before = state.borrow_and_update().clone();
         if let Some(direction) = action.monitor {
@@ -485,7 +552,7 @@ impl Service {
     /// `focus_app {app, window_id?}`.
     async fn focus_app(&self, args: FocusArgs, dry_run: bool) -> Result<Value, ErrorObject> {
         check_name("app", &args.app)?;
-        let backend = self.backend().await?;
+        let backend = self.live_backend().await?;
         let windows = self.app_windows(&backend.snapshot(), &[&args.app]);
         let window = Self::pick(&args.app, &windows, args.window_id)?;
         self.focus_result(&backend, &args.app, window, windows.len(), dry_run, false)
@@ -573,7 +640,7 @@ impl Service {
         .into_iter()
         .flatten()
         .collect();
-        let backend = self.backend().await?;
+        let backend = self.live_backend().await?;
         let windows = self.app_windows(&backend.snapshot(), &names);
         if let Some(window) = windows.first().cloned() {
             return self
@@ -703,7 +770,7 @@ impl Service {
     /// recently focused).
     async fn close_app(&self, args: FocusArgs, dry_run: bool) -> Result<Value, ErrorObject> {
         check_name("app", &args.app)?;
-        let backend = self.backend().await?;
+        let backend = self.live_backend().await?;
         let windows = self.app_windows(&backend.snapshot(), &[&args.app]);
         let window = Self::pick(&args.app, &windows, args.window_id)?;
         let others = windows.len() - 1;
@@ -751,6 +818,10 @@ impl Service {
 
     async fn health(&self) -> HealthResult {
         match self.backend().await {
+            Ok(backend) if !backend.link().connected => HealthResult {
+                status: HealthStatus::Degraded,
+                detail: self.lost(&backend, &backend.link()),
+            },
             Ok(backend) => HealthResult {
                 status: HealthStatus::Ok,
                 detail: format!(
@@ -1048,8 +1119,32 @@ struct NiriArgs {
 #[serde(deny_unknown_fields)]
 struct FocusArgs {
     app: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "window_id")]
     window_id: Option<u64>,
+}
+
+/// A window id: a whole number `0..=2^64-1`. One beyond that is "out of range" (JSON
+/// readers hand it over as a float), a fraction is not an id.
+fn window_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    use serde::de::Error;
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match (n.as_u64(), n.as_f64()) {
+            (Some(id), _) => Ok(Some(id)),
+            (None, Some(f)) if f.is_finite() && f.fract() == 0.0 && f > 0.0 => {
+                Err(D::Error::custom(format!(
+                    "window_id {n} is out of range (0..=18446744073709551615)"
+                )))
+            }
+            _ => Err(D::Error::custom(format!(
+                "window_id must be a whole number 0 or more, not {n}"
+            ))),
+        },
+        Some(other) => Err(D::Error::custom(format!(
+            "window_id must be an integer, not {}",
+            short(&other)
+        ))),
+    }
 }
 
 /// `ensure_app {app, argv?, desktop_id?, wm_class?}`.
@@ -1137,6 +1232,56 @@ pub fn capabilities() -> Value {
     })
 }
 
+/// The background connector: try, and try again every [`RETRY_EVERY`], until connected or
+/// the service is gone.
+async fn connect_in_background(inner: Weak<Inner>) {
+    let mut warned = false;
+    loop {
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
+        let service = Service { inner: strong };
+        let detected = service.inner.detected.clone();
+        let attempt = tokio::time::timeout(CONNECT_TIMEOUT, Backend::connect(&detected)).await;
+        let error = match attempt {
+            Ok(Ok(backend)) => {
+                let backend = Arc::new(backend);
+                tracing::info!(
+                    compositor = backend.name(),
+                    version = backend.version().as_deref().unwrap_or("?"),
+                    "connected"
+                );
+                let _tracker = service.inner.focus.track(backend.state());
+                service.inner.connection.send_modify(|c| {
+                    c.backend = Some(backend);
+                    c.last_error = None;
+                    c.attempts += 1;
+                });
+                return;
+            }
+            Ok(Err(e)) => service.explain(&e),
+            Err(_) => format!(
+                "connecting to {} at {} timed out after {} s (is it hung?); retrying in the background",
+                detected.name(),
+                service.socket_shown(),
+                CONNECT_TIMEOUT.as_secs()
+            ),
+        };
+        if !warned {
+            warned = true;
+            tracing::warn!("{}", clean(&error));
+        } else {
+            tracing::debug!("{}", clean(&error));
+        }
+        service.inner.connection.send_modify(|c| {
+            c.last_error = Some(error);
+            c.attempts += 1;
+        });
+        drop(service);
+        tokio::time::sleep(RETRY_EVERY).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1206,6 +1351,23 @@ mod tests {
         );
         let health = service.health().await;
         assert_eq!(health.status, HealthStatus::Degraded);
+    }
+
+    #[test]
+    fn a_huge_window_id_is_out_of_range_not_fractional() {
+        let e = parse::<FocusArgs>(
+            "focus_app",
+            serde_json::from_str(r#"{"app": "x", "window_id": 1180591620717411303424}"#).unwrap(),
+        )
+        .expect_err("too big");
+        assert!(e.message.contains("out of range"), "{}", e.message);
+        let e = parse::<FocusArgs>("focus_app", json!({"app": "x", "window_id": 1.5}))
+            .expect_err("a fraction");
+        assert!(e.message.contains("whole number"), "{}", e.message);
+        let ok = parse::<FocusArgs>("focus_app", json!({"app": "x", "window_id": 7})).unwrap();
+        assert_eq!(ok.window_id, Some(7));
+        let none = parse::<FocusArgs>("focus_app", json!({"app": "x"})).unwrap();
+        assert_eq!(none.window_id, None);
     }
 
     #[test]

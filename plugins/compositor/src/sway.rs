@@ -11,18 +11,26 @@
 //! `window_properties.class` or a `pid` and no children), tiled or floating, each with the
 //! workspace and output above it; `fullscreen` is `fullscreen_mode != 0`.
 //!
+//! Under a flood of events the refreshes stay bounded: the bits of a burst are merged, and
+//! two refreshes start at least [`REFRESH_EVERY`] apart (the first change after a quiet
+//! period is read at once).
+//!
 //! If the event connection breaks, the client reconnects once a second for as long as it
-//! lives; the command connection is reopened on the next command.
+//! lives, and [`Sway::link`] says since when it is down; the command connection is reopened
+//! on the next command. At most [`MAX_WINDOWS`] windows, [`MAX_WORKSPACES`] workspaces and
+//! [`MAX_OUTPUTS`] outputs are kept (the snapshot then says `truncated: true`).
 
-use crate::backend::BackendError;
-use crate::model::{CompositorInfo, Output, Snapshot, Window, Workspace};
+use crate::backend::{BackendError, Link, LinkState, clean};
+use crate::model::{
+    CompositorInfo, MAX_OUTPUTS, MAX_WINDOWS, MAX_WORKSPACES, Output, Snapshot, Window, Workspace,
+};
 use async_io::Async;
 use futures::StreamExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use swayipc_async::{Connection, EventType, Node, NodeType};
 use tokio::sync::{Mutex, Notify, watch};
 
@@ -32,22 +40,45 @@ const NAME: &str = "sway";
 /// into a 4096-byte buffer (cutting off the rest), so a longer one is refused instead.
 pub const MAX_EXEC: usize = 4000;
 
-/// One argument single-quoted for sway's `exec`, which hands its arguments to `sh -c`
-/// unchanged. Inside single quotes sh gives no character a meaning, and sway's own
-/// tokenizer (which splits commands at `;` and `,` and reads criteria at `[`) treats only a
-/// backslash and the closing quote specially; so a value without `'`, `\` and control
-/// characters stays one literal word for both.
+/// The least time between the starts of two state refreshes during an event flood.
+pub const REFRESH_EVERY: Duration = Duration::from_millis(16);
+
+/// Why a string cannot go into a sway command: sway replaces `$name` by the value of a
+/// `set $name …` variable of the user's config before it parses a command, inside quotes
+/// too, so a `$` would let the config (or whoever wrote the argument) change what runs.
+///
+/// # Errors
+/// A message naming the value when it holds a `$`.
+pub fn refuse_variables(arg: &str) -> Result<(), String> {
+    if arg.contains('$') {
+        let shown: String = arg.chars().take(40).collect();
+        return Err(format!(
+            "{:?} contains '$', which sway would expand as a config variable (`set $name …`) even inside quotes",
+            clean(&shown)
+        ));
+    }
+    Ok(())
+}
+
+/// One argument single-quoted for sway's `exec`, which hands its arguments to `sh -c`.
+/// Inside single quotes sh gives no character a meaning, and sway's own tokenizer (which
+/// splits commands at `;` and `,` and reads criteria at `[`) treats only a backslash and
+/// the closing quote specially. sway does expand its config variables (`$name`) anywhere
+/// in a command, quotes or not, so a value stays one literal word only when it holds none
+/// of `'`, `\`, `$` and control characters; those are refused.
 ///
 /// # Errors
 /// A message naming the value when it holds one of those characters.
 pub fn exec_quote(arg: &str) -> Result<String, String> {
+    refuse_variables(arg)?;
     if let Some(bad) = arg
         .chars()
         .find(|c| matches!(c, '\'' | '\\') || c.is_control())
     {
         let shown: String = arg.chars().take(40).collect();
         return Err(format!(
-            "{shown:?} contains {}, which cannot pass through sway's exec safely",
+            "{:?} contains {}, which cannot pass through sway's exec safely",
+            clean(&shown),
             match bad {
                 '\'' => "a single quote".to_owned(),
                 '\\' => "a backslash".to_owned(),
@@ -94,6 +125,7 @@ pub struct Sway {
     commands: Arc<Mutex<Option<Connection>>>,
     state: watch::Receiver<Snapshot>,
     version: Option<String>,
+    link: Link,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -150,6 +182,7 @@ impl Sway {
             name: NAME.into(),
             version: version.clone(),
             socket: Some(socket.display().to_string()),
+            connected: true,
         };
         let mut parts = Parts::default();
         parts.refresh(&mut conn, DIRTY_ALL).await?;
@@ -161,11 +194,15 @@ impl Sway {
 
         let dirty = Arc::new(AtomicU8::new(0));
         let wake = Arc::new(Notify::new());
+        let link = Link::default();
+        let tx = Arc::new(tx);
         let reader = tokio::spawn(read_events(
             socket.clone(),
             events,
             dirty.clone(),
             wake.clone(),
+            link.clone(),
+            tx.clone(),
         ));
         let refresher = tokio::spawn(refresh_loop(
             commands.clone(),
@@ -181,6 +218,7 @@ impl Sway {
             commands,
             state: rx,
             version,
+            link,
             tasks: vec![reader, refresher],
         })
     }
@@ -198,6 +236,11 @@ impl Sway {
     /// The socket this client talks to.
     pub fn socket(&self) -> &Path {
         &self.socket
+    }
+
+    /// Whether the event connection is up, and since when.
+    pub fn link(&self) -> LinkState {
+        self.link.get()
     }
 
     /// Run `command` (sway command syntax, several separated by `;` or `,`). Every outcome
@@ -275,9 +318,12 @@ async fn read_events(
     mut events: swayipc_async::EventStream,
     dirty: Arc<AtomicU8>,
     wake: Arc<Notify>,
+    link: Link,
+    tx: Arc<watch::Sender<Snapshot>>,
 ) {
     let mut warned_decode = false;
     loop {
+        let mut why = "sway closed the event connection".to_owned();
         while let Some(event) = events.next().await {
             let bits = match event {
                 Ok(swayipc_async::Event::Window(_)) => DIRTY_TREE,
@@ -290,13 +336,14 @@ async fn read_events(
                 Ok(_) => 0,
                 Err(swayipc_async::Error::Io(e)) => {
                     tracing::warn!(error = %e, "sway event stream broke");
+                    why = format!("the event connection broke: {e}");
                     break;
                 }
                 Err(e) => {
                     // An event this crate cannot decode still says something changed.
                     if !warned_decode {
                         warned_decode = true;
-                        tracing::warn!(error = %e, "undecodable sway event (logged once); re-reading everything");
+                        tracing::warn!(error = %clean(&e.to_string()), "undecodable sway event (logged once); re-reading everything");
                     }
                     DIRTY_ALL
                 }
@@ -306,6 +353,8 @@ async fn read_events(
                 wake.notify_one();
             }
         }
+        link.down(&why);
+        tx.send_if_modified(|s| std::mem::replace(&mut s.compositor.connected, false));
         // Reconnect: resubscribe and re-read everything, since events may have been missed.
         loop {
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -313,6 +362,7 @@ async fn read_events(
                 Ok(stream) => {
                     tracing::info!(socket = %socket.display(), "sway event stream reconnected");
                     events = stream;
+                    link.up();
                     dirty.fetch_or(DIRTY_ALL, Ordering::SeqCst);
                     wake.notify_one();
                     break;
@@ -329,12 +379,21 @@ async fn refresh_loop(
     socket: PathBuf,
     mut parts: Parts,
     info: CompositorInfo,
-    tx: watch::Sender<Snapshot>,
+    tx: Arc<watch::Sender<Snapshot>>,
     dirty: Arc<AtomicU8>,
     wake: Arc<Notify>,
 ) {
+    let mut last_refresh: Option<Instant> = None;
+    let mut truncation_logged = false;
     loop {
         wake.notified().await;
+        // During a flood, let the bits of the next REFRESH_EVERY gather into one refresh.
+        if let Some(wait) = last_refresh.map(|t| REFRESH_EVERY.saturating_sub(t.elapsed())) {
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+        }
+        last_refresh = Some(Instant::now());
         let bits = dirty.swap(0, Ordering::SeqCst);
         if bits == 0 {
             continue;
@@ -364,6 +423,13 @@ async fn refresh_loop(
         match result {
             Ok(()) => {
                 let next = parts.snapshot(&info);
+                if next.truncated && !std::mem::replace(&mut truncation_logged, true) {
+                    tracing::warn!(
+                        "sway reports more than {MAX_WINDOWS} windows, {MAX_WORKSPACES} \
+                         workspaces or {MAX_OUTPUTS} outputs; the rest are left out of the \
+                         snapshot (truncated: true)"
+                    );
+                }
                 tx.send_if_modified(|current| {
                     if *current == next {
                         false
@@ -390,6 +456,10 @@ struct Parts {
     workspaces: Vec<Workspace>,
     outputs: Vec<Output>,
     keyboard_layout: Option<String>,
+    /// Windows, workspaces or outputs beyond the caps were left out (by part).
+    windows_dropped: bool,
+    workspaces_dropped: bool,
+    outputs_dropped: bool,
 }
 
 impl Parts {
@@ -399,15 +469,19 @@ impl Parts {
                 .get_tree()
                 .await
                 .map_err(|e| io_error(format!("get_tree: {e}")))?;
-            self.windows = windows_of(&tree);
+            let (windows, dropped) = windows_of(&tree);
+            self.windows = windows;
+            self.windows_dropped = dropped;
         }
         if bits & DIRTY_WORKSPACES != 0 {
             let workspaces = conn
                 .get_workspaces()
                 .await
                 .map_err(|e| io_error(format!("get_workspaces: {e}")))?;
+            self.workspaces_dropped = workspaces.len() > MAX_WORKSPACES;
             self.workspaces = workspaces
                 .into_iter()
+                .take(MAX_WORKSPACES)
                 .map(|w| Workspace {
                     id: u64::try_from(w.id).unwrap_or_default(),
                     index: (w.num >= 0).then_some(i64::from(w.num)),
@@ -423,8 +497,10 @@ impl Parts {
                 .get_outputs()
                 .await
                 .map_err(|e| io_error(format!("get_outputs: {e}")))?;
+            self.outputs_dropped = outputs.len() > MAX_OUTPUTS;
             self.outputs = outputs
                 .into_iter()
+                .take(MAX_OUTPUTS)
                 .map(|o| Output {
                     name: o.name,
                     focused: o.focused,
@@ -459,6 +535,7 @@ impl Parts {
             outputs: self.outputs.clone(),
             keyboard_layout: self.keyboard_layout.clone(),
             overview: None,
+            truncated: self.windows_dropped || self.workspaces_dropped || self.outputs_dropped,
             provenance: Default::default(),
         };
         snapshot.refresh_focus();
@@ -466,11 +543,13 @@ impl Parts {
     }
 }
 
-/// Every view in the tree, tiled and floating, in tree order.
-fn windows_of(root: &Node) -> Vec<Window> {
+/// Every view in the tree, tiled and floating, in tree order; at most [`MAX_WINDOWS`], and
+/// whether more were left out.
+fn windows_of(root: &Node) -> (Vec<Window>, bool) {
     let mut out = Vec::new();
-    walk(root, None, None, false, &mut out);
-    out
+    let mut dropped = false;
+    walk(root, None, None, false, &mut out, &mut dropped);
+    (out, dropped)
 }
 
 /// `floating`: the node hangs below a workspace's `floating_nodes` (a floating view, or a
@@ -481,6 +560,7 @@ fn walk(
     workspace: Option<(&str, u64)>,
     floating: bool,
     out: &mut Vec<Window>,
+    dropped: &mut bool,
 ) {
     let floating = floating || node.node_type == NodeType::FloatingCon;
     let (output, workspace) = match node.node_type {
@@ -500,7 +580,9 @@ fn walk(
                 .as_ref()
                 .is_some_and(|p| p.class.is_some())
             || (node.pid.is_some() && node.nodes.is_empty() && node.floating_nodes.is_empty()));
-    if is_view {
+    if is_view && out.len() >= MAX_WINDOWS {
+        *dropped = true;
+    } else if is_view {
         let app_id = node.app_id.clone().or_else(|| {
             node.window_properties
                 .as_ref()
@@ -522,9 +604,9 @@ fn walk(
         });
     }
     for child in &node.nodes {
-        walk(child, output, workspace, floating, out);
+        walk(child, output, workspace, floating, out, dropped);
     }
     for child in &node.floating_nodes {
-        walk(child, output, workspace, true, out);
+        walk(child, output, workspace, true, out, dropped);
     }
 }

@@ -783,9 +783,43 @@ fn niri_value(arg: &Arg) -> Value {
     }
 }
 
-/// A double-quoted sway string (strings are checked to hold no quote or backslash).
-fn sway_quote(s: &str) -> String {
-    format!("\"{s}\"")
+/// A double-quoted sway string (strings are checked to hold no quote or backslash; a `$`
+/// is refused here, since sway would expand it as a config variable inside the quotes).
+fn sway_quote(s: &str) -> Result<String, String> {
+    crate::sway::refuse_variables(s)?;
+    Ok(format!("\"{s}\""))
+}
+
+/// The words sway's `workspace` and `move … to workspace` commands read as something else
+/// than a workspace name (compared ignoring case, as sway does).
+pub const SWAY_WORKSPACE_KEYWORDS: [&str; 7] = [
+    "prev",
+    "next",
+    "current",
+    "back_and_forth",
+    "next_on_output",
+    "prev_on_output",
+    "number",
+];
+
+/// A workspace name as a sway command argument: refused when sway would read it as one of
+/// its keywords ([`SWAY_WORKSPACE_KEYWORDS`], or an option such as
+/// `--no-auto-back-and-forth`) rather than as a name.
+fn sway_workspace_name(name: &str) -> Result<String, String> {
+    let first = name.split_whitespace().next().unwrap_or_default();
+    if first.starts_with("--")
+        || SWAY_WORKSPACE_KEYWORDS
+            .iter()
+            .any(|k| first.eq_ignore_ascii_case(k))
+    {
+        return Err(format!(
+            "sway reads the workspace name {:?} as its keyword {first:?} (prev, next, current, \
+             back_and_forth, next_on_output, prev_on_output, number and options starting with \
+             -- are not names there); use a workspace number or another name",
+            truncate(name)
+        ));
+    }
+    sway_quote(name)
 }
 
 /// An argument in sway's command syntax (`Err` when it cannot pass safely).
@@ -794,19 +828,21 @@ fn sway_value(arg: &Arg, param: &Param) -> Result<String, String> {
     Ok(match arg {
         Arg::Integer(n) => n.to_string(),
         Arg::WorkspaceIndex(i) => format!("number {i}"),
-        Arg::WorkspaceName(n) => sway_quote(n),
-        Arg::Str(s) => sway_quote(s),
+        Arg::WorkspaceName(n) => sway_workspace_name(n)?,
+        Arg::Str(s) => sway_quote(s)?,
         Arg::Bool(b) => b.to_string(),
         Arg::Size(SizeChange::SetFixed(n)) => format!("set {axis} {n} px"),
-        Arg::Size(SizeChange::SetProportion(p)) => format!("set {axis} {} ppt", p.round()),
+        Arg::Size(SizeChange::SetProportion(p)) => format!("set {axis} {} ppt", p.round() as i64),
         Arg::Size(SizeChange::AdjustFixed(n)) if *n < 0 => {
             format!("shrink {axis} {} px", n.unsigned_abs())
         }
         Arg::Size(SizeChange::AdjustFixed(n)) => format!("grow {axis} {n} px"),
         Arg::Size(SizeChange::AdjustProportion(p)) if *p < 0.0 => {
-            format!("shrink {axis} {} ppt", p.abs().round())
+            format!("shrink {axis} {} ppt", p.abs().round() as i64)
         }
-        Arg::Size(SizeChange::AdjustProportion(p)) => format!("grow {axis} {} ppt", p.round()),
+        Arg::Size(SizeChange::AdjustProportion(p)) => {
+            format!("grow {axis} {} ppt", p.round() as i64)
+        }
         Arg::Layout(LayoutTarget::Next) => "next".into(),
         Arg::Layout(LayoutTarget::Prev) => "prev".into(),
         Arg::Layout(LayoutTarget::Index(i)) => i.to_string(),
@@ -885,6 +921,49 @@ fn integer_of(value: &Value) -> Option<i64> {
     }
 }
 
+/// Whether `value` is a whole number too large for an `i64` (a JSON integer beyond it, or
+/// a digit string of one): such a value is out of range, not of the wrong kind.
+fn huge_integer(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => {
+            n.as_i64().is_none()
+                && (n.is_u64()
+                    || n.as_f64()
+                        .is_some_and(|f| f.is_finite() && f.fract() == 0.0))
+        }
+        Value::String(s) => {
+            let t = s.trim();
+            let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
+            !digits.is_empty()
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && t.parse::<i64>().is_err()
+        }
+        _ => false,
+    }
+}
+
+/// A workspace index: `0..=255`, the same range for a JSON number and a digit string.
+fn workspace_index(value: &Value) -> Result<Arg, String> {
+    if huge_integer(value) {
+        return Err(format!(
+            "workspace index {} is out of range (0..=255)",
+            shown(value)
+        ));
+    }
+    let n = integer_of(value)
+        .ok_or_else(|| format!("expected a workspace index or name, got {}", shown(value)))?;
+    u8::try_from(n)
+        .map(Arg::WorkspaceIndex)
+        .map_err(|_| format!("workspace index {n} is outside 0..=255"))
+}
+
+/// Whether a string is meant as a number (digits, perhaps signed), not as a name.
+fn numeric(s: &str) -> bool {
+    let t = s.trim();
+    let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
 fn shown(value: &Value) -> String {
     truncate(&value.to_string())
 }
@@ -893,6 +972,13 @@ fn shown(value: &Value) -> String {
 fn convert(param: &Param, value: &Value) -> Result<Arg, String> {
     match param.kind {
         ParamType::Integer => {
+            if huge_integer(value) {
+                let (min, max) = (
+                    param.min.unwrap_or(0),
+                    param.max.unwrap_or(i64::from(u32::MAX)),
+                );
+                return Err(format!("{} is out of range ({min}..={max})", shown(value)));
+            }
             let n = integer_of(value)
                 .ok_or_else(|| format!("expected an integer, got {}", shown(value)))?;
             let min = param.min.unwrap_or(0);
@@ -903,20 +989,9 @@ fn convert(param: &Param, value: &Value) -> Result<Arg, String> {
             Ok(Arg::Integer(n))
         }
         ParamType::Workspace => match value {
-            Value::Number(_) => {
-                let n = integer_of(value).ok_or_else(|| {
-                    format!("expected a workspace index or name, got {}", shown(value))
-                })?;
-                u8::try_from(n)
-                    .map(Arg::WorkspaceIndex)
-                    .map_err(|_| format!("workspace index {n} is outside 0..=255"))
-            }
-            Value::String(s) => match s.trim().parse::<i64>() {
-                Ok(n) => u8::try_from(n)
-                    .map(Arg::WorkspaceIndex)
-                    .map_err(|_| format!("workspace index {n} is outside 0..=255")),
-                Err(_) => check_string(s).map(Arg::WorkspaceName),
-            },
+            Value::Number(_) => workspace_index(value),
+            Value::String(s) if numeric(s) => workspace_index(value),
+            Value::String(s) => check_string(s).map(Arg::WorkspaceName),
             _ => Err(format!(
                 "expected a workspace index or name, got {}",
                 shown(value)
@@ -934,12 +1009,15 @@ fn convert(param: &Param, value: &Value) -> Result<Arg, String> {
         },
         ParamType::Size => match value {
             Value::Number(_) => {
+                if huge_integer(value) {
+                    return Err(format!("{} pixels is out of range", shown(value)));
+                }
                 let n = integer_of(value)
                     .ok_or_else(|| format!("expected a size change, got {}", shown(value)))?;
                 let n = i32::try_from(n).map_err(|_| format!("{n} pixels is out of range"))?;
-                Ok(Arg::Size(SizeChange::SetFixed(n)))
+                check_size(SizeChange::SetFixed(n), &n.to_string()).map(Arg::Size)
             }
-            Value::String(s) => parse_size(s).map(Arg::Size),
+            Value::String(s) => parse_size(s).and_then(|c| check_size(c, s)).map(Arg::Size),
             _ => Err(format!(
                 "expected a size change like \"+10%\", got {}",
                 shown(value)
@@ -979,6 +1057,27 @@ fn convert(param: &Param, value: &Value) -> Result<Arg, String> {
                 shown(value)
             )),
         },
+    }
+}
+
+/// A size change that does something: a size to set is positive (at least 1 pixel, or a
+/// percentage that rounds to at least 1, as sway only takes whole ones), a change is not
+/// zero (nor a percentage that rounds to zero).
+fn check_size(change: SizeChange, shown_as: &str) -> Result<SizeChange, String> {
+    let shown_as = truncate(shown_as);
+    match change {
+        SizeChange::SetFixed(n) if n < 1 => Err(format!(
+            "{shown_as:?} would set a size of {n} pixels; a size to set must be at least 1 (use \"-{}\" as a string to shrink)",
+            n.unsigned_abs()
+        )),
+        SizeChange::SetProportion(p) if p.round() < 1.0 => Err(format!(
+            "{shown_as:?} would set a size of {p}%, which rounds to nothing; a size to set must be at least 1%"
+        )),
+        SizeChange::AdjustFixed(0) => Err(format!("{shown_as:?} changes the size by nothing")),
+        SizeChange::AdjustProportion(p) if p.round() == 0.0 => Err(format!(
+            "{shown_as:?} changes the size by {p}%, which rounds to nothing"
+        )),
+        ok => Ok(ok),
     }
 }
 
@@ -1331,17 +1430,17 @@ mod tests {
         // Shell characters stay literal: quoted for sway and sh, passed as is to niri.
         let (niri, sway) = resolve(
             "spawn",
-            json!(["notify-send", "a; kill, [x] $HOME \"q\""]),
+            json!(["notify-send", "a; kill, [x] `id` \"q\""]),
             json!({}),
         )
         .unwrap();
         assert_eq!(
             niri,
-            json!({"Spawn": {"command": ["notify-send", "a; kill, [x] $HOME \"q\""]}})
+            json!({"Spawn": {"command": ["notify-send", "a; kill, [x] `id` \"q\""]}})
         );
         assert_eq!(
             sway.as_deref(),
-            Some("exec exec 'notify-send' 'a; kill, [x] $HOME \"q\"'")
+            Some("exec exec 'notify-send' 'a; kill, [x] `id` \"q\"'")
         );
         // What cannot be quoted for sway is refused there, and only there.
         for bad in ["it's", "a\\", "x' ; kill '"] {
@@ -1476,6 +1575,115 @@ mod tests {
             Some(MonitorDirection::Left)
         );
         assert_eq!(TABLE.get("focus-monitor").unwrap().monitor, None);
+    }
+
+    #[test]
+    fn sway_variables_are_refused_in_every_string_it_would_expand() {
+        for (name, args) in [
+            ("spawn", json!(["touch", "/tmp/a-$x"])),
+            ("spawn", json!(["$x"])),
+            ("spawn-sh", json!(["echo $x"])),
+            ("focus-workspace", json!(["$x"])),
+            ("move-window-to-workspace", json!(["chat$x"])),
+        ] {
+            match sway_of(name, args.clone(), json!({})) {
+                Err(SwayError::Unsafe(why)) => assert!(why.contains("expand"), "{name}: {why}"),
+                other => panic!("{name} {args}: {other:?}"),
+            }
+            // niri takes them literally.
+            assert!(resolve(name, args, json!({})).is_ok());
+        }
+        assert!(crate::sway::exec_quote("a$b").is_err());
+        assert!(crate::sway::exec_argv(&["foot".into(), "$HOME".into()]).is_err());
+    }
+
+    #[test]
+    fn sway_keywords_are_no_workspace_names() {
+        for name in [
+            "prev",
+            "NEXT",
+            "current",
+            "back_and_forth",
+            "next_on_output",
+            "prev_on_output",
+            "number",
+            "--no-auto-back-and-forth",
+            "--anything",
+            "prev 2",
+        ] {
+            for command in ["focus-workspace", "move-window-to-workspace"] {
+                match sway_of(command, json!([name]), json!({})) {
+                    Err(SwayError::Unsafe(why)) => assert!(why.contains("keyword"), "{why}"),
+                    other => panic!("{command} {name:?}: {other:?}"),
+                }
+            }
+            // niri has no such keywords.
+            let (niri, _) = resolve("focus-workspace", json!([name]), json!({})).expect("niri");
+            assert_eq!(niri["FocusWorkspace"]["reference"]["Name"], name);
+        }
+        assert_eq!(
+            sway_of("focus-workspace", json!(["previous-ish"]), json!({})).expect("a name"),
+            "workspace \"previous-ish\""
+        );
+    }
+
+    #[test]
+    fn digit_strings_are_workspace_numbers_with_the_numbers_range() {
+        assert_eq!(
+            sway_of("focus-workspace", json!(["7"]), json!({})).expect("seven"),
+            "workspace number 7"
+        );
+        for bad in [
+            json!("99999999999999999999"),
+            json!(99999999999999999999u128 as f64),
+            json!("256"),
+            json!(256),
+            json!("-1"),
+        ] {
+            let e = resolve("focus-workspace", json!([bad.clone()]), json!({}))
+                .expect_err("out of range");
+            assert!(
+                e.contains("out of range") || e.contains("outside 0..=255"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn sizes_that_do_nothing_or_are_negative_are_refused() {
+        for bad in [
+            json!("0.4%"),
+            json!("0%"),
+            json!("-0%"),
+            json!("+0.3%"),
+            json!("+0"),
+            json!("0"),
+            json!(-5),
+            json!(0),
+        ] {
+            let e =
+                resolve("set-column-width", json!([bad.clone()]), json!({})).expect_err("refused");
+            assert!(e.contains("set-column-width"), "{bad}: {e}");
+        }
+        assert_eq!(
+            sway_of("set-column-width", json!(["-5"]), json!({})).expect("shrink"),
+            "resize shrink width 5 px"
+        );
+        assert_eq!(
+            sway_of("set-column-width", json!(["0.6%"]), json!({})).expect("one"),
+            "resize set width 1 ppt"
+        );
+        let e = resolve("set-column-width", json!([2f64.powi(70)]), json!({})).expect_err("huge");
+        assert!(e.contains("out of range"), "{e}");
+    }
+
+    #[test]
+    fn a_huge_integer_is_out_of_range() {
+        let e = resolve("focus-column", json!([2f64.powi(70)]), json!({})).expect_err("huge");
+        assert!(e.contains("out of range"), "{e}");
+        let e = resolve("focus-column", json!(["1180591620717411303424"]), json!({}))
+            .expect_err("huge");
+        assert!(e.contains("out of range"), "{e}");
     }
 
     #[test]

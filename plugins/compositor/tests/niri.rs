@@ -6,6 +6,7 @@ use niri_server::{Desktop, FakeNiri, FakeOutput, FakeWorkspace, Misbehave};
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use utter_compositor::backend::{BackendError, wait_for};
 use utter_compositor::model::{CompositorInfo, Output, Snapshot, Window, Workspace};
@@ -80,6 +81,7 @@ async fn connect_builds_the_snapshot() {
                 name: "niri".into(),
                 version: Some("25.11".into()),
                 socket: Some(fake.socket().display().to_string()),
+                connected: true,
             },
             focused: Some(firefox.clone()),
             windows: vec![
@@ -118,6 +120,7 @@ async fn connect_builds_the_snapshot() {
             ],
             keyboard_layout: Some("English (US)".into()),
             overview: Some(false),
+            truncated: false,
             provenance: Default::default(),
         };
         assert_eq!(*niri.state().borrow(), expected);
@@ -781,6 +784,199 @@ async fn a_niri_that_reports_fullscreen_gets_the_toggle_only_when_needed() {
         assert_eq!(
             fake.desktop().window(10).unwrap().is_fullscreen,
             Some(false)
+        );
+    })
+    .await;
+}
+
+/// A minimal niri for the flood test: answers the requests a client makes when it connects,
+/// and on `EventStream` sends the initial state, then `count` title changes of window 1 as
+/// fast as the socket takes them, the last one titled "last".
+async fn flooding_niri(dir: &Path, count: usize) -> PathBuf {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let path = dir.join("flood.sock");
+    let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let (read, mut write) = stream.into_split();
+                let mut line = String::new();
+                if BufReader::new(read).read_line(&mut line).await.is_err() {
+                    return;
+                }
+                let reply = match line.trim() {
+                    r#""Version""# => json!({"Ok": {"Version": "25.11"}}),
+                    r#""Outputs""# => json!({"Ok": {"Outputs": {"DP-1": {"name": "DP-1",
+                        "make": "m", "model": "x", "logical": {"x": 0, "y": 0, "width": 1920, "height": 1080}}}}}),
+                    r#""FocusedOutput""# => json!({"Ok": {"FocusedOutput": {"name": "DP-1"}}}),
+                    r#""EventStream""# => json!({"Ok": "Handled"}),
+                    _ => json!({"Ok": "Handled"}),
+                };
+                let mut out = format!("{reply}\n");
+                if line.trim() != r#""EventStream""# {
+                    let _ = write.write_all(out.as_bytes()).await;
+                    return;
+                }
+                let window = |title: &str| json!({"id": 1, "title": title, "app_id": "foot", "workspace_id": 1, "is_focused": true});
+                for event in [
+                    json!({"WorkspacesChanged": {"workspaces": [{"id": 1, "idx": 1, "output": "DP-1",
+                        "is_active": true, "is_focused": true}]}}),
+                    json!({"WindowsChanged": {"windows": [window("first")]}}),
+                    json!({"KeyboardLayoutsChanged": {"keyboard_layouts": {"names": ["us"], "current_idx": 0}}}),
+                    json!({"OverviewOpenedOrClosed": {"is_open": false}}),
+                ] {
+                    out.push_str(&format!("{event}\n"));
+                }
+                if write.write_all(out.as_bytes()).await.is_err() {
+                    return;
+                }
+                let mut batch = String::new();
+                for k in 0..count {
+                    let title = if k + 1 == count {
+                        "last".to_owned()
+                    } else {
+                        format!("t{k}")
+                    };
+                    batch.push_str(&format!(
+                        "{}\n",
+                        json!({"WindowOpenedOrChanged": {"window": window(&title)}})
+                    ));
+                    if batch.len() > 32 * 1024 || k + 1 == count {
+                        if write.write_all(batch.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        batch.clear();
+                    }
+                }
+                // Stay open, quiet, as niri does.
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            });
+        }
+    });
+    path
+}
+
+#[tokio::test]
+async fn requests_are_answered_while_niri_floods_events() {
+    within(async {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = flooding_niri(dir.path(), 300_000).await;
+        let options = SpawnOptions {
+            env: vec![
+                ("NIRI_SOCKET".into(), socket.clone().into()),
+                ("SWAYSOCK".into(), "".into()),
+                ("I3SOCK".into(), "".into()),
+            ],
+            timeout: Duration::from_secs(15),
+            ..Default::default()
+        };
+        let plugin = TestPlugin::start(&[env!("CARGO_BIN_EXE_utter-compositor").into()], options)
+            .await
+            .expect("the plugin starts");
+        // During the flood: every request is answered (the bound is generous on purpose).
+        for _ in 0..5 {
+            let answer = tokio::time::timeout(
+                Duration::from_secs(5),
+                plugin.request("context.snapshot", json!({})),
+            )
+            .await
+            .expect("context.snapshot answered within 5 s during the flood");
+            if let Ok(snapshot) = answer {
+                assert_eq!(snapshot["compositor"]["name"], "niri");
+            }
+            let health = tokio::time::timeout(
+                Duration::from_secs(5),
+                plugin.request("plugin.health", json!({})),
+            )
+            .await
+            .expect("plugin.health answered within 5 s during the flood")
+            .expect("health");
+            assert!(health["status"].is_string(), "{health}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // After it: the snapshot shows the last title.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let snapshot = plugin
+                .request("context.snapshot", json!({}))
+                .await
+                .expect("snapshot");
+            if snapshot["focused"]["title"] == "last" {
+                assert_eq!(snapshot["windows"].as_array().map(Vec::len), Some(1));
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the last title never showed: {snapshot}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_dead_niri_is_reported_not_served_as_connected() {
+    within(async {
+        let fake = FakeNiri::start().await;
+        let plugin = plugin_for(&fake).await;
+        let snapshot = plugin
+            .request("context.snapshot", json!({}))
+            .await
+            .expect("snapshot while niri lives");
+        assert_eq!(snapshot["compositor"]["connected"], true, "{snapshot}");
+        let socket = fake.socket().display().to_string();
+        drop(fake);
+
+        // Within the grace the last state is still served, marked; after it, an error.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let error = loop {
+            match plugin.request("context.snapshot", json!({})).await {
+                Ok(s) if s["compositor"]["connected"] == false => {}
+                Ok(s) => assert_eq!(s["compositor"]["connected"], true),
+                Err(e) => break e,
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the snapshot kept being served after niri died"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(error.code, -32000);
+        assert!(
+            error.message.contains("lost the connection to niri")
+                && error.message.contains(&socket),
+            "{}",
+            error.message
+        );
+        let health = plugin
+            .request("plugin.health", json!({}))
+            .await
+            .expect("health");
+        assert_eq!(health["status"], "degraded", "{health}");
+        assert!(
+            health["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("reconnecting"),
+            "{health}"
+        );
+        let started = std::time::Instant::now();
+        let e = plugin
+            .request(
+                "action.invoke",
+                json!({"op": "focus_app", "args": {"app": "foot"}, "provenance": "user"}),
+            )
+            .await
+            .expect_err("no action on a dead niri");
+        assert_eq!(e.code, -32000);
+        assert!(e.message.contains("lost the connection"), "{}", e.message);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "it failed slowly"
         );
     })
     .await;

@@ -798,3 +798,46 @@ async fn hostile_arguments_are_refused_and_the_plugin_keeps_serving() {
         .expect("health");
     assert_eq!(health["status"], "ok");
 }
+
+#[tokio::test]
+async fn a_dead_sway_is_reported_not_served_as_connected() {
+    let session = SwaySession::start();
+    let plugin = start_plugin(Some(&session.socket)).await;
+    let snapshot = plugin
+        .request("context.snapshot", json!({}))
+        .await
+        .expect("snapshot while sway lives");
+    assert_eq!(snapshot["compositor"]["connected"], true, "{snapshot}");
+    drop(session);
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let error = loop {
+        match plugin.request("context.snapshot", json!({})).await {
+            Ok(s) if s["compositor"]["connected"] == false => {}
+            Ok(s) => assert_eq!(s["compositor"]["connected"], true),
+            Err(e) => break e,
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the snapshot kept being served after sway died"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(error.code, -32000);
+    assert!(
+        error.message.contains("lost the connection to sway"),
+        "{}",
+        error.message
+    );
+    let health = plugin
+        .request("plugin.health", json!({}))
+        .await
+        .expect("health");
+    assert_eq!(health["status"], "degraded", "{health}");
+    let e = err(
+        invoke(&plugin, "focus_app", json!({"app": "foot"}), true).await,
+        "an action on a dead sway",
+    );
+    assert_eq!(e.code, -32000);
+    assert!(e.message.contains("reconnecting"), "{}", e.message);
+}
