@@ -3,8 +3,9 @@
 //! It serves `router.plan`: a spoken or typed utterance goes in, and at most one step comes
 //! out, chosen by fixed rules without any model: media keys, web sites from a catalog,
 //! compositor actions (workspaces, windows, monitors, screenshots on niri), the user's own
-//! niri key bindings, installed desktop applications and bare host names (see [`rules`] for
-//! the order). A step of a destructive compositor action ("close this window") carries
+//! niri key bindings, installed desktop applications, typing, key chords, scrolling and
+//! clicking in the focused window ([`inapp`]) and bare host names (see [`rules`] for the
+//! order). A step of a destructive compositor action ("close this window") carries
 //! `confirm: true`, so the runner asks first. An
 //! utterance no rule understands is not an error: the answer has no steps, `rule: null` and
 //! a message, so the runner can fall back to another router. The message says why when a
@@ -34,10 +35,12 @@
 //! Module map: [`text`] normalises utterances, [`numbers`] turns spoken numbers into digits,
 //! [`sites`] loads the site catalog, [`apps`] finds installed applications, [`phrases`]
 //! holds the compositor phrase tables, [`niri_config`] reads the user's niri bindings,
-//! [`context`] reads a request's desktop context, [`rules`] turns text into a step.
+//! [`context`] reads a request's desktop context, [`inapp`] holds the typing, key, scroll
+//! and click rules, [`rules`] turns text into a step.
 
 pub mod apps;
 pub mod context;
+pub mod inapp;
 pub mod niri_config;
 pub mod numbers;
 pub mod phrases;
@@ -225,6 +228,7 @@ impl State {
             curated: &self.curated,
             binds: &binds,
             context: request.context.as_ref(),
+            utterance: &request.utterance,
         };
         let text = text::strip_fillers(&normalized);
         match rules::plan(text, &sources) {
@@ -367,6 +371,11 @@ message naming the file and the line.";
 ///   - installed applications: "launch calculator", matched on the Name,
 ///     GenericName and Keywords of the .desktop files under $XDG_DATA_HOME
 ///     and $XDG_DATA_DIRS;
+///   - typing and keys in the focused window: "type hello world",
+///     "press control shift t", "press enter three times";
+///   - scrolling and clicking: "scroll down a lot", "click the send
+///     button" (matched against the accessibility tree by the action
+///     plugin);
 ///   - bare host names: "open example.com".
 ///
 /// An utterance that no rule understands gets an empty plan, so that another

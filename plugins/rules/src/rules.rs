@@ -21,8 +21,17 @@
 //!    app_id from the context, else an installed application's id.
 //! 7. `launch_app`: "open / launch / start / run \<app\>" for an installed application
 //!    → op `launch_app`, args `{app_id, name}`.
-//! 8. `open_domain`: "open / go to / visit / show \<host name\>" → op `ensure_url`, args
-//!    `{url: "https://<host>", site: "<host>"}`.
+//! 8. `type_text`: "type / type in / write / enter the text \<text\>" → op `type_text`, args
+//!    `{text}`, the text as it was said (see [`crate::inapp`]).
+//! 9. `key`: "press / hit / tap \<chord\> [N times]" → op `key`, args `{chord, repeat?}`
+//!    with X keysym names ("press control shift t" → `ctrl+shift+t`).
+//! 10. `scroll`: "scroll up / down / left / right [a little | a lot | N times]" → op
+//!     `scroll`, args `{direction, amount}`.
+//! 11. `click_element`: "click / click on / tap on \<element\>", and "press / hit the
+//!     \<name\> button" or "tap \<name\>" when the words are no key chord → op
+//!     `click_element`, args `{description}`.
+//! 12. `open_domain`: "open / go to / visit / show \<host name\>" → op `ensure_url`, args
+//!     `{url: "https://<host>", site: "<host>"}`.
 //!
 //! Why this order:
 //!
@@ -35,7 +44,19 @@
 //! - Curated phrases beat the generated ones (3 before 4) when both claim a phrase, and a
 //!   generated phrase beats the application rules (4 before 5-7): "open a terminal" is what
 //!   the user's own binding says it is.
-//! - "open X" still prefers a site, then an application, then a host name (2, 7, 8).
+//! - "open X" still prefers a site, then an application, then a host name (2, 7, 12).
+//! - The in-app rules (8-11) come after everything that names a site, an application or a
+//!   compositor action, so none of them can take a phrase of those: "pause" stays media,
+//!   "close this window" and "take a screenshot" stay the compositor's, "enter fullscreen"
+//!   is not typing. Their verbs (type, write, enter the text, press, hit, tap, scroll,
+//!   click) open no phrase of rules 1-7 either; a test checks every curated phrase and
+//!   every "\<site verb\> \<site\>" against them. Only the user's own niri bindings could
+//!   say "press ..." or "type ...", and then the user's binding wins (4 before 8-11).
+//! - Among themselves: "press" and "hit" are a key first and click only "the \<name\>
+//!   button" (or link, tab, icon, ...) whose name is no key; "tap" is a key when its words
+//!   are a chord and a click otherwise; "page down" is a key, "scroll down" a scroll (see
+//!   [`crate::inapp`]).
+//! - 8-11 and 12 share no verb, so the host-name rule keeps "open example.com".
 //!
 //! Rule 3 plans on every compositor: the op `niri` names niri's actions, and the compositor
 //! plugin maps each to sway's command where sway has one (and says clearly when it has
@@ -68,11 +89,16 @@
 //! cannot add anything the user did not say, so nothing marks the step specially. Window
 //! titles are never read.
 //!
+//! The in-app rules take their values from the utterance as received
+//! ([`Sources::utterance`]) rather than from the normalised words: the text to type keeps
+//! its case and punctuation, and so does the name of the element to click.
+//!
 //! Everything here is pure over the given [`Sources`], which is how the unit tests drive it;
 //! `lib.rs` supplies the real ones.
 
 use crate::apps::{AppEntry, app_forms, find_app};
 use crate::context::{Context, Likeness};
+use crate::inapp;
 use crate::numbers;
 use crate::phrases::{Curated, NiriAction, PhraseTable};
 use crate::sites::{Catalog, site_forms};
@@ -216,7 +242,8 @@ impl MediaCommand {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Matched {
     /// The rule's name: `media`, `open_site`, `compositor`, `niri_bind`, `ensure_app`,
-    /// `focus_app`, `close_app`, `launch_app` or `open_domain`.
+    /// `focus_app`, `close_app`, `launch_app`, `type_text`, `key`, `scroll`,
+    /// `click_element` or `open_domain`.
     pub rule: &'static str,
     /// The step's op.
     pub op: &'static str,
@@ -274,6 +301,20 @@ pub struct Sources<'a> {
     pub binds: &'a dyn BindsLookup,
     /// The request's desktop context, if it had one.
     pub context: Option<&'a Context>,
+    /// The utterance as received (trimmed, not normalised), whose words the in-app rules
+    /// pass on as said. Empty: the normalised text stands in for it.
+    pub utterance: &'a str,
+}
+
+impl Sources<'_> {
+    /// The utterance the in-app rules read: [`Sources::utterance`], else `text`.
+    fn spoken<'t>(&'t self, text: &'t str) -> &'t str {
+        if self.utterance.trim().is_empty() {
+            text
+        } else {
+            self.utterance
+        }
+    }
 }
 
 /// Apply the rules to `text`, which must already be normalised with fillers stripped.
@@ -345,6 +386,9 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
             });
         }
     }
+    if let Some(matched) = inapp::plan(sources.spoken(text)) {
+        return Some(matched);
+    }
     for target in targets(text, SITE_VERBS) {
         if let Some(host) = site_forms(target).into_iter().find(|f| is_hostname(f)) {
             let url = format!("https://{host}");
@@ -366,6 +410,8 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
 ///   "workspace 0", "go to workspace 300"): which numbers there are;
 /// - one of the user's niri binding phrases while the context names another compositor:
 ///   that the binding is niri's and which compositor runs;
+/// - an in-app verb without what it needs ("press blorp" names the unknown key word, "type"
+///   alone, "scroll sideways", "click it"; see [`inapp::explain`]);
 /// - a focus or close verb with a name that is neither an installed application nor an
 ///   app_id of the context's windows ("switch to firefox" without Firefox): that nothing is
 ///   called so, with up to [`MAX_CLOSE_NAMES`] similar names from both when there are any
@@ -393,6 +439,9 @@ pub fn explain(text: &str, sources: &Sources<'_>) -> Option<String> {
         return Some(format!(
             "\"{text}\" is one of your niri key bindings, but this session runs {compositor}"
         ));
+    }
+    if let Some(message) = inapp::explain(sources.spoken(text)) {
+        return Some(message);
     }
     let verbs = sources
         .curated
@@ -750,6 +799,7 @@ mod tests {
             curated: curated(),
             binds,
             context,
+            utterance,
         };
         plan(strip_fillers(&normalized), &sources)
     }
@@ -1237,6 +1287,169 @@ mod tests {
     }
 
     #[test]
+    fn in_app_rules_take_no_earlier_phrase() {
+        // Every curated phrase, and every site verb with a catalog site's name or an alias,
+        // is not an in-app phrase at all: the order does not even have to decide.
+        for phrase in curated().table.phrases() {
+            let utterance = phrase.replace(crate::phrases::SLOT, "3");
+            assert_eq!(inapp::plan(&utterance), None, "{utterance:?}");
+        }
+        for site in catalog().sites() {
+            for verb in SITE_VERBS {
+                let utterance = format!("{verb} {}", site.name);
+                assert_eq!(inapp::plan(&utterance), None, "{utterance:?}");
+            }
+        }
+        for verb in APP_VERBS
+            .iter()
+            .copied()
+            .chain(curated().focus_verbs.iter().map(String::as_str))
+            .chain(curated().close_verbs.iter().map(String::as_str))
+        {
+            for app in apps() {
+                let utterance = format!("{verb} {}", app.name);
+                assert_eq!(inapp::plan(&utterance), None, "{utterance:?}");
+            }
+        }
+        // The earlier rules keep their phrases through the whole router.
+        let cases = [
+            ("pause", "media"),
+            ("play", "media"),
+            ("next track", "media"),
+            ("open youtube", "open_site"),
+            ("go to hacker news", "open_site"),
+            ("close this window", "compositor"),
+            ("take a screenshot", "compositor"),
+            ("enter fullscreen", "compositor"),
+            ("switch keyboard layout", "compositor"),
+            ("focus left", "compositor"),
+            ("switch to firefox", "ensure_app"),
+            ("close firefox", "close_app"),
+            ("open marker writer", "launch_app"),
+            ("open example.com", "open_domain"),
+        ];
+        for (utterance, rule) in cases {
+            assert_eq!(summary(utterance).map(|s| s.0), Some(rule), "{utterance}");
+        }
+        // "type" elsewhere than at the start is not typing.
+        for utterance in ["switch keyboard type", "what type is this"] {
+            assert_eq!(summary(utterance), None, "{utterance}");
+        }
+    }
+
+    #[test]
+    fn in_app_rules_plan_after_the_others() {
+        let cases = [
+            (
+                "type hello world",
+                "type_text",
+                json!({"text": "hello world"}),
+            ),
+            (
+                "Type Open YouTube.",
+                "type_text",
+                json!({"text": "Open YouTube"}),
+            ),
+            (
+                "type close this window",
+                "type_text",
+                json!({"text": "close this window"}),
+            ),
+            ("press enter", "key", json!({"chord": "Return"})),
+            (
+                "press ctrl shift t",
+                "key",
+                json!({"chord": "ctrl+shift+t"}),
+            ),
+            (
+                "press enter three times",
+                "key",
+                json!({"chord": "Return", "repeat": 3}),
+            ),
+            (
+                "scroll down",
+                "scroll",
+                json!({"direction": "down", "amount": 5}),
+            ),
+            (
+                "scroll up a lot",
+                "scroll",
+                json!({"direction": "up", "amount": 15}),
+            ),
+            (
+                "click the send button",
+                "click_element",
+                json!({"description": "the send button"}),
+            ),
+            (
+                "press the blue button",
+                "click_element",
+                json!({"description": "the blue button"}),
+            ),
+            ("tap OK", "click_element", json!({"description": "OK"})),
+        ];
+        for (utterance, rule, args) in cases {
+            assert_eq!(summary(utterance), Some((rule, rule, args)), "{utterance}");
+            assert_eq!(confirm_of(utterance), Some(false), "{utterance}");
+        }
+        // Without the raw utterance, the normalised text stands in (lowercase, no
+        // punctuation): nothing breaks, only the case is lost.
+        let apps = apps();
+        let none = PhraseTable::new();
+        let sources = Sources {
+            catalog: catalog(),
+            apps: &apps,
+            curated: curated(),
+            binds: &none,
+            context: None,
+            utterance: "",
+        };
+        assert_eq!(
+            plan("type hello world", &sources).map(|m| m.args),
+            Some(json!({"text": "hello world"}))
+        );
+    }
+
+    #[test]
+    fn in_app_near_misses_are_explained() {
+        let none = PhraseTable::new();
+        let explained = |utterance: &str| explain_with(utterance, &apps(), None, &none);
+        assert!(
+            explained("press blorp")
+                .unwrap_or_default()
+                .starts_with("no key is called \"blorp\""),
+        );
+        assert!(
+            explained("type")
+                .unwrap_or_default()
+                .contains("needs the text")
+        );
+        assert!(
+            explained("scroll sideways")
+                .unwrap_or_default()
+                .contains("direction")
+        );
+        assert!(
+            explained("click it")
+                .unwrap_or_default()
+                .contains("needs the name")
+        );
+    }
+
+    #[test]
+    fn a_users_binding_beats_an_in_app_phrase() {
+        let (binds, _) = crate::niri_config::parse(
+            "binds { Mod+Return hotkey-overlay-title=\"Press Enter\" { spawn \"foot\"; }; }\n",
+        )
+        .expect("parses");
+        assert_eq!(
+            run_with("press enter", None, &binds).map(|m| m.rule),
+            Some("niri_bind")
+        );
+        assert_eq!(run("press enter").map(|m| m.rule), Some("key"));
+    }
+
+    #[test]
     fn compositor_phrases_plan_everywhere() {
         let binds = PhraseTable::new();
         assert!(run_with("workspace two", None, &binds).is_some());
@@ -1493,6 +1706,7 @@ mod tests {
             curated: &curated,
             binds: &binds,
             context: None,
+            utterance: "",
         };
         let m = plan("center column", &sources).expect("the binding plans");
         assert_eq!((m.rule, m.confirm), ("niri_bind", true));
@@ -1651,6 +1865,7 @@ mod tests {
             curated: curated(),
             binds,
             context,
+            utterance,
         };
         assert_eq!(plan(text, &sources), None, "{utterance} planned");
         explain(text, &sources)

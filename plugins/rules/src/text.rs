@@ -5,6 +5,8 @@
 //! can compare plain lowercase words. Words that look like host names (`example.com`) keep
 //! their dots and dashes, because there the punctuation is the content.
 
+use std::ops::Range;
+
 /// Lowercase `input`, drop punctuation and quotes, and collapse whitespace to single spaces.
 ///
 /// A word that is a host name once its surrounding punctuation is removed is kept as it is
@@ -16,25 +18,53 @@
 /// becomes `plus 2` (also with the sign as a word of its own, `- 1`, and with the Unicode
 /// minus `−` or an en dash `–`), so that "workspace -1" can never read as workspace 1.
 pub fn normalize(input: &str) -> String {
-    let mut words: Vec<String> = Vec::new();
-    let raws: Vec<&str> = input.split_whitespace().collect();
-    for (i, raw) in raws.iter().enumerate() {
+    let words: Vec<String> = normalize_words(input).into_iter().map(|w| w.text).collect();
+    words.join(" ")
+}
+
+/// One word of [`normalize`]'s output with the whitespace-separated word of the input it
+/// came from, so that a rule can hand on part of the utterance as it was said (the text of
+/// "type ...", see [`crate::inapp`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpokenWord {
+    /// The normalised word.
+    pub text: String,
+    /// The byte range of the input word it came from. One input word may give several
+    /// words ("play/pause", "-1") and then they share the range.
+    pub raw: Range<usize>,
+}
+
+/// [`normalize`] word by word: its output is these words' texts joined by single spaces.
+pub fn normalize_words(input: &str) -> Vec<SpokenWord> {
+    let mut words: Vec<SpokenWord> = Vec::new();
+    let raws: Vec<(usize, &str)> = input
+        .split_whitespace()
+        .map(|raw| (raw.as_ptr() as usize - input.as_ptr() as usize, raw))
+        .collect();
+    for (i, &(start, raw)) in raws.iter().enumerate() {
+        let range = start..start + raw.len();
+        let mut push = |text: &str| {
+            words.push(SpokenWord {
+                text: text.to_owned(),
+                raw: range.clone(),
+            })
+        };
         let lower = raw.to_lowercase();
         let trimmed = lower.trim_matches(|c: char| !c.is_alphanumeric());
         let next_is_number = || {
             raws.get(i + 1)
-                .and_then(|w| w.chars().find(|c| c.is_alphanumeric()))
+                .and_then(|(_, w)| w.chars().find(|c| c.is_alphanumeric()))
                 .is_some_and(|c| c.is_ascii_digit())
         };
         if let Some(sign) = leading_sign(&lower) {
-            words.push(sign.to_owned());
+            push(sign);
         } else if trimmed.is_empty() && next_is_number() {
             if let Some(sign) = sign_word(&lower) {
-                words.push(sign.to_owned());
+                push(sign);
             }
         }
         if is_hostname(trimmed) {
-            words.push(trimmed.to_owned());
+            push(trimmed);
             continue;
         }
         let mut word = String::new();
@@ -49,9 +79,9 @@ pub fn normalize(input: &str) -> String {
                 word.push(' ');
             }
         }
-        words.extend(word.split_whitespace().map(str::to_owned));
+        word.split_whitespace().for_each(&mut push);
     }
-    words.join(" ")
+    words
 }
 
 /// "minus" or "plus" for a sign character.
@@ -104,21 +134,28 @@ const TRAILING_FILLERS: &[&str] = &["please", "thank you", "thanks", "for me"];
 /// Remove politeness fillers ("please", "can you", "hey utter", ...) from both ends of a
 /// [`normalize`]d utterance, repeatedly, so "hey utter could you please pause" is "pause".
 pub fn strip_fillers(text: &str) -> &str {
-    let mut rest = text.trim();
+    let (start, end) = filler_span(text);
+    &text[start..end]
+}
+
+/// The byte range of `text` that [`strip_fillers`] keeps.
+pub fn filler_span(text: &str) -> (usize, usize) {
+    let mut start = text.len() - text.trim_start().len();
+    let mut end = text.trim_end().len().max(start);
     loop {
-        let before = rest;
+        let before = (start, end);
         for filler in LEADING_FILLERS {
-            if let Some(after) = strip_word_prefix(rest, filler) {
-                rest = after;
+            if let Some(after) = strip_word_prefix(&text[start..end], filler) {
+                start = end - after.len();
             }
         }
         for filler in TRAILING_FILLERS {
-            if let Some(before) = strip_word_suffix(rest, filler) {
-                rest = before;
+            if let Some(rest) = strip_word_suffix(&text[start..end], filler) {
+                end = start + rest.len();
             }
         }
-        if rest == before {
-            return rest;
+        if (start, end) == before {
+            return (start, end);
         }
     }
 }
@@ -294,6 +331,42 @@ mod tests {
         // Only whole words.
         assert_eq!(strip_fillers("pleased"), "pleased");
         assert_eq!(strip_fillers("play canyon"), "play canyon");
+    }
+
+    #[test]
+    fn normalized_words_know_their_raw_words() {
+        let input = "Hey, play/pause -1 Example.COM!";
+        let words = normalize_words(input);
+        let texts: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
+        assert_eq!(texts, ["hey", "play", "pause", "minus", "1", "example.com"]);
+        let raws: Vec<&str> = words.iter().map(|w| &input[w.raw.clone()]).collect();
+        assert_eq!(
+            raws,
+            [
+                "Hey,",
+                "play/pause",
+                "play/pause",
+                "-1",
+                "-1",
+                "Example.COM!"
+            ]
+        );
+        assert_eq!(normalize(input), texts.join(" "));
+    }
+
+    #[test]
+    fn filler_span_is_what_strip_fillers_keeps() {
+        for text in [
+            "hey utter could you please pause",
+            "open youtube please",
+            "please",
+            "type thank you",
+            "",
+        ] {
+            let (start, end) = filler_span(text);
+            assert_eq!(&text[start..end], strip_fillers(text), "{text}");
+        }
+        assert_eq!(filler_span("please pause thanks"), (7, 12));
     }
 
     #[test]

@@ -29,6 +29,7 @@ fn plan(catalog: &Catalog, utterance: &str) -> Option<(String, Value)> {
         curated: &curated,
         binds: &PhraseTable::new(),
         context: None,
+        utterance,
     };
     rules::plan(text::strip_fillers(&normalized), &sources)
         .map(|Matched { op, args, .. }| (op.to_owned(), args))

@@ -1,0 +1,991 @@
+//! In-app rules: typing text, pressing keys, scrolling and clicking in the focused window.
+//!
+//! Four families, tried in this order (rules 8 to 11 of [`crate::rules`]):
+//!
+//! 1. `type_text`: "type hello world", "type in …", "write …", "enter the text …" → op
+//!    `type_text`, args `{text}`. The text is the rest of the utterance *as it was said*,
+//!    taken from the raw transcript, not from the normalised words: case, inner punctuation
+//!    and spacing stay, and so do trailing politeness words ("type thank you" types "thank
+//!    you"). One trailing period, which speech-to-text adds to every sentence, is dropped; an
+//!    ellipsis ("...") is kept. The verb must open the utterance (after a leading "please" or
+//!    "hey utter"): "type" inside other words ("switch keyboard type") is never typing.
+//! 2. `key`: "press / hit / tap \<chord\>" → op `key`, args `{chord, repeat?}`. A chord is
+//!    modifiers and at most one key, written as X keysym names joined by `+` with the
+//!    modifiers first in the order `ctrl`, `shift`, `alt`, `super` ("press control shift t"
+//!    → `ctrl+shift+t`, "press alt f4" → `alt+F4`, "press the tab key" → `Tab`, "press the
+//!    windows key" → `super`). "… three times", "twice" add `repeat` (2 to
+//!    [`MAX_REPEAT`]; more is cut to [`MAX_REPEAT`], and a single press has no `repeat`).
+//!    A word that names no key plans nothing, and the empty plan's message names the word.
+//! 3. `scroll`: "scroll up / down / left / right [a little | a lot | N times]" → op `scroll`,
+//!    args `{direction, amount}`, in steps: [`SCROLL_STEPS`] by default, [`SCROLL_LITTLE`]
+//!    for "a little", [`SCROLL_LOT`] for "a lot", N × [`SCROLL_STEPS`] for "N times", at most
+//!    [`MAX_SCROLL`].
+//! 4. `click_element`: "click / click on / tap on / press on \<element\>" → op
+//!    `click_element`, args `{description}`: the words after the verb as said (case kept,
+//!    punctuation and quotes around them trimmed, trailing politeness dropped), which the
+//!    action plugin looks for in the accessibility tree. "Click it" or "click here" plan
+//!    nothing: they point at something without naming it.
+//!
+//! Conflicts resolved between the families:
+//!
+//! - "press" and "hit" are keys first. Only when the words are no chord *and* end with the
+//!   name of a kind of element ("press the blue button", "hit the settings tab") do they
+//!   click. "press the enter button" presses Return; "press a button" clicks (a lone letter
+//!   before "button" is an article, not the key). "press the tab" is the Tab key.
+//! - "tap" is a key when the words are a chord ("tap enter") and a click otherwise ("tap
+//!   OK"): nobody taps a key that has no name.
+//! - "page down" and "page up" are keys (after "press"); "scroll down" is scrolling. A bare
+//!   "page down" plans nothing.
+//! - "enter" is the Return key after "press"; as a verb it types only in "enter the text …"
+//!   and "enter text …", so the compositor's "enter fullscreen" keeps its meaning (and comes
+//!   first anyway).
+//!
+//! Every value comes from the utterance; the step keeps the request's provenance.
+
+use crate::numbers;
+use crate::rules::Matched;
+use crate::text::{SpokenWord, filler_span, normalize_words};
+use utter_protocol::serde_json::json;
+
+/// The most presses one `key` step asks for.
+pub const MAX_REPEAT: u32 = 20;
+
+/// Scroll steps of a plain "scroll down", and of each "time" in "scroll down three times".
+pub const SCROLL_STEPS: u32 = 5;
+
+/// Scroll steps of "a little".
+pub const SCROLL_LITTLE: u32 = 2;
+
+/// Scroll steps of "a lot".
+pub const SCROLL_LOT: u32 = 15;
+
+/// The most scroll steps one `scroll` step asks for.
+pub const MAX_SCROLL: u32 = 50;
+
+/// Verbs that type the rest of the utterance, longest first. The first that opens the
+/// utterance decides: "type in" with nothing after it types nothing (not "in").
+const TYPE_VERBS: &[&str] = &[
+    "enter the text",
+    "enter text",
+    "type the text",
+    "type the words",
+    "type out",
+    "type in",
+    "type",
+    "write the text",
+    "write",
+];
+
+/// Verbs of a key chord. "tap" also clicks when its words are no chord.
+const KEY_VERBS: &[&str] = &["press", "hit", "tap"];
+
+/// Verbs that click an element, longest first.
+const CLICK_VERBS: &[&str] = &["click on", "click", "tap on", "press on", "hit on"];
+
+/// Kinds of element: after "press" or "hit", words that are no chord but end with one of
+/// these click the element ("press the blue button").
+const ELEMENT_NOUNS: &[&str] = &[
+    "button", "link", "tab", "icon", "checkbox", "box", "menu", "item", "option", "field",
+    "toggle", "switch", "entry", "image", "picture", "tile", "card", "row", "arrow",
+];
+
+/// Click targets that point without naming anything.
+const DEICTIC: &[&str] = &[
+    "it", "this", "that", "here", "there", "this one", "that one",
+];
+
+/// Modifier words and the name they have in a chord, in the chord's order.
+const MODIFIERS: &[(&str, &[&str])] = &[
+    ("ctrl", &["control", "ctrl", "ctl"]),
+    ("shift", &["shift"]),
+    ("alt", &["alt", "alternate"]),
+    ("super", &["super", "windows", "win", "meta", "logo"]),
+];
+
+/// Spoken key names (one to three normalised words) and their X keysym names. Letters,
+/// digits and function keys are handled apart (see [`key_at`]).
+const KEYS: &[(&str, &str)] = &[
+    ("enter", "Return"),
+    ("return", "Return"),
+    ("escape", "Escape"),
+    ("esc", "Escape"),
+    ("tab", "Tab"),
+    ("backspace", "BackSpace"),
+    ("back space", "BackSpace"),
+    ("delete", "Delete"),
+    ("del", "Delete"),
+    ("insert", "Insert"),
+    ("space", "space"),
+    ("spacebar", "space"),
+    ("space bar", "space"),
+    ("left", "Left"),
+    ("left arrow", "Left"),
+    ("arrow left", "Left"),
+    ("right", "Right"),
+    ("right arrow", "Right"),
+    ("arrow right", "Right"),
+    ("up", "Up"),
+    ("up arrow", "Up"),
+    ("arrow up", "Up"),
+    ("down", "Down"),
+    ("down arrow", "Down"),
+    ("arrow down", "Down"),
+    ("home", "Home"),
+    ("end", "End"),
+    ("page up", "Page_Up"),
+    ("pageup", "Page_Up"),
+    ("pgup", "Page_Up"),
+    ("page down", "Page_Down"),
+    ("pagedown", "Page_Down"),
+    ("pgdn", "Page_Down"),
+    ("print screen", "Print"),
+    ("printscreen", "Print"),
+    ("caps lock", "Caps_Lock"),
+    ("capslock", "Caps_Lock"),
+    ("menu", "Menu"),
+    ("period", "period"),
+    ("full stop", "period"),
+    ("dot", "period"),
+    ("comma", "comma"),
+    ("slash", "slash"),
+    ("forward slash", "slash"),
+    ("backslash", "backslash"),
+    ("back slash", "backslash"),
+    ("minus", "minus"),
+    ("dash", "minus"),
+    ("hyphen", "minus"),
+    ("plus", "plus"),
+    ("equals", "equal"),
+    ("equal", "equal"),
+    ("semicolon", "semicolon"),
+];
+
+/// The NATO alphabet, for letters that speech-to-text mishears when said alone.
+const NATO: &[&str] = &[
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+    "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
+    "uniform", "victor", "whiskey", "xray", "yankee", "zulu",
+];
+
+/// What the in-app rules make of an utterance: not theirs, a step, or a reason why not.
+type Outcome = Option<Result<Matched, String>>;
+
+/// The step of rules 8 to 11 for `utterance`, the request's text as received (the
+/// normalisation happens here, because `type_text` needs the words as they were said).
+pub fn plan(utterance: &str) -> Option<Matched> {
+    decide(utterance)?.ok()
+}
+
+/// Why rules 8 to 11 plan nothing for `utterance` when one of their verbs opened it ("press
+/// blorp", "type", "scroll sideways"); `None` when none did or when they plan a step.
+pub fn explain(utterance: &str) -> Option<String> {
+    decide(utterance)?.err()
+}
+
+fn decide(utterance: &str) -> Outcome {
+    let spoken = Spoken::new(utterance);
+    if spoken.first >= spoken.last {
+        return None;
+    }
+    type_text(&spoken)
+        .or_else(|| key(&spoken))
+        .or_else(|| scroll(&spoken))
+        .or_else(|| click(&spoken))
+}
+
+/// An utterance as normalised words that remember where they came from.
+struct Spoken<'a> {
+    raw: &'a str,
+    words: Vec<SpokenWord>,
+    /// The first word after the leading fillers ("please", "hey utter").
+    first: usize,
+    /// One past the last word before the trailing fillers ("please", "thanks").
+    last: usize,
+}
+
+impl<'a> Spoken<'a> {
+    fn new(raw: &'a str) -> Spoken<'a> {
+        let words = normalize_words(raw);
+        let joined = words
+            .iter()
+            .map(|w| w.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let (start, end) = filler_span(&joined);
+        let first = joined[..start].split_whitespace().count();
+        let last = first + joined[start..end].split_whitespace().count();
+        Spoken {
+            raw,
+            words,
+            first,
+            last,
+        }
+    }
+
+    /// The normalised words from `from` to the trailing fillers.
+    fn text(&self, from: usize) -> Vec<&str> {
+        self.words
+            .get(from..self.last)
+            .unwrap_or_default()
+            .iter()
+            .map(|w| w.text.as_str())
+            .collect()
+    }
+
+    /// The index after the first of `verbs` that opens the utterance.
+    fn after_verb(&self, verbs: &[&str]) -> Option<usize> {
+        let words = self.text(self.first);
+        verbs.iter().find_map(|verb| {
+            let verb: Vec<&str> = verb.split(' ').collect();
+            words.starts_with(&verb).then_some(self.first + verb.len())
+        })
+    }
+
+    /// Where in the raw text word `index` begins, when the word before it is the last of a
+    /// verb: after the raw word of that verb word, or inside it when they share one.
+    fn raw_start(&self, index: usize) -> usize {
+        let Some(previous) = index.checked_sub(1).and_then(|i| self.words.get(i)) else {
+            return 0;
+        };
+        match self.words.get(index) {
+            Some(word) if word.raw == previous.raw => self
+                .run_of(index)
+                .map_or(word.raw.start, |(start, _)| start),
+            _ => previous.raw.end,
+        }
+    }
+
+    /// Where in the raw text the words up to `end` (exclusive) end.
+    fn raw_end(&self, end: usize) -> usize {
+        let Some(last) = end.checked_sub(1).and_then(|i| self.words.get(i)) else {
+            return 0;
+        };
+        match self.words.get(end) {
+            Some(next) if next.raw == last.raw => self
+                .run_of(end - 1)
+                .map_or(last.raw.end, |(_, run_end)| run_end),
+            _ => last.raw.end,
+        }
+    }
+
+    /// The raw byte range of word `index` when its raw word splits into as many runs of
+    /// letters and digits as it gave words ("type:hello"), which is when they match one to
+    /// one; `None` when it does not (a host name, "&", a sign).
+    fn run_of(&self, index: usize) -> Option<(usize, usize)> {
+        let word = &self.words[index];
+        let siblings: Vec<usize> = (0..self.words.len())
+            .filter(|&i| self.words[i].raw == word.raw)
+            .collect();
+        let position = siblings.iter().position(|&i| i == index)?;
+        let raw = &self.raw[word.raw.clone()];
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        let mut current: Option<usize> = None;
+        for (offset, c) in raw.char_indices() {
+            let inside = c.is_alphanumeric() || matches!(c, '\'' | '\u{2018}' | '\u{2019}' | '`');
+            match (inside, current) {
+                (true, None) => current = Some(offset),
+                (false, Some(start)) => {
+                    runs.push((start, offset));
+                    current = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(start) = current {
+            runs.push((start, raw.len()));
+        }
+        (runs.len() == siblings.len())
+            .then(|| runs[position])
+            .map(|(s, e)| (word.raw.start + s, word.raw.start + e))
+    }
+}
+
+/// `text` cut to a length fit for a one-line message.
+fn short(text: &str) -> String {
+    const MAX: usize = 60;
+    if text.chars().count() <= MAX {
+        text.to_owned()
+    } else {
+        let cut: String = text.chars().take(MAX).collect();
+        format!("{cut}…")
+    }
+}
+
+/// Rule 8: type the rest of the utterance.
+fn type_text(spoken: &Spoken<'_>) -> Outcome {
+    let after = spoken.after_verb(TYPE_VERBS)?;
+    let verb = spoken.text(spoken.first)[..after - spoken.first].join(" ");
+    let mut text = spoken.raw[spoken.raw_start(after)..].trim();
+    if text.ends_with('.') && !text.ends_with("..") {
+        text = text[..text.len() - 1].trim_end();
+    }
+    if text.is_empty() {
+        return Some(Err(format!(
+            "\"{verb}\" needs the text to type after it, e.g. \"type hello world\""
+        )));
+    }
+    Some(Ok(Matched {
+        rule: "type_text",
+        op: "type_text",
+        message: format!("type {:?}", short(text)),
+        args: json!({"text": text}),
+        confirm: false,
+    }))
+}
+
+/// A chord that did not parse.
+#[derive(Debug, PartialEq)]
+enum ChordError {
+    /// No key and no modifier.
+    Empty,
+    /// A word that names no key.
+    Unknown(String),
+    /// Two keys besides the modifiers.
+    TwoKeys(String, String),
+}
+
+/// A parsed chord: modifiers (as bits in [`MODIFIERS`] order) and the key.
+#[derive(Debug, PartialEq)]
+struct Chord {
+    modifiers: [bool; 4],
+    key: Option<String>,
+}
+
+impl Chord {
+    /// `ctrl+shift+t`.
+    fn name(&self) -> String {
+        let mut parts: Vec<&str> = MODIFIERS
+            .iter()
+            .zip(self.modifiers)
+            .filter(|(_, on)| *on)
+            .map(|((name, _), _)| *name)
+            .collect();
+        if let Some(key) = &self.key {
+            parts.push(key);
+        }
+        parts.join("+")
+    }
+
+    /// True when the key is a lone letter or digit.
+    fn is_character(&self) -> bool {
+        self.key.as_ref().is_some_and(|k| k.chars().count() == 1)
+    }
+}
+
+/// The key that starts at `words[i]`, with the number of words it takes.
+fn key_at(words: &[&str], i: usize) -> Option<(String, usize)> {
+    for len in (1..=3).rev() {
+        let Some(phrase) = words.get(i..i + len) else {
+            continue;
+        };
+        let phrase = phrase.join(" ");
+        if let Some((_, keysym)) = KEYS.iter().find(|(spoken, _)| *spoken == phrase) {
+            // "plus" between two parts joins them; only at the end is it the key.
+            if phrase == "plus" && i + 1 < words.len() {
+                continue;
+            }
+            return Some(((*keysym).to_owned(), len));
+        }
+    }
+    let word = words[i];
+    let function = |number: &str| {
+        number
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=24).contains(n) && !number.starts_with('0'))
+            .map(|n| format!("F{n}"))
+    };
+    if let Some(number) = word.strip_prefix('f').filter(|n| !n.is_empty())
+        && let Some(name) = function(number)
+    {
+        return Some((name, 1));
+    }
+    if word == "f"
+        && let Some(name) = words.get(i + 1).and_then(|n| function(n))
+    {
+        return Some((name, 2));
+    }
+    if word == "x" && words.get(i + 1) == Some(&"ray") {
+        return Some(("x".to_owned(), 2));
+    }
+    if let Some(letter) = NATO.iter().find(|n| **n == word) {
+        return Some((letter[..1].to_owned(), 1));
+    }
+    if word == "juliett" || word == "whisky" {
+        return Some((word[..1].to_owned(), 1));
+    }
+    let mut chars = word.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) if c.is_ascii_lowercase() || c.is_ascii_digit() => Some((c.to_string(), 1)),
+        _ => None,
+    }
+}
+
+/// Parse the words of a chord (numbers already digits, "the" and "key" already gone).
+fn parse_chord(words: &[&str]) -> Result<Chord, ChordError> {
+    let mut chord = Chord {
+        modifiers: [false; 4],
+        key: None,
+    };
+    let mut key_words = String::new();
+    let mut i = 0;
+    while i < words.len() {
+        let word = words[i];
+        if let Some(m) = MODIFIERS
+            .iter()
+            .position(|(_, spoken)| spoken.contains(&word))
+        {
+            chord.modifiers[m] = true;
+            i += 1;
+            continue;
+        }
+        if matches!(word, "and" | "plus") && i > 0 && i + 1 < words.len() {
+            i += 1;
+            continue;
+        }
+        let Some((key, len)) = key_at(words, i) else {
+            return Err(ChordError::Unknown(word.to_owned()));
+        };
+        let said = words[i..i + len].join(" ");
+        if chord.key.is_some() {
+            return Err(ChordError::TwoKeys(key_words, said));
+        }
+        chord.key = Some(key);
+        key_words = said;
+        i += len;
+    }
+    if chord.key.is_none() && !chord.modifiers.contains(&true) {
+        return Err(ChordError::Empty);
+    }
+    Ok(chord)
+}
+
+/// The number of presses that "… N times", "once", "twice" or "thrice" at the end of
+/// `words` asks for, and the words before it. `Err` with the number for zero.
+fn repetition<'w>(words: &'w [&'w str]) -> Result<(u32, &'w [&'w str]), u32> {
+    let n = words.len();
+    let counted = |count: &str| count.parse::<u32>().ok();
+    match words {
+        [.., "once"] => Ok((1, &words[..n - 1])),
+        [.., "twice"] => Ok((2, &words[..n - 1])),
+        [.., "thrice"] => Ok((3, &words[..n - 1])),
+        [.., count, "times" | "time"] if counted(count).is_some() => {
+            let count = counted(count).unwrap_or(1);
+            if count == 0 {
+                Err(0)
+            } else {
+                Ok((count, &words[..n - 2]))
+            }
+        }
+        _ => Ok((1, words)),
+    }
+}
+
+/// The message for a chord that did not parse.
+fn chord_problem(verb: &str, error: ChordError) -> String {
+    match error {
+        ChordError::Empty => {
+            format!("\"{verb}\" needs a key to press, e.g. \"press enter\" or \"press control a\"")
+        }
+        ChordError::Unknown(word) => format!(
+            "no key is called \"{word}\": say a key such as enter, escape, tab, space, \
+             backspace, page down, f5 or a letter, with control, shift, alt or super before it"
+        ),
+        ChordError::TwoKeys(first, second) => format!(
+            "\"{first}\" and \"{second}\" are two keys; a chord is modifiers and one key, \
+             e.g. \"press control shift t\""
+        ),
+    }
+}
+
+/// Rule 9: press a key chord (and click, for "press the blue button" and "tap OK").
+fn key(spoken: &Spoken<'_>) -> Outcome {
+    let after = spoken.after_verb(KEY_VERBS)?;
+    let verb = spoken.words[after - 1].text.clone();
+    let rest = spoken.text(after);
+    if rest.first() == Some(&"on") {
+        // "press on the send button" is a click (rule 11).
+        return None;
+    }
+    let canonical = numbers::digits(&rest.join(" "));
+    let all: Vec<&str> = canonical.split(' ').filter(|w| !w.is_empty()).collect();
+    let parsed = match repetition(&all) {
+        Err(zero) => Err(format!(
+            "a key is pressed 1 to {MAX_REPEAT} times, not {zero}"
+        )),
+        Ok((times, words)) => {
+            let words: Vec<&str> = words
+                .iter()
+                .copied()
+                .skip_while(|w| *w == "the")
+                .filter(|w| !matches!(*w, "key" | "keys"))
+                .collect();
+            let (words, buttoned) = match words.split_last() {
+                Some((&"button", before)) => (before.to_vec(), true),
+                _ => (words, false),
+            };
+            match parse_chord(&words) {
+                // "press a button": the letter is an article, not the key.
+                Ok(chord) if buttoned && chord.is_character() => {
+                    Err(chord_problem(&verb, ChordError::Unknown(words.join(" "))))
+                }
+                Ok(chord) => Ok((chord, times)),
+                Err(e) => Err(chord_problem(&verb, e)),
+            }
+        }
+    };
+    match parsed {
+        Ok((chord, times)) => {
+            let name = chord.name();
+            let repeat = times.min(MAX_REPEAT);
+            let mut args = json!({"chord": name});
+            let mut message = format!("press {name}");
+            if repeat > 1 {
+                args["repeat"] = json!(repeat);
+                message.push_str(&format!(" {repeat} times"));
+            }
+            if times > MAX_REPEAT {
+                message.push_str(&format!(" (at most {MAX_REPEAT})"));
+            }
+            Some(Ok(Matched {
+                rule: "key",
+                op: "key",
+                args,
+                message,
+                confirm: false,
+            }))
+        }
+        Err(problem) => {
+            let names_element = rest.last().is_some_and(|w| ELEMENT_NOUNS.contains(w));
+            if verb == "tap" || names_element {
+                click_after(spoken, after).or(Some(Err(problem)))
+            } else {
+                Some(Err(problem))
+            }
+        }
+    }
+}
+
+/// Rule 10: scroll the focused window.
+fn scroll(spoken: &Spoken<'_>) -> Outcome {
+    let after = spoken.after_verb(&["scroll"])?;
+    let problem = || {
+        Some(Err(format!(
+            "\"scroll\" needs a direction (up, down, left or right) and may say how far: \
+             \"a little\", \"a lot\" or \"three times\" (at most {MAX_SCROLL} steps)"
+        )))
+    };
+    let words = spoken.text(after);
+    let mut words: &[&str] = &words;
+    let objects: &[&[&str]] = &[
+        &["the", "page"],
+        &["this", "page"],
+        &["the", "window"],
+        &["this", "window"],
+        &["page"],
+        &["it"],
+    ];
+    // "scroll the page down", "scroll down the page".
+    let skip_object = |words: &mut &[&str]| {
+        if let Some(object) = objects.iter().find(|o| words.starts_with(o)) {
+            *words = &words[object.len()..];
+        }
+    };
+    skip_object(&mut words);
+    let Some((direction, mut amount)) = words.split_first() else {
+        return problem();
+    };
+    if !matches!(*direction, "up" | "down" | "left" | "right") {
+        return problem();
+    }
+    skip_object(&mut amount);
+    let amount = amount.join(" ");
+    let steps = match amount.as_str() {
+        "" => SCROLL_STEPS,
+        "a little" | "a little bit" | "a bit" | "a tiny bit" | "slightly" | "just a little"
+        | "a little more" | "a bit more" => SCROLL_LITTLE,
+        "a lot" | "a lot more" | "lots" | "a long way" | "far" | "way more" => SCROLL_LOT,
+        other => {
+            let counted = numbers::digits(other);
+            let counted: Vec<&str> = counted.split(' ').collect();
+            match repetition(&counted) {
+                Ok((times, [])) => times.saturating_mul(SCROLL_STEPS).min(MAX_SCROLL),
+                _ => return problem(),
+            }
+        }
+    };
+    Some(Ok(Matched {
+        rule: "scroll",
+        op: "scroll",
+        message: format!("scroll {direction} {steps} steps"),
+        args: json!({"direction": direction, "amount": steps}),
+        confirm: false,
+    }))
+}
+
+/// Rule 11: click an element named after a click verb.
+fn click(spoken: &Spoken<'_>) -> Outcome {
+    let after = spoken.after_verb(CLICK_VERBS)?;
+    let verb = spoken.text(spoken.first)[..after - spoken.first].join(" ");
+    Some(click_after(spoken, after).unwrap_or_else(|| {
+        Err(format!(
+            "\"{verb}\" needs the name of what to click, e.g. \"click the send button\""
+        ))
+    }))
+}
+
+/// The `click_element` step for the words from `after` on, as said; `None` when they are
+/// none or only point ("it", "here").
+fn click_after(spoken: &Spoken<'_>, after: usize) -> Option<Result<Matched, String>> {
+    let words = spoken.text(after);
+    if words.is_empty() || DEICTIC.contains(&words.join(" ").as_str()) {
+        return None;
+    }
+    let raw = &spoken.raw[spoken.raw_start(after)..spoken.raw_end(spoken.last)];
+    let description = raw.trim().trim_matches(|c: char| {
+        c.is_whitespace() || ".,!?;:\"'\u{201c}\u{201d}\u{2018}\u{2019}".contains(c)
+    });
+    if description.is_empty() {
+        return None;
+    }
+    Some(Ok(Matched {
+        rule: "click_element",
+        op: "click_element",
+        message: format!("click {:?}", short(description)),
+        args: json!({"description": description}),
+        confirm: false,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use utter_protocol::serde_json::Value;
+
+    fn step(utterance: &str) -> Option<(&'static str, Value)> {
+        plan(utterance).map(|m| (m.op, m.args))
+    }
+
+    fn typed(utterance: &str) -> Option<String> {
+        match step(utterance) {
+            Some(("type_text", args)) => args["text"].as_str().map(str::to_owned),
+            _ => None,
+        }
+    }
+
+    fn chord(utterance: &str) -> Option<Value> {
+        match step(utterance) {
+            Some(("key", args)) => Some(args),
+            _ => None,
+        }
+    }
+
+    fn clicked(utterance: &str) -> Option<String> {
+        match step(utterance) {
+            Some(("click_element", args)) => args["description"].as_str().map(str::to_owned),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn typing_keeps_the_words_as_said() {
+        let cases = [
+            ("type hello world", "hello world"),
+            ("type in hello world", "hello world"),
+            ("write hello world", "hello world"),
+            ("enter the text hello world", "hello world"),
+            ("Type Hello World.", "Hello World"),
+            (
+                "Type: Dear Anna, see you at 5 p.m. OK?",
+                "Dear Anna, see you at 5 p.m. OK?",
+            ),
+            ("Please type hello, world.", "hello, world"),
+            ("Hey Utter, type it's 3:15 now.", "it's 3:15 now"),
+            ("type thank you", "thank you"),
+            ("type hello please", "hello please"),
+            ("type wait...", "wait..."),
+            ("type example.com", "example.com"),
+            ("type \"quoted\" words", "\"quoted\" words"),
+            ("type ?", "?"),
+            ("type:hello there", "hello there"),
+            ("type the", "the"),
+            ("type pause", "pause"),
+            ("type open youtube", "open youtube"),
+            ("type   two   spaces", "two   spaces"),
+        ];
+        for (utterance, text) in cases {
+            assert_eq!(typed(utterance).as_deref(), Some(text), "{utterance}");
+        }
+        assert_eq!(
+            plan("type hello world").map(|m| (m.rule, m.message, m.confirm)),
+            Some(("type_text", "type \"hello world\"".to_owned(), false))
+        );
+    }
+
+    #[test]
+    fn typing_needs_text_and_the_verb_first() {
+        for utterance in [
+            "type",
+            "Type.",
+            "type in",
+            "write",
+            "enter the text",
+            "please type",
+        ] {
+            assert_eq!(plan(utterance), None, "{utterance}");
+            let why = explain(utterance).unwrap_or_default();
+            assert!(why.contains("needs the text to type"), "{utterance}: {why}");
+        }
+        for utterance in [
+            "switch keyboard type",
+            "what type is this",
+            "change the keyboard type",
+            "enter fullscreen",
+            "enter",
+        ] {
+            assert_eq!(typed(utterance), None, "{utterance}");
+        }
+    }
+
+    #[test]
+    fn keys_are_x_keysyms() {
+        let cases = [
+            ("press enter", "Return"),
+            ("hit return", "Return"),
+            ("press escape", "Escape"),
+            ("press esc", "Escape"),
+            ("press control a", "ctrl+a"),
+            ("press ctrl shift t", "ctrl+shift+t"),
+            ("press shift control t", "ctrl+shift+t"),
+            ("Press Ctrl+Shift+T.", "ctrl+shift+t"),
+            ("press control plus c", "ctrl+c"),
+            ("press control and c", "ctrl+c"),
+            ("press control plus", "ctrl+plus"),
+            ("press control minus", "ctrl+minus"),
+            ("press alt f4", "alt+F4"),
+            ("press Alt+F4", "alt+F4"),
+            ("press super left", "super+Left"),
+            ("press the windows key", "super"),
+            ("press meta", "super"),
+            ("press f5", "F5"),
+            ("press F12", "F12"),
+            ("press f five", "F5"),
+            ("press f twenty four", "F24"),
+            ("press the tab key", "Tab"),
+            ("press the tab", "Tab"),
+            ("press backspace", "BackSpace"),
+            ("press back space", "BackSpace"),
+            ("press delete", "Delete"),
+            ("press page down", "Page_Down"),
+            ("press page up", "Page_Up"),
+            ("press space", "space"),
+            ("press the space bar", "space"),
+            ("press home", "Home"),
+            ("press end", "End"),
+            ("press the up arrow", "Up"),
+            ("press arrow down", "Down"),
+            ("press control alpha", "ctrl+a"),
+            ("press ctrl x ray", "ctrl+x"),
+            ("press 1", "1"),
+            ("press alt one", "alt+1"),
+            ("press the enter button", "Return"),
+            ("tap enter", "Return"),
+            ("please press enter", "Return"),
+            ("press enter please", "Return"),
+        ];
+        for (utterance, want) in cases {
+            assert_eq!(
+                chord(utterance),
+                Some(json!({"chord": want})),
+                "{utterance}"
+            );
+        }
+    }
+
+    #[test]
+    fn keys_repeat_up_to_a_cap() {
+        let cases = [
+            (
+                "press enter three times",
+                json!({"chord": "Return", "repeat": 3}),
+            ),
+            (
+                "press enter 3 times",
+                json!({"chord": "Return", "repeat": 3}),
+            ),
+            (
+                "hit backspace twice",
+                json!({"chord": "BackSpace", "repeat": 2}),
+            ),
+            ("press tab once", json!({"chord": "Tab"})),
+            (
+                "press down fifty times",
+                json!({"chord": "Down", "repeat": 20}),
+            ),
+            (
+                "press the tab key 4 times",
+                json!({"chord": "Tab", "repeat": 4}),
+            ),
+        ];
+        for (utterance, want) in cases {
+            assert_eq!(chord(utterance), Some(want), "{utterance}");
+        }
+        assert_eq!(
+            plan("press down fifty times").map(|m| m.message),
+            Some("press Down 20 times (at most 20)".to_owned())
+        );
+        assert_eq!(plan("press enter zero times"), None);
+        assert_eq!(
+            explain("press enter 0 times").as_deref(),
+            Some("a key is pressed 1 to 20 times, not 0")
+        );
+    }
+
+    #[test]
+    fn unknown_keys_plan_nothing_and_are_named() {
+        for (utterance, word) in [
+            ("press blorp", "blorp"),
+            ("press control blorp", "blorp"),
+            ("press command c", "command"),
+            ("hit the road", "road"),
+            ("press play", "play"),
+            ("press send", "send"),
+        ] {
+            assert_eq!(plan(utterance), None, "{utterance}");
+            let why = explain(utterance).unwrap_or_default();
+            assert!(
+                why.starts_with(&format!("no key is called \"{word}\"")),
+                "{utterance}: {why}"
+            );
+        }
+        assert_eq!(plan("press"), None);
+        assert!(explain("press").unwrap_or_default().contains("needs a key"));
+        assert_eq!(plan("press the key"), None);
+        assert_eq!(plan("press a b"), None);
+        assert!(
+            explain("press a b")
+                .unwrap_or_default()
+                .contains("two keys")
+        );
+        assert_eq!(plan("press f25"), None);
+    }
+
+    #[test]
+    fn scrolling_in_steps() {
+        let cases = [
+            ("scroll down", "down", 5),
+            ("scroll up", "up", 5),
+            ("scroll left", "left", 5),
+            ("Scroll right.", "right", 5),
+            ("scroll up a lot", "up", 15),
+            ("scroll down a little", "down", 2),
+            ("scroll down a bit", "down", 2),
+            ("scroll down three times", "down", 15),
+            ("scroll down 3 times", "down", 15),
+            ("scroll up twice", "up", 10),
+            ("scroll down once", "down", 5),
+            ("scroll down twenty times", "down", 50),
+            ("scroll the page down", "down", 5),
+            ("scroll down the page a lot", "down", 15),
+            ("please scroll down", "down", 5),
+        ];
+        for (utterance, direction, amount) in cases {
+            assert_eq!(
+                step(utterance),
+                Some(("scroll", json!({"direction": direction, "amount": amount}))),
+                "{utterance}"
+            );
+        }
+        for utterance in [
+            "scroll",
+            "scroll sideways",
+            "scroll down the drain",
+            "scroll down 0 times",
+        ] {
+            assert_eq!(plan(utterance), None, "{utterance}");
+            assert!(
+                explain(utterance)
+                    .unwrap_or_default()
+                    .contains("needs a direction"),
+                "{utterance}"
+            );
+        }
+        // "page down" is a key, not a scroll; bare it is nothing.
+        assert_eq!(
+            chord("press page down"),
+            Some(json!({"chord": "Page_Down"}))
+        );
+        assert_eq!(plan("page down"), None);
+    }
+
+    #[test]
+    fn clicks_name_the_element_as_said() {
+        let cases = [
+            ("click the send button", "the send button"),
+            ("click send", "send"),
+            ("Click Send.", "Send"),
+            ("press the blue button", "the blue button"),
+            ("hit the settings tab", "the settings tab"),
+            ("press the back button", "the back button"),
+            ("press a button", "a button"),
+            ("tap OK", "OK"),
+            ("tap on Save as", "Save as"),
+            ("click on the settings link", "the settings link"),
+            ("click on \"Save as…\"", "Save as…"),
+            ("press on the send button", "the send button"),
+            ("click send please", "send"),
+            ("please click the Next button, thanks", "the Next button"),
+        ];
+        for (utterance, description) in cases {
+            assert_eq!(
+                clicked(utterance).as_deref(),
+                Some(description),
+                "{utterance}"
+            );
+        }
+        for utterance in ["click", "click on", "click it", "click here", "tap on this"] {
+            assert_eq!(plan(utterance), None, "{utterance}");
+            assert!(
+                explain(utterance)
+                    .unwrap_or_default()
+                    .contains("needs the name"),
+                "{utterance}"
+            );
+        }
+        // Double and right clicks are not single clicks.
+        assert_eq!(plan("double click the icon"), None);
+        assert_eq!(plan("right click the file"), None);
+    }
+
+    #[test]
+    fn other_utterances_are_not_in_app() {
+        for utterance in [
+            "pause",
+            "open youtube",
+            "close this window",
+            "take a screenshot",
+            "switch to firefox",
+            "workspace two",
+            "open example.com",
+            "blorp the frobnicator",
+            "please",
+        ] {
+            assert_eq!(decide(utterance), None, "{utterance}");
+        }
+    }
+
+    #[test]
+    fn raw_positions_follow_the_words() {
+        let spoken = Spoken::new("Hey Utter, type:Hello there!");
+        assert_eq!((spoken.first, spoken.last), (2, 5));
+        assert_eq!(&spoken.raw[spoken.raw_start(3)..], "Hello there!");
+        assert_eq!(&spoken.raw[..spoken.raw_end(4)], "Hey Utter, type:Hello");
+        // A word whose runs do not match its words is taken whole.
+        let spoken = Spoken::new("click a&b");
+        assert_eq!(
+            spoken.raw[spoken.raw_start(1)..spoken.raw_end(4)].trim(),
+            "a&b"
+        );
+        assert_eq!(spoken.raw_start(2), "click ".len());
+    }
+}
