@@ -23,7 +23,7 @@ fn assert_no_user_config(sb: &Sandbox) {
 }
 
 #[tokio::test]
-async fn the_default_configuration_starts_the_rules_desktop_and_compositor_plugins() {
+async fn the_default_configuration_starts_the_rules_desktop_compositor_and_a11y_plugins() {
     let sb = Sandbox::new();
     assert_no_user_config(&sb);
     let run = run_utter(&["plugins", "--json"], &sb.env(None)).await;
@@ -41,14 +41,15 @@ async fn the_default_configuration_starts_the_rules_desktop_and_compositor_plugi
         })
         .collect();
     // The capture plugin is configured too, but runs only with an stt plugin (the voice
-    // loop); without one the daemon neither needs nor waits for it. The compositor plugin
-    // runs, degraded: the sandbox has no niri or sway.
+    // loop); without one the daemon neither needs nor waits for it. The compositor and a11y
+    // plugins run, degraded: the sandbox has no niri or sway and no session bus.
     assert_eq!(
         status,
         [
             ("rules", "ok"),
             ("desktop", "ok"),
-            ("compositor", "degraded")
+            ("compositor", "degraded"),
+            ("a11y", "degraded")
         ],
         "{run}"
     );

@@ -1,6 +1,6 @@
-//! `utter plugin rules|desktop|compositor|check`: the built-in plugins, and the conformance
-//! checks. The `rules` router, the `desktop` action plugin and the `compositor` context and
-//! action plugin are compiled into this binary, so one
+//! `utter plugin rules|desktop|compositor|a11y|check`: the built-in plugins, and the
+//! conformance checks. The `rules` router, the `desktop` action plugin, the `compositor`
+//! context and action plugin and the `a11y` plugin are compiled into this binary, so one
 //! installed `utter` carries them; the runner starts each as its own process (`utter plugin
 //! rules`), which speaks the plugin protocol on stdin/stdout and logs on its own terms (no
 //! logging is set up for it here). `check` runs any plugin through the protocol's checks
@@ -32,6 +32,13 @@ pub enum Action {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Acting inside apps through accessibility (AT-SPI): type into the focused text field,
+    /// press the button named (stdin/stdout).
+    A11y {
+        /// Arguments for the plugin (none yet).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Run a plugin through the protocol's conformance checks and say what to fix.
     ///
     /// Example: utter plugin check -- ./target/debug/my-plugin --flag
@@ -45,6 +52,7 @@ pub async fn run(action: Action) -> u8 {
         Action::Rules { args } => utter_rules::run(args).await,
         Action::Desktop { .. } => utter_desktop::run(true).await,
         Action::Compositor { .. } => utter_compositor::run(true).await,
+        Action::A11y { .. } => utter_a11y::run(true).await,
     };
     if code == ExitCode::SUCCESS {
         exit::OK

@@ -1,0 +1,104 @@
+//! `utter-a11y`: acting inside applications through accessibility (AT-SPI), with every effect
+//! read back where accessibility can show it (kind `bundle`: `perception.*` and `action.*` in
+//! one process, PROTOCOL.md §8).
+//!
+//! # Session accessibility
+//!
+//! At start and before every call the plugin makes sure `org.a11y.Status.IsEnabled` is true
+//! on the session bus (`$DBUS_SESSION_BUS_ADDRESS`), setting it when it is not: Chromium and
+//! Electron applications build their accessibility tree only then. GTK and Qt applications
+//! expose theirs whenever the accessibility bus runs (GTK 3 through the ATK bridge; an
+//! application started with `NO_AT_BRIDGE=1` exposes nothing). Firefox older than version 113
+//! on Wayland may need `MOZ_ACCESSIBILITY_ATK2=1` in its environment to expose its tree; the
+//! plugin cannot set it for an application that already runs.
+//!
+//! # The focused application
+//!
+//! The runner sends the desktop context with each `action.invoke` as `context` (untrusted;
+//! `perception.a11y` takes the same optional `context`). The application is, in this order:
+//! the one whose connection to the accessibility bus belongs to the focused window's `pid`
+//! (`GetConnectionUnixProcessID` on the accessibility bus); else the first one with an
+//! `ACTIVE` window; else the first one with a `FOCUSED` accessible. The result's `app`
+//! says which rule found it (`found_by`).
+//!
+//! # Methods
+//!
+//! * `perception.a11y {max_depth?, max_nodes?, context?}` → `{app: {name, bus_name, pid,
+//!   found_by}, nodes: [{id, role, name, states, actions, parent}], truncated, provenance:
+//!   "a11y"}`: the focused application's tree breadth first, within depth 12, 2000 nodes and
+//!   500 ms by default (`truncated` says a bound cut it). Side-effect free. Every name is
+//!   untrusted.
+//! * `action.capabilities {}` → `{ops: [{op, side_effect, needs_confirm, args_schema}]}`.
+//! * `action.invoke {op, args, provenance, dry_run?, context?}` with the ops
+//!   - `type_text {text, app?, window_id?}`: inserts `text` (1 to 10 000 characters, no NUL) at the
+//!     caret of the focused editable text field through `EditableText`, then reads the field
+//!     back through `Text` → `{ok, verified, path: "a11y", detail, app, inserted_at,
+//!     length}`. It never replaces what the field held. `app`, when given, must name the
+//!     focused application (its accessible name or the focused window's `app_id`), and
+//!     `window_id` the focused window.
+//!     Without a focused field it fails with `-32000` and [`service::NO_TEXT_FIELD`]:
+//!     keystroke typing is a later part.
+//!   - `click_element {description}`: the person's words ("the blue button") choose one of
+//!     the focused application's enabled push buttons, toggle buttons, links, menu items,
+//!     check boxes and radio buttons that have an action ([`matching`]); exactly one clear
+//!     match is pressed with its first action → `{ok, path: "a11y", clicked: {role, name},
+//!     verified?, detail, app, provenance: "a11y"}` (`verified` only for checkable elements,
+//!     whose state shows the effect). No match is `-32000` naming up to five elements there
+//!     are (`data.nearby`); several equally good matches are `-32000` naming them
+//!     (`data.matches`). Names from the tree only select; nothing of them becomes an
+//!     argument.
+//!
+//!   A dry run finds the target and says what would be done (`would_click`, `field`)
+//!   without doing it.
+//! * `plugin.health` → `ok` ("accessibility on; a11y bus at … with N application(s)") or
+//!   `degraded` with the reason the accessibility bus cannot be used.
+//!
+//! Errors: `-32602` bad arguments (the message names the bound), `-32601` an unknown op or
+//! method, `-32000` no accessibility bus, no focused application, no field or element.
+//!
+//! Module map: [`tree`] is the bus and the bounded walk, [`matching`] chooses an element for
+//! a description, [`service`] serves the methods.
+
+pub mod matching;
+pub mod service;
+pub mod tree;
+
+use std::process::ExitCode;
+use utter_protocol::plugin;
+
+const MANIFEST: &str = include_str!("../utter-plugin.toml");
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("UTTER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .init();
+}
+
+/// Serve the accessibility plugin on the transport the runner chose until it closes it.
+///
+/// `log_to_stderr` installs a stderr logger (level from `UTTER_LOG`, default `info`). The
+/// plugin answers the handshake whether or not an accessibility bus is reachable; it
+/// connects on demand.
+pub async fn run(log_to_stderr: bool) -> ExitCode {
+    if log_to_stderr {
+        init_logging();
+    }
+    plugin::run(MANIFEST, service::Service::new()).await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_manifest_parses() {
+        let m =
+            utter_protocol::manifest::Manifest::from_toml_str(super::MANIFEST, "utter-plugin.toml")
+                .expect("valid manifest");
+        assert_eq!(m.name, "a11y");
+    }
+}

@@ -1,0 +1,613 @@
+//! `utter-a11y` against a real GTK 3 application over a real accessibility bus.
+//!
+//! Each test starts a headless sway (as the user `nobody` under root, see
+//! `../../compositor/tests/sway_session`), a private session `dbus-daemon` (root, its own
+//! `HOME` and `XDG_RUNTIME_DIR`, so the accessibility bus that `at-spi-bus-launcher` starts
+//! on demand is private too), and `tests/fixtures/form.py` (an entry, "Blue Button" and "Red
+//! Button") on that bus and that Wayland display. The plugin gets the same bus and the
+//! focused window from sway as `context`. Effects are read from files the fixture writes:
+//! the entry's text on every change, a marker per button click.
+//!
+//! Debian packages: sway, foot, util-linux (setpriv), dbus-daemon, at-spi2-core,
+//! libatk-adaptor, python3-gi, gir1.2-gtk-3.0. When one is missing the tests fail and say so.
+
+#[path = "../../compositor/tests/sway_session/mod.rs"]
+mod sway_session;
+
+use serde_json::{Value, json};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use sway_session::{SwaySession, poll, which};
+use utter_protocol::ErrorObject;
+use utter_protocol::testkit::{SpawnOptions, TestPlugin};
+
+/// A private session bus; its process group (with the accessibility bus launcher and the
+/// registry it activates) is ended on drop.
+struct SessionBus {
+    address: String,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl SessionBus {
+    fn start() -> SessionBus {
+        assert!(
+            which("dbus-daemon").is_some(),
+            "dbus-daemon is not installed (Debian: dbus-daemon)"
+        );
+        assert!(
+            Path::new("/usr/libexec/at-spi-bus-launcher").exists(),
+            "/usr/libexec/at-spi-bus-launcher is missing (Debian: at-spi2-core)"
+        );
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("bus");
+        let mut cmd = Command::new("dbus-daemon");
+        cmd.args(["--session", "--nofork", "--print-address=1"])
+            .arg(format!("--address=unix:path={}", socket.display()))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", dir.path())
+            .env("XDG_RUNTIME_DIR", dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd.spawn().expect("start dbus-daemon");
+        let mut line = String::new();
+        use std::io::BufRead;
+        std::io::BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("dbus-daemon prints its address");
+        assert!(line.starts_with("unix:"), "dbus-daemon said {line:?}");
+        SessionBus {
+            address: line.trim().to_owned(),
+            child,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for SessionBus {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", "--", &format!("-{}", self.child.id())])
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// sway, the bus and the form window, all ended on drop (the form first).
+struct Desktop {
+    form: Child,
+    keyboard: Child,
+    out: tempfile::TempDir,
+    bus: SessionBus,
+    sway: SwaySession,
+}
+
+impl Drop for Desktop {
+    fn drop(&mut self) {
+        for child in [&mut self.form, &mut self.keyboard] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Desktop {
+    fn start() -> Desktop {
+        let sway = SwaySession::start();
+        // Headless sway has no input device, so no client ever gets the keyboard focus and
+        // GTK marks nothing FOCUSED. A virtual keyboard (wtype, held open by a long sleep
+        // before its only key) gives the seat one, as a real desktop has.
+        assert!(
+            which("wtype").is_some(),
+            "wtype is not installed (Debian: wtype)"
+        );
+        let keyboard = sway
+            .command("wtype", &[("WAYLAND_DISPLAY", "wayland-1")])
+            .args(["-s", "3600000", "-k", "Shift_L"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start wtype");
+        let has_keyboard = poll(Duration::from_secs(5), || {
+            let seats = sway.try_msg(&["-t", "get_seats"])?;
+            let caps = seats.get(0)?.get("capabilities")?.as_u64()?;
+            (caps & 2 != 0).then_some(())
+        });
+        assert!(
+            has_keyboard.is_some(),
+            "the virtual keyboard did not reach sway's seat"
+        );
+        let bus = SessionBus::start();
+        let out = tempfile::tempdir().expect("temp dir");
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/form.py");
+        // Debian's python3-gi belongs to the system interpreter (PATH may name another one).
+        let form = Command::new("/usr/bin/python3")
+            .arg(&fixture)
+            .arg(out.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", out.path())
+            .env("XDG_RUNTIME_DIR", sway.runtime_dir())
+            .env("WAYLAND_DISPLAY", "wayland-1")
+            .env("GDK_BACKEND", "wayland")
+            .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+            .env("NO_AT_BRIDGE", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(out.path().join("form.log")).expect("log"))
+            .spawn()
+            .expect("start python3 (Debian: python3-gi gir1.2-gtk-3.0)");
+        let mut desktop = Desktop {
+            form,
+            keyboard,
+            out,
+            bus,
+            sway,
+        };
+        let ready = poll(Duration::from_secs(15), || {
+            if let Ok(Some(status)) = desktop.form.try_wait() {
+                panic!("the form exited with {status}:\n{}", desktop.form_log());
+            }
+            desktop.path("ready").exists().then_some(())
+        });
+        assert!(
+            ready.is_some(),
+            "the form did not come up in 15 s:\n{}",
+            desktop.form_log()
+        );
+        let shown = poll(Duration::from_secs(10), || desktop.window());
+        assert!(shown.is_some(), "sway shows no window of the form");
+        desktop
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.out.path().join(name)
+    }
+
+    fn form_log(&self) -> String {
+        std::fs::read_to_string(self.path("form.log")).unwrap_or_default()
+    }
+
+    fn read(&self, name: &str) -> Option<String> {
+        std::fs::read_to_string(self.path(name)).ok()
+    }
+
+    /// The form's window as sway reports it.
+    fn window(&self) -> Option<Value> {
+        let pid = self.form.id();
+        self.sway
+            .views()
+            .into_iter()
+            .map(|(n, _)| n)
+            .find(|n| n["pid"] == pid)
+    }
+
+    /// The desktop context the runner would send: the focused window from sway.
+    fn context(&self) -> Value {
+        let w = self.window().expect("the form's window");
+        assert_eq!(
+            w["focused"], true,
+            "the form's window should have the focus: {w}"
+        );
+        json!({"focused": {"id": w["id"], "app_id": w["app_id"], "title": w["name"],
+                           "pid": w["pid"]}, "windows": [], "workspaces": []})
+    }
+
+    async fn plugin(&self) -> TestPlugin {
+        start_plugin(&self.bus.address).await
+    }
+}
+
+async fn start_plugin(bus_address: &str) -> TestPlugin {
+    let options = SpawnOptions {
+        env: vec![(
+            OsString::from("DBUS_SESSION_BUS_ADDRESS"),
+            OsString::from(bus_address),
+        )],
+        timeout: Duration::from_secs(15),
+        ..Default::default()
+    };
+    TestPlugin::start(&[env!("CARGO_BIN_EXE_utter-a11y").into()], options)
+        .await
+        .expect("the plugin starts and passes the handshake")
+}
+
+async fn invoke(
+    plugin: &TestPlugin,
+    op: &str,
+    args: Value,
+    context: &Value,
+    dry_run: bool,
+) -> Result<Value, ErrorObject> {
+    plugin
+        .request(
+            "action.invoke",
+            json!({"op": op, "args": args, "provenance": "user", "dry_run": dry_run,
+                   "context": context}),
+        )
+        .await
+}
+
+/// Wait until the plugin sees the form's tree (the bridge registers shortly after start).
+async fn wait_for_tree(plugin: &TestPlugin, context: &Value) -> Value {
+    let mut last = String::new();
+    for _ in 0..100 {
+        match plugin
+            .request("perception.a11y", json!({"context": context}))
+            .await
+        {
+            Ok(v)
+                if v["app"]["found_by"] == "pid"
+                    && v["nodes"]
+                        .as_array()
+                        .is_some_and(|n| n.iter().any(|n| n["name"] == "Red Button")) =>
+            {
+                return v;
+            }
+            Ok(v) => last = v.to_string(),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "the plugin never saw the form's tree; last answer: {last}; stderr:\n{}",
+        plugin.stderr()
+    );
+}
+
+async fn wait_for_file(desktop: &Desktop, name: &str, want: &str) -> bool {
+    for _ in 0..60 {
+        if desktop.read(name).as_deref() == Some(want) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_the_tree_and_types_into_the_focused_entry() {
+    let desktop = Desktop::start();
+    let plugin = desktop.plugin().await;
+    let context = desktop.context();
+
+    let health = plugin
+        .request("plugin.health", json!({}))
+        .await
+        .expect("health");
+    assert_eq!(health["status"], "ok", "{health}");
+
+    let tree = wait_for_tree(&plugin, &context).await;
+    assert_eq!(tree["provenance"], "a11y");
+    assert_eq!(tree["app"]["pid"], desktop.form.id());
+    let nodes = tree["nodes"].as_array().expect("nodes");
+    assert_eq!(nodes[0]["parent"], Value::Null);
+    let blue = nodes
+        .iter()
+        .find(|n| n["name"] == "Blue Button")
+        .expect("Blue Button in the tree");
+    assert_eq!(blue["role"], "button", "{blue}");
+    assert!(
+        blue["actions"].as_array().is_some_and(|a| !a.is_empty()),
+        "{blue}"
+    );
+    let small = plugin
+        .request(
+            "perception.a11y",
+            json!({"context": context, "max_nodes": 2}),
+        )
+        .await
+        .expect("a bounded read");
+    assert_eq!(small["nodes"].as_array().map(Vec::len), Some(2));
+    assert_eq!(small["truncated"], true);
+
+    // Without the focused window's pid the application is found by its active window.
+    let fallback = plugin
+        .request("perception.a11y", json!({}))
+        .await
+        .expect("a read without context");
+    assert_eq!(
+        fallback["app"]["found_by"], "active frame",
+        "{}",
+        fallback["app"]
+    );
+    assert_eq!(fallback["app"]["pid"], desktop.form.id());
+
+    // A dry run says what it would do and types nothing.
+    let dry = invoke(
+        &plugin,
+        "type_text",
+        json!({"text": "hello world"}),
+        &context,
+        true,
+    )
+    .await
+    .expect("dry run");
+    assert_eq!(dry["dry_run"], true, "{dry}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(desktop.read("entry.txt"), None, "a dry run typed something");
+
+    let typed = invoke(
+        &plugin,
+        "type_text",
+        json!({"text": "hello world"}),
+        &context,
+        false,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("type_text failed: {e}; stderr:\n{}", plugin.stderr()));
+    assert_eq!(typed["ok"], true, "{typed}");
+    assert_eq!(typed["verified"], true, "{typed}");
+    assert_eq!(typed["path"], "a11y", "{typed}");
+    assert!(
+        wait_for_file(&desktop, "entry.txt", "hello world").await,
+        "the entry holds {:?}",
+        desktop.read("entry.txt")
+    );
+    // The caret follows the typed text, so the next words go after it.
+    let more = invoke(
+        &plugin,
+        "type_text",
+        json!({"text": ", again"}),
+        &context,
+        false,
+    )
+    .await
+    .expect("type more");
+    assert_eq!(more["verified"], true, "{more}");
+    assert_eq!(more["inserted_at"], 11, "{more}");
+    assert!(
+        wait_for_file(&desktop, "entry.txt", "hello world, again").await,
+        "the entry holds {:?}",
+        desktop.read("entry.txt")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clicks_the_button_the_person_names() {
+    let desktop = Desktop::start();
+    let plugin = desktop.plugin().await;
+    let context = desktop.context();
+    wait_for_tree(&plugin, &context).await;
+
+    let dry = invoke(
+        &plugin,
+        "click_element",
+        json!({"description": "the blue button"}),
+        &context,
+        true,
+    )
+    .await
+    .expect("dry run");
+    assert_eq!(dry["would_click"]["name"], "Blue Button", "{dry}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!desktop.path("blue-clicked").exists(), "a dry run clicked");
+
+    let clicked = invoke(
+        &plugin,
+        "click_element",
+        json!({"description": "the blue button"}),
+        &context,
+        false,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("click_element failed: {e}; stderr:\n{}", plugin.stderr()));
+    assert_eq!(clicked["ok"], true, "{clicked}");
+    assert_eq!(clicked["path"], "a11y");
+    assert_eq!(
+        clicked["clicked"],
+        json!({"role": "button", "name": "Blue Button"})
+    );
+    assert!(
+        wait_for_file(&desktop, "blue-clicked", "1").await,
+        "Blue Button was not clicked"
+    );
+    assert!(!desktop.path("red-clicked").exists());
+
+    let red = invoke(
+        &plugin,
+        "click_element",
+        json!({"description": "Red"}),
+        &context,
+        false,
+    )
+    .await
+    .expect("click red");
+    assert_eq!(red["clicked"]["name"], "Red Button", "{red}");
+    assert!(
+        wait_for_file(&desktop, "red-clicked", "1").await,
+        "Red Button was not clicked"
+    );
+    assert_eq!(desktop.read("blue-clicked").as_deref(), Some("1"));
+
+    // A check box shows its effect in its state: the click is verified.
+    let remember = invoke(
+        &plugin,
+        "click_element",
+        json!({"description": "the remember me check box"}),
+        &context,
+        false,
+    )
+    .await
+    .expect("click the check box");
+    assert_eq!(remember["clicked"]["name"], "Remember me", "{remember}");
+    assert_eq!(remember["verified"], true, "{remember}");
+    assert!(
+        wait_for_file(&desktop, "remember", "on").await,
+        "the check box was not toggled"
+    );
+
+    let e = invoke(
+        &plugin,
+        "click_element",
+        json!({"description": "the green button"}),
+        &context,
+        false,
+    )
+    .await
+    .expect_err("no green button");
+    assert_eq!(e.code, -32000);
+    assert!(
+        e.message.contains("Blue Button") && e.message.contains("Red Button"),
+        "{}",
+        e.message
+    );
+
+    let e = invoke(
+        &plugin,
+        "click_element",
+        json!({"description": "button"}),
+        &context,
+        false,
+    )
+    .await
+    .expect_err("ambiguous");
+    assert_eq!(e.code, -32000);
+    assert!(e.message.contains("equally"), "{}", e.message);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(desktop.read("blue-clicked").as_deref(), Some("1"));
+    assert_eq!(desktop.read("red-clicked").as_deref(), Some("1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_inputs_are_refused_and_the_plugin_keeps_serving() {
+    let desktop = Desktop::start();
+    let plugin = desktop.plugin().await;
+    let context = desktop.context();
+    wait_for_tree(&plugin, &context).await;
+    let cases = [
+        ("type_text", json!({"text": ""})),
+        ("type_text", json!({"text": "x".repeat(10_001)})),
+        ("type_text", json!({"text": "a\u{0}b"})),
+        ("type_text", json!({"text": 42})),
+        ("type_text", json!({})),
+        (
+            "click_element",
+            json!({"description": "b".repeat(100 * 1024)}),
+        ),
+        ("click_element", json!({"description": ""})),
+        ("click_element", json!({"description": "blue\u{0}"})),
+    ];
+    for (op, args) in cases {
+        let e = invoke(&plugin, op, args, &context, false)
+            .await
+            .expect_err("hostile input");
+        assert_eq!(e.code, -32602, "{op}: {e}");
+    }
+    let e = plugin
+        .request("perception.a11y", json!({"max_depth": -1}))
+        .await
+        .expect_err("bad bound");
+    assert_eq!(e.code, -32602);
+    let e = invoke(&plugin, "nonsense", json!({}), &context, false)
+        .await
+        .expect_err("unknown op");
+    assert_eq!(e.code, -32601);
+    // Still serving, and nothing was typed.
+    let typed = invoke(&plugin, "type_text", json!({"text": "ok"}), &context, false)
+        .await
+        .expect("type after the hostile inputs");
+    assert_eq!(typed["verified"], true, "{typed}");
+    assert!(wait_for_file(&desktop, "entry.txt", "ok").await);
+
+    // The fixture's buttons take the focus when clicked: then no text field is focused, and
+    // type_text says so rather than typing somewhere else.
+    invoke(
+        &plugin,
+        "click_element",
+        json!({"description": "blue"}),
+        &context,
+        false,
+    )
+    .await
+    .expect("click blue");
+    assert!(wait_for_file(&desktop, "blue-clicked", "1").await);
+    // The button took the focus in its clicked handler, before the marker was written.
+    let refused = invoke(
+        &plugin,
+        "type_text",
+        json!({"text": "nope"}),
+        &context,
+        false,
+    )
+    .await
+    .expect_err("typed although the entry had lost the focus");
+    let e = refused;
+    assert_eq!(e.code, -32000);
+    assert!(
+        e.message.contains("keystroke typing is not available yet"),
+        "{}",
+        e.message
+    );
+    assert_eq!(desktop.read("entry.txt").as_deref(), Some("ok"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_accessibility_bus_health_is_degraded_and_says_why() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let address = format!("unix:path={}", dir.path().join("no-bus").display());
+    let plugin = start_plugin(&address).await;
+    let health = plugin
+        .request("plugin.health", json!({}))
+        .await
+        .expect("health");
+    assert_eq!(health["status"], "degraded", "{health}");
+    let detail = health["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("session bus"), "{detail}");
+
+    let caps = plugin
+        .request("action.capabilities", json!({}))
+        .await
+        .expect("capabilities");
+    assert_eq!(caps["ops"].as_array().map(Vec::len), Some(2));
+    let e = plugin
+        .request(
+            "action.invoke",
+            json!({"op": "type_text", "args": {"text": "hi"}, "provenance": "user"}),
+        )
+        .await
+        .expect_err("no bus");
+    assert_eq!(e.code, -32000);
+    assert!(e.message.contains("accessibility bus"), "{}", e.message);
+
+    // A session bus without at-spi (no service directory holds org.a11y.Bus): degraded too.
+    let bare = dir.path().join("bare.conf");
+    std::fs::write(
+        &bare,
+        format!(
+            "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN\" \
+             \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n<busconfig><type>session</type>\
+             <listen>unix:path={}</listen><policy context=\"default\"><allow send_destination=\"*\" eavesdrop=\"true\"/>\
+             <allow eavesdrop=\"true\"/><allow own=\"*\"/></policy></busconfig>\n",
+            dir.path().join("bare").display()
+        ),
+    )
+    .expect("write a bus config");
+    let mut cmd = Command::new("dbus-daemon");
+    cmd.arg(format!("--config-file={}", bare.display()))
+        .args(["--nofork", "--print-address=1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut bus = cmd.spawn().expect("dbus-daemon");
+    let mut line = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(bus.stdout.take().expect("piped"))
+        .read_line(&mut line)
+        .expect("address");
+    let plugin = start_plugin(line.trim()).await;
+    let health = plugin
+        .request("plugin.health", json!({}))
+        .await
+        .expect("health");
+    let _ = bus.kill();
+    let _ = bus.wait();
+    assert_eq!(health["status"], "degraded", "{health}");
+    let detail = health["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("org.a11y"), "{detail}");
+}
