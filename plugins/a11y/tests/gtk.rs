@@ -611,3 +611,82 @@ async fn without_an_accessibility_bus_health_is_degraded_and_says_why() {
     let detail = health["detail"].as_str().unwrap_or_default();
     assert!(detail.contains("org.a11y"), "{detail}");
 }
+
+/// `utter` of this build: beside the test binary's `deps/` directory (`cargo build
+/// --workspace --bins`, as tests/run.sh does first).
+fn utter_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target profile dir")
+        .join("utter");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` (tests/run.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// `utter say --local --json WORDS` with the embedded default configuration, in the
+/// desktop's session (sway, the private bus); the exit code and the outcome.
+fn say(desktop: &Desktop, words: &str) -> (Option<i32>, Value) {
+    let home = desktop.out.path().join("home");
+    std::fs::create_dir_all(home.join("config")).expect("home");
+    let output = Command::new(utter_binary())
+        .args(["say", "--local", "--json", words])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_RUNTIME_DIR", desktop.sway.runtime_dir())
+        .env("SWAYSOCK", &desktop.sway.socket)
+        .env("WAYLAND_DISPLAY", "wayland-1")
+        .env("DBUS_SESSION_BUS_ADDRESS", &desktop.bus.address)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run utter");
+    let outcome = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "utter say {words:?} printed no JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.code(), outcome)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn utter_say_types_and_clicks_through_the_runner_in_the_focused_window() {
+    let desktop = Desktop::start();
+    // The runner plans with the compositor's context (the focused window's pid), and the
+    // a11y plugin finds the form by that pid.
+    let (code, out) = say(&desktop, "type hello world");
+    assert_eq!(code, Some(0), "{out}");
+    let step = &out["results"][0];
+    assert_eq!(step["op"], "type_text", "{out}");
+    assert_eq!(step["plugin"], "a11y", "{out}");
+    assert_eq!(step["verified"], true, "{out}");
+    assert_eq!(step["result"]["path"], "a11y", "{out}");
+    assert!(
+        wait_for_file(&desktop, "entry.txt", "hello world").await,
+        "the entry holds {:?}",
+        desktop.read("entry.txt")
+    );
+
+    let (code, out) = say(&desktop, "click the blue button");
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        out["results"][0]["result"]["clicked"]["name"], "Blue Button",
+        "{out}"
+    );
+    assert!(
+        poll(Duration::from_secs(5), || desktop
+            .path("blue-clicked")
+            .exists()
+            .then_some(()))
+        .is_some(),
+        "the Blue Button's handler did not run"
+    );
+}
