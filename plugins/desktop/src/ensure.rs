@@ -327,12 +327,22 @@ async fn find_window(runner: Option<&Connection>, site: &str) -> Result<Choice, 
         .request("host.context", json!({}), Some(CONTEXT_WAIT))
         .await
         .map_err(|e| {
+            // Short: this lands in the detail of every "open <site>" outside a compositor
+            // session (the README's first command).
             format!(
-                "the runner could not give the desktop context (host.context: {})",
-                sanitize(&e.message, MAX_QUOTED_CHARS)
+                "no desktop context: {}",
+                sanitize(strip_context_plugin_prefix(&e.message), 80)
             )
         })?;
     choose_window(&answer, site)
+}
+
+/// The reason inside the runner's `host.context` error, without its "the context plugin
+/// \"X\" failed: " preamble.
+fn strip_context_plugin_prefix(message: &str) -> &str {
+    message
+        .split_once(" failed: ")
+        .map_or(message, |(_, reason)| reason)
 }
 
 /// The `host.action` params that focus the chosen window.
@@ -826,7 +836,7 @@ mod tests {
         assert_eq!(result["reused"], false, "{result}");
         let detail = result["detail"].as_str().unwrap_or_default();
         assert!(
-            detail.contains("host.context: compositor [2Jgone"),
+            detail.contains("no desktop context: compositor [2Jgone"),
             "{detail}"
         );
         assert!(!detail.chars().any(char::is_control), "{detail:?}");
