@@ -1591,18 +1591,8 @@ async fn log_stderr(
     let emit = |line: &mut Vec<u8>, truncated: &mut bool| {
         // A plugin's stderr may quote what it read (a window title, a compositor's bytes):
         // control characters are escaped so a log viewer shows them instead of obeying them.
-        let mut text: String = String::from_utf8_lossy(line)
-            .chars()
-            .flat_map(|c| {
-                let escape = c.is_control() && c != '\t';
-                let shown: Vec<char> = if escape {
-                    c.escape_default().collect()
-                } else {
-                    vec![c]
-                };
-                shown
-            })
-            .collect();
+        let (mut text, _) =
+            utter_protocol::text::escape_unprintable(&String::from_utf8_lossy(line), usize::MAX);
         if *truncated {
             text.push_str(" [line truncated]");
         }

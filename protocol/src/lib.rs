@@ -44,6 +44,7 @@ pub mod ring;
 pub mod stream;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod text;
 
 pub use connection::{CloseReason, Connection, ConnectionOptions, Incoming};
 pub use error::{ErrorCode, ErrorObject};

@@ -92,33 +92,13 @@ fn sorted(value: &impl Serialize) -> Value {
 /// the rest is cut with a note (the whole text is in `--json`).
 pub const MAX_PRINTED_CHARS: usize = 2000;
 
-/// Whether `c` changes how the text around it is shown without being visible itself:
-/// bidirectional embeddings, overrides and isolates (Unicode UAX #9: U+202A–U+202E,
-/// U+2066–U+2069, U+200E/U+200F, U+061C) and zero-width characters (U+200B–U+200D, U+2060,
-/// U+FEFF). A window title could otherwise print reversed or hide words.
-fn is_invisible_format(c: char) -> bool {
-    matches!(c,
-        '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}'
-        | '\u{061C}' | '\u{FEFF}')
-}
-
-/// Text from plugins, the desktop (window titles) or utterances as it is safe to print:
-/// control characters (C0 and C1) and invisible formatting characters are shown escaped
-/// (`\u{1b}`), so nothing printed can move the cursor, fake another line or reorder what is
-/// shown; more than [`MAX_PRINTED_CHARS`] characters are cut with a note.
+/// Text from plugins, the desktop (window titles) or utterances as it is safe to print
+/// ([`utter_protocol::text::escape_unprintable`]); more than [`MAX_PRINTED_CHARS`]
+/// characters are cut with a note.
 pub fn sanitize(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(MAX_PRINTED_CHARS + 64));
-    for (i, c) in text.chars().enumerate() {
-        if i == MAX_PRINTED_CHARS {
-            let rest = text.chars().count() - i;
-            out.push_str(&format!("… ({rest} more characters; see --json)"));
-            break;
-        }
-        if c.is_control() || is_invisible_format(c) {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+    let (mut out, left_out) = utter_protocol::text::escape_unprintable(text, MAX_PRINTED_CHARS);
+    if left_out > 0 {
+        out.push_str(&format!("… ({left_out} more characters; see --json)"));
     }
     out
 }

@@ -17,23 +17,13 @@ use tokio::sync::watch;
 /// The longest piece of compositor text a log line quotes, in characters.
 pub const LOG_CHARS: usize = 200;
 
-/// Compositor text made safe for a log line or a message: control characters escaped
-/// (`\u{1b}`), at most [`LOG_CHARS`] characters, and `…` when something was cut off.
+/// Compositor text made safe for a log line or a message
+/// ([`utter_protocol::text::escape_unprintable`]): at most [`LOG_CHARS`] characters of it,
+/// and `…` when something was cut off.
 pub fn clean(text: &str) -> String {
-    let mut out = String::new();
-    let mut shown = 0;
-    for c in text.chars() {
-        let escaped: Vec<char> = if c.is_control() {
-            c.escape_default().collect()
-        } else {
-            vec![c]
-        };
-        if shown + escaped.len() > LOG_CHARS {
-            out.push('…');
-            break;
-        }
-        shown += escaped.len();
-        out.extend(escaped);
+    let (mut out, left_out) = utter_protocol::text::escape_unprintable(text, LOG_CHARS);
+    if left_out > 0 {
+        out.push('…');
     }
     out
 }

@@ -125,24 +125,10 @@ fn best_match<'a>(apps: &'a [AppEntry], spoken: &str) -> Option<&'a AppEntry> {
         .map(|(_, _, _, app)| app)
 }
 
-/// The `applications` directories to scan, in precedence order, from the process
-/// environment: `applications` under the XDG data home and then under each XDG data dir.
-///
-/// The base directories come from the `xdg` crate, the one `freedesktop-desktop-entry`'s
-/// `default_paths()` is built on: relative values of the variables are ignored (as the
-/// Base Directory Specification asks), an unset `XDG_DATA_HOME` means `$HOME/.local/share`
-/// and an unset or empty `XDG_DATA_DIRS` means `/usr/local/share:/usr/share`.
-/// `default_paths()` itself is not called because it panics when there is no home
-/// directory; here the user directory is then left out (so is a relative `$HOME`).
-pub fn application_dirs() -> Vec<PathBuf> {
-    let base = xdg::BaseDirectories::new();
-    base.get_data_home()
-        .into_iter()
-        .chain(base.get_data_dirs())
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join("applications"))
-        .collect()
-}
+/// The `applications` directories to scan, in precedence order (the desktop plugin's, so
+/// that both plugins see the same applications; the Base Directory rules are documented and
+/// tested there).
+pub use utter_desktop::entry::application_dirs;
 
 /// A `.desktop` file found by a listing, with what the freshness check compares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -386,104 +372,6 @@ mod tests {
         assert_eq!(
             id_of(&apps, "my terminal application").as_deref(),
             Some("org.gnome.Terminal")
-        );
-    }
-
-    /// Set for a child test process that is to print [`application_dirs`].
-    const PRINT_DIRS: &str = "UTTER_RULES_TEST_PRINT_APPLICATION_DIRS";
-
-    /// Not a test of its own: [`dirs_with_env`] runs it in a child process.
-    #[test]
-    fn print_application_dirs_for_the_parent_test() {
-        if std::env::var_os(PRINT_DIRS).is_some() {
-            // The harness may have printed "test NAME ... " without a line end.
-            println!();
-            for dir in application_dirs() {
-                println!("dir={}", dir.display());
-            }
-        }
-    }
-
-    /// [`application_dirs`] in a process whose whole environment is `vars` (the XDG crate
-    /// reads the process environment, which a test must not change under the others).
-    fn dirs_with_env(vars: &[(&str, &str)]) -> Vec<PathBuf> {
-        let exe = std::env::current_exe().expect("test binary");
-        let output = std::process::Command::new(exe)
-            .args([
-                "--exact",
-                "apps::tests::print_application_dirs_for_the_parent_test",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env_clear()
-            .env(PRINT_DIRS, "1")
-            .envs(vars.iter().copied())
-            .output()
-            .expect("the test binary runs");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(output.status.success(), "{stdout}");
-        let dirs: Vec<PathBuf> = stdout
-            .lines()
-            .filter_map(|line| line.strip_prefix("dir="))
-            .map(PathBuf::from)
-            .collect();
-        assert!(
-            !dirs.is_empty(),
-            "the child printed no directories: {stdout}"
-        );
-        dirs
-    }
-
-    #[test]
-    fn xdg_directories_follow_the_spec() {
-        assert_eq!(
-            dirs_with_env(&[("HOME", "/home/u")]),
-            vec![
-                PathBuf::from("/home/u/.local/share/applications"),
-                PathBuf::from("/usr/local/share/applications"),
-                PathBuf::from("/usr/share/applications"),
-            ]
-        );
-        assert_eq!(
-            dirs_with_env(&[
-                ("HOME", "/home/u"),
-                ("XDG_DATA_HOME", "/d/home"),
-                ("XDG_DATA_DIRS", "/a:relative::/b/"),
-            ]),
-            vec![
-                PathBuf::from("/d/home/applications"),
-                PathBuf::from("/a/applications"),
-                PathBuf::from("/b/applications"),
-            ]
-        );
-        // A relative XDG_DATA_HOME is ignored in favour of the default.
-        assert_eq!(
-            dirs_with_env(&[
-                ("HOME", "/h"),
-                ("XDG_DATA_HOME", "rel"),
-                ("XDG_DATA_DIRS", "/s")
-            ]),
-            vec![
-                PathBuf::from("/h/.local/share/applications"),
-                PathBuf::from("/s/applications")
-            ]
-        );
-        // An empty or all-relative XDG_DATA_DIRS means the default; a relative HOME gives no
-        // user directory.
-        assert_eq!(
-            dirs_with_env(&[("HOME", "/h"), ("XDG_DATA_DIRS", "")]),
-            vec![
-                PathBuf::from("/h/.local/share/applications"),
-                PathBuf::from("/usr/local/share/applications"),
-                PathBuf::from("/usr/share/applications"),
-            ]
-        );
-        assert_eq!(
-            dirs_with_env(&[("HOME", "relative"), ("XDG_DATA_DIRS", "x:y")]),
-            vec![
-                PathBuf::from("/usr/local/share/applications"),
-                PathBuf::from("/usr/share/applications"),
-            ]
         );
     }
 
