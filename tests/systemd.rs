@@ -1185,6 +1185,14 @@ async fn a_real_user_manager_starts_reloads_and_stops_the_installed_unit() {
             .output()
             .expect("busctl runs");
         assert!(ok(&ping), "activation call: {}", show(&ping));
+        // The bus name is owned before READY=1 (sent once every plugin has started), so
+        // the unit may still be "activating" for a moment; it must become "active".
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while manager.property("ActiveState") == "activating"
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         assert_eq!(manager.property("ActiveState"), "active");
         let stop = manager.systemctl(&["stop", "utter.service"]);
         assert!(ok(&stop), "stop: {}", show(&stop));
