@@ -23,7 +23,7 @@ fn assert_no_user_config(sb: &Sandbox) {
 }
 
 #[tokio::test]
-async fn the_default_configuration_starts_the_rules_desktop_compositor_and_a11y_plugins() {
+async fn the_default_configuration_starts_the_rules_desktop_compositor_a11y_and_input_plugins() {
     let sb = Sandbox::new();
     assert_no_user_config(&sb);
     let run = run_utter(&["plugins", "--json"], &sb.env(None)).await;
@@ -41,15 +41,17 @@ async fn the_default_configuration_starts_the_rules_desktop_compositor_and_a11y_
         })
         .collect();
     // The capture plugin is configured too, but runs only with an stt plugin (the voice
-    // loop); without one the daemon neither needs nor waits for it. The compositor and a11y
-    // plugins run, degraded: the sandbox has no niri or sway and no session bus.
+    // loop); without one the daemon neither needs nor waits for it. The compositor, a11y and
+    // input plugins run, degraded: the sandbox has no niri or sway, no session bus and no
+    // Wayland display.
     assert_eq!(
         status,
         [
             ("rules", "ok"),
             ("desktop", "ok"),
             ("compositor", "degraded"),
-            ("a11y", "degraded")
+            ("a11y", "degraded"),
+            ("input", "degraded")
         ],
         "{run}"
     );

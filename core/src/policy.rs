@@ -79,10 +79,18 @@ const BUILTIN_OPS: &[(&str, bool, bool, bool, &[&str])] = &[
         false,
         &["text", "app", "window_id"],
     ),
+    (
+        "type_keys",
+        true,
+        false,
+        false,
+        &["text", "app", "window_id"],
+    ),
     ("scroll", true, false, false, &["direction", "amount"]),
     ("media", true, false, false, &["command", "app", "player"]),
     ("click_element", true, false, false, &["description"]),
     ("click_point", true, false, false, &["x", "y"]),
+    ("pointer_move", true, false, false, &["x", "y"]),
     ("search", true, false, false, &["query", "q"]),
     ("close_app", true, true, false, &["app", "window_id"]),
 ];

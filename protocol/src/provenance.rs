@@ -83,3 +83,42 @@ impl fmt::Display for Provenance {
         f.write_str(self.as_str())
     }
 }
+
+/// A `host.context` snapshot without its tags: every `{value, provenance}` object (how the
+/// runner marks each untrusted scalar, PROTOCOL.md §9.6) replaced by its `value`, so a
+/// plugin can read the same shape `action.invoke`'s `context` has. Everything else is kept.
+pub fn untagged(value: &Value) -> Value {
+    match value {
+        Value::Object(map)
+            if map.len() == 2 && map.contains_key("value") && map.contains_key("provenance") =>
+        {
+            untagged(&map["value"])
+        }
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), untagged(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(untagged).collect()),
+        scalar => scalar.clone(),
+    }
+}
+
+#[cfg(test)]
+mod untag_tests {
+    use super::untagged;
+    use serde_json::json;
+
+    #[test]
+    fn tags_come_off_and_other_objects_stay() {
+        let tagged = json!({
+            "focused": {"id": {"value": 7, "provenance": "screen"},
+                        "title": {"value": "x", "provenance": "title"}},
+            "windows": [{"rect": {"x": {"value": 1, "provenance": "screen"}}}],
+            "other": {"value": 1, "provenance": "screen", "extra": true}
+        });
+        assert_eq!(
+            untagged(&tagged),
+            json!({"focused": {"id": 7, "title": "x"}, "windows": [{"rect": {"x": 1}}],
+                   "other": {"value": 1, "provenance": "screen", "extra": true}})
+        );
+    }
+}

@@ -11,198 +11,18 @@
 //! Debian packages: sway, foot, util-linux (setpriv), dbus-daemon, at-spi2-core,
 //! libatk-adaptor, python3-gi, gir1.2-gtk-3.0. When one is missing the tests fail and say so.
 
+mod desktop;
 #[path = "../../compositor/tests/sway_session/mod.rs"]
 mod sway_session;
 
+use desktop::{Desktop, say, wait_for_file};
 use serde_json::{Value, json};
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
-use sway_session::{SwaySession, poll, which};
+use sway_session::poll;
 use utter_protocol::ErrorObject;
 use utter_protocol::testkit::{SpawnOptions, TestPlugin};
-
-/// A private session bus; its process group (with the accessibility bus launcher and the
-/// registry it activates) is ended on drop.
-struct SessionBus {
-    address: String,
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl SessionBus {
-    fn start() -> SessionBus {
-        assert!(
-            which("dbus-daemon").is_some(),
-            "dbus-daemon is not installed (Debian: dbus-daemon)"
-        );
-        assert!(
-            Path::new("/usr/libexec/at-spi-bus-launcher").exists(),
-            "/usr/libexec/at-spi-bus-launcher is missing (Debian: at-spi2-core)"
-        );
-        let dir = tempfile::tempdir().expect("temp dir");
-        let socket = dir.path().join("bus");
-        let mut cmd = Command::new("dbus-daemon");
-        cmd.args(["--session", "--nofork", "--print-address=1"])
-            .arg(format!("--address=unix:path={}", socket.display()))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", dir.path())
-            .env("XDG_RUNTIME_DIR", dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let mut child = cmd.spawn().expect("start dbus-daemon");
-        let mut line = String::new();
-        use std::io::BufRead;
-        std::io::BufReader::new(child.stdout.take().expect("piped"))
-            .read_line(&mut line)
-            .expect("dbus-daemon prints its address");
-        assert!(line.starts_with("unix:"), "dbus-daemon said {line:?}");
-        SessionBus {
-            address: line.trim().to_owned(),
-            child,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for SessionBus {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", "--", &format!("-{}", self.child.id())])
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// sway, the bus and the form window, all ended on drop (the form first).
-struct Desktop {
-    form: Child,
-    keyboard: Child,
-    out: tempfile::TempDir,
-    bus: SessionBus,
-    sway: SwaySession,
-}
-
-impl Drop for Desktop {
-    fn drop(&mut self) {
-        for child in [&mut self.form, &mut self.keyboard] {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Desktop {
-    fn start() -> Desktop {
-        let sway = SwaySession::start();
-        // Headless sway has no input device, so no client ever gets the keyboard focus and
-        // GTK marks nothing FOCUSED. A virtual keyboard (wtype, held open by a long sleep
-        // before its only key) gives the seat one, as a real desktop has.
-        assert!(
-            which("wtype").is_some(),
-            "wtype is not installed (Debian: wtype)"
-        );
-        let keyboard = sway
-            .command("wtype", &[("WAYLAND_DISPLAY", "wayland-1")])
-            .args(["-s", "3600000", "-k", "Shift_L"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start wtype");
-        let has_keyboard = poll(Duration::from_secs(5), || {
-            let seats = sway.try_msg(&["-t", "get_seats"])?;
-            let caps = seats.get(0)?.get("capabilities")?.as_u64()?;
-            (caps & 2 != 0).then_some(())
-        });
-        assert!(
-            has_keyboard.is_some(),
-            "the virtual keyboard did not reach sway's seat"
-        );
-        let bus = SessionBus::start();
-        let out = tempfile::tempdir().expect("temp dir");
-        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/form.py");
-        // Debian's python3-gi belongs to the system interpreter (PATH may name another one).
-        let form = Command::new("/usr/bin/python3")
-            .arg(&fixture)
-            .arg(out.path())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", out.path())
-            .env("XDG_RUNTIME_DIR", sway.runtime_dir())
-            .env("WAYLAND_DISPLAY", "wayland-1")
-            .env("GDK_BACKEND", "wayland")
-            .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
-            .env("NO_AT_BRIDGE", "0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(out.path().join("form.log")).expect("log"))
-            .spawn()
-            .expect("start python3 (Debian: python3-gi gir1.2-gtk-3.0)");
-        let mut desktop = Desktop {
-            form,
-            keyboard,
-            out,
-            bus,
-            sway,
-        };
-        let ready = poll(Duration::from_secs(15), || {
-            if let Ok(Some(status)) = desktop.form.try_wait() {
-                panic!("the form exited with {status}:\n{}", desktop.form_log());
-            }
-            desktop.path("ready").exists().then_some(())
-        });
-        assert!(
-            ready.is_some(),
-            "the form did not come up in 15 s:\n{}",
-            desktop.form_log()
-        );
-        let shown = poll(Duration::from_secs(10), || desktop.window());
-        assert!(shown.is_some(), "sway shows no window of the form");
-        desktop
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.out.path().join(name)
-    }
-
-    fn form_log(&self) -> String {
-        std::fs::read_to_string(self.path("form.log")).unwrap_or_default()
-    }
-
-    fn read(&self, name: &str) -> Option<String> {
-        std::fs::read_to_string(self.path(name)).ok()
-    }
-
-    /// The form's window as sway reports it.
-    fn window(&self) -> Option<Value> {
-        let pid = self.form.id();
-        self.sway
-            .views()
-            .into_iter()
-            .map(|(n, _)| n)
-            .find(|n| n["pid"] == pid)
-    }
-
-    /// The desktop context the runner would send: the focused window from sway.
-    fn context(&self) -> Value {
-        let w = self.window().expect("the form's window");
-        assert_eq!(
-            w["focused"], true,
-            "the form's window should have the focus: {w}"
-        );
-        json!({"focused": {"id": w["id"], "app_id": w["app_id"], "title": w["name"],
-                           "pid": w["pid"]}, "windows": [], "workspaces": []})
-    }
-
-    async fn plugin(&self) -> TestPlugin {
-        start_plugin(&self.bus.address).await
-    }
-}
 
 async fn start_plugin(bus_address: &str) -> TestPlugin {
     let options = SpawnOptions {
@@ -261,20 +81,10 @@ async fn wait_for_tree(plugin: &TestPlugin, context: &Value) -> Value {
     );
 }
 
-async fn wait_for_file(desktop: &Desktop, name: &str, want: &str) -> bool {
-    for _ in 0..60 {
-        if desktop.read(name).as_deref() == Some(want) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_the_tree_and_types_into_the_focused_entry() {
     let desktop = Desktop::start();
-    let plugin = desktop.plugin().await;
+    let plugin = start_plugin(&desktop.bus.address).await;
     let context = desktop.context();
 
     let health = plugin
@@ -372,7 +182,7 @@ async fn reads_the_tree_and_types_into_the_focused_entry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clicks_the_button_the_person_names() {
     let desktop = Desktop::start();
-    let plugin = desktop.plugin().await;
+    let plugin = start_plugin(&desktop.bus.address).await;
     let context = desktop.context();
     wait_for_tree(&plugin, &context).await;
 
@@ -478,7 +288,7 @@ async fn clicks_the_button_the_person_names() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_inputs_are_refused_and_the_plugin_keeps_serving() {
     let desktop = Desktop::start();
-    let plugin = desktop.plugin().await;
+    let plugin = start_plugin(&desktop.bus.address).await;
     let context = desktop.context();
     wait_for_tree(&plugin, &context).await;
     let cases = [
@@ -610,51 +420,6 @@ async fn without_an_accessibility_bus_health_is_degraded_and_says_why() {
     assert_eq!(health["status"], "degraded", "{health}");
     let detail = health["detail"].as_str().unwrap_or_default();
     assert!(detail.contains("org.a11y"), "{detail}");
-}
-
-/// `utter` of this build: beside the test binary's `deps/` directory (`cargo build
-/// --workspace --bins`, as tests/run.sh does first).
-fn utter_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let path = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target profile dir")
-        .join("utter");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build --workspace --bins` (tests/run.sh does)",
-        path.display()
-    );
-    path
-}
-
-/// `utter say --local --json WORDS` with the embedded default configuration, in the
-/// desktop's session (sway, the private bus); the exit code and the outcome.
-fn say(desktop: &Desktop, words: &str) -> (Option<i32>, Value) {
-    let home = desktop.out.path().join("home");
-    std::fs::create_dir_all(home.join("config")).expect("home");
-    let output = Command::new(utter_binary())
-        .args(["say", "--local", "--json", words])
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_RUNTIME_DIR", desktop.sway.runtime_dir())
-        .env("SWAYSOCK", &desktop.sway.socket)
-        .env("WAYLAND_DISPLAY", "wayland-1")
-        .env("DBUS_SESSION_BUS_ADDRESS", &desktop.bus.address)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run utter");
-    let outcome = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "utter say {words:?} printed no JSON ({e}):\n{}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    (output.status.code(), outcome)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

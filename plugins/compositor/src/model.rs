@@ -108,6 +108,24 @@ pub struct Window {
     /// `is_floating`).
     #[serde(default)]
     pub floating: Option<bool>,
+    /// Where its content (without borders and title bar) is, in the output layout's logical
+    /// pixels, when the compositor reports it (sway: `rect` plus `window_rect`; niri's IPC
+    /// gives no global position, so `None` there). What `click_point` and `scroll` aim at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rect: Option<Rect>,
+}
+
+/// A rectangle in the output layout's logical pixels: its top-left corner and size.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rect {
+    /// Left edge.
+    pub x: i64,
+    /// Top edge.
+    pub y: i64,
+    /// Width.
+    pub width: i64,
+    /// Height.
+    pub height: i64,
 }
 
 /// One workspace.

@@ -651,6 +651,7 @@ impl Live {
                         focused: w.is_focused,
                         fullscreen: w.is_fullscreen,
                         floating: w.is_floating,
+                        rect: None,
                     }
                 })
                 .collect(),

@@ -22,7 +22,8 @@
 
 use crate::backend::{BackendError, Link, LinkState, clean};
 use crate::model::{
-    CompositorInfo, MAX_OUTPUTS, MAX_WINDOWS, MAX_WORKSPACES, Output, Snapshot, Window, Workspace,
+    CompositorInfo, MAX_OUTPUTS, MAX_WINDOWS, MAX_WORKSPACES, Output, Rect, Snapshot, Window,
+    Workspace,
 };
 use async_io::Async;
 use futures::StreamExt;
@@ -601,6 +602,14 @@ fn walk(
             focused: node.focused,
             fullscreen: node.fullscreen_mode.map(|m| m != 0),
             floating: Some(floating),
+            // `rect` is the container in layout coordinates; `window_rect` the content
+            // within it.
+            rect: (node.rect.width > 0 && node.rect.height > 0).then(|| Rect {
+                x: i64::from(node.rect.x) + i64::from(node.window_rect.x),
+                y: i64::from(node.rect.y) + i64::from(node.window_rect.y),
+                width: i64::from(node.window_rect.width),
+                height: i64::from(node.window_rect.height),
+            }),
         });
     }
     for child in &node.nodes {

@@ -51,6 +51,7 @@ fn window(id: u64, app_id: &str, title: &str, ws: &str, ws_id: u64, output: &str
         focused: false,
         fullscreen: None,
         floating: Some(false),
+        rect: None,
     }
 }
 

@@ -1,0 +1,90 @@
+//! `utter-input`: key chords, keystroke typing, scrolling and pointer clicks through one
+//! virtual keyboard and one virtual pointer that the plugin creates when it starts and keeps
+//! until it exits (kind `action`, PROTOCOL.md §8).
+//!
+//! # Backends
+//!
+//! * **Wayland** ([`wayland`]): `zwp_virtual_keyboard_v1` and `zwlr_virtual_pointer_v1` on
+//!   `$WAYLAND_DISPLAY` (sway and other wlroots compositors, niri). The keyboard uploads a
+//!   keymap of its own for each call ([`keymap`]): one key per keysym needed, so what is
+//!   typed is what was asked whatever the person's layout (German, French…).
+//! * uinput and the RemoteDesktop portal (libei) are not driven by this build; `plugin.health`
+//!   (and so `utter status`) names the backend in use and why each other one is not.
+//!
+//! # Methods
+//!
+//! * `action.capabilities {}` → `{ops: [{op, side_effect, needs_confirm, args_schema}]}`.
+//! * `action.invoke {op, args, provenance, dry_run?, context?}` with the ops
+//!   - `key {chord, repeat?, app?, window_id?}`: X keysym names joined by `+`, up to four
+//!     modifiers (`ctrl`, `shift`, `alt`, `super`) and one key ([`keys::parse_chord`]):
+//!     `Return`, `BackSpace`, `Tab`, `F5`, `ctrl+shift+t`, `super+Left`; pressed `repeat`
+//!     times (1 to [`service::MAX_REPEAT`]). Every press has its release, modifiers
+//!     included.
+//!   - `type_keys {text, app?, window_id?}`: 1 to [`keys::MAX_TYPED`] characters typed as
+//!     keystrokes (`\n` is Return, `\t` Tab; other control characters are refused).
+//!   - `scroll {direction, amount?, app?, window_id?}`: `up`, `down`, `left`, `right`, in
+//!     wheel steps (default [`service::DEFAULT_SCROLL`], at most [`service::MAX_SCROLL`]),
+//!     over the focused window when the context gives its `rect`.
+//!   - `click_point {x, y, button?, count?}` and `pointer_move {x, y}`: a point of the
+//!     output layout in logical pixels (the context's `outputs` give its extent); `button`
+//!     `left` (default), `right` or `middle`; `count` 1 to 3.
+//!
+//!   `app` first focuses that application through the runner (`host.action focus_app`,
+//!   so the runner's policy sees it) and sends nothing unless the compositor shows it
+//!   focused; `window_id` alone must be the focused window. Every result says `path`
+//!   (`keyboard`, `pointer`), `backend`, and `verified: false` with a `detail` saying that
+//!   the compositor took the events but their effect is not read back here (the `a11y`
+//!   plugin reads typed text back when it falls back to `type_keys`).
+//! * `plugin.health` → `ok` naming the backends in use, or `degraded` with why none is.
+//!
+//! Errors: `-32602` bad arguments (unknown key names and the bounds are named), `-32601` an
+//! unknown op or method, `-32000` no device or a broken compositor connection.
+//!
+//! Module map: [`keys`] names and chords, [`keymap`] the uploaded keymaps, [`wayland`] the
+//! protocol client, [`device`] the thread that owns the devices, [`service`] the methods.
+
+pub mod device;
+pub mod keymap;
+pub mod keys;
+pub mod service;
+pub mod wayland;
+
+use std::process::ExitCode;
+use utter_protocol::plugin;
+
+const MANIFEST: &str = include_str!("../utter-plugin.toml");
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("UTTER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .init();
+}
+
+/// Serve the input plugin on the transport the runner chose until it closes it.
+///
+/// `log_to_stderr` installs a stderr logger (level from `UTTER_LOG`, default `info`). The
+/// devices are created at once when a compositor is reachable, and on the first call after
+/// one becomes reachable otherwise.
+pub async fn run(log_to_stderr: bool) -> ExitCode {
+    if log_to_stderr {
+        init_logging();
+    }
+    plugin::run(MANIFEST, service::Service::new()).await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_manifest_parses() {
+        let m =
+            utter_protocol::manifest::Manifest::from_toml_str(super::MANIFEST, "utter-plugin.toml")
+                .expect("valid manifest");
+        assert_eq!(m.name, "input");
+    }
+}
