@@ -40,6 +40,7 @@ pub mod paths;
 pub mod pipeline;
 pub mod policy;
 pub mod ptt;
+pub mod rate;
 pub mod runner;
 pub mod streams;
 pub mod supervisor;

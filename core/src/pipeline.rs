@@ -94,6 +94,8 @@ pub struct Pipeline<'a> {
     pub audit: Option<&'a Audit>,
     /// The desktop context reader.
     pub context: &'a Context,
+    /// The input rate limit shared by every acting path.
+    pub input_rate: &'a crate::rate::InputRate,
 }
 
 /// A candidate the router prepared, with the digest it is held under.
@@ -440,6 +442,7 @@ impl Pipeline<'_> {
             target,
         } = step;
         let mut decision = policy.check(op, args, *provenance, *confirm_requested)?;
+        self.input_rate.take(op, args)?;
         let found = match target {
             Target::Action => self.supervisor.find_action_spec(op).await,
             Target::Relay { plugin, method, .. } if method == "action.invoke" => {

@@ -57,6 +57,8 @@ pub struct Runner {
     audit: Audit,
     /// The desktop context reader (the last good snapshot with it).
     pub(crate) context: crate::context::Context,
+    /// The input rate limit every acting path shares ([`crate::rate`]).
+    pub(crate) input_rate: crate::rate::InputRate,
     /// The handle store (`None` when its directory could not be made).
     pub handles: Option<Arc<HandleStore>>,
     /// Push-to-talk: every trigger feeds this one state machine ([`crate::ptt`]).
@@ -129,6 +131,7 @@ impl Runner {
             reload_lock: tokio::sync::Mutex::new(()),
             audit: Audit::new(),
             context: crate::context::Context::new(),
+            input_rate: crate::rate::InputRate::new(),
         });
         runner.supervisor.set_host(Arc::new(host::RunnerHost {
             runner: Arc::downgrade(&runner),
@@ -272,6 +275,7 @@ impl Runner {
                 confirmer: &confirmer,
                 audit: Some(&self.audit),
                 context: &self.context,
+                input_rate: &self.input_rate,
             }
             .run(utterance, options),
             span,

@@ -196,6 +196,7 @@ impl Runner {
                     confirmer: &confirmer,
                     audit: Some(self.audit_trail()),
                     context: &self.context,
+                    input_rate: &self.input_rate,
                 }
                 .run_one(
                     &label,

@@ -36,8 +36,12 @@
 //!     length}`. It never replaces what the field held. `app`, when given, must name the
 //!     focused application (its accessible name or the focused window's `app_id`), and
 //!     `window_id` the focused window.
-//!     Without a focused field it fails with `-32000` and [`service::NO_TEXT_FIELD`]:
-//!     keystroke typing is a later part.
+//!     Text over a selection replaces it (`replaced` counts the characters). Where
+//!     accessibility reaches no focused field (no accessibility bus, no focused application
+//!     on it, no editable field: a terminal, a game) the text is typed as keystrokes
+//!     through the runner's gate instead (`host.action type_keys`, the input plugin) →
+//!     `{ok, verified: false, path: "keyboard", backend, fallback_reason, detail}`; a dry run
+//!     then fails with `-32000` and the reason ([`service::NO_TEXT_FIELD`]).
 //!   - `click_element {description}`: the person's words ("the blue button") choose one of
 //!     the focused application's enabled push buttons, toggle buttons, links, menu items,
 //!     check boxes and radio buttons that have an action ([`matching`]); exactly one clear

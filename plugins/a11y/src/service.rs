@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
+use utter_protocol::connection::Connection;
 use utter_protocol::handshake::{HealthResult, HealthStatus};
 use utter_protocol::plugin::{Call, Handler};
 use utter_protocol::{ErrorCode, ErrorObject};
@@ -51,8 +52,31 @@ const CLICKABLE: [&str; 10] = [
 /// How long an action's effect may take to show through accessibility.
 const VERIFY_TIMEOUT: Duration = Duration::from_millis(1000);
 
-/// The message when nothing editable has the focus (keystroke typing comes later).
-pub const NO_TEXT_FIELD: &str = "no focused text field accepts text through accessibility; keystroke typing is not available yet";
+/// The message when nothing editable has the focus.
+pub const NO_TEXT_FIELD: &str = "no focused text field accepts text through accessibility";
+/// How long the keystroke fallback (`host.action type_keys`) may take.
+const KEYSTROKE_WAIT: Duration = Duration::from_secs(30);
+
+/// Mark an error of `type_text` as one that keystrokes can get around: accessibility cannot
+/// reach a field, but the focused window may still take keys (a terminal, a game).
+fn keys_may_work(e: ErrorObject) -> ErrorObject {
+    let mut data = match e.data.clone() {
+        Some(Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    data.insert("keystrokes".into(), json!(true));
+    let mut e = e;
+    e.data = Some(Value::Object(data));
+    e
+}
+
+fn keys_may_work_for(e: &ErrorObject) -> bool {
+    e.data
+        .as_ref()
+        .and_then(|d| d.get("keystrokes"))
+        .and_then(Value::as_bool)
+        == Some(true)
+}
 
 fn plugin_error(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::PluginError, message)
@@ -217,7 +241,7 @@ impl Service {
     }
 
     /// `action.invoke {op, args, provenance, dry_run?, context?}`.
-    async fn invoke(&self, params: &Value) -> Result<Value, ErrorObject> {
+    async fn invoke(&self, params: &Value, peer: &Connection) -> Result<Value, ErrorObject> {
         let op = params
             .get("op")
             .and_then(Value::as_str)
@@ -231,7 +255,16 @@ impl Service {
         let dry_run = params.get("dry_run").and_then(Value::as_bool) == Some(true);
         let context = params.get("context");
         match op {
-            "type_text" => self.type_text(args, dry_run, context).await,
+            "type_text" => match self.type_text(args, dry_run, context).await {
+                Err(e) if keys_may_work_for(&e) && !dry_run => {
+                    type_by_keystrokes(peer, args, &e.message).await
+                }
+                Err(mut e) if keys_may_work_for(&e) => {
+                    e.data = None;
+                    Err(e)
+                }
+                other => other,
+            },
             "click_element" => self.click_element(args, dry_run, context).await,
             other => Err(ErrorObject::new(
                 ErrorCode::MethodNotFound,
@@ -278,8 +311,11 @@ impl Service {
                 )));
             }
         }
-        let bus = self.bus_or_error().await?;
-        let app = self.focused_app(&bus, context).await?;
+        let bus = self.bus_or_error().await.map_err(keys_may_work)?;
+        let app = self
+            .focused_app(&bus, context)
+            .await
+            .map_err(keys_may_work)?;
         if let Some(wanted) = &wanted_app {
             let focused_id = context
                 .and_then(|c| c.pointer("/focused/app_id"))
@@ -293,7 +329,9 @@ impl Service {
         }
         let walk = bus.walk(&app.bus_name, ACTION_LIMITS).await;
         let Some(field) = focused_text_field(&walk) else {
-            return Err(plugin_error(NO_TEXT_FIELD).with_data(json!({"app": app.describe()})));
+            return Err(keys_may_work(
+                plugin_error(NO_TEXT_FIELD).with_data(json!({"app": app.describe()})),
+            ));
         };
         let length = text.chars().count();
         let proxies = async {
@@ -314,21 +352,49 @@ impl Service {
         let (text_proxy, editable) = proxies
             .await
             .map_err(|e| plugin_error(format!("the text field went away: {e}")))?;
-        let before = text_proxy.get_text(0, -1).await.unwrap_or_default();
+        let mut before = text_proxy.get_text(0, -1).await.unwrap_or_default();
         let count = before.chars().count();
-        let caret = text_proxy
+        let mut caret = text_proxy
             .caret_offset()
             .await
             .ok()
             .and_then(|c| usize::try_from(c).ok())
             .filter(|&c| c <= count)
             .unwrap_or(count);
+        // Typing over a selection replaces it ("select all", then "type x").
+        let selection = match text_proxy.get_n_selections().await {
+            Ok(n) if n > 0 => text_proxy.get_selection(0).await.ok().and_then(|(a, b)| {
+                let (a, b) = (usize::try_from(a).ok()?, usize::try_from(b).ok()?);
+                let (a, b) = (a.min(b), a.max(b).min(count));
+                (a < b).then_some((a, b))
+            }),
+            _ => None,
+        };
         if dry_run {
             return Ok(json!({
                 "ok": true, "dry_run": true, "path": "a11y", "app": app.describe(),
                 "field": {"role": field.role, "name": field.name},
                 "detail": format!("would insert {length} character(s) at offset {caret} of the focused {} of {}", field.role, app.name),
             }));
+        }
+        let mut replaced = 0;
+        if let Some((start, end)) = selection {
+            let deleted = editable
+                .delete_text(
+                    i32::try_from(start).unwrap_or(i32::MAX),
+                    i32::try_from(end).unwrap_or(i32::MAX),
+                )
+                .await
+                .unwrap_or(false);
+            if deleted {
+                before = before
+                    .chars()
+                    .take(start)
+                    .chain(before.chars().skip(end))
+                    .collect();
+                caret = start;
+                replaced = end - start;
+            }
         }
         let accepted = editable
             .insert_text(
@@ -365,9 +431,14 @@ impl Service {
         // that refuses keeps its caret, and the text is in place either way).
         let caret_after = i32::try_from(caret + length).unwrap_or(i32::MAX);
         let _ = text_proxy.set_caret_offset(caret_after).await;
+        let over = if replaced > 0 {
+            format!(" in place of the {replaced} selected")
+        } else {
+            String::new()
+        };
         let detail = if verified {
             format!(
-                "inserted {length} character(s) into the focused {} of {} and read them back",
+                "inserted {length} character(s){over} into the focused {} of {} and read them back",
                 field.role, app.name
             )
         } else {
@@ -378,7 +449,7 @@ impl Service {
         };
         Ok(json!({
             "ok": true, "verified": verified, "path": "a11y", "detail": detail,
-            "app": app.describe(), "inserted_at": caret, "length": length,
+            "app": app.describe(), "inserted_at": caret, "length": length, "replaced": replaced,
         }))
     }
 
@@ -513,6 +584,57 @@ impl Service {
     }
 }
 
+/// `type_text` where accessibility reaches no field: the same text as keystrokes through
+/// the runner's gate (`host.action type_keys`, served by the input plugin), so the policy
+/// and the audit see it. The result says the path (`keyboard`), why accessibility was not
+/// used, and `verified: false` (nothing reads a keystroke-typed text back here).
+async fn type_by_keystrokes(
+    peer: &Connection,
+    args: &Value,
+    why: &str,
+) -> Result<Value, ErrorObject> {
+    let mut keys_args = json!({"text": args.get("text").cloned().unwrap_or(Value::Null)});
+    for k in ["app", "window_id"] {
+        if let Some(v) = args.get(k).filter(|v| !v.is_null()) {
+            keys_args[k] = v.clone();
+        }
+    }
+    let step = peer
+        .request(
+            "host.action",
+            json!({"op": "type_keys", "args": keys_args}),
+            Some(KEYSTROKE_WAIT),
+        )
+        .await
+        .map_err(|e| {
+            plugin_error(format!(
+                "{why}, and typing keystrokes instead failed: {}",
+                e.message
+            ))
+        })?;
+    if step.get("ok").and_then(Value::as_bool) != Some(true) {
+        let inner = step
+            .pointer("/error/message")
+            .and_then(Value::as_str)
+            .unwrap_or("the runner's answer is not a successful step");
+        return Err(plugin_error(format!(
+            "{why}, and typing keystrokes instead failed: {}",
+            utter_protocol::text::escape_unprintable(inner, 300).0
+        )));
+    }
+    let result = step.get("result").cloned().unwrap_or(Value::Null);
+    let inner = result.get("detail").and_then(Value::as_str).unwrap_or("");
+    Ok(json!({
+        "ok": true,
+        "verified": false,
+        "path": "keyboard",
+        "backend": result.get("backend").cloned().unwrap_or(Value::Null),
+        "length": result.get("length").cloned().unwrap_or(Value::Null),
+        "fallback_reason": why,
+        "detail": format!("{why}; typed it as keystrokes instead: {inner}"),
+    }))
+}
+
 /// The focused node that takes text: `EditableText` and `Text`, focused, editable.
 fn focused_text_field(walk: &Walk) -> Option<&Node> {
     walk.nodes
@@ -609,7 +731,7 @@ impl Handler for Service {
         match call.method.as_str() {
             "perception.a11y" => self.perceive(&call.params).await,
             "action.capabilities" => Ok(capabilities()),
-            "action.invoke" => self.invoke(&call.params).await,
+            "action.invoke" => self.invoke(&call.params, &call.peer).await,
             other => Err(ErrorObject::method_not_found(other)),
         }
     }

@@ -350,8 +350,11 @@ async fn hostile_inputs_are_refused_and_the_plugin_keeps_serving() {
     .expect_err("typed although the entry had lost the focus");
     let e = refused;
     assert_eq!(e.code, -32000);
+    // Alone (no runner to serve host.action), the keystroke fallback cannot run; the
+    // message says both why accessibility could not type and why keystrokes did not.
     assert!(
-        e.message.contains("keystroke typing is not available yet"),
+        e.message.contains("no focused text field")
+            && e.message.contains("typing keystrokes instead failed"),
         "{}",
         e.message
     );
@@ -454,4 +457,79 @@ async fn utter_say_types_and_clicks_through_the_runner_in_the_focused_window() {
         .is_some(),
         "the Blue Button's handler did not run"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn utter_say_presses_keys_scrolls_and_falls_back_to_keystrokes_through_the_runner() {
+    let desktop = Desktop::start();
+    let (code, out) = say(&desktop, "type hello world");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(wait_for_file(&desktop, "entry.txt", "hello world").await);
+
+    // "press control a" (the input plugin's virtual keyboard) selects the entry's text;
+    // "type x" (accessibility) then replaces it and reads the field back.
+    let (code, out) = say(&desktop, "press control a");
+    assert_eq!(code, Some(0), "{out}");
+    let step = &out["results"][0];
+    assert_eq!(step["op"], "key", "{out}");
+    assert_eq!(step["plugin"], "input", "{out}");
+    assert_eq!(step["result"]["chord"], "ctrl+a", "{out}");
+    assert_eq!(step["result"]["path"], "keyboard", "{out}");
+    assert_eq!(
+        step["result"]["backend"], "wayland-virtual-keyboard",
+        "{out}"
+    );
+    let (code, out) = say(&desktop, "type x");
+    assert_eq!(code, Some(0), "{out}");
+    let step = &out["results"][0];
+    assert_eq!(step["result"]["path"], "a11y", "{out}");
+    assert_eq!(step["result"]["replaced"], 11, "{out}");
+    assert_eq!(step["verified"], true, "{out}");
+    assert!(
+        wait_for_file(&desktop, "entry.txt", "x").await,
+        "the entry holds {:?}",
+        desktop.read("entry.txt")
+    );
+
+    // "press backspace" through the virtual keyboard.
+    let (code, out) = say(&desktop, "press backspace");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(wait_for_file(&desktop, "entry.txt", "").await);
+
+    // "scroll down" over the focused window moves its scrolled area.
+    let (code, out) = say(&desktop, "scroll down");
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(out["results"][0]["result"]["path"], "pointer", "{out}");
+    assert!(
+        poll(Duration::from_secs(5), || desktop
+            .read("scroll")
+            .and_then(|s| s.parse::<i64>().ok())
+            .filter(|&v| v > 0))
+        .is_some(),
+        "the scrolled area did not move: {out}"
+    );
+
+    // With the focus on a button no field takes text through accessibility: "type hi"
+    // falls back to keystrokes, says so, and the window sees the keys.
+    let (code, out) = say(&desktop, "click the blue button");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(wait_for_file(&desktop, "blue-clicked", "1").await);
+    let _ = std::fs::remove_file(desktop.path("keys.log"));
+    let (code, out) = say(&desktop, "type hi");
+    assert_eq!(code, Some(0), "{out}");
+    let step = &out["results"][0];
+    assert_eq!(step["plugin"], "a11y", "{out}");
+    assert_eq!(step["result"]["path"], "keyboard", "{out}");
+    assert_eq!(step["verified"], false, "{out}");
+    assert!(
+        step["result"]["fallback_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no focused text field")),
+        "{out}"
+    );
+    let typed = poll(Duration::from_secs(5), || {
+        let log = desktop.read("keys.log")?;
+        (log.lines().count() >= 2).then_some(log)
+    });
+    assert_eq!(typed.as_deref(), Some("h -\ni -\n"), "{out}");
 }
