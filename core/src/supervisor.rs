@@ -82,7 +82,7 @@ const PASSED_ENV: &[&str] = &[
     "RUST_LOG",
     "RUST_BACKTRACE",
 ];
-const PASSED_ENV_PREFIXES: &[&str] = &["LC_", "XDG_", "UTTER_"];
+const PASSED_ENV_PREFIXES: &[&str] = &["LC_", "XDG_", "UTTER_", "XKB_DEFAULT_"];
 
 /// A change of a plugin's status, broadcast to subscribers.
 #[derive(Debug, Clone, PartialEq, Serialize)]

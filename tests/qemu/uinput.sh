@@ -7,7 +7,11 @@
 # example `uinput_ptt` (examples/uinput_ptt.rs). That program runs the runner's own evdev
 # reader (utter::triggers::evdev::run), creates a uinput keyboard, presses, autorepeats, releases
 # and unplugs it, and prints PTT_EVDEV_ROUNDTRIP_OK when push-to-talk saw exactly what it
-# should. This script fails unless that marker appears.
+# should. Then the input plugin's own uinput keyboard (plugins/input/examples/uinput_keys.rs)
+# types text and chords under the US layout and under the German layout that libxkbcommon
+# computed here on the host, and prints UINPUT_KEYS_OK when an evdev reader in the guest saw
+# exactly the key codes each layout needs (z and y swapped, @ through AltGr, ö). This script
+# fails unless both markers appear.
 #
 # Needs: qemu-system-x86 busybox-static (installed here when running as root), apt-get
 # download access to Debian's archive (for linux-image-amd64's kernel package), ~20 s.
@@ -34,9 +38,12 @@ if ((${#missing[@]})); then
 fi
 
 cargo build --example uinput_ptt
+cargo build -p utter-input --example uinput_keys
 target=${CARGO_TARGET_DIR:-target}
 probe="$target/debug/examples/uinput_ptt"
+keys="$target/debug/examples/uinput_keys"
 [[ -x $probe ]] || { echo "uinput.sh: $probe was not built" >&2; exit 1; }
+[[ -x $keys ]] || { echo "uinput.sh: $keys was not built" >&2; exit 1; }
 
 work=$(mktemp -d /tmp/utter-uinput-XXXX)
 trap 'rm -rf "$work"' EXIT
@@ -66,8 +73,12 @@ for mod in evdev uinput; do
     esac
 done
 cp "$probe" "$root/bin/uinput_ptt"
-# The example is linked dynamically against glibc: copy the libraries it names.
-for lib in $(ldd "$probe" | grep -o '/[^ ]*'); do
+cp "$keys" "$root/bin/uinput_keys"
+# The German layout as the host's libxkbcommon and xkb-data compile it (the guest has
+# neither).
+"$keys" --dump-layout de >"$root/layout-de.json"
+# The examples are linked dynamically against glibc: copy the libraries they name.
+for lib in $(ldd "$probe" "$keys" | grep -o '/[^ ]*' | sort -u); do
     mkdir -p "$root$(dirname "$lib")"
     cp -L "$lib" "$root$lib"
 done
@@ -80,6 +91,8 @@ insmod /mods/evdev.ko
 insmod /mods/uinput.ko
 /bin/uinput_ptt
 echo "uinput_ptt exit=$?"
+/bin/uinput_keys --layout /layout-de.json
+echo "uinput_keys exit=$?"
 poweroff -f
 EOF
 chmod +x "$root/init"
@@ -88,9 +101,9 @@ chmod +x "$root/init"
 start=$(date +%s)
 timeout 300 qemu-system-x86_64 -accel tcg -m 512 -nographic -no-reboot \
     -kernel "$vmlinuz" -initrd "$work/initrd.gz" \
-    -append "console=ttyS0 panic=-1 loglevel=3" </dev/null | tee "$work/console.log" | grep -v '^\s*$' | grep -E 'uinput|reader|key|device|PTT_' || true
+    -append "console=ttyS0 panic=-1 loglevel=3" </dev/null | tee "$work/console.log" | grep -v '^\s*$' | grep -E 'uinput|reader|key|device|layout|PTT_|UINPUT_' || true
 echo "uinput.sh: guest ran $(( $(date +%s) - start )) s"
-if grep -q PTT_EVDEV_ROUNDTRIP_OK "$work/console.log"; then
+if grep -q PTT_EVDEV_ROUNDTRIP_OK "$work/console.log" && grep -q UINPUT_KEYS_OK "$work/console.log"; then
     echo "uinput.sh: ok"
 else
     echo "uinput.sh: FAILED; the guest console:" >&2

@@ -9,6 +9,8 @@
 
 use crate::keymap::{self, Keymap};
 use crate::keys::Chord;
+use crate::layout::LayoutMap;
+use crate::uinput::Uinput;
 use crate::wayland::{PointerAction, Stroke, Wayland, WaylandError, key_events};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -19,6 +21,10 @@ use xkeysym::Keysym;
 pub const WAYLAND_KEYBOARD: &str = "wayland-virtual-keyboard";
 /// The backend name of the wlr virtual pointer.
 pub const WAYLAND_POINTER: &str = "wlr-virtual-pointer";
+/// The backend name of the uinput keyboard.
+pub const UINPUT: &str = "uinput";
+/// The backend name of the uinput device's wheels and buttons (no absolute moves).
+pub const UINPUT_WHEEL: &str = "uinput-wheel";
 
 /// What a key call sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +46,8 @@ pub struct DeviceStatus {
     pub pointer: Option<&'static str>,
     /// `$WAYLAND_DISPLAY` of the connection.
     pub display: Option<String>,
+    /// The xkb layout the uinput keyboard types under, when it is in use.
+    pub layout: Option<String>,
     /// Why each backend that is not in use is not (one line each).
     pub unavailable: Vec<String>,
     /// Whether the thread has tried to connect at least once.
@@ -154,63 +162,119 @@ impl Devices {
     }
 }
 
-fn describe(w: &Wayland) -> DeviceStatus {
-    let mut unavailable = Vec::new();
-    for m in w.missing() {
-        unavailable.push(match *m {
-            "keyboard" => WaylandError::NoKeyboard.to_string(),
-            _ => WaylandError::NoPointer.to_string(),
-        });
-    }
-    unavailable.extend(other_backends());
-    DeviceStatus {
-        keyboard: w.has_keyboard().then_some(WAYLAND_KEYBOARD),
-        pointer: w.has_pointer().then_some(WAYLAND_POINTER),
-        display: Some(w.display().to_owned()),
-        unavailable,
-        checked: true,
+/// Which keyboard backend to use: `UTTER_INPUT_BACKEND` = `auto` (default: uinput where
+/// `/dev/uinput` opens, else the Wayland virtual keyboard), `uinput` or `wayland`.
+fn wanted_backend() -> &'static str {
+    match std::env::var("UTTER_INPUT_BACKEND")
+        .as_deref()
+        .map(str::trim)
+    {
+        Ok("uinput") => "uinput",
+        Ok("wayland") => "wayland",
+        _ => "auto",
     }
 }
 
-/// Why the backends this build does not drive are not in use.
-fn other_backends() -> Vec<String> {
-    let uinput = if std::path::Path::new("/dev/uinput").exists() {
-        "uinput: /dev/uinput exists, but this build does not drive it yet"
-    } else {
-        "uinput: /dev/uinput is missing (needs the uinput module and write access)"
-    };
-    vec![
-        uinput.to_owned(),
-        "RemoteDesktop portal (libei): not driven by this build yet".to_owned(),
-    ]
+/// The devices the owner thread holds.
+struct Backends {
+    wayland: Option<Wayland>,
+    wayland_error: Option<String>,
+    uinput: Option<Uinput>,
+    uinput_error: Option<String>,
+    layout_note: Option<String>,
 }
 
-fn connect(status: &Mutex<DeviceStatus>) -> Option<Wayland> {
-    match Wayland::connect() {
-        Ok(w) => {
-            tracing::info!(
-                "virtual devices on {}: keyboard {}, pointer {}",
-                w.display(),
-                if w.has_keyboard() { "yes" } else { "no" },
-                if w.has_pointer() { "yes" } else { "no" }
-            );
-            if let Ok(mut s) = status.lock() {
-                *s = describe(&w);
+impl Backends {
+    fn open() -> Backends {
+        let mut b = Backends {
+            wayland: None,
+            wayland_error: None,
+            uinput: None,
+            uinput_error: None,
+            layout_note: None,
+        };
+        if wanted_backend() == "wayland" {
+            b.uinput_error = Some("uinput: not used (UTTER_INPUT_BACKEND=wayland)".into());
+        } else if !std::path::Path::new("/dev/uinput").exists() {
+            b.uinput_error =
+                Some("uinput: /dev/uinput is missing (needs the uinput kernel module)".into());
+        } else {
+            let (layout, note) = LayoutMap::from_environment();
+            b.layout_note = note;
+            match Uinput::open(layout) {
+                Ok(u) => {
+                    tracing::info!("uinput keyboard open, layout {}", u.layout().name);
+                    b.uinput = Some(u);
+                }
+                Err(e) => {
+                    b.uinput_error = Some(format!(
+                        "uinput: /dev/uinput cannot be opened ({e}; it needs write access, e.g. a udev rule giving the user's group rw)"
+                    ));
+                }
             }
-            Some(w)
         }
-        Err(e) => {
-            tracing::warn!("no virtual devices: {e}");
-            if let Ok(mut s) = status.lock() {
-                let mut unavailable = vec![format!("wayland: {e}")];
-                unavailable.extend(other_backends());
-                *s = DeviceStatus {
-                    unavailable,
-                    checked: true,
-                    ..DeviceStatus::default()
-                };
+        b.connect_wayland();
+        b
+    }
+
+    fn connect_wayland(&mut self) {
+        match Wayland::connect() {
+            Ok(w) => {
+                tracing::info!(
+                    "Wayland devices on {}: keyboard {}, pointer {}",
+                    w.display(),
+                    if w.has_keyboard() { "yes" } else { "no" },
+                    if w.has_pointer() { "yes" } else { "no" }
+                );
+                self.wayland = Some(w);
+                self.wayland_error = None;
             }
-            None
+            Err(e) => {
+                tracing::warn!("no Wayland devices: {e}");
+                self.wayland = None;
+                self.wayland_error = Some(format!("wayland: {e}"));
+            }
+        }
+    }
+
+    fn status(&self) -> DeviceStatus {
+        let mut unavailable = Vec::new();
+        let w = self.wayland.as_ref();
+        let keyboard = if self.uinput.is_some() {
+            Some(UINPUT)
+        } else {
+            w.filter(|w| w.has_keyboard()).map(|_| WAYLAND_KEYBOARD)
+        };
+        let pointer = match w.filter(|w| w.has_pointer()) {
+            Some(_) => Some(WAYLAND_POINTER),
+            None => self.uinput.as_ref().map(|_| UINPUT_WHEEL),
+        };
+        if let Some(e) = &self.uinput_error {
+            unavailable.push(e.clone());
+        }
+        if let Some(note) = &self.layout_note {
+            unavailable.push(format!("xkb layout: {note}; typing with the US layout"));
+        }
+        match (w, &self.wayland_error) {
+            (_, Some(e)) => unavailable.push(e.clone()),
+            (Some(w), None) => {
+                if !w.has_keyboard() {
+                    unavailable.push(WaylandError::NoKeyboard.to_string());
+                }
+                if !w.has_pointer() {
+                    unavailable.push(WaylandError::NoPointer.to_string());
+                }
+            }
+            (None, None) => {}
+        }
+        unavailable.push("RemoteDesktop portal (libei): not driven by this build yet".into());
+        DeviceStatus {
+            keyboard,
+            pointer,
+            display: w.map(|w| w.display().to_owned()),
+            layout: self.uinput.as_ref().map(|u| u.layout().name.clone()),
+            unavailable,
+            checked: true,
         }
     }
 }
@@ -263,75 +327,129 @@ impl Assigned {
 }
 
 fn owner(jobs: mpsc::Receiver<Job>, status: Arc<Mutex<DeviceStatus>>) {
-    let mut wayland = connect(&status);
+    let mut backends = Backends::open();
+    let publish = |b: &Backends| {
+        if let Ok(mut s) = status.lock() {
+            *s = b.status();
+        }
+    };
+    publish(&backends);
     let mut assigned = Assigned::default();
     while let Ok(job) = jobs.recv() {
-        if wayland.is_none() {
-            wayland = connect(&status);
+        if backends.wayland.is_none() {
+            backends.connect_wayland();
             // A new connection starts from the base keymap.
             assigned = Assigned::default();
+            publish(&backends);
         }
         let (result, reply) = match job {
-            Job::Keys { pieces, reply } => (
-                keys(wayland.as_mut(), &pieces, &mut assigned, &status),
-                reply,
-            ),
-            Job::Pointer { actions, reply } => {
-                (pointer(wayland.as_mut(), &actions, &status), reply)
-            }
+            Job::Keys { pieces, reply } => (keys(&mut backends, &pieces, &mut assigned), reply),
+            Job::Pointer { actions, reply } => (pointer(&mut backends, &actions), reply),
         };
-        if let Err(WaylandError::Broken { .. }) = &result {
-            wayland = None;
+        if let Err(DeviceError::Wayland(WaylandError::Broken { .. })) = &result {
+            backends.wayland = None;
+            publish(&backends);
         }
         let _ = reply.send(result.map_err(|e| e.to_string()));
     }
 }
 
-fn unavailable(status: &Mutex<DeviceStatus>) -> WaylandError {
-    let why = status
-        .lock()
-        .ok()
-        .and_then(|s| s.unavailable.first().cloned())
-        .unwrap_or_else(|| "no compositor connection".into());
-    WaylandError::Connect(why)
+/// A failed call.
+#[derive(Debug, thiserror::Error)]
+enum DeviceError {
+    #[error(transparent)]
+    Wayland(#[from] WaylandError),
+    #[error("the uinput device failed: {0}")]
+    Uinput(std::io::Error),
+    #[error("the {layout} layout has no key that types {key}")]
+    NoKey { layout: String, key: String },
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+fn no_device(b: &Backends) -> DeviceError {
+    let why = b
+        .wayland_error
+        .clone()
+        .or_else(|| b.uinput_error.clone())
+        .unwrap_or_else(|| "no device".into());
+    DeviceError::Wayland(WaylandError::Connect(why))
 }
 
 fn keys(
-    wayland: Option<&mut Wayland>,
+    b: &mut Backends,
     pieces: &[Vec<Stroke>],
     assigned: &mut Assigned,
-    status: &Mutex<DeviceStatus>,
-) -> Result<Sent, WaylandError> {
-    let w = wayland.ok_or_else(|| unavailable(status))?;
+) -> Result<Sent, DeviceError> {
+    if let Some(u) = b.uinput.as_mut() {
+        let strokes: Vec<Stroke> = pieces.iter().flatten().cloned().collect();
+        let events =
+            crate::uinput::key_events(u.layout(), &strokes).map_err(|k| DeviceError::NoKey {
+                layout: u.layout().name.clone(),
+                key: crate::keys::keysym_name(k),
+            })?;
+        let presses = u.keys(&events).map_err(DeviceError::Uinput)?;
+        return Ok(Sent {
+            backend: UINPUT,
+            display: "/dev/uinput".into(),
+            presses,
+        });
+    }
+    let display = b.wayland.as_ref().map(|w| w.display().to_owned());
+    let w = match b.wayland.as_mut() {
+        Some(w) if w.has_keyboard() => w,
+        Some(_) => return Err(WaylandError::NoKeyboard.into()),
+        None => return Err(no_device(b)),
+    };
     let mut presses = 0;
     for strokes in pieces {
         let map = assigned
             .keymap_for(strokes)
             .ok_or_else(|| WaylandError::Keymap("the keys do not fit one keymap".into()))?;
-        let map = &map;
-        let events = key_events(map, strokes)
+        let events = key_events(&map, strokes)
             .ok_or_else(|| WaylandError::Keymap("a keysym is missing from its keymap".into()))?;
-        presses += w.keys(map, &events)?;
+        presses += w.keys(&map, &events)?;
     }
     Ok(Sent {
         backend: WAYLAND_KEYBOARD,
-        display: w.display().to_owned(),
+        display: display.unwrap_or_default(),
         presses,
     })
 }
 
-fn pointer(
-    wayland: Option<&mut Wayland>,
-    actions: &[PointerAction],
-    status: &Mutex<DeviceStatus>,
-) -> Result<Sent, WaylandError> {
-    let w = wayland.ok_or_else(|| unavailable(status))?;
+fn pointer(b: &mut Backends, actions: &[PointerAction]) -> Result<Sent, DeviceError> {
+    if let Some(w) = b.wayland.as_mut().filter(|w| w.has_pointer()) {
+        for a in actions {
+            w.pointer(*a)?;
+        }
+        return Ok(Sent {
+            backend: WAYLAND_POINTER,
+            display: w.display().to_owned(),
+            presses: 0,
+        });
+    }
+    let Some(u) = b.uinput.as_mut() else {
+        return Err(no_device(b));
+    };
     for a in actions {
-        w.pointer(*a)?;
+        match *a {
+            PointerAction::MoveTo { .. } => {
+                return Err(DeviceError::Unsupported(
+                    "the pointer cannot be put at a point: the compositor offers no virtual pointer and uinput moves it only relatively"
+                        .into(),
+                ));
+            }
+            PointerAction::Scroll { horizontal, steps } => {
+                u.scroll(horizontal, steps).map_err(DeviceError::Uinput)?
+            }
+            PointerAction::Click { button, count } => {
+                u.click(button as u16, count).map_err(DeviceError::Uinput)?
+            }
+        }
     }
     Ok(Sent {
-        backend: WAYLAND_POINTER,
-        display: w.display().to_owned(),
+        backend: UINPUT_WHEEL,
+        display: "/dev/uinput".into(),
         presses: 0,
     })
 }

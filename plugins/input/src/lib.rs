@@ -4,12 +4,23 @@
 //!
 //! # Backends
 //!
+//! * **uinput** ([`uinput`]): a kernel virtual keyboard with wheels and buttons on
+//!   `/dev/uinput`, used for keys where the device opens (any compositor, GNOME and KDE
+//!   included). The compositor applies its own keymap to what uinput sends, so the key for
+//!   each keysym comes from the person's layout ([`layout`]: libxkbcommon loaded at run time,
+//!   the layout named by `UTTER_XKB_LAYOUT`/`UTTER_XKB_VARIANT` or `XKB_DEFAULT_LAYOUT`/
+//!   `XKB_DEFAULT_VARIANT`, else `us`). It scrolls and clicks where the pointer is, but cannot
+//!   put the pointer at a point.
 //! * **Wayland** ([`wayland`]): `zwp_virtual_keyboard_v1` and `zwlr_virtual_pointer_v1` on
-//!   `$WAYLAND_DISPLAY` (sway and other wlroots compositors, niri). The keyboard uploads a
-//!   keymap of its own for each call ([`keymap`]): one key per keysym needed, so what is
-//!   typed is what was asked whatever the person's layout (German, French…).
-//! * uinput and the RemoteDesktop portal (libei) are not driven by this build; `plugin.health`
-//!   (and so `utter status`) names the backend in use and why each other one is not.
+//!   `$WAYLAND_DISPLAY` (sway and other wlroots compositors, niri), used for keys where
+//!   uinput is not available and always for the pointer when offered. The keyboard uploads a
+//!   keymap of its own ([`keymap`]): one key per keysym needed, so what is typed is what was
+//!   asked whatever the person's layout.
+//! * `UTTER_INPUT_BACKEND=wayland` keeps uinput closed; `uinput` or `auto` (the default)
+//!   prefers it. The RemoteDesktop portal (libei) is not driven by this build.
+//!
+//! `plugin.health` (and so `utter status`) names the backends in use, the layout uinput
+//! types under, and why each other backend is not in use.
 //!
 //! # Methods
 //!
@@ -41,12 +52,15 @@
 //! unknown op or method, `-32000` no device or a broken compositor connection.
 //!
 //! Module map: [`keys`] names and chords, [`keymap`] the uploaded keymaps, [`wayland`] the
-//! protocol client, [`device`] the thread that owns the devices, [`service`] the methods.
+//! protocol client, [`layout`] and [`uinput`] the kernel device, [`device`] the thread that
+//! owns the devices, [`service`] the methods.
 
 pub mod device;
 pub mod keymap;
 pub mod keys;
+pub mod layout;
 pub mod service;
+pub mod uinput;
 pub mod wayland;
 
 use std::process::ExitCode;

@@ -354,6 +354,8 @@ fn backend_phrase(sent: &Sent) -> &'static str {
     match sent.backend {
         crate::device::WAYLAND_KEYBOARD => "Wayland virtual keyboard (zwp_virtual_keyboard_v1)",
         crate::device::WAYLAND_POINTER => "wlr virtual pointer (zwlr_virtual_pointer_v1)",
+        crate::device::UINPUT => "uinput keyboard",
+        crate::device::UINPUT_WHEEL => "uinput wheel and buttons",
         _ => "virtual device",
     }
 }
@@ -361,14 +363,17 @@ fn backend_phrase(sent: &Sent) -> &'static str {
 /// One line for `plugin.health`: what is in use and why the rest is not.
 pub fn status_line(s: &DeviceStatus) -> String {
     let mut parts = Vec::new();
-    match (s.keyboard, &s.display) {
-        (Some(k), Some(d)) => parts.push(format!("keyboard: {k} on {d}")),
-        _ => parts.push("keyboard: none".to_owned()),
-    }
-    match (s.pointer, &s.display) {
-        (Some(p), Some(d)) => parts.push(format!("pointer: {p} on {d}")),
-        _ => parts.push("pointer: none".to_owned()),
-    }
+    let on = |backend: &str| match (backend, &s.display, &s.layout) {
+        (crate::device::UINPUT, _, Some(layout)) => format!("{backend} (layout {layout})"),
+        (crate::device::UINPUT | crate::device::UINPUT_WHEEL, _, _) => backend.to_owned(),
+        (_, Some(d), _) => format!("{backend} on {d}"),
+        _ => backend.to_owned(),
+    };
+    parts.push(format!(
+        "keyboard: {}",
+        s.keyboard.map_or("none".into(), on)
+    ));
+    parts.push(format!("pointer: {}", s.pointer.map_or("none".into(), on)));
     if !s.unavailable.is_empty() {
         parts.push(format!("not in use: {}", s.unavailable.join("; ")));
     }
