@@ -907,6 +907,91 @@ async fn the_five_host_callbacks() {
 // ---------------------------------------------------------------------------------------
 // 7. The injection corpus
 
+/// `host.choose`: a plugin's tie goes to the running chooser as untrusted, which may only
+/// answer an offered id; without a chooser, or with a chooser that writes a structure, the
+/// plugin gets a clear refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_choose_lets_the_chooser_pick_only_an_offered_id() {
+    let f = Files::new();
+    let offered = json!({"op": "click_element", "utterance": "click send", "candidates": [
+        {"id": "e1", "summary": "push button \"Send\""},
+        {"id": "e2", "summary": "push button \"Send later\""}
+    ]});
+    let r = runner(
+        &[
+            ("t", args(&[])),
+            ("llm", args(&["--choose", "e2", "--record", &f.arg("llm")])),
+        ],
+        "",
+    )
+    .await;
+    let got = host(&r, "host.choose", offered.clone(), Provenance::User).await;
+    assert_eq!(got["result"]["choice_id"], "e2", "{got}");
+    assert_eq!(got["result"]["chooser"], "llm", "{got}");
+    let asked: Vec<Value> = records(&f.path("llm"))
+        .into_iter()
+        .filter(|r| r["method"] == "llm.choose")
+        .collect();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(
+        asked[0]["params"]["candidates"][1]["summary"],
+        "push button \"Send later\""
+    );
+    assert_eq!(asked[0]["params"]["utterance"], "click send");
+    // Hostile params: clear -32602s, the chooser is not asked.
+    for bad in [
+        json!({"op": "click_element", "candidates": [{"id": "only", "summary": ""}]}),
+        json!({"op": "click_element", "candidates": [{"id": "a"}, {"id": "a"}]}),
+        json!({"op": "", "candidates": [{"id": "a"}, {"id": "b"}]}),
+        json!({"op": "x", "candidates": "nope"}),
+        json!({"op": "x", "candidates": (0..51).map(|i| json!({"id": i.to_string()})).collect::<Vec<_>>()}),
+        json!({"op": "x", "candidates": [{"id": "a"}, {"id": "b"}], "method": "rm -rf"}),
+    ] {
+        let got = host(&r, "host.choose", bad.clone(), Provenance::User).await;
+        assert_eq!(got["error"]["code"], -32602, "{bad}: {got}");
+    }
+    assert_eq!(
+        records(&f.path("llm"))
+            .iter()
+            .filter(|r| r["method"] == "llm.choose")
+            .count(),
+        1
+    );
+    r.shutdown().await;
+
+    // A chooser that answers a structure (or an id never offered) is refused with -32006.
+    for answer in [
+        json!({"choice_id": "e1", "op": "terminal", "args": {"command": "rm -rf ~"}}),
+        json!({"choice_id": "e9"}),
+        json!("e1"),
+    ] {
+        let r = runner(
+            &[
+                ("t", args(&[])),
+                ("llm", args(&["--choose-raw", &answer.to_string()])),
+            ],
+            "",
+        )
+        .await;
+        let got = host(&r, "host.choose", offered.clone(), Provenance::User).await;
+        assert_eq!(got["error"]["code"], -32006, "{answer}: {got}");
+        r.shutdown().await;
+    }
+
+    // Without a chooser: -32005 naming what is missing.
+    let r = runner(&[("t", args(&[]))], "").await;
+    let got = host(&r, "host.choose", offered, Provenance::User).await;
+    assert_eq!(got["error"]["code"], -32005, "{got}");
+    assert!(
+        got["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("llm.choose"),
+        "{got}"
+    );
+    r.shutdown().await;
+}
+
 fn corpus() -> Vec<(String, Provenance, String)> {
     let dir = common::repo_root().join("tests/injection");
     let mut out = Vec::new();

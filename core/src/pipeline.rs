@@ -98,6 +98,34 @@ pub struct Pipeline<'a> {
     pub input_rate: &'a crate::rate::InputRate,
 }
 
+/// Check a chooser's answer (`llm.choose`, `perception.choose`) against the ids it was
+/// offered: it must be an object with a `choice_id` among `ids`, and besides it only the
+/// documented numeric confidence: `probability` (a number) and `distribution` (offered id →
+/// number). Anything else, above all a structure with an op or arguments, is refused.
+/// Returns the chosen id, or why the answer is refused (for the caller's `-32006`).
+pub fn check_choice(answer: &Value, ids: &[&str]) -> Result<String, String> {
+    let Some(map) = answer.as_object() else {
+        return Err("did not answer an object".into());
+    };
+    let known = |k: &String| ids.contains(&k.as_str());
+    let extra = map.iter().find(|(k, v)| match k.as_str() {
+        "choice_id" => false,
+        "probability" => !v.is_number(),
+        "distribution" => !v
+            .as_object()
+            .is_some_and(|d| d.iter().all(|(id, p)| known(id) && p.is_number())),
+        _ => true,
+    });
+    if let Some((extra, _)) = extra {
+        return Err(format!("sent back {extra:?}"));
+    }
+    let choice = map.get("choice_id").and_then(Value::as_str).unwrap_or("");
+    if !ids.contains(&choice) {
+        return Err(format!("chose {choice:?}, which is no prepared candidate"));
+    }
+    Ok(choice.to_owned())
+}
+
 /// A candidate the router prepared, with the digest it is held under.
 struct Candidate {
     id: String,
@@ -372,39 +400,23 @@ impl Pipeline<'_> {
             )
             .with_data(json!({"chooser": chooser, "answer": answer}))
         };
-        let Some(map) = answer.as_object() else {
-            return Err(refuse("did not answer an object".into()));
+        let ids: Vec<&str> = held.iter().map(|h| h.id.as_str()).collect();
+        let choice = match check_choice(&answer, &ids) {
+            Ok(choice) => choice,
+            Err(why) => {
+                let e = refuse(why);
+                self.record(
+                    AuditEntry::new(utterance, method, &answer, Provenance::Screen, "denied")
+                        .code(e.code)
+                        .plugin(chooser.clone()),
+                );
+                return Err(e);
+            }
         };
-        // Besides the id, only the documented numeric confidence may come back: `probability`
-        // (a number) and `distribution` (candidate id → number). Anything else, above all a
-        // structure with an op or arguments, is refused.
-        let known_ids = |k: &String| held.iter().any(|h| &h.id == k);
-        let extra = map.iter().find(|(k, v)| match k.as_str() {
-            "choice_id" => false,
-            "probability" => !v.is_number(),
-            "distribution" => !v
-                .as_object()
-                .is_some_and(|d| d.iter().all(|(id, p)| known_ids(id) && p.is_number())),
-            _ => true,
-        });
-        if let Some((extra, _)) = extra {
-            let e = refuse(format!("sent back {extra:?}"));
-            self.record(
-                AuditEntry::new(utterance, method, &answer, Provenance::Screen, "denied")
-                    .code(e.code)
-                    .plugin(chooser.clone()),
-            );
-            return Err(e);
-        }
-        let choice = map.get("choice_id").and_then(Value::as_str).unwrap_or("");
         let Some(pick) = held.iter().find(|h| h.id == choice) else {
-            let e = refuse(format!("chose {choice:?}, which is no prepared candidate"));
-            self.record(
-                AuditEntry::new(utterance, method, &answer, Provenance::Screen, "denied")
-                    .code(e.code)
-                    .plugin(chooser.clone()),
-            );
-            return Err(e);
+            return Err(refuse(format!(
+                "chose {choice:?}, which is no prepared candidate"
+            )));
         };
         // What runs is what was held, verified by its digest.
         if step_digest(&pick.op, &pick.args, pick.provenance) != pick.digest {

@@ -1322,7 +1322,7 @@ async fn serve_plugin_requests(
                             Err(ErrorObject::new(
                                 ErrorCode::MethodNotFound,
                                 format!(
-                                    "method not found: {} (the runner serves host.context, host.perceive, host.action, host.confirm, host.emit, handle.create, handle.fetch, handle.stat, handle.retain, handle.release and fd.pass)",
+                                    "method not found: {} (the runner serves host.context, host.perceive, host.action, host.confirm, host.choose, host.emit, handle.create, handle.fetch, handle.stat, handle.retain, handle.release and fd.pass)",
                                     req.method
                                 ),
                             )),

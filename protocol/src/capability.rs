@@ -21,6 +21,7 @@ pub const RUNNER_CAPABILITIES: &[&str] = &[
     "host.perceive@1",
     "host.action@1",
     "host.confirm@1",
+    "host.choose@1",
     "host.emit@1",
     // The voice loop's audio, as it hands it to an `stt` plugin (`crate::voice` in the
     // runner): raw little-endian f32, 16 kHz, mono.

@@ -103,7 +103,118 @@ fn tag_untrusted(value: &Value, inherited: Provenance) -> Value {
     }
 }
 
+/// The most candidates one `host.choose` offers.
+pub const MAX_CHOICES: usize = 50;
+
 impl Runner {
+    /// `host.choose {op, candidates: [{id, summary}], utterance?, method?}` → `{choice_id,
+    /// chooser, probability?}`: ask the running chooser (`llm.choose`, or `perception.choose`
+    /// when `method` says so) to pick one of a plugin's prepared candidates. The chooser is
+    /// called as untrusted (provenance `screen`) and may answer only an offered id
+    /// ([`crate::pipeline::check_choice`]); the plugin acts on the candidate it holds under
+    /// that id, so nothing the chooser writes becomes an argument.
+    ///
+    /// # Errors
+    /// `-32602` malformed params (2 to [`MAX_CHOICES`] candidates with unique ids of at most
+    /// 64 characters and summaries of at most 300); `-32005` no chooser runs; `-32006` the
+    /// chooser answered something else than an offered id; the chooser's own error.
+    async fn host_choose(
+        &self,
+        plugin: &str,
+        params: &Value,
+        timeout: std::time::Duration,
+    ) -> Result<Value, ErrorObject> {
+        let bad = |why: &str| ErrorObject::invalid_params(format!("host.choose: {why}"));
+        let op = params.get("op").and_then(Value::as_str).unwrap_or("");
+        if op.is_empty() || op.len() > 64 {
+            return Err(bad(
+                "\"op\" (what the candidates are for) must be a string of 1 to 64 characters",
+            ));
+        }
+        let Some(offered) = params.get("candidates").and_then(Value::as_array) else {
+            return Err(bad("\"candidates\" must be an array of {id, summary}"));
+        };
+        if offered.len() < 2 || offered.len() > MAX_CHOICES {
+            return Err(bad(&format!(
+                "offers {} candidates; it takes 2 to {MAX_CHOICES}",
+                offered.len()
+            )));
+        }
+        let mut ids: Vec<&str> = Vec::with_capacity(offered.len());
+        let mut shown = Vec::with_capacity(offered.len());
+        for (i, c) in offered.iter().enumerate() {
+            let id = c.get("id").and_then(Value::as_str).unwrap_or("");
+            let summary = c.get("summary").and_then(Value::as_str).unwrap_or("");
+            if id.is_empty() || id.chars().count() > 64 || ids.contains(&id) {
+                return Err(bad(&format!(
+                    "candidate {} needs a unique string id of 1 to 64 characters",
+                    i + 1
+                )));
+            }
+            if summary.chars().count() > 300 {
+                return Err(bad(&format!(
+                    "candidate {} has a summary over 300 characters",
+                    i + 1
+                )));
+            }
+            ids.push(id);
+            shown.push(json!({"id": id, "op": op, "args": {}, "summary": summary}));
+        }
+        let method = match params.get("method").and_then(Value::as_str) {
+            None => "llm.choose",
+            Some(m @ ("llm.choose" | "perception.choose")) => m,
+            Some(_) => {
+                return Err(bad(
+                    "\"method\" must be \"llm.choose\" or \"perception.choose\"",
+                ));
+            }
+        };
+        let utterance = params
+            .get("utterance")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .chars()
+            .take(1000)
+            .collect::<String>();
+        let Some(chooser) = self.supervisor.find_provider(method, method) else {
+            return Err(ErrorObject::new(
+                ErrorCode::CapabilityMissing,
+                format!("no running plugin provides {method}@1 to choose between the candidates"),
+            ));
+        };
+        let answer = self
+            .supervisor
+            .call_as(
+                &chooser,
+                method,
+                json!({"utterance": utterance, "context": null, "candidates": shown}),
+                timeout,
+                Provenance::Screen,
+            )
+            .await?;
+        let choice = crate::pipeline::check_choice(&answer, &ids).map_err(|why| {
+            ErrorObject::new(
+                ErrorCode::UntrustedArgument,
+                format!("chooser {chooser:?} {why}; a chooser may only answer {{\"choice_id\": <id of an offered candidate>}}"),
+            )
+        })?;
+        self.audit_trail().record(
+            AuditEntry::new(
+                &format!("host.choose from plugin {plugin}"),
+                method,
+                &json!({"choice_id": choice}),
+                Provenance::Screen,
+                "chosen",
+            )
+            .plugin(chooser.clone()),
+        );
+        let mut reply = json!({"choice_id": choice, "chooser": chooser});
+        if let Some(p) = answer.get("probability").filter(|p| p.is_number()) {
+            reply["probability"] = p.clone();
+        }
+        Ok(reply)
+    }
+
     /// Serve one `host.*` callback of plugin `plugin`. `provenance` is the least trusted
     /// provenance of the requests that plugin is serving.
     pub(crate) async fn host_call(
@@ -190,6 +301,18 @@ impl Runner {
                 let confirmer = self.confirmer(None, None);
                 let policy = || self.policy();
                 let label = format!("host.action from plugin {plugin} (epoch {epoch})");
+                // The action gets the desktop context as a plan's step does (the input
+                // plugin needs the outputs to place the pointer). Read without the asking
+                // plugin, which may itself be the context plugin and is busy asking.
+                let options = CommandOptions {
+                    context: self
+                        .context
+                        .read(&self.supervisor, timeout, Some(plugin))
+                        .await
+                        .snapshot()
+                        .cloned(),
+                    ..Default::default()
+                };
                 let result = Pipeline {
                     supervisor: &self.supervisor,
                     policy: &policy,
@@ -205,7 +328,7 @@ impl Runner {
                     provenance,
                     confirm_requested,
                     Target::Action,
-                    &CommandOptions::default(),
+                    &options,
                 )
                 .await;
                 match &result.error {
@@ -241,6 +364,9 @@ impl Runner {
                 );
                 Ok(json!({"approved": resolution.approved, "by": resolution.by}))
             }
+            // A plugin's own tie: several prepared candidates (elements of an app that match
+            // the person's words equally well), one of which an untrusted chooser picks.
+            "host.choose" => self.host_choose(plugin, &params, timeout).await,
             "host.emit" => {
                 let event = text("event");
                 if event.is_empty() {

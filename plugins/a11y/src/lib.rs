@@ -48,9 +48,34 @@
 //!     match is pressed with its first action → `{ok, path: "a11y", clicked: {role, name},
 //!     verified?, detail, app, provenance: "a11y"}` (`verified` only for checkable elements,
 //!     whose state shows the effect). No match is `-32000` naming up to five elements there
-//!     are (`data.nearby`); several equally good matches are `-32000` naming them
+//!     are (`data.nearby`; the message says that setting `UTTER_GROUNDING_URL` enables
+//!     screen grounding); several equally good matches are `-32000` naming them
 //!     (`data.matches`). Names from the tree only select; nothing of them becomes an
 //!     argument.
+//!
+//!     **T3 screen grounding** ([`grounding`]): when nothing matches and
+//!     `UTTER_GROUNDING_URL` names an OpenAI-compatible chat-completions endpoint the
+//!     person runs locally (e.g. `http://127.0.0.1:8080/v1/chat/completions` serving
+//!     UI-TARS or another vision model; set it in `[[plugin]] env` or the runner's
+//!     environment), the plugin takes a PNG of the focused window with `grim -g "X,Y WxH" -`
+//!     (the window's `rect` from the context, at most 32 MiB), sends it with the quoted
+//!     description (`UTTER_GROUNDING_MODEL`, default `ui-tars`; temperature 0; within
+//!     `UTTER_GROUNDING_TIMEOUT_MS`, default 20 000) and asks for one point, `{"x", "y",
+//!     "confidence"}` in pixels of the image. The first JSON object of the answer with
+//!     numeric `x` and `y` counts, else a UI-TARS tuple `click(start_box='(x,y)')` (or a box,
+//!     at its centre; without confidence) ([`grounding::parse_answer`]). The point is scaled
+//!     from image to layout pixels (grim scales on HiDPI outputs) and clicked through the
+//!     runner's gate (`host.action click_point`, the input plugin) → `{ok, path: "screen",
+//!     verified: false, point: {x, y}, image: {width, height}, image_point, confidence,
+//!     detail, provenance: "screen"}`. Below confidence 0.5 (or without one) the person is
+//!     asked first (`host.confirm {op: "click_point"}`); a refusal is `-32003`. The model's
+//!     answer is untrusted: it only selects a point inside the focused window's screenshot;
+//!     a point outside it, or no point, is `-32000` quoting what it said (escaped, cut to 200
+//!     characters), and nothing is clicked. Limits: plain http only (no TLS; an `https://`
+//!     URL is refused), no proxy, no redirects; sway and other wlroots compositors with
+//!     `grim` only (niri reports no window geometry yet, and then grounding says so); the
+//!     runner's `rpc_timeout_ms` bounds the whole step, so a slow model needs it raised too.
+//!     A dry run takes the screenshot and asks the model, but clicks nothing (`would_click`).
 //!
 //!   A dry run finds the target and says what would be done (`would_click`, `field`)
 //!   without doing it.
@@ -58,11 +83,15 @@
 //!   `degraded` with the reason the accessibility bus cannot be used.
 //!
 //! Errors: `-32602` bad arguments (the message names the bound), `-32601` an unknown op or
-//! method, `-32000` no accessibility bus, no focused application, no field or element.
+//! method, `-32000` no accessibility bus, no focused application, no field or element (or
+//! screen grounding could not run or named no point), `-32003` the person declined an
+//! unsure screen-grounded click.
 //!
 //! Module map: [`tree`] is the bus and the bounded walk, [`matching`] chooses an element for
-//! a description, [`service`] serves the methods.
+//! a description, [`grounding`] finds one on a screenshot (T3), [`service`] serves the
+//! methods.
 
+pub mod grounding;
 pub mod matching;
 pub mod service;
 pub mod tree;

@@ -1,6 +1,7 @@
 //! The plugin's methods: `perception.a11y`, `action.capabilities`, `action.invoke`
 //! (`type_text`, `click_element`) and `plugin.health`.
 
+use crate::grounding;
 use crate::matching::{self, Candidate, Choice};
 use crate::tree::{Bus, Limits, Node, Walk};
 use atspi::proxy::editable_text::EditableTextProxy;
@@ -265,7 +266,7 @@ impl Service {
                 }
                 other => other,
             },
-            "click_element" => self.click_element(args, dry_run, context).await,
+            "click_element" => self.click_element(args, dry_run, context, peer).await,
             other => Err(ErrorObject::new(
                 ErrorCode::MethodNotFound,
                 format!(
@@ -458,6 +459,7 @@ impl Service {
         args: &Value,
         dry_run: bool,
         context: Option<&Value>,
+        peer: &Connection,
     ) -> Result<Value, ErrorObject> {
         let description = checked_description(args)?;
         let bus = self.bus_or_error().await?;
@@ -511,9 +513,33 @@ impl Service {
                         names(&ids)
                     )
                 };
-                return Err(plugin_error(message).with_data(
-                    json!({"nearby": listed(&ids), "provenance": "a11y", "truncated": walk.truncated}),
-                ));
+                let data = json!({"nearby": listed(&ids), "provenance": "a11y", "truncated": walk.truncated});
+                return match grounding::Config::from_env() {
+                    Ok(None) => Err(plugin_error(format!(
+                        "{message} (setting {} enables screen grounding: a local vision model finds the element on a screenshot)",
+                        grounding::URL_VAR
+                    ))
+                    .with_data(data)),
+                    Err(reason) => Err(plugin_error(format!(
+                        "{message}; screen grounding is not usable: {reason}"
+                    ))
+                    .with_data(data)),
+                    Ok(Some(config)) => {
+                        let found = Grounding {
+                            config: &config,
+                            description: &description,
+                            why: &message,
+                            app: &app,
+                        };
+                        found
+                            .click(dry_run, context, peer)
+                            .await
+                            .map_err(|e| match e.data {
+                                Some(_) => e,
+                                None => e.with_data(data),
+                            })
+                    }
+                };
             }
         };
         let node = nodes[index];
@@ -633,6 +659,193 @@ async fn type_by_keystrokes(
         "fallback_reason": why,
         "detail": format!("{why}; typed it as keystrokes instead: {inner}"),
     }))
+}
+
+/// How long clicking through the runner's gate (`host.action click_point`) may take.
+const CLICK_WAIT: Duration = Duration::from_secs(30);
+/// How long the person may take to confirm an unsure click (the runner's own
+/// `confirm_timeout_ms` usually ends the question first, as a refusal).
+const CONFIRM_WAIT: Duration = Duration::from_secs(120);
+
+/// T3 screen grounding for one `click_element` that accessibility could not serve: a
+/// screenshot of the focused window, a point from the grounding model, and a click there
+/// through the runner's gate (see [`grounding`]).
+struct Grounding<'a> {
+    config: &'a grounding::Config,
+    /// The person's words (user provenance).
+    description: &'a str,
+    /// Why accessibility could not click (the message a11y alone would give).
+    why: &'a str,
+    app: &'a App,
+}
+
+impl Grounding<'_> {
+    fn could_not_run(&self, reason: impl std::fmt::Display) -> ErrorObject {
+        plugin_error(format!(
+            "{}; screen grounding could not run: {reason}",
+            self.why
+        ))
+    }
+
+    async fn click(
+        &self,
+        dry_run: bool,
+        context: Option<&Value>,
+        peer: &Connection,
+    ) -> Result<Value, ErrorObject> {
+        let rect = grounding::Rect::from_context(context).ok_or_else(|| {
+            self.could_not_run(
+                "the compositor gives no window geometry for the focused window \
+                 (sway and other wlroots compositors do; niri does not report it yet)",
+            )
+        })?;
+        let png = grounding::screenshot(rect)
+            .await
+            .map_err(|r| self.could_not_run(r))?;
+        let image = grounding::png_size(&png)
+            .ok_or_else(|| self.could_not_run("the screenshot is not a PNG"))?;
+        let body = grounding::request_body(&self.config.model, self.description, &png, image);
+        drop(png);
+        let said = grounding::ask(self.config, body)
+            .await
+            .map_err(|r| self.could_not_run(r))?;
+        let model = &self.config.model;
+        let shown = utter_protocol::text::escape_unprintable(&said, 200).0;
+        let refused = |what: String| {
+            plugin_error(format!(
+                "{}; {what}, so nothing was clicked (the model said {shown:?})",
+                self.why
+            ))
+            .with_data(
+                json!({"answer": shown, "image": {"width": image.0, "height": image.1},
+                              "path": "screen", "verified": false, "provenance": "screen"}),
+            )
+        };
+        let Some(answer) = grounding::parse_answer(&said) else {
+            return Err(refused(format!(
+                "the grounding model {model:?} named no point to click"
+            )));
+        };
+        let Some(pixel) = grounding::image_pixel(&answer, image) else {
+            return Err(refused(format!(
+                "the grounding model {model:?} pointed at ({}, {}), outside the {}x{} screenshot of the focused window",
+                answer.x, answer.y, image.0, image.1
+            )));
+        };
+        let (x, y) = grounding::to_layout(rect, image, pixel);
+        let sure = answer
+            .confidence
+            .is_some_and(|c| c >= grounding::MIN_CONFIDENCE);
+        let confidence = match answer.confidence {
+            Some(c) => format!("confidence {c:.2}"),
+            None => "no confidence given".to_owned(),
+        };
+        let found = format!(
+            "the grounding model {model:?} pointed at ({}, {}) of a {}x{} screenshot of the focused window ({confidence})",
+            pixel.0, pixel.1, image.0, image.1
+        );
+        let mut result = json!({
+            "ok": true, "path": "screen", "verified": false,
+            "point": {"x": x, "y": y},
+            "image": {"width": image.0, "height": image.1},
+            "image_point": {"x": pixel.0, "y": pixel.1},
+            "confidence": answer.confidence,
+            "app": self.app.describe(),
+            "provenance": "screen",
+        });
+        if dry_run {
+            result["dry_run"] = json!(true);
+            result["would_click"] = json!({"x": x, "y": y});
+            result["needs_confirm"] = json!(!sure);
+            result["detail"] = json!(format!(
+                "{}; {found}; would click at ({x}, {y}) in layout pixels{}",
+                self.why,
+                if sure {
+                    ""
+                } else {
+                    " once the person confirms"
+                }
+            ));
+            return Ok(result);
+        }
+        if !sure {
+            let summary = format!(
+                "click at ({x}, {y}) on the screen, where the grounding model guesses {:?} is ({confidence})",
+                utter_protocol::text::escape_unprintable(self.description, 256).0
+            );
+            let answer = peer
+                .request(
+                    "host.confirm",
+                    json!({"op": "click_point", "args": {"x": x, "y": y}, "summary": summary}),
+                    Some(CONFIRM_WAIT),
+                )
+                .await
+                .map_err(|e| {
+                    plugin_error(format!(
+                        "{}; {found}, but asking the person to confirm the click failed: {}",
+                        self.why, e.message
+                    ))
+                })?;
+            let approved = match &answer {
+                Value::Bool(b) => *b,
+                other => other.get("approved") == Some(&Value::Bool(true)),
+            };
+            if !approved {
+                let by = answer
+                    .get("by")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the person");
+                return Err(ErrorObject::new(
+                    ErrorCode::Denied,
+                    format!(
+                        "{}; {found}, and the person declined clicking at ({x}, {y}) (answered by {})",
+                        self.why,
+                        utter_protocol::text::escape_unprintable(by, 40).0
+                    ),
+                )
+                .with_data(json!({"point": {"x": x, "y": y}, "path": "screen", "verified": false, "provenance": "screen"})));
+            }
+            result["confirmed"] = json!(true);
+        }
+        let step = peer
+            .request(
+                "host.action",
+                json!({"op": "click_point", "args": {"x": x, "y": y}}),
+                Some(CLICK_WAIT),
+            )
+            .await
+            .map_err(|e| {
+                plugin_error(format!(
+                    "{}; {found}, and clicking at ({x}, {y}) failed: {}",
+                    self.why, e.message
+                ))
+            })?;
+        if step.get("ok").and_then(Value::as_bool) != Some(true) {
+            let inner = step
+                .pointer("/error/message")
+                .and_then(Value::as_str)
+                .unwrap_or("the runner's answer is not a successful step");
+            return Err(plugin_error(format!(
+                "{}; {found}, and clicking at ({x}, {y}) failed: {}",
+                self.why,
+                utter_protocol::text::escape_unprintable(inner, 300).0
+            )));
+        }
+        let inner = step
+            .pointer("/result/detail")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        result["backend"] = step
+            .pointer("/result/backend")
+            .cloned()
+            .unwrap_or(Value::Null);
+        result["detail"] = json!(format!(
+            "{}; {found}; clicked at ({x}, {y}) in layout pixels through the runner: {}; whether the click hit the element is not read back",
+            self.why,
+            utter_protocol::text::escape_unprintable(inner, 300).0
+        ));
+        Ok(result)
+    }
 }
 
 /// The focused node that takes text: `EditableText` and `Text`, focused, editable.

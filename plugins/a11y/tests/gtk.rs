@@ -12,25 +12,43 @@
 //! libatk-adaptor, python3-gi, gir1.2-gtk-3.0. When one is missing the tests fail and say so.
 
 mod desktop;
+mod grounding_server;
 #[path = "../../compositor/tests/sway_session/mod.rs"]
 mod sway_session;
 
-use desktop::{Desktop, say, wait_for_file};
+use desktop::{Desktop, say, say_with_env, wait_for_file};
+use grounding_server::GroundingServer;
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use sway_session::poll;
-use utter_protocol::ErrorObject;
-use utter_protocol::testkit::{SpawnOptions, TestPlugin};
+use utter_protocol::testkit::{HostHandler, SpawnOptions, TestPlugin};
+use utter_protocol::{ErrorObject, Request};
 
 async fn start_plugin(bus_address: &str) -> TestPlugin {
+    start_plugin_with(bus_address, &[], HostHandler::default()).await
+}
+
+/// The plugin with extra environment variables and a stand-in for the runner's `host.*`.
+async fn start_plugin_with(
+    bus_address: &str,
+    env: &[(&str, &str)],
+    host: HostHandler,
+) -> TestPlugin {
+    let mut vars = vec![(
+        OsString::from("DBUS_SESSION_BUS_ADDRESS"),
+        OsString::from(bus_address),
+    )];
+    vars.extend(
+        env.iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+    );
     let options = SpawnOptions {
-        env: vec![(
-            OsString::from("DBUS_SESSION_BUS_ADDRESS"),
-            OsString::from(bus_address),
-        )],
+        env: vars,
         timeout: Duration::from_secs(15),
+        host,
         ..Default::default()
     };
     TestPlugin::start(&[env!("CARGO_BIN_EXE_utter-a11y").into()], options)
@@ -532,4 +550,350 @@ async fn utter_say_presses_keys_scrolls_and_falls_back_to_keystrokes_through_the
         (log.lines().count() >= 2).then_some(log)
     });
     assert_eq!(typed.as_deref(), Some("h -\ni -\n"), "{out}");
+}
+
+/// The window's size and the centre of one of its widgets inside it (image pixels of a
+/// screenshot of the window's content), from the fixture's `layout.json`.
+fn widget_centre(desktop: &Desktop, context: &Value, widget: &str) -> ((u32, u32), (i64, i64)) {
+    let layout: Value =
+        serde_json::from_str(&desktop.read("layout.json").expect("layout.json")).unwrap();
+    let w = &layout[widget];
+    let centre = (
+        w["x"].as_i64().unwrap() + w["width"].as_i64().unwrap() / 2,
+        w["y"].as_i64().unwrap() + w["height"].as_i64().unwrap() / 2,
+    );
+    let rect = &context["focused"]["rect"];
+    let size = (
+        u32::try_from(rect["width"].as_u64().unwrap()).unwrap(),
+        u32::try_from(rect["height"].as_u64().unwrap()).unwrap(),
+    );
+    (size, centre)
+}
+
+/// A point of the window's content in layout pixels.
+fn on_screen(context: &Value, (x, y): (i64, i64)) -> Value {
+    let rect = &context["focused"]["rect"];
+    json!({"x": rect["x"].as_i64().unwrap() + x, "y": rect["y"].as_i64().unwrap() + y})
+}
+
+fn step_error(out: &Value) -> String {
+    let step = &out["results"][0];
+    step["error"]["message"]
+        .as_str()
+        .or_else(|| out["error"]["message"].as_str())
+        .unwrap_or_else(|| panic!("no error message in {out}"))
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn utter_say_clicks_what_screen_grounding_finds_where_accessibility_names_nothing() {
+    let desktop = Desktop::start();
+    let context = desktop.context();
+    let (size, red) = widget_centre(&desktop, &context, "Red Button");
+    let server = GroundingServer::start();
+    server.expect_size(size.0, size.1);
+    server.answer_point(red.0, red.1, 0.9);
+
+    // No accessible element is named "big red square": T1 finds nothing, T3 asks the
+    // server, which points at the Red Button's centre in the screenshot.
+    let (code, out) = say_with_env(
+        &desktop,
+        "click the big red square",
+        &[("UTTER_GROUNDING_URL", &server.url)],
+    );
+    let error = out["results"][0]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        !error.contains("needs the desktop context"),
+        "the runner runs the plugin's host.action click_point without the desktop context, \
+         so the input plugin cannot place the point (core/src/runner/host.rs): {error}"
+    );
+    assert_eq!(code, Some(0), "{out}");
+    let step = &out["results"][0];
+    assert_eq!(step["op"], "click_element", "{out}");
+    assert_eq!(step["plugin"], "a11y", "{out}");
+    let result = &step["result"];
+    assert_eq!(result["path"], "screen", "{out}");
+    assert_eq!(result["verified"], false, "{out}");
+    assert_eq!(result["provenance"], "screen", "{out}");
+    assert_eq!(result["confidence"], 0.9, "{out}");
+    assert_eq!(
+        result["image"],
+        json!({"width": size.0, "height": size.1}),
+        "{out}"
+    );
+    assert_eq!(result["point"], on_screen(&context, red), "{out}");
+    assert!(
+        wait_for_file(&desktop, "red-clicked", "1").await,
+        "the grounded click did not press the Red Button: {out}"
+    );
+    assert_eq!(
+        desktop.read("blue-clicked"),
+        None,
+        "the click hit the wrong button"
+    );
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let request = &seen[0];
+    assert_eq!(request.refused, None, "{request:?}");
+    assert_eq!(request.png_size, Some(size), "{request:?}");
+    assert_eq!(request.model.as_deref(), Some("ui-tars"), "{request:?}");
+    assert_eq!(request.temperature, Some(0.0), "{request:?}");
+    let prompt = request.prompt.as_deref().unwrap_or_default();
+    assert!(prompt.contains("big red square\""), "{prompt}");
+    assert!(prompt.contains("\"x\""), "{prompt}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn utter_say_refuses_answers_that_place_no_point_in_the_window_and_clicks_nothing() {
+    let desktop = Desktop::start();
+    let context = desktop.context();
+    let (size, red) = widget_centre(&desktop, &context, "Red Button");
+    let server = GroundingServer::start();
+    server.expect_size(size.0, size.1);
+    let env = [("UTTER_GROUNDING_URL", server.url.as_str())];
+
+    // Without a grounding endpoint: the old error, naming what there is, with the hint.
+    let (code, out) = say(&desktop, "click the big red square");
+    assert_ne!(code, Some(0), "{out}");
+    let message = step_error(&out);
+    assert!(
+        message.contains("Blue Button") && message.contains("Red Button"),
+        "{message}"
+    );
+    assert!(message.contains("UTTER_GROUNDING_URL"), "{message}");
+
+    // An https endpoint is refused before anything is sent.
+    let (code, out) = say_with_env(
+        &desktop,
+        "click the big red square",
+        &[(
+            "UTTER_GROUNDING_URL",
+            "https://127.0.0.1:1/v1/chat/completions",
+        )],
+    );
+    assert_ne!(code, Some(0), "{out}");
+    let message = step_error(&out);
+    assert!(message.contains("only plain http"), "{message}");
+
+    // Prose with the Red Button's numbers in a form the parser does not take.
+    let prose = format!(
+        "The red square is at x = {}, y = {} \u{1b}[2J I think.",
+        red.0, red.1
+    );
+    server.answer(&prose);
+    let (code, out) = say_with_env(&desktop, "click the big red square", &env);
+    assert_ne!(code, Some(0), "{out}");
+    let message = step_error(&out);
+    assert!(message.contains("named no point"), "{message}");
+    assert!(message.contains("The red square is at"), "{message}");
+    assert!(
+        !message.contains('\u{1b}'),
+        "the model's words are not escaped: {message:?}"
+    );
+
+    // A point one window width right of the Red Button: outside the screenshot.
+    server.answer_point(red.0 + i64::from(size.0), red.1, 0.95);
+    let (code, out) = say_with_env(&desktop, "click the big red square", &env);
+    assert_ne!(code, Some(0), "{out}");
+    let message = step_error(&out);
+    assert!(message.contains("outside"), "{message}");
+    assert!(
+        message.contains(&format!("{}x{}", size.0, size.1)),
+        "{message}"
+    );
+
+    // A huge answer is cut in the message.
+    server.answer(&"z".repeat(100_000));
+    let (code, out) = say_with_env(&desktop, "click the big red square", &env);
+    assert_ne!(code, Some(0), "{out}");
+    let message = step_error(&out);
+    assert!(message.contains("named no point"), "{message}");
+    assert!(message.len() < 2000, "{} bytes", message.len());
+
+    // Then accessibility clicks the Blue Button: the events before it are all processed by
+    // now, and none of the refused answers pressed the Red Button.
+    let (code, out) = say(&desktop, "click the blue button");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        wait_for_file(&desktop, "blue-clicked", "1").await,
+        "the Blue Button was not clicked: {out}"
+    );
+    assert_eq!(
+        desktop.read("red-clicked"),
+        None,
+        "a refused answer clicked the Red Button"
+    );
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert!(seen.iter().all(|s| s.refused.is_none()), "{seen:?}");
+    assert!(seen.iter().all(|s| s.png_size == Some(size)), "{seen:?}");
+}
+
+/// What the stand-in runner saw of the plugin's `host.*` requests.
+type HostLog = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// A stand-in runner: records `host.*` requests, answers `host.confirm` with `approve`,
+/// and `host.action` with a successful step (without clicking).
+fn recording_host(log: &HostLog, approve: &Arc<Mutex<bool>>) -> HostHandler {
+    let log = log.clone();
+    let approve = approve.clone();
+    HostHandler::new(move |request: Request| {
+        let log = log.clone();
+        let approve = approve.clone();
+        async move {
+            log.lock()
+                .unwrap()
+                .push((request.method.clone(), request.params.clone()));
+            match request.method.as_str() {
+                "host.confirm" => Ok(json!({"approved": *approve.lock().unwrap(), "by": "test"})),
+                "host.action" => Ok(json!({"ok": true, "plugin": "input",
+                    "result": {"ok": true, "path": "pointer", "backend": "test", "detail": "left click"}})),
+                other => Err(ErrorObject::method_not_found(other)),
+            }
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn screen_grounding_asks_before_an_unsure_click_and_a_dry_run_clicks_nothing() {
+    let desktop = Desktop::start();
+    let context = desktop.context();
+    let (size, red) = widget_centre(&desktop, &context, "Red Button");
+    let want = on_screen(&context, red);
+    let server = GroundingServer::start();
+    server.expect_size(size.0, size.1);
+    let log: HostLog = Arc::default();
+    let approve = Arc::new(Mutex::new(false));
+    let runtime = desktop.sway.runtime_dir().display().to_string();
+    let display = [
+        ("WAYLAND_DISPLAY", "wayland-1"),
+        ("XDG_RUNTIME_DIR", runtime.as_str()),
+    ];
+    let mut env = display.to_vec();
+    env.push(("UTTER_GROUNDING_URL", &server.url));
+    env.push(("UTTER_GROUNDING_MODEL", "test-model"));
+    let plugin =
+        start_plugin_with(&desktop.bus.address, &env, recording_host(&log, &approve)).await;
+    wait_for_tree(&plugin, &context).await;
+    let args = json!({"description": "the big red square"});
+
+    // A dry run grounds but neither asks nor clicks.
+    server.answer_point(red.0, red.1, 0.9);
+    let dry = invoke(&plugin, "click_element", args.clone(), &context, true)
+        .await
+        .unwrap_or_else(|e| panic!("dry run failed: {e}; stderr:\n{}", plugin.stderr()));
+    assert_eq!(dry["dry_run"], true, "{dry}");
+    assert_eq!(dry["path"], "screen", "{dry}");
+    assert_eq!(dry["verified"], false, "{dry}");
+    assert_eq!(dry["would_click"], want, "{dry}");
+    assert!(log.lock().unwrap().is_empty(), "{:?}", log.lock().unwrap());
+    assert_eq!(server.seen().len(), 1);
+    assert_eq!(server.seen()[0].model.as_deref(), Some("test-model"));
+
+    // Unsure (confidence 0.3): the person is asked, says no, nothing is clicked.
+    server.answer_point(red.0, red.1, 0.3);
+    let e = invoke(&plugin, "click_element", args.clone(), &context, false)
+        .await
+        .expect_err("a declined click");
+    assert_eq!(e.code, -32003, "{e}");
+    assert!(e.message.contains("declined"), "{}", e.message);
+    {
+        let log = log.lock().unwrap();
+        assert_eq!(log.len(), 1, "{log:?}");
+        assert_eq!(log[0].0, "host.confirm");
+        assert_eq!(log[0].1["op"], "click_point");
+        assert_eq!(log[0].1["args"], want);
+        assert!(
+            log[0].1["summary"]
+                .as_str()
+                .is_some_and(|s| s.contains("big red square")),
+            "{:?}",
+            log[0]
+        );
+    }
+
+    // No confidence at all (the UI-TARS form): asked too; approved, then clicked through
+    // host.action.
+    *approve.lock().unwrap() = true;
+    log.lock().unwrap().clear();
+    server.answer(&format!("click(start_box='({},{})')", red.0, red.1));
+    let clicked = invoke(&plugin, "click_element", args.clone(), &context, false)
+        .await
+        .unwrap_or_else(|e| panic!("confirmed click failed: {e}"));
+    assert_eq!(clicked["path"], "screen", "{clicked}");
+    assert_eq!(clicked["verified"], false, "{clicked}");
+    assert_eq!(clicked["confirmed"], true, "{clicked}");
+    assert_eq!(clicked["point"], want, "{clicked}");
+    assert_eq!(clicked["confidence"], Value::Null, "{clicked}");
+    {
+        let log = log.lock().unwrap();
+        let methods: Vec<&str> = log.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(methods, ["host.confirm", "host.action"], "{log:?}");
+        assert_eq!(
+            log[1].1,
+            json!({"op": "click_point", "args": want}),
+            "only the point comes from the model"
+        );
+    }
+
+    // Sure (0.9): clicked without asking.
+    log.lock().unwrap().clear();
+    server.answer_point(red.0, red.1, 0.9);
+    let clicked = invoke(&plugin, "click_element", args.clone(), &context, false)
+        .await
+        .expect("a sure click");
+    assert_eq!(clicked["point"], want, "{clicked}");
+    let methods: Vec<String> = log.lock().unwrap().iter().map(|(m, _)| m.clone()).collect();
+    assert_eq!(methods, ["host.action"]);
+
+    // Without the window's geometry (niri today) grounding says why it cannot run, and
+    // asks the server nothing.
+    let asked = server.seen().len();
+    let mut no_rect = context.clone();
+    no_rect["focused"].as_object_mut().unwrap().remove("rect");
+    no_rect["windows"] = json!([]);
+    let e = invoke(&plugin, "click_element", args.clone(), &no_rect, false)
+        .await
+        .expect_err("no geometry");
+    assert_eq!(e.code, -32000);
+    assert!(e.message.contains("no window geometry"), "{}", e.message);
+    assert_eq!(server.seen().len(), asked);
+
+    // grim missing from PATH.
+    let empty = tempfile::tempdir().expect("temp dir");
+    let path = empty.path().display().to_string();
+    let mut env = display.to_vec();
+    env.push(("UTTER_GROUNDING_URL", &server.url));
+    env.push(("PATH", &path));
+    let no_grim =
+        start_plugin_with(&desktop.bus.address, &env, recording_host(&log, &approve)).await;
+    wait_for_tree(&no_grim, &context).await;
+    let e = invoke(&no_grim, "click_element", args.clone(), &context, false)
+        .await
+        .expect_err("no grim");
+    assert_eq!(e.code, -32000);
+    assert!(e.message.contains("grim is not installed"), "{}", e.message);
+
+    // Nobody listening at the endpoint.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    let mut env = display.to_vec();
+    env.push(("UTTER_GROUNDING_URL", &url));
+    let unreachable =
+        start_plugin_with(&desktop.bus.address, &env, recording_host(&log, &approve)).await;
+    wait_for_tree(&unreachable, &context).await;
+    let e = invoke(&unreachable, "click_element", args.clone(), &context, false)
+        .await
+        .expect_err("no server");
+    assert_eq!(e.code, -32000);
+    assert!(e.message.contains("could not be reached"), "{}", e.message);
+    assert_eq!(server.seen().len(), asked);
+    assert!(server.seen().iter().all(|s| s.refused.is_none()));
+    // The stand-in runner clicked nothing, so the fixture saw no click at all.
+    assert_eq!(desktop.read("red-clicked"), None);
 }

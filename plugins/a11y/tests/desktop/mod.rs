@@ -256,6 +256,12 @@ pub fn utter_binary() -> PathBuf {
 /// `utter say --local --json WORDS` with the embedded default configuration, in the
 /// desktop's session (sway, the private bus); the exit code and the outcome.
 pub fn say(desktop: &Desktop, words: &str) -> (Option<i32>, Value) {
+    say_with_env(desktop, words, &[])
+}
+
+/// [`say`] with extra environment variables for `utter` (the runner passes its `UTTER_*`
+/// variables on to the plugins, e.g. `UTTER_GROUNDING_URL` to the a11y plugin).
+pub fn say_with_env(desktop: &Desktop, words: &str, env: &[(&str, &str)]) -> (Option<i32>, Value) {
     let home = desktop.out.path().join("home");
     std::fs::create_dir_all(home.join("config")).expect("home");
     let output = Command::new(utter_binary())
@@ -268,6 +274,7 @@ pub fn say(desktop: &Desktop, words: &str) -> (Option<i32>, Value) {
         .env("SWAYSOCK", &desktop.sway.socket)
         .env("WAYLAND_DISPLAY", "wayland-1")
         .env("DBUS_SESSION_BUS_ADDRESS", &desktop.bus.address)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .expect("run utter");
