@@ -49,9 +49,12 @@
 //!     verified?, detail, app, provenance: "a11y"}` (`verified` only for checkable elements,
 //!     whose state shows the effect). No match is `-32000` naming up to five elements there
 //!     are (`data.nearby`; the message says that setting `UTTER_GROUNDING_URL` enables
-//!     screen grounding); several equally good matches are `-32000` naming them
-//!     (`data.matches`). Names from the tree only select; nothing of them becomes an
-//!     argument.
+//!     screen grounding). Several equally good matches go to the runner's chooser
+//!     (`host.choose`, ids `e<index>` with `"<role> \"<name>\""` summaries): the element held
+//!     under the id it picks is pressed and the result carries `chosen_by {chooser,
+//!     choice_id, tied}`; without a chooser, or when it answers no offered id, the tie is
+//!     `-32000` naming them (`data.matches`) so the person can say which. Names from the
+//!     tree only select; nothing of them becomes an argument.
 //!
 //!     **T3 screen grounding** ([`grounding`]): when nothing matches and
 //!     `UTTER_GROUNDING_URL` names an OpenAI-compatible chat-completions endpoint the

@@ -489,16 +489,29 @@ impl Service {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let mut chosen_by: Option<Value> = None;
         let index = match matching::choose(&description, &candidates) {
             Choice::One(i) => i,
             Choice::Several(ids) => {
-                return Err(plugin_error(format!(
-                    "{} elements of {} match {description:?} equally well: {}; say which one",
-                    ids.len(),
-                    app.name,
-                    names(&ids)
-                ))
-                .with_data(json!({"matches": listed(&ids), "provenance": "a11y", "truncated": walk.truncated})));
+                let tie = || {
+                    plugin_error(format!(
+                        "{} elements of {} match {description:?} equally well: {}; say which one",
+                        ids.len(),
+                        app.name,
+                        names(&ids)
+                    ))
+                    .with_data(json!({"matches": listed(&ids), "provenance": "a11y", "truncated": walk.truncated}))
+                };
+                // The runner's chooser may pick one of them by id (never by writing a name:
+                // what is pressed is the node held under the id). Without a chooser, the
+                // person is asked to say which.
+                match choose_among(peer, &description, &ids, &candidates).await {
+                    Some((i, by)) => {
+                        chosen_by = Some(by);
+                        i
+                    }
+                    None => return Err(tie()),
+                }
             }
             Choice::Nothing(ids) => {
                 let message = if ids.is_empty() {
@@ -548,6 +561,7 @@ impl Service {
             return Ok(json!({
                 "ok": true, "dry_run": true, "path": "a11y", "app": app.describe(),
                 "would_click": clicked, "action": node.actions.first(), "provenance": "a11y",
+                "chosen_by": chosen_by,
                 "detail": format!("would press the {} {:?} of {} ({})", node.role, node.name, app.name, node.actions[0]),
             }));
         }
@@ -606,8 +620,54 @@ impl Service {
         if let Some(v) = verified {
             result["verified"] = json!(v);
         }
+        if let Some(by) = chosen_by {
+            result["chosen_by"] = by;
+        }
         Ok(result)
     }
+}
+
+/// How long the runner's chooser may take to break a tie.
+const CHOOSE_WAIT: Duration = Duration::from_secs(15);
+
+/// Ask the runner's chooser (`host.choose`) which of the tied candidates `ids` the person
+/// meant. `Some((index, chosen_by))` when it picked one of them; `None` when no chooser
+/// runs, it failed, or it answered anything but an offered id (the runner refuses that).
+async fn choose_among(
+    peer: &Connection,
+    description: &str,
+    ids: &[usize],
+    candidates: &[Candidate],
+) -> Option<(usize, Value)> {
+    if ids.len() < 2 || ids.len() > 50 {
+        return None;
+    }
+    let offered: Vec<Value> = ids
+        .iter()
+        .map(|&i| {
+            let c = &candidates[i];
+            let name = utter_protocol::text::escape_unprintable(&c.name, 200).0;
+            json!({"id": format!("e{i}"), "summary": format!("{} {name:?}", c.role)})
+        })
+        .collect();
+    let answer = peer
+        .request(
+            "host.choose",
+            json!({"op": "click_element", "utterance": description, "candidates": offered}),
+            Some(CHOOSE_WAIT),
+        )
+        .await
+        .map_err(|e| tracing::info!("no choice between tied elements: {}", e.message))
+        .ok()?;
+    let id = answer.get("choice_id")?.as_str()?;
+    let index: usize = id.strip_prefix('e')?.parse().ok()?;
+    ids.contains(&index).then(|| {
+        (
+            index,
+            json!({"chooser": answer.get("chooser").cloned().unwrap_or(Value::Null),
+                   "choice_id": id, "tied": ids.len()}),
+        )
+    })
 }
 
 /// `type_text` where accessibility reaches no field: the same text as keystrokes through

@@ -897,3 +897,93 @@ async fn screen_grounding_asks_before_an_unsure_click_and_a_dry_run_clicks_nothi
     // The stand-in runner clicked nothing, so the fixture saw no click at all.
     assert_eq!(desktop.read("red-clicked"), None);
 }
+
+/// A stand-in runner whose chooser answers `host.choose` with the offered id whose summary
+/// names `pick` (or, with `pick` empty, an id never offered).
+fn choosing_host(pick: &'static str, log: &HostLog) -> HostHandler {
+    let log = log.clone();
+    HostHandler::new(move |request: Request| {
+        let log = log.clone();
+        async move {
+            log.lock()
+                .unwrap()
+                .push((request.method.clone(), request.params.clone()));
+            match request.method.as_str() {
+                "host.choose" => {
+                    let offered = request.params["candidates"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default();
+                    let id = offered
+                        .iter()
+                        .find(|c| {
+                            !pick.is_empty() && c["summary"].as_str().unwrap_or("").contains(pick)
+                        })
+                        .map(|c| c["id"].clone())
+                        .unwrap_or(json!("e999"));
+                    Ok(json!({"choice_id": id, "chooser": "llm"}))
+                }
+                other => Err(ErrorObject::method_not_found(other)),
+            }
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tie_goes_to_the_chooser_which_only_picks_among_the_tied() {
+    let desktop = Desktop::start();
+    let context = desktop.context();
+    let log: HostLog = Arc::default();
+    let plugin = start_plugin_with(&desktop.bus.address, &[], choosing_host("Red", &log)).await;
+    wait_for_tree(&plugin, &context).await;
+    let done = invoke(
+        &plugin,
+        "click_element",
+        json!({"description": "button"}),
+        &context,
+        false,
+    )
+    .await
+    .expect("the chooser breaks the tie");
+    assert_eq!(done["clicked"]["name"], "Red Button", "{done}");
+    assert_eq!(done["chosen_by"]["chooser"], "llm", "{done}");
+    assert_eq!(done["chosen_by"]["tied"], 2, "{done}");
+    assert!(wait_for_file(&desktop, "red-clicked", "1").await);
+    assert_eq!(desktop.read("blue-clicked"), None);
+    let asked: Vec<Value> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(m, _)| m == "host.choose")
+        .map(|(_, p)| p.clone())
+        .collect();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let summaries: Vec<&str> = asked[0]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["summary"].as_str().unwrap())
+        .collect();
+    assert_eq!(summaries.len(), 2, "{summaries:?}");
+    assert!(
+        summaries.iter().any(|s| s.contains("Blue Button")),
+        "{summaries:?}"
+    );
+
+    // A chooser that answers an id never offered changes nothing: the person is asked.
+    let plugin = start_plugin_with(&desktop.bus.address, &[], choosing_host("", &log)).await;
+    wait_for_tree(&plugin, &context).await;
+    let e = invoke(
+        &plugin,
+        "click_element",
+        json!({"description": "button"}),
+        &context,
+        false,
+    )
+    .await
+    .expect_err("no valid choice");
+    assert!(e.message.contains("equally well"), "{}", e.message);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(desktop.read("red-clicked").as_deref(), Some("1"));
+    assert_eq!(desktop.read("blue-clicked"), None);
+}
