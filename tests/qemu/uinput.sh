@@ -72,13 +72,14 @@ for mod in evdev uinput; do
         *) cp "$ko" "$root/mods/$mod.ko" ;;
     esac
 done
-cp "$probe" "$root/bin/uinput_ptt"
-cp "$keys" "$root/bin/uinput_keys"
+# Without their debug information the two fit the guest's memory as an initramfs.
+strip -o "$root/bin/uinput_ptt" "$probe"
+strip -o "$root/bin/uinput_keys" "$keys"
 # The German layout as the host's libxkbcommon and xkb-data compile it (the guest has
 # neither).
 "$keys" --dump-layout de >"$root/layout-de.json"
 # The examples are linked dynamically against glibc: copy the libraries they name.
-for lib in $(ldd "$probe" "$keys" | grep -o '/[^ ]*' | sort -u); do
+for lib in $(ldd "$probe" "$keys" | grep -v ':$' | grep -o '/[^ ]*' | sort -u); do
     mkdir -p "$root$(dirname "$lib")"
     cp -L "$lib" "$root$lib"
 done
