@@ -756,7 +756,7 @@ impl Grounding<'_> {
         let rect = grounding::Rect::from_context(context).ok_or_else(|| {
             self.could_not_run(
                 "the compositor gives no window geometry for the focused window \
-                 (sway and other wlroots compositors do; niri does not report it yet)",
+                 (sway and niri 25.08 or later do)",
             )
         })?;
         let png = grounding::screenshot(rect)

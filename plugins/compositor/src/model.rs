@@ -109,8 +109,10 @@ pub struct Window {
     #[serde(default)]
     pub floating: Option<bool>,
     /// Where its content (without borders and title bar) is, in the output layout's logical
-    /// pixels, when the compositor reports it (sway: `rect` plus `window_rect`; niri's IPC
-    /// gives no global position, so `None` there). What `click_point` and `scroll` aim at.
+    /// pixels, when the compositor reports it (sway: `rect` plus `window_rect`; niri 25.08+:
+    /// its output's logical position plus `layout.tile_pos_in_workspace_view` plus
+    /// `window_offset_in_tile`, sized `window_size`, for windows shown on a workspace). What
+    /// `click_point`, `scroll` and screen grounding aim at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rect: Option<Rect>,
 }

@@ -53,7 +53,8 @@
 
 use crate::backend::{BackendError, Link, LinkState, clean};
 use crate::model::{
-    CompositorInfo, MAX_OUTPUTS, MAX_WINDOWS, MAX_WORKSPACES, Output, Snapshot, Window, Workspace,
+    CompositorInfo, MAX_OUTPUTS, MAX_WINDOWS, MAX_WORKSPACES, Output, Rect, Snapshot, Window,
+    Workspace,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -225,6 +226,49 @@ struct WireWindow {
     /// Since niri 25.01.
     #[serde(default)]
     is_floating: Option<bool>,
+    /// Since niri 25.08; its parts are optional there too.
+    #[serde(default)]
+    layout: Option<WireWindowLayout>,
+}
+
+/// A window's place and size (`WindowLayout` on the wire, niri 25.08+), in logical pixels.
+#[derive(Debug, Clone, Default, Deserialize)]
+struct WireWindowLayout {
+    /// The tile's top-left corner in its workspace's view (the output's logical area);
+    /// absent for windows not shown (another workspace, a tab behind another).
+    #[serde(default)]
+    tile_pos_in_workspace_view: Option<(f64, f64)>,
+    /// Where the window sits inside its tile (borders).
+    #[serde(default)]
+    window_offset_in_tile: Option<(f64, f64)>,
+    /// The window's own size.
+    #[serde(default)]
+    window_size: Option<(i64, i64)>,
+}
+
+impl WireWindowLayout {
+    /// The window's content rectangle in the output layout, given its output's logical
+    /// top-left corner.
+    fn rect(&self, output: (i64, i64)) -> Option<Rect> {
+        let (tx, ty) = self.tile_pos_in_workspace_view?;
+        let (ox, oy) = self.window_offset_in_tile.unwrap_or((0.0, 0.0));
+        let (width, height) = self.window_size?;
+        let finite = [tx, ty, ox, oy]
+            .iter()
+            .all(|v| v.is_finite() && v.abs() < 1e7);
+        (finite && width > 0 && height > 0 && width < 1 << 20 && height < 1 << 20).then(|| Rect {
+            x: output.0 + (tx + ox).round() as i64,
+            y: output.1 + (ty + oy).round() as i64,
+            width,
+            height,
+        })
+    }
+}
+
+/// `WindowLayoutsChanged`: `{changes: [[id, WindowLayout], ...]}`.
+#[derive(Debug, Deserialize)]
+struct LayoutsChanged {
+    changes: Vec<(u64, WireWindowLayout)>,
 }
 
 /// A niri workspace (`Workspace` on the wire). `idx` is 1-based and per output.
@@ -651,7 +695,15 @@ impl Live {
                         focused: w.is_focused,
                         fullscreen: w.is_fullscreen,
                         floating: w.is_floating,
-                        rect: None,
+                        rect: ws
+                            .and_then(|ws| ws.output.as_deref())
+                            .and_then(|name| base.outputs.iter().find(|o| o.name == name))
+                            .and_then(|o| o.logical.as_ref())
+                            .and_then(|l| {
+                                w.layout
+                                    .as_ref()?
+                                    .rect((l.x.unwrap_or(0), l.y.unwrap_or(0)))
+                            }),
                     }
                 })
                 .collect(),
@@ -815,11 +867,20 @@ impl Live {
             "OverviewOpenedOrClosed" => {
                 self.overview = Some(parse::<Overview>(payload)?.is_open);
             }
+            "WindowLayoutsChanged" => {
+                let changes = parse::<LayoutsChanged>(payload)?.changes;
+                if let Some(windows) = self.windows.as_mut() {
+                    for (id, layout) in changes {
+                        if let Some(w) = windows.iter_mut().find(|w| w.id == id) {
+                            w.layout = Some(layout);
+                        }
+                    }
+                }
+            }
             // Known, but nothing in the snapshot depends on them.
             "WorkspaceUrgencyChanged"
             | "WorkspaceActiveWindowChanged"
             | "WindowUrgencyChanged"
-            | "WindowLayoutsChanged"
             | "WindowFocusTimestampChanged"
             | "ConfigLoaded"
             | "ScreenshotCaptured"
@@ -1090,6 +1151,73 @@ mod tests {
             focused_output: None,
             outputs_truncated: false,
         }
+    }
+
+    #[test]
+    fn window_layouts_give_the_content_rect_in_the_output_layout() {
+        let mut live = Live::default();
+        live.apply(
+            "WorkspacesChanged",
+            json!({"workspaces": [{"id": 1, "idx": 1, "output": "DP-1", "is_active": true,
+                                   "is_focused": true}]}),
+        )
+        .unwrap();
+        let mut b = base();
+        b.outputs[0].logical.as_mut().unwrap().x = Some(1920);
+        live.apply(
+            "WindowsChanged",
+            json!({"windows": [
+                {"id": 7, "app_id": "foot", "workspace_id": 1, "is_focused": true,
+                 "layout": {"pos_in_scrolling_layout": [1, 1], "tile_size": [960.0, 1040.0],
+                            "window_size": [956, 1036], "tile_pos_in_workspace_view": [16.0, 20.5],
+                            "window_offset_in_tile": [2.0, 2.0]}},
+                {"id": 8, "app_id": "off", "workspace_id": 1,
+                 "layout": {"window_size": [10, 10], "tile_pos_in_workspace_view": null}},
+                {"id": 9, "app_id": "old", "workspace_id": 1}
+            ]}),
+        )
+        .unwrap();
+        let s = live.snapshot(&b);
+        assert_eq!(
+            s.window(7).unwrap().rect,
+            Some(Rect {
+                x: 1920 + 18,
+                y: 23,
+                width: 956,
+                height: 1036
+            })
+        );
+        assert_eq!(s.window(8).unwrap().rect, None, "not shown: no position");
+        assert_eq!(s.window(9).unwrap().rect, None, "niri before 25.08");
+        // A layout change moves it; hostile numbers give no rect rather than a wrong one.
+        live.apply(
+            "WindowLayoutsChanged",
+            json!({"changes": [[7, {"window_size": [100, 50], "tile_pos_in_workspace_view": [0.0, 0.0]}],
+                               [9, {"window_size": [-5, 50], "tile_pos_in_workspace_view": [0.0, 0.0]}],
+                               [404, {"window_size": [1, 1]}]]}),
+        )
+        .unwrap();
+        let s = live.snapshot(&b);
+        assert_eq!(
+            s.window(7).unwrap().rect,
+            Some(Rect {
+                x: 1920,
+                y: 0,
+                width: 100,
+                height: 50
+            })
+        );
+        assert_eq!(s.window(9).unwrap().rect, None);
+        assert!(
+            live.apply("WindowLayoutsChanged", json!({"changes": "x"}))
+                .is_err()
+        );
+        let huge = WireWindowLayout {
+            tile_pos_in_workspace_view: Some((f64::MAX, 0.0)),
+            window_offset_in_tile: None,
+            window_size: Some((10, 10)),
+        };
+        assert_eq!(huge.rect((0, 0)), None);
     }
 
     #[test]
