@@ -454,7 +454,6 @@ impl Pipeline<'_> {
             target,
         } = step;
         let mut decision = policy.check(op, args, *provenance, *confirm_requested)?;
-        self.input_rate.take(op, args)?;
         let found = match target {
             Target::Action => self.supervisor.find_action_spec(op).await,
             Target::Relay { plugin, method, .. } if method == "action.invoke" => {
@@ -471,6 +470,8 @@ impl Pipeline<'_> {
             spec.validate(args)?;
             decision.needs_confirm |= spec.needs_confirm;
         }
+        // Last: a step refused by an earlier gate costs no input budget.
+        self.input_rate.take(op, args)?;
         Ok((decision, Some(plugin)))
     }
 

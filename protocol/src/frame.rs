@@ -24,6 +24,10 @@ pub const MAX_HEADER_BYTES: usize = 8 * 1024;
 /// The default body limit: 16 MiB.
 pub const DEFAULT_MAX_BODY: usize = 16 * 1024 * 1024;
 
+/// The largest oversized body the decoder skips to find the next frame (1 GiB): a larger
+/// declared length is a broken peer, and the connection is closed instead.
+pub const MAX_SKIPPABLE: u64 = 1 << 30;
+
 /// What the decoder yields for each frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InboundFrame {
@@ -58,6 +62,10 @@ pub enum FrameError {
     /// A header line has no `:` or is not ASCII.
     #[error("malformed header line: {0:?}")]
     BadHeaderLine(String),
+    /// `Content-Length` declares more than any peer would send ([`MAX_SKIPPABLE`] or 16
+    /// times the limit, whichever is larger): skipping it would swallow every later frame.
+    #[error("Content-Length {0} is beyond any frame this connection skips; closing")]
+    AbsurdContentLength(u64),
     /// The stream ended in the middle of a frame.
     #[error("stream ended in the middle of a frame ({0} bytes pending)")]
     Truncated(usize),
@@ -161,6 +169,9 @@ impl Decoder for FrameCodec {
         };
         let declared = content_length(&buf[..end])?;
         let header_len = end + 4;
+        if declared > MAX_SKIPPABLE.max(16 * self.max_body as u64) {
+            return Err(FrameError::AbsurdContentLength(declared));
+        }
         if declared > self.max_body as u64 {
             buf.advance(header_len);
             self.discard = declared;
@@ -327,19 +338,31 @@ mod tests {
     #[test]
     fn oversized_body_is_skipped_without_allocating() {
         let mut codec = FrameCodec::new(16);
-        // Declares 10 GB: nothing may be reserved for it.
-        let mut buf = BytesMut::from(&b"Content-Length: 10000000000\r\n\r\nxyz"[..]);
+        // Declares 100 MB: nothing may be reserved for it.
+        let mut buf = BytesMut::from(&b"Content-Length: 100000000\r\n\r\nxyz"[..]);
         let cap_before = buf.capacity();
         let got = codec.decode(&mut buf).unwrap();
         assert_eq!(
             got,
             Some(InboundFrame::Oversized {
-                declared: 10_000_000_000,
+                declared: 100_000_000,
                 limit: 16
             })
         );
         assert!(buf.capacity() <= cap_before);
         assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn an_absurd_length_closes_instead_of_swallowing_the_stream() {
+        let mut codec = FrameCodec::new(16);
+        let mut buf = BytesMut::from(
+            &b"Content-Length: 9999999999999999999\r\n\r\nContent-Length: 2\r\n\r\n{}"[..],
+        );
+        assert!(matches!(
+            codec.decode(&mut buf),
+            Err(FrameError::AbsurdContentLength(9_999_999_999_999_999_999))
+        ));
     }
 
     #[test]

@@ -50,6 +50,7 @@ use crate::handshake::{
 use crate::manifest::Manifest;
 use crate::message::RequestId;
 use crate::stream::{StreamRegistry, StreamSender};
+use futures::FutureExt;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::future::Future;
@@ -111,6 +112,19 @@ pub trait Handler: Send + Sync + 'static {
     fn subscribe(&self, stream: StreamSender) -> Result<(), ErrorObject> {
         let _ = stream;
         Err(ErrorObject::method_not_found(crate::stream::SUBSCRIBE))
+    }
+}
+
+/// `params.dry_run` of an `action.invoke` (PROTOCOL.md §8.2): absent or `null` is `false`;
+/// anything but a boolean is `-32602`, so a mistyped `"true"` or `1` never acts.
+pub fn dry_run(params: &Value) -> Result<bool, ErrorObject> {
+    match params.get("dry_run") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(ErrorObject::invalid_params(format!(
+            "\"dry_run\" must be true or false, not {}",
+            crate::text::escape_unprintable(&other.to_string(), 80).0
+        ))),
     }
 }
 
@@ -304,6 +318,24 @@ where
                     let _ = conn.respond(req.id, result).await;
                     continue;
                 }
+                // A second request with the id of one still running would take its place in
+                // the task map: the first could then never answer, and `$/cancel` would hit
+                // the wrong one (JSON-RPC 2.0 §4: ids identify requests).
+                if running.lock().expect("task map lock").contains_key(&req.id) {
+                    let _ = conn
+                        .respond(
+                            req.id.clone(),
+                            Err(ErrorObject::new(
+                                ErrorCode::InvalidRequest,
+                                format!(
+                                    "request id {} is already in flight; use a new id",
+                                    req.id.to_value()
+                                ),
+                            )),
+                        )
+                        .await;
+                    continue;
+                }
                 let call = Call {
                     id: req.id.clone(),
                     method: req.method,
@@ -321,11 +353,25 @@ where
                 let task = tokio::spawn({
                     let id = id.clone();
                     async move {
-                        let result = if call.method == methods::HEALTH {
-                            Ok(serde_json::to_value(handler.health().await)
-                                .expect("health serialises"))
-                        } else {
-                            handler.handle(call).await
+                        let method = call.method.clone();
+                        let work = async {
+                            if call.method == methods::HEALTH {
+                                Ok(serde_json::to_value(handler.health().await)
+                                    .expect("health serialises"))
+                            } else {
+                                handler.handle(call).await
+                            }
+                        };
+                        // A handler that panics still answers: -32603 instead of silence
+                        // (the caller would otherwise wait out its whole timeout).
+                        let result = match std::panic::AssertUnwindSafe(work).catch_unwind().await {
+                            Ok(result) => result,
+                            Err(_) => Err(ErrorObject::new(
+                                ErrorCode::InternalError,
+                                format!(
+                                    "the plugin failed inside {method}; this is a bug in the plugin"
+                                ),
+                            )),
                         };
                         let still_ours = running2
                             .lock()
@@ -376,6 +422,22 @@ fn hello(manifest: &Manifest, params: &Value, epoch: &AtomicU64) -> Result<Value
 }
 
 #[cfg(test)]
+mod dry_run_tests {
+    use serde_json::json;
+
+    #[test]
+    fn only_a_boolean_is_a_dry_run_answer() {
+        assert_eq!(super::dry_run(&json!({})), Ok(false));
+        assert_eq!(super::dry_run(&json!({"dry_run": null})), Ok(false));
+        assert_eq!(super::dry_run(&json!({"dry_run": true})), Ok(true));
+        for bad in [json!("true"), json!(1), json!([true]), json!({"x": 1})] {
+            let e = super::dry_run(&json!({ "dry_run": bad })).unwrap_err();
+            assert_eq!(e.code, -32602);
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
@@ -384,7 +446,7 @@ mod tests {
 
     impl Handler for Sleepy {
         fn methods(&self) -> Vec<String> {
-            vec!["nap".into(), "echo".into()]
+            vec!["nap".into(), "echo".into(), "boom".into()]
         }
         async fn handle(&self, call: Call) -> Result<Value, ErrorObject> {
             match call.method.as_str() {
@@ -393,6 +455,7 @@ mod tests {
                     Ok(json!("woke"))
                 }
                 "echo" => Ok(json!({"params": call.params, "epoch": call.epoch})),
+                "boom" => panic!("a handler bug"),
                 other => Err(ErrorObject::method_not_found(other)),
             }
         }
@@ -436,7 +499,7 @@ provides = ["experimental/sleepy@1"]
             .request("plugin.describe", json!({}), None)
             .await
             .unwrap();
-        assert_eq!(describe["methods"], json!(["nap", "echo"]));
+        assert_eq!(describe["methods"], json!(["nap", "echo", "boom"]));
         let health = runner
             .request("plugin.health", json!({}), None)
             .await
@@ -535,6 +598,57 @@ provides = ["experimental/sleepy@1"]
             .await
             .unwrap_err();
         assert_eq!(err.code, -32004);
+    }
+
+    /// Raw frames in, decoded answers out: ids chosen by the test, not by a `Connection`.
+    #[tokio::test]
+    async fn a_reused_id_in_flight_is_refused_and_a_panicking_handler_still_answers() {
+        use futures::StreamExt;
+        use tokio::io::AsyncWriteExt;
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (br, bw) = tokio::io::split(b);
+        let manifest = Manifest::from_toml_str(MANIFEST, "test").unwrap();
+        tokio::spawn(serve(br, bw, manifest, Sleepy));
+        let (ar, mut aw) = tokio::io::split(a);
+        let mut answers =
+            tokio_util::codec::FramedRead::new(ar, crate::frame::FrameCodec::new(1 << 20));
+        let mut next = async || -> Value {
+            match answers.next().await {
+                Some(Ok(crate::frame::InboundFrame::Body(b))) => {
+                    serde_json::from_slice(&b).unwrap()
+                }
+                other => panic!("no answer: {other:?}"),
+            }
+        };
+        for body in [
+            json!({"jsonrpc": "2.0", "id": 7, "method": "nap", "params": {}}),
+            json!({"jsonrpc": "2.0", "id": 7, "method": "echo", "params": {}}),
+            json!({"jsonrpc": "2.0", "id": 8, "method": "boom", "params": {}}),
+        ] {
+            aw.write_all(&crate::frame::encode_frame(body.to_string().as_bytes()))
+                .await
+                .unwrap();
+        }
+        let first = next().await;
+        assert_eq!(first["id"], 7);
+        assert_eq!(first["error"]["code"], -32600, "{first}");
+        assert!(
+            first["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("already in flight")
+        );
+        let second = next().await;
+        assert_eq!(second["id"], 8);
+        assert_eq!(second["error"]["code"], -32603, "{second}");
+        // Still serving, and the nap with id 7 is still the one a cancel reaches.
+        let cancel = json!({"jsonrpc": "2.0", "method": "$/cancel", "params": {"id": 7}});
+        aw.write_all(&crate::frame::encode_frame(cancel.to_string().as_bytes()))
+            .await
+            .unwrap();
+        let third = next().await;
+        assert_eq!(third["id"], 7);
+        assert_eq!(third["error"]["code"], -32002, "{third}");
     }
 
     #[tokio::test]

@@ -133,6 +133,23 @@ fn checked_url(url: &str) -> Result<String, String> {
             "{URL_VAR} is {shown:?}; it needs a host (and no user name), e.g. http://127.0.0.1:8080/v1/chat/completions"
         ));
     }
+    // The screenshot travels unencrypted: only to this machine.
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.split(':').next().unwrap_or(""),
+    };
+    let local = name == "localhost"
+        || name == "::1"
+        || name
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if !local {
+        return Err(format!(
+            "{URL_VAR} is {shown:?}, which is not this machine; a screenshot goes only to a server \
+             on this machine (127.0.0.1, localhost or [::1]), since plain http would carry it \
+             unencrypted"
+        ));
+    }
     match url.parse::<ureq::http::Uri>() {
         Ok(_) => Ok(url.to_owned()),
         Err(e) => Err(format!("{URL_VAR} is {shown:?}, not a valid URL: {e}")),
@@ -183,9 +200,9 @@ impl Rect {
         let side = 1..=MAX_SIDE;
         (side.contains(&r.width)
             && side.contains(&r.height)
-            && r.x.abs() <= MAX_COORDINATE
-            && r.y.abs() <= MAX_COORDINATE)
-            .then_some(r)
+            && (-MAX_COORDINATE..=MAX_COORDINATE).contains(&r.x)
+            && (-MAX_COORDINATE..=MAX_COORDINATE).contains(&r.y))
+        .then_some(r)
     }
 
     /// The geometry argument of `grim -g`: `"X,Y WxH"`.
@@ -553,13 +570,38 @@ mod tests {
         ] {
             assert!(Config::from_vars(vars(&[(URL_VAR, bad)])).is_err(), "{bad}");
         }
+        // Only this machine: the screenshot would cross the network unencrypted.
+        for remote in [
+            "http://example.com/v1",
+            "http://10.0.0.2:8080/x",
+            "http://[2001:db8::1]/x",
+            "http://127.0.0.1.evil.example/",
+        ] {
+            let e = Config::from_vars(vars(&[(URL_VAR, remote)])).unwrap_err();
+            assert!(e.contains("not this machine"), "{remote}: {e}");
+        }
+        for local in [
+            "http://127.0.0.1:8080/v1",
+            "http://127.1.2.3/x",
+            "http://localhost/x",
+            "http://[::1]:9/x",
+        ] {
+            assert!(
+                Config::from_vars(vars(&[(URL_VAR, local)])).is_ok(),
+                "{local}"
+            );
+        }
         for bad in ["0", "-5", "abc", "99999999999999999999", "600001"] {
-            let e =
-                Config::from_vars(vars(&[(URL_VAR, "http://h/"), (TIMEOUT_VAR, bad)])).unwrap_err();
+            let e = Config::from_vars(vars(&[(URL_VAR, "http://127.0.0.1/"), (TIMEOUT_VAR, bad)]))
+                .unwrap_err();
             assert!(e.contains(TIMEOUT_VAR), "{e}");
         }
         assert!(
-            Config::from_vars(vars(&[(URL_VAR, "http://h/"), (MODEL_VAR, "a\u{1b}b")])).is_err()
+            Config::from_vars(vars(&[
+                (URL_VAR, "http://127.0.0.1/"),
+                (MODEL_VAR, "a\u{1b}b")
+            ]))
+            .is_err()
         );
     }
 

@@ -75,7 +75,7 @@
 //!     answer is untrusted: it only selects a point inside the focused window's screenshot;
 //!     a point outside it, or no point, is `-32000` quoting what it said (escaped, cut to 200
 //!     characters), and nothing is clicked. Limits: plain http only (no TLS; an `https://`
-//!     URL is refused), no proxy, no redirects; `grim` takes the screenshot (wlr-screencopy:
+//!     URL is refused) to this machine only (loopback or `localhost`), no proxy, no redirects; `grim` takes the screenshot (wlr-screencopy:
 //!     sway, other wlroots compositors, niri), and the context must give the focused
 //!     window's `rect` (sway; niri 25.08 and later; otherwise grounding says so); the
 //!     runner's `rpc_timeout_ms` bounds the whole step, so a slow model needs it raised too.

@@ -253,7 +253,7 @@ impl Service {
             Some(a @ Value::Object(_)) => a,
             Some(_) => return Err(invalid("args must be an object")),
         };
-        let dry_run = params.get("dry_run").and_then(Value::as_bool) == Some(true);
+        let dry_run = utter_protocol::plugin::dry_run(params)?;
         let context = params.get("context");
         match op {
             "type_text" => match self.type_text(args, dry_run, context).await {

@@ -244,16 +244,7 @@ impl Service {
             .and_then(Value::as_str)
             .ok_or_else(|| invalid_params("action.invoke needs \"op\" (a string)"))?
             .to_owned();
-        let dry_run = match params.get("dry_run") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                return Err(invalid_params(format!(
-                    "\"dry_run\" must be true or false, not {}",
-                    short(other)
-                )));
-            }
-        };
+        let dry_run = utter_protocol::plugin::dry_run(&params)?;
         let args = match params.get("args") {
             None | Some(Value::Null) => json!({}),
             Some(args @ Value::Object(_)) => args.clone(),

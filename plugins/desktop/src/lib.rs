@@ -100,15 +100,7 @@ async fn invoke(params: Value, runner: Option<&Connection>) -> Result<Value, Err
         .and_then(Value::as_str)
         .ok_or_else(|| invalid_params("action.invoke needs \"op\" (a string)"))?
         .to_owned();
-    let dry_run = match params.get("dry_run") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            return Err(invalid_params(format!(
-                "\"dry_run\" must be true or false, not {other}"
-            )));
-        }
-    };
+    let dry_run = utter_protocol::plugin::dry_run(&params)?;
     let args = match params.get("args") {
         None | Some(Value::Null) => json!({}),
         Some(args @ Value::Object(_)) => args.clone(),

@@ -60,7 +60,7 @@ fn check(layout: LayoutMap, text: &str, chord: &str) -> Result<(), String> {
     let mut reader = find_reader()?;
     // Let udev-less /dev settle: the node exists, the reader is open.
     std::thread::sleep(Duration::from_millis(200));
-    let sent = device.keys(&want).map_err(|e| e.to_string())?;
+    let sent = device.keys(&want, &|| false).map_err(|e| e.to_string())?;
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     while seen.len() < want.len() && Instant::now() < deadline {

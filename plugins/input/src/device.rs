@@ -65,6 +65,14 @@ enum Job {
     },
 }
 
+impl Job {
+    fn reply(&self) -> &oneshot::Sender<Result<Sent, String>> {
+        match self {
+            Job::Keys { reply, .. } | Job::Pointer { reply, .. } => reply,
+        }
+    }
+}
+
 /// The handle the service holds.
 pub struct Devices {
     jobs: Mutex<mpsc::Sender<Job>>,
@@ -336,6 +344,11 @@ fn owner(jobs: mpsc::Receiver<Job>, status: Arc<Mutex<DeviceStatus>>) {
     publish(&backends);
     let mut assigned = Assigned::default();
     while let Ok(job) = jobs.recv() {
+        // The caller went away ($/cancel, a timeout) before its turn: send nothing. One that
+        // goes away part way is stopped between strokes (`cancelled` below).
+        if job.reply().is_closed() {
+            continue;
+        }
         if backends.wayland.is_none() {
             backends.connect_wayland();
             // A new connection starts from the base keymap.
@@ -343,8 +356,17 @@ fn owner(jobs: mpsc::Receiver<Job>, status: Arc<Mutex<DeviceStatus>>) {
             publish(&backends);
         }
         let (result, reply) = match job {
-            Job::Keys { pieces, reply } => (keys(&mut backends, &pieces, &mut assigned), reply),
-            Job::Pointer { actions, reply } => (pointer(&mut backends, &actions), reply),
+            Job::Keys { pieces, reply } => {
+                let cancelled = || reply.is_closed();
+                (
+                    keys(&mut backends, &pieces, &mut assigned, &cancelled),
+                    reply,
+                )
+            }
+            Job::Pointer { actions, reply } => {
+                let cancelled = || reply.is_closed();
+                (pointer(&mut backends, &actions, &cancelled), reply)
+            }
         };
         if let Err(DeviceError::Wayland(WaylandError::Broken { .. })) = &result {
             backends.wayland = None;
@@ -380,6 +402,7 @@ fn keys(
     b: &mut Backends,
     pieces: &[Vec<Stroke>],
     assigned: &mut Assigned,
+    cancelled: &dyn Fn() -> bool,
 ) -> Result<Sent, DeviceError> {
     if let Some(u) = b.uinput.as_mut() {
         let strokes: Vec<Stroke> = pieces.iter().flatten().cloned().collect();
@@ -388,7 +411,7 @@ fn keys(
                 layout: u.layout().name.clone(),
                 key: crate::keys::keysym_name(k),
             })?;
-        let presses = u.keys(&events).map_err(DeviceError::Uinput)?;
+        let presses = u.keys(&events, cancelled).map_err(DeviceError::Uinput)?;
         return Ok(Sent {
             backend: UINPUT,
             display: "/dev/uinput".into(),
@@ -408,7 +431,13 @@ fn keys(
             .ok_or_else(|| WaylandError::Keymap("the keys do not fit one keymap".into()))?;
         let events = key_events(&map, strokes)
             .ok_or_else(|| WaylandError::Keymap("a keysym is missing from its keymap".into()))?;
-        presses += w.keys(&map, &events)?;
+        presses += match w.keys(&map, &events, cancelled) {
+            Ok(n) => n,
+            Err(WaylandError::Cancelled(n)) => {
+                return Err(WaylandError::Cancelled(presses + n).into());
+            }
+            Err(e) => return Err(e.into()),
+        };
     }
     Ok(Sent {
         backend: WAYLAND_KEYBOARD,
@@ -417,9 +446,18 @@ fn keys(
     })
 }
 
-fn pointer(b: &mut Backends, actions: &[PointerAction]) -> Result<Sent, DeviceError> {
+fn pointer(
+    b: &mut Backends,
+    actions: &[PointerAction],
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Sent, DeviceError> {
     if let Some(w) = b.wayland.as_mut().filter(|w| w.has_pointer()) {
         for a in actions {
+            if cancelled() {
+                return Err(DeviceError::Unsupported(
+                    "cancelled; the rest of the pointer actions was not sent".into(),
+                ));
+            }
             w.pointer(*a)?;
         }
         return Ok(Sent {

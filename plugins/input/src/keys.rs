@@ -173,8 +173,8 @@ pub enum KeyError {
     /// A part is empty (`ctrl++t`, a trailing `+`).
     #[error("the chord {0:?} has an empty part; write \"plus\" for the + key")]
     EmptyPart(String),
-    /// Text with a control character that no key types.
-    #[error("the text holds the control character U+{0:04X}, which no key types")]
+    /// Text with a control character (or a noncharacter) that no key types.
+    #[error("the text holds U+{0:04X}, a control character or noncharacter that no key types")]
     ControlCharacter(u32),
     /// Text longer than [`MAX_TYPED`].
     #[error("the text has {0} characters; keystroke typing takes at most {MAX_TYPED}")]
@@ -182,6 +182,9 @@ pub enum KeyError {
     /// Empty text.
     #[error("the text is empty")]
     EmptyText,
+    /// A chord that switches the virtual terminal or ends the session.
+    #[error("{0} switches the virtual terminal or ends the session; Utter does not press it")]
+    SessionKey(String),
 }
 
 fn names() -> &'static HashMap<String, Keysym> {
@@ -234,9 +237,35 @@ fn lowercase_names() -> &'static HashMap<String, Keysym> {
 }
 
 /// The keysym of an X keysym name (`Return`, `a`, `F5`, `XF86AudioPlay`), of an alias in
-/// [`ALIASES`], of a Unicode name `U20AC` / `U+20AC`, or of a single character (`é`, `+`).
-/// `None` when it names no keysym.
+/// [`ALIASES`], of a Unicode name `U20AC` (or `U+20AC` outside a chord, where `+` joins
+/// keys), or of a single character (`é`, `+`). `None` when it names no keysym, and for the
+/// keysyms of [`is_refused`].
 pub fn keysym_from_name(name: &str) -> Option<Keysym> {
+    keysym_from_any_name(name).filter(|s| !is_refused(*s))
+}
+
+/// Keysyms no chord may press: `NoSymbol` and `VoidSymbol` (no key; a keymap would read
+/// `0` as the digit), and the keys that end or leave the session rather than act in an
+/// app: `Terminate_Server`, the `XF86Switch_VT_*` keys, power, sleep and log-off keys.
+pub fn is_refused(sym: Keysym) -> bool {
+    let raw = sym.raw();
+    raw == 0
+        || sym == Keysym::VoidSymbol
+        || sym == Keysym::Terminate_Server
+        || (Keysym::XF86_Switch_VT_1.raw()..=Keysym::XF86_Switch_VT_12.raw()).contains(&raw)
+        || [
+            Keysym::XF86_PowerOff,
+            Keysym::XF86_PowerDown,
+            Keysym::XF86_Sleep,
+            Keysym::XF86_Suspend,
+            Keysym::XF86_Hibernate,
+            Keysym::XF86_LogOff,
+            Keysym::XF86_Standby,
+        ]
+        .contains(&sym)
+}
+
+fn keysym_from_any_name(name: &str) -> Option<Keysym> {
     if name.is_empty() || name.len() > 64 {
         return None;
     }
@@ -272,6 +301,8 @@ pub fn char_keysym(c: char) -> Option<Keysym> {
         '\n' | '\r' => Some(Keysym::Return),
         '\t' => Some(Keysym::Tab),
         c if c.is_control() => None,
+        // Noncharacters (U+FDD0–U+FDEF, U+xFFFE, U+xFFFF) are no text.
+        c if ('\u{FDD0}'..='\u{FDEF}').contains(&c) || (c as u32 & 0xFFFE) == 0xFFFE => None,
         c => {
             let sym = Keysym::from_char(c);
             (sym != Keysym::NoSymbol).then_some(sym)
@@ -359,6 +390,14 @@ pub fn parse_chord(chord: &str) -> Result<Chord, KeyError> {
         }
     }
     modifiers.sort();
+    if modifiers.contains(&Modifier::Ctrl) && modifiers.contains(&Modifier::Alt) {
+        if let Some((sym, part)) = key {
+            let f = sym.raw().wrapping_sub(Keysym::F1.raw());
+            if f < 12 || sym == Keysym::BackSpace || sym == Keysym::Delete {
+                return Err(KeyError::SessionKey(format!("ctrl+alt+{part}")));
+            }
+        }
+    }
     let key = key.map(|(sym, _)| {
         // With Shift held, a capital names its key: the key of `A` is `a`.
         if modifiers.contains(&Modifier::Shift) {
@@ -426,6 +465,17 @@ mod tests {
         assert_eq!(keysym_from_name("U20AC"), Some(Keysym::EuroSign));
         assert_eq!(keysym_from_name("é"), Some(Keysym::eacute));
         assert_eq!(keysym_from_name("NoSuchKey"), None);
+        for refused in [
+            "NoSymbol",
+            "nosymbol",
+            "VoidSymbol",
+            "Terminate_Server",
+            "XF86Switch_VT_1",
+            "XF86PowerOff",
+            "XF86Sleep",
+        ] {
+            assert_eq!(keysym_from_name(refused), None, "{refused}");
+        }
         assert_eq!(keysym_from_name(""), None);
         assert_eq!(keysym_from_name(&"x".repeat(1000)), None);
     }

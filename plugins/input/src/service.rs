@@ -75,10 +75,7 @@ impl Service {
         if !args.is_object() {
             return Err(invalid("args must be an object"));
         }
-        let dry_run = params
-            .get("dry_run")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let dry_run = utter_protocol::plugin::dry_run(params)?;
         let context = params.get("context").filter(|c| c.is_object()).cloned();
         match op {
             "key" => self.key(&args, dry_run, context, peer).await,
@@ -167,7 +164,8 @@ impl Service {
         };
         let keysyms = keys::text_keysyms(text)?;
         let target = Target::from_args(args)?;
-        let n = text.chars().count();
+        // What is typed: "\r\n" is one Return.
+        let n = keysyms.len();
         if dry_run {
             return Ok(
                 json!({"ok": true, "dry_run": true, "path": "keyboard", "length": n,
@@ -240,9 +238,14 @@ impl Service {
             context
         };
         let mut actions = Vec::new();
-        let aimed = context.as_ref().and_then(focused_centre);
-        if let Some((point, layout)) = aimed {
-            actions.push(layout.move_to(point)?);
+        // A window partly off the screens has its centre outside them: scroll where the
+        // pointer is then, rather than refusing.
+        let aimed = context
+            .as_ref()
+            .and_then(focused_centre)
+            .and_then(|(point, layout)| Some((point, layout.move_to(point).ok()?)));
+        if let Some((_, motion)) = aimed {
+            actions.push(motion);
         }
         actions.push(PointerAction::Scroll {
             horizontal,
@@ -251,7 +254,9 @@ impl Service {
         let sent = self.devices.pointer(actions).await.map_err(plugin_error)?;
         let at = match aimed {
             Some(((x, y), _)) => format!("over the focused window (at {x}, {y})"),
-            None => "where the pointer is (the context gives no window geometry)".to_owned(),
+            None => {
+                "where the pointer is (the context gives no on-screen window geometry)".to_owned()
+            }
         };
         Ok(json!({
             "ok": true,
@@ -283,7 +288,7 @@ impl Service {
         let coordinate = |k: &str| {
             args.get(k)
                 .and_then(Value::as_i64)
-                .filter(|v| v.abs() <= 1 << 20)
+                .filter(|v| (-MAX_COORDINATE..=MAX_COORDINATE).contains(v))
                 .ok_or_else(|| invalid(format!("{op} needs an integer {k} in layout pixels")))
         };
         let point = (coordinate("x")?, coordinate("y")?);
@@ -512,7 +517,7 @@ impl Layout {
                 let n = |k: &str| o.get(k).and_then(Value::as_i64);
                 Some((n("x")?, n("y")?, n("width")?, n("height")?))
             })
-            .filter(|&(_, _, w, h)| w > 0 && h > 0)
+            .filter(|&b| sane(b))
             .collect();
         if boxes.is_empty() {
             return None;
@@ -565,7 +570,20 @@ fn focused_centre(context: &Value) -> Option<((i64, i64), Layout)> {
     })?;
     let n = |k: &str| rect.get(k).and_then(Value::as_i64);
     let (x, y, w, h) = (n("x")?, n("y")?, n("width")?, n("height")?);
-    (w > 0 && h > 0).then_some(((x + w / 2, y + h / 2), layout))
+    sane((x, y, w, h)).then(|| ((x + w / 2, y + h / 2), layout))
+}
+
+/// The largest coordinate and side a context may give for an output or a window, in
+/// logical pixels: the context is untrusted, and numbers beyond these are no screen.
+const MAX_COORDINATE: i64 = 1 << 20;
+const MAX_SIDE: i64 = 1 << 16;
+
+/// Whether a rectangle `(x, y, width, height)` from the context can be a real one.
+fn sane((x, y, w, h): (i64, i64, i64, i64)) -> bool {
+    (-MAX_COORDINATE..=MAX_COORDINATE).contains(&x)
+        && (-MAX_COORDINATE..=MAX_COORDINATE).contains(&y)
+        && (1..=MAX_SIDE).contains(&w)
+        && (1..=MAX_SIDE).contains(&h)
 }
 
 /// `action.capabilities`: the ops with their argument schemas.
@@ -666,10 +684,40 @@ mod tests {
             }
         );
         let e = layout.move_to((3200, 5)).unwrap_err();
+        assert!(layout.move_to((i64::MIN, i64::MAX)).is_err());
         assert!(e.message.contains("outside the screens"), "{}", e.message);
         assert!(layout.move_to((-1, 5)).is_err());
         assert!(Layout::from_context(&json!({"outputs": []})).is_none());
         assert!(Layout::from_context(&json!({})).is_none());
+    }
+
+    #[test]
+    fn numbers_no_screen_has_are_ignored_not_overflowed() {
+        for outputs in [
+            json!([{"x": i64::MAX, "y": 0, "width": 1, "height": 1}]),
+            json!([{"x": i64::MIN, "y": 0, "width": 10, "height": 10},
+                   {"x": 9_223_372_036_854_775_000_i64, "y": 0, "width": 10, "height": 10}]),
+            json!([{"x": 0, "y": 0, "width": i64::MAX, "height": 10}]),
+        ] {
+            assert!(
+                Layout::from_context(&json!({"outputs": outputs})).is_none(),
+                "{outputs}"
+            );
+        }
+        let hostile = json!({
+            "outputs": [{"x": 0, "y": 0, "width": 100, "height": 100}],
+            "focused": {"id": 1, "rect": {"x": i64::MAX, "y": 0, "width": 4, "height": 4}}
+        });
+        assert!(focused_centre(&hostile).is_none());
+        let off_screen = json!({
+            "outputs": [{"x": 0, "y": 0, "width": 10, "height": 10}],
+            "focused": {"id": 1, "rect": {"x": 50, "y": 50, "width": 10, "height": 10}}
+        });
+        let ((x, y), layout) = focused_centre(&off_screen).unwrap();
+        assert!(
+            layout.move_to((x, y)).is_err(),
+            "so scroll goes where the pointer is"
+        );
     }
 
     #[test]

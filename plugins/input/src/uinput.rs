@@ -103,14 +103,26 @@ impl Uinput {
     }
 
     /// Send `events`, each key event with its own `SYN_REPORT`. On a write error the keys
-    /// still down are released (best effort) before the error is returned.
+    /// still down are released (best effort) before the error is returned. `cancelled` is
+    /// asked before each stroke; when it says yes, nothing more is sent.
     ///
     /// # Errors
     /// The write to the device failed.
-    pub fn keys(&mut self, events: &[KeyEvent]) -> std::io::Result<usize> {
+    pub fn keys(
+        &mut self,
+        events: &[KeyEvent],
+        cancelled: &dyn Fn() -> bool,
+    ) -> std::io::Result<usize> {
         let mut down: Vec<u16> = Vec::new();
         let mut presses = 0;
         for &(code, pressed) in events {
+            // A cancelled call stops between strokes, when no key is down.
+            if pressed && down.is_empty() && cancelled() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Interrupted,
+                    format!("cancelled after {presses} key press(es); the rest was not sent"),
+                ));
+            }
             let ev = InputEvent::new(EventType::KEY.0, code, i32::from(pressed));
             if let Err(e) = self.device.emit(&[ev]) {
                 for &c in down.iter().rev() {

@@ -186,6 +186,10 @@ pub enum WaylandError {
     /// The keymap could not be handed over.
     #[error("the keymap could not be passed to the compositor: {0}")]
     Keymap(String),
+    /// The caller went away (`$/cancel`, a timeout) part way; this many presses were sent,
+    /// each released.
+    #[error("cancelled after {0} key press(es); the rest was not sent")]
+    Cancelled(usize),
 }
 
 impl Wayland {
@@ -324,23 +328,39 @@ impl Wayland {
     }
 
     /// Send key events under `keymap` (uploaded first when it is new), then wait for the
-    /// compositor to have taken them. Returns the number of key presses sent.
+    /// compositor to have taken them. Returns the number of key presses sent. `cancelled` is
+    /// asked before each stroke; when it says yes, nothing more is sent.
     ///
     /// # Errors
     /// [`WaylandError::NoKeyboard`], a keymap or connection failure. On a failure part way
     /// the compositor releases the keys still down when the connection closes.
-    pub fn keys(&mut self, keymap: &Keymap, events: &[KeyEvent]) -> Result<usize, WaylandError> {
+    pub fn keys(
+        &mut self,
+        keymap: &Keymap,
+        events: &[KeyEvent],
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<usize, WaylandError> {
         self.upload(keymap)?;
         let keyboard = self.keyboard.clone().ok_or(WaylandError::NoKeyboard)?;
         let mut presses = 0;
+        let mut down = 0usize;
         for (i, event) in events.iter().enumerate() {
+            // A cancelled call stops between strokes, when no key is down.
+            if down == 0 && matches!(event, KeyEvent::Press(_)) && cancelled() {
+                self.sync()?;
+                return Err(WaylandError::Cancelled(presses));
+            }
             let time = self.time();
             match *event {
                 KeyEvent::Press(code) => {
                     keyboard.key(time, code, PRESSED);
                     presses += 1;
+                    down += 1;
                 }
-                KeyEvent::Release(code) => keyboard.key(time, code, RELEASED),
+                KeyEvent::Release(code) => {
+                    keyboard.key(time, code, RELEASED);
+                    down = down.saturating_sub(1);
+                }
                 KeyEvent::Modifiers(mask) => keyboard.modifiers(mask, 0, 0, 0),
             }
             if (i + 1) % SYNC_EVERY == 0 {

@@ -325,6 +325,26 @@ async fn hostile_inputs_get_clear_errors_and_no_stuck_key() {
         .await
         .unwrap_err();
     assert_eq!(e.code, -32601);
+    // A non-boolean dry_run acts never: it is refused.
+    let e = plugin
+        .request(
+            "action.invoke",
+            json!({"op": "key", "args": {"chord": "Return"}, "provenance": "user",
+                   "dry_run": "true", "context": context}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, -32602, "{e:?}");
+    // Hostile context numbers: a clear error, no panic, no silence.
+    let e = invoke(
+        &plugin,
+        "click_point",
+        json!({"x": 5, "y": 5}),
+        &json!({"outputs": [{"x": i64::MAX, "y": 0, "width": 1, "height": 1}]}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.message.contains("outputs"), "{}", e.message);
     // Nothing of the above reached the window, and the plugin still types.
     assert_eq!(take_keys(&desktop), Vec::<String>::new());
     invoke(&plugin, "type_keys", json!({"text": "ok"}), &context)
@@ -366,4 +386,50 @@ async fn without_a_compositor_health_is_degraded_and_calls_say_why() {
         .unwrap_err();
     assert_eq!(e.code, -32000, "{e:?}");
     assert!(e.message.contains("no Wayland compositor"), "{}", e.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_stops_typing_between_keys() {
+    let desktop = Desktop::start();
+    let plugin = start_plugin(&desktop).await;
+    let context = desktop.context();
+    // 2000 distinct CJK characters need nine keymaps, with a pause before each new one:
+    // far longer than the 100 ms after which the request is cancelled ($/cancel).
+    let text: String = (0..2000u32)
+        .map(|i| char::from_u32(0x4e00 + i).unwrap())
+        .collect();
+    let e = plugin
+        .request_with_timeout(
+            "action.invoke",
+            json!({"op": "type_keys", "args": {"text": text}, "provenance": "user",
+                   "context": context}),
+            Some(Duration::from_millis(100)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, -32001, "{e:?}");
+    // Once the device thread has seen the cancel, the entry stops growing well short of
+    // the whole text.
+    let settled = poll(Duration::from_secs(10), || {
+        let a = desktop.read("entry.txt").unwrap_or_default();
+        std::thread::sleep(Duration::from_millis(400));
+        let b = desktop.read("entry.txt").unwrap_or_default();
+        (a == b).then_some(b)
+    })
+    .expect("the entry settles");
+    let typed = settled.chars().count();
+    assert!(
+        typed < 2000,
+        "all {typed} characters were typed after the cancel"
+    );
+    assert!(
+        text.starts_with(&settled),
+        "what was typed is a prefix of the text"
+    );
+    // No key is left down: the next key arrives plain.
+    let _ = std::fs::remove_file(desktop.path("keys.log"));
+    invoke(&plugin, "key", json!({"chord": "a"}), &context)
+        .await
+        .expect("key after the cancel");
+    assert_eq!(wait_for_keys(&desktop, 1).await, ["a -"]);
 }
