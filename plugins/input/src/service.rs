@@ -69,6 +69,26 @@ impl Service {
         HealthResult { status, detail }
     }
 
+    /// The backend a dry run would use, or the error a real call would get: a dry run that
+    /// says "would press" must not hide that nothing could be pressed.
+    async fn ready(&self, device: Device) -> Result<&'static str, ErrorObject> {
+        let s = self.devices.checked_status(Duration::from_secs(2)).await;
+        let backend = match device {
+            Device::Keyboard => s.keyboard,
+            Device::Pointer => s.pointer,
+        };
+        backend.ok_or_else(|| {
+            let what = match device {
+                Device::Keyboard => "keyboard",
+                Device::Pointer => "pointer",
+            };
+            plugin_error(format!(
+                "no virtual {what} is available, so nothing could be sent ({})",
+                s.unavailable.join("; ")
+            ))
+        })
+    }
+
     async fn invoke(&self, params: &Value, peer: &Connection) -> Result<Value, ErrorObject> {
         let op = params.get("op").and_then(Value::as_str).unwrap_or("");
         let args = params.get("args").cloned().unwrap_or_else(|| json!({}));
@@ -125,8 +145,9 @@ impl Service {
             format!(" {repeat} times")
         };
         if dry_run {
+            let backend = self.ready(Device::Keyboard).await?;
             return Ok(
-                json!({"ok": true, "dry_run": true, "path": "keyboard", "chord": name,
+                json!({"ok": true, "dry_run": true, "path": "keyboard", "chord": name, "backend": backend,
                 "detail": format!("would press {name}{times}{}", target.phrase())}),
             );
         }
@@ -167,8 +188,9 @@ impl Service {
         // What is typed: "\r\n" is one Return.
         let n = keysyms.len();
         if dry_run {
+            let backend = self.ready(Device::Keyboard).await?;
             return Ok(
-                json!({"ok": true, "dry_run": true, "path": "keyboard", "length": n,
+                json!({"ok": true, "dry_run": true, "path": "keyboard", "length": n, "backend": backend,
                 "detail": format!("would type {n} character(s) as keystrokes{}", target.phrase())}),
             );
         }
@@ -226,8 +248,11 @@ impl Service {
         };
         let target = Target::from_args(args)?;
         if dry_run {
-            return Ok(json!({"ok": true, "dry_run": true, "path": "pointer",
-                "detail": format!("would scroll {direction} {amount} step(s){}", target.phrase())}));
+            let backend = self.ready(Device::Pointer).await?;
+            return Ok(
+                json!({"ok": true, "dry_run": true, "path": "pointer", "backend": backend,
+                "detail": format!("would scroll {direction} {amount} step(s){}", target.phrase())}),
+            );
         }
         let focused = target.focus(peer, context.as_ref()).await?;
         // Scrolling goes to the surface under the pointer: put it over the focused window
@@ -327,8 +352,11 @@ impl Service {
             format!("pointer to ({}, {})", point.0, point.1)
         };
         if dry_run {
-            return Ok(json!({"ok": true, "dry_run": true, "path": "pointer",
-                "detail": format!("would move the {what}")}));
+            let backend = self.ready(Device::Pointer).await?;
+            return Ok(
+                json!({"ok": true, "dry_run": true, "path": "pointer", "backend": backend,
+                "detail": format!("would move the {what}")}),
+            );
         }
         let mut actions = vec![motion];
         if click {
@@ -396,6 +424,13 @@ fn only_keys(args: &Value, allowed: &[&str]) -> Result<(), ErrorObject> {
         }
     }
     Ok(())
+}
+
+/// The two devices.
+#[derive(Debug, Clone, Copy)]
+enum Device {
+    Keyboard,
+    Pointer,
 }
 
 /// Which window a keyboard or scroll op acts in: `app` is focused first (through the
