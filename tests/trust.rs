@@ -907,6 +907,74 @@ async fn the_five_host_callbacks() {
 // ---------------------------------------------------------------------------------------
 // 7. The injection corpus
 
+/// The input rate limit sits in the one gate: a plan that would flood keys is refused whole
+/// before the action plugin hears of any of it, and what its admitted steps took is given
+/// back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_that_floods_keys_is_refused_whole_by_the_rate_limit() {
+    let f = Files::new();
+    let ops = json!([{"op": "key", "side_effect": true, "args_schema": {"type": "object"}}]);
+    let step = json!({"op": "key", "args": {"chord": "Return", "repeat": 50}});
+    // 2500 events of burst: 50 steps of 50 presses fit, the other 30 do not.
+    f.write_json("plan.json", &json!({"steps": vec![step.clone(); 80]}));
+    let r = runner(
+        &[(
+            "t",
+            args(&[
+                "--ops",
+                &ops.to_string(),
+                "--plan-file",
+                &f.arg("plan.json"),
+                "--record",
+                &f.arg("rec"),
+            ]),
+        )],
+        "",
+    )
+    .await;
+    let out = r
+        .command("flood", &CommandOptions::default(), None)
+        .await
+        .unwrap();
+    // The plan is refused whole: steps 51 to 80 by the limit, the first 50 with them.
+    assert!(
+        out.results.iter().all(|s| !s.ok),
+        "{:?}",
+        out.results.first()
+    );
+    let limited = out
+        .results
+        .iter()
+        .filter(|s| {
+            s.error
+                .as_ref()
+                .is_some_and(|e| e.code == -32003 && e.message.contains("input rate limit"))
+        })
+        .count();
+    assert!(
+        (28..=30).contains(&limited),
+        "{limited} steps were refused by the limit"
+    );
+    assert!(
+        invokes(&f.path("rec")).is_empty(),
+        "a refused plan runs nothing"
+    );
+    // What the refused plan's admitted steps took is given back: a plan within the burst
+    // runs at once.
+    f.write_json("plan.json", &json!({"steps": vec![step; 50]}));
+    let out = r
+        .command("fifty", &CommandOptions::default(), None)
+        .await
+        .unwrap();
+    assert!(
+        out.results.iter().all(|s| s.ok),
+        "{:?}",
+        out.results.iter().find(|s| !s.ok)
+    );
+    assert_eq!(invokes(&f.path("rec")).len(), 50);
+    r.shutdown().await;
+}
+
 /// `host.choose`: a plugin's tie goes to the running chooser as untrusted, which may only
 /// answer an offered id; without a chooser, or with a chooser that writes a structure, the
 /// plugin gets a clear refusal.

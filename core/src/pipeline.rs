@@ -246,10 +246,17 @@ impl Pipeline<'_> {
             for p in prepared {
                 results.push(match p {
                     Err(failed) => *failed,
-                    Ok(step) => step.result().failed(ErrorObject::new(
-                        ErrorCode::Denied,
-                        format!("not run: step {which} of this plan was refused, so no step ran"),
-                    )),
+                    Ok(step) => {
+                        let result = step.result();
+                        // It passed the gates, and so paid its input events: it runs not.
+                        self.input_rate.refund(&result.op, &result.args);
+                        result.failed(ErrorObject::new(
+                            ErrorCode::Denied,
+                            format!(
+                                "not run: step {which} of this plan was refused, so no step ran"
+                            ),
+                        ))
+                    }
                 });
             }
         } else {
@@ -445,6 +452,7 @@ impl Pipeline<'_> {
         &self,
         policy: &Policy,
         step: &Step,
+        charge: bool,
     ) -> Result<(Decision, Option<String>), ErrorObject> {
         let Step {
             op,
@@ -470,8 +478,11 @@ impl Pipeline<'_> {
             spec.validate(args)?;
             decision.needs_confirm |= spec.needs_confirm;
         }
-        // Last: a step refused by an earlier gate costs no input budget.
-        self.input_rate.take(op, args)?;
+        // Last: a step refused by an earlier gate costs no input budget. A step gated again
+        // after its approval has paid already.
+        if charge {
+            self.input_rate.take(op, args)?;
+        }
         Ok((decision, Some(plugin)))
     }
 
@@ -547,7 +558,7 @@ impl Pipeline<'_> {
         step: Step,
         selected_by: Option<Value>,
     ) -> Result<Prepared, Box<StepResult>> {
-        match self.gates(policy, &step).await {
+        match self.gates(policy, &step, true).await {
             Ok((decision, plugin)) => {
                 let mut entry =
                     AuditEntry::new(label, &step.op, &step.args, step.provenance, "allowed")
@@ -631,7 +642,7 @@ impl Pipeline<'_> {
                 // Every gate again, with the policy in force now.
                 let fresh = (self.policy)();
                 let regated = if digest == request.digest {
-                    self.gates(&fresh, &step).await
+                    self.gates(&fresh, &step, false).await
                 } else {
                     Err(ErrorObject::new(
                         ErrorCode::Denied,

@@ -8,7 +8,9 @@
 //! accessibility sends no events; its keystroke fallback is a `type_keys` step and pays
 //! there). The bucket holds [`BURST`] events and refills at [`PER_SECOND`]; a step that
 //! costs more than is left is refused whole (`-32003`), never cut short, and the message
-//! says how long to wait.
+//! says how long to wait. The gate charges a step when it admits it, as the last gate; a
+//! plan with a refused step runs none, and the steps it had admitted are refunded
+//! ([`InputRate::refund`]). A step gated again after its approval is not charged twice.
 
 use serde_json::Value;
 use std::sync::Mutex;
@@ -73,6 +75,15 @@ impl InputRate {
     /// `-32003` (denied) when the bucket holds less than the step costs; nothing is taken.
     pub fn take(&self, op: &str, args: &Value) -> Result<(), ErrorObject> {
         self.take_at(op, args, Instant::now())
+    }
+
+    /// Give back what [`InputRate::take`] took for a step that then did not run (its plan
+    /// was refused), up to a full bucket.
+    pub fn refund(&self, op: &str, args: &Value) {
+        if let Some(cost) = cost(op, args) {
+            let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+            b.tokens = (b.tokens + cost).min(BURST);
+        }
     }
 
     fn take_at(&self, op: &str, args: &Value, now: Instant) -> Result<(), ErrorObject> {
@@ -150,6 +161,10 @@ mod tests {
             rate.take_at("key", &key, t0 + Duration::from_millis(100))
                 .is_err()
         );
+        // A refund gives back what a step that did not run took.
+        rate.refund("key", &key);
+        rate.take_at("key", &key, t0 + Duration::from_millis(100))
+            .unwrap();
         // A step larger than the burst is refused even with a full bucket.
         let huge = json!({"text": "x".repeat(3000)});
         let e = rate
