@@ -115,6 +115,22 @@ pub trait Handler: Send + Sync + 'static {
     }
 }
 
+/// Log to stderr (where the runner collects a plugin's log lines, PROTOCOL.md §7) at the
+/// level `UTTER_LOG` names (an `EnvFilter` directive such as `debug` or `utter_input=trace`;
+/// default `info`), without timestamps or colours: the runner adds its own. Does nothing
+/// when a logger is installed already.
+pub fn init_stderr_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("UTTER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .try_init();
+}
+
 /// `params.dry_run` of an `action.invoke` (PROTOCOL.md §8.2): absent or `null` is `false`;
 /// anything but a boolean is `-32602`, so a mistyped `"true"` or `1` never acts.
 pub fn dry_run(params: &Value) -> Result<bool, ErrorObject> {

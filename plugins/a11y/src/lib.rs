@@ -105,18 +105,6 @@ use utter_protocol::plugin;
 
 const MANIFEST: &str = include_str!("../utter-plugin.toml");
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("UTTER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .init();
-}
-
 /// Serve the accessibility plugin on the transport the runner chose until it closes it.
 ///
 /// `log_to_stderr` installs a stderr logger (level from `UTTER_LOG`, default `info`). The
@@ -124,7 +112,7 @@ fn init_logging() {
 /// connects on demand.
 pub async fn run(log_to_stderr: bool) -> ExitCode {
     if log_to_stderr {
-        init_logging();
+        utter_protocol::plugin::init_stderr_logging();
     }
     plugin::run(MANIFEST, service::Service::new()).await
 }

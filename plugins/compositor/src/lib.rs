@@ -60,18 +60,6 @@ use utter_protocol::plugin;
 
 const MANIFEST: &str = include_str!("../utter-plugin.toml");
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("UTTER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .init();
-}
-
 /// Serve the compositor plugin on stdin/stdout until the runner closes stdin.
 ///
 /// `log_to_stderr` installs a stderr logger (level from `UTTER_LOG`, default `info`); pass
@@ -80,7 +68,7 @@ fn init_logging() {
 /// retries on demand.
 pub async fn run(log_to_stderr: bool) -> ExitCode {
     if log_to_stderr {
-        init_logging();
+        utter_protocol::plugin::init_stderr_logging();
     }
     let service = service::Service::new(backend::Detected::from_env());
     tokio::spawn({

@@ -148,25 +148,13 @@ fn parse<T: DeserializeOwned>(op: &str, args: Value) -> Result<T, ErrorObject> {
     })
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("UTTER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .init();
-}
-
 /// Serve the desktop action plugin on stdin/stdout until the runner closes stdin.
 ///
 /// `log_to_stderr` installs a stderr logger (level from `UTTER_LOG`, default `info`); pass
 /// `false` when the caller already installed one.
 pub async fn run(log_to_stderr: bool) -> ExitCode {
     if log_to_stderr {
-        init_logging();
+        utter_protocol::plugin::init_stderr_logging();
     }
     plugin::run_stdio(MANIFEST, Desktop).await
 }

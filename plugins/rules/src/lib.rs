@@ -437,7 +437,7 @@ where
         Ok(options) => options,
         Err(e) => return print_clap_error(&e),
     };
-    init_logging();
+    utter_protocol::plugin::init_stderr_logging();
     let catalog = match options.catalog_path(|name| std::env::var_os(name)) {
         Some(path) => Catalog::load(&path),
         None => Catalog::builtin(),
@@ -473,21 +473,6 @@ where
         },
     )
     .await
-}
-
-/// Log to stderr (level from `UTTER_LOG`, default `info`), unless the process already has a
-/// logger (`utter plugin rules` sets none up, so this is the one).
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("UTTER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // An error only means a logger is already installed, which is fine.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .try_init();
 }
 
 /// Print a clap outcome (help and version on stdout, errors on stderr) and turn its exit
