@@ -66,7 +66,7 @@ async fn start_runner(desktop: &Desktop) -> Arc<Runner> {
         rules = json!([utter, "plugin", "rules"]),
         comp = json!([utter, "plugin", "compositor"]),
         a11y = json!([utter, "plugin", "a11y"]),
-        input = json!([utter, "plugin", "input"]),
+        input = json!([bin("utter-input").display().to_string()]),
         sock = desktop.sway.socket.display().to_string(),
         bus = desktop.bus.address,
     );
@@ -94,12 +94,9 @@ async fn input_plugin(desktop: &Desktop) -> TestPlugin {
         timeout: Duration::from_secs(15),
         ..Default::default()
     };
-    TestPlugin::start(
-        &[bin("utter").into(), "plugin".into(), "input".into()],
-        options,
-    )
-    .await
-    .expect("the input plugin starts")
+    TestPlugin::start(&[bin("utter-input").into()], options)
+        .await
+        .expect("the input plugin starts")
 }
 
 async fn wait_for(desktop: &Desktop, name: &str, want: &str) -> bool {

@@ -73,14 +73,9 @@ fn the_runner_binary_links_no_audio_library() {
         "{deps:?}"
     );
     // Bindings to C libraries other than libc's need -dev packages on a fresh machine.
-    // wayland-sys comes with wayland-client's pure-Rust backend and, without its `client`,
-    // `server` or `dlopen` features (none is enabled), links nothing and needs no package.
     let sys: Vec<&String> = deps
         .iter()
-        .filter(|d| {
-            d.ends_with("-sys")
-                && !["linux-raw-sys", "libc-sys", "wayland-sys"].contains(&d.as_str())
-        })
+        .filter(|d| d.ends_with("-sys") && !["linux-raw-sys", "libc-sys"].contains(&d.as_str()))
         .collect();
     assert!(sys.is_empty(), "system-library bindings in utter: {sys:?}");
 }

@@ -1,6 +1,6 @@
-//! `utter plugin rules|desktop|compositor|a11y|input|check`: the built-in plugins, and the
+//! `utter plugin rules|desktop|compositor|a11y|check`: the built-in plugins, and the
 //! conformance checks. The `rules` router, the `desktop` action plugin, the `compositor`
-//! context and action plugin, the `a11y` plugin and the `input` plugin are compiled into this binary, so one
+//! context and action plugin and the `a11y` plugin are compiled into this binary, so one
 //! installed `utter` carries them; the runner starts each as its own process (`utter plugin
 //! rules`), which speaks the plugin protocol on stdin/stdout and logs on its own terms (no
 //! logging is set up for it here). `check` runs any plugin through the protocol's checks
@@ -39,13 +39,6 @@ pub enum Action {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Keys, keystroke typing, scrolling and clicks through a virtual keyboard and pointer
-    /// (stdin/stdout).
-    Input {
-        /// Arguments for the plugin (none yet).
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
     /// Run a plugin through the protocol's conformance checks and say what to fix.
     ///
     /// Example: utter plugin check -- ./target/debug/my-plugin --flag
@@ -60,7 +53,6 @@ pub async fn run(action: Action) -> u8 {
         Action::Desktop { .. } => utter_desktop::run(true).await,
         Action::Compositor { .. } => utter_compositor::run(true).await,
         Action::A11y { .. } => utter_a11y::run(true).await,
-        Action::Input { .. } => utter_input::run(true).await,
     };
     if code == ExitCode::SUCCESS {
         exit::OK
