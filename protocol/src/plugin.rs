@@ -131,6 +131,22 @@ pub fn init_stderr_logging() {
         .try_init();
 }
 
+/// Why a `host.action` answer (a step result, PROTOCOL.md §9.6) is not a success: `None`
+/// when its `ok` is `true`; else its `error.message`, else its `detail`, else a sentence
+/// saying the answer is no successful step. The text is the runner's (and through it an
+/// action plugin's): escape it before showing it.
+pub fn step_failure(step: &Value) -> Option<&str> {
+    if step.get("ok").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
+    Some(
+        step.pointer("/error/message")
+            .or_else(|| step.get("detail"))
+            .and_then(Value::as_str)
+            .unwrap_or("the runner's answer is not a successful step"),
+    )
+}
+
 /// `params.dry_run` of an `action.invoke` (PROTOCOL.md §8.2): absent or `null` is `false`;
 /// anything but a boolean is `-32602`, so a mistyped `"true"` or `1` never acts.
 pub fn dry_run(params: &Value) -> Result<bool, ErrorObject> {

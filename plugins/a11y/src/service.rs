@@ -698,11 +698,7 @@ async fn type_by_keystrokes(
                 e.message
             ))
         })?;
-    if step.get("ok").and_then(Value::as_bool) != Some(true) {
-        let inner = step
-            .pointer("/error/message")
-            .and_then(Value::as_str)
-            .unwrap_or("the runner's answer is not a successful step");
+    if let Some(inner) = utter_protocol::plugin::step_failure(&step) {
         return Err(plugin_error(format!(
             "{why}, and typing keystrokes instead failed: {}",
             utter_protocol::text::escape_unprintable(inner, 300).0
@@ -880,11 +876,7 @@ impl Grounding<'_> {
                     self.why, e.message
                 ))
             })?;
-        if step.get("ok").and_then(Value::as_bool) != Some(true) {
-            let inner = step
-                .pointer("/error/message")
-                .and_then(Value::as_str)
-                .unwrap_or("the runner's answer is not a successful step");
+        if let Some(inner) = utter_protocol::plugin::step_failure(&step) {
             return Err(plugin_error(format!(
                 "{}; {found}, and clicking at ({x}, {y}) failed: {}",
                 self.why,

@@ -368,12 +368,7 @@ async fn focus(runner: &Connection, choice: &Choice) -> Result<Option<bool>, Str
         .request("host.action", focus_params(choice), Some(FOCUS_WAIT))
         .await
         .map_err(|e| failed(&e.message))?;
-    if step.get("ok").and_then(Value::as_bool) != Some(true) {
-        let why = step
-            .pointer("/error/message")
-            .or_else(|| step.get("detail"))
-            .and_then(Value::as_str)
-            .unwrap_or("the runner's answer is not a successful step result");
+    if let Some(why) = utter_protocol::plugin::step_failure(&step) {
         return Err(failed(why));
     }
     Ok(step

@@ -503,12 +503,7 @@ impl Target {
             )
             .await
             .map_err(|e| plugin_error(format!("focusing {app} first failed: {}", e.message)))?;
-        if step.get("ok").and_then(Value::as_bool) != Some(true) {
-            let why = step
-                .pointer("/error/message")
-                .or_else(|| step.get("detail"))
-                .and_then(Value::as_str)
-                .unwrap_or("the runner's answer is not a successful step");
+        if let Some(why) = utter_protocol::plugin::step_failure(&step) {
             return Err(plugin_error(format!(
                 "focusing {app} first failed: {}",
                 utter_protocol::text::escape_unprintable(why, 300).0
