@@ -133,7 +133,6 @@ pub struct Wayland {
     started: Instant,
     clock: u32,
     display: String,
-    missing: Vec<&'static str>,
 }
 
 struct State;
@@ -212,23 +211,16 @@ impl Wayland {
             .map_err(|e| WaylandError::Connect(format!("{display}: {e}")))?;
         let qh = queue.handle();
         let seat: Option<WlSeat> = globals.bind(&qh, 1..=1, ()).ok();
-        let mut missing = Vec::new();
         let keyboard = match (
             &seat,
             globals.bind::<ZwpVirtualKeyboardManagerV1, _, _>(&qh, 1..=1, ()),
         ) {
             (Some(seat), Ok(manager)) => Some(manager.create_virtual_keyboard(seat, &qh, ())),
-            _ => {
-                missing.push("keyboard");
-                None
-            }
+            _ => None,
         };
         let pointer = match globals.bind::<ZwlrVirtualPointerManagerV1, _, _>(&qh, 1..=1, ()) {
             Ok(manager) => Some(manager.create_virtual_pointer(seat.as_ref(), &qh, ())),
-            Err(_) => {
-                missing.push("pointer");
-                None
-            }
+            Err(_) => None,
         };
         if keyboard.is_none() && pointer.is_none() {
             return Err(WaylandError::NoProtocols);
@@ -243,7 +235,6 @@ impl Wayland {
             started: Instant::now(),
             clock: 0,
             display,
-            missing,
         };
         // A keyboard without a keymap may not send keys; the base keymap also gives the
         // seat its keyboard capability from the start.
@@ -268,11 +259,6 @@ impl Wayland {
     /// Whether the virtual pointer exists.
     pub fn has_pointer(&self) -> bool {
         self.pointer.is_some()
-    }
-
-    /// The devices the compositor did not offer ("keyboard", "pointer").
-    pub fn missing(&self) -> &[&'static str] {
-        &self.missing
     }
 
     fn broken(&self, why: impl std::fmt::Display) -> WaylandError {
