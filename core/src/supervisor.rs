@@ -76,6 +76,8 @@ const PASSED_ENV: &[&str] = &[
     "NIRI_SOCKET",
     "SWAYSOCK",
     "I3SOCK",
+    // An EIS server the input plugin may send to directly (libei's own variable).
+    "LIBEI_SOCKET",
     // Where the session's PipeWire (the capture plugin's microphone) listens.
     "PIPEWIRE_RUNTIME_DIR",
     "PIPEWIRE_REMOTE",

@@ -16,6 +16,7 @@
 //! | handle blobs | `$XDG_RUNTIME_DIR/utter/handles/` |
 //! | socket token | `$XDG_STATE_HOME/utter/runner-token` |
 //! | install manifest | `$XDG_STATE_HOME/utter/installed.json` |
+//! | RemoteDesktop portal restore token | `$XDG_STATE_HOME/utter/remote-desktop-token` |
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -97,6 +98,14 @@ impl BaseDirs {
     /// The socket token file, `$XDG_STATE_HOME/utter/runner-token`.
     pub fn token(&self) -> Option<PathBuf> {
         Some(self.state_dir()?.join("runner-token"))
+    }
+
+    /// The restore token the RemoteDesktop portal gave the input plugin, so the person is
+    /// asked to allow input once rather than at every start (xdg-desktop-portal
+    /// `org.freedesktop.portal.RemoteDesktop`, `persist_mode` and `restore_token`):
+    /// `$XDG_STATE_HOME/utter/remote-desktop-token`.
+    pub fn remote_desktop_token(&self) -> Option<PathBuf> {
+        Some(self.state_dir()?.join("remote-desktop-token"))
     }
 }
 

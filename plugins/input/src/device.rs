@@ -7,6 +7,7 @@
 //! connected (the compositor may start after the runner, or restart); a connection that
 //! broke is dropped and made again on the next call.
 
+use crate::eis::{EIS_BACKEND, Eis, EisError};
 use crate::keymap::{self, Keymap};
 use crate::keys::Chord;
 use crate::layout::LayoutMap;
@@ -29,9 +30,10 @@ pub const UINPUT_WHEEL: &str = "uinput-wheel";
 /// What a key call sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sent {
-    /// The backend used ([`WAYLAND_KEYBOARD`], [`WAYLAND_POINTER`]).
+    /// The backend used ([`WAYLAND_KEYBOARD`], [`WAYLAND_POINTER`], [`UINPUT`],
+    /// [`UINPUT_WHEEL`], [`EIS_BACKEND`]).
     pub backend: &'static str,
-    /// `$WAYLAND_DISPLAY` it went to.
+    /// Where it went: `$WAYLAND_DISPLAY`, `/dev/uinput`, or the EIS server.
     pub display: String,
     /// Key presses sent (each with its release); 0 for pointer actions.
     pub presses: usize,
@@ -48,6 +50,8 @@ pub struct DeviceStatus {
     pub display: Option<String>,
     /// The xkb layout the uinput keyboard types under, when it is in use.
     pub layout: Option<String>,
+    /// Where the libei devices come from, when connected.
+    pub eis_source: Option<String>,
     /// Why each backend that is not in use is not (one line each).
     pub unavailable: Vec<String>,
     /// Whether the thread has tried to connect at least once.
@@ -171,7 +175,9 @@ impl Devices {
 }
 
 /// Which keyboard backend to use: `UTTER_INPUT_BACKEND` = `auto` (default: uinput where
-/// `/dev/uinput` opens, else the Wayland virtual keyboard), `uinput` or `wayland`.
+/// `/dev/uinput` opens, else the Wayland virtual keyboard, else libei), `uinput`, `wayland`,
+/// or `eis` (also `libei`, `portal`: libei alone, through `LIBEI_SOCKET` or the
+/// RemoteDesktop portal).
 fn wanted_backend() -> &'static str {
     match std::env::var("UTTER_INPUT_BACKEND")
         .as_deref()
@@ -179,6 +185,7 @@ fn wanted_backend() -> &'static str {
     {
         Ok("uinput") => "uinput",
         Ok("wayland") => "wayland",
+        Ok("eis" | "libei" | "portal") => "eis",
         _ => "auto",
     }
 }
@@ -190,7 +197,17 @@ struct Backends {
     uinput: Option<Uinput>,
     uinput_error: Option<String>,
     layout_note: Option<String>,
+    eis: Option<Eis>,
+    eis_error: Option<String>,
+    /// Whether libei is wanted: asked for, or needed because nothing else has a keyboard.
+    eis_wanted: bool,
+    /// When a call may try libei again after a failed connection; `None` after the person
+    /// declined in the portal's dialog (asking again at every call would nag).
+    eis_retry_at: Option<std::time::Instant>,
 }
+
+/// How long after a failed libei connection a call tries again.
+const EIS_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Backends {
     fn open() -> Backends {
@@ -200,8 +217,20 @@ impl Backends {
             uinput: None,
             uinput_error: None,
             layout_note: None,
+            eis: None,
+            eis_error: None,
+            eis_wanted: false,
+            eis_retry_at: None,
         };
-        if wanted_backend() == "wayland" {
+        let wanted = wanted_backend();
+        if wanted == "eis" {
+            b.uinput_error = Some(format!("uinput: not used (UTTER_INPUT_BACKEND={wanted})"));
+            b.wayland_error = Some(format!("wayland: not used (UTTER_INPUT_BACKEND={wanted})"));
+            b.eis_wanted = true;
+            b.connect_eis();
+            return b;
+        }
+        if wanted == "wayland" {
             b.uinput_error = Some("uinput: not used (UTTER_INPUT_BACKEND=wayland)".into());
         } else if !std::path::Path::new("/dev/uinput").exists() {
             b.uinput_error =
@@ -222,7 +251,44 @@ impl Backends {
             }
         }
         b.connect_wayland();
+        let keyboard = b.uinput.is_some() || b.wayland.as_ref().is_some_and(|w| w.has_keyboard());
+        if !keyboard && wanted == "auto" {
+            b.eis_wanted = true;
+            b.connect_eis();
+        }
         b
+    }
+
+    /// Whether the Wayland connection is one to keep making (not switched off).
+    fn wayland_used(&self) -> bool {
+        wanted_backend() != "eis"
+    }
+
+    fn connect_eis(&mut self) {
+        let connected = std::panic::catch_unwind(Eis::connect).unwrap_or_else(|_| {
+            Err(EisError::Connect(
+                "the EIS server's setup failed inside reis".into(),
+            ))
+        });
+        match connected {
+            Ok(e) => {
+                tracing::info!(
+                    "libei devices from {}: keyboard {}, pointer {}",
+                    e.source(),
+                    if e.has_keyboard() { "yes" } else { "no" },
+                    if e.has_pointer() { "yes" } else { "no" }
+                );
+                self.eis = Some(e);
+                self.eis_error = None;
+            }
+            Err(e) => {
+                tracing::warn!("no libei devices: {e}");
+                let declined = matches!(e, EisError::Declined(_));
+                self.eis = None;
+                self.eis_error = Some(format!("libei: {e}"));
+                self.eis_retry_at = (!declined).then(|| std::time::Instant::now() + EIS_RETRY);
+            }
+        }
     }
 
     fn connect_wayland(&mut self) {
@@ -248,14 +314,20 @@ impl Backends {
     fn status(&self) -> DeviceStatus {
         let mut unavailable = Vec::new();
         let w = self.wayland.as_ref();
+        let e = self.eis.as_ref();
         let keyboard = if self.uinput.is_some() {
             Some(UINPUT)
+        } else if w.is_some_and(|w| w.has_keyboard()) {
+            Some(WAYLAND_KEYBOARD)
         } else {
-            w.filter(|w| w.has_keyboard()).map(|_| WAYLAND_KEYBOARD)
+            e.filter(|e| e.has_keyboard()).map(|_| EIS_BACKEND)
         };
-        let pointer = match w.filter(|w| w.has_pointer()) {
-            Some(_) => Some(WAYLAND_POINTER),
-            None => self.uinput.as_ref().map(|_| UINPUT_WHEEL),
+        let pointer = if w.is_some_and(|w| w.has_pointer()) {
+            Some(WAYLAND_POINTER)
+        } else if e.is_some_and(|e| e.has_pointer()) {
+            Some(EIS_BACKEND)
+        } else {
+            self.uinput.as_ref().map(|_| UINPUT_WHEEL)
         };
         if let Some(e) = &self.uinput_error {
             unavailable.push(e.clone());
@@ -275,11 +347,25 @@ impl Backends {
             }
             (None, None) => {}
         }
-        unavailable.push("RemoteDesktop portal (libei): not driven by this build yet".into());
+        match (e, &self.eis_error) {
+            (_, Some(err)) => unavailable.push(err.clone()),
+            (Some(e), None) => {
+                if !e.has_keyboard() {
+                    unavailable.push(format!("libei: {} offers no keyboard", e.source()));
+                }
+                if !e.has_pointer() {
+                    unavailable.push(format!("libei: {} offers no pointer", e.source()));
+                }
+            }
+            (None, None) => unavailable.push(
+                "libei (RemoteDesktop portal): not needed, another backend has the keyboard".into(),
+            ),
+        }
         DeviceStatus {
             keyboard,
             pointer,
             display: w.map(|w| w.display().to_owned()),
+            eis_source: e.map(|e| e.source().to_owned()),
             layout: self.uinput.as_ref().map(|u| u.layout().name.clone()),
             unavailable,
             checked: true,
@@ -349,13 +435,23 @@ fn owner(jobs: mpsc::Receiver<Job>, status: Arc<Mutex<DeviceStatus>>) {
         if job.reply().is_closed() {
             continue;
         }
-        if backends.wayland.is_none() {
+        if backends.wayland.is_none() && backends.wayland_used() {
             backends.connect_wayland();
             // A new connection starts from the base keymap.
             assigned = Assigned::default();
             publish(&backends);
         }
-        let (result, reply) = match job {
+        let retry = backends
+            .eis_retry_at
+            .is_some_and(|at| std::time::Instant::now() >= at);
+        if backends.eis.is_none() && backends.eis_wanted && retry {
+            backends.connect_eis();
+            publish(&backends);
+        }
+        // A backend library that panics on what its peer sent must not end the thread
+        // (every later call would fail): the call fails, its connections are dropped and
+        // made again at the next call. The caller's reply goes with the panicking job.
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match job {
             Job::Keys { pieces, reply } => {
                 let cancelled = || reply.is_closed();
                 (
@@ -367,10 +463,31 @@ fn owner(jobs: mpsc::Receiver<Job>, status: Arc<Mutex<DeviceStatus>>) {
                 let cancelled = || reply.is_closed();
                 (pointer(&mut backends, &actions, &cancelled), reply)
             }
-        };
-        if let Err(DeviceError::Wayland(WaylandError::Broken { .. })) = &result {
+        }));
+        let Ok((result, reply)) = ran else {
+            tracing::error!("a backend failed inside its library; its connections are made again");
             backends.wayland = None;
+            if backends.eis.take().is_some() {
+                backends.eis_error = Some("libei: the connection failed inside reis".into());
+                backends.eis_retry_at = Some(std::time::Instant::now());
+            }
+            assigned = Assigned::default();
             publish(&backends);
+            continue;
+        };
+        match &result {
+            Err(DeviceError::Wayland(WaylandError::Broken { .. })) => {
+                backends.wayland = None;
+                publish(&backends);
+            }
+            Err(DeviceError::Eis(e)) if e.is_broken() => {
+                // It worked before: the next call connects again at once.
+                backends.eis = None;
+                backends.eis_error = Some(format!("libei: {e}"));
+                backends.eis_retry_at = Some(std::time::Instant::now());
+                publish(&backends);
+            }
+            _ => {}
         }
         let _ = reply.send(result.map_err(|e| e.to_string()));
     }
@@ -381,6 +498,10 @@ fn owner(jobs: mpsc::Receiver<Job>, status: Arc<Mutex<DeviceStatus>>) {
 enum DeviceError {
     #[error(transparent)]
     Wayland(#[from] WaylandError),
+    #[error(transparent)]
+    Eis(#[from] EisError),
+    #[error("no virtual input device: {0}")]
+    NoDevice(String),
     #[error("the uinput device failed: {0}")]
     Uinput(std::io::Error),
     #[error("the {layout} layout has no key that types {key}")]
@@ -389,13 +510,22 @@ enum DeviceError {
     Unsupported(String),
 }
 
+/// Every reason no backend is there, the one asked for first.
 fn no_device(b: &Backends) -> DeviceError {
-    let why = b
-        .wayland_error
-        .clone()
-        .or_else(|| b.uinput_error.clone())
-        .unwrap_or_else(|| "no device".into());
-    DeviceError::Wayland(WaylandError::Connect(why))
+    let mut why: Vec<String> = Vec::new();
+    let eis = b.eis_error.clone().filter(|_| b.eis_wanted);
+    for reason in [eis, b.wayland_error.clone(), b.uinput_error.clone()]
+        .into_iter()
+        .flatten()
+    {
+        if !reason.contains("not used (UTTER_INPUT_BACKEND") {
+            why.push(reason);
+        }
+    }
+    if why.is_empty() {
+        why.push("no backend could be opened".into());
+    }
+    DeviceError::NoDevice(why.join("; "))
 }
 
 fn keys(
@@ -421,8 +551,28 @@ fn keys(
     let display = b.wayland.as_ref().map(|w| w.display().to_owned());
     let w = match b.wayland.as_mut() {
         Some(w) if w.has_keyboard() => w,
-        Some(_) => return Err(WaylandError::NoKeyboard.into()),
-        None => return Err(no_device(b)),
+        _ => {
+            if let Some(e) = b.eis.as_mut().filter(|e| e.has_keyboard()) {
+                let strokes: Vec<Stroke> = pieces.iter().flatten().cloned().collect();
+                let layout = e.layout().clone();
+                let events = crate::layout::key_events(&layout, &strokes).map_err(|k| {
+                    DeviceError::NoKey {
+                        layout: layout.name.clone(),
+                        key: crate::keys::keysym_name(k),
+                    }
+                })?;
+                let presses = e.keys(&events, cancelled)?;
+                return Ok(Sent {
+                    backend: EIS_BACKEND,
+                    display: e.source().to_owned(),
+                    presses,
+                });
+            }
+            if b.wayland.is_some() {
+                return Err(WaylandError::NoKeyboard.into());
+            }
+            return Err(no_device(b));
+        }
     };
     let mut presses = 0;
     for strokes in pieces {
@@ -463,6 +613,21 @@ fn pointer(
         return Ok(Sent {
             backend: WAYLAND_POINTER,
             display: w.display().to_owned(),
+            presses: 0,
+        });
+    }
+    if let Some(e) = b.eis.as_mut().filter(|e| e.has_pointer()) {
+        for a in actions {
+            if cancelled() {
+                return Err(DeviceError::Unsupported(
+                    "cancelled; the rest of the pointer actions was not sent".into(),
+                ));
+            }
+            e.pointer(*a)?;
+        }
+        return Ok(Sent {
+            backend: EIS_BACKEND,
+            display: e.source().to_owned(),
             presses: 0,
         });
     }

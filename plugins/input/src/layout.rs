@@ -10,6 +10,7 @@
 //! libxkbcommon itself reads), else `us`. Without libxkbcommon, [`LayoutMap::us`] is the US
 //! layout from a table of its own.
 
+use crate::wayland::Stroke;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -221,71 +222,49 @@ impl LayoutMap {
                     "the xkb layout {layout:?} (variant {variant:?}) does not compile (Debian: xkb-data)"
                 ));
             }
-            let state = (xkb.xkb_state_new)(keymap);
-            let mut entries = BTreeMap::new();
-            if !state.is_null() {
-                let index = |name: &str| {
-                    let n = CString::new(name).expect("no NUL");
-                    (xkb.xkb_keymap_mod_get_index)(keymap, n.as_ptr())
-                };
-                let bit = |i: u32| {
-                    if i == xkbcommon_dl::XKB_MOD_INVALID {
-                        0
-                    } else {
-                        1u32 << i
-                    }
-                };
-                let (shift, mod5) = (bit(index("Shift")), bit(index("Mod5")));
-                let min = (xkb.xkb_keymap_min_keycode)(keymap).max(9);
-                let max = (xkb.xkb_keymap_max_keycode)(keymap).min(255 + 8);
-                for (mask, level) in [
-                    (0, 0),
-                    (shift, SHIFT),
-                    (mod5, ALTGR),
-                    (shift | mod5, SHIFT | ALTGR),
-                ] {
-                    if level != 0 && mask == 0 {
-                        continue;
-                    }
-                    (xkb.xkb_state_update_mask)(state, mask, 0, 0, 0, 0, 0);
-                    for kc in min..=max {
-                        let sym = (xkb.xkb_state_key_get_one_sym)(state, kc);
-                        if sym == 0 {
-                            continue;
-                        }
-                        let candidate = ((kc - 8) as u16, level);
-                        let better = entries
-                            .get(&sym)
-                            .is_none_or(|&current| rank(candidate) < rank(current));
-                        if better {
-                            entries.insert(sym, candidate);
-                        }
-                    }
-                }
-                // AltGr is the right Alt key (evdev 100) where the layout makes it
-                // ISO_Level3_Shift; xkb also puts that keysym on a virtual key (<LVL3>) that
-                // no keyboard has, which would otherwise come first.
-                (xkb.xkb_state_update_mask)(state, 0, 0, 0, 0, 0, 0);
-                if (xkb.xkb_state_key_get_one_sym)(state, 100 + 8) == Keysym::ISO_Level3_Shift.raw()
-                {
-                    entries.insert(Keysym::ISO_Level3_Shift.raw(), (100, 0));
-                }
-                (xkb.xkb_state_unref)(state);
-            }
-            (xkb.xkb_keymap_unref)(keymap);
-            (xkb.xkb_context_unref)(ctx);
-            if entries.is_empty() {
-                return Err(format!("the xkb layout {layout:?} has no keys"));
-            }
             let label = if variant.is_empty() {
                 layout.to_owned()
             } else {
                 format!("{layout}({variant})")
             };
-            Ok(LayoutMap {
-                name: format!("{label} (libxkbcommon)"),
-                entries,
-            })
+            read_keymap(xkb, ctx, keymap, &format!("{label} (libxkbcommon)"))
+        }
+    }
+
+    /// Read the keys of a keymap in xkb's text format (`XKB_KEYMAP_FORMAT_TEXT_V1`), as an
+    /// EIS server sends it for its keyboard (`ei_keyboard.keymap`); `label` names it.
+    ///
+    /// # Errors
+    /// libxkbcommon is missing, the text holds NUL, or it does not compile.
+    pub fn from_keymap_text(text: &str, label: &str) -> Result<LayoutMap, String> {
+        let xkb = xkbcommon_dl::xkbcommon_option()
+            .ok_or("libxkbcommon.so.0 cannot be loaded (Debian: libxkbcommon0)")?;
+        let text = CString::new(text.trim_end_matches('\0'))
+            .map_err(|_| "the keymap holds NUL".to_owned())?;
+        // SAFETY: as in `from_names`: the text outlives the call, every returned pointer is
+        // checked for null, and each object is unreferenced once (in `read_keymap`).
+        unsafe {
+            let ctx = (xkb.xkb_context_new)(
+                xkbcommon_dl::xkb_context_flags::XKB_CONTEXT_NO_ENVIRONMENT_NAMES,
+            );
+            if ctx.is_null() {
+                return Err("libxkbcommon could not make a context".into());
+            }
+            (xkb.xkb_context_set_log_level)(
+                ctx,
+                xkbcommon_dl::xkb_log_level::XKB_LOG_LEVEL_CRITICAL,
+            );
+            let keymap = (xkb.xkb_keymap_new_from_string)(
+                ctx,
+                text.as_ptr(),
+                xkbcommon_dl::xkb_keymap_format::XKB_KEYMAP_FORMAT_TEXT_V1,
+                xkbcommon_dl::xkb_keymap_compile_flags::XKB_KEYMAP_COMPILE_NO_FLAGS,
+            );
+            if keymap.is_null() {
+                (xkb.xkb_context_unref)(ctx);
+                return Err(format!("the keymap of {label} does not compile"));
+            }
+            read_keymap(xkb, ctx, keymap, label)
         }
     }
 
@@ -303,6 +282,125 @@ impl LayoutMap {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+}
+
+/// One key event: an evdev code going down (`true`) or up.
+pub type KeyEvent = (u16, bool);
+
+/// The press/release events that type `strokes` under `layout` (what uinput and an EIS keyboard send): each stroke presses its
+/// chord modifiers, then the level modifiers its key needs (Shift, AltGr) that the chord
+/// does not already hold, then the key, and releases all of them in reverse order.
+///
+/// # Errors
+/// The keysym the layout has no key for (named, so the message can say which).
+pub fn key_events(layout: &LayoutMap, strokes: &[Stroke]) -> Result<Vec<KeyEvent>, Keysym> {
+    let shift = layout.lookup(Keysym::Shift_L).map(|k| k.0).unwrap_or(42);
+    let altgr = layout
+        .lookup(Keysym::ISO_Level3_Shift)
+        .filter(|k| k.1 == 0)
+        .map(|k| k.0)
+        .unwrap_or(100);
+    let mut events = Vec::new();
+    for stroke in strokes {
+        let mut held: Vec<u16> = Vec::new();
+        for m in &stroke.modifiers {
+            let (code, _) = layout.lookup(m.keysym()).ok_or(m.keysym())?;
+            if !held.contains(&code) {
+                held.push(code);
+            }
+        }
+        if let Some(key) = stroke.key {
+            let (code, level) = layout.lookup(key).ok_or(key)?;
+            if level & SHIFT != 0 && !held.contains(&shift) {
+                held.push(shift);
+            }
+            if level & ALTGR != 0 && !held.contains(&altgr) {
+                held.push(altgr);
+            }
+            events.extend(held.iter().map(|&c| (c, true)));
+            events.push((code, true));
+            events.push((code, false));
+        } else {
+            events.extend(held.iter().map(|&c| (c, true)));
+        }
+        events.extend(held.iter().rev().map(|&c| (c, false)));
+    }
+    Ok(events)
+}
+
+/// Every keysym `keymap` types with no modifier, Shift, AltGr (`Mod5`) or both, with the
+/// evdev code and level that type it; then unreference `keymap` and `ctx`.
+///
+/// # Safety
+/// `ctx` and `keymap` are live objects of `xkb`, each owned by the caller, who gives them up.
+unsafe fn read_keymap(
+    xkb: &xkbcommon_dl::XkbCommon,
+    ctx: *mut xkbcommon_dl::xkb_context,
+    keymap: *mut xkbcommon_dl::xkb_keymap,
+    label: &str,
+) -> Result<LayoutMap, String> {
+    let mut entries = BTreeMap::new();
+    // SAFETY: the caller's promise; `state` is checked for null and unreferenced once.
+    unsafe {
+        let state = (xkb.xkb_state_new)(keymap);
+        if !state.is_null() {
+            let index = |name: &str| {
+                let n = CString::new(name).expect("no NUL");
+                (xkb.xkb_keymap_mod_get_index)(keymap, n.as_ptr())
+            };
+            let bit = |i: u32| {
+                if i == xkbcommon_dl::XKB_MOD_INVALID {
+                    0
+                } else {
+                    1u32 << i
+                }
+            };
+            let (shift, mod5) = (bit(index("Shift")), bit(index("Mod5")));
+            let min = (xkb.xkb_keymap_min_keycode)(keymap).max(9);
+            let max = (xkb.xkb_keymap_max_keycode)(keymap).min(255 + 8);
+            for (mask, level) in [
+                (0, 0),
+                (shift, SHIFT),
+                (mod5, ALTGR),
+                (shift | mod5, SHIFT | ALTGR),
+            ] {
+                if level != 0 && mask == 0 {
+                    continue;
+                }
+                (xkb.xkb_state_update_mask)(state, mask, 0, 0, 0, 0, 0);
+                for kc in min..=max {
+                    let sym = (xkb.xkb_state_key_get_one_sym)(state, kc);
+                    if sym == 0 {
+                        continue;
+                    }
+                    let candidate = ((kc - 8) as u16, level);
+                    let better = entries
+                        .get(&sym)
+                        .is_none_or(|&current| rank(candidate) < rank(current));
+                    if better {
+                        entries.insert(sym, candidate);
+                    }
+                }
+            }
+            // AltGr is the right Alt key (evdev 100) where the layout makes it
+            // ISO_Level3_Shift; xkb also puts that keysym on a virtual key (<LVL3>) that
+            // no keyboard has, which would otherwise come first.
+            (xkb.xkb_state_update_mask)(state, 0, 0, 0, 0, 0, 0);
+            if (xkb.xkb_state_key_get_one_sym)(state, 100 + 8) == Keysym::ISO_Level3_Shift.raw() {
+                entries.insert(Keysym::ISO_Level3_Shift.raw(), (100, 0));
+            }
+            (xkb.xkb_state_unref)(state);
+        }
+        (xkb.xkb_keymap_unref)(keymap);
+        (xkb.xkb_context_unref)(ctx);
+    }
+    if entries.is_empty() {
+        return Err(format!("the keymap of {label} has no keys"));
+    }
+    Ok(LayoutMap {
+        name: label.to_owned(),
+        entries,
+    })
 }
 
 #[cfg(test)]
@@ -344,6 +442,16 @@ mod tests {
         let us = LayoutMap::from_names("us", "").unwrap();
         assert_eq!(us.lookup(Keysym::z), Some((44, 0)));
         assert_eq!(us.lookup(Keysym::at), Some((3, SHIFT)));
+    }
+
+    #[test]
+    fn a_keymap_that_does_not_compile_is_an_error() {
+        for text in ["", "xkb_keymap { nonsense", "\u{0}", "xkb_keymap {};"] {
+            assert!(
+                LayoutMap::from_keymap_text(text, "test").is_err(),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

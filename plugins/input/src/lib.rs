@@ -16,8 +16,16 @@
 //!   uinput is not available and always for the pointer when offered. The keyboard uploads a
 //!   keymap of its own ([`keymap`]): one key per keysym needed, so what is typed is what was
 //!   asked whatever the person's layout.
-//! * `UTTER_INPUT_BACKEND=wayland` keeps uinput closed; `uinput` or `auto` (the default)
-//!   prefers it. The RemoteDesktop portal (libei) is not driven by this build.
+//! * **libei** ([`eis`], [`portal`]): a sender context on the compositor's EIS server, the
+//!   way GNOME (46+) and KDE Plasma (6.1+) take input. The socket comes from the
+//!   RemoteDesktop portal's `ConnectToEIS` (the person allows it once in the portal's dialog;
+//!   the restore token is kept in `$XDG_STATE_HOME/utter/remote-desktop-token`), or from
+//!   `LIBEI_SOCKET`. Keys are read through the keymap the server sends. Used when neither
+//!   uinput nor a Wayland virtual keyboard is there, or when asked for.
+//! * `UTTER_INPUT_BACKEND`: `auto` (the default: uinput, else Wayland, else libei),
+//!   `uinput`, `wayland` (uinput stays closed), or `eis` (also `libei`, `portal`: libei
+//!   alone). A failed libei connection is tried again at a call 10 s later at the soonest;
+//!   after the person declined, not until the plugin restarts.
 //!
 //! `plugin.health` (and so `utter status`) names the backends in use, the layout uinput
 //! types under, and why each other backend is not in use.
@@ -52,13 +60,15 @@
 //! unknown op or method, `-32000` no device or a broken compositor connection.
 //!
 //! Module map: [`keys`] names and chords, [`keymap`] the uploaded keymaps, [`wayland`] the
-//! protocol client, [`layout`] and [`uinput`] the kernel device, [`device`] the thread that
-//! owns the devices, [`service`] the methods.
+//! protocol client, [`layout`] and [`uinput`] the kernel device, [`eis`] and [`portal`]
+//! libei, [`device`] the thread that owns the devices, [`service`] the methods.
 
 pub mod device;
+pub mod eis;
 pub mod keymap;
 pub mod keys;
 pub mod layout;
+pub mod portal;
 pub mod service;
 pub mod uinput;
 pub mod wayland;

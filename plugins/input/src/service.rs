@@ -389,6 +389,7 @@ fn backend_phrase(sent: &Sent) -> &'static str {
         crate::device::WAYLAND_POINTER => "wlr virtual pointer (zwlr_virtual_pointer_v1)",
         crate::device::UINPUT => "uinput keyboard",
         crate::device::UINPUT_WHEEL => "uinput wheel and buttons",
+        crate::eis::EIS_BACKEND => "libei emulated-input device",
         _ => "virtual device",
     }
 }
@@ -399,6 +400,10 @@ pub fn status_line(s: &DeviceStatus) -> String {
     let on = |backend: &str| match (backend, &s.display, &s.layout) {
         (crate::device::UINPUT, _, Some(layout)) => format!("{backend} (layout {layout})"),
         (crate::device::UINPUT | crate::device::UINPUT_WHEEL, _, _) => backend.to_owned(),
+        (crate::eis::EIS_BACKEND, _, _) => match &s.eis_source {
+            Some(from) => format!("{backend} from {from}"),
+            None => backend.to_owned(),
+        },
         (_, Some(d), _) => format!("{backend} on {d}"),
         _ => backend.to_owned(),
     };

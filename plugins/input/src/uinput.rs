@@ -7,58 +7,14 @@
 //! It can press keys, scroll (`REL_WHEEL`, `REL_HWHEEL`) and click where the pointer is; it
 //! cannot put the pointer at a point (that needs the Wayland virtual pointer).
 
-use crate::layout::{ALTGR, LayoutMap, SHIFT};
-use crate::wayland::Stroke;
+use crate::layout::LayoutMap;
 use evdev::uinput::VirtualDevice;
 use evdev::{AttributeSet, EventType, InputEvent, KeyCode, RelativeAxisCode};
-use xkeysym::Keysym;
 
 /// The device name compositors and `libinput list-devices` show.
 pub const DEVICE_NAME: &str = "Utter virtual keyboard";
 
-/// One key event: an evdev code going down (`true`) or up.
-pub type KeyEvent = (u16, bool);
-
-/// The press/release events that type `strokes` under `layout`: each stroke presses its
-/// chord modifiers, then the level modifiers its key needs (Shift, AltGr) that the chord
-/// does not already hold, then the key, and releases all of them in reverse order.
-///
-/// # Errors
-/// The keysym the layout has no key for (named, so the message can say which).
-pub fn key_events(layout: &LayoutMap, strokes: &[Stroke]) -> Result<Vec<KeyEvent>, Keysym> {
-    let shift = layout.lookup(Keysym::Shift_L).map(|k| k.0).unwrap_or(42);
-    let altgr = layout
-        .lookup(Keysym::ISO_Level3_Shift)
-        .filter(|k| k.1 == 0)
-        .map(|k| k.0)
-        .unwrap_or(100);
-    let mut events = Vec::new();
-    for stroke in strokes {
-        let mut held: Vec<u16> = Vec::new();
-        for m in &stroke.modifiers {
-            let (code, _) = layout.lookup(m.keysym()).ok_or(m.keysym())?;
-            if !held.contains(&code) {
-                held.push(code);
-            }
-        }
-        if let Some(key) = stroke.key {
-            let (code, level) = layout.lookup(key).ok_or(key)?;
-            if level & SHIFT != 0 && !held.contains(&shift) {
-                held.push(shift);
-            }
-            if level & ALTGR != 0 && !held.contains(&altgr) {
-                held.push(altgr);
-            }
-            events.extend(held.iter().map(|&c| (c, true)));
-            events.push((code, true));
-            events.push((code, false));
-        } else {
-            events.extend(held.iter().map(|&c| (c, true)));
-        }
-        events.extend(held.iter().rev().map(|&c| (c, false)));
-    }
-    Ok(events)
-}
+pub use crate::layout::{KeyEvent, key_events};
 
 /// The open device.
 pub struct Uinput {
@@ -177,6 +133,8 @@ impl Uinput {
 mod tests {
     use super::*;
     use crate::keys::{Modifier, parse_chord};
+    use crate::wayland::Stroke;
+    use xkeysym::Keysym;
 
     fn typing(text: &str) -> Vec<Stroke> {
         text.chars()
