@@ -66,7 +66,8 @@
 pub mod device;
 pub mod eis;
 pub mod keymap;
-pub mod keys;
+/// Key names and chords (the `utter-keys` crate, shared with the rules router).
+pub use utter_keys as keys;
 pub mod layout;
 pub mod portal;
 pub mod service;

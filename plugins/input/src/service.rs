@@ -39,10 +39,9 @@ fn invalid(message: impl Into<String>) -> ErrorObject {
     ErrorObject::invalid_params(message)
 }
 
-impl From<KeyError> for ErrorObject {
-    fn from(e: KeyError) -> Self {
-        invalid(e.to_string())
-    }
+/// A bad key name or chord is invalid params.
+fn bad_keys(e: KeyError) -> ErrorObject {
+    invalid(e.to_string())
 }
 
 /// The plugin's state: the devices, opened at start.
@@ -127,7 +126,7 @@ impl Service {
                 "key needs a string chord of X keysym names, e.g. \"Return\" or \"ctrl+shift+t\"",
             ));
         };
-        let chord = keys::parse_chord(chord)?;
+        let chord = keys::parse_chord(chord).map_err(bad_keys)?;
         let repeat = match args.get("repeat") {
             None | Some(Value::Null) => 1,
             Some(v) => v
@@ -183,7 +182,7 @@ impl Service {
         let Some(text) = args.get("text").and_then(Value::as_str) else {
             return Err(invalid("type_keys needs a string text"));
         };
-        let keysyms = keys::text_keysyms(text)?;
+        let keysyms = keys::text_keysyms(text).map_err(bad_keys)?;
         let target = Target::from_args(args)?;
         // What is typed: "\r\n" is one Return.
         let n = keysyms.len();
