@@ -487,6 +487,8 @@ fn owner(jobs: mpsc::Receiver<Job>, status: Arc<Mutex<DeviceStatus>>) {
                 backends.eis_retry_at = Some(std::time::Instant::now());
                 publish(&backends);
             }
+            // libei devices may have come or gone during the call.
+            _ if backends.eis.is_some() => publish(&backends),
             _ => {}
         }
         let _ = reply.send(result.map_err(|e| e.to_string()));
@@ -552,7 +554,16 @@ fn keys(
     let w = match b.wayland.as_mut() {
         Some(w) if w.has_keyboard() => w,
         _ => {
-            if let Some(e) = b.eis.as_mut().filter(|e| e.has_keyboard()) {
+            if let Some(e) = b.eis.as_mut() {
+                // Devices the server added (or took away) since the last call.
+                e.refresh()?;
+                if !e.has_keyboard() {
+                    return Err(EisError::Missing {
+                        from: e.source().to_owned(),
+                        what: "keyboard",
+                    }
+                    .into());
+                }
                 let strokes: Vec<Stroke> = pieces.iter().flatten().cloned().collect();
                 let layout = e.layout().clone();
                 let events = crate::layout::key_events(&layout, &strokes).map_err(|k| {
@@ -616,7 +627,15 @@ fn pointer(
             presses: 0,
         });
     }
-    if let Some(e) = b.eis.as_mut().filter(|e| e.has_pointer()) {
+    if let Some(e) = b.eis.as_mut() {
+        e.refresh()?;
+        if !e.has_pointer() {
+            return Err(EisError::Missing {
+                from: e.source().to_owned(),
+                what: "pointer",
+            }
+            .into());
+        }
         for a in actions {
             if cancelled() {
                 return Err(DeviceError::Unsupported(

@@ -35,6 +35,15 @@ const RESUME_TIMEOUT: Duration = Duration::from_secs(1);
 const ROUNDTRIP_TIMEOUT: Duration = Duration::from_secs(2);
 /// The largest keymap read from the server.
 const MAX_KEYMAP: u32 = 4 << 20;
+/// More open file descriptors than this and the connection is given up (see
+/// [`Eis::refresh`]).
+const MAX_OPEN_FDS: usize = 4096;
+
+/// The longest a key call may take: the round trip's limit plus a millisecond per event
+/// (2000 characters typed are about 8000 events), at most 30 s.
+fn call_budget(events: usize) -> Duration {
+    (ROUNDTRIP_TIMEOUT + Duration::from_millis(events as u64)).min(Duration::from_secs(30))
+}
 
 /// Linux button codes the `ei_button` interface takes.
 const BTN_LEFT: u32 = 0x110;
@@ -75,6 +84,17 @@ pub enum EisError {
     /// The caller went away; keys pressed so far were released.
     #[error("cancelled after {0} key presses (every key pressed was released)")]
     Cancelled(usize),
+    /// The server paused or removed the device (or its seat) during the call; keys sent
+    /// after that may have been dropped.
+    #[error(
+        "the EIS server paused or removed the {what} during the call, after {sent} key presses had been sent; some may have been dropped (every key pressed was released)"
+    )]
+    Interrupted {
+        /// The device.
+        what: &'static str,
+        /// Presses sent before it was noticed.
+        sent: usize,
+    },
     /// A point outside the regions the absolute pointer covers.
     #[error("the point {x},{y} is outside the screen regions the EIS server offers")]
     Outside {
@@ -99,6 +119,11 @@ pub struct Eis {
     devices: Vec<(Device, bool)>,
     pending_seats: Vec<reis::event::Seat>,
     seats: usize,
+    /// Whether the first seat is bound (only that one is).
+    bound: bool,
+    /// Devices paused or removed, and seats removed, so far: a call that sees it change
+    /// knows its device went away under it.
+    interruptions: u64,
     layout: Option<LayoutMap>,
     source: String,
     sequence: u32,
@@ -193,6 +218,8 @@ impl Eis {
             devices: Vec::new(),
             pending_seats: Vec::new(),
             seats: 0,
+            bound: false,
+            interruptions: 0,
             layout: None,
             source,
             sequence: 0,
@@ -247,6 +274,15 @@ impl Eis {
             let from_server = self.find(DeviceCapability::Keyboard).and_then(|d| {
                 keymap_text(d).map(|t| (t, d.name().unwrap_or("keyboard").to_owned()))
             });
+            if from_server.is_none()
+                && self
+                    .find(DeviceCapability::Keyboard)
+                    .is_some_and(|d| d.keymap().is_some())
+            {
+                tracing::warn!(
+                    "the EIS keyboard's keymap cannot be read (not xkb text, empty, larger than {MAX_KEYMAP} bytes or unreadable); using the environment's layout"
+                );
+            }
             let layout = match from_server {
                 Some((text, name)) => {
                     LayoutMap::from_keymap_text(&text, &format!("{name} (EIS keymap)"))
@@ -280,6 +316,9 @@ impl Eis {
             from: self.source.clone(),
             what: "keyboard",
         })?;
+        // One deadline for the whole call, whatever the server's pace.
+        let deadline = Instant::now() + call_budget(events.len());
+        let interruptions = self.interruptions;
         self.start_emulating(&device);
         let mut held: Vec<u16> = Vec::new();
         let mut presses = 0;
@@ -287,6 +326,13 @@ impl Eis {
         for &(code, down) in events {
             if held.is_empty() && cancelled() {
                 outcome = Err(EisError::Cancelled(presses));
+                break;
+            }
+            if held.is_empty() && self.interruptions != interruptions {
+                outcome = Err(EisError::Interrupted {
+                    what: "keyboard",
+                    sent: presses,
+                });
                 break;
             }
             let state = if down {
@@ -300,7 +346,12 @@ impl Eis {
             keyboard.key(u32::from(code), state);
             self.frame(&device);
             if held.is_empty() {
-                if let Err(e) = self.flush() {
+                // Between strokes: send, and read what the server said meanwhile (a pause,
+                // a removed device) before the next stroke.
+                if let Err(e) = self
+                    .flush_until(deadline)
+                    .and_then(|()| self.dispatch(Instant::now()))
+                {
                     outcome = Err(e);
                     break;
                 }
@@ -314,6 +365,13 @@ impl Eis {
         device.device().stop_emulating(self.serial());
         outcome?;
         self.roundtrip()?;
+        if self.interruptions != interruptions {
+            // Paused or removed while the keys were on their way: some may be lost.
+            return Err(EisError::Interrupted {
+                what: "keyboard",
+                sent: presses,
+            });
+        }
         Ok(presses)
     }
 
@@ -445,25 +503,49 @@ impl Eis {
         device.device().frame(self.serial(), now_micros());
     }
 
-    /// Bind the wanted capabilities of every seat not bound yet; whether any seat is known.
+    /// Bind the wanted capabilities of the first seat the server announced (only that
+    /// one: compositors offer one seat); whether it is bound.
     fn bind_seats(&mut self) -> bool {
-        let mut any = false;
-        while let Some(seat) = self.pending_seats.pop() {
+        if !self.bound && !self.pending_seats.is_empty() {
+            let seat = self.pending_seats.remove(0);
             seat.bind_capabilities(
                 DeviceCapability::Keyboard
                     | DeviceCapability::PointerAbsolute
                     | DeviceCapability::Button
                     | DeviceCapability::Scroll,
             );
-            any = true;
+            self.bound = true;
         }
-        any || self.seats > 0
+        self.pending_seats.clear();
+        self.bound
+    }
+
+    /// Read what the server sent since the last call (devices added late, paused, removed),
+    /// without waiting; a connection holding an absurd number of received file descriptors
+    /// is given up (reis keeps every fd a message brought, so a hostile server could
+    /// exhaust the process's).
+    ///
+    /// # Errors
+    /// [`EisError::Broken`].
+    pub fn refresh(&mut self) -> Result<(), EisError> {
+        self.dispatch(Instant::now())?;
+        let open = std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count);
+        if open > MAX_OPEN_FDS {
+            return Err(self.broken(format!(
+                "the process holds {open} file descriptors, most of them sent by the server"
+            )));
+        }
+        Ok(())
     }
 
     /// Write out what is buffered, waiting (bounded) while the socket is full and reading
     /// meanwhile so a server that writes too cannot deadlock us.
     fn flush(&mut self) -> Result<(), EisError> {
-        let deadline = Instant::now() + ROUNDTRIP_TIMEOUT;
+        self.flush_until(Instant::now() + ROUNDTRIP_TIMEOUT)
+    }
+
+    /// [`Eis::flush`] with a given deadline.
+    fn flush_until(&mut self, deadline: Instant) -> Result<(), EisError> {
         loop {
             match self.context.flush() {
                 Ok(()) => return Ok(()),
@@ -525,7 +607,10 @@ impl Eis {
                     self.seats += 1;
                     self.pending_seats.push(added.seat);
                 }
-                EiEvent::SeatRemoved(_) => self.seats = self.seats.saturating_sub(1),
+                EiEvent::SeatRemoved(_) => {
+                    self.seats = self.seats.saturating_sub(1);
+                    self.interruptions += 1;
+                }
                 EiEvent::DeviceAdded(added) => {
                     tracing::info!(
                         "EIS device {:?} from {}",
@@ -536,6 +621,7 @@ impl Eis {
                     self.devices.push((added.device, false));
                 }
                 EiEvent::DeviceRemoved(removed) => {
+                    self.interruptions += 1;
                     self.devices.retain(|(d, _)| *d != removed.device);
                     self.layout = None;
                 }
@@ -547,6 +633,7 @@ impl Eis {
                     }
                 }
                 EiEvent::DevicePaused(paused) => {
+                    self.interruptions += 1;
                     for (d, on) in &mut self.devices {
                         if *d == paused.device {
                             *on = false;

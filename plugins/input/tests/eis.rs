@@ -65,7 +65,7 @@ async fn keys_clicks_and_scrolls_go_through_the_remote_desktop_portal() {
         server: ServerOptions {
             keymap: Some(keymap_of("de")),
             region: Some((0, 0, 1280, 720)),
-            never_resume: false,
+            ..Default::default()
         },
         ..Default::default()
     };
@@ -354,4 +354,75 @@ async fn libei_socket_is_used_directly_and_misbehaving_servers_fail_cleanly() {
         .unwrap_err();
     assert!(err.message.contains("paused"), "{err:?}");
     assert!(log.lock().unwrap().iter().all(|l| !is_input(l)));
+}
+
+/// Serve every connection to a fresh socket with `options`; the log of all of them.
+fn serve_socket(options: ServerOptions) -> (tempfile::TempDir, std::path::PathBuf, portal::Log) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("eis-0");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let log: portal::Log = Default::default();
+    let served = log.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            portal::serve(stream, options.clone(), served.clone());
+        }
+    });
+    (dir, path, log)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_paused_during_a_call_fails_it_and_releases_every_key() {
+    let (_dir, path, log) = serve_socket(ServerOptions {
+        pause_after_keys: Some(20),
+        ..Default::default()
+    });
+    let plugin = start_plugin(&[
+        ("LIBEI_SOCKET", path.to_str().unwrap()),
+        ("UTTER_INPUT_BACKEND", "eis"),
+        ("UTTER_XKB_LAYOUT", "us"),
+    ])
+    .await;
+    let text = "abcdefghij".repeat(30);
+    let err = invoke(&plugin, "type_keys", json!({"text": text}))
+        .await
+        .expect_err("a pause mid-call is no success");
+    assert_eq!(err.code, -32000, "{err:?}");
+    assert!(err.message.contains("paused or removed"), "{err:?}");
+    let lines = log.lock().unwrap().clone();
+    assert!(lines.iter().any(|l| l == "paused"), "{lines:?}");
+    let presses = lines.iter().filter(|l| l.ends_with(" press")).count();
+    let releases = lines.iter().filter(|l| l.ends_with(" release")).count();
+    assert_eq!(presses, releases, "every press has its release: {lines:?}");
+    assert!(
+        presses < 300,
+        "it stopped after the pause ({presses} presses)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_the_server_adds_late_are_used_and_a_missing_keyboard_is_named() {
+    let (_dir, path, log) = serve_socket(ServerOptions {
+        add_late: Some(Duration::from_millis(3500)),
+        ..Default::default()
+    });
+    let plugin = start_plugin(&[
+        ("LIBEI_SOCKET", path.to_str().unwrap()),
+        ("UTTER_INPUT_BACKEND", "eis"),
+        ("UTTER_XKB_LAYOUT", "us"),
+    ])
+    .await;
+    // Connected, but the server has no device yet (its setup window is 3 s).
+    let err = invoke(&plugin, "key", json!({"chord": "Return"}))
+        .await
+        .expect_err("no keyboard yet");
+    assert!(err.message.contains("offers no keyboard"), "{err:?}");
+    wait_lines(&log, 1, |l| l == "added").await;
+    let pressed = invoke(&plugin, "key", json!({"chord": "Return"}))
+        .await
+        .expect("the late keyboard is used");
+    assert_eq!(pressed["backend"], "libei", "{pressed}");
+    let keys = wait_lines(&log, 2, is_input).await;
+    assert_eq!(keys, ["key 28 press", "key 28 release"]);
 }

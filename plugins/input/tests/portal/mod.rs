@@ -37,6 +37,10 @@ pub struct ServerOptions {
     pub region: Option<(u32, u32, u32, u32)>,
     /// Add the devices paused and never resume them.
     pub never_resume: bool,
+    /// Pause every device once this many key events arrived.
+    pub pause_after_keys: Option<usize>,
+    /// Add the devices this long after the bind, not at once.
+    pub add_late: Option<Duration>,
 }
 
 /// Serve one EIS connection on `stream` in a thread until the client goes; events go to
@@ -93,10 +97,22 @@ fn serve_here(stream: UnixStream, options: &ServerOptions, log: &Log) -> Result<
             | DeviceCapability::Scroll,
     );
     let _ = converter.handle().flush();
-    let mut devices = Vec::new();
+    let mut devices: Vec<reis::request::Device> = Vec::new();
+    let mut keys_seen = 0usize;
+    let mut late: Option<(Instant, Caps)> = None;
     loop {
-        // One hour is "until the client goes" for a test.
-        wait(&context, Instant::now() + Duration::from_secs(3600))?;
+        if let Some((at, caps)) = late
+            && Instant::now() >= at
+        {
+            late = None;
+            add_devices(&seat, caps, options, &mut devices);
+            log.lock().unwrap().push("added".into());
+            let _ = converter.handle().flush();
+        }
+        // Short waits, so that late devices come on time; the client's end ends the loop.
+        if wait(&context, Instant::now() + Duration::from_millis(100)).is_err() {
+            continue;
+        }
         match context.read() {
             Ok(0) => return Ok(()),
             Ok(_) => {}
@@ -112,62 +128,35 @@ fn serve_here(stream: UnixStream, options: &ServerOptions, log: &Log) -> Result<
             let line = match request {
                 EisRequest::Disconnect => return Ok(()),
                 EisRequest::Bind(bind) => {
-                    if bind.capabilities.contains(DeviceCapability::Keyboard) {
-                        let keymap = options.keymap.clone();
-                        let keyboard = seat.add_device(
-                            Some("test keyboard"),
-                            eis::device::DeviceType::Virtual,
-                            DeviceCapability::Keyboard.into(),
-                            move |d| {
-                                if let (Some(text), Some(kb)) =
-                                    (keymap, d.interface::<eis::Keyboard>())
-                                {
-                                    let fd = keymap_fd(&text);
-                                    kb.keymap(
-                                        eis::keyboard::KeymapType::Xkb,
-                                        text.len() as u32,
-                                        fd.as_fd(),
-                                    );
-                                }
-                            },
-                        );
-                        devices.push(keyboard);
-                    }
-                    let pointer_caps = DeviceCapability::PointerAbsolute
-                        | DeviceCapability::Button
-                        | DeviceCapability::Scroll;
-                    if bind.capabilities.intersects(pointer_caps) {
-                        let region = options.region;
-                        let pointer = seat.add_device(
-                            Some("test pointer"),
-                            eis::device::DeviceType::Virtual,
-                            bind.capabilities & pointer_caps,
-                            move |d| {
-                                if let Some((x, y, w, h)) = region {
-                                    d.device().region(x, y, w, h, 1.0);
-                                }
-                            },
-                        );
-                        devices.push(pointer);
-                    }
-                    if !options.never_resume {
-                        for d in &devices {
-                            d.resumed();
-                        }
+                    match options.add_late {
+                        Some(delay) => late = Some((Instant::now() + delay, bind.capabilities)),
+                        None => add_devices(&seat, bind.capabilities, options, &mut devices),
                     }
                     format!("bind {}", bind.capabilities.bits())
                 }
                 EisRequest::DeviceStartEmulating(_) => "start".into(),
                 EisRequest::DeviceStopEmulating(_) => "stop".into(),
-                EisRequest::KeyboardKey(k) => format!(
-                    "key {} {}",
-                    k.key,
-                    if k.state == eis::keyboard::KeyState::Press {
-                        "press"
+                EisRequest::KeyboardKey(k) => {
+                    keys_seen += 1;
+                    let line = format!(
+                        "key {} {}",
+                        k.key,
+                        if k.state == eis::keyboard::KeyState::Press {
+                            "press"
+                        } else {
+                            "release"
+                        }
+                    );
+                    if options.pause_after_keys == Some(keys_seen) {
+                        for d in &devices {
+                            d.paused();
+                        }
+                        log.lock().unwrap().push(line);
+                        "paused".into()
                     } else {
-                        "release"
+                        line
                     }
-                ),
+                }
                 EisRequest::Button(b) => format!(
                     "button {} {}",
                     b.button,
@@ -189,6 +178,56 @@ fn serve_here(stream: UnixStream, options: &ServerOptions, log: &Log) -> Result<
             log.lock().unwrap().push(line);
         }
         let _ = converter.handle().flush();
+    }
+}
+
+type Caps = reis::enumflags2::BitFlags<DeviceCapability>;
+
+/// Add a keyboard (sending the keymap of the options) and a pointer for the bound
+/// capabilities, and resume them unless the options say never.
+fn add_devices(
+    seat: &reis::request::Seat,
+    capabilities: Caps,
+    options: &ServerOptions,
+    devices: &mut Vec<reis::request::Device>,
+) {
+    if capabilities.contains(DeviceCapability::Keyboard) {
+        let keymap = options.keymap.clone();
+        devices.push(seat.add_device(
+            Some("test keyboard"),
+            eis::device::DeviceType::Virtual,
+            DeviceCapability::Keyboard.into(),
+            move |d| {
+                if let (Some(text), Some(kb)) = (keymap, d.interface::<eis::Keyboard>()) {
+                    let fd = keymap_fd(&text);
+                    kb.keymap(
+                        eis::keyboard::KeymapType::Xkb,
+                        text.len() as u32,
+                        fd.as_fd(),
+                    );
+                }
+            },
+        ));
+    }
+    let pointer_caps =
+        DeviceCapability::PointerAbsolute | DeviceCapability::Button | DeviceCapability::Scroll;
+    if capabilities.intersects(pointer_caps) {
+        let region = options.region;
+        devices.push(seat.add_device(
+            Some("test pointer"),
+            eis::device::DeviceType::Virtual,
+            capabilities & pointer_caps,
+            move |d| {
+                if let Some((x, y, w, h)) = region {
+                    d.device().region(x, y, w, h, 1.0);
+                }
+            },
+        ));
+    }
+    if !options.never_resume {
+        for d in devices.iter() {
+            d.resumed();
+        }
     }
 }
 
