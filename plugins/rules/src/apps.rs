@@ -37,6 +37,8 @@ pub struct AppEntry {
     pub keywords: Vec<String>,
     /// `StartupWMClass`: the app_id (or X11 class) its windows are expected to have.
     pub wm_class: Option<String>,
+    /// The file name of the program `Exec` runs (`firefox-esr`, `mpv`), if it names one.
+    pub exec: Option<String>,
 }
 
 #[cfg(test)]
@@ -49,6 +51,7 @@ impl AppEntry {
             generic_name: generic_name.map(str::to_owned),
             keywords: keywords.iter().map(|k| (*k).to_owned()).collect(),
             wm_class: None,
+            exec: None,
         }
     }
 
@@ -65,11 +68,79 @@ enum MatchLevel {
     Name,
     GenericName,
     Keyword,
+    /// The desktop id, or its last dot-separated part (`org.gnome.Calculator`).
+    Id,
+    /// The program `Exec` runs.
+    Exec,
+    /// `StartupWMClass`.
+    WmClass,
+    /// A run of the `Name`'s words that no other entry's `Name` has ("firefox" of
+    /// "Firefox ESR", "media player" of "mpv Media Player").
+    Part,
+}
+
+/// Words too common to name an application alone ("open browser" says no more than "a
+/// browser"); as part of a longer run ("media player") they count.
+const GENERIC_WORDS: &[&str] = &[
+    "app",
+    "application",
+    "browser",
+    "web",
+    "media",
+    "player",
+    "editor",
+    "text",
+    "file",
+    "files",
+    "manager",
+    "viewer",
+    "settings",
+    "system",
+    "tool",
+    "tools",
+    "terminal",
+    "mail",
+    "music",
+    "video",
+    "image",
+    "office",
+    "document",
+    "the",
+    "a",
+    "of",
+    "and",
+    "for",
+    "gnu",
+    "desktop",
+    "client",
+    "studio",
+    "code",
+    "new",
+    "open",
+    "free",
+];
+
+/// Whether `wanted` (normalised words) is a run of the words of `name` worth matching on
+/// its own: several words, or one that is not a generic word and has three letters.
+fn is_name_part(name: &str, wanted: &str) -> bool {
+    let name = normalize(name);
+    let words: Vec<&str> = name.split(' ').collect();
+    let want: Vec<&str> = wanted.split(' ').collect();
+    if want.len() >= words.len() || want.is_empty() {
+        return false;
+    }
+    if want.len() == 1 && (GENERIC_WORDS.contains(&want[0]) || want[0].chars().count() < 3) {
+        return false;
+    }
+    words.windows(want.len()).any(|w| w == want.as_slice())
 }
 
 /// The application a spoken name refers to, if any. `spoken` is [`normalize`]d text such as
 /// `the marker writer app`. It is compared with each entry's `Name`, then `GenericName`,
-/// then `Keywords`, ignoring case, punctuation and spaces; a better field wins over a worse
+/// then `Keywords`, the desktop id, the program of `Exec` and `StartupWMClass`, ignoring
+/// case, punctuation and spaces, and last with a run of the `Name`'s words that only one
+/// entry has ("firefox" finds "Firefox ESR", "media player" finds "mpv Media Player"; a
+/// single generic word such as "browser" does not count); a better field wins over a worse
 /// one, and among equals the shortest `Name` (then the smallest id) wins. A leading
 /// "the"/"my"/"a" and a trailing "app", "application" or "program" are tried away if the
 /// literal text matched nothing.
@@ -108,7 +179,9 @@ fn best_match<'a>(apps: &'a [AppEntry], spoken: &str) -> Option<&'a AppEntry> {
         return None;
     }
     let same = |field: &str| compact(&normalize(field)) == wanted;
-    apps.iter()
+    let spoken_words = normalize(spoken);
+    let matches: Vec<(MatchLevel, usize, &str, &AppEntry)> = apps
+        .iter()
         .filter_map(|app| {
             let level = if same(&app.name) {
                 MatchLevel::Name
@@ -116,13 +189,33 @@ fn best_match<'a>(apps: &'a [AppEntry], spoken: &str) -> Option<&'a AppEntry> {
                 MatchLevel::GenericName
             } else if app.keywords.iter().any(|k| same(k)) {
                 MatchLevel::Keyword
+            } else if same(&app.id) || app.id.rsplit('.').next().is_some_and(same) {
+                MatchLevel::Id
+            } else if app.exec.as_deref().is_some_and(same) {
+                MatchLevel::Exec
+            } else if app.wm_class.as_deref().is_some_and(same) {
+                MatchLevel::WmClass
+            } else if is_name_part(&app.name, &spoken_words) {
+                MatchLevel::Part
             } else {
                 return None;
             };
             Some((level, app.name.chars().count(), app.id.as_str(), app))
         })
-        .min_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)))
-        .map(|(_, _, _, app)| app)
+        .collect();
+    let best = matches
+        .iter()
+        .min_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)))?;
+    // A part of a name must be one application's alone, and so must a generic word that
+    // several entries list ("the browser" with two browsers installed).
+    let ambiguous = matches.iter().filter(|m| m.0 == best.0).count() > 1
+        && (best.0 == MatchLevel::Part
+            || (matches!(best.0, MatchLevel::GenericName | MatchLevel::Keyword)
+                && GENERIC_WORDS.contains(&spoken_words.as_str())));
+    if ambiguous {
+        return None;
+    }
+    Some(best.3)
 }
 
 /// The `applications` directories to scan, in precedence order (the desktop plugin's, so
@@ -218,12 +311,26 @@ fn read_entry(file: &FoundFile) -> Option<AppEntry> {
         .startup_wm_class()
         .map(|c| c.trim().to_owned())
         .filter(|c| !c.is_empty());
+    // The program: the first word that is no variable assignment and not `env`.
+    let exec = entry.exec().and_then(|line| {
+        line.split_whitespace()
+            .find(|w| !w.contains('=') && *w != "env")
+            .map(|w| {
+                w.trim_matches('"')
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or(w)
+                    .to_owned()
+            })
+            .filter(|w| !w.is_empty())
+    });
     Some(AppEntry {
         id: file.id.clone(),
         name,
         generic_name,
         keywords,
         wm_class,
+        exec,
     })
 }
 

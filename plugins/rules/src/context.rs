@@ -3,7 +3,8 @@
 //!
 //! Only two things are read from it: which compositor runs (so that niri actions are not
 //! planned on sway) and the `app_id` of each window (so that "switch to foot" can focus a
-//! window of an application that has no desktop entry). Titles, which whatever runs in a
+//! window of an application that has no desktop entry, and the focused window's picks the
+//! application profile a phrase is planned with). Titles, which whatever runs in a
 //! window writes, are never read at all. Everything else in the snapshot is ignored, so a
 //! newer snapshot with more fields still plans. Of a long window list only the first
 //! [`MAX_WINDOWS`] are read, and a context of the wrong shape is planned without
@@ -26,6 +27,9 @@ pub struct Context {
     pub compositor: Option<String>,
     /// The `app_id`s of `focused` and `windows`, in that order, without repeats.
     pub app_ids: Vec<String>,
+    /// The focused window's `app_id`, which picks the application profile a phrase is
+    /// planned with ([`crate::profiles`]).
+    pub focused_app_id: Option<String>,
 }
 
 /// The JSON type of a value, for messages.
@@ -115,9 +119,18 @@ impl Context {
             }
             Ok(())
         };
+        let mut focused_app_id = None;
         match object.get("focused") {
             None | Some(Value::Null) => {}
-            Some(window) => add(window, "context.focused")?,
+            Some(window) => {
+                add(window, "context.focused")?;
+                focused_app_id = window
+                    .get("app_id")
+                    .and_then(Value::as_str)
+                    .map(str::trim)
+                    .filter(|id| !id.is_empty() && id.len() <= MAX_APP_ID)
+                    .map(str::to_owned);
+            }
         }
         match object.get("windows") {
             None | Some(Value::Null) => {}
@@ -136,6 +149,7 @@ impl Context {
         Ok(Some(Context {
             compositor,
             app_ids,
+            focused_app_id,
         }))
     }
 
@@ -247,7 +261,7 @@ mod tests {
         assert!(Context::may_be_niri(Some(&empty)));
         let sway = Context {
             compositor: Some("sway".into()),
-            app_ids: vec![],
+            ..Default::default()
         };
         assert!(!Context::may_be_niri(Some(&sway)));
     }
@@ -306,8 +320,8 @@ mod tests {
     #[test]
     fn the_likest_app_id_wins() {
         let ids = |ids: &[&str]| Context {
-            compositor: None,
             app_ids: ids.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
         };
         let context = ids(&["x.x", "X-X", "XX", "xx"]);
         assert_eq!(context.window_app("xx"), Some("xx"));

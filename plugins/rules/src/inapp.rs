@@ -194,17 +194,17 @@ fn decide(utterance: &str) -> Outcome {
 }
 
 /// An utterance as normalised words that remember where they came from.
-struct Spoken<'a> {
-    raw: &'a str,
-    words: Vec<SpokenWord>,
+pub(crate) struct Spoken<'a> {
+    pub(crate) raw: &'a str,
+    pub(crate) words: Vec<SpokenWord>,
     /// The first word after the leading fillers ("please", "hey utter").
-    first: usize,
+    pub(crate) first: usize,
     /// One past the last word before the trailing fillers ("please", "thanks").
-    last: usize,
+    pub(crate) last: usize,
 }
 
 impl<'a> Spoken<'a> {
-    fn new(raw: &'a str) -> Spoken<'a> {
+    pub(crate) fn new(raw: &'a str) -> Spoken<'a> {
         let words = normalize_words(raw);
         let joined = words
             .iter()
@@ -223,7 +223,7 @@ impl<'a> Spoken<'a> {
     }
 
     /// The normalised words from `from` to the trailing fillers.
-    fn text(&self, from: usize) -> Vec<&str> {
+    pub(crate) fn text(&self, from: usize) -> Vec<&str> {
         self.words
             .get(from..self.last)
             .unwrap_or_default()
@@ -233,7 +233,7 @@ impl<'a> Spoken<'a> {
     }
 
     /// The index after the first of `verbs` that opens the utterance.
-    fn after_verb(&self, verbs: &[&str]) -> Option<usize> {
+    pub(crate) fn after_verb(&self, verbs: &[&str]) -> Option<usize> {
         let words = self.text(self.first);
         verbs.iter().find_map(|verb| {
             let verb: Vec<&str> = verb.split(' ').collect();
@@ -243,7 +243,7 @@ impl<'a> Spoken<'a> {
 
     /// Where in the raw text word `index` begins, when the word before it is the last of a
     /// verb: after the raw word of that verb word, or inside it when they share one.
-    fn raw_start(&self, index: usize) -> usize {
+    pub(crate) fn raw_start(&self, index: usize) -> usize {
         let Some(previous) = index.checked_sub(1).and_then(|i| self.words.get(i)) else {
             return 0;
         };
@@ -256,7 +256,7 @@ impl<'a> Spoken<'a> {
     }
 
     /// Where in the raw text the words up to `end` (exclusive) end.
-    fn raw_end(&self, end: usize) -> usize {
+    pub(crate) fn raw_end(&self, end: usize) -> usize {
         let Some(last) = end.checked_sub(1).and_then(|i| self.words.get(i)) else {
             return 0;
         };
@@ -318,6 +318,22 @@ fn type_text(spoken: &Spoken<'_>) -> Outcome {
     let mut text = spoken.raw[spoken.raw_start(after)..].trim();
     if text.ends_with('.') && !text.ends_with("..") {
         text = text[..text.len() - 1].trim_end();
+    }
+    // Quotes around the whole text are the speaker's (or the recogniser's), not the text.
+    for (open, close) in [
+        ('"', '"'),
+        ('\'', '\''),
+        ('\u{201c}', '\u{201d}'),
+        ('\u{2018}', '\u{2019}'),
+    ] {
+        if let Some(inner) = text
+            .strip_prefix(open)
+            .and_then(|t| t.strip_suffix(close))
+            .filter(|t| !t.trim().is_empty() && !t.contains(open) && !t.contains(close))
+        {
+            text = inner.trim();
+            break;
+        }
     }
     if text.is_empty() {
         return Some(Err(format!(

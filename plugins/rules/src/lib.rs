@@ -39,20 +39,27 @@
 //! and click rules, [`rules`] turns text into a step.
 
 pub mod apps;
+pub mod commands;
 pub mod context;
+pub mod eval;
 pub mod inapp;
+pub mod language;
 pub mod niri_config;
 pub mod numbers;
 pub mod phrases;
+pub mod profiles;
 pub mod rules;
 pub mod sites;
 pub mod text;
 
 use apps::AppScanner;
 use clap::Parser;
+use commands::CommandWords;
 use context::Context;
+use language::Escalation;
 use niri_config::{Binds, BindsSource};
 use phrases::{Curated, NiriAction};
+use profiles::ProfilesSource;
 use rules::{AppLookup, BindsLookup, Matched, Sources};
 use sites::Catalog;
 use std::cell::OnceCell;
@@ -89,6 +96,8 @@ struct State {
     apps: AppScanner,
     curated: Curated,
     binds: BindsSource,
+    profiles: ProfilesSource,
+    words: CommandWords,
 }
 
 /// The `router.plan` handler.
@@ -210,10 +219,84 @@ fn json_type(value: &Value) -> &'static str {
     }
 }
 
+/// The most parts an utterance is split into ("open github and new tab").
+const MAX_PARTS: usize = 4;
+
+/// The words that join the parts of a command of several steps, longest first.
+const CONJUNCTIONS: &[&str] = &[
+    " and then ",
+    ", and then ",
+    ", then ",
+    " then ",
+    ", and ",
+    " and ",
+];
+
+/// Rules whose step takes the rest of the utterance as its text: their whole-utterance plan
+/// gives way to a split one ("type hello and press enter" is two steps).
+const FREE_TEXT_RULES: &[&str] = &["type_text", "search", "terminal"];
+
 impl State {
+    /// Plan one utterance in `context` with `profiles`: the rules' steps or why none.
+    fn plan_text(
+        &self,
+        utterance: &str,
+        context: Option<&Context>,
+        profiles: &profiles::Profiles,
+        apps: &LazyApps<'_>,
+        binds: &LazyBinds<'_>,
+    ) -> Result<Vec<Matched>, Escalation> {
+        let normalized = text::normalize(utterance);
+        let sources = Sources {
+            catalog: &self.catalog,
+            apps,
+            curated: &self.curated,
+            binds,
+            context,
+            utterance,
+            profiles,
+            words: &self.words,
+        };
+        rules::plan_steps(text::strip_fillers(&normalized), &sources)
+    }
+
+    /// The steps of `utterance` split at its conjunctions, when every part plans; each part
+    /// in the context the steps before it leave (a site opened: a browser is focused).
+    fn plan_parts(
+        &self,
+        utterance: &str,
+        context: Option<&Context>,
+        profiles: &profiles::Profiles,
+        apps: &LazyApps<'_>,
+        binds: &LazyBinds<'_>,
+    ) -> Option<Vec<Matched>> {
+        let parts = split_parts(utterance);
+        if parts.len() < 2 || parts.len() > MAX_PARTS {
+            return None;
+        }
+        let mut context = context.cloned();
+        let mut steps = Vec::new();
+        for part in parts {
+            let planned = self
+                .plan_text(part, context.as_ref(), profiles, apps, binds)
+                .ok()?;
+            for step in &planned {
+                if let Some(app_id) = focused_after(step, profiles, context.as_ref()) {
+                    let mut next = context.clone().unwrap_or_default();
+                    if !next.app_ids.contains(&app_id) {
+                        next.app_ids.insert(0, app_id.clone());
+                    }
+                    next.focused_app_id = Some(app_id);
+                    context = Some(next);
+                }
+            }
+            steps.extend(planned);
+        }
+        Some(steps)
+    }
+
     /// Plan one request. Blocking: it may read the application directories.
     fn plan(&self, request: &PlanRequest) -> Value {
-        let normalized = text::normalize(&request.utterance);
         let apps = LazyApps {
             scanner: &self.apps,
             apps: OnceCell::new(),
@@ -222,39 +305,52 @@ impl State {
             source: &self.binds,
             binds: OnceCell::new(),
         };
-        let sources = Sources {
-            catalog: &self.catalog,
-            apps: &apps,
-            curated: &self.curated,
-            binds: &binds,
-            context: request.context.as_ref(),
-            utterance: &request.utterance,
+        let profiles = self.profiles.current();
+        let context = request.context.as_ref();
+        let whole = self.plan_text(&request.utterance, context, &profiles, &apps, &binds);
+        let free_text = whole
+            .as_ref()
+            .is_ok_and(|steps| steps.iter().any(|s| FREE_TEXT_RULES.contains(&s.rule)));
+        let planned = match whole {
+            Ok(steps) if !free_text => Ok(steps),
+            whole => match self.plan_parts(&request.utterance, context, &profiles, &apps, &binds) {
+                Some(steps) => Ok(steps),
+                None => whole,
+            },
         };
-        let text = text::strip_fillers(&normalized);
-        match rules::plan(text, &sources) {
-            Some(Matched {
-                rule,
-                op,
-                args,
-                message,
-                confirm,
-            }) => json!({
-                "steps": [{
-                    "op": op,
-                    "args": args,
-                    "provenance": request.provenance,
-                    "confirm": confirm,
-                }],
-                "rule": rule,
-                "message": message,
-            }),
-            None => {
-                let mut message = rules::explain(text, &sources)
-                    .unwrap_or_else(|| format!("no rule matched \"{}\"", request.utterance));
+        match planned {
+            Ok(steps) => {
+                let mut rules: Vec<&str> = Vec::new();
+                for s in &steps {
+                    if !rules.contains(&s.rule) {
+                        rules.push(s.rule);
+                    }
+                }
+                let message = steps
+                    .iter()
+                    .map(|s| s.message.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; then ");
+                let steps: Vec<Value> = steps
+                    .into_iter()
+                    .map(|s| {
+                        json!({
+                            "op": s.op,
+                            "args": s.args,
+                            "provenance": request.provenance,
+                            "confirm": s.confirm,
+                        })
+                    })
+                    .collect();
+                json!({"steps": steps, "rule": rules.join("+"), "message": message})
+            }
+            Err(escalation) => {
+                let mut message = escalation.message;
                 // Said only when the context could have made a difference: a window to focus
                 // or close.
+                let normalized = text::normalize(&request.utterance);
                 if let Some(problem) = &request.context_ignored
-                    && rules::names_a_window(text, &self.curated)
+                    && rules::names_a_window(text::strip_fillers(&normalized), &self.curated)
                 {
                     message.push_str(&format!(
                         " (the request's desktop context was not used, so no open window was \
@@ -265,9 +361,79 @@ impl State {
                     "steps": [],
                     "rule": null,
                     "message": message,
+                    "escalate": {"reason": escalation.reason, "message": message},
                 })
             }
         }
+    }
+}
+
+/// `utterance` cut at its conjunctions (" and ", " then ", ", and then "…), each part
+/// trimmed of commas and spaces; one part when there is none.
+fn split_parts(utterance: &str) -> Vec<&str> {
+    let lower = utterance.to_lowercase();
+    if lower.len() != utterance.len() {
+        // Lowercasing moved byte offsets (rare scripts): no split.
+        return vec![utterance];
+    }
+    let mut parts = Vec::new();
+    let mut start = 0;
+    let mut at = 0;
+    while at < lower.len() {
+        let found = CONJUNCTIONS.iter().find(|c| lower[at..].starts_with(**c));
+        match found {
+            Some(c) => {
+                parts.push(
+                    utterance[start..at].trim_matches(|ch: char| ch == ',' || ch.is_whitespace()),
+                );
+                at += c.len();
+                start = at;
+            }
+            None => {
+                at += lower[at..].chars().next().map_or(1, char::len_utf8);
+            }
+        }
+    }
+    parts.push(utterance[start..].trim_matches(|ch: char| ch == ',' || ch.is_whitespace()));
+    parts.retain(|p| !p.is_empty());
+    parts
+}
+
+/// The `app_id` focused once `step` has run, when it is predictable: a browser's after a
+/// site opened, the application's after it was opened or focused.
+fn focused_after(
+    step: &Matched,
+    profiles: &profiles::Profiles,
+    context: Option<&Context>,
+) -> Option<String> {
+    let arg = |k: &str| step.args.get(k).and_then(Value::as_str);
+    match step.op {
+        "ensure_url" | "open_url" => {
+            let browsers: Vec<&profiles::Profile> = profiles
+                .iter()
+                .filter(|p| p.kind == profiles::Kind::Browser)
+                .collect();
+            // A browser with a window open, else the first browser profile.
+            context
+                .and_then(|c| {
+                    c.app_ids
+                        .iter()
+                        .find(|id| browsers.iter().any(|b| b.has_app_id(id)))
+                        .cloned()
+                })
+                .or_else(|| browsers.first().and_then(|b| b.app_ids.first().cloned()))
+        }
+        "ensure_app" | "focus_app" => arg("app").map(str::to_owned),
+        "launch_app" => {
+            let id = arg("app_id")?;
+            Some(
+                profiles
+                    .for_app_id(id)
+                    .and_then(|p| p.app_ids.first().cloned())
+                    .unwrap_or_else(|| id.to_owned()),
+            )
+        }
+        _ => None,
     }
 }
 
@@ -284,20 +450,32 @@ impl Handler for RulesRouter {
         let state = self.state.clone();
         let looked = tokio::task::spawn_blocking(move || {
             let binds = state.binds.current(HEALTH_WAIT);
-            (state.apps.apps().len(), binds, state.binds.loading())
+            let profiles = state.profiles.current();
+            (
+                state.apps.apps().len(),
+                binds,
+                state.binds.loading(),
+                profiles,
+            )
         })
         .await;
         let mut health = HealthResult::ok();
         match looked {
-            Ok((count, binds, loading)) => {
-                if binds.problem.is_some() {
+            Ok((count, binds, loading, profiles)) => {
+                if binds.problem.is_some() || !profiles.problems.is_empty() {
                     health.status = HealthStatus::Degraded;
                 }
+                let problems = if profiles.problems.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (skipped: {})", profiles.problems.join("; "))
+                };
                 health.detail = format!(
-                    "{} from {}, {}, {}; {}{}",
+                    "{} from {}, {}, {}, {}{problems}; {}{}",
                     plural(self.state.catalog.sites().len(), "site"),
                     self.state.catalog.source(),
                     plural(count, "application"),
+                    plural(profiles.len(), "profile"),
                     plural(self.state.curated.table.len(), "compositor phrase"),
                     binds.summary(),
                     if loading && !binds.pending {
@@ -456,6 +634,13 @@ where
             return ExitCode::FAILURE;
         }
     };
+    let words = match CommandWords::builtin() {
+        Ok(words) => words,
+        Err(e) => {
+            eprintln!("utter-rules: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let binds = BindsSource::new(niri_config::default_config_path());
     // Start reading it now, in the background, so that a broken config is reported right
     // away; the handshake does not wait for it.
@@ -465,6 +650,8 @@ where
         apps: AppScanner::new(apps::application_dirs()),
         curated,
         binds,
+        profiles: ProfilesSource::new(profiles::default_user_dir()),
+        words,
     };
     plugin::run_stdio(
         MANIFEST,
@@ -495,6 +682,9 @@ mod tests {
             curated: Curated::builtin().expect("built-in phrases"),
             // No niri config.
             binds: BindsSource::new(None),
+            // The built-in profiles only.
+            profiles: ProfilesSource::new(None),
+            words: CommandWords::builtin().expect("built-in command words"),
         }
     }
 
@@ -534,6 +724,7 @@ mod tests {
                 "steps": [],
                 "rule": null,
                 "message": "no rule matched \"blorp the frobnicator\"",
+                "escalate": {"reason": "no_rule", "message": "no rule matched \"blorp the frobnicator\""},
             })
         );
         // Punctuation only is not blank, just not understood.
@@ -570,11 +761,11 @@ mod tests {
         );
         assert_eq!(
             message(json!({
-                "utterance": "close firefox",
-                "context": {"windows": [{"app_id": "firefox-esr"}]},
+                "utterance": "close kate",
+                "context": {"windows": [{"app_id": "kate-esr"}]},
             })),
-            "no installed application or open window is called \"firefox\"; \
-             similar names: firefox-esr"
+            "no installed application or open window is called \"kate\"; \
+             similar names: kate-esr"
         );
         assert_eq!(
             message(json!({"utterance": "workspace -1"})),

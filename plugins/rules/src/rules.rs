@@ -1,69 +1,90 @@
-//! The rules: from a normalised utterance to at most one step.
+//! The rules: from a normalised utterance to its steps (one, or two for an agent typed
+//! into a terminal; `lib.rs` joins the plans of "X and Y" into one of several steps).
 //!
 //! Rules are tried in a fixed order and the first that matches decides:
 //!
-//! 1. `media`: playback commands ("pause", "next track", "pause spotify",
+//! 1. `open_url`: an address said in full ("open `https://github.com/rust-lang/rust`", "go
+//!    to example.com/docs") → op `ensure_url {url, site}`, the address kept as said; and
+//!    `app_phrase`: a phrase the focused application's profile names exactly ("search" in
+//!    Spotify, "clear" in a terminal), see [`crate::language`].
+//! 2. `media`: playback commands ("pause", "next track", "pause spotify", "spotify pause",
 //!    "skip on vlc") → op `media`, args `{command, player?}`.
-//! 2. `open_site`: "open / go to / visit / show \<site\>" for a site of the catalog
+//! 3. `search`: "search youtube for cats", "google X", "look up X" → op `open_url` of a
+//!    search template (the site's, Google's, the focused browser's, or the default engine).
+//! 4. `open_site`: "open / go to / visit / show \<site\>" for a site of the catalog
 //!    → op `ensure_url`, args `{url, site}`, `site` being the catalog entry's name
 //!    ("YouTube"), which the desktop plugin looks for in browser window titles.
-//! 3. `compositor`: a curated phrase of `data/compositor-phrases.toml` ("workspace two",
+//! 5. `compositor`: a curated phrase of `data/compositor-phrases.toml` ("workspace two",
 //!    "the third workspace", "move this to workspace 3", "focus left", "close this window",
 //!    "take a screenshot") → op `niri`, args `{command, args?, options?}`.
-//! 4. `niri_bind`: a phrase generated from the user's own niri key bindings ("focus workspace
+//! 6. `niri_bind`: a phrase generated from the user's own niri key bindings ("focus workspace
 //!    one", a binding's hotkey-overlay-title such as "open a terminal", see
 //!    [`crate::niri_config`]) → op `niri` with the bound action.
-//! 5. `ensure_app` / `focus_app`: "switch to / focus / show / go to / bring up \<app\>"
+//! 7. `shortcut`: a shortcut of the focused application's profile by name or synonym ("new
+//!    tab", "reload the page"), aimed at a named application ("firefox new tab"), or a
+//!    common chord ("copy", "undo") → op `key {chord, app?}`; escalates when only another
+//!    kind of application knows it ("new tab" in a terminal: `needs_browser`).
+//! 8. `agent`: "start claude" → typed into the focused terminal, else `niri spawn` of a
+//!    terminal profile's `run` argv with the agent's command.
+//! 9. `ensure_app` / `focus_app`: "switch to / focus / show / go to / bring up \<app\>"
 //!    (the verbs of the phrase file's `[apps]`) → op `ensure_app`, args `{app, desktop_id,
 //!    wm_class?}`, for an installed application; else op `focus_app`, args `{app}`, for a
-//!    window of the context whose app_id is the spoken name.
-//! 6. `close_app`: "close / quit / exit \<app\>" → op `close_app`, args `{app}`: a window's
-//!    app_id from the context, else an installed application's id.
-//! 7. `launch_app`: "open / launch / start / run \<app\>" for an installed application
-//!    → op `launch_app`, args `{app_id, name}`.
-//! 8. `type_text`: "type / type in / write / enter the text \<text\>" → op `type_text`, args
-//!    `{text}`, the text as it was said (see [`crate::inapp`]).
-//! 9. `key`: "press / hit / tap \<chord\> [N times]" → op `key`, args `{chord, repeat?}`
-//!    with X keysym names ("press control shift t" → `ctrl+shift+t`).
-//! 10. `scroll`: "scroll up / down / left / right [a little | a lot | N times]" → op
+//!    window of the context whose app_id is the spoken name or one of its profile's.
+//! 10. `close_app`: "close / quit / exit \<app\>" → op `close_app`, args `{app}`: a window's
+//!     app_id from the context, else an installed application's id.
+//! 11. `launch_app`: "open / launch / start / run \<app\>" for an installed application
+//!     → op `launch_app`, args `{app_id, name}` ("open" with a window of it open: the
+//!     focus-or-launch); a profile's application without a desktop entry → `ensure_app
+//!     {app, argv}` with the profile's `launch`.
+//! 12. `terminal`: "run / execute \<command\>" with a terminal focused → op `terminal
+//!     {command}` (the runner keeps it off by default and confirms it); else `needs_terminal`.
+//! 13. `aimed_input`: "foot press enter", "type hello in kitty" → the in-app step with `app`.
+//! 14. `type_text`: "type / type in / write / enter the text \<text\>" → op `type_text`, args
+//!     `{text}`, the text as it was said (see [`crate::inapp`]).
+//! 15. `key`: "press / hit / tap \<chord\> [N times]" → op `key`, args `{chord, repeat?}`
+//!     with X keysym names ("press control shift t" → `ctrl+shift+t`).
+//! 16. `scroll`: "scroll up / down / left / right [a little | a lot | N times]" → op
 //!     `scroll`, args `{direction, amount}`.
-//! 11. `click_element`: "click / click on / tap on \<element\>", and "press / hit the
+//! 17. `click_element`: "click / click on / tap on \<element\>", and "press / hit the
 //!     \<name\> button" or "tap \<name\>" when the words are no key chord → op
 //!     `click_element`, args `{description}`.
-//! 12. `open_domain`: "open / go to / visit / show \<host name\>" → op `ensure_url`, args
+//! 18. `open_domain`: "open / go to / visit / show \<host name\>" → op `ensure_url`, args
 //!     `{url: "https://<host>", site: "<host>"}`.
+//!
+//! When none plans, [`plan_steps`] answers an [`Escalation`]: the first rule's that
+//! recognised the phrase but could not plan it, else [`explained`]'s, else `no_rule`.
 //!
 //! Why this order:
 //!
-//! - A catalog site keeps "go to \<site\>" and "show \<site\>" (2 before 3-5): a catalog is a
+//! - A catalog site keeps "go to \<site\>" and "show \<site\>" (4 before 5-11): a catalog is a
 //!   list of names somebody chose, and no curated phrase is a site's name (a test checks that
 //!   against the built-in catalog).
-//! - Workspace, window and monitor words beat application names (3 before 5): "switch to
+//! - Workspace, window and monitor words beat application names (5 before 9): "switch to
 //!   workspace 2" is never a search for an application called "workspace 2", and "close this
 //!   window" is not `close_app` of an application called "this window".
-//! - Curated phrases beat the generated ones (3 before 4) when both claim a phrase, and a
-//!   generated phrase beats the application rules (4 before 5-7): "open a terminal" is what
+//! - Curated phrases beat the generated ones (5 before 6) when both claim a phrase, and a
+//!   generated phrase beats the application rules (6 before 9-11): "open a terminal" is what
 //!   the user's own binding says it is.
-//! - "open X" still prefers a site, then an application, then a host name (2, 7, 12).
-//! - The in-app rules (8-11) come after everything that names a site, an application or a
+//! - "open X" still prefers a site, then an application, then a host name (4, 11, 18).
+//! - The in-app rules (13-17) come after everything that names a site, an application or a
 //!   compositor action, so none of them can take a phrase of those: "pause" stays media,
 //!   "close this window" and "take a screenshot" stay the compositor's, "enter fullscreen"
 //!   is not typing. Their verbs (type, write, enter the text, press, hit, tap, scroll,
-//!   click) open no phrase of rules 1-7 either; a test checks every curated phrase and
+//!   click) open no phrase of rules 2-11 either; a test checks every curated phrase and
 //!   every "\<site verb\> \<site\>" against them. Only the user's own niri bindings could
-//!   say "press ..." or "type ...", and then the user's binding wins (4 before 8-11).
+//!   say "press ..." or "type ...", and then the user's binding wins (6 before 13-17).
 //! - Among themselves: "press" and "hit" are a key first and click only "the \<name\>
 //!   button" (or link, tab, icon, ...) whose name is no key; "tap" is a key when its words
 //!   are a chord and a click otherwise; "page down" is a key, "scroll down" a scroll (see
 //!   [`crate::inapp`]).
-//! - 8-11 and 12 share no verb, so the host-name rule keeps "open example.com".
+//! - 13-17 and 18 share no verb, so the host-name rule keeps "open example.com".
 //!
-//! Rule 3 plans on every compositor: the op `niri` names niri's actions, and the compositor
+//! Rule 5 plans on every compositor: the op `niri` names niri's actions, and the compositor
 //! plugin maps each to sway's command where sway has one (and says clearly when it has
-//! none). Rule 4 comes from the user's niri config, so it is skipped when the context names
+//! none). Rule 6 comes from the user's niri config, so it is skipped when the context names
 //! another compositor (sway). Without a context (no compositor plugin) both plan.
 //!
-//! Numbers: rules 3 and 4 compare the utterance with every spoken number written as digits
+//! Numbers: rules 5 and 6 compare the utterance with every spoken number written as digits
 //! ([`crate::numbers`]), so "workspace two", "workspace 2", "the second workspace" and
 //! "the 2nd workspace" are one phrase. A workspace number is 1 to 255: "workspace 0",
 //! "workspace 300" and a signed "workspace -1" (which normalisation writes "workspace minus
@@ -97,10 +118,13 @@
 //! `lib.rs` supplies the real ones.
 
 use crate::apps::{AppEntry, app_forms, find_app};
+use crate::commands::CommandWords;
 use crate::context::{Context, Likeness};
 use crate::inapp;
+use crate::language::{self, Escalation};
 use crate::numbers;
 use crate::phrases::{Curated, NiriAction, PhraseTable};
+use crate::profiles::Profiles;
 use crate::sites::{Catalog, site_forms};
 use crate::text::{is_hostname, strip_word_prefix, strip_word_suffix};
 use std::sync::Arc;
@@ -304,11 +328,31 @@ pub struct Sources<'a> {
     /// The utterance as received (trimmed, not normalised), whose words the in-app rules
     /// pass on as said. Empty: the normalised text stands in for it.
     pub utterance: &'a str,
+    /// The application profiles ([`crate::profiles`]).
+    pub profiles: &'a Profiles,
+    /// Synonyms, common chords, agents and the search engine ([`crate::commands`]).
+    pub words: &'a CommandWords,
+}
+
+/// The built-in profiles, loaded once (for tests and benchmarks; the plugin reloads the
+/// user's through [`crate::profiles::ProfilesSource`]).
+pub fn builtin_profiles() -> &'static Profiles {
+    static PROFILES: std::sync::OnceLock<Profiles> = std::sync::OnceLock::new();
+    PROFILES.get_or_init(Profiles::builtin)
+}
+
+/// The built-in command words, loaded once.
+///
+/// # Panics
+/// If `data/commands.toml` is invalid (a unit test loads it).
+pub fn builtin_words() -> &'static CommandWords {
+    static WORDS: std::sync::OnceLock<CommandWords> = std::sync::OnceLock::new();
+    WORDS.get_or_init(|| CommandWords::builtin().expect("data/commands.toml is valid"))
 }
 
 impl Sources<'_> {
     /// The utterance the in-app rules read: [`Sources::utterance`], else `text`.
-    fn spoken<'t>(&'t self, text: &'t str) -> &'t str {
+    pub(crate) fn spoken<'t>(&'t self, text: &'t str) -> &'t str {
         if self.utterance.trim().is_empty() {
             text
         } else {
@@ -317,11 +361,77 @@ impl Sources<'_> {
     }
 }
 
-/// Apply the rules to `text`, which must already be normalised with fillers stripped.
+/// Apply the rules to `text`, which must already be normalised with fillers stripped: the
+/// first step of [`plan_steps`], when it plans.
 pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
+    plan_steps(text, sources).ok()?.into_iter().next()
+}
+
+/// Apply the rules to `text` (normalised, fillers stripped): the steps of the first rule
+/// that plans (one, or two for an agent typed into a terminal), else why none does.
+///
+/// # Errors
+/// The [`Escalation`] of the first rule that recognised the phrase but could not plan it,
+/// else [`explain`]'s, else `no_rule`.
+pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalation> {
+    let one = |m: Matched| Ok(vec![m]);
     if text.is_empty() {
-        return None;
+        return Err(Escalation {
+            reason: "no_rule",
+            message: "nothing was said".into(),
+        });
     }
+    let raw = sources.spoken(text);
+    let mut pending: Option<Escalation> = None;
+    if let Some(m) = language::url(raw) {
+        return one(m);
+    }
+    // The focused application's own phrase decides first (Talon's per-app context).
+    if let Some(m) = language::focused_phrase(text, sources) {
+        return one(m);
+    }
+    if let Some(found) = plan_head(text, sources, raw, &mut pending) {
+        return one(found);
+    }
+    match language::agent(text, sources) {
+        Some(Ok(steps)) => return Ok(steps),
+        Some(Err(e)) => {
+            pending.get_or_insert(e);
+        }
+        None => {}
+    }
+    if let Some(found) = plan_tail(text, sources, raw, &mut pending) {
+        return one(found);
+    }
+    Err(pending
+        .or_else(|| explained(text, sources))
+        .unwrap_or_else(|| Escalation {
+            reason: "no_rule",
+            message: format!("no rule matched \"{}\"", raw.trim()),
+        }))
+}
+
+/// A step or an escalation, noting the escalation to give if no later rule plans.
+fn settle(
+    outcome: Option<Result<Matched, Escalation>>,
+    pending: &mut Option<Escalation>,
+) -> Option<Matched> {
+    match outcome? {
+        Ok(m) => Some(m),
+        Err(e) => {
+            pending.get_or_insert(e);
+            None
+        }
+    }
+}
+
+/// The rules before the agent rule, in order (see the module docs).
+fn plan_head(
+    text: &str,
+    sources: &Sources<'_>,
+    raw: &str,
+    pending: &mut Option<Escalation>,
+) -> Option<Matched> {
     if let Some((command, player)) = media(text) {
         let mut args = json!({"command": command.as_str()});
         let mut message = command.describe().to_owned();
@@ -336,6 +446,9 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
             message,
             confirm: false,
         });
+    }
+    if let Some(m) = settle(language::search(sources, raw), pending) {
+        return Some(m);
     }
     for target in targets(text, SITE_VERBS) {
         if let Some(site) = sources.catalog.lookup(target) {
@@ -365,6 +478,19 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
     {
         return Some(niri("niri_bind", found));
     }
+    if let Some(m) = settle(language::shortcut(text, sources), pending) {
+        return Some(m);
+    }
+    None
+}
+
+/// The rules after the agent rule, in order.
+fn plan_tail(
+    text: &str,
+    sources: &Sources<'_>,
+    raw: &str,
+    pending: &mut Option<Escalation>,
+) -> Option<Matched> {
     for target in targets(text, &sources.curated.focus_verbs) {
         if let Some(matched) = switch_to(target, sources) {
             return Some(matched);
@@ -375,8 +501,29 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
             return Some(matched);
         }
     }
-    for target in targets(text, APP_VERBS) {
+    for verb in APP_VERBS {
+        let Some(target) = strip_word_prefix(text, verb).filter(|t| !t.is_empty()) else {
+            continue;
+        };
         if let Some(app) = sources.apps.find(target) {
+            // "open firefox" with a Firefox window open focuses it (focus-or-launch).
+            let open = verb.starts_with("open")
+                && sources.context.is_some_and(|c| {
+                    c.app_ids.iter().any(|id| {
+                        id.eq_ignore_ascii_case(&app.id)
+                            || app
+                                .wm_class
+                                .as_deref()
+                                .is_some_and(|w| id.eq_ignore_ascii_case(w))
+                            || sources
+                                .profiles
+                                .for_app_id(id)
+                                .is_some_and(|p| p.is_named(target))
+                    })
+                });
+            if open {
+                return switch_to(target, sources);
+            }
             return Some(Matched {
                 rule: "launch_app",
                 op: "launch_app",
@@ -385,8 +532,29 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
                 confirm: false,
             });
         }
+        // A profile's application without a desktop entry: its own launch argv.
+        if let Some(profile) = sources
+            .profiles
+            .named(target)
+            .filter(|p| !p.launch.is_empty())
+        {
+            let app = profile.app_ids.first().unwrap_or(&profile.id);
+            return Some(Matched {
+                rule: "ensure_app",
+                op: "ensure_app",
+                message: format!("open {} ({})", profile.name, profile.launch.join(" ")),
+                args: json!({"app": app, "argv": profile.launch}),
+                confirm: false,
+            });
+        }
     }
-    if let Some(matched) = inapp::plan(sources.spoken(text)) {
+    if let Some(m) = settle(language::terminal(sources, raw), pending) {
+        return Some(m);
+    }
+    if let Some(m) = language::aimed_input(text, sources, raw) {
+        return Some(m);
+    }
+    if let Some(matched) = inapp::plan(raw) {
         return Some(matched);
     }
     for target in targets(text, SITE_VERBS) {
@@ -420,16 +588,24 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
 /// `None` when no rule came close; the caller then says that no rule matched. Call it only
 /// after [`plan`] returned `None`: it does not check again that nothing matches.
 pub fn explain(text: &str, sources: &Sources<'_>) -> Option<String> {
+    explained(text, sources).map(|e| e.message)
+}
+
+/// [`explain`] with its reason code: `bad_number`, `other_compositor`, `incomplete` (an
+/// in-app verb without what it needs) or `unknown_target`.
+pub fn explained(text: &str, sources: &Sources<'_>) -> Option<Escalation> {
     if text.is_empty() {
         return None;
     }
+    let because = |reason: &'static str| move |message: String| Escalation { reason, message };
     let canonical = numbers::digits(text);
     if let Some((action, number)) = sources.curated.table.lookup_bad_number(&canonical) {
         return Some(format!(
             "{} needs a number from 1 to {}, not {number}",
             action.command,
             crate::phrases::MAX_SLOT
-        ));
+        ))
+        .map(because("bad_number"));
     }
     if !Context::may_be_niri(sources.context) && sources.binds.lookup(&canonical).is_some() {
         let compositor = sources
@@ -438,16 +614,19 @@ pub fn explain(text: &str, sources: &Sources<'_>) -> Option<String> {
             .unwrap_or("another compositor");
         return Some(format!(
             "\"{text}\" is one of your niri key bindings, but this session runs {compositor}"
-        ));
+        ))
+        .map(because("other_compositor"));
     }
     if let Some(message) = inapp::explain(sources.spoken(text)) {
-        return Some(message);
+        return Some(because("incomplete")(message));
     }
+    let launch_verbs: Vec<String> = APP_VERBS.iter().map(|v| (*v).to_owned()).collect();
     let verbs = sources
         .curated
         .focus_verbs
         .iter()
-        .chain(&sources.curated.close_verbs);
+        .chain(&sources.curated.close_verbs)
+        .chain(&launch_verbs);
     let (verb, target) = verbs
         .filter_map(|verb| Some((verb, strip_word_prefix(text, verb)?)))
         .find(|(_, rest)| !rest.is_empty())?;
@@ -469,7 +648,7 @@ pub fn explain(text: &str, sources: &Sources<'_>) -> Option<String> {
     if !close.is_empty() {
         message.push_str(&format!("; similar names: {}", close.join(", ")));
     }
-    Some(message)
+    Some(because("unknown_target")(message))
 }
 
 /// The most similar names [`explain`] lists.
@@ -621,7 +800,8 @@ fn switch_to(target: &str, sources: &Sources<'_>) -> Option<Matched> {
             confirm: false,
         });
     }
-    let app_id = window_named(target, sources.context)?;
+    let app_id =
+        window_named(target, sources.context).or_else(|| profile_window(target, sources))?;
     Some(Matched {
         rule: "focus_app",
         op: "focus_app",
@@ -631,9 +811,25 @@ fn switch_to(target: &str, sources: &Sources<'_>) -> Option<Matched> {
     })
 }
 
+/// The `app_id` of an open window of the application profile `target` names ("vs code" →
+/// `code`).
+fn profile_window<'a>(target: &str, sources: &Sources<'a>) -> Option<&'a str> {
+    let context = sources.context?;
+    target_names(target).into_iter().find_map(|name| {
+        let profile = sources.profiles.named(name)?;
+        context
+            .app_ids
+            .iter()
+            .find(|id| profile.has_app_id(id))
+            .map(String::as_str)
+    })
+}
+
 /// Rule 6: close the application `target` names; an open window first.
 fn close(target: &str, sources: &Sources<'_>) -> Option<Matched> {
-    if let Some(app_id) = window_named(target, sources.context) {
+    if let Some(app_id) =
+        window_named(target, sources.context).or_else(|| profile_window(target, sources))
+    {
         return Some(Matched {
             rule: "close_app",
             op: "close_app",
@@ -678,6 +874,14 @@ fn media(text: &str) -> Option<(MediaCommand, Option<String>)> {
                 if let Some(command) = media_phrase(head) {
                     return Some((command, Some(player.to_owned())));
                 }
+            }
+        }
+    }
+    // "<known player> <command>" ("spotify pause")
+    for player in KNOWN_PLAYERS {
+        if let Some(tail) = strip_word_prefix(text, player).filter(|t| !t.is_empty()) {
+            if let Some(command) = media_phrase(tail) {
+                return Some((command, Some((*player).to_owned())));
             }
         }
     }
@@ -800,6 +1004,8 @@ mod tests {
             binds,
             context,
             utterance,
+            profiles: crate::rules::builtin_profiles(),
+            words: crate::rules::builtin_words(),
         };
         plan(strip_fillers(&normalized), &sources)
     }
@@ -1403,6 +1609,8 @@ mod tests {
             binds: &none,
             context: None,
             utterance: "",
+            profiles: crate::rules::builtin_profiles(),
+            words: crate::rules::builtin_words(),
         };
         assert_eq!(
             plan("type hello world", &sources).map(|m| m.args),
@@ -1707,6 +1915,8 @@ mod tests {
             binds: &binds,
             context: None,
             utterance: "",
+            profiles: crate::rules::builtin_profiles(),
+            words: crate::rules::builtin_words(),
         };
         let m = plan("center column", &sources).expect("the binding plans");
         assert_eq!((m.rule, m.confirm), ("niri_bind", true));
@@ -1866,6 +2076,8 @@ mod tests {
             binds,
             context,
             utterance,
+            profiles: crate::rules::builtin_profiles(),
+            words: crate::rules::builtin_words(),
         };
         assert_eq!(plan(text, &sources), None, "{utterance} planned");
         explain(text, &sources)
@@ -1924,18 +2136,18 @@ mod tests {
         let ctx = context(json!({
             "compositor": {"name": "sway"},
             "windows": [
-                {"id": 1, "app_id": "firefox-esr", "title": "a"},
-                {"id": 2, "app_id": "foot", "title": "firefox"},
-                {"id": 3, "app_id": "firefox-nightly", "title": "b"},
-                {"id": 4, "app_id": "Firefox-Dev", "title": "c"},
-                {"id": 5, "app_id": "org.mozilla.firefox.beta", "title": "d"},
+                {"id": 1, "app_id": "kate-esr", "title": "a"},
+                {"id": 2, "app_id": "foot", "title": "kate"},
+                {"id": 3, "app_id": "kate-nightly", "title": "b"},
+                {"id": 4, "app_id": "Kate-Dev", "title": "c"},
+                {"id": 5, "app_id": "org.kde.kate.beta", "title": "d"},
             ],
         }));
         let message =
-            explain_with("close firefox", &without_firefox, Some(&ctx), &none).expect("explained");
+            explain_with("close kate", &without_firefox, Some(&ctx), &none).expect("explained");
         assert!(
             message.starts_with(
-                "no installed application or open window is called \"firefox\"; similar names: "
+                "no installed application or open window is called \"kate\"; similar names: "
             ),
             "{message}"
         );

@@ -23,6 +23,9 @@ pub struct Site {
     pub name: String,
     /// The URL to open.
     pub url: String,
+    /// The site's search template (`{q}`: the form-encoded query), for "search \<site\>
+    /// for X".
+    pub search: Option<String>,
     /// Normalised name, aliases and (for a URL without a path) the host, with and without
     /// `www.`: the exact forms an utterance is compared with.
     keys: Vec<String>,
@@ -82,6 +85,7 @@ struct SiteEntry {
     url: Spanned<String>,
     #[serde(default)]
     aliases: Vec<Spanned<String>>,
+    search: Option<Spanned<String>>,
 }
 
 impl Catalog {
@@ -156,7 +160,25 @@ impl Catalog {
                     keys.push(bare.to_owned());
                 }
             }
-            sites.push(Site { name, url, keys });
+            let search = match &entry.search {
+                None => None,
+                Some(template) => {
+                    let value = template.get_ref().trim();
+                    if let Some(problem) = check_search_template(value) {
+                        return Err(invalid(
+                            template.span(),
+                            format!("site {name:?}: search: {problem}"),
+                        ));
+                    }
+                    Some(value.to_owned())
+                }
+            };
+            sites.push(Site {
+                name,
+                url,
+                search,
+                keys,
+            });
         }
         Ok(Catalog {
             sites,
@@ -198,6 +220,33 @@ impl Catalog {
         }
         None
     }
+}
+
+/// What is wrong with a search template, if anything: it must be an `https://` (or
+/// `http://`) URL with a host, holding `{q}` exactly once, and no whitespace.
+pub fn check_search_template(template: &str) -> Option<String> {
+    if template.matches("{q}").count() != 1 {
+        return Some(format!(
+            "{template:?} must hold {{q}} (the query) exactly once"
+        ));
+    }
+    if template.chars().any(char::is_whitespace) || template.len() > 2048 {
+        return Some(format!("{template:?} must be one URL without spaces"));
+    }
+    if url_host(&template.replace("{q}", "q")).is_none() {
+        return Some(format!(
+            "{template:?} must start with https:// or http:// and a host name"
+        ));
+    }
+    None
+}
+
+/// `template` with `{q}` replaced by `query` form-encoded (`application/x-www-form-urlencoded`:
+/// spaces as `+`, everything but letters, digits and `*-._` percent-encoded), as search
+/// engines read their query parameter.
+pub fn fill_template(template: &str, query: &str) -> String {
+    let encoded: String = form_urlencoded::byte_serialize(query.as_bytes()).collect();
+    template.replacen("{q}", &encoded, 1)
 }
 
 /// The variants of a spoken site target worth looking up, most literal first.

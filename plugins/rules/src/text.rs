@@ -126,6 +126,12 @@ const LEADING_FILLERS: &[&str] = &[
     "could you",
     "would you",
     "will you",
+    "i want to",
+    "i would like to",
+    "id like to",
+    "i need to",
+    "go ahead and",
+    "just",
 ];
 
 /// Politeness dropped from the end of an utterance.

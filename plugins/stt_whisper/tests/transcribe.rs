@@ -30,6 +30,8 @@ fn plan(catalog: &Catalog, utterance: &str) -> Option<(String, Value)> {
         binds: &PhraseTable::new(),
         context: None,
         utterance,
+        profiles: rules::builtin_profiles(),
+        words: rules::builtin_words(),
     };
     rules::plan(text::strip_fillers(&normalized), &sources)
         .map(|Matched { op, args, .. }| (op.to_owned(), args))

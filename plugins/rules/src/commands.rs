@@ -1,0 +1,198 @@
+//! The command words that belong to no one application (`data/commands.toml`): synonyms of
+//! shortcut names, the common chords (copy, paste, …), the command-line coding agents and
+//! the default search engine.
+
+use crate::sites::check_search_template;
+use crate::text::{compact, line_of, normalize};
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
+use toml::Spanned;
+
+/// The built-in file.
+pub const BUILTIN_TOML: &str = include_str!("../../../data/commands.toml");
+
+/// A command-line coding agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agent {
+    /// Its table name (`claude`).
+    pub name: String,
+    /// The argv that starts it.
+    pub command: Vec<String>,
+    /// Compacted spoken names: the name and the aliases.
+    spoken: Vec<String>,
+}
+
+impl Agent {
+    /// Whether `spoken` (normalised words) names this agent.
+    pub fn is_named(&self, spoken: &str) -> bool {
+        let key = compact(spoken);
+        !key.is_empty() && self.spoken.contains(&key)
+    }
+}
+
+/// The table, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandWords {
+    /// The default search template.
+    pub search_url: String,
+    /// Shortcut name → chord, where no profile says otherwise.
+    pub common: BTreeMap<String, String>,
+    /// Spoken phrase → the shortcut name it stands for.
+    synonyms: HashMap<String, String>,
+    /// The agents.
+    pub agents: Vec<Agent>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    search: SearchFile,
+    #[serde(default)]
+    common: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    synonyms: BTreeMap<String, Vec<Spanned<String>>>,
+    #[serde(default)]
+    agents: BTreeMap<String, AgentFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchFile {
+    url: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentFile {
+    command: Spanned<Vec<String>>,
+    #[serde(default)]
+    aliases: Vec<String>,
+}
+
+impl CommandWords {
+    /// The built-in table.
+    ///
+    /// # Errors
+    /// A problem of the shipped file (a test loads it), with its line.
+    pub fn builtin() -> Result<CommandWords, String> {
+        CommandWords::parse(BUILTIN_TOML, "data/commands.toml (built in)")
+    }
+
+    /// Parse a table; `source` names it in errors.
+    ///
+    /// # Errors
+    /// `source, line N: problem`.
+    pub fn parse(text: &str, source: &str) -> Result<CommandWords, String> {
+        let at =
+            |offset: usize, m: String| format!("{source}, line {}: {m}", line_of(text, offset));
+        let file: File = toml::from_str(text).map_err(|e| {
+            at(
+                e.span().map_or(0, |s| s.start),
+                e.message().trim().to_owned(),
+            )
+        })?;
+        let search_url = file.search.url.get_ref().trim().to_owned();
+        if let Some(problem) = check_search_template(&search_url) {
+            return Err(at(file.search.url.span().start, problem));
+        }
+        let mut common = BTreeMap::new();
+        for (name, chord) in &file.common {
+            utter_keys::parse_chord(chord.get_ref())
+                .map_err(|e| at(chord.span().start, format!("{name:?}: {e}")))?;
+            common.insert(normalize(name), chord.get_ref().trim().to_owned());
+        }
+        let mut synonyms = HashMap::new();
+        for (name, phrases) in &file.synonyms {
+            let name = normalize(name);
+            for phrase in phrases {
+                let key = normalize(phrase.get_ref());
+                if key.is_empty() || key == name {
+                    return Err(at(
+                        phrase.span().start,
+                        format!("synonym {:?} of {name:?} adds nothing", phrase.get_ref()),
+                    ));
+                }
+                if let Some(other) = synonyms.insert(key.clone(), name.clone())
+                    && other != name
+                {
+                    return Err(at(
+                        phrase.span().start,
+                        format!("{key:?} is a synonym of both {other:?} and {name:?}"),
+                    ));
+                }
+            }
+        }
+        let mut agents = Vec::new();
+        for (name, agent) in file.agents {
+            let command = agent.command.get_ref().clone();
+            if command.is_empty()
+                || command
+                    .iter()
+                    .any(|a| a.is_empty() || a.chars().any(char::is_control))
+            {
+                return Err(at(
+                    agent.command.span().start,
+                    format!("agent {name:?}: command must list a program and its arguments"),
+                ));
+            }
+            let mut spoken = vec![compact(&normalize(&name))];
+            spoken.extend(agent.aliases.iter().map(|a| compact(&normalize(a))));
+            spoken.retain(|s| !s.is_empty());
+            agents.push(Agent {
+                name,
+                command,
+                spoken,
+            });
+        }
+        Ok(CommandWords {
+            search_url,
+            common,
+            synonyms,
+            agents,
+        })
+    }
+
+    /// The shortcut name a phrase says: its synonym's name, else the phrase itself.
+    pub fn shortcut_name<'a>(&'a self, phrase: &'a str) -> &'a str {
+        self.synonyms.get(phrase).map_or(phrase, String::as_str)
+    }
+
+    /// The agent a spoken name names.
+    pub fn agent(&self, spoken: &str) -> Option<&Agent> {
+        self.agents.iter().find(|a| a.is_named(spoken))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_table_loads() {
+        let words = CommandWords::builtin().expect("data/commands.toml is valid");
+        assert_eq!(words.shortcut_name("refresh the page"), "reload");
+        assert_eq!(words.shortcut_name("new tab"), "new tab");
+        assert_eq!(words.common["copy"], "ctrl+c");
+        assert_eq!(words.agent("claude code").unwrap().command, ["claude"]);
+        assert!(words.agent("firefox").is_none());
+        assert!(words.search_url.contains("{q}"));
+    }
+
+    #[test]
+    fn bad_tables_name_the_line() {
+        for (text, needle) in [
+            ("[search]\nurl = \"https://e.com/\"\n", "line 2"),
+            (
+                "[search]\nurl = \"https://e.com/?q={q}\"\n[common]\ncopy = \"ctrl+nope\"\n",
+                "line 4",
+            ),
+            (
+                "[search]\nurl = \"https://e.com/?q={q}\"\n[synonyms]\na = [\"x\"]\nb = [\"x\"]\n",
+                "both",
+            ),
+        ] {
+            let e = CommandWords::parse(text, "c.toml").unwrap_err();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+}

@@ -1,0 +1,563 @@
+//! The rules that read the focused application: web addresses said in full, searches,
+//! application shortcuts and editing keys through profiles ([`crate::profiles`]), coding
+//! agents, terminal commands, and keys or typing aimed at a named application. Each is
+//! called by [`crate::rules::plan_steps`] at its place in the rule order.
+//!
+//! Every value of a step comes from the utterance (the user's words), a profile, the site
+//! catalog or `data/commands.toml`; the context contributes the focused window's `app_id`,
+//! which only *selects* the profile. When a rule recognises the phrase but the desktop is
+//! not in a state to do it ("new tab" with no browser focused, "run ls" with no terminal),
+//! it answers an [`Escalation`] naming why, instead of a step.
+
+use crate::inapp::Spoken;
+use crate::profiles::{Command, Kind, Profile};
+use crate::rules::{Matched, Sources};
+use crate::sites::fill_template;
+use crate::text::{is_hostname, strip_word_prefix, strip_word_suffix};
+use utter_protocol::serde_json::{Value, json};
+
+/// Why a recognised phrase gives no step, for the plan's `escalate: {reason, message}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Escalation {
+    /// A stable reason code: `no_rule`, `unknown_target`, `needs_browser`, `needs_terminal`,
+    /// `needs_editor`, `needs_app`, `no_key` (the focused application has no key for it),
+    /// `incomplete`, `bad_number`, `other_compositor`.
+    pub reason: &'static str,
+    /// What to tell the person.
+    pub message: String,
+}
+
+impl Escalation {
+    /// The escalation of a phrase that needs a focused application of `kind`.
+    pub fn needs(kind: Kind, what: &str) -> Escalation {
+        let (reason, article) = match kind {
+            Kind::Browser => ("needs_browser", "a browser"),
+            Kind::Terminal => ("needs_terminal", "a terminal"),
+            Kind::Editor => ("needs_editor", "an editor"),
+            Kind::App => ("needs_app", "the application it belongs to"),
+        };
+        Escalation {
+            reason,
+            message: format!("\"{what}\" needs {article} to be focused"),
+        }
+    }
+}
+
+/// The ops a profile command may name (the op registry of PROTOCOL.md and the older
+/// runner, reference §8.2, with the in-app ops of this project).
+pub const KNOWN_OPS: &[&str] = &[
+    "key",
+    "type_text",
+    "type_keys",
+    "scroll",
+    "click_element",
+    "click_point",
+    "pointer_move",
+    "ensure_url",
+    "open_url",
+    "launch_app",
+    "ensure_app",
+    "focus_app",
+    "close_app",
+    "media",
+    "niri",
+    "terminal",
+    "search",
+];
+
+/// The `&'static` name of a known op.
+pub fn known_op(op: &str) -> Option<&'static str> {
+    KNOWN_OPS.iter().copied().find(|k| *k == op)
+}
+
+/// The profile of the focused window, if it has one.
+pub fn focused_profile<'a>(sources: &Sources<'a>) -> Option<&'a Profile> {
+    let app_id = sources.context?.focused_app_id.as_deref()?;
+    sources.profiles.for_app_id(app_id)
+}
+
+/// Verbs that open an address.
+const URL_VERBS: &[&str] = &[
+    "navigate to",
+    "take me to",
+    "browse to",
+    "open up",
+    "go to",
+    "goto",
+    "visit",
+    "open",
+    "load",
+];
+
+/// Rule `open_url`: "open `https://github.com/rust-lang/rust`", "go to example.com/docs": an
+/// address with a scheme, a path, a query or a `www.`, kept exactly as said (its case, its
+/// path), as `ensure_url {url, site}` with the host as `site`. A bare host name is left to
+/// the catalog and the host-name rule.
+pub fn url(raw: &str) -> Option<Matched> {
+    let spoken = Spoken::new(raw);
+    let after = spoken.after_verb(URL_VERBS)?;
+    if after >= spoken.last {
+        return None;
+    }
+    // One word of the utterance, which may have given several normalised words.
+    let first = &spoken.words[after].raw;
+    if !spoken.words[after..spoken.last]
+        .iter()
+        .all(|w| &w.raw == first)
+    {
+        return None;
+    }
+    let token = raw[first.clone()]
+        .trim_matches(|c: char| matches!(c, '"' | '\'' | '<' | '>' | '(' | ')' | ',' | '!' | '?'))
+        .trim_end_matches(['.', ';', ':']);
+    let lower = token.to_ascii_lowercase();
+    let (url, rest) = if let Some(rest) = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"))
+    {
+        (token.to_owned(), rest.to_owned())
+    } else if lower.contains("://") {
+        return None;
+    } else {
+        (format!("https://{token}"), lower.clone())
+    };
+    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host = &rest[..host_end];
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    let host = host.split(':').next().unwrap_or(host);
+    let said_more = host_end < rest.len() || lower.contains("://") || host.starts_with("www.");
+    if !said_more || !is_hostname(host) || url.chars().any(char::is_control) {
+        return None;
+    }
+    Some(Matched {
+        rule: "open_url",
+        op: "ensure_url",
+        message: format!("open {url}"),
+        args: json!({"url": url, "site": host}),
+        confirm: false,
+    })
+}
+
+/// Verbs of a search, longest first; the query follows.
+const SEARCH_VERBS: &[&str] = &[
+    "search the web for",
+    "search the internet for",
+    "search online for",
+    "do a web search for",
+    "web search for",
+    "web search",
+    "search google for",
+    "google search for",
+    "google search",
+    "search for",
+    "search",
+    "google for",
+    "google",
+    "look up",
+    "lookup",
+];
+
+/// Rule `search`: "search youtube for cats", "search for rust on github", "look up the
+/// weather", "google rust traits": `open_url` of a search template with the query
+/// form-encoded. A named site uses the catalog's template; "google" Google's; otherwise the
+/// focused browser's profile, else `data/commands.toml`'s engine (or `UTTER_SEARCH_URL`).
+pub fn search(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escalation>> {
+    let spoken = Spoken::new(raw);
+    let after = spoken.after_verb(SEARCH_VERBS)?;
+    let verb = spoken.text(spoken.first)[..after - spoken.first].join(" ");
+    let words = spoken.text(after);
+    // "search youtube for cats": a site between the verb and "for".
+    if verb == "search" {
+        if let Some(for_at) = words.iter().position(|w| *w == "for") {
+            let site_words = words[..for_at].join(" ");
+            if let Some(site) = sources
+                .catalog
+                .lookup(&site_words)
+                .filter(|s| s.search.is_some())
+            {
+                let start = after + for_at + 1;
+                return Some(query_step(
+                    &spoken,
+                    start,
+                    spoken.last,
+                    site.search.as_deref()?,
+                    &site.name,
+                ));
+            }
+        }
+    }
+    // "search for cats on youtube".
+    if let Some(on_at) = words.iter().rposition(|w| *w == "on" || *w == "in") {
+        let site_words = words[on_at + 1..].join(" ");
+        if let Some(site) = sources
+            .catalog
+            .lookup(&site_words)
+            .filter(|s| s.search.is_some())
+        {
+            return Some(query_step(
+                &spoken,
+                after,
+                after + on_at,
+                site.search.as_deref()?,
+                &site.name,
+            ));
+        }
+    }
+    let (template, engine) = if verb.starts_with("google") || verb.contains("google") {
+        let google = sources
+            .catalog
+            .lookup("google")
+            .and_then(|s| s.search.clone());
+        (
+            google.unwrap_or_else(|| sources.words.search_url.clone()),
+            "Google".to_owned(),
+        )
+    } else if let Some(browser) =
+        focused_profile(sources).filter(|p| p.kind == Kind::Browser && p.search_url.is_some())
+    {
+        (
+            browser.search_url.clone().unwrap_or_default(),
+            format!("{}'s search", browser.name),
+        )
+    } else {
+        (search_engine(sources), "the web".to_owned())
+    };
+    Some(query_step(&spoken, after, spoken.last, &template, &engine))
+}
+
+/// The default search template: `UTTER_SEARCH_URL` when it is a valid one, else the table's.
+fn search_engine(sources: &Sources<'_>) -> String {
+    std::env::var("UTTER_SEARCH_URL")
+        .ok()
+        .filter(|t| t.starts_with("https://") && crate::sites::check_search_template(t).is_none())
+        .unwrap_or_else(|| sources.words.search_url.clone())
+}
+
+/// The search step of the raw words `start..end`.
+fn query_step(
+    spoken: &Spoken<'_>,
+    start: usize,
+    end: usize,
+    template: &str,
+    engine: &str,
+) -> Result<Matched, Escalation> {
+    let query = if start < end {
+        spoken.raw[spoken.raw_start(start)..spoken.raw_end(end)]
+            .trim()
+            .trim_matches(|c: char| matches!(c, '"' | '\u{201c}' | '\u{201d}'))
+            .trim_end_matches(['.', '?', '!'])
+            .trim()
+    } else {
+        ""
+    };
+    if query.is_empty() {
+        return Err(Escalation {
+            reason: "incomplete",
+            message: "a search needs what to search for, e.g. \"search for rust traits\"".into(),
+        });
+    }
+    let url = fill_template(template, query);
+    Ok(Matched {
+        rule: "search",
+        op: "open_url",
+        message: format!("search {engine} for {query:?}"),
+        args: json!({"url": url}),
+        confirm: false,
+    })
+}
+
+/// What a phrase means in one profile: its own command, else a shortcut by name or synonym.
+fn in_profile(phrase: &str, profile: &Profile, sources: &Sources<'_>) -> Option<Command> {
+    if let Some(command) = profile.commands.get(phrase) {
+        return Some(command.clone());
+    }
+    let name = sources.words.shortcut_name(phrase);
+    profile
+        .shortcuts
+        .get(name)
+        .map(|chord| Command::Chord(chord.clone()))
+}
+
+/// The step of a command, aimed at `app` when given.
+fn command_step(command: Command, phrase: &str, owner: &str, app: Option<&str>) -> Option<Matched> {
+    let (op, mut args, message) = match command {
+        Command::Chord(chord) => (
+            "key",
+            json!({"chord": chord}),
+            format!("{phrase}: press {chord} ({owner})"),
+        ),
+        Command::Step { op, args } => {
+            let op = known_op(&op)?;
+            (op, args, format!("{phrase}: {op} ({owner})"))
+        }
+    };
+    if let (Some(app), Value::Object(map)) = (app, &mut args)
+        && matches!(op, "key" | "type_text")
+    {
+        map.insert("app".into(), Value::String(app.to_owned()));
+    }
+    Some(Matched {
+        rule: "shortcut",
+        op,
+        args,
+        message,
+        confirm: false,
+    })
+}
+
+/// Rule `app_phrase`: a phrase the focused application's profile names exactly, as a
+/// command or a shortcut (by name or synonym). Tried before every other rule, so "search"
+/// in Spotify is Spotify's search field and "clear" in a terminal clears it.
+pub fn focused_phrase(text: &str, sources: &Sources<'_>) -> Option<Matched> {
+    let profile = focused_profile(sources)?;
+    let command = in_profile(text, profile, sources)?;
+    command_step(command, text, &profile.name, None)
+}
+
+/// Rule `shortcut`: a phrase of the focused application's profile ("new tab", "reload the
+/// page", "copy" in a terminal), else a common chord ("copy", "undo"); also aimed at a
+/// named application: "firefox new tab", "new tab in firefox" (the step's `app` then
+/// focuses it first). A phrase that only another kind of application knows escalates
+/// ("new tab" with a terminal focused: `needs_browser`).
+pub fn shortcut(text: &str, sources: &Sources<'_>) -> Option<Result<Matched, Escalation>> {
+    let focused = focused_profile(sources);
+    if let Some(profile) = focused
+        && let Some(command) = in_profile(text, profile, sources)
+    {
+        return command_step(command, text, &profile.name, None).map(Ok);
+    }
+    // "<app> <phrase>" and "<phrase> in <app>".
+    for profile in sources.profiles.iter() {
+        for (phrase, name) in aimed(text, profile) {
+            if let Some(command) = in_profile(phrase, profile, sources) {
+                let app = profile
+                    .app_ids
+                    .first()
+                    .map_or(profile.id.as_str(), String::as_str);
+                let _ = name;
+                return command_step(command, phrase, &profile.name, Some(app)).map(Ok);
+            }
+        }
+    }
+    let name = sources.words.shortcut_name(text);
+    if let Some(chord) = sources.words.common.get(name) {
+        // Not in a terminal: its program reads those keys (ctrl+z suspends, ctrl+c
+        // interrupts), so only the terminal's own profile may say what "undo" presses.
+        if let Some(terminal) = focused.filter(|p| p.kind == Kind::Terminal) {
+            return Some(Err(Escalation {
+                reason: "no_key",
+                message: format!(
+                    "\"{text}\" has no key in {} (its profile names none, and the common {chord} would go to the program running in it)",
+                    terminal.name
+                ),
+            }));
+        }
+        return command_step(Command::Chord(chord.clone()), text, "common keys", None).map(Ok);
+    }
+    // Known, but to another kind of application.
+    let owner = sources
+        .profiles
+        .iter()
+        .find(|p| p.commands.contains_key(text) || p.shortcuts.contains_key(name))?;
+    Some(Err(Escalation::needs(owner.kind, text)))
+}
+
+/// The phrases of `text` aimed at `profile`: after one of its names ("firefox new tab"), or
+/// before "in"/"on" and one of its names ("new tab in firefox").
+fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<(&'t str, &'t str)> {
+    let mut found = Vec::new();
+    let words: Vec<&str> = text.split(' ').collect();
+    for cut in 1..words.len() {
+        let head = words[..cut].join(" ");
+        if profile.is_named(&head) {
+            let rest = strip_word_prefix(text, &head).unwrap_or("");
+            if !rest.is_empty() {
+                found.push((rest, ""));
+            }
+        }
+        let tail = words[cut..].join(" ");
+        for sep in ["in ", "on "] {
+            if let Some(name) = tail.strip_prefix(sep)
+                && profile.is_named(name)
+            {
+                let phrase = strip_word_suffix(text, &tail).unwrap_or("").trim_end();
+                if !phrase.is_empty() {
+                    found.push((phrase, ""));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Verbs that start an agent.
+const AGENT_VERBS: &[&str] = &[
+    "start up", "fire up", "open up", "launch", "start", "open", "run",
+];
+
+/// Rule `agent`: "start claude", "run codex": in a focused terminal, the agent's command
+/// typed and entered (`type_text`, then `key Return`); otherwise a new window of an
+/// installed terminal running it (`niri spawn` of the terminal profile's `run` argv and
+/// the command).
+pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, Escalation>> {
+    let (verb, agent) = AGENT_VERBS.iter().find_map(|verb| {
+        let rest = strip_word_prefix(text, verb)?;
+        let rest = strip_word_prefix(rest, "the")
+            .filter(|r| !r.is_empty())
+            .unwrap_or(rest);
+        let bare = strip_word_suffix(rest, "agent").filter(|r| !r.is_empty());
+        [Some(rest), bare]
+            .into_iter()
+            .flatten()
+            .find_map(|name| sources.words.agent(name))
+            .map(|a| (*verb, a))
+    })?;
+    let line = agent.command.join(" ");
+    if focused_profile(sources).is_some_and(|p| p.kind == Kind::Terminal) {
+        return Some(Ok(vec![
+            Matched {
+                rule: "agent",
+                op: "type_text",
+                message: format!("{verb} {}: type {line:?} in the terminal", agent.name),
+                args: json!({"text": line}),
+                confirm: false,
+            },
+            Matched {
+                rule: "agent",
+                op: "key",
+                message: "press Return".into(),
+                args: json!({"chord": "Return"}),
+                confirm: false,
+            },
+        ]));
+    }
+    let Some(terminal) = installed_terminal(sources) else {
+        return Some(Err(Escalation {
+            reason: "needs_terminal",
+            message: format!(
+                "\"{text}\" needs a terminal: focus one, or install one of {}",
+                terminal_names(sources)
+            ),
+        }));
+    };
+    let mut argv = terminal.run.clone();
+    argv.extend(agent.command.iter().cloned());
+    Some(Ok(vec![Matched {
+        rule: "agent",
+        op: "niri",
+        message: format!("{verb} {} in a new {} window", agent.name, terminal.name),
+        args: json!({"command": "spawn", "args": argv}),
+        confirm: false,
+    }]))
+}
+
+/// The terminal profiles' names, for messages.
+fn terminal_names(sources: &Sources<'_>) -> String {
+    sources
+        .profiles
+        .iter()
+        .filter(|p| p.kind == Kind::Terminal)
+        .map(|p| p.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A terminal to start a program in: one with a window open (the context's), else one that
+/// is installed (a desktop entry of its name), with a `run` argv.
+fn installed_terminal<'a>(sources: &Sources<'a>) -> Option<&'a Profile> {
+    let terminals: Vec<&Profile> = sources
+        .profiles
+        .iter()
+        .filter(|p| p.kind == Kind::Terminal && !p.run.is_empty())
+        .collect();
+    if let Some(context) = sources.context
+        && let Some(open) = terminals
+            .iter()
+            .find(|p| context.app_ids.iter().any(|id| p.has_app_id(id)))
+    {
+        return Some(open);
+    }
+    terminals.into_iter().find(|p| {
+        sources
+            .apps
+            .find(&crate::text::normalize(&p.name))
+            .is_some()
+    })
+}
+
+/// Verbs of a shell command; the command follows as said.
+const TERMINAL_VERBS: &[&str] = &[
+    "run the command",
+    "execute the command",
+    "run command",
+    "execute command",
+    "execute",
+    "run",
+];
+
+/// Rule `terminal`: "run ls -la", "execute git status" with a terminal focused → op
+/// `terminal {command}` (off by default and always confirmed, by the runner's policy); with
+/// none focused, `needs_terminal`. "run \<application\>" is the launch rule's, earlier.
+pub fn terminal(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escalation>> {
+    let spoken = Spoken::new(raw);
+    let after = spoken.after_verb(TERMINAL_VERBS)?;
+    if after >= spoken.last {
+        return None;
+    }
+    let command = spoken.raw[spoken.raw_start(after)..spoken.raw_end(spoken.last)]
+        .trim()
+        .trim_matches(|c: char| matches!(c, '"' | '\u{201c}' | '\u{201d}' | '`'))
+        .trim();
+    let command = command.strip_suffix('.').unwrap_or(command).trim_end();
+    if command.is_empty() {
+        return None;
+    }
+    if !focused_profile(sources).is_some_and(|p| p.kind == Kind::Terminal) {
+        return Some(Err(Escalation {
+            reason: "needs_terminal",
+            message: format!("running {command:?} needs a terminal to be focused"),
+        }));
+    }
+    Some(Ok(Matched {
+        rule: "terminal",
+        op: "terminal",
+        message: format!("run {command:?} in the terminal"),
+        args: json!({"command": command}),
+        confirm: false,
+    }))
+}
+
+/// Rule `aimed_input`: "firefox type hello", "foot press enter", "type hello in kitty": an
+/// in-app step aimed at the application a profile names, which the action plugin focuses
+/// first (its `app` argument).
+pub fn aimed_input(text: &str, sources: &Sources<'_>, raw: &str) -> Option<Matched> {
+    for profile in sources.profiles.iter() {
+        for (phrase, _) in aimed(text, profile) {
+            // The raw words of the phrase: the utterance without the application's words.
+            let raw_phrase = raw_part(raw, phrase)?;
+            if let Some(mut matched) = crate::inapp::plan(raw_phrase)
+                && matches!(matched.op, "key" | "type_text")
+            {
+                let app = profile
+                    .app_ids
+                    .first()
+                    .map_or(profile.id.as_str(), String::as_str);
+                matched.args["app"] = Value::String(app.to_owned());
+                matched.message = format!("{} in {}", matched.message, profile.name);
+                return Some(matched);
+            }
+        }
+    }
+    None
+}
+
+/// The stretch of `raw` whose normalised words are `phrase`'s, if there is one.
+fn raw_part<'r>(raw: &'r str, phrase: &str) -> Option<&'r str> {
+    let spoken = Spoken::new(raw);
+    let want: Vec<&str> = phrase.split(' ').collect();
+    let words: Vec<&str> = spoken.words.iter().map(|w| w.text.as_str()).collect();
+    let start = (0..=words.len().checked_sub(want.len())?)
+        .find(|&i| words[i..i + want.len()] == want[..])?;
+    let end = start + want.len();
+    Some(raw[spoken.raw_start(start)..spoken.raw_end(end)].trim())
+}

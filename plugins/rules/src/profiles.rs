@@ -1,0 +1,678 @@
+//! Application profiles: what a phrase means in one application (Talon's lesson: the focused
+//! application decides what "new tab" or "copy" presses).
+//!
+//! A profile is one TOML file (`data/profiles/*.toml` built in; the user's in
+//! `$XDG_CONFIG_HOME/utter/profiles/*.toml`, replacing a built-in one of the same `id`):
+//!
+//! | field | meaning |
+//! |---|---|
+//! | `id` | `[a-z0-9_-]`, unique; a user file with a built-in id replaces that profile |
+//! | `name` | what people call it, shown in messages |
+//! | `kind` | `browser`, `terminal`, `editor` or `app` |
+//! | `aliases` | more spoken names ("vs code") |
+//! | `app_ids` | the Wayland `app_id`s of its windows; the focused window's picks the profile |
+//! | `launch` | argv that starts it |
+//! | `run` | terminals: the argv prefix that runs a program in a new window (`foot -e`) |
+//! | `search_url` | browsers: the search template, `{q}` the form-encoded query |
+//! | `[shortcuts]` | name → chord (X keysym names, `ctrl+shift+t`); said by name or a synonym of `data/commands.toml` |
+//! | `[commands]` | spoken phrase → chord, or `{op, args}` for any other step |
+//!
+//! Every chord is checked with the input plugin's own parser (`utter-keys`), every template
+//! and argv when the file is read; a bad file is skipped with `file:line:column: problem`
+//! (the plugin's health says so) and the others still load. [`ProfilesSource`] reads the
+//! user's directory again when a file in it changed (one `read_dir` and a `stat` per file,
+//! at most once per plan).
+
+use crate::sites::check_search_template;
+use crate::text::{column_of, compact, line_of, normalize};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+use toml::Spanned;
+use utter_protocol::serde_json::{self, Value};
+
+/// The built-in profiles, embedded at build time: (file name, text).
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "firefox.toml",
+        include_str!("../../../data/profiles/firefox.toml"),
+    ),
+    ("zen.toml", include_str!("../../../data/profiles/zen.toml")),
+    (
+        "chromium.toml",
+        include_str!("../../../data/profiles/chromium.toml"),
+    ),
+    (
+        "chrome.toml",
+        include_str!("../../../data/profiles/chrome.toml"),
+    ),
+    (
+        "brave.toml",
+        include_str!("../../../data/profiles/brave.toml"),
+    ),
+    (
+        "foot.toml",
+        include_str!("../../../data/profiles/foot.toml"),
+    ),
+    (
+        "kitty.toml",
+        include_str!("../../../data/profiles/kitty.toml"),
+    ),
+    (
+        "alacritty.toml",
+        include_str!("../../../data/profiles/alacritty.toml"),
+    ),
+    (
+        "ghostty.toml",
+        include_str!("../../../data/profiles/ghostty.toml"),
+    ),
+    (
+        "vscode.toml",
+        include_str!("../../../data/profiles/vscode.toml"),
+    ),
+    (
+        "spotify.toml",
+        include_str!("../../../data/profiles/spotify.toml"),
+    ),
+];
+
+/// The largest profile file read, in bytes.
+pub const MAX_FILE: u64 = 256 * 1024;
+/// The most profile files read from the user's directory.
+pub const MAX_FILES: usize = 256;
+
+/// What an application is, for the rules that need one kind ("new tab" needs a browser,
+/// "run ls" a terminal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A web browser: tabs, search.
+    Browser,
+    /// A terminal emulator: commands, agents.
+    Terminal,
+    /// A code editor.
+    Editor,
+    /// Anything else.
+    App,
+}
+
+impl Kind {
+    /// `browser`, `terminal`, `editor`, `app`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Browser => "browser",
+            Kind::Terminal => "terminal",
+            Kind::Editor => "editor",
+            Kind::App => "app",
+        }
+    }
+}
+
+/// What a profile command does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Press a chord (op `key`).
+    Chord(String),
+    /// Any other step.
+    Step {
+        /// The op.
+        op: String,
+        /// Its args (an object).
+        args: Value,
+    },
+}
+
+/// One application's profile, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    /// The unique id.
+    pub id: String,
+    /// The display name.
+    pub name: String,
+    /// The kind.
+    pub kind: Kind,
+    /// Spoken names, compacted ([`compact`] of [`normalize`]): the name, the id, the aliases.
+    pub spoken: Vec<String>,
+    /// The windows' `app_id`s.
+    pub app_ids: Vec<String>,
+    /// The argv that starts it (may be empty).
+    pub launch: Vec<String>,
+    /// The argv prefix that runs a program in a new window (terminals).
+    pub run: Vec<String>,
+    /// The search template (`{q}`).
+    pub search_url: Option<String>,
+    /// Normalised shortcut name → chord.
+    pub shortcuts: BTreeMap<String, String>,
+    /// Normalised phrase → command.
+    pub commands: BTreeMap<String, Command>,
+    /// Where it came from: `data/profiles/firefox.toml (built in)` or the user's path.
+    pub source: String,
+}
+
+impl Profile {
+    /// Whether a window's `app_id` is one of this profile's (case-insensitive).
+    pub fn has_app_id(&self, app_id: &str) -> bool {
+        self.app_ids.iter().any(|a| a.eq_ignore_ascii_case(app_id))
+    }
+
+    /// Whether `spoken` (normalised words) names this profile.
+    pub fn is_named(&self, spoken: &str) -> bool {
+        let key = compact(spoken);
+        !key.is_empty() && self.spoken.contains(&key)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileFile {
+    id: Spanned<String>,
+    name: Spanned<String>,
+    kind: Kind,
+    #[serde(default)]
+    aliases: Vec<Spanned<String>>,
+    #[serde(default)]
+    app_ids: Vec<Spanned<String>>,
+    launch: Option<Spanned<Vec<String>>>,
+    run: Option<Spanned<Vec<String>>>,
+    search_url: Option<Spanned<String>>,
+    #[serde(default)]
+    shortcuts: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    commands: BTreeMap<String, Spanned<CommandFile>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CommandFile {
+    Chord(String),
+    Step {
+        op: String,
+        #[serde(default)]
+        args: Option<toml::Table>,
+    },
+}
+
+/// A profile file that did not load: `path:line:column: problem`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}:{line}:{column}: {message}")]
+pub struct ProfileError {
+    /// The file.
+    pub path: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Parse and check one profile's text; `source` names it in errors.
+///
+/// # Errors
+/// The first problem, with its line and column.
+pub fn parse(text: &str, source: &str) -> Result<Profile, ProfileError> {
+    let at = |offset: usize, message: String| ProfileError {
+        path: source.to_owned(),
+        line: line_of(text, offset),
+        column: column_of(text, offset),
+        message,
+    };
+    let file: ProfileFile = toml::from_str(text).map_err(|e| {
+        let offset = e.span().map_or(0, |s| s.start);
+        at(offset, e.message().trim().to_owned())
+    })?;
+    let id = file.id.get_ref().trim().to_owned();
+    if id.is_empty()
+        || id.len() > 64
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+    {
+        return Err(at(
+            file.id.span().start,
+            format!("id {id:?} must be 1 to 64 of a-z, 0-9, - and _"),
+        ));
+    }
+    let name = file.name.get_ref().trim().to_owned();
+    if normalize(&name).is_empty() {
+        return Err(at(
+            file.name.span().start,
+            "name must contain a letter or digit".into(),
+        ));
+    }
+    let mut spoken = vec![compact(&normalize(&name)), compact(&normalize(&id))];
+    for alias in &file.aliases {
+        let key = compact(&normalize(alias.get_ref()));
+        if key.is_empty() {
+            return Err(at(
+                alias.span().start,
+                "an alias must contain a letter or digit".into(),
+            ));
+        }
+        if !spoken.contains(&key) {
+            spoken.push(key);
+        }
+    }
+    let mut app_ids = Vec::new();
+    for app_id in &file.app_ids {
+        let value = app_id.get_ref().trim();
+        if value.is_empty() || value.len() > 255 || value.chars().any(char::is_whitespace) {
+            return Err(at(
+                app_id.span().start,
+                format!("app_id {value:?} must be one word of at most 255 bytes"),
+            ));
+        }
+        app_ids.push(value.to_owned());
+    }
+    let argv =
+        |field: &Option<Spanned<Vec<String>>>, what: &str| -> Result<Vec<String>, ProfileError> {
+            let Some(field) = field else {
+                return Ok(Vec::new());
+            };
+            let list = field.get_ref();
+            if list
+                .iter()
+                .any(|a| a.is_empty() || a.chars().any(char::is_control))
+                || list.first().is_some_and(|p| p.starts_with('-'))
+            {
+                return Err(at(
+                    field.span().start,
+                    format!("{what} must list a program and its arguments, none empty"),
+                ));
+            }
+            Ok(list.clone())
+        };
+    let launch = argv(&file.launch, "launch")?;
+    let run = argv(&file.run, "run")?;
+    let search_url = match &file.search_url {
+        None => None,
+        Some(template) => {
+            let value = template.get_ref().trim();
+            if let Some(problem) = check_search_template(value) {
+                return Err(at(template.span().start, format!("search_url: {problem}")));
+            }
+            Some(value.to_owned())
+        }
+    };
+    let chord = |value: &Spanned<String>, what: &str| -> Result<String, ProfileError> {
+        let text = value.get_ref().trim();
+        utter_keys::parse_chord(text)
+            .map(|_| text.to_owned())
+            .map_err(|e| at(value.span().start, format!("{what}: {e}")))
+    };
+    let mut shortcuts = BTreeMap::new();
+    for (key, value) in &file.shortcuts {
+        let name = normalize(key);
+        if name.is_empty() {
+            return Err(at(
+                value.span().start,
+                format!("shortcut name {key:?} has no words"),
+            ));
+        }
+        shortcuts.insert(name, chord(value, &format!("shortcut {key:?}"))?);
+    }
+    let mut commands = BTreeMap::new();
+    for (key, value) in &file.commands {
+        let phrase = normalize(key);
+        if phrase.is_empty() {
+            return Err(at(
+                value.span().start,
+                format!("command phrase {key:?} has no words"),
+            ));
+        }
+        let command = match value.get_ref() {
+            CommandFile::Chord(text) => {
+                let spanned = Spanned::new(value.span(), text.clone());
+                Command::Chord(chord(&spanned, &format!("command {key:?}"))?)
+            }
+            CommandFile::Step { op, args } => {
+                if op.is_empty()
+                    || op.len() > 64
+                    || !op
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c == '_' || c == '.')
+                {
+                    return Err(at(
+                        value.span().start,
+                        format!("command {key:?}: op {op:?} is no op name"),
+                    ));
+                }
+                let args = match args {
+                    None => Value::Object(Default::default()),
+                    Some(table) => serde_json::to_value(table).map_err(|e| {
+                        at(value.span().start, format!("command {key:?}: args: {e}"))
+                    })?,
+                };
+                Command::Step {
+                    op: op.clone(),
+                    args,
+                }
+            }
+        };
+        commands.insert(phrase, command);
+    }
+    Ok(Profile {
+        id,
+        name,
+        kind: file.kind,
+        spoken,
+        app_ids,
+        launch,
+        run,
+        search_url,
+        shortcuts,
+        commands,
+        source: source.to_owned(),
+    })
+}
+
+/// The profiles in force: the built-in ones with the user's replacing or adding by id.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Profiles {
+    list: Vec<Profile>,
+    /// Files that did not load (`path:line:column: problem`), and an unreadable directory.
+    pub problems: Vec<String>,
+}
+
+impl Profiles {
+    /// The built-in profiles alone.
+    ///
+    /// # Panics
+    /// Never for the shipped files (a test parses each).
+    pub fn builtin() -> Profiles {
+        Profiles::load(None)
+    }
+
+    /// The built-in profiles, then every `*.toml` of `user_dir` (in name order) replacing
+    /// one of the same id or adding one. Files that do not load are listed in
+    /// [`Profiles::problems`] and skipped.
+    pub fn load(user_dir: Option<&Path>) -> Profiles {
+        let mut profiles = Profiles::default();
+        for (name, text) in BUILTIN {
+            match parse(text, &format!("data/profiles/{name} (built in)")) {
+                Ok(p) => profiles.add(p),
+                Err(e) => profiles.problems.push(e.to_string()),
+            }
+        }
+        let Some(dir) = user_dir else {
+            return profiles;
+        };
+        let files = match user_files(dir) {
+            Ok(files) => files,
+            Err(problem) => {
+                profiles.problems.push(problem);
+                return profiles;
+            }
+        };
+        for (path, _) in files {
+            let shown = path.display().to_string();
+            let text = match read_limited(&path) {
+                Ok(text) => text,
+                Err(e) => {
+                    profiles.problems.push(format!("{shown}: {e}"));
+                    continue;
+                }
+            };
+            match parse(&text, &shown) {
+                Ok(p) => profiles.add(p),
+                Err(e) => profiles.problems.push(e.to_string()),
+            }
+        }
+        profiles
+    }
+
+    fn add(&mut self, profile: Profile) {
+        match self.list.iter_mut().find(|p| p.id == profile.id) {
+            Some(slot) => *slot = profile,
+            None => self.list.push(profile),
+        }
+    }
+
+    /// Every profile, built-in order first.
+    pub fn iter(&self) -> impl Iterator<Item = &Profile> {
+        self.list.iter()
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The profile of a window's `app_id`.
+    pub fn for_app_id(&self, app_id: &str) -> Option<&Profile> {
+        self.list.iter().find(|p| p.has_app_id(app_id))
+    }
+
+    /// The profile a spoken name (normalised words) names.
+    pub fn named(&self, spoken: &str) -> Option<&Profile> {
+        self.list.iter().find(|p| p.is_named(spoken))
+    }
+
+    /// The profile with this id.
+    pub fn by_id(&self, id: &str) -> Option<&Profile> {
+        self.list.iter().find(|p| p.id == id)
+    }
+}
+
+/// The profile files of a directory with their modification time and size.
+type Stamp = Vec<(PathBuf, (SystemTime, u64))>;
+
+/// The `*.toml` files of `dir` with their modification stamp, in name order; a missing
+/// directory has none.
+fn user_files(dir: &Path) -> Result<Stamp, String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: cannot read the directory: {e}", dir.display())),
+    };
+    let mut files = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        let stamp = (
+            meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            meta.len(),
+        );
+        files.push((path, stamp));
+        if files.len() > MAX_FILES {
+            return Err(format!(
+                "{}: more than {MAX_FILES} profile files; none of them was read",
+                dir.display()
+            ));
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn read_limited(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let mut text = String::new();
+    file.take(MAX_FILE + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read it as UTF-8 text: {e}"))?;
+    if text.len() as u64 > MAX_FILE {
+        return Err(format!("larger than {MAX_FILE} bytes; not read"));
+    }
+    Ok(text)
+}
+
+/// The user's profile directory: `$XDG_CONFIG_HOME/utter/profiles`, else
+/// `~/.config/utter/profiles`.
+pub fn default_user_dir() -> Option<PathBuf> {
+    let absolute = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    absolute("XDG_CONFIG_HOME")
+        .or_else(|| absolute("HOME").map(|h| h.join(".config")))
+        .map(|c| c.join("utter").join("profiles"))
+}
+
+/// The profiles, read again when the user's directory changed.
+pub struct ProfilesSource {
+    dir: Option<PathBuf>,
+    current: Mutex<(Option<Stamp>, Arc<Profiles>)>,
+}
+
+impl ProfilesSource {
+    /// Profiles from the built-in ones and `dir` (read at the first [`ProfilesSource::current`]).
+    pub fn new(dir: Option<PathBuf>) -> ProfilesSource {
+        ProfilesSource {
+            dir,
+            current: Mutex::new((None, Arc::new(Profiles::default()))),
+        }
+    }
+
+    /// The user's directory.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// The profiles now: the last ones read, or a new reading when a file of the directory
+    /// was added, removed or changed (size or modification time) since.
+    pub fn current(&self) -> Arc<Profiles> {
+        let stamp = match &self.dir {
+            Some(dir) => user_files(dir).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if current.0.as_ref() != Some(&stamp) {
+            let profiles = Profiles::load(self.dir.as_deref());
+            for problem in &profiles.problems {
+                tracing::warn!("profile skipped: {problem}");
+            }
+            *current = (Some(stamp), Arc::new(profiles));
+        }
+        current.1.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_profile_loads() {
+        let profiles = Profiles::builtin();
+        assert!(profiles.problems.is_empty(), "{:?}", profiles.problems);
+        assert_eq!(profiles.len(), BUILTIN.len());
+        let firefox = profiles.for_app_id("firefox-esr").expect("firefox");
+        assert_eq!(firefox.kind, Kind::Browser);
+        assert_eq!(firefox.shortcuts["new tab"], "ctrl+t");
+        assert!(profiles.named("vs code").is_some_and(|p| p.id == "vscode"));
+        assert!(
+            profiles
+                .named("fire fox")
+                .is_some_and(|p| p.id == "firefox")
+        );
+        let foot = profiles.by_id("foot").unwrap();
+        assert_eq!(foot.run, ["foot", "-e"]);
+        assert_eq!(foot.commands["clear"], Command::Chord("ctrl+l".into()));
+    }
+
+    #[test]
+    fn problems_name_the_file_line_and_column() {
+        let bad_chord =
+            "id = \"x\"\nname = \"X\"\nkind = \"app\"\n[shortcuts]\n\"go\" = \"ctrl+nosuchkey\"\n";
+        let e = parse(bad_chord, "x.toml").unwrap_err();
+        assert_eq!((e.path.as_str(), e.line), ("x.toml", 5), "{e}");
+        assert!(e.message.contains("nosuchkey"), "{e}");
+        for (text, line, needle) in [
+            ("id = \"x\"\nname = \"X\"\nkind = \"robot\"\n", 3, "robot"),
+            ("id = \"X Y\"\nname = \"X\"\nkind = \"app\"\n", 1, "id"),
+            (
+                "id = \"x\"\nname = \"X\"\nkind = \"app\"\ncolour = 1\n",
+                4,
+                "colour",
+            ),
+            (
+                "id = \"x\"\nname = \"X\"\nkind = \"browser\"\nsearch_url = \"http://e.com/?q=\"\n",
+                4,
+                "{q}",
+            ),
+            (
+                "id = \"x\"\nname = \"X\"\nkind = \"app\"\nlaunch = [\"\"]\n",
+                4,
+                "launch",
+            ),
+            (
+                "id = \"x\"\nname = \"X\"\nkind = \"app\"\n[commands]\n\"do\" = { op = \"Rm -rf\" }\n",
+                5,
+                "op",
+            ),
+            (
+                "id = \"x\"\nname = \"X\"\nkind = \"app\"\n[shortcuts]\n\"!!\" = \"a\"\n",
+                5,
+                "no words",
+            ),
+            ("not toml at all [", 1, ""),
+        ] {
+            let e = parse(text, "p.toml").unwrap_err();
+            assert_eq!(e.line, line, "{text}: {e}");
+            assert!(e.message.contains(needle), "{text}: {e}");
+            assert!(e.to_string().starts_with(&format!("p.toml:{line}:")), "{e}");
+        }
+    }
+
+    #[test]
+    fn user_files_replace_by_id_and_reload_on_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = ProfilesSource::new(Some(dir.path().to_owned()));
+        assert!(source.current().problems.is_empty());
+        let before = source.current();
+        assert_eq!(
+            before.by_id("firefox").unwrap().shortcuts["new tab"],
+            "ctrl+t"
+        );
+        std::fs::write(
+            dir.path().join("firefox.toml"),
+            "id = \"firefox\"\nname = \"Firefox\"\nkind = \"browser\"\napp_ids = [\"firefox\"]\n[shortcuts]\n\"new tab\" = \"ctrl+alt+t\"\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("broken.toml"), "id = \n").unwrap();
+        std::fs::write(
+            dir.path().join("mine.toml"),
+            "id = \"mine\"\nname = \"Marker\"\nkind = \"app\"\napp_ids = [\"marker\"]\n[commands]\n\"export it\" = { op = \"key\", args = { chord = \"ctrl+e\" } }\n",
+        )
+        .unwrap();
+        let after = source.current();
+        assert_eq!(
+            after.by_id("firefox").unwrap().shortcuts["new tab"],
+            "ctrl+alt+t"
+        );
+        assert_eq!(after.len(), BUILTIN.len() + 1);
+        assert_eq!(after.problems.len(), 1, "{:?}", after.problems);
+        assert!(
+            after.problems[0].contains("broken.toml:1:"),
+            "{:?}",
+            after.problems
+        );
+        assert_eq!(
+            after.for_app_id("marker").unwrap().commands["export it"],
+            Command::Step {
+                op: "key".into(),
+                args: utter_protocol::serde_json::json!({"chord": "ctrl+e"})
+            }
+        );
+        // Unchanged: the same reading.
+        assert!(Arc::ptr_eq(&after, &source.current()));
+    }
+}
