@@ -119,8 +119,8 @@ fn main() -> ExitCode {
 /// Hand the command line to its subcommand; returns the exit code.
 async fn run(cli: Cli) -> u8 {
     use cli::{
-        audio, audit, check_config, check_manifest, confirm, context, daemon, events, install,
-        listen, pending, plugin, plugins, ptt, reload, say, status,
+        audio, audit, check_config, check_manifest, confirm, context, daemon, eval, events,
+        install, listen, pending, plugin, plugins, profiles, ptt, reload, say, status,
     };
     let service = Service {
         socket: cli.socket.as_deref(),
@@ -132,6 +132,8 @@ async fn run(cli: Cli) -> u8 {
         Command::Install(args) => install::run_install(args),
         Command::Uninstall(args) => install::run_uninstall(&args),
         Command::Plugins(args) => plugins::run(&args, cli.config.as_deref()).await,
+        Command::Profiles(args) => profiles::run(&args),
+        Command::Eval(args) => eval::run(&args, cli.config.as_deref()).await,
         Command::Plugin { action } => plugin::run(action).await,
         Command::CheckManifest(args) => check_manifest::run(&args),
         Command::CheckConfig(args) => check_config::run(args, cli.config.clone()),

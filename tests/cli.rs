@@ -276,3 +276,91 @@ fn a_stdout_that_cannot_be_written_is_exit_4_not_a_panic() {
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[tokio::test]
+async fn eval_scores_a_corpus_against_the_configured_router() {
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+    let corpus = sb.write(
+        "corpus.toml",
+        "[[case]]\ncategory = \"sites\"\nsay = \"open youtube\"\n\
+         expect = [{ op = \"ensure_url\", args = { url = \"https://www.youtube.com\" } }]\n\n\
+         [[case]]\ncategory = \"browser\"\nsay = \"new tab\"\nfocused = \"firefox\"\n\
+         expect = [{ op = \"key\", args = { chord = \"ctrl+t\" } }]\n\n\
+         [[case]]\ncategory = \"browser\"\nsay = \"new tab\"\nfocused = \"foot\"\n\
+         expect = [{ op = \"key\", args = { chord = \"ctrl+t\" } }]\n\n\
+         [[case]]\ncategory = \"negative\"\nsay = \"tell me a joke\"\nescalate = \"no_rule\"\n",
+    );
+    let path = corpus.to_str().unwrap();
+    let run = run_utter(&["eval", path], &env).await;
+    // One case is written wrong on purpose: "new tab" in a terminal plans nothing.
+    assert_eq!(run.code, Some(1), "{run}");
+    assert!(run.stdout.contains("against router rules"), "{run}");
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with("browser") && l.contains(" 2 ") && l.contains("50.0%")),
+        "{run}"
+    );
+    assert!(
+        run.stdout
+            .contains("miss [browser] \"new tab\" (focused foot): false_escalation"),
+        "{run}"
+    );
+    let run = run_utter(&["eval", path, "--json"], &env).await;
+    let report = run.json();
+    assert_eq!(report["total"]["cases"], 4, "{run}");
+    assert_eq!(report["total"]["right"], 3, "{run}");
+    assert_eq!(report["total"]["false_escalations"], 1, "{run}");
+    assert_eq!(report["categories"]["negative"]["right"], 1, "{run}");
+
+    // A corpus that does not parse names the file and line, exit 3.
+    let bad = sb.write("bad.toml", "[[case]]\ncategory = \"x\"\nsay = 5\n");
+    let run = run_utter(&["eval", bad.to_str().unwrap()], &env).await;
+    assert_eq!(run.code, Some(3), "{run}");
+    assert!(
+        run.stderr.contains("bad.toml") && run.stderr.contains("line 3"),
+        "{run}"
+    );
+}
+
+#[tokio::test]
+async fn profiles_lists_built_in_and_own_profiles_and_names_a_broken_file() {
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+    let run = run_utter(&["profiles", "--json"], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let ids: Vec<String> = run.json()["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap().to_owned())
+        .collect();
+    for id in ["firefox", "chromium", "foot", "kitty", "vscode", "spotify"] {
+        assert!(ids.contains(&id.to_owned()), "{id}: {run}");
+    }
+    sb.write(
+        "config/utter/profiles/firefox.toml",
+        "id = \"firefox\"\nname = \"My Firefox\"\nkind = \"browser\"\napp_ids = [\"firefox\"]\n[shortcuts]\n\"new tab\" = \"ctrl+alt+t\"\n",
+    );
+    sb.write(
+        "config/utter/profiles/broken.toml",
+        "id = \"broken\"\nname = \"B\"\nkind = \"app\"\n[shortcuts]\n\"go\" = \"ctrl+nosuchkey\"\n",
+    );
+    let run = run_utter(&["profiles"], &env).await;
+    assert_eq!(run.code, Some(3), "{run}");
+    assert!(
+        run.stdout.contains("My Firefox"),
+        "the user's replaces the built-in one: {run}"
+    );
+    assert!(run.stderr.contains("broken.toml:5:"), "{run}");
+    assert!(run.stderr.contains("nosuchkey"), "{run}");
+    // The router plans with the user's profile.
+    let corpus = sb.write(
+        "mine.toml",
+        "[[case]]\ncategory = \"browser\"\nsay = \"new tab\"\nfocused = \"firefox\"\n\
+         expect = [{ op = \"key\", args = { chord = \"ctrl+alt+t\" } }]\n",
+    );
+    let run = run_utter(&["eval", corpus.to_str().unwrap()], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+}

@@ -219,6 +219,10 @@ impl Pipeline<'_> {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             steps: steps.clone(),
+            escalate: planned
+                .get("escalate")
+                .filter(|e| e.is_object() && steps.is_empty())
+                .cloned(),
         };
         // Every step passes the gates before any step runs: a plan with a refused step runs
         // nothing (a partly executed plan is worse than none).

@@ -290,6 +290,41 @@ impl Runner {
         outcome
     }
 
+    /// Ask the router for the plan of `utterance` in `context`, checking and running
+    /// nothing (what `utter eval` scores): the router's id and its answer as it gave it.
+    ///
+    /// # Errors
+    /// `-32005` when no router runs; the router's error.
+    pub async fn plan_only(
+        &self,
+        utterance: &str,
+        context: Option<serde_json::Value>,
+        timeout_ms: Option<u64>,
+    ) -> Result<(String, serde_json::Value), ErrorObject> {
+        let router = self.supervisor.find_router().ok_or_else(|| {
+            ErrorObject::new(
+                utter_protocol::ErrorCode::CapabilityMissing,
+                "no router plugin is running (one providing router.plan@1); see `utter plugins`",
+            )
+        })?;
+        let timeout = self.supervisor.effective_timeout(timeout_ms);
+        let mut params = serde_json::json!({"utterance": utterance, "provenance": "user"});
+        if let Some(context) = context {
+            params["context"] = context;
+        }
+        let planned = self
+            .supervisor
+            .call_as(
+                &router,
+                "router.plan",
+                params,
+                timeout,
+                crate::policy::Provenance::User,
+            )
+            .await?;
+        Ok((router, planned))
+    }
+
     /// The confirmer of one command: every door of [`Confirmations`], plus `client`; each
     /// wait ends after `cap` when one is given (a denial, `by: "timeout"`).
     pub(crate) fn confirmer(&self, client: Option<Door>, cap: Option<Duration>) -> Confirmer {

@@ -49,6 +49,11 @@ pub struct Plan {
     pub message: Option<String>,
     /// The steps, as the router returned them.
     pub steps: Vec<Value>,
+    /// Why there are no steps, when the router says (`{reason, message}`; reasons such as
+    /// `no_rule`, `unknown_target`, `needs_browser`, `needs_terminal`, `incomplete`), so a
+    /// client can tell "not understood" from "understood, but not possible here".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate: Option<Value>,
 }
 
 /// The outcome of one step.

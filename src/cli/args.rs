@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use super::output::EXIT_CODES;
 use super::{
-    audio, audit, check_config, check_manifest, confirm, context, daemon, events, install, listen,
-    pending, plugin, plugins, ptt, reload, say, status,
+    audio, audit, check_config, check_manifest, confirm, context, daemon, eval, events, install,
+    listen, pending, plugin, plugins, profiles, ptt, reload, say, status,
 };
 
 /// Utter: say what you want, and the desktop does it.
@@ -57,6 +57,26 @@ pub enum Command {
     Uninstall(install::UninstallArgs),
     /// Start the configured plugins, show their state, and stop them.
     Plugins(plugins::Args),
+    /// List the application profiles the rules router plans with (what "new tab" or "copy"
+    /// presses in each application), built-in and your own.
+    ///
+    /// Your profiles are TOML files in $XDG_CONFIG_HOME/utter/profiles/ (one per
+    /// application; a file with a built-in id replaces that profile). Fields: id, name, kind
+    /// (browser, terminal, editor, app), aliases, app_ids, launch, run, search_url,
+    /// [shortcuts] (name = "chord"), [commands] (phrase = "chord" or { op, args }). The
+    /// router reads them again when a file changes.
+    ///
+    /// Example: utter profiles --json
+    Profiles(profiles::Args),
+    /// Score a command corpus against the configured router: per category, the cases it
+    /// planned right, false positives and false escalations.
+    ///
+    /// The file holds [[case]] tables: category, say, focused (app_id), windows, compositor,
+    /// expect = [{ op, args }] (args a subset of the planned ones; none for a negative),
+    /// escalate (a negative's expected reason). Only router.plan is called; nothing runs.
+    ///
+    /// Example: utter eval my-commands.toml
+    Eval(eval::Args),
     /// Serve a built-in plugin on stdin/stdout (the runner starts these; see the config).
     ///
     /// The built-in plugins are compiled into this binary, so one installed `utter` carries

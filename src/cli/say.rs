@@ -184,8 +184,15 @@ pub fn print_outcome(outcome: &CommandOutcome) {
         .map(|r| format!(", rule {r:?}"))
         .unwrap_or_default();
     if plan.steps.is_empty() {
+        let reason = plan
+            .escalate
+            .as_ref()
+            .and_then(|e| e.get("reason"))
+            .and_then(Value::as_str)
+            .map(|r| format!(" [{}]", sanitize(r)))
+            .unwrap_or_default();
         out!(
-            "plan (router {router}{rule}): nothing to do — {}",
+            "plan (router {router}{rule}): nothing to do — {}{reason}",
             sanitize(
                 plan.message
                     .as_deref()

@@ -1,0 +1,88 @@
+//! `utter profiles`: the application profiles the rules router plans with: the built-in
+//! ones (`data/profiles/`) and the user's (`$XDG_CONFIG_HOME/utter/profiles/*.toml`, which
+//! replace a built-in one of the same id), each with its kind, window `app_id`s and how many
+//! shortcuts and commands it names; files that do not load are listed with `file:line:
+//! column: problem`. `--json` prints `{profiles: [...], problems: [...], dir}`. Exit 0 when
+//! every file loaded, 3 when one did not.
+
+use std::path::PathBuf;
+use utter_rules::profiles::{self, Profiles};
+
+use super::output::{exit, out, print_json, sanitize};
+
+/// The arguments of `utter profiles`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Read the user's profiles from this directory instead of
+    /// $XDG_CONFIG_HOME/utter/profiles.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+/// Run `utter profiles`.
+pub fn run(args: &Args) -> u8 {
+    let dir = args.dir.clone().or_else(profiles::default_user_dir);
+    let loaded = Profiles::load(dir.as_deref());
+    if args.json {
+        let list: Vec<serde_json::Value> = loaded
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "id": p.id,
+                    "name": p.name,
+                    "kind": p.kind.as_str(),
+                    "app_ids": p.app_ids,
+                    "launch": p.launch,
+                    "run": p.run,
+                    "search_url": p.search_url,
+                    "shortcuts": p.shortcuts,
+                    "commands": p.commands.keys().collect::<Vec<_>>(),
+                    "source": p.source,
+                })
+            })
+            .collect();
+        print_json(&serde_json::json!({
+            "profiles": list,
+            "problems": loaded.problems,
+            "dir": dir,
+        }));
+    } else {
+        out!(
+            "{:<12} {:<9} {:<22} {:>9} {:>8}  source",
+            "id",
+            "kind",
+            "name",
+            "shortcuts",
+            "commands"
+        );
+        for p in loaded.iter() {
+            out!(
+                "{:<12} {:<9} {:<22} {:>9} {:>8}  {}",
+                sanitize(&p.id),
+                p.kind.as_str(),
+                sanitize(&p.name),
+                p.shortcuts.len(),
+                p.commands.len(),
+                sanitize(&p.source)
+            );
+        }
+        match &dir {
+            Some(dir) => out!(
+                "your profiles: {} (one TOML file per application; see `utter profiles --help`)",
+                dir.display()
+            ),
+            None => out!("your profiles: none (neither XDG_CONFIG_HOME nor HOME is set)"),
+        }
+        for problem in &loaded.problems {
+            eprintln!("utter profiles: skipped {}", sanitize(problem));
+        }
+    }
+    if loaded.problems.is_empty() {
+        exit::OK
+    } else {
+        exit::CONFIG
+    }
+}
