@@ -12,7 +12,14 @@ use utter_protocol::plugin::{Call, Handler};
 use utter_protocol::{ErrorCode, ErrorObject};
 
 /// The ops this plugin serves, in `action.capabilities` order.
-pub const OPS: [&str; 5] = ["key", "type_keys", "scroll", "click_point", "pointer_move"];
+pub const OPS: [&str; 6] = [
+    "key",
+    "type_keys",
+    "scroll",
+    "click_point",
+    "pointer_move",
+    "terminal",
+];
 /// The most presses of one `key` call.
 pub const MAX_REPEAT: u64 = 50;
 /// The most wheel steps of one `scroll` call.
@@ -99,6 +106,7 @@ impl Service {
         match op {
             "key" => self.key(&args, dry_run, context, peer).await,
             "type_keys" => self.type_keys(&args, dry_run, context, peer).await,
+            "terminal" => self.terminal(&args, dry_run, context, peer).await,
             "scroll" => self.scroll(&args, dry_run, context, peer).await,
             "click_point" | "pointer_move" => {
                 self.point(op, &args, dry_run, context.as_ref()).await
@@ -210,6 +218,57 @@ impl Service {
             "detail": format!(
                 "typed {n} character(s) as keystrokes through the {} on {}; the compositor took every key (the text is not read back here)",
                 backend_phrase(&sent), sent.display
+            ),
+        }))
+    }
+
+    /// `terminal {command, app?, window_id?}`: type one command line into the terminal and
+    /// press Return. The runner keeps this op off by default and confirms every use; `app`
+    /// (the terminal the router saw focused) is focused again, and seen focused, before a
+    /// key is sent, so a command never lands in another window.
+    async fn terminal(
+        &self,
+        args: &Value,
+        dry_run: bool,
+        context: Option<Value>,
+        peer: &Connection,
+    ) -> Result<Value, ErrorObject> {
+        only_keys(args, &["command", "app", "window_id"])?;
+        let Some(command) = args.get("command").and_then(Value::as_str) else {
+            return Err(invalid("terminal needs a string command"));
+        };
+        let command = command.trim();
+        if command.chars().any(char::is_control) {
+            return Err(invalid(
+                "terminal takes one command line: no newline or other control character",
+            ));
+        }
+        let mut keysyms = keys::text_keysyms(command).map_err(bad_keys)?;
+        keysyms.push(xkeysym::Keysym::Return);
+        let target = Target::from_args(args)?;
+        if dry_run {
+            let backend = self.ready(Device::Keyboard).await?;
+            return Ok(
+                json!({"ok": true, "dry_run": true, "path": "keyboard", "backend": backend,
+                "detail": format!("would type {command:?} and press Return{}", target.phrase())}),
+            );
+        }
+        let focused = target.focus(peer, context.as_ref()).await?;
+        let sent = self
+            .devices
+            .type_keysyms(&keysyms)
+            .await
+            .map_err(plugin_error)?;
+        Ok(json!({
+            "ok": true,
+            "path": "keyboard",
+            "backend": sent.backend,
+            "presses": sent.presses,
+            "verified": false,
+            "focused": focused,
+            "detail": format!(
+                "typed {command:?} and pressed Return{} through the {} on {}; what the shell did is not read back",
+                target.phrase(), backend_phrase(&sent), sent.display
             ),
         }))
     }
@@ -638,6 +697,15 @@ pub fn capabilities() -> Value {
             "additionalProperties": false}})
     };
     let xy = json!({"x": {"type": "integer"}, "y": {"type": "integer"}});
+    // The shell runs what it is given: the runner confirms every use.
+    let mut terminal = op(
+        "terminal",
+        with_target(json!({
+            "command": {"type": "string", "minLength": 1, "maxLength": keys::MAX_TYPED}
+        })),
+        &["command"],
+    );
+    terminal["needs_confirm"] = json!(true);
     let mut click = xy.clone();
     click["button"] = json!({"enum": ["left", "right", "middle"]});
     click["count"] = json!({"type": "integer", "minimum": 1, "maximum": 3});
@@ -655,6 +723,7 @@ pub fn capabilities() -> Value {
         })), &["direction"]),
         op("click_point", click, &["x", "y"]),
         op("pointer_move", xy, &["x", "y"]),
+        terminal,
     ]})
 }
 

@@ -433,3 +433,40 @@ async fn a_cancelled_call_stops_typing_between_keys() {
         .expect("key after the cancel");
     assert_eq!(wait_for_keys(&desktop, 1).await, ["a -"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_types_one_line_and_presses_return_and_refuses_more() {
+    let desktop = Desktop::start();
+    let plugin = start_plugin(&desktop).await;
+    let context = desktop.context();
+    take_keys(&desktop);
+    let ran = invoke(&plugin, "terminal", json!({"command": "echo hi"}), &context)
+        .await
+        .expect("terminal");
+    assert_eq!(ran["path"], "keyboard", "{ran}");
+    assert_eq!(ran["verified"], false, "{ran}");
+    assert_eq!(ran["presses"], 8, "seven characters and Return: {ran}");
+    assert!(
+        wait_for_file(&desktop, "entry.txt", "echo hi").await,
+        "the entry holds {:?}",
+        desktop.read("entry.txt")
+    );
+    let keys = wait_for_keys(&desktop, 8).await;
+    assert_eq!(
+        keys.last().map(String::as_str),
+        Some("Return -"),
+        "{keys:?}"
+    );
+    // Two lines, or a control character, are no command line: nothing is typed.
+    for bad in ["ls\nrm -rf ~", "ls\u{7}", ""] {
+        let e = invoke(&plugin, "terminal", json!({"command": bad}), &context)
+            .await
+            .expect_err("refused");
+        assert_eq!(e.code, -32602, "{bad:?}: {e:?}");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        take_keys(&desktop).is_empty(),
+        "nothing was typed for a refused command"
+    );
+}

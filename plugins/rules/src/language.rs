@@ -518,11 +518,18 @@ pub fn terminal(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Esca
             message: format!("running {command:?} needs a terminal to be focused"),
         }));
     }
+    // The terminal that is focused now: the action plugin focuses it again before it types
+    // (the confirmation asked in between may have moved the focus).
+    let app = sources.context.and_then(|c| c.focused_app_id.clone());
+    let mut args = json!({"command": command});
+    if let Some(app) = app {
+        args["app"] = Value::String(app);
+    }
     Some(Ok(Matched {
         rule: "terminal",
         op: "terminal",
         message: format!("run {command:?} in the terminal"),
-        args: json!({"command": command}),
+        args,
         confirm: false,
     }))
 }
