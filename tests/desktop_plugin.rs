@@ -689,3 +689,84 @@ async fn open_url_goes_through_the_portal_and_falls_back_when_it_fails() {
     );
     assert_eq!(seen_now().len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn media_volume_is_read_back_and_untargeted_commands_go_to_the_player_used_last() {
+    let sb = Sandbox::new();
+    let bus = DbusSession::start();
+    // The idle one takes the plain name and sorts first on the bus.
+    let _idle = Mpv::start_with(&sb, &bus, &["--pause"]);
+    let mpris = Mpris::connect(&bus).await;
+    assert_eq!(
+        mpris
+            .wait_for_status("Paused", Duration::from_secs(20))
+            .await
+            .as_deref(),
+        Some("Paused"),
+        "the paused mpv did not show up as {MPV_BUS_NAME}"
+    );
+    let _playing = Mpv::start(&sb, &bus);
+    let plugin = start_plugin(&sb, Some(&bus.address)).await;
+    // The second mpv is on the bus once a dry run finds a playing player.
+    let mut other = String::new();
+    for _ in 0..100 {
+        let dry = invoke(&plugin, "media", json!({"command": "pause"}), true).await;
+        if let Ok(dry) = dry
+            && dry["status_before"] == "Playing"
+        {
+            other = dry["player"].as_str().unwrap_or("").to_owned();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        other.starts_with(&format!("{MPV_BUS_NAME}.")),
+        "the second mpv's name: {other:?}"
+    );
+
+    let down = expect_ok(
+        invoke(&plugin, "media", json!({"command": "volume_down"}), false).await,
+        "volume down",
+    );
+    assert_eq!(down["player"], other.as_str(), "{down}");
+    assert_eq!(down["verified"], true, "{down}");
+    let before = down["volume_before"].as_f64().unwrap();
+    let after = down["volume_after"].as_f64().unwrap();
+    assert!(
+        (before - 0.1 - after).abs() < 0.011,
+        "{before} → {after}: {down}"
+    );
+    let muted = expect_ok(
+        invoke(&plugin, "media", json!({"command": "mute"}), false).await,
+        "mute",
+    );
+    assert_eq!(muted["volume_after"], 0.0, "{muted}");
+    let unmuted = expect_ok(
+        invoke(&plugin, "media", json!({"command": "unmute"}), false).await,
+        "unmute",
+    );
+    assert!(
+        (unmuted["volume_after"].as_f64().unwrap() - after).abs() < 0.011,
+        "the volume before the mute comes back: {unmuted}"
+    );
+
+    // "pause" pauses the playing one; then both are paused, and "play" resumes the one
+    // used last, not the one that sorts first.
+    let paused = expect_ok(
+        invoke(&plugin, "media", json!({"command": "pause"}), false).await,
+        "pause",
+    );
+    assert_eq!(paused["player"], other.as_str(), "{paused}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let played = expect_ok(
+        invoke(&plugin, "media", json!({"command": "play"}), false).await,
+        "play",
+    );
+    assert_eq!(played["player"], other.as_str(), "{played}");
+    assert_eq!(played["status_before"], "Paused", "{played}");
+    assert_eq!(
+        mpris.status().await.as_deref(),
+        Some("Paused"),
+        "the idle mpv stayed paused"
+    );
+}

@@ -421,6 +421,11 @@ pub struct Mpv {
 impl Mpv {
     /// Generate `silent.wav` in the sandbox with sox and play it on `bus`.
     pub fn start(sandbox: &Sandbox, bus: &DbusSession) -> Mpv {
+        Mpv::start_with(sandbox, bus, &[])
+    }
+
+    /// [`Mpv::start`] with more mpv options (`--pause`: loaded but paused).
+    pub fn start_with(sandbox: &Sandbox, bus: &DbusSession, extra: &[&str]) -> Mpv {
         let wav = sandbox.path("silent.wav");
         let sox = std::process::Command::new("sox")
             .args(["-n", "-r", "16000", "-c", "1"])
@@ -441,6 +446,7 @@ impl Mpv {
                 "--loop=inf",
                 "--really-quiet",
             ])
+            .args(extra)
             .arg(&wav)
             .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
             .env("HOME", sandbox.path("home"))

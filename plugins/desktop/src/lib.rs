@@ -156,6 +156,8 @@ pub async fn run(log_to_stderr: bool) -> ExitCode {
     if log_to_stderr {
         utter_protocol::plugin::init_stderr_logging();
     }
+    // Which player the person used last, from the start.
+    tokio::spawn(media::watch());
     plugin::run_stdio(MANIFEST, Desktop).await
 }
 

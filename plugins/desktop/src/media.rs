@@ -7,8 +7,16 @@
 //! `PlaybackStatus`).
 //!
 //! Which player: with `player`, the ones whose bus-name suffix or `Identity` contains it
-//! (ignoring case); otherwise all. Among those, the first `Playing`, else the first
-//! `Paused`, else the first, in bus-name order.
+//! (ignoring case); otherwise all. Among those: a `Playing` one (the last used first, when
+//! several play), else the one the person used last, else the first `Paused`, else the
+//! first, in bus-name order. "Used last" is the player this plugin last sent a command to,
+//! or the last whose `PlaybackStatus` turned `Playing` (a watcher follows every player's
+//! `PropertiesChanged` from the plugin's start), whichever came later: with one player
+//! paused by "pause" and another idle, "play" resumes the first.
+//!
+//! Volume (`volume_up`, `volume_down`: a step of [`VOLUME_STEP`]; `mute`; `unmute`: the
+//! volume before the mute, else half): the `Volume` property (0.0 to 1.0), read back after
+//! it is set, so the result says whether the player took it (`verified`).
 
 use crate::bus::{self, bounded};
 use crate::plugin_error;
@@ -57,6 +65,73 @@ trait Player {
     /// `Playing`, `Paused` or `Stopped`.
     #[zbus(property)]
     fn playback_status(&self) -> zbus::Result<String>;
+    /// The volume, 0.0 to 1.0 (MPRIS allows more; it is clamped here).
+    #[zbus(property)]
+    fn volume(&self) -> zbus::Result<f64>;
+    /// Set the volume.
+    #[zbus(property)]
+    fn set_volume(&self, volume: f64) -> zbus::Result<()>;
+}
+
+/// One volume step.
+pub const VOLUME_STEP: f64 = 0.1;
+
+/// The unique bus name of the player used last (see the module docs), and the volumes of
+/// muted players by bus name.
+#[derive(Default)]
+struct Memory {
+    last_used: Option<String>,
+    muted: std::collections::HashMap<String, f64>,
+}
+
+fn memory() -> std::sync::MutexGuard<'static, Memory> {
+    static MEMORY: std::sync::OnceLock<std::sync::Mutex<Memory>> = std::sync::OnceLock::new();
+    MEMORY
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Follow every player's `PlaybackStatus` on the session bus until the bus goes away,
+/// remembering the last one that started playing. Started once, with the plugin.
+pub async fn watch() {
+    let Ok((conn, _)) = bus::connect().await else {
+        return;
+    };
+    let rule = zbus::MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .interface("org.freedesktop.DBus.Properties")
+        .and_then(|b| b.member("PropertiesChanged"))
+        .and_then(|b| b.path("/org/mpris/MediaPlayer2"))
+        .and_then(|b| b.arg(0, "org.mpris.MediaPlayer2.Player"))
+        .map(|b| b.build());
+    let Ok(rule) = rule else {
+        return;
+    };
+    let Ok(mut stream) = zbus::MessageStream::for_match_rule(rule, &conn, Some(64)).await else {
+        return;
+    };
+    use futures::StreamExt;
+    while let Some(Ok(message)) = stream.next().await {
+        let Some(sender) = message.header().sender().map(|s| s.to_string()) else {
+            continue;
+        };
+        type Changed = (
+            String,
+            std::collections::HashMap<String, zbus::zvariant::OwnedValue>,
+            Vec<String>,
+        );
+        let Ok((_, changed, _)) = message.body().deserialize::<Changed>() else {
+            continue;
+        };
+        let playing = changed
+            .get("PlaybackStatus")
+            .and_then(|v| v.downcast_ref::<String>().ok())
+            .is_some_and(|s| s == "Playing");
+        if playing {
+            memory().last_used = Some(sender);
+        }
+    }
 }
 
 /// What to do.
@@ -75,6 +150,14 @@ pub enum Command {
     Next,
     /// `Previous`.
     Previous,
+    /// `Volume` up a step.
+    VolumeUp,
+    /// `Volume` down a step.
+    VolumeDown,
+    /// `Volume` to 0.
+    Mute,
+    /// `Volume` back to what it was before `mute`.
+    Unmute,
 }
 
 impl Command {
@@ -87,7 +170,18 @@ impl Command {
             Command::Stop => "Stop",
             Command::Next => "Next",
             Command::Previous => "Previous",
+            Command::VolumeUp | Command::VolumeDown | Command::Mute | Command::Unmute => {
+                "Set Volume"
+            }
         }
+    }
+
+    /// Whether it sets the volume.
+    fn is_volume(self) -> bool {
+        matches!(
+            self,
+            Command::VolumeUp | Command::VolumeDown | Command::Mute | Command::Unmute
+        )
     }
 }
 
@@ -109,7 +203,7 @@ pub fn args_schema() -> Value {
         "required": ["command"],
         "additionalProperties": false,
         "properties": {
-            "command": {"enum": ["play", "pause", "play_pause", "stop", "next", "previous"]},
+            "command": {"enum": ["play", "pause", "play_pause", "stop", "next", "previous", "volume_up", "volume_down", "mute", "unmute"]},
             "player": {
                 "type": "string",
                 "description": "Pick the player whose bus name or Identity contains this (case-insensitive); default: the one playing."
@@ -127,10 +221,17 @@ pub struct Found {
     pub identity: String,
     /// Its `PlaybackStatus` (`"Unknown"` when it did not answer).
     pub status: String,
+    /// The unique name that owns `bus_name`, when the bus said.
+    pub owner: Option<String>,
 }
 
-/// Choose a player; see the module documentation.
-pub fn choose<'a>(players: &'a [Found], wanted: Option<&str>) -> Option<&'a Found> {
+/// Choose a player; see the module documentation. `last_used` is the unique name of the
+/// player used last.
+pub fn choose<'a>(
+    players: &'a [Found],
+    wanted: Option<&str>,
+    last_used: Option<&str>,
+) -> Option<&'a Found> {
     let wanted = wanted
         .map(|w| w.trim().to_lowercase())
         .filter(|w| !w.is_empty());
@@ -145,12 +246,20 @@ pub fn choose<'a>(players: &'a [Found], wanted: Option<&str>) -> Option<&'a Foun
             }
         })
         .collect();
-    candidates
+    let is_last = |p: &Found| last_used.is_some() && p.owner.as_deref() == last_used;
+    let playing: Vec<&Found> = candidates
         .iter()
-        .find(|p| p.status == "Playing")
-        .or_else(|| candidates.iter().find(|p| p.status == "Paused"))
-        .or_else(|| candidates.first())
         .copied()
+        .filter(|p| p.status == "Playing")
+        .collect();
+    playing
+        .iter()
+        .copied()
+        .find(|p| is_last(p))
+        .or_else(|| playing.first().copied())
+        .or_else(|| candidates.iter().copied().find(|p| is_last(p)))
+        .or_else(|| candidates.iter().copied().find(|p| p.status == "Paused"))
+        .or_else(|| candidates.first().copied())
 }
 
 /// Run `media`.
@@ -169,7 +278,8 @@ pub async fn run(args: MediaArgs, dry_run: bool) -> Result<Value, ErrorObject> {
     if players.is_empty() {
         return Err(plugin_error("no MPRIS player on the session bus"));
     }
-    let Some(chosen) = choose(&players, args.player.as_deref()) else {
+    let last_used = memory().last_used.clone();
+    let Some(chosen) = choose(&players, args.player.as_deref(), last_used.as_deref()) else {
         let known: Vec<String> = players
             .iter()
             .map(|p| format!("{} ({})", p.identity, p.bus_name))
@@ -200,6 +310,12 @@ pub async fn run(args: MediaArgs, dry_run: bool) -> Result<Value, ErrorObject> {
     let proxy = player_proxy(&conn, &chosen.bus_name)
         .await
         .map_err(plugin_error)?;
+    if let Some(owner) = &chosen.owner {
+        memory().last_used = Some(owner.clone());
+    }
+    if args.command.is_volume() {
+        return set_volume(&proxy, args.command, chosen, &described, result).await;
+    }
     let call = async {
         match args.command {
             Command::Play => proxy.play().await,
@@ -208,6 +324,8 @@ pub async fn run(args: MediaArgs, dry_run: bool) -> Result<Value, ErrorObject> {
             Command::Stop => proxy.stop().await,
             Command::Next => proxy.next().await,
             Command::Previous => proxy.previous().await,
+            // Handled above.
+            _ => Ok(()),
         }
     };
     bounded(PLAYER_CALL, method, call)
@@ -216,6 +334,62 @@ pub async fn run(args: MediaArgs, dry_run: bool) -> Result<Value, ErrorObject> {
     result["detail"] = json!(format!(
         "called {method} on {described}, which was {}",
         chosen.status
+    ));
+    Ok(result)
+}
+
+/// Change the volume of `chosen` by `command` and read it back.
+async fn set_volume(
+    proxy: &PlayerProxy<'_>,
+    command: Command,
+    chosen: &Found,
+    described: &str,
+    mut result: Value,
+) -> Result<Value, ErrorObject> {
+    let before = bounded(PLAYER_CALL, "Volume", proxy.volume())
+        .await
+        .map_err(|e| plugin_error(format!("{described} reports no volume: {e}")))?;
+    let before = if before.is_finite() {
+        before.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let target = match command {
+        Command::VolumeUp => (before + VOLUME_STEP).min(1.0),
+        Command::VolumeDown => (before - VOLUME_STEP).max(0.0),
+        Command::Mute => {
+            if before > 0.0 {
+                memory().muted.insert(chosen.bus_name.clone(), before);
+            }
+            0.0
+        }
+        _ => {
+            let kept = memory().muted.remove(&chosen.bus_name);
+            if before > 0.0 && kept.is_none() {
+                before
+            } else {
+                kept.unwrap_or(0.5)
+            }
+        }
+    };
+    let target = (target * 100.0).round() / 100.0;
+    bounded(PLAYER_CALL, "Volume", proxy.set_volume(target))
+        .await
+        .map_err(|e| plugin_error(format!("{described} did not take the volume {target}: {e}")))?;
+    let after = bounded(PLAYER_CALL, "Volume", proxy.volume()).await.ok();
+    let verified = after.is_some_and(|a| (a - target).abs() < 0.011);
+    result["volume_before"] = json!(before);
+    result["volume_after"] = json!(after);
+    result["verified"] = json!(verified);
+    result["detail"] = json!(format!(
+        "set the volume of {described} from {:.0}% to {:.0}%{}",
+        before * 100.0,
+        target * 100.0,
+        if verified {
+            ", read back"
+        } else {
+            "; the player reports another volume"
+        }
     ));
     Ok(result)
 }
@@ -254,10 +428,18 @@ async fn list_players(conn: &Connection) -> Result<Vec<Found>, ErrorObject> {
                 .unwrap_or_else(|_| suffix.clone()),
             Err(_) => suffix.clone(),
         };
+        let owner = match zbus::names::BusName::try_from(bus_name.as_str()) {
+            Ok(name) => bounded(PLAYER_CALL, "GetNameOwner", dbus.get_name_owner(name))
+                .await
+                .ok()
+                .map(|o| o.to_string()),
+            Err(_) => None,
+        };
         players.push(Found {
             bus_name,
             identity,
             status,
+            owner,
         });
     }
     Ok(players)
@@ -291,6 +473,7 @@ mod tests {
             bus_name: format!("{MPRIS_PREFIX}{name}"),
             identity: identity.to_owned(),
             status: status.to_owned(),
+            owner: Some(format!(":1.{}", name.len())),
         }
     }
 
@@ -301,10 +484,30 @@ mod tests {
             p("b", "B", "Paused"),
             p("c", "C", "Playing"),
         ];
-        assert_eq!(choose(&players, None), Some(&players[2]));
-        assert_eq!(choose(&players[..2], None), Some(&players[1]));
-        assert_eq!(choose(&players[..1], None), Some(&players[0]));
-        assert_eq!(choose(&[], None), None);
+        assert_eq!(choose(&players, None, None), Some(&players[2]));
+        assert_eq!(choose(&players[..2], None, None), Some(&players[1]));
+        assert_eq!(choose(&players[..1], None, None), Some(&players[0]));
+        assert_eq!(choose(&[], None, None), None);
+    }
+
+    #[test]
+    fn the_player_used_last_wins_over_another_paused_one() {
+        let mut players = [
+            p("a", "A", "Paused"),
+            p("bb", "B", "Paused"),
+            p("ccc", "C", "Stopped"),
+        ];
+        // B (":1.2") was used last: it wins over A, which sorts first.
+        assert_eq!(choose(&players, None, Some(":1.2")), Some(&players[1]));
+        // A stopped player used last still wins over a paused one.
+        assert_eq!(choose(&players, None, Some(":1.3")), Some(&players[2]));
+        // A playing player wins over the one used last, unless both play.
+        players[0].status = "Playing".into();
+        assert_eq!(choose(&players, None, Some(":1.2")), Some(&players[0]));
+        players[1].status = "Playing".into();
+        assert_eq!(choose(&players, None, Some(":1.2")), Some(&players[1]));
+        // A player gone from the bus is forgotten.
+        assert_eq!(choose(&players, None, Some(":1.99")), Some(&players[0]));
     }
 
     #[test]
@@ -314,12 +517,18 @@ mod tests {
             p("vlc", "VLC media player", "Playing"),
             p("mpv.instance42", "mpv", "Stopped"),
         ];
-        assert_eq!(choose(&players, Some("SPOT")), Some(&players[0]));
-        assert_eq!(choose(&players, Some("media player")), Some(&players[1]));
-        assert_eq!(choose(&players, Some("instance42")), Some(&players[2]));
-        assert_eq!(choose(&players, Some("rhythmbox")), None);
+        assert_eq!(choose(&players, Some("SPOT"), None), Some(&players[0]));
+        assert_eq!(
+            choose(&players, Some("media player"), None),
+            Some(&players[1])
+        );
+        assert_eq!(
+            choose(&players, Some("instance42"), None),
+            Some(&players[2])
+        );
+        assert_eq!(choose(&players, Some("rhythmbox"), None), None);
         // Blank means "any".
-        assert_eq!(choose(&players, Some("  ")), Some(&players[1]));
+        assert_eq!(choose(&players, Some("  "), None), Some(&players[1]));
     }
 
     #[test]
@@ -328,5 +537,8 @@ mod tests {
             serde_json::from_value(json!({"command": "play_pause"})).expect("parses");
         assert_eq!(parsed.command.method(), "PlayPause");
         assert!(serde_json::from_value::<MediaArgs>(json!({"command": "louder"})).is_err());
+        let volume: MediaArgs =
+            serde_json::from_value(json!({"command": "volume_up"})).expect("parses");
+        assert!(volume.command.is_volume());
     }
 }

@@ -235,6 +235,14 @@ pub enum MediaCommand {
     Next,
     /// Previous track.
     Previous,
+    /// Louder (MPRIS `Volume` up a step).
+    VolumeUp,
+    /// Quieter.
+    VolumeDown,
+    /// Volume to nothing.
+    Mute,
+    /// The volume before muting back.
+    Unmute,
 }
 
 impl MediaCommand {
@@ -247,6 +255,10 @@ impl MediaCommand {
             MediaCommand::Stop => "stop",
             MediaCommand::Next => "next",
             MediaCommand::Previous => "previous",
+            MediaCommand::VolumeUp => "volume_up",
+            MediaCommand::VolumeDown => "volume_down",
+            MediaCommand::Mute => "mute",
+            MediaCommand::Unmute => "unmute",
         }
     }
 
@@ -258,6 +270,10 @@ impl MediaCommand {
             MediaCommand::Stop => "stop playback",
             MediaCommand::Next => "skip to the next track",
             MediaCommand::Previous => "go back to the previous track",
+            MediaCommand::VolumeUp => "turn the volume up",
+            MediaCommand::VolumeDown => "turn the volume down",
+            MediaCommand::Mute => "mute",
+            MediaCommand::Unmute => "unmute",
         }
     }
 }
@@ -924,6 +940,29 @@ fn media_phrase(text: &str) -> Option<MediaCommand> {
         ("back a song", Previous),
         ("back one track", Previous),
         ("back one song", Previous),
+        ("volume up", VolumeUp),
+        ("turn the volume up", VolumeUp),
+        ("turn up the volume", VolumeUp),
+        ("turn it up", VolumeUp),
+        ("louder", VolumeUp),
+        ("increase the volume", VolumeUp),
+        ("raise the volume", VolumeUp),
+        ("volume down", VolumeDown),
+        ("turn the volume down", VolumeDown),
+        ("turn down the volume", VolumeDown),
+        ("turn it down", VolumeDown),
+        ("quieter", VolumeDown),
+        ("softer", VolumeDown),
+        ("decrease the volume", VolumeDown),
+        ("lower the volume", VolumeDown),
+        ("mute", Mute),
+        ("mute it", Mute),
+        ("mute the music", Mute),
+        ("mute the sound", Mute),
+        ("unmute", Unmute),
+        ("unmute it", Unmute),
+        ("unmute the music", Unmute),
+        ("unmute the sound", Unmute),
     ];
     if let Some((_, command)) = fixed.iter().find(|(phrase, _)| *phrase == text) {
         return Some(*command);
