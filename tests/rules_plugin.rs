@@ -103,6 +103,7 @@ async fn plans_sites_apps_and_media_keys() {
             "steps": [],
             "rule": null,
             "message": "no rule matched \"blorp the frobnicator\"",
+            "escalate": {"reason": "no_rule", "message": "no rule matched \"blorp the frobnicator\""},
         })
     );
 
