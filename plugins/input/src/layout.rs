@@ -201,16 +201,7 @@ impl LayoutMap {
         // SAFETY: every pointer passed is either one libxkbcommon returned (checked for null
         // before use) or a CString that outlives the call; each object is unreferenced once.
         unsafe {
-            let ctx = (xkb.xkb_context_new)(
-                xkbcommon_dl::xkb_context_flags::XKB_CONTEXT_NO_ENVIRONMENT_NAMES,
-            );
-            if ctx.is_null() {
-                return Err("libxkbcommon could not make a context".into());
-            }
-            (xkb.xkb_context_set_log_level)(
-                ctx,
-                xkbcommon_dl::xkb_log_level::XKB_LOG_LEVEL_CRITICAL,
-            );
+            let ctx = quiet_context(xkb)?;
             let keymap = (xkb.xkb_keymap_new_from_names)(
                 ctx,
                 &names,
@@ -244,16 +235,7 @@ impl LayoutMap {
         // SAFETY: as in `from_names`: the text outlives the call, every returned pointer is
         // checked for null, and each object is unreferenced once (in `read_keymap`).
         unsafe {
-            let ctx = (xkb.xkb_context_new)(
-                xkbcommon_dl::xkb_context_flags::XKB_CONTEXT_NO_ENVIRONMENT_NAMES,
-            );
-            if ctx.is_null() {
-                return Err("libxkbcommon could not make a context".into());
-            }
-            (xkb.xkb_context_set_log_level)(
-                ctx,
-                xkbcommon_dl::xkb_log_level::XKB_LOG_LEVEL_CRITICAL,
-            );
+            let ctx = quiet_context(xkb)?;
             let keymap = (xkb.xkb_keymap_new_from_string)(
                 ctx,
                 text.as_ptr(),
@@ -326,6 +308,26 @@ pub fn key_events(layout: &LayoutMap, strokes: &[Stroke]) -> Result<Vec<KeyEvent
         events.extend(held.iter().rev().map(|&c| (c, false)));
     }
     Ok(events)
+}
+
+/// A libxkbcommon context that reads no environment names and logs only critical errors.
+///
+/// # Safety
+/// The caller unreferences the context it gets.
+unsafe fn quiet_context(
+    xkb: &xkbcommon_dl::XkbCommon,
+) -> Result<*mut xkbcommon_dl::xkb_context, String> {
+    // SAFETY: plain calls into libxkbcommon; the context is checked for null.
+    unsafe {
+        let ctx = (xkb.xkb_context_new)(
+            xkbcommon_dl::xkb_context_flags::XKB_CONTEXT_NO_ENVIRONMENT_NAMES,
+        );
+        if ctx.is_null() {
+            return Err("libxkbcommon could not make a context".into());
+        }
+        (xkb.xkb_context_set_log_level)(ctx, xkbcommon_dl::xkb_log_level::XKB_LOG_LEVEL_CRITICAL);
+        Ok(ctx)
+    }
 }
 
 /// Every keysym `keymap` types with no modifier, Shift, AltGr (`Mod5`) or both, with the
