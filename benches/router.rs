@@ -44,13 +44,14 @@ const MIX: &[(&str, Option<&str>, &str)] = &[
 
 fn apps() -> Vec<AppEntry> {
     let mut apps: Vec<AppEntry> = (0..497)
-        .map(|i| AppEntry {
-            id: format!("org.example.App{i}"),
-            name: format!("Example Application {i}"),
-            generic_name: Some(format!("Tool number {i}")),
-            keywords: vec![format!("keyword{i}"), "example".into()],
-            wm_class: None,
-            exec: Some(format!("example-app-{i}")),
+        .map(|i| {
+            AppEntry::new(
+                &format!("org.example.App{i}"),
+                &format!("Example Application {i}"),
+                Some(&format!("Tool number {i}")),
+                &[&format!("keyword{i}"), "example"],
+            )
+            .with_exec(&format!("example-app-{i}"))
         })
         .collect();
     for (id, name) in [
@@ -58,14 +59,7 @@ fn apps() -> Vec<AppEntry> {
         ("firefox-esr", "Firefox ESR"),
         ("foot", "Foot"),
     ] {
-        apps.push(AppEntry {
-            id: id.into(),
-            name: name.into(),
-            generic_name: None,
-            keywords: Vec::new(),
-            wm_class: None,
-            exec: Some(id.into()),
-        });
+        apps.push(AppEntry::new(id, name, None, &[]).with_exec(id));
     }
     apps
 }

@@ -39,9 +39,24 @@ pub struct AppEntry {
     pub wm_class: Option<String>,
     /// The file name of the program `Exec` runs (`firefox-esr`, `mpv`), if it names one.
     pub exec: Option<String>,
+    /// The forms a spoken name is compared with, made at the first lookup.
+    keys: std::sync::OnceLock<AppKeys>,
 }
 
-#[cfg(test)]
+/// An entry's fields as [`find_app`] compares them: compacted (`compact(normalize(..))`),
+/// and the `Name`'s normalised words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AppKeys {
+    name: String,
+    name_words: String,
+    generic_name: Option<String>,
+    keywords: Vec<String>,
+    id: String,
+    id_last: String,
+    exec: Option<String>,
+    wm_class: Option<String>,
+}
+
 impl AppEntry {
     /// An entry from its parts.
     pub fn new(id: &str, name: &str, generic_name: Option<&str>, keywords: &[&str]) -> AppEntry {
@@ -52,12 +67,37 @@ impl AppEntry {
             keywords: keywords.iter().map(|k| (*k).to_owned()).collect(),
             wm_class: None,
             exec: None,
+            keys: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The same entry with the program its `Exec` runs.
+    pub fn with_exec(mut self, exec: &str) -> AppEntry {
+        self.exec = Some(exec.to_owned());
+        self.keys = std::sync::OnceLock::new();
+        self
+    }
+
+    fn keys(&self) -> &AppKeys {
+        self.keys.get_or_init(|| {
+            let key = |field: &str| compact(&normalize(field));
+            AppKeys {
+                name: key(&self.name),
+                name_words: normalize(&self.name),
+                generic_name: self.generic_name.as_deref().map(key),
+                keywords: self.keywords.iter().map(|k| key(k)).collect(),
+                id: key(&self.id),
+                id_last: key(self.id.rsplit('.').next().unwrap_or(&self.id)),
+                exec: self.exec.as_deref().map(key),
+                wm_class: self.wm_class.as_deref().map(key),
+            }
+        })
     }
 
     /// The same entry with a `StartupWMClass`.
     pub fn with_wm_class(mut self, wm_class: &str) -> AppEntry {
         self.wm_class = Some(wm_class.to_owned());
+        self.keys = std::sync::OnceLock::new();
         self
     }
 }
@@ -122,9 +162,8 @@ const GENERIC_WORDS: &[&str] = &[
 
 /// Whether `wanted` (normalised words) is a run of the words of `name` worth matching on
 /// its own: several words, or one that is not a generic word and has three letters.
-fn is_name_part(name: &str, wanted: &str) -> bool {
-    let name = normalize(name);
-    let words: Vec<&str> = name.split(' ').collect();
+fn is_name_part(name_words: &str, wanted: &str) -> bool {
+    let words: Vec<&str> = name_words.split(' ').collect();
     let want: Vec<&str> = wanted.split(' ').collect();
     if want.len() >= words.len() || want.is_empty() {
         return false;
@@ -178,24 +217,25 @@ fn best_match<'a>(apps: &'a [AppEntry], spoken: &str) -> Option<&'a AppEntry> {
     if wanted.is_empty() {
         return None;
     }
-    let same = |field: &str| compact(&normalize(field)) == wanted;
+    let same = |key: &str| key == wanted;
     let spoken_words = normalize(spoken);
     let matches: Vec<(MatchLevel, usize, &str, &AppEntry)> = apps
         .iter()
         .filter_map(|app| {
-            let level = if same(&app.name) {
+            let keys = app.keys();
+            let level = if same(&keys.name) {
                 MatchLevel::Name
-            } else if app.generic_name.as_deref().is_some_and(same) {
+            } else if keys.generic_name.as_deref().is_some_and(same) {
                 MatchLevel::GenericName
-            } else if app.keywords.iter().any(|k| same(k)) {
+            } else if keys.keywords.iter().any(|k| same(k)) {
                 MatchLevel::Keyword
-            } else if same(&app.id) || app.id.rsplit('.').next().is_some_and(same) {
+            } else if same(&keys.id) || same(&keys.id_last) {
                 MatchLevel::Id
-            } else if app.exec.as_deref().is_some_and(same) {
+            } else if keys.exec.as_deref().is_some_and(same) {
                 MatchLevel::Exec
-            } else if app.wm_class.as_deref().is_some_and(same) {
+            } else if keys.wm_class.as_deref().is_some_and(same) {
                 MatchLevel::WmClass
-            } else if is_name_part(&app.name, &spoken_words) {
+            } else if is_name_part(&keys.name_words, &spoken_words) {
                 MatchLevel::Part
             } else {
                 return None;
@@ -331,6 +371,7 @@ fn read_entry(file: &FoundFile) -> Option<AppEntry> {
         keywords,
         wm_class,
         exec,
+        keys: std::sync::OnceLock::new(),
     })
 }
 
