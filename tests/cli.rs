@@ -364,3 +364,28 @@ async fn profiles_lists_built_in_and_own_profiles_and_names_a_broken_file() {
     let run = run_utter(&["eval", corpus.to_str().unwrap()], &env).await;
     assert_eq!(run.code, Some(0), "{run}");
 }
+
+#[tokio::test]
+async fn eval_counts_a_case_the_router_refuses_as_a_miss_and_goes_on() {
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+    let long = "a".repeat(5000);
+    let corpus = sb.write(
+        "corpus.toml",
+        &format!(
+            "[[case]]\ncategory = \"x\"\nsay = \"{long}\"\n\n\
+             [[case]]\ncategory = \"x\"\nsay = \"pause\"\nexpect = [{{ op = \"media\" }}]\n"
+        ),
+    );
+    let run = run_utter(&["eval", corpus.to_str().unwrap(), "--json"], &env).await;
+    assert_eq!(run.code, Some(1), "{run}");
+    let report = run.json();
+    assert_eq!(report["total"]["cases"], 2, "{run}");
+    assert_eq!(report["total"]["right"], 1, "{run}");
+    assert!(
+        report["misses"][0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("-32602")),
+        "{run}"
+    );
+}

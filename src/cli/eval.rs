@@ -30,9 +30,25 @@ pub struct Args {
     timeout_ms: Option<u64>,
 }
 
+/// The largest corpus read, in bytes.
+const MAX_CORPUS: u64 = 16 << 20;
+
+fn read_limited(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    file.take(MAX_CORPUS + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > MAX_CORPUS {
+        return Err(format!("it is larger than {} MiB", MAX_CORPUS >> 20));
+    }
+    Ok(text)
+}
+
 /// Run `utter eval`; `config` is `--config`.
 pub async fn run(args: &Args, config: Option<&Path>) -> u8 {
-    let text = match std::fs::read_to_string(&args.file) {
+    let text = match read_limited(&args.file) {
         Ok(text) => text,
         Err(e) => {
             eprintln!("utter eval: cannot read {}: {e}", args.file.display());
@@ -64,11 +80,20 @@ pub async fn run(args: &Args, config: Option<&Path>) -> u8 {
                 router_id = router;
                 report.add(case, eval::judge(case, &planned));
             }
-            Err(e) => {
+            // No router at all: nothing can be scored.
+            Err(e) if e.kind() == utter_protocol::ErrorCode::CapabilityMissing => {
                 eprintln!("utter eval: {} [{}]", sanitize(&e.message), e.code);
                 runner.shutdown().await;
                 return exit::RUNNER;
             }
+            // The router refused this one case (too long, blank): a miss, named.
+            Err(e) => report.add(
+                case,
+                eval::Verdict::Wrong(format!(
+                    "the router answered error {}: {}",
+                    e.code, e.message
+                )),
+            ),
         }
     }
     runner.shutdown().await;

@@ -25,6 +25,12 @@ pub struct Args {
 /// Run `utter profiles`.
 pub fn run(args: &Args) -> u8 {
     let dir = args.dir.clone().or_else(profiles::default_user_dir);
+    if let Some(d) = args.dir.as_deref().filter(|d| !d.exists()) {
+        eprintln!(
+            "utter profiles: note: {} does not exist, so only the built-in profiles are listed",
+            d.display()
+        );
+    }
     let loaded = Profiles::load(dir.as_deref());
     if args.json {
         let list: Vec<serde_json::Value> = loaded

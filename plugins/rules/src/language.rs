@@ -121,9 +121,16 @@ pub fn url(raw: &str) -> Option<Matched> {
     } else {
         (format!("https://{token}"), lower.clone())
     };
+    // No backslash (browsers read it as a slash, so "evil.com\@good.com" is evil.com), no
+    // user name or password before the host, nothing invisible.
+    if token.contains('\\') || token.chars().any(|c| c.is_control() || is_invisible(c)) {
+        return None;
+    }
     let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let host = &rest[..host_end];
-    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    if host.contains('@') {
+        return None;
+    }
     let host = host.split(':').next().unwrap_or(host);
     let said_more = host_end < rest.len() || lower.contains("://") || host.starts_with("www.");
     if !said_more || !is_hostname(host) || url.chars().any(char::is_control) {
@@ -136,6 +143,12 @@ pub fn url(raw: &str) -> Option<Matched> {
         args: json!({"url": url, "site": host}),
         confirm: false,
     })
+}
+
+/// Unicode format characters that change how text reads without showing (bidirectional
+/// overrides and isolates, zero-width joiners and spaces, the byte-order mark).
+pub fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
 }
 
 /// Verbs of a search, longest first; the query follows.
@@ -367,19 +380,23 @@ pub fn shortcut(text: &str, sources: &Sources<'_>) -> Option<Result<Matched, Esc
 fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<(&'t str, &'t str)> {
     let mut found = Vec::new();
     let words: Vec<&str> = text.split(' ').collect();
-    for cut in 1..words.len() {
-        let head = words[..cut].join(" ");
-        if profile.is_named(&head) {
-            let rest = strip_word_prefix(text, &head).unwrap_or("");
-            if !rest.is_empty() {
-                found.push((rest, ""));
+    // A name is a few words: only the first and the last few are looked at, so a long
+    // utterance costs no more than a short one.
+    let n = words.len();
+    for cut in (1..n).filter(|&cut| cut <= MAX_NAME_WORDS || n - cut <= MAX_NAME_WORDS + 1) {
+        if cut <= MAX_NAME_WORDS {
+            let head = words[..cut].join(" ");
+            if profile.is_named(&head) {
+                let rest = strip_word_prefix(text, &head).unwrap_or("");
+                if !rest.is_empty() {
+                    found.push((rest, ""));
+                }
             }
         }
-        let tail = words[cut..].join(" ");
-        for sep in ["in ", "on "] {
-            if let Some(name) = tail.strip_prefix(sep)
-                && profile.is_named(name)
-            {
+        if n - cut <= MAX_NAME_WORDS + 1 && matches!(words[cut], "in" | "on") {
+            let tail = words[cut..].join(" ");
+            let name = &tail[3..];
+            if profile.is_named(name) {
                 let phrase = strip_word_suffix(text, &tail).unwrap_or("").trim_end();
                 if !phrase.is_empty() {
                     found.push((phrase, ""));
@@ -389,6 +406,10 @@ fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<(&'t str, &'t str)> {
     }
     found
 }
+
+/// The most words of an application's spoken name looked for at either end of an
+/// utterance.
+const MAX_NAME_WORDS: usize = 4;
 
 /// Verbs that start an agent.
 const AGENT_VERBS: &[&str] = &[
@@ -501,16 +522,42 @@ const TERMINAL_VERBS: &[&str] = &[
 pub fn terminal(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escalation>> {
     let spoken = Spoken::new(raw);
     let after = spoken.after_verb(TERMINAL_VERBS)?;
-    if after >= spoken.last {
+    if after >= spoken.words.len() {
         return None;
     }
-    let command = spoken.raw[spoken.raw_start(after)..spoken.raw_end(spoken.last)]
-        .trim()
-        .trim_matches(|c: char| matches!(c, '"' | '\u{201c}' | '\u{201d}' | '`'))
-        .trim();
-    let command = command.strip_suffix('.').unwrap_or(command).trim_end();
+    // Everything after the verb, as said: symbols ("cd ..", "ls *", "echo $?") are the
+    // command too.
+    let mut command = spoken.raw[spoken.raw_start(after)..].trim();
+    // A recogniser's sentence period, not ".." or a path's dot.
+    if command.ends_with('.')
+        && !command.ends_with("..")
+        && command[..command.len() - 1]
+            .chars()
+            .last()
+            .is_some_and(char::is_alphanumeric)
+    {
+        command = command[..command.len() - 1].trim_end();
+    }
+    // Quotes around the whole command only.
+    for (open, close) in [('"', '"'), ('\u{201c}', '\u{201d}'), ('`', '`')] {
+        if let Some(inner) = command
+            .strip_prefix(open)
+            .and_then(|c| c.strip_suffix(close))
+            .filter(|c| !c.contains(open) && !c.contains(close) && !c.trim().is_empty())
+        {
+            command = inner.trim();
+            break;
+        }
+    }
     if command.is_empty() {
         return None;
+    }
+    if command.chars().any(|c| c.is_control() || is_invisible(c)) {
+        return Some(Err(Escalation {
+            reason: "incomplete",
+            message: "a terminal command is one line, without control or invisible characters"
+                .into(),
+        }));
     }
     if !focused_profile(sources).is_some_and(|p| p.kind == Kind::Terminal) {
         return Some(Err(Escalation {

@@ -371,32 +371,34 @@ impl State {
 /// `utterance` cut at its conjunctions (" and ", " then ", ", and then "…), each part
 /// trimmed of commas and spaces; one part when there is none.
 fn split_parts(utterance: &str) -> Vec<&str> {
-    let lower = utterance.to_lowercase();
-    if lower.len() != utterance.len() {
-        // Lowercasing moved byte offsets (rare scripts): no split.
-        return vec![utterance];
-    }
     let mut parts = Vec::new();
     let mut start = 0;
     let mut at = 0;
-    while at < lower.len() {
-        let found = CONJUNCTIONS.iter().find(|c| lower[at..].starts_with(**c));
+    // The conjunctions are ASCII: compared byte-wise without regard to ASCII case, at char
+    // boundaries of the utterance itself (lowercasing could move them).
+    while at < utterance.len() {
+        let found = CONJUNCTIONS.iter().find(|c| {
+            utterance
+                .get(at..at + c.len())
+                .is_some_and(|w| w.eq_ignore_ascii_case(c))
+        });
         match found {
             Some(c) => {
-                parts.push(
-                    utterance[start..at].trim_matches(|ch: char| ch == ',' || ch.is_whitespace()),
-                );
+                parts.push(trim_part(&utterance[start..at]));
                 at += c.len();
                 start = at;
             }
-            None => {
-                at += lower[at..].chars().next().map_or(1, char::len_utf8);
-            }
+            None => at += utterance[at..].chars().next().map_or(1, char::len_utf8),
         }
     }
-    parts.push(utterance[start..].trim_matches(|ch: char| ch == ',' || ch.is_whitespace()));
+    parts.push(trim_part(&utterance[start..]));
     parts.retain(|p| !p.is_empty());
     parts
+}
+
+/// A part without the commas and spaces around it.
+fn trim_part(part: &str) -> &str {
+    part.trim_matches(|ch: char| ch == ',' || ch.is_whitespace())
 }
 
 /// The `app_id` focused once `step` has run, when it is predictable: a browser's after a
@@ -713,6 +715,60 @@ mod tests {
             .expect("planned");
         assert_eq!(result["steps"][0]["provenance"], "screen");
         assert_eq!(result["steps"][0]["args"], json!({"command": "pause"}));
+    }
+
+    #[test]
+    fn terminal_commands_are_kept_as_said_and_must_be_one_line() {
+        let command = |utterance: &str| {
+            let result = plan(json!({"utterance": utterance,
+                "context": {"focused": {"app_id": "foot"}}}))
+            .expect("planned");
+            result["steps"][0]["args"]["command"].clone()
+        };
+        assert_eq!(command("run cd .."), "cd ..");
+        assert_eq!(command("run ls *"), "ls *");
+        assert_eq!(command("run echo $?"), "echo $?");
+        assert_eq!(
+            command("run echo hi > /dev/null &"),
+            "echo hi > /dev/null &"
+        );
+        assert_eq!(
+            command("run git commit -m \"fix\""),
+            "git commit -m \"fix\""
+        );
+        assert_eq!(command("run \"make test\""), "make test");
+        assert_eq!(command("Run ls."), "ls");
+        let two_lines = plan(json!({"utterance": "run ls\nrm -rf ~",
+            "context": {"focused": {"app_id": "foot"}}}))
+        .expect("planned");
+        assert_eq!(two_lines["steps"], json!([]), "{two_lines}");
+        assert_eq!(two_lines["escalate"]["reason"], "incomplete", "{two_lines}");
+    }
+
+    #[test]
+    fn addresses_with_credentials_backslashes_or_invisible_characters_are_not_opened() {
+        for utterance in [
+            "open https://evil.com\\@google.com",
+            "open https://google.com@evil.com/x",
+            "open https://example.com/\u{202e}gpj.exe",
+            "open https://exa\u{200b}mple.com/x",
+        ] {
+            let result = plan(json!({"utterance": utterance})).expect("planned");
+            let url = result["steps"][0]["args"]["url"].as_str().unwrap_or("");
+            assert!(
+                !url.contains('@') && !url.contains('\\') && !url.contains('\u{202e}'),
+                "{utterance}: {result}"
+            );
+        }
+    }
+
+    #[test]
+    fn utterances_that_lowercase_to_other_lengths_split_without_panicking() {
+        assert_eq!(split_parts("Ω and İ"), ["Ω", "İ"]);
+        assert_eq!(split_parts("K and İİ AND x"), ["K", "İİ", "x"]);
+        assert_eq!(split_parts("copy, then paste"), ["copy", "paste"]);
+        let result = plan(json!({"utterance": "K and İİ"})).expect("planned");
+        assert_eq!(result["steps"], json!([]));
     }
 
     #[test]

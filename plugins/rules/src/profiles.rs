@@ -258,7 +258,10 @@ pub fn parse(text: &str, source: &str) -> Result<Profile, ProfileError> {
     let mut app_ids = Vec::new();
     for app_id in &file.app_ids {
         let value = app_id.get_ref().trim();
-        if value.is_empty() || value.len() > 255 || value.chars().any(char::is_whitespace) {
+        if value.is_empty()
+            || value.len() > 255
+            || value.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
             return Err(at(
                 app_id.span().start,
                 format!("app_id {value:?} must be one word of at most 255 bytes"),
@@ -328,23 +331,27 @@ pub fn parse(text: &str, source: &str) -> Result<Profile, ProfileError> {
                 Command::Chord(chord(&spanned, &format!("command {key:?}"))?)
             }
             CommandFile::Step { op, args } => {
-                if op.is_empty()
-                    || op.len() > 64
-                    || !op
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c == '_' || c == '.')
-                {
+                let Some(known) = crate::language::known_op(op) else {
                     return Err(at(
                         value.span().start,
-                        format!("command {key:?}: op {op:?} is no op name"),
+                        format!(
+                            "command {key:?}: op {op:?} is not one of {}",
+                            crate::language::KNOWN_OPS.join(", ")
+                        ),
                     ));
-                }
+                };
                 let args = match args {
                     None => Value::Object(Default::default()),
                     Some(table) => serde_json::to_value(table).map_err(|e| {
                         at(value.span().start, format!("command {key:?}: args: {e}"))
                     })?,
                 };
+                if let Err(problem) = check_step(known, &args, file.kind) {
+                    return Err(at(
+                        value.span().start,
+                        format!("command {key:?}: {problem}"),
+                    ));
+                }
                 Command::Step {
                     op: op.clone(),
                     args,
@@ -366,6 +373,47 @@ pub fn parse(text: &str, source: &str) -> Result<Profile, ProfileError> {
         commands,
         source: source.to_owned(),
     })
+}
+
+/// What is wrong with a profile command's step, if anything: the same rules as the router's
+/// own steps (addresses `http`/`https` only, a `terminal` step only in a terminal's profile,
+/// a chord that parses, a text for typing).
+fn check_step(op: &str, args: &Value, kind: Kind) -> Result<(), String> {
+    let text = |key: &str| args.get(key).and_then(Value::as_str);
+    match op {
+        "open_url" | "ensure_url" => {
+            let url = text("url").ok_or("needs args.url, a string")?;
+            let lower = url.trim_start().to_ascii_lowercase();
+            if !(lower.starts_with("https://") || lower.starts_with("http://"))
+                || url.chars().any(|c| c.is_control() || c.is_whitespace())
+            {
+                return Err(format!(
+                    "url {url:?} must be an http:// or https:// address"
+                ));
+            }
+        }
+        "terminal" if kind != Kind::Terminal => {
+            return Err(
+                "a terminal step belongs in a terminal's profile (kind = \"terminal\")".into(),
+            );
+        }
+        "terminal" => {
+            let command = text("command").ok_or("needs args.command, a string")?;
+            if command.chars().any(char::is_control) {
+                return Err("args.command must be one line".into());
+            }
+        }
+        "key" => {
+            let chord = text("chord").ok_or("needs args.chord, a string")?;
+            utter_keys::parse_chord(chord).map_err(|e| format!("args.chord: {e}"))?;
+        }
+        "type_text" | "type_keys" => {
+            let typed = text("text").ok_or("needs args.text, a string")?;
+            utter_keys::text_keysyms(typed).map_err(|e| format!("args.text: {e}"))?;
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The profiles in force: the built-in ones with the user's replacing or adding by id.
@@ -400,12 +448,16 @@ impl Profiles {
             return profiles;
         };
         let files = match user_files(dir) {
-            Ok(files) => files,
+            Ok((files, skipped)) => {
+                profiles.problems.extend(skipped);
+                files
+            }
             Err(problem) => {
                 profiles.problems.push(problem);
                 return profiles;
             }
         };
+        let mut seen: Vec<(String, String)> = Vec::new();
         for (path, _) in files {
             let shown = path.display().to_string();
             let text = match read_limited(&path) {
@@ -416,7 +468,16 @@ impl Profiles {
                 }
             };
             match parse(&text, &shown) {
-                Ok(p) => profiles.add(p),
+                Ok(p) => {
+                    if let Some((_, other)) = seen.iter().find(|(id, _)| *id == p.id) {
+                        profiles.problems.push(format!(
+                            "{shown}: id {:?} is also {other}'s; this file, later in name order, wins",
+                            p.id
+                        ));
+                    }
+                    seen.push((p.id.clone(), shown.clone()));
+                    profiles.add(p);
+                }
                 Err(e) => profiles.problems.push(e.to_string()),
             }
         }
@@ -462,28 +523,37 @@ impl Profiles {
 }
 
 /// The profile files of a directory with their modification time and size.
-type Stamp = Vec<(PathBuf, (SystemTime, u64))>;
+/// An error (the directory cannot be read) is a stamp too, so that its coming and going is
+/// noticed.
+type Stamp = Result<(Vec<(PathBuf, (SystemTime, u64))>, Vec<String>), String>;
 
-/// The `*.toml` files of `dir` with their modification stamp, in name order; a missing
-/// directory has none.
-fn user_files(dir: &Path) -> Result<Stamp, String> {
+/// The `*.toml` files of `dir` with their modification stamp, in name order, and the
+/// `*.toml` entries that are no readable regular file (a dangling link, a directory, a
+/// FIFO); a missing directory has none.
+fn user_files(dir: &Path) -> Stamp {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
         Err(e) => return Err(format!("{}: cannot read the directory: {e}", dir.display())),
     };
     let mut files = Vec::new();
+    let mut skipped = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
         if path.extension().and_then(|e| e.to_str()) != Some("toml") {
             continue;
         }
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue;
+        let meta = match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_file() => meta,
+            Ok(_) => {
+                skipped.push(format!("{}: not a regular file; skipped", path.display()));
+                continue;
+            }
+            Err(e) => {
+                skipped.push(format!("{}: {e}; skipped", path.display()));
+                continue;
+            }
         };
-        if !meta.is_file() {
-            continue;
-        }
         let stamp = (
             meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
             meta.len(),
@@ -497,7 +567,8 @@ fn user_files(dir: &Path) -> Result<Stamp, String> {
         }
     }
     files.sort();
-    Ok(files)
+    skipped.sort();
+    Ok((files, skipped))
 }
 
 fn read_limited(path: &Path) -> Result<String, String> {
@@ -550,8 +621,8 @@ impl ProfilesSource {
     /// was added, removed or changed (size or modification time) since.
     pub fn current(&self) -> Arc<Profiles> {
         let stamp = match &self.dir {
-            Some(dir) => user_files(dir).unwrap_or_default(),
-            None => Vec::new(),
+            Some(dir) => user_files(dir),
+            None => Ok(Default::default()),
         };
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         if current.0.as_ref() != Some(&stamp) {
@@ -624,6 +695,31 @@ mod tests {
                 "no words",
             ),
             ("not toml at all [", 1, ""),
+            (
+                "id = \"x\"\nname = \"X\"\nkind = \"app\"\n[commands]\n\"go\" = { op = \"keys\" }\n",
+                5,
+                "not one of",
+            ),
+            (
+                "id = \"x\"\nname = \"X\"\nkind = \"app\"\n[commands]\n\"x\" = { op = \"open_url\", args = { url = \"javascript:alert(1)\" } }\n",
+                5,
+                "http",
+            ),
+            (
+                "id = \"x\"\nname = \"X\"\nkind = \"app\"\n[commands]\n\"x\" = { op = \"ensure_url\", args = { url = \"file:///etc/passwd\" } }\n",
+                5,
+                "http",
+            ),
+            (
+                "id = \"x\"\nname = \"X\"\nkind = \"app\"\n[commands]\n\"x\" = { op = \"terminal\", args = { command = \"ls\" } }\n",
+                5,
+                "terminal's profile",
+            ),
+            (
+                "id = \"x\"\nname = \"X\"\nkind = \"app\"\napp_ids = [\"a\\u001bb\"]\n",
+                4,
+                "app_id",
+            ),
         ] {
             let e = parse(text, "p.toml").unwrap_err();
             assert_eq!(e.line, line, "{text}: {e}");
@@ -674,5 +770,40 @@ mod tests {
         );
         // Unchanged: the same reading.
         assert!(Arc::ptr_eq(&after, &source.current()));
+    }
+
+    #[test]
+    fn odd_entries_and_too_many_files_are_problems_that_come_and_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = ProfilesSource::new(Some(dir.path().to_owned()));
+        assert!(source.current().problems.is_empty());
+        std::fs::create_dir(dir.path().join("dir.toml")).unwrap();
+        std::os::unix::fs::symlink("/nonexistent", dir.path().join("dangling.toml")).unwrap();
+        let odd = source.current();
+        assert_eq!(odd.problems.len(), 2, "{:?}", odd.problems);
+        assert!(
+            odd.problems
+                .iter()
+                .any(|p| p.contains("dir.toml: not a regular file"))
+        );
+        std::fs::remove_dir(dir.path().join("dir.toml")).unwrap();
+        std::fs::remove_file(dir.path().join("dangling.toml")).unwrap();
+        for i in 0..=MAX_FILES {
+            std::fs::write(dir.path().join(format!("p{i}.toml")), "").unwrap();
+        }
+        let many = source.current();
+        assert_eq!(many.problems.len(), 1, "{:?}", many.problems);
+        assert!(
+            many.problems[0].contains("more than"),
+            "{:?}",
+            many.problems
+        );
+        for i in 0..=MAX_FILES {
+            std::fs::remove_file(dir.path().join(format!("p{i}.toml"))).unwrap();
+        }
+        assert!(
+            source.current().problems.is_empty(),
+            "the problem went with the files"
+        );
     }
 }
