@@ -395,7 +395,10 @@ fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<(&'t str, &'t str)> {
         }
         if n - cut <= MAX_NAME_WORDS + 1 && matches!(words[cut], "in" | "on") {
             let tail = words[cut..].join(" ");
-            let name = &tail[3..];
+            let name = tail
+                .strip_prefix("in ")
+                .or_else(|| tail.strip_prefix("on "))
+                .unwrap_or("");
             if profile.is_named(name) {
                 let phrase = strip_word_suffix(text, &tail).unwrap_or("").trim_end();
                 if !phrase.is_empty() {

@@ -769,6 +769,10 @@ mod tests {
         assert_eq!(split_parts("copy, then paste"), ["copy", "paste"]);
         let result = plan(json!({"utterance": "K and İİ"})).expect("planned");
         assert_eq!(result["steps"], json!([]));
+        // An utterance ending in "in" or "on" (a name could follow, none does).
+        for utterance in ["click sign in", "log on", "type on", "in", "on on on"] {
+            plan(json!({"utterance": utterance})).expect("planned");
+        }
     }
 
     #[test]
