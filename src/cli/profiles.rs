@@ -83,7 +83,7 @@ pub fn run(args: &Args) -> u8 {
             None => out!("your profiles: none (neither XDG_CONFIG_HOME nor HOME is set)"),
         }
         for problem in &loaded.problems {
-            eprintln!("utter profiles: skipped {}", sanitize(problem));
+            eprintln!("utter profiles: {}", sanitize(problem));
         }
     }
     if loaded.problems.is_empty() {

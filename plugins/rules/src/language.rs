@@ -240,10 +240,30 @@ pub fn search(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escala
 
 /// The default search template: `UTTER_SEARCH_URL` when it is a valid one, else the table's.
 fn search_engine(sources: &Sources<'_>) -> String {
-    std::env::var("UTTER_SEARCH_URL")
+    let Some(own) = std::env::var("UTTER_SEARCH_URL")
         .ok()
-        .filter(|t| t.starts_with("https://") && crate::sites::check_search_template(t).is_none())
-        .unwrap_or_else(|| sources.words.search_url.clone())
+        .filter(|t| !t.is_empty())
+    else {
+        return sources.words.search_url.clone();
+    };
+    let problem = if own.starts_with("https://") {
+        crate::sites::check_search_template(&own)
+    } else {
+        Some(format!("{own:?} must start with https://"))
+    };
+    match problem {
+        None => own,
+        Some(problem) => {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                tracing::warn!(
+                    "UTTER_SEARCH_URL is not used: {problem}; searching with {}",
+                    sources.words.search_url
+                );
+            });
+            sources.words.search_url.clone()
+        }
+    }
 }
 
 /// The search step of the raw words `start..end`.

@@ -816,8 +816,8 @@ mod tests {
         let message = |params: Value| plan(params).expect("planned")["message"].clone();
         // No applications in this state, and no windows in the context.
         assert_eq!(
-            message(json!({"utterance": "Switch to Firefox.", "context": {"windows": []}})),
-            "no installed application or open window is called \"firefox\""
+            message(json!({"utterance": "Switch to Blender.", "context": {"windows": []}})),
+            "no installed application or open window is called \"blender\""
         );
         assert_eq!(
             message(json!({
@@ -888,14 +888,14 @@ mod tests {
         assert_eq!(result["steps"][0]["args"], json!({"app": "a4000"}));
         // A focus phrase that fell through says the context was not used, and why.
         let result = plan(json!({
-            "utterance": "switch to foot",
-            "context": {"compositor": 7, "windows": [{"app_id": "foot"}]},
+            "utterance": "switch to westonterm",
+            "context": {"compositor": 7, "windows": [{"app_id": "westonterm"}]},
         }))
         .expect("planned");
         assert_eq!(result["steps"], json!([]));
         let message = result["message"].as_str().unwrap();
         assert!(
-            message.starts_with("no installed application or open window is called \"foot\"")
+            message.starts_with("no installed application or open window is called \"westonterm\"")
                 && message.contains("context was not used")
                 && message.contains("context.compositor must be"),
             "{message}"

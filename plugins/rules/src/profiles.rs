@@ -463,7 +463,7 @@ impl Profiles {
             let text = match read_limited(&path) {
                 Ok(text) => text,
                 Err(e) => {
-                    profiles.problems.push(format!("{shown}: {e}"));
+                    profiles.problems.push(format!("{shown}: {e}; skipped"));
                     continue;
                 }
             };
@@ -478,7 +478,7 @@ impl Profiles {
                     seen.push((p.id.clone(), shown.clone()));
                     profiles.add(p);
                 }
-                Err(e) => profiles.problems.push(e.to_string()),
+                Err(e) => profiles.problems.push(format!("{e} (file skipped)")),
             }
         }
         profiles

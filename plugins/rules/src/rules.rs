@@ -549,19 +549,8 @@ fn plan_tail(
             });
         }
         // A profile's application without a desktop entry: its own launch argv.
-        if let Some(profile) = sources
-            .profiles
-            .named(target)
-            .filter(|p| !p.launch.is_empty())
-        {
-            let app = profile.app_ids.first().unwrap_or(&profile.id);
-            return Some(Matched {
-                rule: "ensure_app",
-                op: "ensure_app",
-                message: format!("open {} ({})", profile.name, profile.launch.join(" ")),
-                args: json!({"app": app, "argv": profile.launch}),
-                confirm: false,
-            });
+        if let Some(matched) = profile_launch(target, sources) {
+            return Some(matched);
         }
     }
     if let Some(m) = settle(language::terminal(sources, raw), pending) {
@@ -816,13 +805,35 @@ fn switch_to(target: &str, sources: &Sources<'_>) -> Option<Matched> {
             confirm: false,
         });
     }
-    let app_id =
-        window_named(target, sources.context).or_else(|| profile_window(target, sources))?;
+    if let Some(app_id) =
+        window_named(target, sources.context).or_else(|| profile_window(target, sources))
+    {
+        return Some(Matched {
+            rule: "focus_app",
+            op: "focus_app",
+            message: format!("focus the {app_id} window"),
+            args: json!({"app": app_id}),
+            confirm: false,
+        });
+    }
+    profile_launch(target, sources)
+}
+
+/// Focus or start the application of the profile `target` names ("firefox", "the vs code
+/// app"), through its `launch` argv, when no desktop entry is installed for it.
+fn profile_launch(target: &str, sources: &Sources<'_>) -> Option<Matched> {
+    let forms = app_forms(target);
+    let profile = target_names(target)
+        .into_iter()
+        .chain(forms.iter().map(String::as_str))
+        .find_map(|name| sources.profiles.named(name))
+        .filter(|p| !p.launch.is_empty())?;
+    let app = profile.app_ids.first().unwrap_or(&profile.id);
     Some(Matched {
-        rule: "focus_app",
-        op: "focus_app",
-        message: format!("focus the {app_id} window"),
-        args: json!({"app": app_id}),
+        rule: "ensure_app",
+        op: "ensure_app",
+        message: format!("open {} ({})", profile.name, profile.launch.join(" ")),
+        args: json!({"app": app, "argv": profile.launch}),
         confirm: false,
     })
 }
@@ -1790,9 +1801,16 @@ mod tests {
             plan_of("switch to firefox").map(|p| p.0),
             Some("ensure_app")
         );
-        assert_eq!(plan_of("switch to kitty"), None);
-        // Without a context nothing is known about foot.
-        assert_eq!(summary("switch to foot"), None);
+        assert_eq!(plan_of("switch to xterm"), None);
+        // Without a context no foot window is known: its profile's launch argv starts one.
+        assert_eq!(
+            summary("switch to foot"),
+            Some((
+                "ensure_app",
+                "ensure_app",
+                json!({"app": "foot", "argv": ["foot"]})
+            ))
+        );
         let m = run_with("switch to foot", Some(&ctx), &binds).expect("match");
         assert_eq!(m.message, "focus the foot window");
     }
@@ -2153,14 +2171,14 @@ mod tests {
         let without_firefox: Vec<AppEntry> =
             apps().into_iter().filter(|a| a.id != "firefox").collect();
         for utterance in [
-            "switch to firefox",
-            "close firefox",
-            "focus the firefox window",
-            "quit the firefox app",
+            "switch to blender",
+            "close blender",
+            "focus the blender window",
+            "quit the blender app",
         ] {
             assert_eq!(
                 explain_with(utterance, &without_firefox, None, &none).as_deref(),
-                Some("no installed application or open window is called \"firefox\""),
+                Some("no installed application or open window is called \"blender\""),
                 "{utterance}"
             );
         }

@@ -453,9 +453,11 @@ async fn hostile_input_gets_an_answer_and_the_plugin_keeps_serving() {
     ] {
         // A context of the wrong shape is no context: the plan is made without it, and says
         // so because "switch to" could have found a window in it.
+        // (An app with neither a desktop entry nor a profile: "foot" has a profile now,
+        // whose launch argv would start it.)
         let result = plan(
             &plugin,
-            json!({"utterance": "switch to foot", "context": context}),
+            json!({"utterance": "switch to westonterm", "context": context}),
         )
         .await;
         assert_eq!(result["steps"], json!([]), "{context}: {result}");
