@@ -389,3 +389,64 @@ async fn eval_counts_a_case_the_router_refuses_as_a_miss_and_goes_on() {
         "{run}"
     );
 }
+
+#[tokio::test]
+async fn a_misheard_name_asks_did_you_mean_and_nothing_runs_unanswered() {
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+    // "gate hub" is GitHub in the ask tier: the step needs a yes, and with no terminal to
+    // answer (stdin is not one) it is denied with the question in the message.
+    let run = run_utter(&["say", "--local", "--json", "open gate hub"], &env).await;
+    assert_eq!(run.code, Some(1), "{run}");
+    let outcome = run.json();
+    assert_eq!(outcome["plan"]["rule"], "decide", "{run}");
+    assert_eq!(
+        outcome["plan"]["steps"][0]["ask"], "did you mean GitHub?",
+        "{run}"
+    );
+    assert_eq!(outcome["plan"]["steps"][0]["confirm"], true, "{run}");
+    let message = outcome["results"][0]["error"]["message"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        message.contains("did you mean GitHub? (open URL https://github.com)"),
+        "{run}"
+    );
+    // With [decide] ask above the match's confidence the router only names the closest.
+    let utter = bin("utter");
+    let config = write_config(
+        &sb,
+        &format!(
+            "config_version = 1\n[decide]\nact = 0.95\nask = 0.9\n\n{}",
+            plugin_entry(
+                "rules",
+                "router",
+                utter.to_str().unwrap(),
+                &["plugin", "rules"]
+            )
+        ),
+    );
+    let run = run_utter(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "say",
+            "--local",
+            "--json",
+            "open gate hub",
+        ],
+        &env,
+    )
+    .await;
+    let outcome = run.json();
+    assert_eq!(outcome["plan"]["steps"], json!([]), "{run}");
+    assert_eq!(outcome["plan"]["escalate"]["reason"], "unsure", "{run}");
+    // A broken [decide] is a config error with the line.
+    let bad = write_config(&sb, "config_version = 1\n[decide]\nact = 0.5\nask = 0.7\n");
+    let run = run_utter(&["check-config", bad.to_str().unwrap()], &env).await;
+    assert_eq!(run.code, Some(3), "{run}");
+    assert!(
+        run.stderr.contains("decide.ask") || run.stdout.contains("decide.ask"),
+        "{run}"
+    );
+}

@@ -286,6 +286,28 @@ impl Default for PttSection {
     }
 }
 
+/// `[decide]`: the decision head's tiers for a name the router matched without a rule (a
+/// misheard "gate hub" for GitHub): at or above `act` the step runs, at or above `ask` the
+/// person is asked "did you mean GitHub?" first, below it nothing runs and the plan says the
+/// closest names. Confidences run from 0 to 1.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, serde::Serialize)]
+#[serde(default)]
+pub struct DecideSection {
+    /// Act at or above this confidence (0.88).
+    pub act: f64,
+    /// Ask at or above this confidence (0.72); at most `act`.
+    pub ask: f64,
+}
+
+impl Default for DecideSection {
+    fn default() -> Self {
+        DecideSection {
+            act: 0.88,
+            ask: 0.72,
+        }
+    }
+}
+
 /// One `[[plugin]]` entry.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct PluginEntry {
@@ -494,6 +516,9 @@ pub struct Config {
     /// `[tts]`
     #[serde(default)]
     pub tts: TtsSection,
+    /// `[decide]`
+    #[serde(default)]
+    pub decide: DecideSection,
     /// `[[plugin]]`
     #[serde(default, rename = "plugin")]
     pub plugin: Vec<PluginEntry>,
@@ -902,6 +927,29 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                 format!("must be at least {min}, got {value}"),
             ));
         }
+    }
+    let decide = &config.decide;
+    let decide_key = |key: &str| [Seg::Key("decide".into()), Seg::Key(key.into())];
+    for (key, value) in [("act", decide.act), ("ask", decide.ask)] {
+        if !(0.0..=1.0).contains(&value) {
+            errors.push(issue_at(
+                text,
+                origin,
+                &decide_key(key),
+                format!("must be a confidence from 0 to 1, got {value}"),
+            ));
+        }
+    }
+    if decide.ask > decide.act {
+        errors.push(issue_at(
+            text,
+            origin,
+            &decide_key("ask"),
+            format!(
+                "must be at most act ({}), got {} (ask is the lower tier: asked, not acted on)",
+                decide.act, decide.ask
+            ),
+        ));
     }
     let ptt = &config.ptt;
     let ptt_key = |key: &str| [Seg::Key("ptt".into()), Seg::Key(key.into())];

@@ -41,6 +41,9 @@ pub struct CommandOptions {
     /// runner's `confirm_timeout_ms`). D-Bus callers get 20 000, under the bus's 25 s reply
     /// timeout, so nothing is approved after the caller gave up.
     pub confirm_timeout_ms: Option<u64>,
+    /// The decision head's tiers sent to the router (`router.plan`'s `decide`); the runner
+    /// fills them from `[decide]`.
+    pub decide: Option<crate::config::DecideSection>,
 }
 
 /// Something that can ask a person: resolves to the answer and the door that gave it. Only an
@@ -183,6 +186,9 @@ impl Pipeline<'_> {
         let mut params = json!({"utterance": utterance, "provenance": provenance.as_str()});
         if let Some(context) = &context {
             params["context"] = context.clone();
+        }
+        if let Some(decide) = &options.decide {
+            params["decide"] = json!({"act": decide.act, "ask": decide.ask});
         }
         let planned = supervisor
             .call_as(&router, "router.plan", params, timeout, provenance)
@@ -538,6 +544,13 @@ impl Pipeline<'_> {
             blank.selected_by = selected_by;
             return Err(Box::new(blank.failed(e)));
         }
+        // The router's question for a step it asks about ("did you mean GitHub?"), shown
+        // before the step's own summary; one short line.
+        let ask: Option<String> = step
+            .get("ask")
+            .and_then(Value::as_str)
+            .map(|a| a.chars().filter(|c| !c.is_control()).take(200).collect())
+            .filter(|a: &String| !a.trim().is_empty());
         let step = Step {
             op: normalise_op(&op).to_owned(),
             args,
@@ -548,7 +561,13 @@ impl Pipeline<'_> {
                 .unwrap_or(false),
             target: Target::Action,
         };
-        self.admit(policy, utterance, step, selected_by).await
+        let mut prepared = self.admit(policy, utterance, step, selected_by).await?;
+        if let Some(ask) = ask
+            && prepared.step.confirm_requested
+        {
+            prepared.decision.summary = format!("{ask} ({})", prepared.decision.summary);
+        }
+        Ok(prepared)
     }
 
     /// The gate's first half, for every acting path: provenance, enabled, URL scheme

@@ -263,6 +263,10 @@ impl Runner {
             .map(Duration::from_millis);
         let confirmer = self.confirmer(client, confirm_cap);
         let policy = || self.policy();
+        // The router is told the decision head's tiers of the config in force.
+        let mut options = options.clone();
+        options.decide.get_or_insert(self.config().config.decide);
+        let options = &options;
         let span = tracing::info_span!(
             "command",
             utterance = %utterance.chars().take(200).collect::<String>(),

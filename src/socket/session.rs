@@ -753,6 +753,7 @@ async fn command(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value
         provenance: Some(Provenance::from_value(params.get("provenance"))?),
         context: params.get("context").filter(|c| !c.is_null()).cloned(),
         confirm_timeout_ms: None,
+        decide: None,
     };
     let outcome = runner.command(&utterance, &options, Some(door)).await?;
     serde_json::to_value(outcome).map_err(internal)

@@ -61,6 +61,10 @@ pub struct Expected {
     /// Args it must have (a subset of the planned ones).
     #[serde(default)]
     pub args: toml::Table,
+    /// The step's `confirm`, when the case cares (the decision head's ask tier is
+    /// `confirm = true`).
+    #[serde(default)]
+    pub confirm: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -181,6 +185,19 @@ pub fn judge(case: &Case, planned: &Value) -> Verdict {
                 shown(std::slice::from_ref(step)),
                 want.op
             ));
+        }
+        if let Some(want) = want.confirm {
+            let got = step
+                .get("confirm")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            if got != want {
+                return Verdict::Wrong(format!(
+                    "step {}: {} has confirm {got}, expected {want}",
+                    i + 1,
+                    shown(std::slice::from_ref(step))
+                ));
+            }
         }
         let args = step.get("args").cloned().unwrap_or(Value::Null);
         for (key, value) in &want.args {

@@ -41,6 +41,7 @@
 pub mod apps;
 pub mod commands;
 pub mod context;
+pub mod decide;
 pub mod eval;
 pub mod inapp;
 pub mod language;
@@ -125,6 +126,10 @@ impl AppLookup for LazyApps<'_> {
     fn names(&self) -> Vec<String> {
         self.list().iter().map(|app| app.name.clone()).collect()
     }
+
+    fn all(&self) -> &[apps::AppEntry] {
+        self.list()
+    }
 }
 
 /// Looks at the niri config at most once per plan, and only if a rule asks.
@@ -148,6 +153,8 @@ struct PlanRequest {
     context: Option<Context>,
     /// Why a context that was sent is not used, when it had another shape.
     context_ignored: Option<String>,
+    /// The decision head's tiers (`params.decide`, the runner's `[decide]`).
+    decide: decide::Thresholds,
 }
 
 impl PlanRequest {
@@ -195,6 +202,7 @@ impl PlanRequest {
             provenance,
             context,
             context_ignored,
+            decide: decide::Thresholds::from_param(params.get("decide")),
         })
     }
 }
@@ -295,6 +303,29 @@ impl State {
         Some(steps)
     }
 
+    /// The decision head's matcher on the whole utterance.
+    fn decide(
+        &self,
+        request: &PlanRequest,
+        context: Option<&Context>,
+        profiles: &profiles::Profiles,
+        apps: &LazyApps<'_>,
+        binds: &LazyBinds<'_>,
+    ) -> Option<decide::Decision> {
+        let normalized = text::normalize(&request.utterance);
+        let sources = Sources {
+            catalog: &self.catalog,
+            apps,
+            curated: &self.curated,
+            binds,
+            context,
+            utterance: &request.utterance,
+            profiles,
+            words: &self.words,
+        };
+        decide::decide(text::strip_fillers(&normalized), &sources, request.decide)
+    }
+
     /// Plan one request. Blocking: it may read the application directories.
     fn plan(&self, request: &PlanRequest) -> Value {
         let apps = LazyApps {
@@ -318,6 +349,37 @@ impl State {
                 None => whole,
             },
         };
+        // No rule: perhaps a misheard name (the decision head's matcher).
+        let mut ask: Option<String> = None;
+        let planned = match planned {
+            Err(e) if matches!(e.reason, "no_rule" | "unknown_target") => {
+                match self.decide(request, context, &profiles, &apps, &binds) {
+                    Some(decide::Decision::Act(m)) => Ok(vec![m]),
+                    Some(decide::Decision::Ask(m, question)) => {
+                        ask = Some(question);
+                        Ok(vec![m])
+                    }
+                    Some(decide::Decision::Unsure(best)) => Err(Escalation {
+                        reason: "unsure",
+                        // The explanation may have named the close names already.
+                        message: if e.message.contains("similar names") {
+                            e.message
+                        } else {
+                            format!(
+                                "{}; the closest are {}",
+                                e.message,
+                                best.iter()
+                                    .map(|(label, score)| format!("{label} ({score:.2})"))
+                                    .collect::<Vec<_>>()
+                                    .join(" and ")
+                            )
+                        },
+                    }),
+                    None => Err(e),
+                }
+            }
+            other => other,
+        };
         match planned {
             Ok(steps) => {
                 let mut rules: Vec<&str> = Vec::new();
@@ -334,12 +396,16 @@ impl State {
                 let steps: Vec<Value> = steps
                     .into_iter()
                     .map(|s| {
-                        json!({
+                        let mut step = json!({
                             "op": s.op,
                             "args": s.args,
                             "provenance": request.provenance,
                             "confirm": s.confirm,
-                        })
+                        });
+                        if let Some(question) = ask.as_ref().filter(|_| s.confirm) {
+                            step["ask"] = Value::String(question.clone());
+                        }
+                        step
                     })
                     .collect();
                 json!({"steps": steps, "rule": rules.join("+"), "message": message})

@@ -196,7 +196,7 @@ const SKIP_OBJECTS: &[&str] = &[
 
 /// Media players that may be named right after a command without "on" ("pause spotify").
 /// With "on"/"in" any name is accepted ("pause on my player").
-const KNOWN_PLAYERS: &[&str] = &[
+pub const KNOWN_PLAYERS: &[&str] = &[
     "spotify",
     "vlc",
     "mpv",
@@ -305,6 +305,9 @@ pub trait AppLookup {
     /// The `Name` of every installed application, for the close names a message suggests
     /// when nothing was found (see [`explain`]).
     fn names(&self) -> Vec<String>;
+
+    /// Every installed application (the decision head's candidates, [`crate::decide`]).
+    fn all(&self) -> &[AppEntry];
 }
 
 impl AppLookup for Vec<AppEntry> {
@@ -314,6 +317,10 @@ impl AppLookup for Vec<AppEntry> {
 
     fn names(&self) -> Vec<String> {
         self.iter().map(|app| app.name.clone()).collect()
+    }
+
+    fn all(&self) -> &[AppEntry] {
+        self
     }
 }
 
@@ -826,8 +833,21 @@ fn profile_launch(target: &str, sources: &Sources<'_>) -> Option<Matched> {
     let profile = target_names(target)
         .into_iter()
         .chain(forms.iter().map(String::as_str))
-        .find_map(|name| sources.profiles.named(name))
-        .filter(|p| !p.launch.is_empty())?;
+        .find_map(|name| sources.profiles.named(name))?;
+    // An installed entry of the profile's application (its id or StartupWMClass is one of
+    // the profile's app_ids): launched as any installed application is.
+    if let Some(app) = sources.apps.all().iter().find(|a| {
+        profile.has_app_id(&a.id) || a.wm_class.as_deref().is_some_and(|w| profile.has_app_id(w))
+    }) {
+        return Some(Matched {
+            rule: "launch_app",
+            op: "launch_app",
+            message: format!("launch {} ({})", app.name, app.id),
+            args: json!({"app_id": app.id, "name": app.name}),
+            confirm: false,
+        });
+    }
+    let profile = Some(profile).filter(|p| !p.launch.is_empty())?;
     let app = profile.app_ids.first().unwrap_or(&profile.id);
     Some(Matched {
         rule: "ensure_app",
@@ -899,7 +919,7 @@ fn media(text: &str) -> Option<(MediaCommand, Option<String>)> {
                 && !NOT_PLAYERS.contains(&player);
             if plausible {
                 if let Some(command) = media_phrase(head) {
-                    return Some((command, Some(player.to_owned())));
+                    return Some((command, Some(known_player(player))));
                 }
             }
         }
@@ -921,6 +941,19 @@ fn media(text: &str) -> Option<(MediaCommand, Option<String>)> {
         }
     }
     None
+}
+
+/// A spoken player name, snapped to the known player it was surely meant as ("v l c" →
+/// `vlc`, "spotify fy" → `spotify`, by the decision head's [`crate::decide::similarity`]);
+/// any other name is kept as said (the desktop plugin matches it against the players on the
+/// bus).
+fn known_player(spoken: &str) -> String {
+    KNOWN_PLAYERS
+        .iter()
+        .map(|p| (crate::decide::similarity(spoken, p), *p))
+        .filter(|(score, _)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map_or_else(|| spoken.to_owned(), |(_, p)| p.to_owned())
 }
 
 /// The command a whole phrase (without a player) stands for.

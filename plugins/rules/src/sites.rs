@@ -31,6 +31,13 @@ pub struct Site {
     keys: Vec<String>,
 }
 
+impl Site {
+    /// The normalised forms an utterance is compared with: name, aliases, host.
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+}
+
 /// Every site of one catalog file, in file order.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {

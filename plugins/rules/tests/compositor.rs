@@ -299,15 +299,24 @@ async fn destructive_steps_ask_first_and_empty_plans_say_why() {
         ),
         "\"focus column left\" is one of your niri key bindings, but this session runs sway"
     );
+    // A misheard name is the decision head's: "firefix" is Firefox, sure enough to act.
+    let misheard = plan(
+        &plugin,
+        json!({"utterance": "switch to firefix", "context": sway}),
+    )
+    .await;
+    assert_eq!(misheard["rule"], "decide", "{misheard}");
+    assert_eq!(misheard["steps"][0]["op"], "ensure_app", "{misheard}");
+    assert_eq!(misheard["steps"][0]["confirm"], false, "{misheard}");
     assert_eq!(
         message(
             plan(
                 &plugin,
-                json!({"utterance": "switch to firefix", "context": sway})
+                json!({"utterance": "switch to zzyzx", "context": sway})
             )
             .await
         ),
-        "no installed application or open window is called \"firefix\"; similar names: Firefox"
+        "no installed application or open window is called \"zzyzx\""
     );
     assert_eq!(
         message(

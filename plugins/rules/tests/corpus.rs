@@ -17,9 +17,8 @@ fn corpus_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_project_corpus_plans_as_written() {
-    let home = tempfile::tempdir().expect("temp dir");
+/// The rules binary in a private home with the corpus's applications installed.
+async fn start_router(home: &tempfile::TempDir) -> TestPlugin {
     let dir = |sub: &str| {
         let path = home.path().join(sub);
         std::fs::create_dir_all(&path).expect("mkdir");
@@ -34,7 +33,7 @@ async fn the_project_corpus_plans_as_written() {
         ("UTTER_SITES".into(), "".into()),
         ("UTTER_SEARCH_URL".into(), "".into()),
     ];
-    let plugin = TestPlugin::start(
+    TestPlugin::start(
         &[BIN.into()],
         SpawnOptions {
             env,
@@ -42,10 +41,14 @@ async fn the_project_corpus_plans_as_written() {
         },
     )
     .await
-    .expect("utter-rules starts");
-    let path = corpus_dir().join("commands.toml");
+    .expect("utter-rules starts")
+}
+
+/// Every case of `file` through `plugin`, scored.
+async fn score(plugin: &TestPlugin, file: &str) -> (Vec<eval::Case>, Report) {
+    let path = corpus_dir().join(file);
     let text = std::fs::read_to_string(&path).expect("the corpus is there");
-    let cases = eval::parse(&text, "tests/corpus/commands.toml").expect("the corpus parses");
+    let cases = eval::parse(&text, file).expect("the corpus parses");
     let mut report = Report::default();
     for case in &cases {
         let planned = plugin
@@ -57,6 +60,14 @@ async fn the_project_corpus_plans_as_written() {
             .unwrap_or_else(|e| panic!("router.plan {:?} failed: {e:?}", case.say));
         report.add(case, eval::judge(case, &planned));
     }
+    (cases, report)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_project_corpus_plans_as_written() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let plugin = start_router(&home).await;
+    let (cases, report) = score(&plugin, "commands.toml").await;
     println!("{}", report.table());
     for miss in &report.misses {
         println!(
@@ -77,3 +88,35 @@ async fn the_project_corpus_plans_as_written() {
         cases.len()
     );
 }
+
+/// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
+/// category is printed; a negative that plans anything fails the test, and so does an
+/// accuracy below the floor this matcher reached when it was written (a regression guard,
+/// not a target).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn misheard_names_find_their_candidate_and_nonsense_matches_nothing() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let plugin = start_router(&home).await;
+    let (cases, report) = score(&plugin, "mishearings.toml").await;
+    println!("{}", report.table());
+    for miss in &report.misses {
+        println!(
+            "MISS [{}] {:?}: {} — {}",
+            miss.category, miss.say, miss.kind, miss.detail
+        );
+    }
+    assert!(cases.len() >= 80, "{} cases", cases.len());
+    assert_eq!(
+        report.categories["negative"].false_positives, 0,
+        "a negative matched"
+    );
+    let total = report.total();
+    assert!(
+        total.accuracy() >= FLOOR,
+        "accuracy {:.1}% is below {FLOOR}%",
+        total.accuracy()
+    );
+}
+
+/// The accuracy the matcher had on the mishearing corpus when it was written, less a little.
+const FLOOR: f64 = 90.0;

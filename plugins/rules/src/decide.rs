@@ -1,0 +1,408 @@
+//! The decision head's deterministic matcher: when no rule plans, a name the recogniser
+//! misheard ("open gate hub", "launch fire fox", "pause spot if i") is matched against
+//! candidates built from trusted sources only, and the best one acts, asks, or is shown.
+//!
+//! * **Verb class** ([`classify`]): an open verb ("open", "go to", "launch"…), a switch verb
+//!   ("switch to", "focus"…), a close verb, or a playback command with a player; the rest of
+//!   the utterance is the spoken name.
+//! * **Candidates**: the site catalog (names, aliases), installed applications (`Name`,
+//!   `GenericName`), profiles (name, aliases), the context's window `app_id`s (switch and
+//!   close) and the known players. Each is a fully resolved step with a human label; the
+//!   utterance only picks among them, never writes an argument.
+//! * **Score** ([`similarity`]): edit distance with spaces removed (`strsim`'s normalised
+//!   Damerau-Levenshtein) and Jaro-Winkler, raised when the Double Metaphone keys of the
+//!   two agree (`rphonetic`), from 0 to 1. A winner within [`MARGIN`] of the runner-up never
+//!   acts: it asks.
+//! * **Tiers** (the runner's `[decide]`, sent as `router.plan`'s `decide {act, ask}`): at or
+//!   above `act` the step is planned; at or above `ask` it is planned with `confirm: true`
+//!   and `ask: "did you mean GitHub?"`, so the runner asks first through its doors; below,
+//!   the plan escalates (`unsure`) naming the best two.
+
+use crate::commands::CommandWords;
+use crate::rules::{Matched, Sources};
+use crate::text::{compact, normalize, strip_word_prefix};
+use rphonetic::{DoubleMetaphone, Encoder};
+use utter_protocol::serde_json::{Value, json};
+
+/// The tiers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Thresholds {
+    /// Act at or above this.
+    pub act: f64,
+    /// Ask at or above this.
+    pub ask: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            act: 0.88,
+            ask: 0.72,
+        }
+    }
+}
+
+impl Thresholds {
+    /// `params.decide` (`{act, ask}`, numbers from 0 to 1 with `ask <= act`), else the
+    /// defaults; values out of range are ignored.
+    pub fn from_param(value: Option<&Value>) -> Thresholds {
+        let mut t = Thresholds::default();
+        let num = |k: &str| {
+            value
+                .and_then(|v| v.get(k))
+                .and_then(Value::as_f64)
+                .filter(|x| (0.0..=1.0).contains(x))
+        };
+        if let (Some(act), Some(ask)) = (num("act"), num("ask"))
+            && ask <= act
+        {
+            t = Thresholds { act, ask };
+        }
+        t
+    }
+}
+
+/// A winner closer than this to the runner-up asks rather than acts.
+pub const MARGIN: f64 = 0.04;
+
+/// What the matcher concluded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Plan it.
+    Act(Matched),
+    /// Plan it, asking first (`confirm: true`, the question in `ask`).
+    Ask(Matched, String),
+    /// Too unsure: the best two labels with their scores.
+    Unsure(Vec<(String, f64)>),
+}
+
+/// One candidate.
+#[derive(Debug, Clone)]
+struct Candidate {
+    label: String,
+    /// The spoken forms it is compared with (normalised).
+    names: Vec<String>,
+    step: Matched,
+}
+
+/// The verb class of an utterance and its spoken name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Open,
+    Switch,
+    Close,
+    /// A playback command; the name is a player.
+    Media(&'static str),
+}
+
+const OPEN_VERBS: &[&str] = &[
+    "navigate to",
+    "take me to",
+    "browse to",
+    "start up",
+    "fire up",
+    "open up",
+    "go to",
+    "launch",
+    "visit",
+    "start",
+    "open",
+    "run",
+];
+const MEDIA_VERBS: &[(&str, &str)] = &[
+    ("pause", "pause"),
+    ("play", "play"),
+    ("resume", "play"),
+    ("stop", "stop"),
+    ("next track on", "next"),
+    ("next on", "next"),
+    ("next", "next"),
+    ("skip", "next"),
+    ("previous", "previous"),
+];
+
+/// The verb class and the spoken name after it, articles and "app"/"website" dropped.
+fn classify<'t>(text: &'t str, sources: &Sources<'_>) -> Option<(Class, &'t str)> {
+    let strip = |rest: &'t str| -> &'t str {
+        let mut rest = rest;
+        for article in ["the ", "my ", "a "] {
+            rest = rest.strip_prefix(article).unwrap_or(rest);
+        }
+        for suffix in [" app", " application", " website", " site", " window"] {
+            rest = rest.strip_suffix(suffix).unwrap_or(rest);
+        }
+        rest
+    };
+    for verb in &sources.curated.close_verbs {
+        if let Some(rest) = strip_word_prefix(text, verb).filter(|r| !r.is_empty()) {
+            return Some((Class::Close, strip(rest)));
+        }
+    }
+    for verb in OPEN_VERBS {
+        if let Some(rest) = strip_word_prefix(text, verb).filter(|r| !r.is_empty()) {
+            return Some((Class::Open, strip(rest)));
+        }
+    }
+    for verb in &sources.curated.focus_verbs {
+        if let Some(rest) = strip_word_prefix(text, verb).filter(|r| !r.is_empty()) {
+            return Some((Class::Switch, strip(rest)));
+        }
+    }
+    for (verb, command) in MEDIA_VERBS {
+        if let Some(rest) = strip_word_prefix(text, verb).filter(|r| !r.is_empty()) {
+            let rest = rest.strip_prefix("on ").unwrap_or(rest);
+            return Some((Class::Media(command), strip(rest)));
+        }
+    }
+    None
+}
+
+/// How alike a spoken name and a candidate's name are, from 0 to 1.
+pub fn similarity(spoken: &str, name: &str) -> f64 {
+    let a = compact(&normalize(spoken));
+    let b = compact(&normalize(name));
+    if a.is_empty() || b.is_empty() {
+        return 0.0;
+    }
+    if a == b {
+        return 1.0;
+    }
+    let edit = strsim::normalized_damerau_levenshtein(&a, &b);
+    let jw = strsim::jaro_winkler(&a, &b);
+    let mut score = 0.7 * edit + 0.3 * jw;
+    let metaphone = DoubleMetaphone::new(Some(8));
+    let (ka, kb) = (metaphone.encode(&a), metaphone.encode(&b));
+    if !ka.is_empty() && ka == kb {
+        score += (1.0 - score) * 0.5;
+    }
+    // Short names are easy to hit by chance: "door" is not "dota".
+    let shorter = a.chars().count().min(b.chars().count());
+    if shorter < 5 {
+        score *= 0.85 + 0.03 * shorter as f64;
+    }
+    score.clamp(0.0, 1.0)
+}
+
+fn step(rule: &'static str, op: &'static str, args: Value, message: String) -> Matched {
+    Matched {
+        rule,
+        op,
+        args,
+        message,
+        confirm: false,
+    }
+}
+
+/// The candidates of a verb class, from trusted sources only.
+fn candidates(class: Class, sources: &Sources<'_>, words: &CommandWords) -> Vec<Candidate> {
+    let _ = words;
+    let mut out = Vec::new();
+    match class {
+        Class::Open => {
+            for site in sources.catalog.sites() {
+                out.push(Candidate {
+                    label: site.name.clone(),
+                    names: std::iter::once(site.name.clone())
+                        .chain(site.keys().iter().cloned())
+                        .collect(),
+                    step: step(
+                        "decide",
+                        "ensure_url",
+                        json!({"url": site.url, "site": site.name}),
+                        format!("open {} ({})", site.name, site.url),
+                    ),
+                });
+            }
+            for app in sources.apps.all() {
+                out.push(Candidate {
+                    label: app.name.clone(),
+                    names: std::iter::once(app.name.clone())
+                        .chain(app.generic_name.clone())
+                        .collect(),
+                    step: step(
+                        "decide",
+                        "launch_app",
+                        json!({"app_id": app.id, "name": app.name}),
+                        format!("launch {} ({})", app.name, app.id),
+                    ),
+                });
+            }
+            for profile in sources.profiles.iter().filter(|p| !p.launch.is_empty()) {
+                let app = profile.app_ids.first().unwrap_or(&profile.id);
+                out.push(Candidate {
+                    label: profile.name.clone(),
+                    names: profile_names(profile),
+                    step: step(
+                        "decide",
+                        "ensure_app",
+                        json!({"app": app, "argv": profile.launch}),
+                        format!("open {} ({})", profile.name, profile.launch.join(" ")),
+                    ),
+                });
+            }
+        }
+        Class::Switch | Class::Close => {
+            let close = class == Class::Close;
+            if let Some(context) = sources.context {
+                for app_id in &context.app_ids {
+                    let (op, message) = if close {
+                        ("close_app", format!("close the {app_id} window"))
+                    } else {
+                        ("focus_app", format!("focus the {app_id} window"))
+                    };
+                    let mut names = vec![app_id.clone()];
+                    if let Some(p) = sources.profiles.for_app_id(app_id) {
+                        names.extend(profile_names(p));
+                    }
+                    out.push(Candidate {
+                        label: app_id.clone(),
+                        names,
+                        step: step("decide", op, json!({"app": app_id}), message),
+                    });
+                }
+            }
+            for app in sources.apps.all() {
+                let (op, args, message) = if close {
+                    (
+                        "close_app",
+                        json!({"app": app.id}),
+                        format!("close {} ({})", app.name, app.id),
+                    )
+                } else {
+                    (
+                        "ensure_app",
+                        json!({"app": app.id, "desktop_id": format!("{}.desktop", app.id)}),
+                        format!("switch to {} ({})", app.name, app.id),
+                    )
+                };
+                out.push(Candidate {
+                    label: app.name.clone(),
+                    names: vec![app.name.clone()],
+                    step: step("decide", op, args, message),
+                });
+            }
+        }
+        Class::Media(command) => {
+            for player in crate::rules::KNOWN_PLAYERS {
+                out.push(Candidate {
+                    label: (*player).to_owned(),
+                    names: vec![(*player).to_owned()],
+                    step: step(
+                        "decide",
+                        "media",
+                        json!({"command": command, "player": player}),
+                        format!("{command} on {player}"),
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn profile_names(profile: &crate::profiles::Profile) -> Vec<String> {
+    std::iter::once(profile.name.clone())
+        .chain(profile.spoken.iter().cloned())
+        .collect()
+}
+
+/// Match a misheard name (see the module docs). `None` when the utterance has no verb
+/// class, or no candidate is even remotely like it.
+pub fn decide(text: &str, sources: &Sources<'_>, thresholds: Thresholds) -> Option<Decision> {
+    let (class, spoken) = classify(text, sources)?;
+    if spoken.is_empty() || spoken.len() > 64 {
+        return None;
+    }
+    let mut scored: Vec<(f64, Candidate)> = candidates(class, sources, sources.words)
+        .into_iter()
+        .map(|c| {
+            // The first name is the candidate's own (`Name`, the site's name); the others
+            // (a GenericName, aliases) count a little less, so a name beats a description.
+            let best = c
+                .names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| similarity(spoken, n) * if i == 0 { 1.0 } else { 0.97 })
+                .fold(0.0, f64::max);
+            (best, c)
+        })
+        .filter(|(s, _)| *s > 0.0)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    // The same label from two sources (a site and an app called alike) counts once.
+    scored.dedup_by(|b, a| a.1.label == b.1.label);
+    let (top, best) = scored.first()?.clone();
+    let second = scored.get(1).map_or(0.0, |s| s.0);
+    if top >= thresholds.act && top - second >= MARGIN {
+        let mut m = best.step;
+        m.message = format!(
+            "heard \"{spoken}\": {} (confidence {top:.2}); {}",
+            best.label, m.message
+        );
+        return Some(Decision::Act(m));
+    }
+    if top >= thresholds.ask {
+        let mut m = best.step;
+        m.confirm = true;
+        m.message = format!(
+            "heard \"{spoken}\": did you mean {}? (confidence {top:.2}); {}",
+            best.label, m.message
+        );
+        return Some(Decision::Ask(m, format!("did you mean {}?", best.label)));
+    }
+    if top < thresholds.ask * 0.75 {
+        return None;
+    }
+    Some(Decision::Unsure(
+        scored
+            .iter()
+            .take(2)
+            .map(|(s, c)| (c.label.clone(), *s))
+            .collect(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mishearings_score_their_name_first() {
+        for (spoken, right, wrong) in [
+            ("gate hub", "GitHub", "Gmail"),
+            ("get hub", "GitHub", "Google"),
+            ("spot if i", "Spotify", "Signal"),
+            ("fire fox", "Firefox", "Files"),
+            ("you tube", "YouTube", "Twitch"),
+            ("red it", "Reddit", "Netflix"),
+        ] {
+            assert!(
+                similarity(spoken, right) > similarity(spoken, wrong),
+                "{spoken}: {right} {} vs {wrong} {}",
+                similarity(spoken, right),
+                similarity(spoken, wrong)
+            );
+        }
+        assert_eq!(similarity("GitHub", "git hub"), 1.0);
+        assert!(similarity("door", "discord") < 0.72);
+        assert_eq!(similarity("", "x"), 0.0);
+    }
+
+    #[test]
+    fn thresholds_come_from_the_request_or_default() {
+        assert_eq!(Thresholds::from_param(None), Thresholds::default());
+        let t = Thresholds::from_param(Some(&json!({"act": 0.9, "ask": 0.5})));
+        assert_eq!((t.act, t.ask), (0.9, 0.5));
+        for bad in [
+            json!({"act": 0.5, "ask": 0.9}),
+            json!({"act": 2, "ask": 0.5}),
+            json!({"act": "x"}),
+        ] {
+            assert_eq!(
+                Thresholds::from_param(Some(&bad)),
+                Thresholds::default(),
+                "{bad}"
+            );
+        }
+    }
+}
