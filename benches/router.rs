@@ -8,6 +8,8 @@
 //! * `router.plan through the plugin`: the real `utter-rules` binary over stdio with 500
 //!   `.desktop` files and the user's profile, as the runner calls it (JSON-RPC framing and
 //!   the process hop included; the first call, which scans the applications, is left out).
+//! * `matcher`: the decision head's matcher (`decide::decide`) for an open verb over the
+//!   catalog's sites, the 500 applications and the profiles.
 //! * `profile reload`: reading every profile again (a changed file), and the per-plan check
 //!   that nothing changed (one `read_dir` and a `stat` per file).
 //!
@@ -22,6 +24,7 @@ use utter_protocol::testkit::{SpawnOptions, TestPlugin};
 use utter_rules::apps::AppEntry;
 use utter_rules::commands::CommandWords;
 use utter_rules::context::Context;
+use utter_rules::decide;
 use utter_rules::phrases::{Curated, PhraseTable};
 use utter_rules::profiles::{Profiles, ProfilesSource};
 use utter_rules::rules::{self, Sources};
@@ -123,6 +126,34 @@ fn in_process(profiles: &Profiles) {
         report(&format!("plan, in process: {utterance:?}"), times);
     }
     report("plan, in process: all", all);
+
+    // The decision head's matcher, when no rule plans: every site, the 500 applications and
+    // the profiles are candidates of an open verb.
+    let context = Context::default();
+    for utterance in ["open gate hub", "launch the calculate or", "open sesame"] {
+        let sources = Sources {
+            catalog: &catalog,
+            apps: &apps,
+            curated: &curated,
+            binds: &binds,
+            context: Some(&context),
+            utterance,
+            profiles,
+            words: &words,
+        };
+        let text = text::normalize(utterance);
+        let mut times = Vec::with_capacity(RUNS / 4);
+        for _ in 0..RUNS / 4 {
+            let t = Instant::now();
+            std::hint::black_box(decide::decide(
+                &text,
+                &sources,
+                decide::Thresholds::default(),
+            ));
+            times.push(t.elapsed());
+        }
+        report(&format!("matcher, 540 candidates: {utterance:?}"), times);
+    }
 }
 
 async fn through_the_plugin(profile_dir: &std::path::Path) {

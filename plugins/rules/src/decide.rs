@@ -159,28 +159,58 @@ fn classify<'t>(text: &'t str, sources: &Sources<'_>) -> Option<(Class, &'t str)
 
 /// How alike a spoken name and a candidate's name are, from 0 to 1.
 pub fn similarity(spoken: &str, name: &str) -> f64 {
-    let a = compact(&normalize(spoken));
-    let b = compact(&normalize(name));
-    if a.is_empty() || b.is_empty() {
-        return 0.0;
+    Heard::new(spoken).similarity(name)
+}
+
+/// A spoken name made ready for many comparisons (compacted, its phonetic key).
+struct Heard {
+    compact: String,
+    len: usize,
+    key: String,
+}
+
+impl Heard {
+    fn new(spoken: &str) -> Heard {
+        let compact = compact(&normalize(spoken));
+        let key = DoubleMetaphone::new(Some(8)).encode(&compact);
+        Heard {
+            len: compact.chars().count(),
+            compact,
+            key,
+        }
     }
-    if a == b {
-        return 1.0;
+
+    fn similarity(&self, name: &str) -> f64 {
+        let a = &self.compact;
+        let b = compact(&normalize(name));
+        if a.is_empty() || b.is_empty() {
+            return 0.0;
+        }
+        if *a == b {
+            return 1.0;
+        }
+        let blen = b.chars().count();
+        // Lengths this far apart score below every tier: no need to look closer.
+        if blen * 2 < self.len || self.len * 2 < blen {
+            return 0.0;
+        }
+        let edit = strsim::normalized_damerau_levenshtein(a, &b);
+        let jw = strsim::jaro_winkler(a, &b);
+        let mut score = 0.7 * edit + 0.3 * jw;
+        // The phonetic key only matters where the spelling is already near.
+        if score > 0.5
+            && !self.key.is_empty()
+            && self.key == DoubleMetaphone::new(Some(8)).encode(&b)
+        {
+            score += (1.0 - score) * 0.5;
+        }
+        // Short names are easy to hit by chance: "door" is not "dota".
+        let shorter = self.len.min(blen);
+        if shorter < 5 {
+            score *= 0.85 + 0.03 * shorter as f64;
+        }
+        score.clamp(0.0, 1.0)
     }
-    let edit = strsim::normalized_damerau_levenshtein(&a, &b);
-    let jw = strsim::jaro_winkler(&a, &b);
-    let mut score = 0.7 * edit + 0.3 * jw;
-    let metaphone = DoubleMetaphone::new(Some(8));
-    let (ka, kb) = (metaphone.encode(&a), metaphone.encode(&b));
-    if !ka.is_empty() && ka == kb {
-        score += (1.0 - score) * 0.5;
-    }
-    // Short names are easy to hit by chance: "door" is not "dota".
-    let shorter = a.chars().count().min(b.chars().count());
-    if shorter < 5 {
-        score *= 0.85 + 0.03 * shorter as f64;
-    }
-    score.clamp(0.0, 1.0)
 }
 
 fn step(rule: &'static str, op: &'static str, args: Value, message: String) -> Matched {
@@ -313,6 +343,7 @@ pub fn decide(text: &str, sources: &Sources<'_>, thresholds: Thresholds) -> Opti
     if spoken.is_empty() || spoken.len() > 64 {
         return None;
     }
+    let heard = Heard::new(spoken);
     let mut scored: Vec<(f64, Candidate)> = candidates(class, sources, sources.words)
         .into_iter()
         .map(|c| {
@@ -322,7 +353,7 @@ pub fn decide(text: &str, sources: &Sources<'_>, thresholds: Thresholds) -> Opti
                 .names
                 .iter()
                 .enumerate()
-                .map(|(i, n)| similarity(spoken, n) * if i == 0 { 1.0 } else { 0.97 })
+                .map(|(i, n)| heard.similarity(n) * if i == 0 { 1.0 } else { 0.97 })
                 .fold(0.0, f64::max);
             (best, c)
         })
