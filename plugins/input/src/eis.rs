@@ -117,8 +117,6 @@ pub struct Eis {
     context: ei::Context,
     converter: EiEventConverter,
     devices: Vec<(Device, bool)>,
-    pending_seats: Vec<reis::event::Seat>,
-    seats: usize,
     /// Whether the first seat is bound (only that one is).
     bound: bool,
     /// Devices paused or removed, and seats removed, so far: a call that sees it change
@@ -216,8 +214,6 @@ impl Eis {
             context,
             converter,
             devices: Vec::new(),
-            pending_seats: Vec::new(),
-            seats: 0,
             bound: false,
             interruptions: 0,
             layout: None,
@@ -227,18 +223,18 @@ impl Eis {
         };
         // The seat, then (after the bind) the devices. A server that adds them later is
         // read again before each call.
-        let mut bound = false;
+        let mut synced = false;
         while Instant::now() < deadline {
             eis.dispatch(deadline.min(Instant::now() + Duration::from_millis(100)))?;
-            if !bound && eis.bind_seats() {
-                bound = true;
+            if eis.bound && !synced {
+                synced = true;
                 eis.roundtrip()?;
             }
-            if bound && !eis.devices.is_empty() && eis.devices.iter().all(|d| d.1) {
+            if synced && !eis.devices.is_empty() && eis.devices.iter().all(|d| d.1) {
                 break;
             }
         }
-        if !bound {
+        if !eis.bound {
             return Err(EisError::Missing {
                 from: eis.source.clone(),
                 what: "seat",
@@ -503,23 +499,6 @@ impl Eis {
         device.device().frame(self.serial(), now_micros());
     }
 
-    /// Bind the wanted capabilities of the first seat the server announced (only that
-    /// one: compositors offer one seat); whether it is bound.
-    fn bind_seats(&mut self) -> bool {
-        if !self.bound && !self.pending_seats.is_empty() {
-            let seat = self.pending_seats.remove(0);
-            seat.bind_capabilities(
-                DeviceCapability::Keyboard
-                    | DeviceCapability::PointerAbsolute
-                    | DeviceCapability::Button
-                    | DeviceCapability::Scroll,
-            );
-            self.bound = true;
-        }
-        self.pending_seats.clear();
-        self.bound
-    }
-
     /// Read what the server sent since the last call (devices added late, paused, removed),
     /// without waiting; a connection holding an absurd number of received file descriptors
     /// is given up (reis keeps every fd a message brought, so a hostile server could
@@ -603,14 +582,18 @@ impl Eis {
         }
         while let Some(event) = self.converter.next_event() {
             match event {
-                EiEvent::SeatAdded(added) => {
-                    self.seats += 1;
-                    self.pending_seats.push(added.seat);
+                // Only the first seat is bound (compositors offer one); later ones are
+                // left alone.
+                EiEvent::SeatAdded(added) if !self.bound => {
+                    added.seat.bind_capabilities(
+                        DeviceCapability::Keyboard
+                            | DeviceCapability::PointerAbsolute
+                            | DeviceCapability::Button
+                            | DeviceCapability::Scroll,
+                    );
+                    self.bound = true;
                 }
-                EiEvent::SeatRemoved(_) => {
-                    self.seats = self.seats.saturating_sub(1);
-                    self.interruptions += 1;
-                }
+                EiEvent::SeatRemoved(_) => self.interruptions += 1,
                 EiEvent::DeviceAdded(added) => {
                     tracing::info!(
                         "EIS device {:?} from {}",

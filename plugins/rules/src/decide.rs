@@ -18,7 +18,6 @@
 //!   and `ask: "did you mean GitHub?"`, so the runner asks first through its doors; below,
 //!   the plan escalates (`unsure`) naming the best two.
 
-use crate::commands::CommandWords;
 use crate::rules::{Matched, Sources};
 use crate::text::{compact, normalize, strip_word_prefix};
 use rphonetic::{DoubleMetaphone, Encoder};
@@ -95,6 +94,19 @@ enum Class {
     Media(&'static str),
 }
 
+const MEDIA_VERBS: &[(&str, &str)] = &[
+    ("pause", "pause"),
+    ("play", "play"),
+    ("resume", "play"),
+    ("stop", "stop"),
+    ("next track on", "next"),
+    ("next on", "next"),
+    ("next", "next"),
+    ("skip", "next"),
+    ("previous", "previous"),
+];
+
+/// The verbs of the open class, longest first ("show" is the switch class's).
 const OPEN_VERBS: &[&str] = &[
     "navigate to",
     "take me to",
@@ -108,17 +120,6 @@ const OPEN_VERBS: &[&str] = &[
     "start",
     "open",
     "run",
-];
-const MEDIA_VERBS: &[(&str, &str)] = &[
-    ("pause", "pause"),
-    ("play", "play"),
-    ("resume", "play"),
-    ("stop", "stop"),
-    ("next track on", "next"),
-    ("next on", "next"),
-    ("next", "next"),
-    ("skip", "next"),
-    ("previous", "previous"),
 ];
 
 /// The verb class and the spoken name after it, articles and "app"/"website" dropped.
@@ -224,8 +225,7 @@ fn step(rule: &'static str, op: &'static str, args: Value, message: String) -> M
 }
 
 /// The candidates of a verb class, from trusted sources only.
-fn candidates(class: Class, sources: &Sources<'_>, words: &CommandWords) -> Vec<Candidate> {
-    let _ = words;
+fn candidates(class: Class, sources: &Sources<'_>) -> Vec<Candidate> {
     let mut out = Vec::new();
     match class {
         Class::Open => {
@@ -344,7 +344,7 @@ pub fn decide(text: &str, sources: &Sources<'_>, thresholds: Thresholds) -> Opti
         return None;
     }
     let heard = Heard::new(spoken);
-    let mut scored: Vec<(f64, Candidate)> = candidates(class, sources, sources.words)
+    let mut scored: Vec<(f64, Candidate)> = candidates(class, sources)
         .into_iter()
         .map(|c| {
             // The first name is the candidate's own (`Name`, the site's name); the others

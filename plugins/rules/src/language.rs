@@ -76,7 +76,8 @@ pub fn focused_profile<'a>(sources: &Sources<'a>) -> Option<&'a Profile> {
     sources.profiles.for_app_id(app_id)
 }
 
-/// Verbs that open an address.
+/// Verbs that open an address (the site verbs without "show", which also focuses, and
+/// with "load").
 const URL_VERBS: &[&str] = &[
     "navigate to",
     "take me to",
@@ -347,27 +348,21 @@ pub fn focused_phrase(text: &str, sources: &Sources<'_>) -> Option<Matched> {
     command_step(command, text, &profile.name, None)
 }
 
-/// Rule `shortcut`: a phrase of the focused application's profile ("new tab", "reload the
-/// page", "copy" in a terminal), else a common chord ("copy", "undo"); also aimed at a
-/// named application: "firefox new tab", "new tab in firefox" (the step's `app` then
-/// focuses it first). A phrase that only another kind of application knows escalates
+/// Rule `shortcut`: a phrase aimed at a named application's profile ("firefox new tab",
+/// "new tab in firefox"; the step's `app` then focuses it first), else a common chord
+/// ("copy", "undo"). The focused application's own phrases ("new tab" in Firefox, "copy"
+/// in a terminal) are [`focused_phrase`]'s, tried before every rule. A phrase that only another kind of application knows escalates
 /// ("new tab" with a terminal focused: `needs_browser`).
 pub fn shortcut(text: &str, sources: &Sources<'_>) -> Option<Result<Matched, Escalation>> {
     let focused = focused_profile(sources);
-    if let Some(profile) = focused
-        && let Some(command) = in_profile(text, profile, sources)
-    {
-        return command_step(command, text, &profile.name, None).map(Ok);
-    }
     // "<app> <phrase>" and "<phrase> in <app>".
     for profile in sources.profiles.iter() {
-        for (phrase, name) in aimed(text, profile) {
+        for phrase in aimed(text, profile) {
             if let Some(command) = in_profile(phrase, profile, sources) {
                 let app = profile
                     .app_ids
                     .first()
                     .map_or(profile.id.as_str(), String::as_str);
-                let _ = name;
                 return command_step(command, phrase, &profile.name, Some(app)).map(Ok);
             }
         }
@@ -397,7 +392,7 @@ pub fn shortcut(text: &str, sources: &Sources<'_>) -> Option<Result<Matched, Esc
 
 /// The phrases of `text` aimed at `profile`: after one of its names ("firefox new tab"), or
 /// before "in"/"on" and one of its names ("new tab in firefox").
-fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<(&'t str, &'t str)> {
+fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<&'t str> {
     let mut found = Vec::new();
     let words: Vec<&str> = text.split(' ').collect();
     // A name is a few words: only the first and the last few are looked at, so a long
@@ -409,7 +404,7 @@ fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<(&'t str, &'t str)> {
             if profile.is_named(&head) {
                 let rest = strip_word_prefix(text, &head).unwrap_or("");
                 if !rest.is_empty() {
-                    found.push((rest, ""));
+                    found.push(rest);
                 }
             }
         }
@@ -422,7 +417,7 @@ fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<(&'t str, &'t str)> {
             if profile.is_named(name) {
                 let phrase = strip_word_suffix(text, &tail).unwrap_or("").trim_end();
                 if !phrase.is_empty() {
-                    found.push((phrase, ""));
+                    found.push(phrase);
                 }
             }
         }
@@ -434,17 +429,12 @@ fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<(&'t str, &'t str)> {
 /// utterance.
 const MAX_NAME_WORDS: usize = 4;
 
-/// Verbs that start an agent.
-const AGENT_VERBS: &[&str] = &[
-    "start up", "fire up", "open up", "launch", "start", "open", "run",
-];
-
 /// Rule `agent`: "start claude", "run codex": in a focused terminal, the agent's command
 /// typed and entered (`type_text`, then `key Return`); otherwise a new window of an
 /// installed terminal running it (`niri spawn` of the terminal profile's `run` argv and
 /// the command).
 pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, Escalation>> {
-    let (verb, agent) = AGENT_VERBS.iter().find_map(|verb| {
+    let (verb, agent) = crate::rules::APP_VERBS.iter().find_map(|verb| {
         let rest = strip_word_prefix(text, verb)?;
         let rest = strip_word_prefix(rest, "the")
             .filter(|r| !r.is_empty())
@@ -609,7 +599,7 @@ pub fn terminal(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Esca
 /// first (its `app` argument).
 pub fn aimed_input(text: &str, sources: &Sources<'_>, raw: &str) -> Option<Matched> {
     for profile in sources.profiles.iter() {
-        for (phrase, _) in aimed(text, profile) {
+        for phrase in aimed(text, profile) {
             // The raw words of the phrase: the utterance without the application's words.
             let raw_phrase = raw_part(raw, phrase)?;
             if let Some(mut matched) = crate::inapp::plan(raw_phrase)

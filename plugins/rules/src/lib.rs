@@ -255,7 +255,20 @@ impl State {
         binds: &LazyBinds<'_>,
     ) -> Result<Vec<Matched>, Escalation> {
         let normalized = text::normalize(utterance);
-        let sources = Sources {
+        let sources = self.sources(utterance, context, profiles, apps, binds);
+        rules::plan_steps(text::strip_fillers(&normalized), &sources)
+    }
+
+    /// What the rules consult for `utterance`.
+    fn sources<'a>(
+        &'a self,
+        utterance: &'a str,
+        context: Option<&'a Context>,
+        profiles: &'a profiles::Profiles,
+        apps: &'a LazyApps<'_>,
+        binds: &'a LazyBinds<'_>,
+    ) -> Sources<'a> {
+        Sources {
             catalog: &self.catalog,
             apps,
             curated: &self.curated,
@@ -264,8 +277,7 @@ impl State {
             utterance,
             profiles,
             words: &self.words,
-        };
-        rules::plan_steps(text::strip_fillers(&normalized), &sources)
+        }
     }
 
     /// The steps of `utterance` split at its conjunctions, when every part plans; each part
@@ -313,16 +325,7 @@ impl State {
         binds: &LazyBinds<'_>,
     ) -> Option<decide::Decision> {
         let normalized = text::normalize(&request.utterance);
-        let sources = Sources {
-            catalog: &self.catalog,
-            apps,
-            curated: &self.curated,
-            binds,
-            context,
-            utterance: &request.utterance,
-            profiles,
-            words: &self.words,
-        };
+        let sources = self.sources(&request.utterance, context, profiles, apps, binds);
         decide::decide(text::strip_fillers(&normalized), &sources, request.decide)
     }
 

@@ -145,7 +145,7 @@ const SITE_VERBS: &[&str] = &[
 ];
 
 /// Verbs that launch an application, longest first.
-const APP_VERBS: &[&str] = &[
+pub(crate) const APP_VERBS: &[&str] = &[
     "start up", "fire up", "open up", "launch", "start", "open", "run",
 ];
 
