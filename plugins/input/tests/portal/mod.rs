@@ -37,7 +37,7 @@ pub struct ServerOptions {
     pub region: Option<(u32, u32, u32, u32)>,
     /// Add the devices paused and never resume them.
     pub never_resume: bool,
-    /// Pause every device once this many key events arrived.
+    /// Pause every device once this many key events arrived (then read nothing for 0.5 s).
     pub pause_after_keys: Option<usize>,
     /// Add the devices this long after the bind, not at once.
     pub add_late: Option<Duration>,
@@ -151,8 +151,12 @@ fn serve_here(stream: UnixStream, options: &ServerOptions, log: &Log) -> Result<
                         for d in &devices {
                             d.paused();
                         }
-                        log.lock().unwrap().push(line);
-                        "paused".into()
+                        let _ = converter.handle().flush();
+                        log.lock().unwrap().extend([line, "paused".into()]);
+                        // Read nothing for a while, so a client that goes on sending fills the
+                        // socket and reads the pause before it could have sent everything.
+                        std::thread::sleep(Duration::from_millis(500));
+                        continue;
                     } else {
                         line
                     }
