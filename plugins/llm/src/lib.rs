@@ -1,0 +1,835 @@
+//! `utter-llm`: the decision head's chooser (kind `llm`, PROTOCOL.md §8 and §9.4).
+//!
+//! When the router cannot tell what a misheard command meant, it prepares candidates from
+//! trusted sources and the runner asks this plugin to pick one **by id**. The plugin never
+//! writes an argument: it answers `{choice_id, probability, distribution}`, and the runner
+//! runs the candidate it holds.
+//!
+//! # Wire methods
+//!
+//! * `llm.choose {utterance, context?, candidates: [{id, op?, args?, summary?}]}` →
+//!   `{choice_id, probability, distribution: {id: p}}`: 1 to 50 candidates, scored as in
+//!   [`choose`] (whole-sequence log-likelihood of each label, calibrated against a
+//!   content-free utterance). `distribution` sums to 1; `probability` is the chosen one's
+//!   share. With a server that gives no log-probabilities the answer is `{choice_id}` alone.
+//!   `context` is not read.
+//! * `llm.score {utterance, candidates}` → `{scores: [{id, raw, content_free, calibrated}],
+//!   raw_choice, calibrated_choice}`: the numbers behind a choice, for tests and tuning (raw
+//!   and content-free are natural-log likelihoods).
+//! * `llm.complete {prompt, max_tokens?}` → `{text}`: greedy generation of at most
+//!   `max_tokens` (1–[`MAX_COMPLETE_TOKENS`], default 64) tokens.
+//! * `llm.plan {utterance, ops}` → `{steps: [{op, args}]}`: the planner fallback's proposal,
+//!   1 to 3 steps over the offered op names with flat arguments, generated under a grammar
+//!   (or a server's structured output) and checked again ([`plan`]).
+//! * `llm.load {model} | {endpoint, api?, api_model?}` → `{backend, ms}`: load a GGUF file in
+//!   process, or use an OpenAI-compatible server (see [`http`]); what the runner sends from
+//!   its `[llm]` section. Replaces the backend in use.
+//!
+//! Errors: `-32602` for bad params (naming the field); `-32000` when no model is loaded
+//! (saying how to load one), when the model cannot be loaded, or when the server fails (its
+//! status and what it said). `plugin.health` is `degraded` without a backend, naming why.
+//!
+//! # Backends
+//!
+//! * in process, with the cargo feature `llama`: llama.cpp through `llama-cpp-2` ([`llama`]);
+//! * any OpenAI-compatible HTTP server ([`http`]).
+
+#![warn(missing_docs)]
+
+pub mod choose;
+pub mod http;
+#[cfg(feature = "llama")]
+pub mod llama;
+pub mod plan;
+
+use choose::{ChooseRequest, Scores};
+use clap::Parser;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use utter_protocol::handshake::{HealthResult, HealthStatus};
+use utter_protocol::plugin::{self, Call, Handler};
+use utter_protocol::serde_json::{Value, json};
+use utter_protocol::{ErrorObject, text::escape_unprintable};
+
+/// The plugin's manifest, embedded at build time.
+pub const MANIFEST: &str = include_str!("../utter-plugin.toml");
+
+/// `llm.choose`.
+pub const CHOOSE: &str = "llm.choose";
+/// `llm.score`.
+pub const SCORE: &str = "llm.score";
+/// `llm.complete`.
+pub const COMPLETE: &str = "llm.complete";
+/// `llm.load`.
+pub const LOAD: &str = "llm.load";
+/// `llm.plan`.
+pub const PLAN: &str = "llm.plan";
+
+/// The most tokens `llm.complete` generates.
+pub const MAX_COMPLETE_TOKENS: u64 = 512;
+/// The longest `llm.complete` prompt, in characters.
+pub const MAX_PROMPT_CHARS: usize = 8000;
+/// The environment variable naming a GGUF model file.
+pub const MODEL_ENV: &str = "UTTER_LLM_MODEL";
+/// The environment variable naming an OpenAI-compatible server.
+pub const ENDPOINT_ENV: &str = "UTTER_LLM_ENDPOINT";
+/// The environment variable naming the server's API (`chat`, `completions`).
+pub const API_ENV: &str = "UTTER_LLM_API";
+/// The environment variable naming the server's model.
+pub const API_MODEL_ENV: &str = "UTTER_LLM_API_MODEL";
+/// The environment variable of the per-request timeout, in milliseconds.
+pub const TIMEOUT_ENV: &str = "UTTER_LLM_TIMEOUT_MS";
+/// How long a request waits for a model that is still loading.
+pub const LOAD_WAIT: Duration = Duration::from_secs(30);
+/// Whether this build has the in-process backend.
+pub const HAS_LLAMA: bool = cfg!(feature = "llama");
+
+/// Why a backend failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    /// The model (file or endpoint) is missing or unusable.
+    #[error("{0}")]
+    Model(String),
+    /// The engine failed.
+    #[error("{0}")]
+    Backend(String),
+    /// The HTTP server failed or answered something unusable.
+    #[error("{0}")]
+    Server(String),
+}
+
+impl From<LlmError> for ErrorObject {
+    fn from(e: LlmError) -> ErrorObject {
+        ErrorObject::plugin(e.to_string())
+    }
+}
+
+/// How a backend scored a choice.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scored {
+    /// Log-likelihoods after the utterance and after the content-free one.
+    Calibrated(Scores),
+    /// A choice without numbers (structured output), as an index.
+    Picked(usize),
+}
+
+/// A language model. Calls block: run them off the async runtime.
+pub trait Backend: Send + Sync {
+    /// What it is, for health and status lines.
+    fn describe(&self) -> String;
+
+    /// The natural-log likelihood of each of `continuations` right after `prefix`, summed over
+    /// the continuation's tokens.
+    fn sequence_logprobs(
+        &self,
+        prefix: &str,
+        continuations: &[String],
+    ) -> Result<Vec<f64>, LlmError>;
+
+    /// The prompt of `heard` that a label continues (default: [`choose::prompt`]; a model
+    /// with a chat template puts [`choose::question`] in it).
+    fn prompt(&self, heard: &str) -> String {
+        choose::prompt(heard)
+    }
+
+    /// Greedy generation after `prompt`, at most `max_tokens` tokens.
+    fn complete(&self, prompt: &str, max_tokens: u32) -> Result<String, LlmError>;
+
+    /// Generation after `prompt` held to a shape: `grammar` (GBNF, for llama.cpp) or `schema`
+    /// (JSON schema, for a server's structured output), whichever the backend takes.
+    fn complete_constrained(
+        &self,
+        prompt: &str,
+        max_tokens: u32,
+        grammar: &str,
+        schema: &Value,
+    ) -> Result<String, LlmError>;
+
+    /// A scoring of its own for `request` (a chat API); `None`: score by
+    /// [`Backend::sequence_logprobs`].
+    fn score(&self, request: &ChooseRequest) -> Option<Result<Scored, LlmError>> {
+        let _ = request;
+        None
+    }
+}
+
+/// Content-free scores of labels, which do not change while a backend stays loaded (the
+/// content-free prompt is always the same, and it does not list the candidates).
+#[derive(Debug, Default)]
+pub struct ContentFree {
+    scores: HashMap<String, f64>,
+}
+
+/// The most labels whose content-free score is kept.
+const CONTENT_FREE_CACHE: usize = 10_000;
+
+/// Score `request` with `backend`: its own way ([`Backend::score`]), else whole-sequence
+/// log-likelihoods ([`Backend::sequence_logprobs`]) with the content-free scores taken from
+/// (and added to) `cache`. Blocking.
+///
+/// # Errors
+/// The backend's.
+pub fn score(
+    backend: &dyn Backend,
+    request: &ChooseRequest,
+    cache: &Mutex<ContentFree>,
+) -> Result<Scored, LlmError> {
+    if let Some(own) = backend.score(request) {
+        return own;
+    }
+    let continuations: Vec<String> = request
+        .candidates
+        .iter()
+        .map(|c| choose::continuation(&c.label))
+        .collect();
+    let raw = backend.sequence_logprobs(&backend.prompt(&request.utterance), &continuations)?;
+    let known: Vec<Option<f64>> = {
+        let cache = cache.lock().expect("content-free cache");
+        request
+            .candidates
+            .iter()
+            .map(|c| cache.scores.get(&c.label).copied())
+            .collect()
+    };
+    let missing: Vec<String> = continuations
+        .iter()
+        .zip(&known)
+        .filter(|(_, k)| k.is_none())
+        .map(|(c, _)| c.clone())
+        .collect();
+    let fresh = if missing.is_empty() {
+        Vec::new()
+    } else {
+        backend.sequence_logprobs(&backend.prompt(choose::CONTENT_FREE), &missing)?
+    };
+    let mut fresh = fresh.into_iter();
+    let mut cache = cache.lock().expect("content-free cache");
+    if cache.scores.len() > CONTENT_FREE_CACHE {
+        cache.scores.clear();
+    }
+    let content_free = request
+        .candidates
+        .iter()
+        .zip(known)
+        .map(|(c, k)| {
+            k.unwrap_or_else(|| {
+                let s = fresh.next().unwrap_or(f64::NAN);
+                cache.scores.insert(c.label.clone(), s);
+                s
+            })
+        })
+        .collect();
+    if raw.len() != request.candidates.len() {
+        return Err(LlmError::Backend(format!(
+            "the backend scored {} of {} candidates",
+            raw.len(),
+            request.candidates.len()
+        )));
+    }
+    Ok(Scored::Calibrated(Scores { raw, content_free }))
+}
+
+/// What to load: a GGUF file or a server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    /// A GGUF model file, run in process.
+    Model(PathBuf),
+    /// An OpenAI-compatible server.
+    Endpoint {
+        /// Its base URL.
+        url: String,
+        /// Which API scores.
+        api: http::Api,
+        /// The server's model name ("" = its default).
+        model: String,
+    },
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Model(path) => write!(f, "the model file {}", path.display()),
+            Source::Endpoint { url, .. } => write!(f, "the server {url}"),
+        }
+    }
+}
+
+impl Source {
+    /// Validate `llm.load`'s params: `{model}` or `{endpoint, api?, api_model?}`.
+    pub fn from_params(params: &Value) -> Result<Source, ErrorObject> {
+        let text = |k: &str| -> Result<Option<String>, ErrorObject> {
+            match params.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.trim().to_owned())),
+                Some(other) => Err(ErrorObject::invalid_params(format!(
+                    "llm.load: {k} must be a non-empty string, not {other}"
+                ))),
+            }
+        };
+        match (text("model")?, text("endpoint")?) {
+            (Some(model), None) => Ok(Source::Model(PathBuf::from(model))),
+            (None, Some(url)) => Ok(Source::Endpoint {
+                url,
+                api: text("api")?
+                    .as_deref()
+                    .unwrap_or("chat")
+                    .parse()
+                    .map_err(ErrorObject::invalid_params)?,
+                model: text("api_model")?.unwrap_or_default(),
+            }),
+            (Some(_), Some(_)) => Err(ErrorObject::invalid_params(
+                "llm.load: give model (a GGUF file) or endpoint (a server), not both",
+            )),
+            (None, None) => Err(ErrorObject::invalid_params(
+                "llm.load needs params.model (a GGUF file) or params.endpoint (an \
+                 OpenAI-compatible server's URL)",
+            )),
+        }
+    }
+
+    /// Load it (blocking). `threads` is for the in-process engine, `timeout` for a server.
+    pub fn load(&self, threads: u32, timeout: Duration) -> Result<Arc<dyn Backend>, LlmError> {
+        match self {
+            Source::Model(path) => load_model(path, threads),
+            Source::Endpoint { url, api, model } => {
+                Ok(Arc::new(http::Http::new(url, model, *api, timeout)?))
+            }
+        }
+    }
+}
+
+#[cfg(feature = "llama")]
+fn load_model(path: &Path, threads: u32) -> Result<Arc<dyn Backend>, LlmError> {
+    Ok(Arc::new(llama::Llama::load(path, threads)?))
+}
+
+#[cfg(not(feature = "llama"))]
+fn load_model(path: &Path, _threads: u32) -> Result<Arc<dyn Backend>, LlmError> {
+    Err(LlmError::Model(format!(
+        "cannot load {}: this utter-llm was built without llama.cpp; rebuild it with \
+         `cargo install --path plugins/llm --features llama`, or use an OpenAI-compatible \
+         server ([llm] endpoint)",
+        path.display()
+    )))
+}
+
+enum Loaded {
+    /// Nothing was named.
+    None,
+    Loading(String),
+    Ready(Arc<dyn Backend>),
+    Failed(String),
+}
+
+/// The `llm` plugin.
+pub struct LlmPlugin {
+    loaded: Arc<RwLock<Loaded>>,
+    content_free: Arc<Mutex<ContentFree>>,
+    threads: u32,
+    timeout: Duration,
+}
+
+impl LlmPlugin {
+    /// A plugin with no backend yet, running `threads` engine threads and `timeout` per
+    /// server request.
+    pub fn new(threads: u32, timeout: Duration) -> LlmPlugin {
+        LlmPlugin {
+            loaded: Arc::new(RwLock::new(Loaded::None)),
+            content_free: Arc::default(),
+            threads,
+            timeout,
+        }
+    }
+
+    /// Load `source` in the background (the handshake does not wait for a model).
+    pub fn load_in_background(&self, source: Source) {
+        *self.loaded.write().expect("loaded lock") = Loaded::Loading(source.to_string());
+        let loaded = self.loaded.clone();
+        let cache = self.content_free.clone();
+        let (threads, timeout) = (self.threads, self.timeout);
+        std::thread::spawn(move || {
+            let result = source.load(threads, timeout);
+            cache.lock().expect("content-free cache").scores.clear();
+            *loaded.write().expect("loaded lock") = match result {
+                Ok(b) => Loaded::Ready(b),
+                Err(e) => Loaded::Failed(e.to_string()),
+            };
+        });
+    }
+
+    /// The loaded backend; a model still loading is waited for (at most [`LOAD_WAIT`]).
+    async fn backend(&self) -> Result<Arc<dyn Backend>, ErrorObject> {
+        let started = Instant::now();
+        while matches!(
+            &*self.loaded.read().expect("loaded lock"),
+            Loaded::Loading(_)
+        ) && started.elapsed() < LOAD_WAIT
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        match &*self.loaded.read().expect("loaded lock") {
+            Loaded::Ready(b) => Ok(b.clone()),
+            Loaded::None => Err(ErrorObject::plugin(format!(
+                "no language model is loaded; name a GGUF file or a server in the runner's \
+                 [llm] section (model = \"...gguf\" or endpoint = \"http://127.0.0.1:8080\"), \
+                 or start utter-llm with --model or --endpoint ({MODEL_ENV}, {ENDPOINT_ENV})"
+            ))),
+            Loaded::Loading(_) => Err(ErrorObject::plugin(
+                "the language model is still loading; try again in a moment",
+            )),
+            Loaded::Failed(e) => Err(ErrorObject::plugin(format!(
+                "the language model did not load: {e}"
+            ))),
+        }
+    }
+
+    async fn scored(&self, params: &Value) -> Result<(ChooseRequest, Scored), ErrorObject> {
+        let request = ChooseRequest::from_params(params)?;
+        let backend = self.backend().await?;
+        let cache = self.content_free.clone();
+        let r = request.clone();
+        let scored = tokio::task::spawn_blocking(move || score(backend.as_ref(), &r, &cache))
+            .await
+            .map_err(|e| ErrorObject::plugin(format!("the scoring task failed: {e}")))??;
+        Ok((request, scored))
+    }
+
+    async fn handle_call(&self, call: Call) -> Result<Value, ErrorObject> {
+        match call.method.as_str() {
+            CHOOSE => {
+                let (request, scored) = self.scored(&call.params).await?;
+                Ok(match scored {
+                    Scored::Calibrated(scores) => choose::answer(&request, &scores),
+                    Scored::Picked(i) => json!({"choice_id": request.candidates[i].id}),
+                })
+            }
+            SCORE => {
+                let (request, scored) = self.scored(&call.params).await?;
+                let Scored::Calibrated(scores) = scored else {
+                    return Err(ErrorObject::plugin(
+                        "the server answered with structured output only: there are no scores",
+                    ));
+                };
+                let calibrated = scores.calibrated();
+                let rows: Vec<Value> = request
+                    .candidates
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        json!({
+                            "id": c.id,
+                            "label": c.label,
+                            "raw": scores.raw[i],
+                            "content_free": scores.content_free[i],
+                            "calibrated": calibrated[i],
+                        })
+                    })
+                    .collect();
+                Ok(json!({
+                    "scores": rows,
+                    "raw_choice": request.candidates[scores.raw_argmax()].id,
+                    "calibrated_choice": request.candidates[scores.calibrated_argmax()].id,
+                }))
+            }
+            COMPLETE => {
+                let prompt = match call.params.get("prompt") {
+                    Some(Value::String(p)) if !p.is_empty() => p.clone(),
+                    _ => {
+                        return Err(ErrorObject::invalid_params(
+                            "llm.complete needs params.prompt (a non-empty string)",
+                        ));
+                    }
+                };
+                if prompt.chars().count() > MAX_PROMPT_CHARS {
+                    return Err(ErrorObject::invalid_params(format!(
+                        "llm.complete: the prompt is longer than {MAX_PROMPT_CHARS} characters"
+                    )));
+                }
+                let max_tokens = match call.params.get("max_tokens") {
+                    None | Some(Value::Null) => 64,
+                    Some(v) => match v.as_u64() {
+                        Some(n) if (1..=MAX_COMPLETE_TOKENS).contains(&n) => n,
+                        _ => {
+                            return Err(ErrorObject::invalid_params(format!(
+                                "llm.complete: max_tokens must be a whole number from 1 to \
+                                 {MAX_COMPLETE_TOKENS}, not {}",
+                                escape_unprintable(&v.to_string(), 40).0
+                            )));
+                        }
+                    },
+                };
+                let backend = self.backend().await?;
+                let text = tokio::task::spawn_blocking(move || {
+                    backend.complete(&prompt, max_tokens as u32)
+                })
+                .await
+                .map_err(|e| ErrorObject::plugin(format!("the generation task failed: {e}")))??;
+                Ok(json!({"text": text}))
+            }
+            PLAN => {
+                let request = plan::PlanRequest::from_params(&call.params)?;
+                let backend = self.backend().await?;
+                let steps = tokio::task::spawn_blocking(move || {
+                    let text = backend.complete_constrained(
+                        &plan::prompt(&request),
+                        plan::MAX_TOKENS,
+                        &plan::grammar(&request.ops),
+                        &plan::schema(&request.ops),
+                    )?;
+                    plan::parse(&text, &request.ops)
+                })
+                .await
+                .map_err(|e| ErrorObject::plugin(format!("the planning task failed: {e}")))??;
+                Ok(json!({"steps": steps}))
+            }
+            LOAD => {
+                let source = Source::from_params(&call.params)?;
+                let started = Instant::now();
+                let (threads, timeout) = (self.threads, self.timeout);
+                let backend = tokio::task::spawn_blocking(move || source.load(threads, timeout))
+                    .await
+                    .map_err(|e| ErrorObject::plugin(format!("the loading task failed: {e}")))?;
+                let backend = match backend {
+                    Ok(b) => b,
+                    Err(e) => {
+                        // A backend that works is kept; anything else now says why.
+                        let mut loaded = self.loaded.write().expect("loaded lock");
+                        if !matches!(*loaded, Loaded::Ready(_)) {
+                            *loaded = Loaded::Failed(e.to_string());
+                        }
+                        return Err(e.into());
+                    }
+                };
+                let description = backend.describe();
+                self.content_free
+                    .lock()
+                    .expect("content-free cache")
+                    .scores
+                    .clear();
+                *self.loaded.write().expect("loaded lock") = Loaded::Ready(backend);
+                Ok(json!({"backend": description, "ms": started.elapsed().as_millis() as u64}))
+            }
+            other => Err(ErrorObject::method_not_found(other)),
+        }
+    }
+}
+
+impl Handler for LlmPlugin {
+    fn methods(&self) -> Vec<String> {
+        vec![
+            CHOOSE.into(),
+            SCORE.into(),
+            COMPLETE.into(),
+            PLAN.into(),
+            LOAD.into(),
+        ]
+    }
+
+    fn side_effect_free(&self) -> Vec<String> {
+        vec![
+            CHOOSE.into(),
+            SCORE.into(),
+            COMPLETE.into(),
+            PLAN.into(),
+            LOAD.into(),
+        ]
+    }
+
+    async fn health(&self) -> HealthResult {
+        let mut health = HealthResult::ok();
+        match &*self.loaded.read().expect("loaded lock") {
+            Loaded::Ready(b) => health.detail = b.describe(),
+            Loaded::Loading(what) => health.detail = format!("loading {what}"),
+            Loaded::None => {
+                health.status = HealthStatus::Degraded;
+                health.detail = "no model: set [llm] model (a GGUF file) or endpoint (an \
+                                 OpenAI-compatible server)"
+                    .into();
+            }
+            Loaded::Failed(e) => {
+                health.status = HealthStatus::Degraded;
+                health.detail = e.clone();
+            }
+        }
+        health
+    }
+
+    async fn handle(&self, call: Call) -> Result<Value, ErrorObject> {
+        self.handle_call(call).await
+    }
+}
+
+const EXAMPLES: &str = "\
+Examples:
+  Check the plugin against the protocol:
+    utter plugin check -- utter-llm --model ~/models/SmolLM2-135M-Instruct.Q4_1.gguf
+
+  Use it from the runner's config (config.toml):
+    [llm]
+    model = \"~/models/SmolLM2-135M-Instruct.Q4_1.gguf\"   # or endpoint = \"http://127.0.0.1:8080\"
+
+    [[plugin]]
+    id = \"llm\"
+    kind = \"llm\"
+    entrypoint = [\"utter-llm\"]
+
+A GGUF model needs the in-process engine (cargo feature llama); a server
+(llama-server, ollama, vLLM) needs none.";
+
+/// Utter's chooser: picks what a misheard command meant, among the router's
+/// prepared candidates, with a small language model.
+///
+/// This is a plugin: Utter's runner starts it and speaks JSON-RPC 2.0 with it
+/// on stdin and stdout until it closes the connection. You do not normally run
+/// it by hand.
+///
+/// It serves
+///   - llm.choose {utterance, candidates}: the id of the likeliest candidate,
+///     with a calibrated probability (never an argument of its own);
+///   - llm.score: the numbers behind a choice;
+///   - llm.complete {prompt, max_tokens?}: greedy text generation;
+///   - llm.load {model} or {endpoint}: change the model.
+//
+// (verbatim_doc_comment: clap 4 without its wrap_help feature does not wrap help text.)
+#[derive(Debug, Clone, PartialEq, Eq, clap::Parser)]
+#[command(
+    name = "utter-llm",
+    version,
+    verbatim_doc_comment,
+    args_override_self = true,
+    after_help = EXAMPLES
+)]
+pub struct Options {
+    /// A GGUF model file to run in process (needs the llama feature).
+    ///
+    /// Without it $UTTER_LLM_MODEL names one.
+    #[arg(
+        long,
+        value_name = "FILE",
+        verbatim_doc_comment,
+        conflicts_with = "endpoint"
+    )]
+    pub model: Option<PathBuf>,
+    /// An OpenAI-compatible server, e.g. http://127.0.0.1:8080.
+    ///
+    /// Without it $UTTER_LLM_ENDPOINT names one.
+    #[arg(long, value_name = "URL", verbatim_doc_comment)]
+    pub endpoint: Option<String>,
+    /// The server's API that scores: chat or completions.
+    #[arg(long, value_name = "API", default_value = "chat", value_parser = ["chat", "completions"])]
+    pub api: String,
+    /// The server's model name (default: the server's own).
+    #[arg(long, value_name = "NAME", default_value = "")]
+    pub api_model: String,
+    /// CPU threads of the in-process engine (0: llama.cpp's default).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub threads: u32,
+    /// How long one server request may take, in milliseconds (10000).
+    ///
+    /// Without it $UTTER_LLM_TIMEOUT_MS sets it.
+    #[arg(long, value_name = "MS", verbatim_doc_comment,
+          value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub timeout_ms: Option<u64>,
+}
+
+impl Options {
+    /// Parse `args`, the command-line arguments after the program name. `--help` and
+    /// `--version` come back as errors of kind `DisplayHelp` and `DisplayVersion`.
+    pub fn parse_args<I, T>(args: I) -> Result<Options, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let program = OsString::from("utter-llm");
+        Options::try_parse_from(std::iter::once(program).chain(args.into_iter().map(Into::into)))
+    }
+
+    /// What to load at start: the options, else the environment as `var` reports it
+    /// ([`MODEL_ENV`], or [`ENDPOINT_ENV`] with [`API_ENV`] and [`API_MODEL_ENV`]; empty
+    /// counts as unset); `None` when nothing is named. An unknown [`API_ENV`] is an error.
+    pub fn source(&self, var: impl Fn(&str) -> Option<OsString>) -> Result<Option<Source>, String> {
+        let set = |name: &str| {
+            var(name)
+                .filter(|v| !v.is_empty())
+                .map(|v| v.to_string_lossy().into_owned())
+        };
+        if let Some(model) = &self.model {
+            return Ok(Some(Source::Model(model.clone())));
+        }
+        if let Some(url) = &self.endpoint {
+            return Ok(Some(Source::Endpoint {
+                url: url.clone(),
+                api: self.api.parse()?,
+                model: self.api_model.clone(),
+            }));
+        }
+        if let Some(model) = set(MODEL_ENV) {
+            return Ok(Some(Source::Model(PathBuf::from(model))));
+        }
+        let Some(url) = set(ENDPOINT_ENV) else {
+            return Ok(None);
+        };
+        Ok(Some(Source::Endpoint {
+            url,
+            api: set(API_ENV)
+                .as_deref()
+                .unwrap_or("chat")
+                .parse()
+                .map_err(|e| format!("{API_ENV}: {e}"))?,
+            model: set(API_MODEL_ENV).unwrap_or_default(),
+        }))
+    }
+
+    /// The per-request timeout: `--timeout-ms`, else [`TIMEOUT_ENV`] when it is a number
+    /// from 100 to 600 000.
+    pub fn timeout(&self, var: impl Fn(&str) -> Option<OsString>) -> Duration {
+        let env = var(TIMEOUT_ENV)
+            .and_then(|v| v.to_str().and_then(|v| v.parse::<u64>().ok()))
+            .filter(|ms| (100..=600_000).contains(ms));
+        Duration::from_millis(self.timeout_ms.or(env).unwrap_or(10_000))
+    }
+}
+
+/// Serve the plugin until the runner closes the connection. `--help` and `--version` print
+/// and return success; invalid arguments print a usage error and return 2.
+pub async fn run<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let options = match Options::parse_args(args) {
+        Ok(options) => options,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
+    let var = |name: &str| std::env::var_os(name);
+    let plugin = LlmPlugin::new(options.threads, options.timeout(var));
+    match options.source(var) {
+        Ok(Some(source)) => plugin.load_in_background(source),
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("utter-llm: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    plugin::run(MANIFEST, plugin).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_params_are_checked() {
+        let err = |p: Value| Source::from_params(&p).unwrap_err().message;
+        assert!(err(json!({})).contains("model"));
+        assert!(err(json!({"model": "a", "endpoint": "b"})).contains("not both"));
+        assert!(err(json!({"model": 3})).contains("string"));
+        assert!(err(json!({"endpoint": "http://x", "api": "grpc"})).contains("chat"));
+        assert_eq!(
+            Source::from_params(&json!({"model": " /m.gguf "})).unwrap(),
+            Source::Model("/m.gguf".into())
+        );
+        assert_eq!(
+            Source::from_params(
+                &json!({"endpoint": "http://h:1", "api": "completions", "api_model": "q"})
+            )
+            .unwrap(),
+            Source::Endpoint {
+                url: "http://h:1".into(),
+                api: http::Api::Completions,
+                model: "q".into()
+            }
+        );
+    }
+
+    #[test]
+    fn the_source_comes_from_options_then_environment() {
+        let none = |_: &str| None;
+        let o = Options::parse_args(["--model", "/a.gguf"]).unwrap();
+        assert_eq!(o.source(none), Ok(Some(Source::Model("/a.gguf".into()))));
+        let o = Options::parse_args(["--endpoint", "http://h:1", "--api", "completions"]).unwrap();
+        assert!(matches!(
+            o.source(none),
+            Ok(Some(Source::Endpoint {
+                api: http::Api::Completions,
+                ..
+            }))
+        ));
+        let o = Options::parse_args::<[&str; 0], &str>([]).unwrap();
+        assert_eq!(o.source(none), Ok(None));
+        assert_eq!(o.timeout(none), Duration::from_secs(10));
+        let env = |name: &str| match name {
+            ENDPOINT_ENV => Some(OsString::from("http://e:2")),
+            API_ENV => Some(OsString::from("completions")),
+            API_MODEL_ENV => Some(OsString::from("qwen")),
+            TIMEOUT_ENV => Some(OsString::from("2500")),
+            _ => None,
+        };
+        assert_eq!(
+            o.source(env),
+            Ok(Some(Source::Endpoint {
+                url: "http://e:2".into(),
+                api: http::Api::Completions,
+                model: "qwen".into()
+            }))
+        );
+        assert_eq!(o.timeout(env), Duration::from_millis(2500));
+        let bad_api = |name: &str| match name {
+            ENDPOINT_ENV => Some(OsString::from("http://e:2")),
+            API_ENV => Some(OsString::from("grpc")),
+            _ => None,
+        };
+        assert!(o.source(bad_api).unwrap_err().contains(API_ENV));
+        let empty = |_: &str| Some(OsString::new());
+        assert_eq!(o.source(empty), Ok(None));
+        for bad in [
+            &["--model", "a", "--endpoint", "b"][..],
+            &["--api", "x"],
+            &["--timeout-ms", "5"],
+        ] {
+            assert_eq!(
+                Options::parse_args(bad.iter().copied())
+                    .unwrap_err()
+                    .exit_code(),
+                2,
+                "{bad:?}"
+            );
+        }
+        use clap::CommandFactory;
+        Options::command().debug_assert();
+    }
+
+    #[test]
+    fn endpoints_must_be_http() {
+        let t = Duration::from_secs(1);
+        for bad in ["ftp://x", "x", "https://example.com", "http://"] {
+            assert!(
+                http::Http::new(bad, "", http::Api::Chat, t).is_err(),
+                "{bad}"
+            );
+        }
+        let h = http::Http::new("http://127.0.0.1:8080/v1/", "", http::Api::Chat, t).unwrap();
+        assert!(
+            h.describe().contains("http://127.0.0.1:8080 "),
+            "{}",
+            h.describe()
+        );
+    }
+
+    #[cfg(not(feature = "llama"))]
+    #[test]
+    fn a_build_without_llama_says_how_to_get_it() {
+        let e = Source::Model("/m.gguf".into())
+            .load(0, Duration::from_secs(1))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("--features llama"), "{e}");
+    }
+}

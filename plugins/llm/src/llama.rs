@@ -1,0 +1,462 @@
+//! The in-process backend: llama.cpp through `llama-cpp-2`, loading a GGUF file (cargo
+//! feature `llama`).
+//!
+//! llama.cpp's model and context live on one worker thread of their own (a context borrows
+//! its model and must not be used from two threads); requests reach it over a channel.
+//!
+//! # KV cache reuse
+//!
+//! The prompt is decoded once into sequence 0 and kept: the next prompt re-decodes only from
+//! the first token where it differs (the instruction is shared by every request, and the
+//! content-free prompt is identical every time). Each candidate's continuation is decoded in
+//! a sequence of its own that shares the prompt's cells (`llama_memory_seq_cp` on a unified
+//! KV cache), so all candidates of a request go through in one batch, and their cells are
+//! dropped afterwards.
+
+use crate::{Backend, LlmError};
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::{OnceLock, mpsc};
+
+/// The context window, in tokens: the prompt plus every continuation of a request.
+const N_CTX: u32 = 4096;
+/// Sequences: the prompt's and one per candidate of a batch.
+const N_SEQ: u32 = 64;
+
+/// llama.cpp's global state: initialised once per process.
+fn backend() -> Result<&'static LlamaBackend, LlmError> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            let mut b = LlamaBackend::init().map_err(|e| e.to_string())?;
+            // llama.cpp logs every tensor it loads on stderr.
+            b.void_logs();
+            Ok(b)
+        })
+        .as_ref()
+        .map_err(|e| LlmError::Backend(format!("llama.cpp did not initialise: {e}")))
+}
+
+enum Job {
+    Score {
+        prefix: String,
+        continuations: Vec<String>,
+        reply: mpsc::Sender<Result<Vec<f64>, LlmError>>,
+    },
+    Complete {
+        prompt: String,
+        max_tokens: u32,
+        grammar: Option<String>,
+        reply: mpsc::Sender<Result<String, LlmError>>,
+    },
+}
+
+/// A GGUF model loaded in this process.
+pub struct Llama {
+    path: PathBuf,
+    jobs: std::sync::Mutex<mpsc::Sender<Job>>,
+    description: String,
+    /// The model's chat template applied to one user turn [`TURN`] (with the assistant's
+    /// turn opened), when the model has one.
+    template: Option<String>,
+}
+
+/// The stand-in for the user's turn in [`Llama::template`].
+const TURN: &str = "\u{1}TURN\u{1}";
+
+impl Llama {
+    /// Load the GGUF file at `path` with `threads` CPU threads (0: llama.cpp's default).
+    /// Blocks until the model is loaded. Errors say what is wrong with the file.
+    pub fn load(path: &Path, threads: u32) -> Result<Llama, LlmError> {
+        if !path.is_file() {
+            return Err(LlmError::Model(format!(
+                "{} is not a file; name a GGUF model file (for example \
+                 SmolLM2-135M-Instruct.Q4_1.gguf)",
+                path.display()
+            )));
+        }
+        let backend = backend()?;
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(String, Option<String>), LlmError>>();
+        let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
+        let owned = path.to_owned();
+        std::thread::Builder::new()
+            .name("llama".into())
+            .spawn(move || worker(backend, &owned, threads, &ready_tx, &jobs_rx))
+            .map_err(|e| LlmError::Backend(format!("cannot start the llama.cpp thread: {e}")))?;
+        let (description, template) = ready_rx.recv().map_err(|_| {
+            LlmError::Backend("the llama.cpp thread stopped while loading".into())
+        })??;
+        Ok(Llama {
+            path: path.to_owned(),
+            jobs: std::sync::Mutex::new(jobs_tx),
+            description,
+            template,
+        })
+    }
+
+    /// The model file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn generate(
+        &self,
+        prompt: &str,
+        max_tokens: u32,
+        grammar: Option<String>,
+    ) -> Result<String, LlmError> {
+        let (reply, answer) = mpsc::channel();
+        self.send(Job::Complete {
+            prompt: prompt.to_owned(),
+            max_tokens,
+            grammar,
+            reply,
+        })?;
+        answer
+            .recv()
+            .map_err(|_| LlmError::Backend("the llama.cpp thread stopped".into()))?
+    }
+
+    fn send(&self, job: Job) -> Result<(), LlmError> {
+        self.jobs
+            .lock()
+            .expect("llama jobs lock")
+            .send(job)
+            .map_err(|_| LlmError::Backend("the llama.cpp thread has stopped".into()))
+    }
+}
+
+impl Backend for Llama {
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+
+    fn prompt(&self, heard: &str) -> String {
+        match &self.template {
+            Some(t) => format!(
+                "{}{}",
+                t.replace(TURN, &crate::choose::question(heard)),
+                crate::choose::ANSWER_LEAD
+            ),
+            None => crate::choose::prompt(heard),
+        }
+    }
+
+    fn sequence_logprobs(
+        &self,
+        prefix: &str,
+        continuations: &[String],
+    ) -> Result<Vec<f64>, LlmError> {
+        let (reply, answer) = mpsc::channel();
+        self.send(Job::Score {
+            prefix: prefix.to_owned(),
+            continuations: continuations.to_vec(),
+            reply,
+        })?;
+        answer
+            .recv()
+            .map_err(|_| LlmError::Backend("the llama.cpp thread stopped".into()))?
+    }
+
+    fn complete(&self, prompt: &str, max_tokens: u32) -> Result<String, LlmError> {
+        self.generate(prompt, max_tokens, None)
+    }
+
+    fn complete_constrained(
+        &self,
+        prompt: &str,
+        max_tokens: u32,
+        grammar: &str,
+        _schema: &utter_protocol::serde_json::Value,
+    ) -> Result<String, LlmError> {
+        self.generate(prompt, max_tokens, Some(grammar.to_owned()))
+    }
+}
+
+fn worker(
+    backend: &'static LlamaBackend,
+    path: &Path,
+    threads: u32,
+    ready: &mpsc::Sender<Result<(String, Option<String>), LlmError>>,
+    jobs: &mpsc::Receiver<Job>,
+) {
+    let model = match LlamaModel::load_from_file(backend, path, &LlamaModelParams::default()) {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = ready.send(Err(LlmError::Model(format!(
+                "llama.cpp could not load {} ({e}); is it a GGUF model file?",
+                path.display()
+            ))));
+            return;
+        }
+    };
+    let mut params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(N_CTX))
+        .with_n_batch(N_CTX)
+        .with_n_ubatch(512)
+        .with_n_seq_max(N_SEQ)
+        .with_kv_unified(true);
+    if threads > 0 {
+        let t = i32::try_from(threads).unwrap_or(i32::MAX);
+        params = params.with_n_threads(t).with_n_threads_batch(t);
+    }
+    let ctx = match model.new_context(backend, params) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = ready.send(Err(LlmError::Backend(format!(
+                "llama.cpp could not make a context for {}: {e}",
+                path.display()
+            ))));
+            return;
+        }
+    };
+    let description = format!(
+        "llama.cpp in process: {} ({} M parameters)",
+        path.display(),
+        model.n_params() / 1_000_000
+    );
+    let template = model.chat_template(None).ok().and_then(|t| {
+        let turn = LlamaChatMessage::new("user".into(), TURN.into()).ok()?;
+        model.apply_chat_template(&t, &[turn], true).ok()
+    });
+    if ready.send(Ok((description, template))).is_err() {
+        return;
+    }
+    let mut state = State {
+        model: &model,
+        ctx,
+        prompt: Vec::new(),
+        last: Vec::new(),
+    };
+    while let Ok(job) = jobs.recv() {
+        match job {
+            Job::Score {
+                prefix,
+                continuations,
+                reply,
+            } => {
+                let _ = reply.send(state.score(&prefix, &continuations));
+            }
+            Job::Complete {
+                prompt,
+                max_tokens,
+                grammar,
+                reply,
+            } => {
+                let _ = reply.send(state.complete(&prompt, max_tokens, grammar.as_deref()));
+            }
+        }
+    }
+}
+
+struct State<'m> {
+    model: &'m LlamaModel,
+    ctx: LlamaContext<'m>,
+    /// The tokens in sequence 0.
+    prompt: Vec<LlamaToken>,
+    /// Log-softmax of the logits after the last prompt token.
+    last: Vec<f32>,
+}
+
+fn decode_error(e: impl std::fmt::Display) -> LlmError {
+    LlmError::Backend(format!("llama.cpp decode failed: {e}"))
+}
+
+/// `log(softmax(logits))[token]`.
+fn log_softmax(logits: &[f32]) -> Vec<f32> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = logits.iter().map(|l| (l - max).exp()).sum();
+    let log_sum = max + sum.ln();
+    logits.iter().map(|l| l - log_sum).collect()
+}
+
+impl State<'_> {
+    fn tokenize(&self, text: &str, first: bool) -> Vec<LlamaToken> {
+        let vocab = self.model.vocab();
+        // The prompt's special tokens are the template's: the heard words have no angle
+        // brackets left (choose::question), so they cannot spell one.
+        vocab.tokenize(text.as_bytes(), first && vocab.should_add_bos(), first)
+    }
+
+    /// Make sequence 0 hold `prefix`, decoding only what differs from what it holds.
+    fn set_prompt(&mut self, prefix: &str) -> Result<(), LlmError> {
+        let tokens = self.tokenize(prefix, true);
+        if tokens.is_empty() {
+            return Err(LlmError::Backend("the prompt has no tokens".into()));
+        }
+        if tokens == self.prompt && !self.last.is_empty() {
+            return Ok(());
+        }
+        let mut keep = self
+            .prompt
+            .iter()
+            .zip(&tokens)
+            .take_while(|(a, b)| a == b)
+            .count();
+        // At least the last token is decoded again, for its logits.
+        keep = keep.min(tokens.len() - 1);
+        self.ctx
+            .clear_kv_cache_seq(Some(0), Some(keep as u32), None)
+            .map_err(decode_error)?;
+        self.prompt.truncate(keep);
+        self.last.clear();
+        let rest = &tokens[keep..];
+        if tokens.len() + 8 > N_CTX as usize {
+            return Err(LlmError::Backend(format!(
+                "the prompt has {} tokens; the context holds {N_CTX}",
+                tokens.len()
+            )));
+        }
+        let mut batch = LlamaBatch::new(rest.len(), 1);
+        for (i, t) in rest.iter().enumerate() {
+            batch
+                .add(*t, (keep + i) as i32, &[0], i + 1 == rest.len())
+                .map_err(decode_error)?;
+        }
+        self.ctx.decode(&mut batch).map_err(decode_error)?;
+        self.last = log_softmax(self.ctx.get_logits_ith(batch.n_tokens() - 1));
+        self.prompt = tokens;
+        Ok(())
+    }
+
+    fn score(&mut self, prefix: &str, continuations: &[String]) -> Result<Vec<f64>, LlmError> {
+        self.set_prompt(prefix)?;
+        let n_prompt = self.prompt.len();
+        let conts: Vec<Vec<LlamaToken>> = continuations
+            .iter()
+            .map(|c| self.tokenize(c, false))
+            .collect();
+        let mut scores = Vec::with_capacity(conts.len());
+        let room = N_CTX as usize - n_prompt;
+        // Candidates go in batches of at most N_SEQ - 1 sequences and `room` tokens.
+        let mut start = 0;
+        while start < conts.len() {
+            let mut end = start;
+            let mut tokens = 0;
+            while end < conts.len()
+                && end - start < (N_SEQ - 1) as usize
+                && tokens + conts[end].len() <= room
+            {
+                tokens += conts[end].len();
+                end += 1;
+            }
+            if end == start {
+                return Err(LlmError::Backend(format!(
+                    "a continuation of {} tokens does not fit the context",
+                    conts[start].len()
+                )));
+            }
+            scores.extend(self.score_batch(n_prompt, &conts[start..end], tokens)?);
+            start = end;
+        }
+        Ok(scores)
+    }
+
+    fn score_batch(
+        &mut self,
+        n_prompt: usize,
+        conts: &[Vec<LlamaToken>],
+        tokens: usize,
+    ) -> Result<Vec<f64>, LlmError> {
+        let mut batch = LlamaBatch::new(tokens.max(1), conts.len() as i32);
+        // Where each continuation's tokens sit in the batch.
+        let mut at = Vec::with_capacity(conts.len());
+        for (i, cont) in conts.iter().enumerate() {
+            let seq = i as i32 + 1;
+            self.ctx
+                .kv_cache_seq_cp(0, seq, None, None)
+                .map_err(decode_error)?;
+            at.push(batch.n_tokens());
+            for (j, t) in cont.iter().enumerate() {
+                batch
+                    .add(*t, (n_prompt + j) as i32, &[seq], true)
+                    .map_err(decode_error)?;
+            }
+        }
+        let decoded = if batch.n_tokens() > 0 {
+            self.ctx.decode(&mut batch).map_err(decode_error)
+        } else {
+            Ok(())
+        };
+        let mut scores = Vec::with_capacity(conts.len());
+        if decoded.is_ok() {
+            for (cont, first) in conts.iter().zip(&at) {
+                let mut lp = 0.0f64;
+                for (j, t) in cont.iter().enumerate() {
+                    let p = if j == 0 {
+                        self.last[t.0 as usize]
+                    } else {
+                        let row = log_softmax(self.ctx.get_logits_ith(first + j as i32 - 1));
+                        row[t.0 as usize]
+                    };
+                    lp += f64::from(p);
+                }
+                scores.push(lp);
+            }
+        }
+        for i in 0..conts.len() {
+            let _ = self.ctx.clear_kv_cache_seq(Some(i as u32 + 1), None, None);
+        }
+        decoded?;
+        Ok(scores)
+    }
+
+    /// Generate after `prompt` (greedy; within `grammar` when one is given, GBNF), in
+    /// sequence 1 so that sequence 0 keeps the prompt for the next request.
+    fn complete(
+        &mut self,
+        prompt: &str,
+        max_tokens: u32,
+        grammar: Option<&str>,
+    ) -> Result<String, LlmError> {
+        self.set_prompt(prompt)?;
+        let n_prompt = self.prompt.len();
+        let mut sampler = match grammar {
+            Some(g) => LlamaSampler::chain_simple([
+                LlamaSampler::grammar(self.model, g, "root").map_err(|e| {
+                    LlmError::Backend(format!("llama.cpp refused the grammar: {e}"))
+                })?,
+                LlamaSampler::greedy(),
+            ]),
+            None => LlamaSampler::greedy(),
+        };
+        // Sequence 1 shares the prompt but its last token, which it decodes again for the
+        // logits the sampler reads.
+        let last = self.prompt[n_prompt - 1];
+        self.ctx
+            .kv_cache_seq_cp(0, 1, None, Some((n_prompt - 1) as u32))
+            .map_err(decode_error)?;
+        let result = (|| {
+            let mut batch = LlamaBatch::new(1, 1);
+            batch
+                .add(last, (n_prompt - 1) as i32, &[1], true)
+                .map_err(decode_error)?;
+            self.ctx.decode(&mut batch).map_err(decode_error)?;
+            let mut out = Vec::<u8>::new();
+            let end = (n_prompt + max_tokens as usize).min(N_CTX as usize - 1);
+            for pos in n_prompt..end {
+                let token = sampler.sample(&self.ctx, 0);
+                if self.model.vocab().is_eog(token) {
+                    break;
+                }
+                out.extend(self.model.vocab().token_to_piece(token, false, None));
+                let mut batch = LlamaBatch::new(1, 1);
+                batch
+                    .add(token, pos as i32, &[1], true)
+                    .map_err(decode_error)?;
+                self.ctx.decode(&mut batch).map_err(decode_error)?;
+            }
+            Ok(String::from_utf8_lossy(&out).into_owned())
+        })();
+        let _ = self.ctx.clear_kv_cache_seq(Some(1), None, None);
+        result
+    }
+}
