@@ -17,6 +17,11 @@
 //!   above `act` the step is planned; at or above `ask` it is planned with `confirm: true`
 //!   and `ask: "did you mean GitHub?"`, so the runner asks first through its doors; below,
 //!   the plan escalates (`unsure`) naming the best two.
+//! * **Chooser** (`decide.chooser: "llm.choose"`, sent when the runner has a chooser running):
+//!   below `act`, when two or more candidates are near ([`Decision::Choose`]), the plan offers
+//!   the nearest [`MAX_CHOICES`] as candidates for the chooser to pick one by id, each asking
+//!   first, with the matcher's own decision as the plan's `fallback` (for a chooser that fails
+//!   or is unsure).
 
 use crate::rules::{Matched, Sources};
 use crate::text::{compact, normalize, strip_word_prefix};
@@ -30,6 +35,8 @@ pub struct Thresholds {
     pub act: f64,
     /// Ask at or above this.
     pub ask: f64,
+    /// A chooser (`llm.choose`) runs: offer the near candidates to it.
+    pub chooser: bool,
 }
 
 impl Default for Thresholds {
@@ -37,13 +44,15 @@ impl Default for Thresholds {
         Thresholds {
             act: 0.88,
             ask: 0.72,
+            chooser: false,
         }
     }
 }
 
 impl Thresholds {
-    /// `params.decide` (`{act, ask}`, numbers from 0 to 1 with `ask <= act`), else the
-    /// defaults; values out of range are ignored.
+    /// `params.decide` (`{act, ask, chooser?}`: numbers from 0 to 1 with `ask <= act`, else
+    /// the defaults, values out of range ignored; `chooser` is `"llm.choose"` when a chooser
+    /// runs).
     pub fn from_param(value: Option<&Value>) -> Thresholds {
         let mut t = Thresholds::default();
         let num = |k: &str| {
@@ -55,14 +64,23 @@ impl Thresholds {
         if let (Some(act), Some(ask)) = (num("act"), num("ask"))
             && ask <= act
         {
-            t = Thresholds { act, ask };
+            t = Thresholds {
+                act,
+                ask,
+                chooser: false,
+            };
         }
+        t.chooser =
+            value.and_then(|v| v.get("chooser")).and_then(Value::as_str) == Some("llm.choose");
         t
     }
 }
 
 /// A winner closer than this to the runner-up asks rather than acts.
 pub const MARGIN: f64 = 0.04;
+
+/// The most candidates offered to a chooser.
+pub const MAX_CHOICES: usize = 8;
 
 /// What the matcher concluded.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,6 +91,22 @@ pub enum Decision {
     Ask(Matched, String),
     /// Too unsure: the best two labels with their scores.
     Unsure(Vec<(String, f64)>),
+    /// Let the chooser pick among these (each asking first: `confirm: true`), the matcher's
+    /// own decision as the fallback.
+    Choose(Vec<Choice>, Box<Decision>),
+}
+
+/// A candidate offered to the chooser.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    /// Its step (with `confirm: true`).
+    pub step: Matched,
+    /// Its name, as in "did you mean GitHub?".
+    pub label: String,
+    /// The matcher's score.
+    pub score: f64,
+    /// What the chooser reads: the verb and the name ("open GitHub").
+    pub summary: String,
 }
 
 /// One candidate.
@@ -360,37 +394,73 @@ pub fn decide(text: &str, sources: &Sources<'_>, thresholds: Thresholds) -> Opti
         .filter(|(s, _)| *s > 0.0)
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-    // The same label from two sources (a site and an app called alike) counts once.
-    scored.dedup_by(|b, a| a.1.label == b.1.label);
+    // The same label from two sources (a site and an app called alike, an open window and its
+    // application) counts once: the first, which is the open window's for a switch.
+    scored.dedup_by(|b, a| a.1.label.eq_ignore_ascii_case(&b.1.label));
     let (top, best) = scored.first()?.clone();
     let second = scored.get(1).map_or(0.0, |s| s.0);
-    if top >= thresholds.act && top - second >= MARGIN {
+    let own = if top >= thresholds.act && top - second >= MARGIN {
         let mut m = best.step;
         m.message = format!(
             "heard \"{spoken}\": {} (confidence {top:.2}); {}",
             best.label, m.message
         );
         return Some(Decision::Act(m));
-    }
-    if top >= thresholds.ask {
-        let mut m = best.step;
+    } else if top >= thresholds.ask {
+        let mut m = best.step.clone();
         m.confirm = true;
         m.message = format!(
             "heard \"{spoken}\": did you mean {}? (confidence {top:.2}); {}",
             best.label, m.message
         );
-        return Some(Decision::Ask(m, format!("did you mean {}?", best.label)));
-    }
-    if top < thresholds.ask * 0.75 {
+        Decision::Ask(m, format!("did you mean {}?", best.label))
+    } else if top < thresholds.ask * 0.75 {
         return None;
+    } else {
+        Decision::Unsure(
+            scored
+                .iter()
+                .take(2)
+                .map(|(s, c)| (c.label.clone(), *s))
+                .collect(),
+        )
+    };
+    let floor = thresholds.ask * 0.75;
+    let near: Vec<Choice> = scored
+        .iter()
+        .take_while(|(s, _)| *s >= floor)
+        .take(MAX_CHOICES)
+        .map(|(score, c)| {
+            let mut step = c.step.clone();
+            step.confirm = true;
+            step.message = format!(
+                "heard \"{spoken}\": did you mean {}? (confidence {score:.2}); {}",
+                c.label, step.message
+            );
+            Choice {
+                summary: format!("{} {}", class.verb(), c.label),
+                label: c.label.clone(),
+                score: *score,
+                step,
+            }
+        })
+        .collect();
+    if thresholds.chooser && near.len() >= 2 {
+        return Some(Decision::Choose(near, Box::new(own)));
     }
-    Some(Decision::Unsure(
-        scored
-            .iter()
-            .take(2)
-            .map(|(s, c)| (c.label.clone(), *s))
-            .collect(),
-    ))
+    Some(own)
+}
+
+impl Class {
+    /// The verb a chooser reads before a candidate's name.
+    fn verb(self) -> &'static str {
+        match self {
+            Class::Open => "open",
+            Class::Switch => "switch to",
+            Class::Close => "close",
+            Class::Media(command) => command,
+        }
+    }
 }
 
 #[cfg(test)]

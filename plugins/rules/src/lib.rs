@@ -353,36 +353,98 @@ impl State {
             },
         };
         // No rule: perhaps a misheard name (the decision head's matcher).
-        let mut ask: Option<String> = None;
         let planned = match planned {
             Err(e) if matches!(e.reason, "no_rule" | "unknown_target") => {
                 match self.decide(request, context, &profiles, &apps, &binds) {
-                    Some(decide::Decision::Act(m)) => Ok(vec![m]),
-                    Some(decide::Decision::Ask(m, question)) => {
-                        ask = Some(question);
-                        Ok(vec![m])
+                    Some(decide::Decision::Choose(choices, own)) => {
+                        let fallback = self.decided(request, *own, e);
+                        return self.choose_plan(request, &choices, fallback);
                     }
-                    Some(decide::Decision::Unsure(best)) => Err(Escalation {
-                        reason: "unsure",
-                        // The explanation may have named the close names already.
-                        message: if e.message.contains("similar names") {
-                            e.message
-                        } else {
-                            format!(
-                                "{}; the closest are {}",
-                                e.message,
-                                best.iter()
-                                    .map(|(label, score)| format!("{label} ({score:.2})"))
-                                    .collect::<Vec<_>>()
-                                    .join(" and ")
-                            )
-                        },
-                    }),
+                    Some(decision) => return self.decided(request, decision, e),
                     None => Err(e),
                 }
             }
             other => other,
         };
+        self.plan_json(request, planned, None)
+    }
+
+    /// The plan of the matcher's own decision; `e` is why no rule planned.
+    fn decided(&self, request: &PlanRequest, decision: decide::Decision, e: Escalation) -> Value {
+        let planned = match decision {
+            decide::Decision::Act(m) => Ok(vec![m]),
+            decide::Decision::Ask(m, question) => {
+                return self.plan_json(request, Ok(vec![m]), Some(question));
+            }
+            decide::Decision::Unsure(best) => Err(Escalation {
+                reason: "unsure",
+                // The explanation may have named the close names already.
+                message: if e.message.contains("similar names") {
+                    e.message
+                } else {
+                    format!(
+                        "{}; the closest are {}",
+                        e.message,
+                        best.iter()
+                            .map(|(label, score)| format!("{label} ({score:.2})"))
+                            .collect::<Vec<_>>()
+                            .join(" and ")
+                    )
+                },
+            }),
+            // Not nested: the matcher offers the chooser once.
+            decide::Decision::Choose(_, own) => return self.decided(request, *own, e),
+        };
+        self.plan_json(request, planned, None)
+    }
+
+    /// Candidates for the chooser (PROTOCOL.md §9.4), each asking "did you mean …?" first,
+    /// with `fallback` for a chooser that fails or is unsure.
+    fn choose_plan(
+        &self,
+        request: &PlanRequest,
+        choices: &[decide::Choice],
+        fallback: Value,
+    ) -> Value {
+        let candidates: Vec<Value> = choices
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                json!({
+                    "id": format!("c{}", i + 1),
+                    "op": c.step.op,
+                    "args": c.step.args,
+                    "provenance": request.provenance,
+                    "confirm": true,
+                    "ask": format!("did you mean {}?", c.label),
+                    "summary": c.summary,
+                    "score": (c.score * 1000.0).round() / 1000.0,
+                    "message": c.step.message,
+                })
+            })
+            .collect();
+        let named = choices
+            .iter()
+            .map(|c| format!("{} ({:.2})", c.label, c.score))
+            .collect::<Vec<_>>()
+            .join(", ");
+        json!({
+            "steps": [],
+            "candidates": candidates,
+            "choose": {"method": "llm.choose"},
+            "rule": "decide",
+            "message": format!("not sure what was meant; the chooser picks among {named}"),
+            "fallback": fallback,
+        })
+    }
+
+    /// A plan's JSON: its steps (asking `ask` where a step confirms), or its escalation.
+    fn plan_json(
+        &self,
+        request: &PlanRequest,
+        planned: Result<Vec<Matched>, Escalation>,
+        ask: Option<String>,
+    ) -> Value {
         match planned {
             Ok(steps) => {
                 let mut rules: Vec<&str> = Vec::new();

@@ -110,13 +110,36 @@ async fn misheard_names_find_their_candidate_and_nonsense_matches_nothing() {
         report.categories["negative"].false_positives, 0,
         "a negative matched"
     );
-    let total = report.total();
+    // The hand-made cases, and the real transcripts: those the recogniser got right must all
+    // plan; of the garbled ones the matcher alone finds only some (the chooser plugin's test
+    // measures what a language model adds), and must not lose any it finds today.
+    let mut hand = eval::Row::default();
+    for (category, row) in &report.categories {
+        if !category.starts_with("whisper") {
+            hand.cases += row.cases;
+            hand.right += row.right;
+        }
+    }
     assert!(
-        total.accuracy() >= FLOOR,
-        "accuracy {:.1}% is below {FLOOR}%",
-        total.accuracy()
+        hand.accuracy() >= FLOOR,
+        "accuracy {:.1}% on the hand-made cases is below {FLOOR}%",
+        hand.accuracy()
+    );
+    let exact = &report.categories["whisper-exact"];
+    assert!(exact.cases >= 40, "{} exact transcripts", exact.cases);
+    assert_eq!(
+        exact.right, exact.cases,
+        "a transcript without mistakes did not plan"
+    );
+    let garbled = &report.categories["whisper-garbled"];
+    assert!(garbled.cases >= 40, "{} garbled transcripts", garbled.cases);
+    assert!(
+        garbled.accuracy() >= GARBLED_FLOOR,
+        "accuracy {:.1}% on garbled transcripts is below {GARBLED_FLOOR}%",
+        garbled.accuracy()
     );
 }
 
-/// The accuracy the matcher had on the mishearing corpus when it was written, less a little.
+/// The matcher alone on Whisper's garbled transcripts (25.0% when they were added).
+const GARBLED_FLOOR: f64 = 25.0;
 const FLOOR: f64 = 90.0;
