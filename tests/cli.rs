@@ -3,6 +3,9 @@
 //! what is wrong (see the exit codes in `utter --help`).
 
 mod common;
+// The OpenAI-compatible test server of the chooser plugin's own tests.
+#[path = "../plugins/llm/tests/openai/mod.rs"]
+mod openai;
 
 use common::{Sandbox, UtterRun, bin, run_utter};
 use std::path::PathBuf;
@@ -449,4 +452,193 @@ async fn a_misheard_name_asks_did_you_mean_and_nothing_runs_unanswered() {
         run.stderr.contains("decide.ask") || run.stdout.contains("decide.ask"),
         "{run}"
     );
+}
+
+#[tokio::test]
+async fn a_chooser_picks_among_near_names_and_its_pick_is_asked_about() {
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+    let server = openai::Server::start();
+    let utter = bin("utter");
+    let llm = bin("utter-llm");
+    let config = write_config(
+        &sb,
+        &format!(
+            "config_version = 1\n[llm]\nendpoint = \"{}\"\napi_model = \"biased\"\n\n{}\n{}\n{}",
+            server.url,
+            plugin_entry(
+                "rules",
+                "router",
+                utter.to_str().unwrap(),
+                &["plugin", "rules"]
+            ),
+            plugin_entry(
+                "desktop",
+                "action",
+                utter.to_str().unwrap(),
+                &["plugin", "desktop"]
+            ),
+            plugin_entry("llm", "llm", llm.to_str().unwrap(), &[]),
+        ),
+    );
+    let say = |words: &'static str| {
+        let config = config.clone();
+        let env = env.clone();
+        async move {
+            run_utter(
+                &[
+                    "--config",
+                    config.to_str().unwrap(),
+                    "say",
+                    "--local",
+                    "--json",
+                    words,
+                ],
+                &env,
+            )
+            .await
+        }
+    };
+    // "nearly wiki" is near both Arch Wiki and niri wiki: the chooser picks, the person is
+    // asked (no terminal answers here, so it is denied with the question).
+    let run = say("open nearly wiki").await;
+    let outcome = run.json();
+    let step = &outcome["results"][0];
+    assert_eq!(step["selected_by"]["method"], "llm.choose", "{run}");
+    assert_eq!(step["selected_by"]["plugin"], "llm", "{run}");
+    assert_eq!(
+        outcome["plan"]["steps"][0]["ask"], "did you mean Arch Wiki?",
+        "{run}"
+    );
+    assert!(
+        step["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("did you mean Arch Wiki?")),
+        "{run}"
+    );
+    assert_eq!(run.code, Some(1), "{run}");
+    // The chooser was asked with the near candidates only, and never with their arguments
+    // to write: the numbered labels.
+    let asked = server.requests.lock().unwrap().clone();
+    let user = asked[0].1["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        user.contains("1. open Arch Wiki") && user.contains("open niri wiki"),
+        "{user}"
+    );
+    assert!(!user.contains("https://"), "{user}");
+    // A clear name acts without asking anyone.
+    let before = server.requests.lock().unwrap().len();
+    let run = run_utter(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "say",
+            "--local",
+            "--json",
+            "--dry-run",
+            "open github",
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(run.json()["results"][0]["selected_by"].is_null(), "{run}");
+    assert_eq!(
+        server.requests.lock().unwrap().len(),
+        before,
+        "the chooser was not asked"
+    );
+}
+
+#[tokio::test]
+async fn the_planner_proposes_only_when_no_rule_matched_and_its_steps_are_asked_about() {
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+    let server = openai::Server::start();
+    let utter = bin("utter");
+    let llm = bin("utter-llm");
+    let config = write_config(
+        &sb,
+        &format!(
+            "config_version = 1\n[decide]\nplanner = true\n[llm]\nendpoint = \"{}\"\n\n{}\n{}\n{}",
+            server.url,
+            plugin_entry(
+                "rules",
+                "router",
+                utter.to_str().unwrap(),
+                &["plugin", "rules"]
+            ),
+            plugin_entry(
+                "desktop",
+                "action",
+                utter.to_str().unwrap(),
+                &["plugin", "desktop"]
+            ),
+            plugin_entry("llm", "llm", llm.to_str().unwrap(), &[]),
+        ),
+    );
+    let say = |words: &'static str| {
+        let config = config.clone();
+        let env = env.clone();
+        async move {
+            run_utter(
+                &[
+                    "--config",
+                    config.to_str().unwrap(),
+                    "say",
+                    "--local",
+                    "--json",
+                    words,
+                ],
+                &env,
+            )
+            .await
+        }
+    };
+    let run = say("show me where the rust language lives online").await;
+    let outcome = run.json();
+    assert_eq!(outcome["plan"]["rule"], "planner", "{run}");
+    let step = &outcome["plan"]["steps"][0];
+    assert_eq!(step["op"], "open_url", "{run}");
+    assert_eq!(step["confirm"], true, "{run}");
+    // Nobody answers the question here: nothing opened.
+    assert_eq!(outcome["results"][0]["ok"], false, "{run}");
+    assert!(
+        outcome["results"][0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the language model proposes this")),
+        "{run}"
+    );
+    // A proposal outside the vocabulary is refused by the plugin; the escalation stays and
+    // says so.
+    let run = say("wipe my home directory please").await;
+    let outcome = run.json();
+    assert_eq!(outcome["plan"]["steps"], json!([]), "{run}");
+    let message = outcome["plan"]["escalate"]["message"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        message.contains("the planner \"llm\" failed") && message.contains("not offered"),
+        "{run}"
+    );
+    // A command a rule plans never reaches the planner.
+    let before = server.requests.lock().unwrap().len();
+    let run = run_utter(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "say",
+            "--local",
+            "--json",
+            "--dry-run",
+            "open github",
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert_eq!(server.requests.lock().unwrap().len(), before);
 }

@@ -8,6 +8,9 @@
 //! Timeouts are generous and nothing is timed: these run on shared two-core machines.
 
 mod common;
+// The OpenAI-compatible test server of the chooser plugin's own tests.
+#[path = "../plugins/llm/tests/openai/mod.rs"]
+mod openai;
 
 use common::{ChildEnv, Sandbox, bin, repo_root, run_utter, wait_for};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -1302,4 +1305,48 @@ async fn a_stranger_that_never_authenticates_is_closed_after_the_auth_timeout() 
         "{frames:?}"
     );
     assert_eq!(frames[1], json!({"eof": true}));
+}
+
+/// `utter status` names the decision head's tiers and the chooser with its model: running
+/// against a server, and degraded, naming the file, when its model cannot load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_the_decision_heads_chooser_and_its_model() {
+    let server = openai::Server::start();
+    let llm = json!([bin("utter-llm").display().to_string()]);
+    for (llm_section, status, health) in [
+        (
+            format!("[llm]\nendpoint = \"{}\"\napi_model = \"biased\"\n", server.url),
+            "ok",
+            server.url.clone(),
+        ),
+        ("[llm]\nmodel = \"/nope/missing.gguf\"\n".to_owned(), "degraded", "/nope/missing.gguf".to_owned()),
+    ] {
+        let sb = Sandbox::new();
+        let config = write_config(
+            &sb,
+            &format!(
+                "[decide]\nchooser_min = 0.6\n{llm_section}\n\
+                 [[plugin]]\nid = \"chooser\"\nkind = \"llm\"\nentrypoint = {llm}\n"
+            ),
+        );
+        let daemon = Daemon::start(&sb, &config, None).await;
+        // The model loads beside the handshake: wait for its health to settle.
+        let deadline = std::time::Instant::now() + LIMIT;
+        let decide = loop {
+            let decide = daemon.utter(&sb, &["status", "--json"]).await.json()["decide"].clone();
+            let loading = decide["chooser_health"].as_str().unwrap_or("").contains("loading");
+            if decide["chooser_status"] == status && !loading {
+                break decide;
+            }
+            assert!(std::time::Instant::now() < deadline, "{decide}\n{}", daemon.log());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(decide["chooser"], "chooser", "{decide}");
+        assert_eq!(decide["chooser_min"], 0.6, "{decide}");
+        assert_eq!(decide["act"], 0.88, "{decide}");
+        assert!(decide["chooser_health"].as_str().unwrap().contains(&health), "{decide}");
+        let text = daemon.utter(&sb, &["status"]).await;
+        assert!(text.stdout.contains("decide: act at 0.88, ask at 0.72, chooser on (asked about at 0.60"), "{text}");
+        assert!(text.stdout.contains(&format!("  chooser chooser {status}, model ")), "{text}");
+    }
 }

@@ -443,6 +443,10 @@ async fn a_chooser_selects_by_id_and_cannot_send_back_a_structure() {
         json!({"choice_id": "c9"}),
         json!({"choice_id": "c1", "probability": "certain"}),
         json!({"choice_id": "c1", "distribution": {"c1": 0.5, "https://evil.example": 0.5}}),
+        json!({"choice_id": "c1", "probability": 7}),
+        json!({"choice_id": "c1", "probability": -0.5}),
+        json!({"choice_id": "c1", "distribution": {"c1": 1.5, "c2": 0.5}}),
+        json!({"choice_id": "c1", "distribution": {"c1": 0.9, "c2": 0.9}}),
         json!({"choice_id": 1}),
         json!("c1"),
     ] {
@@ -463,6 +467,106 @@ async fn a_chooser_selects_by_id_and_cannot_send_back_a_structure() {
         assert!(invokes(&f.path("rec")).is_empty(), "{answer}");
         r.shutdown().await;
     }
+}
+
+/// A plan whose candidates come with the matcher's own plan as the fallback (what the rules
+/// router's decision head sends).
+fn candidates_with_fallback() -> Value {
+    let mut plan = candidates_plan();
+    plan["fallback"] = json!({
+        "rule": "decide",
+        "message": "heard it: did you mean pause?",
+        "steps": [{"op": "record", "args": {"what": "fallback"}, "confirm": false}],
+    });
+    plan
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsure_or_missing_chooser_leaves_the_plan_to_its_fallback_and_a_refusal_runs_nothing() {
+    let f = Files::new();
+    f.write_json("plan.json", &candidates_with_fallback());
+    let router = args(&[
+        "--plan-file",
+        &f.arg("plan.json"),
+        "--record",
+        &f.arg("rec"),
+    ]);
+    let options = CommandOptions::default();
+    let ran = |f: &Files| -> Vec<Value> {
+        invokes(&f.path("rec"))
+            .into_iter()
+            .map(|i| i["params"]["args"].clone())
+            .collect()
+    };
+
+    // Sure enough ([decide] chooser_min is 0.5): its pick runs.
+    let answer =
+        json!({"choice_id": "c2", "probability": 0.8, "distribution": {"c1": 0.2, "c2": 0.8}});
+    let r = runner(
+        &[
+            ("t", router.clone()),
+            ("llm", args(&["--choose-raw", &answer.to_string()])),
+        ],
+        "",
+    )
+    .await;
+    let out = r.command("pause it", &options, None).await.unwrap();
+    assert!(out.results[0].selected_by.is_some(), "{out:?}");
+    assert_eq!(ran(&f), [json!({"what": "pause"})]);
+    r.shutdown().await;
+
+    // Unsure: the fallback runs, and the plan says why.
+    let _ = std::fs::remove_file(f.path("rec"));
+    let answer = json!({"choice_id": "c2", "probability": 0.3});
+    let r = runner(
+        &[
+            ("t", router.clone()),
+            ("llm", args(&["--choose-raw", &answer.to_string()])),
+        ],
+        "",
+    )
+    .await;
+    let out = r.command("pause it", &options, None).await.unwrap();
+    assert!(out.results[0].selected_by.is_none(), "{out:?}");
+    assert_eq!(ran(&f), [json!({"what": "fallback"})]);
+    let message = out.plan.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("the chooser was unsure (pause at 0.30"),
+        "{message}"
+    );
+    r.shutdown().await;
+
+    // No chooser running: the fallback runs.
+    let _ = std::fs::remove_file(f.path("rec"));
+    let r = runner(&[("t", router.clone())], "").await;
+    let out = r.command("pause it", &options, None).await.unwrap();
+    assert_eq!(ran(&f), [json!({"what": "fallback"})]);
+    assert!(
+        out.plan
+            .message
+            .unwrap_or_default()
+            .contains("the chooser failed")
+    );
+    r.shutdown().await;
+
+    // A chooser that answers a structure is refused: not even the fallback runs.
+    let _ = std::fs::remove_file(f.path("rec"));
+    let answer = json!({"choice_id": "c1", "args": {"url": "https://evil.example"}});
+    let r = runner(
+        &[
+            ("t", router),
+            ("llm", args(&["--choose-raw", &answer.to_string()])),
+        ],
+        "",
+    )
+    .await;
+    let e = r
+        .command("pause it", &options, None)
+        .await
+        .expect_err("refused");
+    assert_eq!(e.code, -32006);
+    assert!(ran(&f).is_empty());
+    r.shutdown().await;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -289,7 +289,10 @@ impl Default for PttSection {
 /// `[decide]`: the decision head's tiers for a name the router matched without a rule (a
 /// misheard "gate hub" for GitHub): at or above `act` the step runs, at or above `ask` the
 /// person is asked "did you mean GitHub?" first, below it nothing runs and the plan says the
-/// closest names. Confidences run from 0 to 1.
+/// closest names. Confidences run from 0 to 1. Below `act`, when a chooser runs (a plugin
+/// providing `llm.choose`, see `[llm]`) and `chooser` is on, the router's near candidates go
+/// to it: its pick is asked about ("did you mean …?"), and when it fails, or its probability
+/// is below `chooser_min`, the matcher's own tier applies.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, serde::Serialize)]
 #[serde(default)]
 pub struct DecideSection {
@@ -297,6 +300,15 @@ pub struct DecideSection {
     pub act: f64,
     /// Ask at or above this confidence (0.72); at most `act`.
     pub ask: f64,
+    /// Offer near candidates to a running chooser (true).
+    pub chooser: bool,
+    /// The chooser's least probability that is asked about (0.5); below it the matcher's
+    /// tier applies.
+    pub chooser_min: f64,
+    /// When no rule matches (or nothing is called what was named) and no name is near, ask
+    /// the chooser plugin's planner (`llm.plan`) for steps, each confirmed before it runs
+    /// (false).
+    pub planner: bool,
 }
 
 impl Default for DecideSection {
@@ -304,7 +316,56 @@ impl Default for DecideSection {
         DecideSection {
             act: 0.88,
             ask: 0.72,
+            chooser: true,
+            chooser_min: 0.5,
+            planner: false,
         }
+    }
+}
+
+/// `[llm]`: the language model of the chooser plugin (kind `llm`, `utter-llm`), handed to it
+/// in its environment ([`Config::apply_llm`]). Set `model` or `endpoint`, not both; with
+/// neither, the plugin uses its own setting (`--model`, ...). Nothing is downloaded.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct LlmSection {
+    /// The id of the `[[plugin]]` that chooses; empty = the first plugin of kind `llm`.
+    pub plugin: String,
+    /// A GGUF model file run in process (the plugin's `llama` feature); a leading `~/` is the
+    /// home directory.
+    pub model: String,
+    /// An OpenAI-compatible server's base URL (`http://127.0.0.1:8080`).
+    pub endpoint: String,
+    /// The server's API that scores: `chat` (default) or `completions`.
+    pub api: String,
+    /// The server's model name; empty = its default.
+    pub api_model: String,
+    /// How long one request to the server may take, in milliseconds (100–600 000).
+    pub timeout_ms: u64,
+}
+
+impl Default for LlmSection {
+    fn default() -> Self {
+        LlmSection {
+            plugin: String::new(),
+            model: String::new(),
+            endpoint: String::new(),
+            api: "chat".into(),
+            api_model: String::new(),
+            timeout_ms: 10_000,
+        }
+    }
+}
+
+/// `path` with a leading `~/` replaced by `$HOME/`.
+fn home_path(path: &str) -> String {
+    let path = path.trim();
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => std::path::Path::new(&home)
+            .join(rest)
+            .to_string_lossy()
+            .into_owned(),
+        _ => path.to_owned(),
     }
 }
 
@@ -387,15 +448,7 @@ impl SttSection {
         if model.is_empty() {
             return None;
         }
-        match (model.strip_prefix("~/"), std::env::var_os("HOME")) {
-            (Some(rest), Some(home)) => Some(
-                std::path::Path::new(&home)
-                    .join(rest)
-                    .to_string_lossy()
-                    .into_owned(),
-            ),
-            _ => Some(model.to_owned()),
-        }
+        Some(home_path(model))
     }
 }
 
@@ -519,6 +572,9 @@ pub struct Config {
     /// `[decide]`
     #[serde(default)]
     pub decide: DecideSection,
+    /// `[llm]`
+    #[serde(default)]
+    pub llm: LlmSection,
     /// `[[plugin]]`
     #[serde(default, rename = "plugin")]
     pub plugin: Vec<PluginEntry>,
@@ -576,6 +632,34 @@ impl Config {
             .iter()
             .filter(|p| p.enabled && !self.plugins.disabled.contains(&p.id))
             .find(|p| p.kind == kind)
+    }
+
+    /// Hand `[llm]` to the chooser plugin ([`Config::plugin_for`] of `[llm] plugin`, kind
+    /// `llm`) in its environment, so every instance of it (a respawn too) loads the model as
+    /// it starts: `UTTER_LLM_MODEL` (the GGUF file), or `UTTER_LLM_ENDPOINT` with
+    /// `UTTER_LLM_API` and `UTTER_LLM_API_MODEL`. A variable the entry's own `env` sets is
+    /// left as it is.
+    pub fn apply_llm(&mut self) {
+        let llm = self.llm.clone();
+        let mut vars: Vec<(&str, String)> = Vec::new();
+        if !llm.model.trim().is_empty() {
+            vars.push(("UTTER_LLM_MODEL", home_path(&llm.model)));
+        } else if !llm.endpoint.trim().is_empty() {
+            vars.push(("UTTER_LLM_ENDPOINT", llm.endpoint.trim().to_owned()));
+            vars.push(("UTTER_LLM_TIMEOUT_MS", llm.timeout_ms.to_string()));
+            vars.push(("UTTER_LLM_API", llm.api.clone()));
+            if !llm.api_model.is_empty() {
+                vars.push(("UTTER_LLM_API_MODEL", llm.api_model.clone()));
+            }
+        }
+        let Some(id) = self.plugin_for(&llm.plugin, "llm").map(|p| p.id.clone()) else {
+            return;
+        };
+        if let Some(entry) = self.plugin.iter_mut().find(|p| p.id == id) {
+            for (k, v) in vars {
+                entry.env.entry(k.to_owned()).or_insert(v);
+            }
+        }
     }
 
     /// The capture plugin's entry ([`Config::plugin_for`] of `[audio] plugin`, kind `audio`),
@@ -930,7 +1014,11 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
     }
     let decide = &config.decide;
     let decide_key = |key: &str| [Seg::Key("decide".into()), Seg::Key(key.into())];
-    for (key, value) in [("act", decide.act), ("ask", decide.ask)] {
+    for (key, value) in [
+        ("act", decide.act),
+        ("ask", decide.ask),
+        ("chooser_min", decide.chooser_min),
+    ] {
         if !(0.0..=1.0).contains(&value) {
             errors.push(issue_at(
                 text,
@@ -1057,9 +1145,50 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             ),
         ));
     }
+    let llm = &config.llm;
+    let llm_key = |key: &str| vec![Seg::Key("llm".into()), Seg::Key(key.into())];
+    if !(100..=600_000).contains(&llm.timeout_ms) {
+        errors.push(issue_at(
+            text,
+            origin,
+            &llm_key("timeout_ms"),
+            format!("must be between 100 and 600000, got {}", llm.timeout_ms),
+        ));
+    }
+    if !llm.model.trim().is_empty() && !llm.endpoint.trim().is_empty() {
+        errors.push(issue_at(
+            text,
+            origin,
+            &llm_key("endpoint"),
+            "set model (a GGUF file run in process) or endpoint (a server), not both".into(),
+        ));
+    }
+    if !llm.endpoint.trim().is_empty() && !llm.endpoint.trim().starts_with("http://") {
+        errors.push(issue_at(
+            text,
+            origin,
+            &llm_key("endpoint"),
+            format!(
+                "{:?} is not an http:// URL; name the server's address, e.g. \"http://127.0.0.1:8080\"",
+                llm.endpoint
+            ),
+        ));
+    }
+    if !["chat", "completions"].contains(&llm.api.as_str()) {
+        errors.push(issue_at(
+            text,
+            origin,
+            &llm_key("api"),
+            format!(
+                "{:?} is no API; use \"chat\" (/v1/chat/completions) or \"completions\" (/v1/completions)",
+                llm.api
+            ),
+        ));
+    }
     for (section, key, id, kind) in [
         ("stt", "plugin", &stt.plugin, "stt"),
         ("tts", "plugin", &config.tts.plugin, "tts"),
+        ("llm", "plugin", &llm.plugin, "llm"),
     ] {
         if id.is_empty() {
             continue;
@@ -1085,6 +1214,8 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
     warnings.sort_by_key(|w| w.line.unwrap_or(0));
     errors.sort_by_key(|e| e.line.unwrap_or(0));
     if errors.is_empty() {
+        let mut config = config;
+        config.apply_llm();
         Ok(LoadedConfig {
             config,
             origin: origin.to_owned(),

@@ -72,6 +72,17 @@ pub enum Target {
 /// How many times a step is asked again when its context changed during the confirmation.
 pub const MAX_CONFIRM_ROUNDS: usize = 3;
 
+/// The ops the planner fallback may propose (`llm.plan`'s `ops`): no `terminal`, no `input`.
+pub const PLANNER_OPS: &[&str] = &[
+    "open_url",
+    "launch_app",
+    "focus_app",
+    "media",
+    "key",
+    "type_text",
+    "scroll",
+];
+
 /// Ops whose effect depends on which window has the focus: when the focus moves while the
 /// person is being asked, the approval no longer describes what would happen.
 pub const FOCUS_DEPENDENT_OPS: &[&str] = &[
@@ -103,20 +114,23 @@ pub struct Pipeline<'a> {
 
 /// Check a chooser's answer (`llm.choose`, `perception.choose`) against the ids it was
 /// offered: it must be an object with a `choice_id` among `ids`, and besides it only the
-/// documented numeric confidence: `probability` (a number) and `distribution` (offered id →
-/// number). Anything else, above all a structure with an op or arguments, is refused.
-/// Returns the chosen id, or why the answer is refused (for the caller's `-32006`).
+/// documented numeric confidence: `probability` (a number from 0 to 1) and `distribution`
+/// (offered id → a number from 0 to 1, summing to at most 1). Anything else, above all a
+/// structure with an op or arguments, is refused. Returns the chosen id, or why the answer
+/// is refused (for the caller's `-32006`).
 pub fn check_choice(answer: &Value, ids: &[&str]) -> Result<String, String> {
     let Some(map) = answer.as_object() else {
         return Err("did not answer an object".into());
     };
     let known = |k: &String| ids.contains(&k.as_str());
+    let share = |p: &Value| p.as_f64().is_some_and(|p| (0.0..=1.0).contains(&p));
     let extra = map.iter().find(|(k, v)| match k.as_str() {
         "choice_id" => false,
-        "probability" => !v.is_number(),
-        "distribution" => !v
-            .as_object()
-            .is_some_and(|d| d.iter().all(|(id, p)| known(id) && p.is_number())),
+        "probability" => !share(v),
+        "distribution" => !v.as_object().is_some_and(|d| {
+            d.iter().all(|(id, p)| known(id) && share(p))
+                && d.values().filter_map(Value::as_f64).sum::<f64>() <= 1.0 + 1e-3
+        }),
         _ => true,
     });
     if let Some((extra, _)) = extra {
@@ -127,6 +141,16 @@ pub fn check_choice(answer: &Value, ids: &[&str]) -> Result<String, String> {
         return Err(format!("chose {choice:?}, which is no prepared candidate"));
     }
     Ok(choice.to_owned())
+}
+
+/// What a chooser picked: the held candidate's step and how it was picked.
+struct Chosen {
+    step: Value,
+    selected_by: Value,
+    /// The chooser's `probability`, when it sent one.
+    probability: Option<f64>,
+    /// The candidate's summary ("open GitHub").
+    summary: String,
 }
 
 /// A candidate the router prepared, with the digest it is held under.
@@ -189,6 +213,14 @@ impl Pipeline<'_> {
         }
         if let Some(decide) = &options.decide {
             params["decide"] = json!({"act": decide.act, "ask": decide.ask});
+            // The router offers near candidates only when a chooser can take them.
+            if decide.chooser
+                && supervisor
+                    .find_provider("llm.choose", "llm.choose")
+                    .is_some()
+            {
+                params["decide"]["chooser"] = json!("llm.choose");
+            }
         }
         let planned = supervisor
             .call_as(&router, "router.plan", params, timeout, provenance)
@@ -196,12 +228,54 @@ impl Pipeline<'_> {
         let offered = planned
             .get("candidates")
             .and_then(Value::as_array)
-            .filter(|c| !c.is_empty());
+            .filter(|c| !c.is_empty())
+            .cloned();
+        let fallback = planned.get("fallback").filter(|f| f.is_object()).cloned();
+        let mut planned = planned;
         let (steps, selected_by) = if let Some(offered) = offered {
-            let (step, selected_by) = self
-                .choose(utterance, &planned, offered, provenance, options, timeout)
-                .await?;
-            (vec![step], Some(selected_by))
+            let chosen = self
+                .choose(utterance, &planned, &offered, provenance, options, timeout)
+                .await;
+            let floor = options.decide.map_or(0.0, |d| d.chooser_min);
+            let unsure = |c: &Chosen| c.probability.is_some_and(|p| p < floor);
+            match (chosen, fallback) {
+                (Ok(chosen), None) => (vec![chosen.step], Some(chosen.selected_by)),
+                (Err(e), None) => return Err(e),
+                // A refusal is a chooser misbehaving: nothing runs, not even the fallback.
+                (Err(e), Some(_)) if e.code == ErrorCode::UntrustedArgument.code() => {
+                    return Err(e);
+                }
+                (Ok(chosen), Some(_)) if !unsure(&chosen) => {
+                    (vec![chosen.step], Some(chosen.selected_by))
+                }
+                (chosen, Some(fallback)) => {
+                    let why = match chosen {
+                        Ok(c) => format!(
+                            "the chooser was unsure ({} at {:.2}, below [decide] chooser_min {floor})",
+                            c.summary,
+                            c.probability.unwrap_or(0.0)
+                        ),
+                        Err(e) => format!("the chooser failed ({})", e.message),
+                    };
+                    tracing::info!(%why, "the plan's fallback is used");
+                    planned = fallback;
+                    if let Some(m) = planned.get("message").and_then(Value::as_str) {
+                        planned["message"] = json!(format!("{why}; {m}"));
+                    }
+                    if let Some(e) = planned.get_mut("escalate").and_then(Value::as_object_mut)
+                        && let Some(m) = e.get("message").and_then(Value::as_str)
+                    {
+                        let m = format!("{why}; {m}");
+                        e.insert("message".into(), json!(m));
+                    }
+                    let steps = planned
+                        .get("steps")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default();
+                    (steps, None)
+                }
+            }
         } else {
             let steps = planned
                 .get("steps")
@@ -213,6 +287,12 @@ impl Pipeline<'_> {
                     ))
                 })?;
             (steps, None)
+        };
+        let (steps, planned) = if steps.is_empty() && selected_by.is_none() {
+            self.propose(utterance, steps, planned, provenance, options, timeout)
+                .await
+        } else {
+            (steps, planned)
         };
         let plan = Plan {
             router,
@@ -331,6 +411,85 @@ impl Pipeline<'_> {
         }
     }
 
+    /// The planner fallback (`[decide] planner`): when the router found no rule, or no
+    /// target for its verb, and no near name (`escalate.reason` `no_rule` or
+    /// `unknown_target`), and a plugin provides `llm.plan`, ask it for steps over
+    /// [`PLANNER_OPS`]. Its steps carry the command's provenance (it was shown the utterance
+    /// and nothing else), each asks first, and they pass every gate as any plan's. A planner
+    /// that fails leaves the escalation as it was, saying so.
+    async fn propose(
+        &self,
+        utterance: &str,
+        steps: Vec<Value>,
+        mut planned: Value,
+        provenance: Provenance,
+        options: &CommandOptions,
+        timeout: std::time::Duration,
+    ) -> (Vec<Value>, Value) {
+        let reason = planned.pointer("/escalate/reason").and_then(Value::as_str);
+        let wanted = options.decide.is_some_and(|d| d.planner)
+            && matches!(reason, Some("no_rule" | "unknown_target"));
+        let planner = match wanted {
+            true => self.supervisor.find_provider("llm.plan", "llm.plan"),
+            false => None,
+        };
+        let Some(planner) = planner else {
+            return (steps, planned);
+        };
+        let params = json!({"utterance": utterance, "ops": PLANNER_OPS});
+        let answer = self
+            .supervisor
+            .call_as(&planner, "llm.plan", params, timeout, provenance)
+            .await;
+        let proposed: Result<Vec<Value>, String> = match &answer {
+            Err(e) => Err(e.message.clone()),
+            Ok(answer) => match answer.get("steps").and_then(Value::as_array) {
+                Some(list) if (1..=3).contains(&list.len()) => list
+                    .iter()
+                    .map(
+                        |s| match (s.get("op").and_then(Value::as_str), s.get("args")) {
+                            (Some(op), Some(args)) if args.is_object() => Ok(json!({
+                                "op": op,
+                                "args": args,
+                                "provenance": provenance.as_str(),
+                                "confirm": true,
+                                "ask": "the language model proposes this: run it?",
+                            })),
+                            _ => Err(format!("answered a step that is not {{op, args}}: {s}")),
+                        },
+                    )
+                    .collect(),
+                _ => Err("answered no list of 1 to 3 steps".into()),
+            },
+        };
+        match proposed {
+            Ok(proposed) => {
+                let said: Vec<String> = proposed
+                    .iter()
+                    .map(|s| format!("{} {}", s["op"].as_str().unwrap_or(""), s["args"]))
+                    .collect();
+                tracing::info!(planner, steps = %said.join("; "), "the planner proposed");
+                planned = json!({
+                    "steps": proposed,
+                    "rule": "planner",
+                    "message": format!("no rule matched; the planner {planner:?} proposes: {}", said.join("; then ")),
+                });
+                let steps = planned["steps"].as_array().cloned().unwrap_or_default();
+                (steps, planned)
+            }
+            Err(why) => {
+                tracing::warn!(planner, %why, "the planner failed");
+                let note = format!(" (the planner {planner:?} failed: {why})");
+                for pointer in ["/message", "/escalate/message"] {
+                    if let Some(Value::String(m)) = planned.pointer_mut(pointer) {
+                        m.push_str(&note);
+                    }
+                }
+                (steps, planned)
+            }
+        }
+    }
+
     /// Hold the router's candidates under their digests, ask an untrusted chooser for an id,
     /// and return the held candidate with that id as the one step to run.
     async fn choose(
@@ -341,7 +500,7 @@ impl Pipeline<'_> {
         provenance: Provenance,
         options: &CommandOptions,
         timeout: std::time::Duration,
-    ) -> Result<(Value, Value), ErrorObject> {
+    ) -> Result<Chosen, ErrorObject> {
         let mut held: Vec<Candidate> = Vec::with_capacity(offered.len());
         for (i, c) in offered.iter().enumerate() {
             let id = c.get("id").and_then(Value::as_str).unwrap_or("");
@@ -356,15 +515,20 @@ impl Pipeline<'_> {
             let cand_provenance = provenance.least_trusted(own);
             let op = normalise_op(op).to_owned();
             let args = c.get("args").cloned().unwrap_or_else(|| json!({}));
+            let mut step = json!({
+                "op": op,
+                "args": args,
+                "provenance": cand_provenance.as_str(),
+                "confirm": c.get("confirm").and_then(Value::as_bool).unwrap_or(false),
+            });
+            // The router's question for a confirmed candidate ("did you mean GitHub?").
+            if let Some(ask) = c.get("ask").and_then(Value::as_str) {
+                step["ask"] = json!(ask);
+            }
             held.push(Candidate {
                 id: id.to_owned(),
                 digest: step_digest(&op, &args, cand_provenance),
-                step: json!({
-                    "op": op,
-                    "args": args,
-                    "provenance": cand_provenance.as_str(),
-                    "confirm": c.get("confirm").and_then(Value::as_bool).unwrap_or(false),
-                }),
+                step,
                 op,
                 args,
                 provenance: cand_provenance,
@@ -452,7 +616,19 @@ impl Pipeline<'_> {
                 .by(format!("{method}:{chooser}"))
                 .plugin(chooser.clone()),
         );
-        Ok((pick.step.clone(), selected_by))
+        let summary = offered
+            .iter()
+            .find(|c| c.get("id").and_then(Value::as_str) == Some(pick.id.as_str()))
+            .and_then(|c| c.get("summary"))
+            .and_then(Value::as_str)
+            .unwrap_or(&pick.op)
+            .to_owned();
+        Ok(Chosen {
+            step: pick.step.clone(),
+            selected_by,
+            probability: answer.get("probability").and_then(Value::as_f64),
+            summary,
+        })
     }
 
     /// The gates after provenance, enabled and URL scheme ([`Policy::check`]): the action

@@ -385,6 +385,34 @@ impl Runner {
             ptt: self.ptt.state(),
             voice: self.voice.status(),
             context: self.context.status(),
+            decide: self.decide_status(),
+        }
+    }
+
+    /// The decision head's tiers and its chooser, as `runner.status` reports them.
+    fn decide_status(&self) -> utter_ipc::DecideStatus {
+        let config = self.config().config;
+        let d = config.decide;
+        let chooser = config
+            .plugin_for(&config.llm.plugin, "llm")
+            .map(|p| p.id.clone());
+        let report = chooser
+            .as_ref()
+            .and_then(|id| self.plugins().into_iter().find(|p| &p.id == id));
+        let model = [&config.llm.model, &config.llm.endpoint]
+            .into_iter()
+            .map(|s| s.trim())
+            .find(|s| !s.is_empty())
+            .map(str::to_owned);
+        utter_ipc::DecideStatus {
+            act: d.act,
+            ask: d.ask,
+            chooser_enabled: d.chooser,
+            chooser_min: d.chooser_min,
+            chooser_status: report.as_ref().map(|r| r.status),
+            chooser_health: report.map(|r| r.health).unwrap_or_default(),
+            chooser,
+            model,
         }
     }
 

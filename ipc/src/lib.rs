@@ -38,7 +38,7 @@ pub use command::{
 };
 pub use event::{CancelReason, Event, PttEvent, VoiceReport, VoiceTimings};
 pub use status::{
-    PluginReport, PluginStatus, PttState, ReloadReport, ServiceState, Source, Status,
+    DecideStatus, PluginReport, PluginStatus, PttState, ReloadReport, ServiceState, Source, Status,
     TriggerStatus, VoiceStatus,
 };
 pub use utter_protocol::{ErrorCode, ErrorObject, Provenance};

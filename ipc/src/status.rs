@@ -24,6 +24,32 @@ pub struct Status {
     /// without a context plugin.
     #[serde(default)]
     pub context: Option<ContextStatus>,
+    /// The decision head: its tiers and the chooser that picks among near candidates.
+    #[serde(default)]
+    pub decide: DecideStatus,
+}
+
+/// The decision head (`runner.status`'s `decide`): the `[decide]` tiers and the chooser
+/// plugin with its model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DecideStatus {
+    /// Act at or above this confidence.
+    pub act: f64,
+    /// Ask at or above this confidence.
+    pub ask: f64,
+    /// Whether near candidates go to a chooser (`[decide] chooser`).
+    pub chooser_enabled: bool,
+    /// The chooser's least probability that is asked about.
+    pub chooser_min: f64,
+    /// The chooser plugin (`[llm] plugin`, else the first of kind `llm`); `null` without one.
+    pub chooser: Option<String>,
+    /// Its status word; `null` without a chooser.
+    pub chooser_status: Option<PluginStatus>,
+    /// Its health detail: the model it runs, or why it has none.
+    pub chooser_health: String,
+    /// The model as configured: `[llm] model` (a path) or `endpoint` (a URL); `null` when
+    /// neither is set (the plugin's own setting applies).
+    pub model: Option<String>,
 }
 
 /// Where the desktop context comes from (`runner.status`'s `context`).

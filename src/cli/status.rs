@@ -3,7 +3,7 @@
 //! each trigger, and the voice loop with its microphone; `--json` prints the status object.
 //! Exit 0 when the service answered, 4 when none listens.
 
-use utter_ipc::{Status, VoiceStatus};
+use utter_ipc::{DecideStatus, Status, VoiceStatus};
 
 use super::connect::{Service, call_failed};
 use super::output::{exit, out, print_answer, sanitize};
@@ -40,6 +40,7 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         plugins::print_plugins(&status.plugins);
         ptt::print_state(&status.ptt);
         print_voice(&status.voice);
+        print_decide(&status.decide);
         match &status.context {
             Some(c) if c.compositor.is_some() => {
                 out!(
@@ -62,6 +63,37 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         }
     }
     exit::OK
+}
+
+/// The decision head's lines: the tiers, then the chooser with its model, or why there is
+/// none.
+fn print_decide(d: &DecideStatus) {
+    out!(
+        "decide: act at {:.2}, ask at {:.2}, chooser {} (asked about at {:.2} and above)",
+        d.act,
+        d.ask,
+        if d.chooser_enabled { "on" } else { "off" },
+        d.chooser_min
+    );
+    match (&d.chooser, d.chooser_status) {
+        (None, _) => out!(
+            "  chooser none: near names are asked about by the matcher alone (add a [[plugin]] \
+             of kind \"llm\", utter-llm, to let a language model pick)"
+        ),
+        (Some(id), status) => {
+            let model = d
+                .model
+                .as_ref()
+                .map(|m| format!(", model {}", sanitize(m)))
+                .unwrap_or_default();
+            out!(
+                "  chooser {} {}{model}: {}",
+                sanitize(id),
+                status.map_or("not running", |s| s.as_str()),
+                sanitize(&d.chooser_health)
+            );
+        }
+    }
 }
 
 /// The voice-loop lines: its state and why, the stt plugin and its model, the microphone.
