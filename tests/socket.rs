@@ -1313,13 +1313,33 @@ async fn a_stranger_that_never_authenticates_is_closed_after_the_auth_timeout() 
 async fn status_shows_the_decision_heads_chooser_and_its_model() {
     let server = openai::Server::start();
     let llm = json!([bin("utter-llm").display().to_string()]);
-    for (llm_section, status, health) in [
+    // A port nothing listens on.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    for (llm_section, status, health, label) in [
         (
-            format!("[llm]\nendpoint = \"{}\"\napi_model = \"biased\"\n", server.url),
+            format!(
+                "[llm]\nendpoint = \"{}\"\napi_model = \"biased\"\n",
+                server.url
+            ),
             "ok",
             server.url.clone(),
+            "server",
         ),
-        ("[llm]\nmodel = \"/nope/missing.gguf\"\n".to_owned(), "degraded", "/nope/missing.gguf".to_owned()),
+        (
+            "[llm]\nmodel = \"/nope/missing.gguf\"\n".to_owned(),
+            "degraded",
+            "/nope/missing.gguf".to_owned(),
+            "model",
+        ),
+        (
+            format!("[llm]\nendpoint = \"{closed}\"\n"),
+            "degraded",
+            "does not answer".to_owned(),
+            "server",
+        ),
     ] {
         let sb = Sandbox::new();
         let config = write_config(
@@ -1334,19 +1354,37 @@ async fn status_shows_the_decision_heads_chooser_and_its_model() {
         let deadline = std::time::Instant::now() + LIMIT;
         let decide = loop {
             let decide = daemon.utter(&sb, &["status", "--json"]).await.json()["decide"].clone();
-            let loading = decide["chooser_health"].as_str().unwrap_or("").contains("loading");
+            let loading = decide["chooser_health"]
+                .as_str()
+                .unwrap_or("")
+                .contains("loading");
             if decide["chooser_status"] == status && !loading {
                 break decide;
             }
-            assert!(std::time::Instant::now() < deadline, "{decide}\n{}", daemon.log());
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{decide}\n{}",
+                daemon.log()
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         assert_eq!(decide["chooser"], "chooser", "{decide}");
         assert_eq!(decide["chooser_min"], 0.6, "{decide}");
         assert_eq!(decide["act"], 0.88, "{decide}");
-        assert!(decide["chooser_health"].as_str().unwrap().contains(&health), "{decide}");
+        assert!(
+            decide["chooser_health"].as_str().unwrap().contains(&health),
+            "{decide}"
+        );
         let text = daemon.utter(&sb, &["status"]).await;
-        assert!(text.stdout.contains("decide: act at 0.88, ask at 0.72, chooser on (asked about at 0.60"), "{text}");
-        assert!(text.stdout.contains(&format!("  chooser chooser {status}, model ")), "{text}");
+        assert!(
+            text.stdout.contains("decide: act at 0.88, ask at 0.72, chooser on (asked about at 0.60 and above), planner off"),
+            "{text}"
+        );
+        assert!(
+            text.stdout
+                .contains(&format!("  chooser chooser {status}, {label} ")),
+            "{text}"
+        );
+        assert!(!text.stdout.contains("degraded: degraded"), "{text}");
     }
 }

@@ -357,6 +357,37 @@ impl Default for LlmSection {
     }
 }
 
+/// Why `endpoint` (`[llm] endpoint`, trimmed) is not a server's base address; `None` when it
+/// is one or is empty.
+fn endpoint_problem(endpoint: &str) -> Option<String> {
+    if endpoint.is_empty() {
+        return None;
+    }
+    if endpoint.starts_with("https://") {
+        return Some(format!(
+            "{endpoint:?}: https is not supported (the chooser talks plain HTTP to a server on \
+             this machine); use \"http://127.0.0.1:PORT\""
+        ));
+    }
+    let Some(rest) = endpoint.strip_prefix("http://") else {
+        return Some(format!(
+            "{endpoint:?} is not an http:// URL; name the server's address, e.g. \
+             \"http://127.0.0.1:8080\" (llama-server) or \"http://127.0.0.1:11434\" (ollama)"
+        ));
+    };
+    let path = rest
+        .split_once('/')
+        .map_or("", |(_, p)| p)
+        .trim_end_matches('/');
+    if !(path.is_empty() || path == "v1") {
+        return Some(format!(
+            "{endpoint:?} has the path /{path}; name the server's base address (http://HOST:PORT, \
+             or with /v1), not an API path"
+        ));
+    }
+    None
+}
+
 /// `path` with a leading `~/` replaced by `$HOME/`.
 fn home_path(path: &str) -> String {
     let path = path.trim();
@@ -1163,15 +1194,22 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             "set model (a GGUF file run in process) or endpoint (a server), not both".into(),
         ));
     }
-    if !llm.endpoint.trim().is_empty() && !llm.endpoint.trim().starts_with("http://") {
-        errors.push(issue_at(
+    if let Some(why) = endpoint_problem(llm.endpoint.trim()) {
+        errors.push(issue_at(text, origin, &llm_key("endpoint"), why));
+    }
+    let named = !llm.model.trim().is_empty() || !llm.endpoint.trim().is_empty();
+    if named && config.plugin_for(&llm.plugin, "llm").is_none() {
+        warnings.push(issue_at(
             text,
             origin,
-            &llm_key("endpoint"),
-            format!(
-                "{:?} is not an http:// URL; name the server's address, e.g. \"http://127.0.0.1:8080\"",
-                llm.endpoint
-            ),
+            &llm_key(if llm.model.trim().is_empty() {
+                "endpoint"
+            } else {
+                "model"
+            }),
+            "no [[plugin]] of kind \"llm\" is configured, so nothing uses it; add one with \
+             entrypoint = [\"utter-llm\"]"
+                .into(),
         ));
     }
     if !["chat", "completions"].contains(&llm.api.as_str()) {
@@ -1707,5 +1745,37 @@ mod tests {
         assert_eq!(ids(&with_stt), ["rules", "mic", "stt"]);
         // `utter say` needs none of the voice loop's plugins.
         assert_eq!(ids(&with_stt.without_voice()), ["rules"]);
+    }
+
+    #[test]
+    fn llm_endpoints_must_be_a_plain_http_base_address() {
+        for ok in [
+            "",
+            "http://127.0.0.1:8080",
+            "http://localhost:11434/",
+            "http://h:1/v1",
+        ] {
+            assert_eq!(endpoint_problem(ok), None, "{ok}");
+        }
+        for (bad, why) in [
+            ("localhost:8080", "not an http:// URL"),
+            (":11434", "not an http:// URL"),
+            ("https://h:1", "https is not supported"),
+            ("http://h:1/v1/chat/completions", "not an API path"),
+        ] {
+            let e = endpoint_problem(bad).unwrap_or_default();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        // A model with no plugin to use it is said, not silently ignored.
+        let text = "config_version = 1\n[llm]\nendpoint = \"http://127.0.0.1:1\"\n";
+        let loaded = parse(text, "t.toml").unwrap();
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.message.contains("no [[plugin]] of kind \"llm\"")),
+            "{:?}",
+            loaded.warnings
+        );
     }
 }

@@ -143,6 +143,20 @@ pub fn check_choice(answer: &Value, ids: &[&str]) -> Result<String, String> {
     Ok(choice.to_owned())
 }
 
+/// Add the chooser's pick to the plan's message: "…; the chooser picked open niri wiki
+/// (0.78)".
+fn note_pick(planned: &mut Value, chosen: &Chosen) {
+    let p = chosen
+        .probability
+        .map(|p| format!(" ({p:.2})"))
+        .unwrap_or_default();
+    let pick = format!("the chooser picked {}{p}", chosen.summary);
+    planned["message"] = match planned.get("message").and_then(Value::as_str) {
+        Some(m) if !m.is_empty() => json!(format!("{m}; {pick}")),
+        _ => json!(pick),
+    };
+}
+
 /// What a chooser picked: the held candidate's step and how it was picked.
 struct Chosen {
     step: Value,
@@ -239,13 +253,17 @@ impl Pipeline<'_> {
             let floor = options.decide.map_or(0.0, |d| d.chooser_min);
             let unsure = |c: &Chosen| c.probability.is_some_and(|p| p < floor);
             match (chosen, fallback) {
-                (Ok(chosen), None) => (vec![chosen.step], Some(chosen.selected_by)),
+                (Ok(chosen), None) => {
+                    note_pick(&mut planned, &chosen);
+                    (vec![chosen.step], Some(chosen.selected_by))
+                }
                 (Err(e), None) => return Err(e),
                 // A refusal is a chooser misbehaving: nothing runs, not even the fallback.
                 (Err(e), Some(_)) if e.code == ErrorCode::UntrustedArgument.code() => {
                     return Err(e);
                 }
                 (Ok(chosen), Some(_)) if !unsure(&chosen) => {
+                    note_pick(&mut planned, &chosen);
                     (vec![chosen.step], Some(chosen.selected_by))
                 }
                 (chosen, Some(fallback)) => {
@@ -605,12 +623,16 @@ impl Pipeline<'_> {
                 "picked a candidate whose digest no longer matches".into(),
             ));
         }
-        let selected_by = json!({
+        let mut selected_by = json!({
             "plugin": chooser,
             "method": method,
             "choice_id": pick.id,
             "digest": pick.digest,
         });
+        let probability = answer.get("probability").and_then(Value::as_f64);
+        if let Some(p) = probability {
+            selected_by["probability"] = json!(p);
+        }
         self.record(
             AuditEntry::new(utterance, &pick.op, &pick.args, pick.provenance, "chosen")
                 .by(format!("{method}:{chooser}"))
@@ -626,7 +648,7 @@ impl Pipeline<'_> {
         Ok(Chosen {
             step: pick.step.clone(),
             selected_by,
-            probability: answer.get("probability").and_then(Value::as_f64),
+            probability,
             summary,
         })
     }

@@ -399,20 +399,18 @@ impl Runner {
         let report = chooser
             .as_ref()
             .and_then(|id| self.plugins().into_iter().find(|p| &p.id == id));
-        let model = [&config.llm.model, &config.llm.endpoint]
-            .into_iter()
-            .map(|s| s.trim())
-            .find(|s| !s.is_empty())
-            .map(str::to_owned);
+        let set = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
         utter_ipc::DecideStatus {
             act: d.act,
             ask: d.ask,
             chooser_enabled: d.chooser,
             chooser_min: d.chooser_min,
+            planner: d.planner,
             chooser_status: report.as_ref().map(|r| r.status),
             chooser_health: report.map(|r| r.health).unwrap_or_default(),
             chooser,
-            model,
+            model: set(&config.llm.model),
+            endpoint: set(&config.llm.endpoint),
         }
     }
 

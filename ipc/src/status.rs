@@ -41,15 +41,20 @@ pub struct DecideStatus {
     pub chooser_enabled: bool,
     /// The chooser's least probability that is asked about.
     pub chooser_min: f64,
+    /// Whether the planner fallback is on (`[decide] planner`).
+    #[serde(default)]
+    pub planner: bool,
     /// The chooser plugin (`[llm] plugin`, else the first of kind `llm`); `null` without one.
     pub chooser: Option<String>,
     /// Its status word; `null` without a chooser.
     pub chooser_status: Option<PluginStatus>,
     /// Its health detail: the model it runs, or why it has none.
     pub chooser_health: String,
-    /// The model as configured: `[llm] model` (a path) or `endpoint` (a URL); `null` when
-    /// neither is set (the plugin's own setting applies).
+    /// The model file as configured (`[llm] model`); `null` when it is not set.
     pub model: Option<String>,
+    /// The server as configured (`[llm] endpoint`); `null` when it is not set.
+    #[serde(default)]
+    pub endpoint: Option<String>,
 }
 
 /// Where the desktop context comes from (`runner.status`'s `context`).

@@ -202,6 +202,9 @@ pub fn print_outcome(outcome: &CommandOutcome) {
         return;
     }
     out!("plan (router {router}{rule}):");
+    if let Some(message) = &plan.message {
+        out!("  {}", sanitize(message));
+    }
     for (i, step) in plan.steps.iter().enumerate() {
         // A step is as the router returned it: `{op, args}`, unchecked.
         let op = sanitize(step.get("op").and_then(Value::as_str).unwrap_or("?"));
@@ -210,7 +213,12 @@ pub fn print_outcome(outcome: &CommandOutcome) {
                 .get("args")
                 .map_or_else(|| "{}".to_owned(), Value::to_string),
         );
-        out!("  {}. {op} {args}", i + 1);
+        let ask = step
+            .get("ask")
+            .and_then(Value::as_str)
+            .map(|q| format!(" — asks \"{}\"", sanitize(q)))
+            .unwrap_or_default();
+        out!("  {}. {op} {args}{ask}", i + 1);
     }
     out!(
         "results{}:",

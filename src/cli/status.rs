@@ -68,12 +68,14 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
 /// The decision head's lines: the tiers, then the chooser with its model, or why there is
 /// none.
 fn print_decide(d: &DecideStatus) {
+    let on = |b: bool| if b { "on" } else { "off" };
     out!(
-        "decide: act at {:.2}, ask at {:.2}, chooser {} (asked about at {:.2} and above)",
+        "decide: act at {:.2}, ask at {:.2}, chooser {} (asked about at {:.2} and above), planner {}",
         d.act,
         d.ask,
-        if d.chooser_enabled { "on" } else { "off" },
-        d.chooser_min
+        on(d.chooser_enabled),
+        d.chooser_min,
+        on(d.planner)
     );
     match (&d.chooser, d.chooser_status) {
         (None, _) => out!(
@@ -81,16 +83,21 @@ fn print_decide(d: &DecideStatus) {
              of kind \"llm\", utter-llm, to let a language model pick)"
         ),
         (Some(id), status) => {
-            let model = d
-                .model
-                .as_ref()
-                .map(|m| format!(", model {}", sanitize(m)))
-                .unwrap_or_default();
+            let model = match (&d.model, &d.endpoint) {
+                (Some(m), _) => format!(", model {}", sanitize(m)),
+                (None, Some(e)) => format!(", server {}", sanitize(e)),
+                (None, None) => String::new(),
+            };
+            // The health of a degraded plugin starts with the word its status already says.
+            let health = d
+                .chooser_health
+                .strip_prefix("degraded: ")
+                .unwrap_or(&d.chooser_health);
             out!(
                 "  chooser {} {}{model}: {}",
                 sanitize(id),
                 status.map_or("not running", |s| s.as_str()),
-                sanitize(&d.chooser_health)
+                sanitize(health)
             );
         }
     }

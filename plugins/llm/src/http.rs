@@ -27,6 +27,8 @@ use utter_protocol::text::escape_unprintable;
 
 /// The largest answer read, in bytes.
 pub const MAX_RESPONSE: u64 = 8 << 20;
+/// The longest a health check waits for the server.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
 /// How many alternatives the chat API is asked for (the OpenAI maximum).
 pub const TOP_LOGPROBS: usize = 20;
 
@@ -70,10 +72,25 @@ impl Http {
         let trimmed = base.trim().trim_end_matches('/');
         let trimmed = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
         let shown = escape_unprintable(base, 120).0;
+        if trimmed.starts_with("https://") {
+            return Err(LlmError::Model(format!(
+                "the endpoint {shown:?} is https, which is not supported (plain HTTP to a \
+                 server on this machine); use http://127.0.0.1:PORT"
+            )));
+        }
         let valid = trimmed
             .parse::<ureq::http::Uri>()
             .ok()
             .filter(|u| u.scheme_str() == Some("http") && u.host().is_some());
+        if let Some(uri) = &valid
+            && !matches!(uri.path(), "" | "/")
+        {
+            return Err(LlmError::Model(format!(
+                "the endpoint {shown:?} has the path {}; name the server's base address \
+                 (http://HOST:PORT, or with /v1), not an API path",
+                uri.path()
+            )));
+        }
         if valid.is_none() {
             return Err(LlmError::Model(format!(
                 "the endpoint {shown:?} is not an http:// URL; name the server's address, for \
@@ -260,8 +277,11 @@ impl Http {
         match parsed.get("choice").and_then(Value::as_u64) {
             Some(n) if (1..=labels.len() as u64).contains(&n) => Ok(n as usize - 1),
             _ => Err(LlmError::Server(format!(
-                "the LLM server chose {}, which is no option's number",
-                escape_unprintable(&parsed.to_string(), 120).0
+                "the LLM server's structured answer {} is not {{\"choice\": N}} with N an option's \
+                 number from 1 to {} (the server gave no logprobs, so it was asked for structured \
+                 output)",
+                escape_unprintable(&parsed.to_string(), 120).0,
+                labels.len()
             ))),
         }
     }
@@ -275,6 +295,20 @@ fn malformed(path: &str, field: &str, answer: &Value) -> LlmError {
 }
 
 impl Backend for Http {
+    fn check(&self) -> Result<(), String> {
+        // Reachable at all: any HTTP answer to GET /v1/models will do.
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(self.timeout.min(PROBE_TIMEOUT)))
+            .proxy(None)
+            .http_status_as_error(false)
+            .build()
+            .into();
+        match agent.get(self.url("models")).call() {
+            Ok(_) => Ok(()),
+            Err(e) => Err(format!("the server {} does not answer: {e}", self.base)),
+        }
+    }
+
     fn describe(&self) -> String {
         let api = match self.api {
             Api::Completions => "completions",

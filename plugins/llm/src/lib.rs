@@ -122,6 +122,12 @@ pub trait Backend: Send + Sync {
     /// What it is, for health and status lines.
     fn describe(&self) -> String;
 
+    /// Whether it can serve now (a server that answers), for `plugin.health`; blocking and
+    /// quick. Default: yes.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     /// The natural-log likelihood of each of `continuations` right after `prefix`, summed over
     /// the continuation's tokens.
     fn sequence_logprobs(
@@ -309,8 +315,13 @@ fn load_model(path: &Path, threads: u32) -> Result<Arc<dyn Backend>, LlmError> {
 
 #[cfg(not(feature = "llama"))]
 fn load_model(path: &Path, _threads: u32) -> Result<Arc<dyn Backend>, LlmError> {
+    let missing = if path.is_file() {
+        ""
+    } else {
+        " (which is not a file either)"
+    };
     Err(LlmError::Model(format!(
-        "cannot load {}: this utter-llm was built without llama.cpp; rebuild it with \
+        "cannot load {}{missing}: this utter-llm was built without llama.cpp; rebuild it with \
          `cargo install --path plugins/llm --features llama`, or use an OpenAI-compatible \
          server ([llm] endpoint)",
         path.display()
@@ -541,6 +552,25 @@ impl Handler for LlmPlugin {
 
     async fn health(&self) -> HealthResult {
         let mut health = HealthResult::ok();
+        let ready = match &*self.loaded.read().expect("loaded lock") {
+            Loaded::Ready(b) => Some(b.clone()),
+            _ => None,
+        };
+        if let Some(b) = ready {
+            let checked = tokio::task::spawn_blocking(move || (b.check(), b.describe())).await;
+            match checked {
+                Ok((Ok(()), described)) => health.detail = described,
+                Ok((Err(why), _)) => {
+                    health.status = HealthStatus::Degraded;
+                    health.detail = why;
+                }
+                Err(e) => {
+                    health.status = HealthStatus::Degraded;
+                    health.detail = format!("the health check failed: {e}");
+                }
+            }
+            return health;
+        }
         match &*self.loaded.read().expect("loaded lock") {
             Loaded::Ready(b) => health.detail = b.describe(),
             Loaded::Loading(what) => health.detail = format!("loading {what}"),
@@ -592,6 +622,8 @@ A GGUF model needs the in-process engine (cargo feature llama); a server
 ///     with a calibrated probability (never an argument of its own);
 ///   - llm.score: the numbers behind a choice;
 ///   - llm.complete {prompt, max_tokens?}: greedy text generation;
+///   - llm.plan {utterance, ops}: steps over the given ops, for the runner's
+///     planner fallback (generated under a grammar);
 ///   - llm.load {model} or {endpoint}: change the model.
 //
 // (verbatim_doc_comment: clap 4 without its wrap_help feature does not wrap help text.)

@@ -101,7 +101,11 @@ async fn a_server_without_logprobs_is_asked_for_structured_output() {
         .call("llm.choose", choose_params("open github", LABELS))
         .await
         .unwrap_err();
-    assert!(e.message.contains("no option's number"), "{}", e.message);
+    assert!(
+        e.message.contains("is not {\"choice\": N}"),
+        "{}",
+        e.message
+    );
 }
 
 #[tokio::test]

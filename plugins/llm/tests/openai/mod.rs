@@ -1,5 +1,6 @@
 //! A test server speaking the OpenAI-compatible wire (`POST /v1/chat/completions`,
-//! `POST /v1/completions`) over real HTTP/1.1 on loopback, standing in for llama-server,
+//! `POST /v1/completions`, and `GET /v1/models` for health checks, not recorded) over real
+//! HTTP/1.1 on loopback, standing in for llama-server,
 //! ollama or vLLM. Its "model" is a rule, chosen by the request's `model` field:
 //!
 //! * `biased` (chat, with `top_logprobs`): option 1 gets +2 nats whatever was heard (a label
@@ -70,6 +71,17 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<(String, Value)>>) {
     let mut body = vec![0; length];
     reader.read_exact(&mut body).unwrap();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let mut stream = stream;
+    // The plugin's health check; not a request of interest.
+    if request_line.starts_with("GET /v1/models") {
+        let text = r#"{"object":"list","data":[]}"#;
+        let _ = write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            text.len()
+        );
+        return;
+    }
     seen.lock().unwrap().push((path.clone(), body.clone()));
     let model = body["model"].as_str().unwrap_or("").to_owned();
     let (status, text) = match model.as_str() {
@@ -83,7 +95,6 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<(String, Value)>>) {
         _ if path == "/v1/completions" => (200, completions(&body).to_string()),
         _ => (404, r#"{"error":"no such path"}"#.to_owned()),
     };
-    let mut stream = stream;
     let _ = write!(
         stream,
         "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
