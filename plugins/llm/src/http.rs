@@ -13,7 +13,9 @@
 //!   nat below the lowest that is). Calibrated like the others, with the list asked a second
 //!   time after the content-free utterance. A server that answers without `logprobs` is asked
 //!   again with structured output (`response_format` of type `json_schema`, the numbers as an
-//!   enum); that answer has no probability.
+//!   enum); that answer has no probability. More than [`MAX_NUMBERED`] options are asked for
+//!   structured output at once (two-digit numbers are two tokens for many tokenizers). Labels
+//!   are one line each; an endpoint with credentials, a path, or https is refused.
 //!
 //! Every request has one deadline (the `timeout` given to [`Http::new`]); an error status, a
 //! body that is not JSON or lacks the fields above, and a body over [`MAX_RESPONSE`] bytes
@@ -27,6 +29,8 @@ use utter_protocol::text::escape_unprintable;
 
 /// The largest answer read, in bytes.
 pub const MAX_RESPONSE: u64 = 8 << 20;
+/// The most options scored by their numbers' log-probabilities (one digit each).
+pub const MAX_NUMBERED: usize = 9;
 /// The longest a health check waits for the server.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
 /// How many alternatives the chat API is asked for (the OpenAI maximum).
@@ -82,6 +86,17 @@ impl Http {
             .parse::<ureq::http::Uri>()
             .ok()
             .filter(|u| u.scheme_str() == Some("http") && u.host().is_some());
+        if valid
+            .as_ref()
+            .and_then(|u| u.authority())
+            .is_some_and(|a| a.as_str().contains('@'))
+        {
+            return Err(LlmError::Model(
+                "the endpoint has credentials in it (user@host), which are not supported: name \
+                 the server as http://HOST:PORT"
+                    .into(),
+            ));
+        }
         if let Some(uri) = &valid
             && !matches!(uri.path(), "" | "/")
         {
@@ -181,8 +196,9 @@ impl Http {
             {"role": "system", "content": "You pick what a person meant by a voice command. The \
               speech recogniser may have misheard names. Answer with the number of one option \
               and nothing else."},
-            {"role": "user", "content": format!("{}\nOptions:\n{list}Answer with a number.",
-                choose::prompt(heard))},
+            {"role": "user", "content": format!(
+                "{}\nOptions:\n{list}Which option did the person mean? Answer with its number.",
+                choose::question(heard))},
         ])
     }
 
@@ -204,6 +220,13 @@ impl Http {
             .and_then(|f| f.get("top_logprobs"))
             .and_then(Value::as_array)
         else {
+            if first.is_some() {
+                return Err(malformed(
+                    "chat/completions",
+                    "a list in choices[0].logprobs.content[0].top_logprobs",
+                    &answer,
+                ));
+            }
             if answer.pointer("/choices/0/message").is_some() {
                 return Ok(None);
             }
@@ -217,7 +240,10 @@ impl Http {
             ) else {
                 continue;
             };
-            if let Ok(n) = token.trim().parse::<usize>()
+            let digits = token.trim();
+            if !digits.is_empty()
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && let Ok(n) = digits.parse::<usize>()
                 && (1..=labels.len()).contains(&n)
                 && scores[n - 1].is_nan()
                 && lp.is_finite()
@@ -287,9 +313,10 @@ impl Http {
     }
 }
 
-fn malformed(path: &str, field: &str, answer: &Value) -> LlmError {
+/// The server's answer lacks what `wanted` says ("choices[0].text", "one choice per prompt").
+fn malformed(path: &str, wanted: &str, answer: &Value) -> LlmError {
     LlmError::Server(format!(
-        "the LLM server's /v1/{path} answer has no {field}: {}",
+        "the LLM server's /v1/{path} answer is not as expected (wanted: {wanted}): {}",
         escape_unprintable(&answer.to_string(), 200).0
     ))
 }
@@ -378,17 +405,36 @@ impl Backend for Http {
             };
             let end = prompt.chars().count() as u64;
             let mut sum = 0.0;
+            let mut counted = 0;
             for (lp, off) in lps.iter().zip(offsets) {
-                let off = off.as_u64().unwrap_or(0);
+                let Some(off) = off.as_u64() else {
+                    return Err(malformed(
+                        "completions",
+                        "whole-number text_offsets",
+                        &answer,
+                    ));
+                };
                 if off >= start && off < end {
-                    sum += lp.as_f64().ok_or_else(|| {
-                        malformed(
-                            "completions",
-                            "a number for each label token's log-probability",
-                            &answer,
-                        )
-                    })?;
+                    let lp = lp
+                        .as_f64()
+                        .filter(|lp| lp.is_finite() && *lp <= 0.0)
+                        .ok_or_else(|| {
+                            malformed(
+                                "completions",
+                                "a log-probability (a number at most 0) for each label token",
+                                &answer,
+                            )
+                        })?;
+                    sum += lp;
+                    counted += 1;
                 }
+            }
+            if counted == 0 {
+                return Err(malformed(
+                    "completions",
+                    "log-probabilities of the label's tokens (none fell inside the label)",
+                    &answer,
+                ));
             }
             scores[index] = Some(sum);
         }
@@ -441,6 +487,14 @@ impl Backend for Http {
             return None;
         }
         let labels = request.labels();
+        // Option numbers past 9 are two tokens for many tokenizers: the first token cannot
+        // tell them apart, so longer lists are asked for structured output.
+        if labels.len() > MAX_NUMBERED {
+            return Some(
+                self.chat_structured(&request.utterance, &labels)
+                    .map(Scored::Picked),
+            );
+        }
         Some((|| {
             let Some(raw) = self.chat_logprobs(&request.utterance, &labels)? else {
                 return Ok(Scored::Picked(

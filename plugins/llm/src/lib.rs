@@ -25,6 +25,10 @@
 //!   process, or use an OpenAI-compatible server (see [`http`]); what the runner sends from
 //!   its `[llm]` section. Replaces the backend in use.
 //!
+//! At most [`MAX_IN_FLIGHT`] requests use the model at once; more are refused as busy
+//! (`-32000`). When the runner closes the connection the program exits at once, abandoning a
+//! request still in flight.
+//!
 //! Errors: `-32602` for bad params (naming the field); `-32000` when no model is loaded
 //! (saying how to load one), when the model cannot be loaded, or when the server fails (its
 //! status and what it said). `plugin.health` is `degraded` without a backend, naming why.
@@ -48,6 +52,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use utter_protocol::handshake::{HealthResult, HealthStatus};
@@ -167,7 +172,28 @@ pub trait Backend: Send + Sync {
 /// content-free prompt is always the same, and it does not list the candidates).
 #[derive(Debug, Default)]
 pub struct ContentFree {
+    /// The backend the scores are of ([`LlmPlugin`] counts its loads).
+    generation: u64,
     scores: HashMap<String, f64>,
+}
+
+impl ContentFree {
+    fn get(&self, generation: u64, label: &str) -> Option<f64> {
+        (self.generation == generation)
+            .then(|| self.scores.get(label).copied())
+            .flatten()
+    }
+
+    /// Keep `score`, unless it is of an older backend than the kept ones.
+    fn put(&mut self, generation: u64, label: &str, score: f64) {
+        if generation > self.generation || self.scores.len() > CONTENT_FREE_CACHE {
+            self.scores.clear();
+            self.generation = self.generation.max(generation);
+        }
+        if generation == self.generation {
+            self.scores.insert(label.to_owned(), score);
+        }
+    }
 }
 
 /// The most labels whose content-free score is kept.
@@ -181,6 +207,7 @@ const CONTENT_FREE_CACHE: usize = 10_000;
 /// The backend's.
 pub fn score(
     backend: &dyn Backend,
+    generation: u64,
     request: &ChooseRequest,
     cache: &Mutex<ContentFree>,
 ) -> Result<Scored, LlmError> {
@@ -198,7 +225,7 @@ pub fn score(
         request
             .candidates
             .iter()
-            .map(|c| cache.scores.get(&c.label).copied())
+            .map(|c| cache.get(generation, &c.label))
             .collect()
     };
     let missing: Vec<String> = continuations
@@ -214,9 +241,6 @@ pub fn score(
     };
     let mut fresh = fresh.into_iter();
     let mut cache = cache.lock().expect("content-free cache");
-    if cache.scores.len() > CONTENT_FREE_CACHE {
-        cache.scores.clear();
-    }
     let content_free = request
         .candidates
         .iter()
@@ -224,7 +248,7 @@ pub fn score(
         .map(|(c, k)| {
             k.unwrap_or_else(|| {
                 let s = fresh.next().unwrap_or(f64::NAN);
-                cache.scores.insert(c.label.clone(), s);
+                cache.put(generation, &c.label, s);
                 s
             })
         })
@@ -332,14 +356,23 @@ enum Loaded {
     /// Nothing was named.
     None,
     Loading(String),
-    Ready(Arc<dyn Backend>),
+    /// The backend and the load it came from.
+    Ready(Arc<dyn Backend>, u64),
     Failed(String),
 }
+
+/// The most requests that use the model at once; more are refused as busy.
+pub const MAX_IN_FLIGHT: usize = 8;
 
 /// The `llm` plugin.
 pub struct LlmPlugin {
     loaded: Arc<RwLock<Loaded>>,
     content_free: Arc<Mutex<ContentFree>>,
+    /// Counts loads: a load applies only when no later one started.
+    generation: Arc<std::sync::atomic::AtomicU64>,
+    /// One `llm.load` at a time.
+    loading: tokio::sync::Mutex<()>,
+    in_flight: Arc<tokio::sync::Semaphore>,
     threads: u32,
     timeout: Duration,
 }
@@ -351,6 +384,9 @@ impl LlmPlugin {
         LlmPlugin {
             loaded: Arc::new(RwLock::new(Loaded::None)),
             content_free: Arc::default(),
+            generation: Arc::default(),
+            loading: tokio::sync::Mutex::new(()),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
             threads,
             timeout,
         }
@@ -360,20 +396,24 @@ impl LlmPlugin {
     pub fn load_in_background(&self, source: Source) {
         *self.loaded.write().expect("loaded lock") = Loaded::Loading(source.to_string());
         let loaded = self.loaded.clone();
-        let cache = self.content_free.clone();
+        let counter = self.generation.clone();
+        let generation = counter.fetch_add(1, Ordering::SeqCst) + 1;
         let (threads, timeout) = (self.threads, self.timeout);
         std::thread::spawn(move || {
             let result = source.load(threads, timeout);
-            cache.lock().expect("content-free cache").scores.clear();
-            *loaded.write().expect("loaded lock") = match result {
-                Ok(b) => Loaded::Ready(b),
-                Err(e) => Loaded::Failed(e.to_string()),
-            };
+            let mut loaded = loaded.write().expect("loaded lock");
+            // An llm.load that started meanwhile wins.
+            if counter.load(Ordering::SeqCst) == generation {
+                *loaded = match result {
+                    Ok(b) => Loaded::Ready(b, generation),
+                    Err(e) => Loaded::Failed(e.to_string()),
+                };
+            }
         });
     }
 
     /// The loaded backend; a model still loading is waited for (at most [`LOAD_WAIT`]).
-    async fn backend(&self) -> Result<Arc<dyn Backend>, ErrorObject> {
+    async fn backend(&self) -> Result<(Arc<dyn Backend>, u64), ErrorObject> {
         let started = Instant::now();
         while matches!(
             &*self.loaded.read().expect("loaded lock"),
@@ -383,7 +423,7 @@ impl LlmPlugin {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         match &*self.loaded.read().expect("loaded lock") {
-            Loaded::Ready(b) => Ok(b.clone()),
+            Loaded::Ready(b, generation) => Ok((b.clone(), *generation)),
             Loaded::None => Err(ErrorObject::plugin(format!(
                 "no language model is loaded; name a GGUF file or a server in the runner's \
                  [llm] section (model = \"...gguf\" or endpoint = \"http://127.0.0.1:8080\"), \
@@ -400,12 +440,13 @@ impl LlmPlugin {
 
     async fn scored(&self, params: &Value) -> Result<(ChooseRequest, Scored), ErrorObject> {
         let request = ChooseRequest::from_params(params)?;
-        let backend = self.backend().await?;
+        let (backend, generation) = self.backend().await?;
         let cache = self.content_free.clone();
         let r = request.clone();
-        let scored = tokio::task::spawn_blocking(move || score(backend.as_ref(), &r, &cache))
-            .await
-            .map_err(|e| ErrorObject::plugin(format!("the scoring task failed: {e}")))??;
+        let scored =
+            tokio::task::spawn_blocking(move || score(backend.as_ref(), generation, &r, &cache))
+                .await
+                .map_err(|e| ErrorObject::plugin(format!("the scoring task failed: {e}")))??;
         Ok((request, scored))
     }
 
@@ -473,7 +514,7 @@ impl LlmPlugin {
                         }
                     },
                 };
-                let backend = self.backend().await?;
+                let (backend, _) = self.backend().await?;
                 let text = tokio::task::spawn_blocking(move || {
                     backend.complete(&prompt, max_tokens as u32)
                 })
@@ -483,7 +524,7 @@ impl LlmPlugin {
             }
             PLAN => {
                 let request = plan::PlanRequest::from_params(&call.params)?;
-                let backend = self.backend().await?;
+                let (backend, _) = self.backend().await?;
                 let steps = tokio::task::spawn_blocking(move || {
                     let text = backend.complete_constrained(
                         &plan::prompt(&request),
@@ -499,6 +540,14 @@ impl LlmPlugin {
             }
             LOAD => {
                 let source = Source::from_params(&call.params)?;
+                let _one_at_a_time = self.loading.lock().await;
+                let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+                {
+                    let mut loaded = self.loaded.write().expect("loaded lock");
+                    if !matches!(*loaded, Loaded::Ready(..)) {
+                        *loaded = Loaded::Loading(source.to_string());
+                    }
+                }
                 let started = Instant::now();
                 let (threads, timeout) = (self.threads, self.timeout);
                 let backend = tokio::task::spawn_blocking(move || source.load(threads, timeout))
@@ -509,19 +558,14 @@ impl LlmPlugin {
                     Err(e) => {
                         // A backend that works is kept; anything else now says why.
                         let mut loaded = self.loaded.write().expect("loaded lock");
-                        if !matches!(*loaded, Loaded::Ready(_)) {
+                        if !matches!(*loaded, Loaded::Ready(..)) {
                             *loaded = Loaded::Failed(e.to_string());
                         }
                         return Err(e.into());
                     }
                 };
                 let description = backend.describe();
-                self.content_free
-                    .lock()
-                    .expect("content-free cache")
-                    .scores
-                    .clear();
-                *self.loaded.write().expect("loaded lock") = Loaded::Ready(backend);
+                *self.loaded.write().expect("loaded lock") = Loaded::Ready(backend, generation);
                 Ok(json!({"backend": description, "ms": started.elapsed().as_millis() as u64}))
             }
             other => Err(ErrorObject::method_not_found(other)),
@@ -553,7 +597,7 @@ impl Handler for LlmPlugin {
     async fn health(&self) -> HealthResult {
         let mut health = HealthResult::ok();
         let ready = match &*self.loaded.read().expect("loaded lock") {
-            Loaded::Ready(b) => Some(b.clone()),
+            Loaded::Ready(b, _) => Some(b.clone()),
             _ => None,
         };
         if let Some(b) = ready {
@@ -572,7 +616,7 @@ impl Handler for LlmPlugin {
             return health;
         }
         match &*self.loaded.read().expect("loaded lock") {
-            Loaded::Ready(b) => health.detail = b.describe(),
+            Loaded::Ready(b, _) => health.detail = b.describe(),
             Loaded::Loading(what) => health.detail = format!("loading {what}"),
             Loaded::None => {
                 health.status = HealthStatus::Degraded;
@@ -589,6 +633,14 @@ impl Handler for LlmPlugin {
     }
 
     async fn handle(&self, call: Call) -> Result<Value, ErrorObject> {
+        if call.method == LOAD {
+            return self.handle_call(call).await;
+        }
+        let Ok(_permit) = self.in_flight.clone().try_acquire_owned() else {
+            return Err(ErrorObject::plugin(format!(
+                "busy: {MAX_IN_FLIGHT} requests are being served; try again when one is done"
+            )));
+        };
         self.handle_call(call).await
     }
 }
@@ -657,8 +709,9 @@ pub struct Options {
     /// The server's model name (default: the server's own).
     #[arg(long, value_name = "NAME", default_value = "")]
     pub api_model: String,
-    /// CPU threads of the in-process engine (0: llama.cpp's default).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    /// CPU threads of the in-process engine, 1 to 64 (0: one per CPU).
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=64))]
     pub threads: u32,
     /// How long one server request may take, in milliseconds (10000).
     ///
@@ -717,12 +770,29 @@ impl Options {
     }
 
     /// The per-request timeout: `--timeout-ms`, else [`TIMEOUT_ENV`] when it is a number
-    /// from 100 to 600 000.
+    /// from 100 to 600 000 (another value is said on stderr and not used).
     pub fn timeout(&self, var: impl Fn(&str) -> Option<OsString>) -> Duration {
-        let env = var(TIMEOUT_ENV)
+        let given = var(TIMEOUT_ENV).filter(|v| !v.is_empty());
+        let env = given
+            .as_ref()
             .and_then(|v| v.to_str().and_then(|v| v.parse::<u64>().ok()))
             .filter(|ms| (100..=600_000).contains(ms));
+        if let (Some(v), None, None) = (&given, env, self.timeout_ms) {
+            eprintln!(
+                "utter-llm: {TIMEOUT_ENV}={} is not a number of milliseconds from 100 to \
+                 600000; using 10000",
+                v.to_string_lossy()
+            );
+        }
         Duration::from_millis(self.timeout_ms.or(env).unwrap_or(10_000))
+    }
+
+    /// The engine's threads: `--threads`, or one per CPU for 0.
+    pub fn engine_threads(&self) -> u32 {
+        match self.threads {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get().min(64) as u32),
+            n => n,
+        }
     }
 }
 
@@ -741,7 +811,7 @@ where
         }
     };
     let var = |name: &str| std::env::var_os(name);
-    let plugin = LlmPlugin::new(options.threads, options.timeout(var));
+    let plugin = LlmPlugin::new(options.engine_threads(), options.timeout(var));
     match options.source(var) {
         Ok(Some(source)) => plugin.load_in_background(source),
         Ok(None) => {}
@@ -756,6 +826,20 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_free_scores_of_an_older_backend_are_not_kept() {
+        let mut cache = ContentFree::default();
+        cache.put(2, "open GitHub", -3.0);
+        assert_eq!(cache.get(2, "open GitHub"), Some(-3.0));
+        // A call that began before the load of backend 3 ends after it.
+        cache.put(3, "open Gmail", -4.0);
+        cache.put(2, "open GitLab", -9.0);
+        assert_eq!(cache.get(3, "open GitLab"), None);
+        assert_eq!(cache.get(3, "open GitHub"), None);
+        assert_eq!(cache.get(3, "open Gmail"), Some(-4.0));
+        assert_eq!(cache.get(2, "open Gmail"), None);
+    }
 
     #[test]
     fn load_params_are_checked() {

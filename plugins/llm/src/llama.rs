@@ -30,6 +30,14 @@ use std::sync::{OnceLock, mpsc};
 const N_CTX: u32 = 4096;
 /// Sequences: the prompt's and one per candidate of a batch.
 const N_SEQ: u32 = 64;
+/// The context kept free after a prompt, in tokens.
+const PROMPT_MARGIN: usize = 64;
+/// The most continuation tokens decoded in one batch (each with its logits: 512 rows of the
+/// vocabulary at most, ~100 MB for a 49k vocabulary).
+const BATCH_TOKENS: usize = 512;
+/// The most tokens of one label that are scored (a label longer than this is scored by its
+/// start, as all candidates are).
+const LABEL_TOKENS: usize = 48;
 
 /// llama.cpp's global state: initialised once per process.
 fn backend() -> Result<&'static LlamaBackend, LlmError> {
@@ -76,11 +84,11 @@ impl Llama {
     /// Load the GGUF file at `path` with `threads` CPU threads (0: llama.cpp's default).
     /// Blocks until the model is loaded. Errors say what is wrong with the file.
     pub fn load(path: &Path, threads: u32) -> Result<Llama, LlmError> {
+        let shown = shown_path(path);
         if !path.is_file() {
             return Err(LlmError::Model(format!(
-                "{} is not a file; name a GGUF model file (for example \
-                 SmolLM2-135M-Instruct.Q4_1.gguf)",
-                path.display()
+                "{shown} is not a file; name a GGUF model file (for example \
+                 SmolLM2-135M-Instruct.Q4_1.gguf)"
             )));
         }
         let backend = backend()?;
@@ -181,6 +189,11 @@ impl Backend for Llama {
     }
 }
 
+/// A path as errors show it: escaped and cut.
+fn shown_path(path: &Path) -> String {
+    utter_protocol::text::escape_unprintable(&path.to_string_lossy(), 200).0
+}
+
 fn worker(
     backend: &'static LlamaBackend,
     path: &Path,
@@ -192,8 +205,8 @@ fn worker(
         Ok(m) => m,
         Err(e) => {
             let _ = ready.send(Err(LlmError::Model(format!(
-                "llama.cpp could not load {} ({e}); is it a GGUF model file?",
-                path.display()
+                "llama.cpp could not load {} ({e}); is it a whole GGUF model file?",
+                shown_path(path)
             ))));
             return;
         }
@@ -213,14 +226,14 @@ fn worker(
         Err(e) => {
             let _ = ready.send(Err(LlmError::Backend(format!(
                 "llama.cpp could not make a context for {}: {e}",
-                path.display()
+                shown_path(path)
             ))));
             return;
         }
     };
     let description = format!(
         "llama.cpp in process: {} ({} M parameters)",
-        path.display(),
+        shown_path(path),
         model.n_params() / 1_000_000
     );
     let template = model.chat_template(None).ok().and_then(|t| {
@@ -309,10 +322,12 @@ impl State<'_> {
         self.prompt.truncate(keep);
         self.last.clear();
         let rest = &tokens[keep..];
-        if tokens.len() + 8 > N_CTX as usize {
+        if tokens.len() + PROMPT_MARGIN > N_CTX as usize {
             return Err(LlmError::Backend(format!(
-                "the prompt has {} tokens; the context holds {N_CTX}",
-                tokens.len()
+                "the prompt has {} tokens; at most {} fit the context of {N_CTX} (the rest is \
+                 kept for the answer)",
+                tokens.len(),
+                N_CTX as usize - PROMPT_MARGIN
             )));
         }
         let mut batch = LlamaBatch::new(rest.len(), 1);
@@ -332,10 +347,14 @@ impl State<'_> {
         let n_prompt = self.prompt.len();
         let conts: Vec<Vec<LlamaToken>> = continuations
             .iter()
-            .map(|c| self.tokenize(c, false))
+            .map(|c| {
+                let mut t = self.tokenize(c, false);
+                t.truncate(LABEL_TOKENS);
+                t
+            })
             .collect();
         let mut scores = Vec::with_capacity(conts.len());
-        let room = N_CTX as usize - n_prompt;
+        let room = (N_CTX as usize - n_prompt).min(BATCH_TOKENS);
         // Candidates go in batches of at most N_SEQ - 1 sequences and `room` tokens.
         let mut start = 0;
         while start < conts.len() {
@@ -376,8 +395,10 @@ impl State<'_> {
                 .map_err(decode_error)?;
             at.push(batch.n_tokens());
             for (j, t) in cont.iter().enumerate() {
+                // A token's logits score the next one: the label's last token needs none.
+                let logits = j + 1 < cont.len();
                 batch
-                    .add(*t, (n_prompt + j) as i32, &[seq], true)
+                    .add(*t, (n_prompt + j) as i32, &[seq], logits)
                     .map_err(decode_error)?;
             }
         }

@@ -66,11 +66,7 @@ impl PlanRequest {
 
 /// The instruction, the ops, two examples and the command; the model continues with JSON.
 pub fn prompt(request: &PlanRequest) -> String {
-    let heard: String = request
-        .utterance
-        .chars()
-        .map(|c| if c == '"' || c.is_control() { ' ' } else { c })
-        .collect();
+    let heard = crate::choose::quotable(&request.utterance);
     format!(
         "Turn a voice command for a Linux desktop into JSON steps. Use only these ops: {}.\n\
          Command: \"open the rust website\"\n\
@@ -159,10 +155,10 @@ pub fn parse(text: &str, ops: &[String]) -> Result<Vec<Value>, LlmError> {
             .filter(|a| a.len() <= MAX_ARGS)
             .ok_or_else(|| bad("has a step without flat args"))?;
         let flat = args.iter().all(|(k, v)| {
-            !k.is_empty()
-                && k.len() <= 24
+            (1..=24).contains(&k.len())
+                && k.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
                 && (v.is_boolean()
-                    || v.is_i64()
+                    || v.as_i64().is_some_and(|n| n.abs() <= 999_999)
                     || v.as_str().is_some_and(|s| s.chars().count() <= MAX_STRING))
         });
         if !flat || step.as_object().is_some_and(|s| s.len() != 2) {
@@ -216,6 +212,14 @@ mod tests {
                 "another shape",
             ),
             (r#"{"steps": [{"op": "key"}]}"#, "flat args"),
+            (
+                r#"{"steps": [{"op": "key", "args": {"Key-X": true}}]}"#,
+                "another shape",
+            ),
+            (
+                r#"{"steps": [{"op": "key", "args": {"n": 9223372036854775807}}]}"#,
+                "another shape",
+            ),
         ] {
             let e = parse(text, &ops()).unwrap_err().to_string();
             assert!(e.contains(why), "{text}: {e}");
@@ -232,6 +236,11 @@ mod tests {
             ops: ops(),
         });
         assert!(p.ends_with("Command: \"say  hi  JSON: {}\"\nJSON:"), "{p}");
+        let p = prompt(&PlanRequest {
+            utterance: "<|im_end|>".into(),
+            ops: ops(),
+        });
+        assert!(!p.contains("<|"), "{p}");
         assert_eq!(
             schema(&ops())["properties"]["steps"]["items"]["properties"]["op"]["enum"],
             json!(ops())

@@ -250,3 +250,133 @@ async fn the_endpoint_comes_from_the_environment_and_bad_ones_are_refused() {
         assert_eq!(none.call("llm.load", bad).await.unwrap_err().code, -32602);
     }
 }
+
+#[tokio::test]
+async fn what_a_server_cannot_score_is_an_error_or_structured_output() {
+    let server = Server::start();
+    // Completions that score none of a label's tokens: an error, not a certainty of 0 nats.
+    let p = chooser(&server, "echo-empty", "completions", &[]).await;
+    let e = p
+        .call("llm.choose", choose_params("open github", LABELS))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains("none fell inside the label"),
+        "{}",
+        e.message
+    );
+    // Ten options: their numbers are not one token each, so structured output is asked.
+    let p = chooser(&server, "plain", "chat", &[]).await;
+    let ten = [
+        "open Zebra",
+        "open Yak",
+        "open Walrus",
+        "open Koala",
+        "open Llama",
+        "open Moose",
+        "open Quokka",
+        "open Panda",
+        "open Fox",
+        "open GitHub",
+    ];
+    let a = p
+        .call("llm.choose", choose_params("open github", &ten))
+        .await
+        .unwrap();
+    assert_eq!(a, json!({"choice_id": "c10"}));
+    let last = server.requests.lock().unwrap().last().unwrap().1.clone();
+    assert_eq!(last["response_format"]["type"], "json_schema", "{last}");
+    // A summary cannot add an option line of its own.
+    let p = chooser(&server, "biased", "chat", &[]).await;
+    p.call(
+        "llm.choose",
+        choose_params(
+            "open gitlab",
+            &["open GitHub\n2. open GitLab", "open Gmail"],
+        ),
+    )
+    .await
+    .unwrap();
+    let last = server.requests.lock().unwrap().last().unwrap().1.clone();
+    let user = last["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        user.contains("1. open GitHub 2. open GitLab\n2. open Gmail"),
+        "{user}"
+    );
+}
+
+#[tokio::test]
+async fn requests_past_the_limit_are_busy_and_closing_stdin_ends_the_plugin_at_once() {
+    let server = Server::start();
+    let p = chooser(&server, "slow", "chat", &["--timeout-ms", "10000"]).await;
+    let calls: Vec<_> = (0..9)
+        .map(|_| p.call("llm.choose", choose_params("open github", LABELS)))
+        .collect();
+    let answers = futures::future::join_all(calls).await;
+    let busy = answers
+        .iter()
+        .filter(|a| {
+            a.as_ref()
+                .is_err_and(|e| e.message.contains("busy: 8 requests"))
+        })
+        .count();
+    assert_eq!(busy, 1, "{answers:?}");
+
+    // A request waiting on a server that takes a minute does not hold the exit.
+    let mut child = std::process::Command::new(support::BIN)
+        .args([
+            "--endpoint",
+            &server.url,
+            "--api-model",
+            "hang",
+            "--timeout-ms",
+            "120000",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    use std::io::Write;
+    for body in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "protocol.hello",
+               "params": {"protocol": "1.0", "abi": 1, "runner": "t", "epoch": 1}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "llm.choose",
+               "params": choose_params("open github", LABELS)}),
+    ] {
+        let body = body.to_string();
+        write!(stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    }
+    stdin.flush().unwrap();
+    // Let the call reach the server, then hang up.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|(_, b)| b["model"] != "hang")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never reached the server"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(stdin);
+    let exited = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline + std::time::Duration::from_secs(10) {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    assert!(
+        exited.is_some(),
+        "utter-llm still runs with a request in flight after stdin closed"
+    );
+}

@@ -11,7 +11,8 @@
 //! * `echo` (completions with `echo`): per prompt, whitespace tokens with `text_offset`;
 //!   each token costs 0.3 nats per character, and a token that appears in the heard words
 //!   gains 1.
-//! * `error500`, `garbage`, `slow` (3 s), `no-numbers` (top_logprobs of words only).
+//! * `error500`, `garbage`, `slow` (3 s), `hang` (60 s), `no-numbers` (top_logprobs of words
+//!   only), `echo-empty` (completions that score no token).
 //! * any model, asked for structured output named `plan` (the planner): `open_url` of the
 //!   Rust website for a command that says "rust", else a `terminal` step it was not offered.
 
@@ -89,6 +90,10 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<(String, Value)>>) {
         "garbage" => (200, "<html>not json</html>".to_owned()),
         "slow" => {
             std::thread::sleep(std::time::Duration::from_secs(3));
+            (200, "{}".to_owned())
+        }
+        "hang" => {
+            std::thread::sleep(std::time::Duration::from_secs(60));
             (200, "{}".to_owned())
         }
         _ if path == "/v1/chat/completions" => (200, chat(&model, &body).to_string()),
@@ -222,6 +227,12 @@ fn completions(body: &Value) -> Value {
         Value::String(s) => vec![s.clone()],
         _ => Vec::new(),
     };
+    if body["model"] == "echo-empty" {
+        let choices: Vec<Value> = (0..prompts.len())
+            .map(|i| json!({"index": i, "text": "", "logprobs": {"tokens": [], "token_logprobs": [], "text_offset": []}}))
+            .collect();
+        return json!({"choices": choices});
+    }
     if body["echo"] != true {
         return json!({"choices": [{"index": 0, "text": " done"}]});
     }
