@@ -35,7 +35,7 @@
 //!
 //! # Backends
 //!
-//! * in process, with the cargo feature `llama`: llama.cpp through `llama-cpp-2` ([`llama`]);
+//! * in process, with the cargo feature `llama`: llama.cpp through `llama-cpp-2` (the `llama` module);
 //! * any OpenAI-compatible HTTP server ([`http`]).
 
 #![warn(missing_docs)]
