@@ -454,51 +454,57 @@ async fn a_misheard_name_asks_did_you_mean_and_nothing_runs_unanswered() {
     );
 }
 
-#[tokio::test]
-async fn a_chooser_picks_among_near_names_and_its_pick_is_asked_about() {
-    let sb = Sandbox::new();
-    let env = sb.env(None);
-    let server = openai::Server::start();
+/// A config with the rules router, the desktop plugin and the chooser plugin against
+/// `server` (`extra` goes into `[llm]` after its endpoint, or before it when it opens a table
+/// of its own), and the sandbox's environment.
+fn chooser_config(
+    sb: &Sandbox,
+    server: &openai::Server,
+    extra: &str,
+) -> (PathBuf, common::ChildEnv) {
     let utter = bin("utter");
+    let utter = utter.to_str().unwrap();
     let llm = bin("utter-llm");
+    let (before, after) = if extra.starts_with('[') {
+        (extra, "")
+    } else {
+        ("", extra)
+    };
     let config = write_config(
-        &sb,
+        sb,
         &format!(
-            "config_version = 1\n[llm]\nendpoint = \"{}\"\napi_model = \"biased\"\n\n{}\n{}\n{}",
+            "config_version = 1\n{before}[llm]\nendpoint = \"{}\"\n{after}\n{}\n{}\n{}",
             server.url,
-            plugin_entry(
-                "rules",
-                "router",
-                utter.to_str().unwrap(),
-                &["plugin", "rules"]
-            ),
-            plugin_entry(
-                "desktop",
-                "action",
-                utter.to_str().unwrap(),
-                &["plugin", "desktop"]
-            ),
+            plugin_entry("rules", "router", utter, &["plugin", "rules"]),
+            plugin_entry("desktop", "action", utter, &["plugin", "desktop"]),
             plugin_entry("llm", "llm", llm.to_str().unwrap(), &[]),
         ),
     );
-    let say = |words: &'static str| {
-        let config = config.clone();
-        let env = env.clone();
-        async move {
-            run_utter(
-                &[
-                    "--config",
-                    config.to_str().unwrap(),
-                    "say",
-                    "--local",
-                    "--json",
-                    words,
-                ],
-                &env,
-            )
-            .await
-        }
-    };
+    (config, sb.env(None))
+}
+
+/// `utter --config CONFIG say --local --json WORDS`.
+async fn say_json(config: &std::path::Path, env: &common::ChildEnv, words: &str) -> UtterRun {
+    run_utter(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "say",
+            "--local",
+            "--json",
+            words,
+        ],
+        env,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_chooser_picks_among_near_names_and_its_pick_is_asked_about() {
+    let sb = Sandbox::new();
+    let server = openai::Server::start();
+    let (config, env) = chooser_config(&sb, &server, "api_model = \"biased\"\n");
+    let say = |words| say_json(&config, &env, words);
     // "nearly wiki" is near both Arch Wiki and niri wiki: the chooser picks, the person is
     // asked (no terminal answers here, so it is denied with the question).
     let run = say("open nearly wiki").await;
@@ -556,48 +562,9 @@ async fn a_chooser_picks_among_near_names_and_its_pick_is_asked_about() {
 #[tokio::test]
 async fn the_planner_proposes_only_when_no_rule_matched_and_its_steps_are_asked_about() {
     let sb = Sandbox::new();
-    let env = sb.env(None);
     let server = openai::Server::start();
-    let utter = bin("utter");
-    let llm = bin("utter-llm");
-    let config = write_config(
-        &sb,
-        &format!(
-            "config_version = 1\n[decide]\nplanner = true\n[llm]\nendpoint = \"{}\"\n\n{}\n{}\n{}",
-            server.url,
-            plugin_entry(
-                "rules",
-                "router",
-                utter.to_str().unwrap(),
-                &["plugin", "rules"]
-            ),
-            plugin_entry(
-                "desktop",
-                "action",
-                utter.to_str().unwrap(),
-                &["plugin", "desktop"]
-            ),
-            plugin_entry("llm", "llm", llm.to_str().unwrap(), &[]),
-        ),
-    );
-    let say = |words: &'static str| {
-        let config = config.clone();
-        let env = env.clone();
-        async move {
-            run_utter(
-                &[
-                    "--config",
-                    config.to_str().unwrap(),
-                    "say",
-                    "--local",
-                    "--json",
-                    words,
-                ],
-                &env,
-            )
-            .await
-        }
-    };
+    let (config, env) = chooser_config(&sb, &server, "[decide]\nplanner = true\n");
+    let say = |words| say_json(&config, &env, words);
     let run = say("show me where the rust language lives online").await;
     let outcome = run.json();
     assert_eq!(outcome["plan"]["rule"], "planner", "{run}");
