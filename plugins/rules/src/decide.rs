@@ -126,6 +126,8 @@ enum Class {
     Close,
     /// A playback command; the name is a player.
     Media(&'static str),
+    /// No verb: the whole utterance, compared with the compositor phrases ("focus lift").
+    Phrase,
 }
 
 const MEDIA_VERBS: &[(&str, &str)] = &[
@@ -207,7 +209,7 @@ struct Heard {
 impl Heard {
     fn new(spoken: &str) -> Heard {
         let compact = compact(&normalize(spoken));
-        let key = DoubleMetaphone::new(Some(8)).encode(&compact);
+        let key = phonetic_key(&compact);
         Heard {
             len: compact.chars().count(),
             compact,
@@ -233,10 +235,7 @@ impl Heard {
         let jw = strsim::jaro_winkler(a, &b);
         let mut score = 0.7 * edit + 0.3 * jw;
         // The phonetic key only matters where the spelling is already near.
-        if score > 0.5
-            && !self.key.is_empty()
-            && self.key == DoubleMetaphone::new(Some(8)).encode(&b)
-        {
+        if score > 0.5 && !self.key.is_empty() && self.key == phonetic_key(&b) {
             score += (1.0 - score) * 0.5;
         }
         // Short names are easy to hit by chance: "door" is not "dota".
@@ -246,6 +245,16 @@ impl Heard {
         }
         score.clamp(0.0, 1.0)
     }
+}
+
+/// The Double Metaphone key of `text`'s ASCII letters ("" without any): the encoder slices
+/// by bytes, and a name with other letters ("Éditeur", "workspace ١") must not reach it.
+fn phonetic_key(text: &str) -> String {
+    let ascii: String = text.chars().filter(char::is_ascii_alphabetic).collect();
+    if ascii.is_empty() {
+        return String::new();
+    }
+    DoubleMetaphone::new(Some(8)).encode(&ascii)
 }
 
 fn step(rule: &'static str, op: &'static str, args: Value, message: String) -> Matched {
@@ -346,6 +355,29 @@ fn candidates(class: Class, sources: &Sources<'_>) -> Vec<Candidate> {
                 });
             }
         }
+        Class::Phrase => {
+            // The phrases without a number slot: a misheard number is not guessed.
+            for phrase in sources.curated.table.phrases() {
+                let Some((action, None)) = sources.curated.table.lookup(phrase) else {
+                    continue;
+                };
+                if action.has_slot() {
+                    continue;
+                }
+                let mut m = step(
+                    "decide",
+                    "niri",
+                    action.step_args(None),
+                    action.describe(None),
+                );
+                m.confirm = action.confirm || sources.curated.confirms(&action.command);
+                out.push(Candidate {
+                    label: format!("\"{phrase}\""),
+                    names: vec![phrase.to_owned()],
+                    step: m,
+                });
+            }
+        }
         Class::Media(command) => {
             for player in crate::rules::KNOWN_PLAYERS {
                 out.push(Candidate {
@@ -373,8 +405,13 @@ fn profile_names(profile: &crate::profiles::Profile) -> Vec<String> {
 /// Match a misheard name (see the module docs). `None` when the utterance has no verb
 /// class, or no candidate is even remotely like it.
 pub fn decide(text: &str, sources: &Sources<'_>, thresholds: Thresholds) -> Option<Decision> {
-    let (class, spoken) = classify(text, sources)?;
+    let (class, spoken) = classify(text, sources).unwrap_or((Class::Phrase, text));
     if spoken.is_empty() || spoken.len() > 64 {
+        return None;
+    }
+    // A whole utterance is a phrase only when it has two words or more and is near one: a
+    // bare word ("close") or a sentence far from every phrase is no misheard phrase.
+    if class == Class::Phrase && spoken.split(' ').filter(|w| !w.is_empty()).count() < 2 {
         return None;
     }
     let heard = Heard::new(spoken);
@@ -414,7 +451,7 @@ pub fn decide(text: &str, sources: &Sources<'_>, thresholds: Thresholds) -> Opti
             best.label, m.message
         );
         Decision::Ask(m, format!("did you mean {}?", best.label))
-    } else if top < thresholds.ask * 0.75 {
+    } else if top < thresholds.ask * 0.75 || class == Class::Phrase {
         return None;
     } else {
         Decision::Unsure(
@@ -438,7 +475,7 @@ pub fn decide(text: &str, sources: &Sources<'_>, thresholds: Thresholds) -> Opti
                 c.label, step.message
             );
             Choice {
-                summary: format!("{} {}", class.verb(), c.label),
+                summary: format!("{} {}", class.verb(), c.label).trim().to_owned(),
                 label: c.label.clone(),
                 score: *score,
                 step,
@@ -459,6 +496,7 @@ impl Class {
             Class::Switch => "switch to",
             Class::Close => "close",
             Class::Media(command) => command,
+            Class::Phrase => "",
         }
     }
 }
@@ -487,6 +525,17 @@ mod tests {
         assert_eq!(similarity("GitHub", "git hub"), 1.0);
         assert!(similarity("door", "discord") < 0.72);
         assert_eq!(similarity("", "x"), 0.0);
+        // Letters the phonetic encoder cannot take are left out of its key, not a panic.
+        for odd in [
+            "work\u{200d}space \u{661}",
+            "Éditeur de texte",
+            "١٢٣",
+            "日本語",
+        ] {
+            let _ = similarity(odd, "workspace 1");
+            let _ = similarity("workspace 1", odd);
+        }
+        assert_eq!(phonetic_key("١"), "");
     }
 
     #[test]
