@@ -4,7 +4,9 @@
 //!
 //! * **Verb class** ([`classify`]): an open verb ("open", "go to", "launch"…), a switch verb
 //!   ("switch to", "focus"…), a close verb, or a playback command with a player; the rest of
-//!   the utterance is the spoken name.
+//!   the utterance is the spoken name. Without a verb, an utterance of two words or more is
+//!   compared whole with the compositor phrases that have no number slot, and only acts or
+//!   asks (never "unsure").
 //! * **Candidates**: the site catalog (names, aliases), installed applications (`Name`,
 //!   `GenericName`), profiles (name, aliases), the context's window `app_id`s (switch and
 //!   close) and the known players. Each is a fully resolved step with a human label; the
