@@ -436,6 +436,17 @@ pub fn decide(text: &str, sources: &Sources<'_>, thresholds: Thresholds) -> Opti
     // The same label from two sources (a site and an app called alike, an open window and its
     // application) counts once: the first, which is the open window's for a switch.
     scored.dedup_by(|b, a| a.1.label.eq_ignore_ascii_case(&b.1.label));
+    // Many phrases say one action ("full screen", "fullscreen it"): it counts once, by its
+    // best phrase, so that the runner-up is another action.
+    let mut seen: Vec<(&'static str, String)> = Vec::new();
+    scored.retain(|(_, c)| {
+        let key = (c.step.op, c.step.args.to_string());
+        let new = !seen.contains(&key);
+        if new {
+            seen.push(key);
+        }
+        new
+    });
     let (top, best) = scored.first()?.clone();
     let second = scored.get(1).map_or(0.0, |s| s.0);
     let own = if top >= thresholds.act && top - second >= MARGIN {
