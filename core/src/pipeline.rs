@@ -157,6 +157,15 @@ fn note_pick(planned: &mut Value, chosen: &Chosen) {
     };
 }
 
+/// Rewrite a plan's `message` and its `escalate.message`, where it has them, with `amend`.
+fn amend_messages(planned: &mut Value, amend: impl Fn(&str) -> String) {
+    for pointer in ["/message", "/escalate/message"] {
+        if let Some(Value::String(m)) = planned.pointer_mut(pointer) {
+            *m = amend(m);
+        }
+    }
+}
+
 /// What a chooser picked: the held candidate's step and how it was picked.
 struct Chosen {
     step: Value,
@@ -246,56 +255,51 @@ impl Pipeline<'_> {
             .cloned();
         let fallback = planned.get("fallback").filter(|f| f.is_object()).cloned();
         let mut planned = planned;
-        let (steps, selected_by) = if let Some(offered) = offered {
+        let mut chosen_step = None;
+        let mut selected_by = None;
+        let mut fell_back = false;
+        if let Some(offered) = offered {
             let chosen = self
                 .choose(utterance, &planned, &offered, provenance, options, timeout)
                 .await;
             let floor = options.decide.map_or(0.0, |d| d.chooser_min);
-            let unsure = |c: &Chosen| c.probability.is_some_and(|p| p < floor);
-            match (chosen, fallback) {
-                (Ok(chosen), None) => {
-                    note_pick(&mut planned, &chosen);
-                    (vec![chosen.step], Some(chosen.selected_by))
-                }
-                (Err(e), None) => return Err(e),
-                // A refusal is a chooser misbehaving: nothing runs, not even the fallback.
-                (Err(e), Some(_)) if e.code == ErrorCode::UntrustedArgument.code() => {
-                    return Err(e);
-                }
-                (Ok(chosen), Some(_)) if !unsure(&chosen) => {
-                    note_pick(&mut planned, &chosen);
-                    (vec![chosen.step], Some(chosen.selected_by))
-                }
-                (chosen, Some(fallback)) => {
-                    let why = match chosen {
-                        Ok(c) => format!(
-                            "the chooser was unsure ({} at {:.2}, below [decide] chooser_min {floor})",
-                            c.summary,
-                            c.probability.unwrap_or(0.0)
-                        ),
-                        Err(e) => format!("the chooser failed ({})", e.message),
-                    };
+            // The fallback stands in for a chooser that failed or is unsure; a refusal is a
+            // chooser misbehaving, and then nothing runs, not even the fallback.
+            let why = match (&chosen, &fallback) {
+                (_, None) => None,
+                (Err(e), Some(_)) if e.code == ErrorCode::UntrustedArgument.code() => None,
+                (Err(e), Some(_)) => Some(format!("the chooser failed ({})", e.message)),
+                (Ok(c), Some(_)) => c.probability.filter(|p| *p < floor).map(|p| {
+                    format!(
+                        "the chooser was unsure ({} at {p:.2}, below [decide] chooser_min {floor})",
+                        c.summary
+                    )
+                }),
+            };
+            match (why, fallback) {
+                (Some(why), Some(fallback)) => {
                     tracing::info!(%why, "the plan's fallback is used");
                     planned = fallback;
-                    if let Some(m) = planned.get("message").and_then(Value::as_str) {
-                        planned["message"] = json!(format!("{why}; {m}"));
-                    }
-                    if let Some(e) = planned.get_mut("escalate").and_then(Value::as_object_mut)
-                        && let Some(m) = e.get("message").and_then(Value::as_str)
-                    {
-                        let m = format!("{why}; {m}");
-                        e.insert("message".into(), json!(m));
-                    }
-                    let steps = planned
-                        .get("steps")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default();
-                    (steps, None)
+                    amend_messages(&mut planned, |m| format!("{why}; {m}"));
+                    fell_back = true;
+                }
+                _ => {
+                    let chosen = chosen?;
+                    note_pick(&mut planned, &chosen);
+                    chosen_step = Some(chosen.step);
+                    selected_by = Some(chosen.selected_by);
                 }
             }
-        } else {
-            let steps = planned
+        }
+        let steps = match chosen_step {
+            Some(step) => vec![step],
+            // A fallback may be an escalation alone.
+            None if fell_back => planned
+                .get("steps")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            None => planned
                 .get("steps")
                 .and_then(Value::as_array)
                 .cloned()
@@ -303,8 +307,7 @@ impl Pipeline<'_> {
                     ErrorObject::plugin(format!(
                         "router {router:?} returned no \"steps\" array: {planned}"
                     ))
-                })?;
-            (steps, None)
+                })?,
         };
         let (steps, planned) = if steps.is_empty() && selected_by.is_none() {
             self.propose(utterance, steps, planned, provenance, options, timeout)
@@ -492,17 +495,13 @@ impl Pipeline<'_> {
                     "rule": "planner",
                     "message": format!("no rule matched; the planner {planner:?} proposes: {}", said.join("; then ")),
                 });
-                let steps = planned["steps"].as_array().cloned().unwrap_or_default();
-                (steps, planned)
+                (proposed, planned)
             }
             Err(why) => {
                 tracing::warn!(planner, %why, "the planner failed");
-                let note = format!(" (the planner {planner:?} failed: {why})");
-                for pointer in ["/message", "/escalate/message"] {
-                    if let Some(Value::String(m)) = planned.pointer_mut(pointer) {
-                        m.push_str(&note);
-                    }
-                }
+                amend_messages(&mut planned, |m| {
+                    format!("{m} (the planner {planner:?} failed: {why})")
+                });
                 (steps, planned)
             }
         }

@@ -90,8 +90,6 @@ pub const API_MODEL_ENV: &str = "UTTER_LLM_API_MODEL";
 pub const TIMEOUT_ENV: &str = "UTTER_LLM_TIMEOUT_MS";
 /// How long a request waits for a model that is still loading.
 pub const LOAD_WAIT: Duration = Duration::from_secs(30);
-/// Whether this build has the in-process backend.
-pub const HAS_LLAMA: bool = cfg!(feature = "llama");
 
 /// Why a backend failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

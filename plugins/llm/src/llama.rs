@@ -23,7 +23,7 @@ use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use std::num::NonZeroU32;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{OnceLock, mpsc};
 
 /// The context window, in tokens: the prompt plus every continuation of a request.
@@ -69,7 +69,6 @@ enum Job {
 
 /// A GGUF model loaded in this process.
 pub struct Llama {
-    path: PathBuf,
     jobs: std::sync::Mutex<mpsc::Sender<Job>>,
     description: String,
     /// The model's chat template applied to one user turn [`TURN`] (with the assistant's
@@ -103,16 +102,10 @@ impl Llama {
             LlmError::Backend("the llama.cpp thread stopped while loading".into())
         })??;
         Ok(Llama {
-            path: path.to_owned(),
             jobs: std::sync::Mutex::new(jobs_tx),
             description,
             template,
         })
-    }
-
-    /// The model file.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn generate(
