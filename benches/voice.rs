@@ -9,7 +9,15 @@
 //! ("open youtube" at 130 words per minute), `utter ptt release`, and reads the runner's
 //! `{"event":"voice", …, timings}` report through `utter listen --json`.
 //!
-//! Prints median / p90 / min of each part of `timings` (milliseconds, measured by the runner
+//! It does so once per lever of issue 15, each in a daemon of its own (`[stt]` settings):
+//! the full 30 s window (the configuration before), the fitted window, greedy search, the
+//! router's vocabulary as the prompt, and the final configuration (fitted, vocabulary,
+//! 3-best re-ranked; 5-best too); for each it prints release → transcript (capture flush + hand-off +
+//! the vocabulary wait + the `stt.transcribe` call) and release → action result, median and
+//! p90, and the model's own inference time.
+//!
+//! For the final configuration it then prints median / p90 / min of each part of `timings`
+//! (milliseconds, measured by the runner
 //! from the moment it saw the key go up), the derived overheads, the STT real-time factor,
 //! the model load time, and the in-process cost of `Utterance::from_interleaved` on 1.5 s of
 //! 48 kHz audio for comparison. Asserts nothing about speed; fails when a cycle does not end
@@ -203,17 +211,79 @@ fn main() {
     assert!(status.success(), "espeak-ng failed: {status}");
     let spoken = wav_seconds(&wav);
 
-    let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
-    daemon.wait_voice_state("ready");
-    let load_ms = daemon.wait_model_loaded();
-    let follower = Follower::start(&daemon);
-    // The follower subscribes before the first key press.
-    std::thread::sleep(Duration::from_millis(500));
-
-    let warmup = cycle(&daemon, &follower, &pw, &wav);
-    let reports: Vec<Value> = (0..cycles)
-        .map(|_| cycle(&daemon, &follower, &pw, &wav))
-        .collect();
+    // Each lever on its own, then all of them: today's configuration first.
+    let levers: &[(&str, &str)] = &[
+        (
+            "full 30 s window, beam 5 (before)",
+            "window = \"full\"\nhypotheses = 1\nvocabulary = false",
+        ),
+        (
+            "fitted window (audio + 1 s)",
+            "window = \"fit\"\nhypotheses = 1\nvocabulary = false",
+        ),
+        (
+            "fitted window, greedy (beam 1)",
+            "window = \"fit\"\nbeam_size = 1\nhypotheses = 1\nvocabulary = false",
+        ),
+        (
+            "fitted + vocabulary prompt",
+            "window = \"fit\"\nhypotheses = 1\nvocabulary = true",
+        ),
+        (
+            "fitted + vocabulary + 5-best re-ranked",
+            "window = \"fit\"\nhypotheses = 5\nvocabulary = true",
+        ),
+        (
+            "fitted + vocabulary + 3-best re-ranked (final)",
+            "window = \"fit\"\nhypotheses = 3\nvocabulary = true",
+        ),
+    ];
+    let mut summary = Vec::new();
+    let mut last = None;
+    for (name, stt) in levers {
+        let daemon =
+            VoiceDaemon::start_with(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0", stt);
+        daemon.wait_voice_state("ready");
+        let load_ms = daemon.wait_model_loaded();
+        let follower = Follower::start(&daemon);
+        // The follower subscribes before the first key press.
+        std::thread::sleep(Duration::from_millis(500));
+        let warmup = cycle(&daemon, &follower, &pw, &wav);
+        let reports: Vec<Value> = (0..cycles)
+            .map(|_| cycle(&daemon, &follower, &pw, &wav))
+            .collect();
+        let t = |r: &Value, key: &str| r["timings"][key].as_f64().unwrap_or(0.0);
+        // Release → transcript: the capture flush, the hand-off, the wait for the
+        // vocabulary and the stt call (the n-best pick is in release → action).
+        let to_transcript: Vec<f64> = reports
+            .iter()
+            .map(|r| {
+                t(r, "capture_flush_ms")
+                    + t(r, "handoff_ms")
+                    + t(r, "vocabulary_ms")
+                    + t(r, "stt_ms")
+            })
+            .collect();
+        let to_action: Vec<f64> = reports.iter().map(|r| t(r, "total_ms")).collect();
+        let inference: Vec<f64> = reports.iter().map(|r| t(r, "stt_inference_ms")).collect();
+        summary.push((name.to_string(), to_transcript, to_action, inference));
+        last = Some((daemon, follower, load_ms, warmup, reports));
+    }
+    println!();
+    println!(
+        "levers, release build, {cycles} cycles each of {COMMAND:?} ({spoken:.2} s of espeak-ng speech), tiny.en int8 on CPU"
+    );
+    println!(
+        "{:<48} {:>12} {:>12} {:>12} {:>12} {:>10}",
+        "ms", "→text p50", "→text p90", "→action p50", "→action p90", "infer p50"
+    );
+    for (name, text, action, inference) in &summary {
+        let (t50, t90, _) = stats(text);
+        let (a50, a90, _) = stats(action);
+        let (i50, _, _) = stats(inference);
+        println!("{name:<48} {t50:>12.1} {t90:>12.1} {a50:>12.1} {a90:>12.1} {i50:>10.1}");
+    }
+    let (_daemon, _follower, load_ms, warmup, reports) = last.expect("at least one lever");
 
     let field = |key: &str| -> Vec<f64> {
         reports
@@ -268,7 +338,7 @@ fn main() {
 
     println!();
     println!(
-        "voice loop, release build, {cycles} cycles of {COMMAND:?} ({spoken:.2} s of espeak-ng speech), \
+        "the final configuration in detail, release build, {cycles} cycles of {COMMAND:?} ({spoken:.2} s of espeak-ng speech), \
          tiny.en int8 on CPU"
     );
     println!("transcripts: {:?}", {

@@ -19,6 +19,7 @@ pub mod eval;
 pub mod events;
 pub mod install;
 pub mod listen;
+pub mod models;
 pub mod pending;
 pub mod plugin;
 pub mod plugin_check;

@@ -120,7 +120,7 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> u8 {
     use cli::{
         audio, audit, check_config, check_manifest, confirm, context, daemon, eval, events,
-        install, listen, pending, plugin, plugins, profiles, ptt, reload, say, status,
+        install, listen, models, pending, plugin, plugins, profiles, ptt, reload, say, status,
     };
     let service = Service {
         socket: cli.socket.as_deref(),
@@ -149,5 +149,6 @@ async fn run(cli: Cli) -> u8 {
         Command::Events(args) => events::run(&args, service).await,
         Command::Listen(args) => listen::run(&args, service).await,
         Command::Audio { action } => audio::run(action, cli.config.as_deref()).await,
+        Command::Models { action } => models::run(action, cli.config.as_deref()),
     }
 }

@@ -40,10 +40,10 @@ async fn the_default_configuration_starts_the_rules_desktop_compositor_a11y_and_
             )
         })
         .collect();
-    // The capture plugin is configured too, but runs only with an stt plugin (the voice
-    // loop); without one the daemon neither needs nor waits for it. The compositor, a11y and
-    // input plugins run, degraded: the sandbox has no niri or sway, no session bus and no
-    // Wayland display.
+    // The stt and capture plugins are configured too, but run only once the speech model
+    // `[stt] model` names is installed (the sandbox has none); without it the daemon neither
+    // needs nor waits for them. The compositor, a11y and input plugins run, degraded: the
+    // sandbox has no niri or sway, no session bus and no Wayland display.
     assert_eq!(
         status,
         [

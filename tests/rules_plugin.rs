@@ -15,7 +15,7 @@ async fn start(sb: &Sandbox, args: &[&str]) -> PluginProcess {
     assert_eq!(hello["plugin"]["kind"], "router");
     assert_eq!(
         hello["provides"],
-        json!(["router.plan@1", "router.rules@1"])
+        json!(["router.plan@1", "router.rules@1", "router.vocabulary@1"])
     );
     plugin
 }
@@ -129,6 +129,55 @@ async fn plans_sites_apps_and_media_keys() {
         .await
         .expect_err("unknown");
     assert_eq!(err.code, -32601);
+}
+
+#[tokio::test]
+async fn the_vocabulary_names_sites_installed_apps_and_open_windows_and_takes_any_context() {
+    let sb = Sandbox::new();
+    sb.write_app("marker-writer.desktop", MARKER_WRITER);
+    let plugin = start(&sb, &[]).await;
+    let context = json!({"compositor": {"name": "sway"}, "focused": {"id": 1, "app_id": "foot"},
+        "windows": [{"id": 1, "app_id": "foot"}]});
+    let v = plugin
+        .call("router.vocabulary", json!({"context": context}))
+        .await
+        .expect("router.vocabulary");
+    let prompt = v["prompt"].as_str().unwrap();
+    println!("{prompt}");
+    assert!(
+        prompt.contains("GitHub") && prompt.contains("YouTube"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("Marker Writer"), "{prompt}");
+    assert!(prompt.contains("Switch to foot"), "{prompt}");
+    assert!(prompt.chars().count() <= 450);
+    let terms: Vec<&str> = v["terms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(terms.contains(&"Claude"), "{terms:?}");
+    assert_eq!(v["counts"]["installed"], 1, "{v}");
+    // A context of the wrong shape, a huge one, or none: still the vocabulary, never an error.
+    for context in [
+        json!("garbage"),
+        json!({"windows": [{"app_id": 5}]}),
+        json!({"windows": vec![json!({"id": 1, "app_id": "x".repeat(10_000)}); 2000]}),
+        Value::Null,
+    ] {
+        let v = plugin
+            .call("router.vocabulary", json!({"context": context}))
+            .await
+            .expect("router.vocabulary with a bad context");
+        assert!(v["prompt"].as_str().unwrap().contains("GitHub"));
+        assert!(v["prompt"].as_str().unwrap().chars().count() <= 450);
+    }
+    let v = plugin
+        .call("router.vocabulary", json!([1, 2]))
+        .await
+        .expect("positional params are no context");
+    assert!(v["prompt"].is_string());
 }
 
 #[tokio::test]

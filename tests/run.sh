@@ -45,3 +45,7 @@ fi
 # tests/fetch-whisper-model.sh.
 cargo build --workspace --bins --tests
 cargo test --workspace "$@"
+# The spoken test set prints its accuracy (per voice, speed and category) on every run.
+if (($# == 0)); then
+    cargo test --test spoken -- --ignored --nocapture
+fi

@@ -168,6 +168,82 @@ async fn utter_ptt_press_speech_release_opens_youtube() {
     assert!(audit.stdout.contains("https://www.youtube.com"), "{audit}");
 }
 
+/// Poll `utter status --json` until `voice.state` is `state`.
+async fn wait_voice_state(daemon: &VoiceDaemon, state: &str) {
+    let deadline = std::time::Instant::now() + LIMIT;
+    loop {
+        let status = daemon.utter(&["status", "--json"]).await;
+        if status.json()["voice"]["state"] == state {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "voice never {state}: {status}\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_toggled_listen_ends_on_silence_and_a_held_key_is_not_cut_short() {
+    let model = whisper_model();
+    let pw = PipeWireSession::start();
+    let wav_dir = tempfile::tempdir().unwrap();
+    let wav = wav_dir.path().join("open_youtube.wav");
+    espeak_wav("open youtube", &wav);
+    // [audio] end_silence_ms is 600 by default.
+    let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
+    wait_ready(&daemon, None).await;
+    let follower = Follower::start(&daemon);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // A toggle opens the listen; nothing closes it but the silence after the words.
+    let toggle = daemon.utter(&["ptt", "toggle", "--json"]).await;
+    assert_eq!(toggle.json()["listening"], true, "{toggle}");
+    wait_voice_state(&daemon, "listening").await;
+    let started = std::time::Instant::now();
+    speak_into_mic(&pw, &wav);
+    let report = follower.next(&daemon);
+    let waited = started.elapsed();
+    println!("toggled listen report after {waited:?}: {report:#}");
+    let heard = loose(report["transcript"].as_str().unwrap_or(""));
+    assert!(heard.contains("youtube"), "heard {heard:?}: {report:#}");
+    // The runner's own figure: the silence after the last voiced frame that ended it.
+    let eos = report["timings"]["end_of_speech_ms"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no end_of_speech_ms: {report:#}"));
+    assert!(
+        (600.0..=700.0).contains(&eos),
+        "end of speech after {eos} ms"
+    );
+    // The listen lasted the words plus about the silence, not until a key or a timeout.
+    let held = report["timings"]["held_ms"].as_f64().unwrap();
+    assert!(held < 5_000.0, "held {held} ms: {report:#}");
+    assert_opened(&report, &daemon, "https://www.youtube.com").await;
+
+    // A held key is never cut short by silence: still listening well after the words.
+    let press = daemon.utter(&["ptt", "press", "--json"]).await;
+    assert_eq!(press.json()["listening"], true, "{press}");
+    wait_voice_state(&daemon, "listening").await;
+    speak_into_mic(&pw, &wav);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let status = daemon.utter(&["status", "--json"]).await;
+    assert_eq!(status.json()["voice"]["state"], "listening", "{status}");
+    let release = daemon.utter(&["ptt", "release", "--json"]).await;
+    assert_eq!(
+        release.json()["transition"]["transition"],
+        "released",
+        "{release}"
+    );
+    let report = follower.next(&daemon);
+    assert!(
+        report["timings"]["end_of_speech_ms"].is_null(),
+        "a release by key has no end_of_speech_ms: {report:#}"
+    );
+    assert!(loose(report["transcript"].as_str().unwrap_or("")).contains("youtube"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn utter_listen_once_does_one_cycle_and_silence_is_no_speech() {
     let model = whisper_model();

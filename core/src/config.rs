@@ -451,14 +451,32 @@ pub struct SttSection {
     /// The id of the `[[plugin]]` that transcribes; empty = the first plugin of kind `stt`.
     /// Without any stt plugin the voice loop is off (push-to-talk still changes state).
     pub plugin: String,
-    /// A faster-whisper (CTranslate2) model directory, passed to the plugin's `stt.load` and
-    /// `stt.transcribe`; a leading `~/` is the home directory. Empty = the plugin's own
-    /// setting (e.g. `UTTER_STT_MODEL`). The runner never downloads a model.
+    /// The speech model: the name of one `utter models pull` installed (`"tiny.en"`: a name
+    /// without `/` is the directory `$XDG_DATA_HOME/utter/models/<name>`, see
+    /// [`crate::models`]), or a faster-whisper (CTranslate2) model directory (a leading `~/`
+    /// is the home directory; a relative directory is written with a `/`, e.g. `./m`). The
+    /// directory is passed to the plugin's `stt.load` and `stt.transcribe`. Empty = the
+    /// plugin's own setting (e.g. `UTTER_STT_MODEL`). The runner never downloads a model.
     pub model: String,
     /// The spoken language (ISO 639-1, e.g. `"en"`); empty = let the model detect it.
     pub language: String,
     /// How long one transcription may take, in milliseconds (1 000–600 000).
     pub timeout_ms: u64,
+    /// The encoder window: `"fit"` (the audio plus 1 s, a fraction of the cost for a short
+    /// command) or `"full"` (always 30 s, as Whisper was trained). Sent as `stt.transcribe`'s
+    /// `window`.
+    pub window: String,
+    /// Beam width (1–10; 1 is greedy search).
+    pub beam_size: u32,
+    /// Hypotheses asked for (1–`beam_size`); with more than one, the voice loop takes the
+    /// best one that the router can plan.
+    pub hypotheses: u32,
+    /// Tell the recogniser the router's names (`router.vocabulary`: sites, applications,
+    /// players) as its prompt, fetched while the key is held.
+    pub vocabulary: bool,
+    /// A transcript whose `no_speech_prob` is above this (0–1) and whose score is below
+    /// -1 (faster-whisper's rule) is dropped as `no-speech`.
+    pub no_speech_threshold: f64,
 }
 
 impl Default for SttSection {
@@ -468,19 +486,92 @@ impl Default for SttSection {
             model: String::new(),
             language: "en".into(),
             timeout_ms: 60_000,
+            window: "fit".into(),
+            beam_size: 5,
+            hypotheses: 3,
+            vocabulary: true,
+            no_speech_threshold: 0.6,
         }
     }
 }
 
 impl SttSection {
-    /// [`model`](Self::model) with a leading `~/` replaced by `$HOME/`; `None` when empty.
+    /// The directory [`model`](Self::model) names: a model's name
+    /// ([`crate::models::is_model_name`], e.g. `"tiny.en"`) is `<models_dir>/<name>`, a path
+    /// is itself with a leading `~/` replaced by `$HOME/`; `None` when empty.
     pub fn model_path(&self) -> Option<String> {
+        self.model_path_in(&crate::paths::BaseDirs::from_env())
+    }
+
+    /// [`model_path`](Self::model_path) with the base directories `dirs`.
+    pub fn model_path_in(&self, dirs: &crate::paths::BaseDirs) -> Option<String> {
         let model = self.model.trim();
         if model.is_empty() {
             return None;
         }
+        if let (Some(name), Some(models)) = (self.model_name(), dirs.models_dir()) {
+            return Some(models.join(name).to_string_lossy().into_owned());
+        }
         Some(home_path(model))
     }
+
+    /// [`model`](Self::model) when it is a model's name rather than a path.
+    pub fn model_name(&self) -> Option<&str> {
+        Some(self.model.trim()).filter(|m| crate::models::is_model_name(m))
+    }
+
+    /// Why the model [`model`](Self::model) names cannot be used, when it names one by its
+    /// name and that is not (completely) installed, e.g. "speech model tiny.en is not
+    /// installed: run `utter models pull tiny.en`"; `None` for a path (the plugin says what is
+    /// wrong with it) or an installed model. Reads the catalog of
+    /// [`crate::models::Catalog::from_env`] and looks at the files' sizes (no hashing).
+    pub fn missing_model(&self) -> Option<String> {
+        let catalog = crate::models::Catalog::from_env()
+            .unwrap_or_else(|_| crate::models::Catalog::embedded());
+        self.missing_model_in(&crate::paths::BaseDirs::from_env(), &catalog)
+    }
+
+    /// [`missing_model`](Self::missing_model) with the base directories `dirs` and `catalog`.
+    pub fn missing_model_in(
+        &self,
+        dirs: &crate::paths::BaseDirs,
+        catalog: &crate::models::Catalog,
+    ) -> Option<String> {
+        use crate::models::InstallState;
+        let name = self.model_name()?;
+        let Some(models) = dirs.models_dir() else {
+            return Some(format!(
+                "speech model {name} cannot be found: neither XDG_DATA_HOME nor HOME is an absolute path, so there is no models directory"
+            ));
+        };
+        let dir = models.join(name);
+        match catalog.get(name).map(|m| m.state(&dir)) {
+            Some(InstallState::Installed) => None,
+            Some(InstallState::NotInstalled) => Some(format!(
+                "speech model {name} is not installed: run `utter models pull {name}`"
+            )),
+            Some(InstallState::Incomplete { missing }) => Some(format!(
+                "speech model {name} is incomplete (missing {}): run `utter models pull {name}`",
+                missing.join(", ")
+            )),
+            None if dir.is_dir() => None,
+            None => Some(format!(
+                "speech model {name} is not installed in {} and the catalog has no model of that name (`utter models list` shows them)",
+                models.display()
+            )),
+        }
+    }
+}
+
+/// `[models]`: where `utter models pull` downloads speech models from.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct ModelsSection {
+    /// A mirror: an `http://` or `https://` base address that holds the catalog's file names
+    /// (a file's URL is this followed by its name), used instead of each model's own source.
+    /// Empty = the model's own source. `utter models pull --source URL` and
+    /// `$UTTER_MODELS_SOURCE` come before it.
+    pub source: String,
 }
 
 /// `[tts]`: spoken feedback (see `crate::voice`).
@@ -508,6 +599,10 @@ pub struct AudioSection {
     pub pre_roll_ms: u32,
     /// The longest utterance kept, in seconds (1–600); later audio is dropped.
     pub max_seconds: u32,
+    /// A listen started by a toggle (`utter ptt toggle`, niri's binding) ends by itself after
+    /// this much silence following speech, in milliseconds (0–10 000; 0 = only the key
+    /// ends it). A held key is never cut short.
+    pub end_silence_ms: u32,
     /// `[audio.vad]`: the silence gate.
     pub vad: VadSection,
 }
@@ -519,6 +614,7 @@ impl Default for AudioSection {
             source: String::new(),
             pre_roll_ms: 300,
             max_seconds: 30,
+            end_silence_ms: 600,
             vad: VadSection::default(),
         }
     }
@@ -532,11 +628,13 @@ impl AudioSection {
             "source": self.source,
             "pre_roll_ms": self.pre_roll_ms,
             "max_seconds": self.max_seconds,
+            "end_silence_ms": self.end_silence_ms,
             "vad": {
                 "silence_threshold_db": self.vad.silence_threshold_db,
                 "trim": self.vad.trim,
                 "margin_ms": self.vad.margin_ms,
                 "min_speech_ms": self.vad.min_speech_ms,
+                "detector": self.vad.detector,
             },
         })
     }
@@ -554,6 +652,9 @@ pub struct VadSection {
     pub margin_ms: u32,
     /// Less voiced time than this, in milliseconds, counts as "no speech" (0–5000).
     pub min_speech_ms: u32,
+    /// `"earshot"`: a voice-activity detector also decides (the span kept is where it hears
+    /// a voice, and loud noise without one is "no speech"); `"energy"`: the level alone.
+    pub detector: String,
 }
 
 impl Default for VadSection {
@@ -563,6 +664,7 @@ impl Default for VadSection {
             trim: true,
             margin_ms: 150,
             min_speech_ms: 100,
+            detector: "earshot".into(),
         }
     }
 }
@@ -606,6 +708,9 @@ pub struct Config {
     /// `[llm]`
     #[serde(default)]
     pub llm: LlmSection,
+    /// `[models]`
+    #[serde(default)]
+    pub models: ModelsSection,
     /// `[[plugin]]`
     #[serde(default, rename = "plugin")]
     pub plugin: Vec<PluginEntry>,
@@ -704,14 +809,19 @@ impl Config {
     /// A capture plugin (kind `audio`) serves only the voice loop, so it runs only when a
     /// plugin of kind `stt` does too, or when [`Config::only_plugin`] picked it (`utter
     /// audio`): a daemon without speech to text neither needs the microphone nor waits for a
-    /// capture program that was never installed.
+    /// capture program that was never installed. When `[stt] model` names a model that is
+    /// not installed ([`SttSection::missing_model`]), the stt plugins do not run either (nor,
+    /// so, the capture plugin): the default config names `tiny.en`, and a machine without it
+    /// runs everything else. After `utter models pull`, a reload starts them.
     pub fn active_plugins(&self) -> impl Iterator<Item = &PluginEntry> {
         let enabled = |p: &&PluginEntry| p.enabled && !self.plugins.disabled.contains(&p.id);
-        let voice = self.plugin.iter().filter(enabled).any(|p| p.kind == "stt");
+        let stt_wanted = self.stt.missing_model().is_none();
+        let voice = stt_wanted && self.plugin.iter().filter(enabled).any(|p| p.kind == "stt");
         let capture_wanted = voice || self.start_capture;
         self.plugin
             .iter()
             .filter(enabled)
+            .filter(move |p| p.kind != "stt" || stt_wanted)
             .filter(move |p| p.kind != "audio" || capture_wanted)
     }
 }
@@ -1120,6 +1230,7 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
     for (key, value, min, max) in [
         ("pre_roll_ms", a.pre_roll_ms, 0, 5000),
         ("max_seconds", a.max_seconds, 1, 600),
+        ("end_silence_ms", a.end_silence_ms, 0, 10_000),
         ("vad.margin_ms", a.vad.margin_ms, 0, 2000),
         ("vad.min_speech_ms", a.vad.min_speech_ms, 0, 5000),
     ] {
@@ -1131,6 +1242,17 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                 format!("must be between {min} and {max}, got {value}"),
             ));
         }
+    }
+    if a.vad.detector != "earshot" && a.vad.detector != "energy" {
+        errors.push(issue_at(
+            text,
+            origin,
+            &audio_key("vad.detector"),
+            format!(
+                "must be \"earshot\" (a voice-activity detector) or \"energy\" (the level alone), got {:?}",
+                a.vad.detector
+            ),
+        ));
     }
     let threshold = a.vad.silence_threshold_db;
     if !(-120.0..=0.0).contains(&threshold) {
@@ -1160,6 +1282,44 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             origin,
             &stt_key("timeout_ms"),
             format!("must be between 1000 and 600000, got {}", stt.timeout_ms),
+        ));
+    }
+    if stt.window != "fit" && stt.window != "full" {
+        errors.push(issue_at(
+            text,
+            origin,
+            &stt_key("window"),
+            format!(
+                "must be \"fit\" (the audio plus 1 s) or \"full\" (30 s), got {:?}",
+                stt.window
+            ),
+        ));
+    }
+    if !(1..=10).contains(&stt.beam_size) {
+        errors.push(issue_at(
+            text,
+            origin,
+            &stt_key("beam_size"),
+            format!("must be between 1 and 10, got {}", stt.beam_size),
+        ));
+    }
+    if stt.hypotheses < 1 || stt.hypotheses > stt.beam_size.max(1) {
+        errors.push(issue_at(
+            text,
+            origin,
+            &stt_key("hypotheses"),
+            format!(
+                "must be between 1 and beam_size ({}), got {}",
+                stt.beam_size, stt.hypotheses
+            ),
+        ));
+    }
+    if !(0.0..=1.0).contains(&stt.no_speech_threshold) {
+        errors.push(issue_at(
+            text,
+            origin,
+            &stt_key("no_speech_threshold"),
+            format!("must be between 0 and 1, got {}", stt.no_speech_threshold),
         ));
     }
     if !stt.language.is_empty()
@@ -1210,6 +1370,14 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             "no [[plugin]] of kind \"llm\" is configured, so nothing uses it; add one with \
              entrypoint = [\"utter-llm\"]"
                 .into(),
+        ));
+    }
+    if let Some(why) = crate::models::source_problem(config.models.source.trim()) {
+        errors.push(issue_at(
+            text,
+            origin,
+            &[Seg::Key("models".into()), Seg::Key("source".into())],
+            why,
         ));
     }
     if !["chat", "completions"].contains(&llm.api.as_str()) {
@@ -1637,6 +1805,40 @@ mod tests {
     }
 
     #[test]
+    fn decoding_and_end_of_speech_settings_are_checked_by_name() {
+        let text = "config_version = 1\n[stt]\nwindow = \"half\"\nbeam_size = 0\nhypotheses = 3\nno_speech_threshold = 1.5\n[audio]\nend_silence_ms = 20000\n[audio.vad]\ndetector = \"silero\"\n";
+        let err = parse(text, "test.toml").unwrap_err();
+        let keys: Vec<String> = err
+            .errors
+            .iter()
+            .map(|e| e.key.clone().unwrap_or_default())
+            .collect();
+        for key in [
+            "stt.window",
+            "stt.beam_size",
+            "stt.hypotheses",
+            "stt.no_speech_threshold",
+            "audio.end_silence_ms",
+            "audio.vad.detector",
+        ] {
+            assert!(keys.iter().any(|k| k == key), "{key} not in {keys:?}");
+        }
+        let window = err
+            .errors
+            .iter()
+            .find(|e| e.key.as_deref() == Some("stt.window"))
+            .unwrap();
+        assert_eq!(window.line, Some(3));
+        assert!(window.message.contains("\"fit\""), "{}", window.message);
+        // The defaults pass, and go to the plugins as they are.
+        let ok = parse("config_version = 1\n", "t.toml").unwrap().config;
+        assert_eq!(ok.stt.window, "fit");
+        assert_eq!((ok.stt.beam_size, ok.stt.hypotheses), (5, 3));
+        assert_eq!(ok.audio.configure_params()["end_silence_ms"], 600);
+        assert_eq!(ok.audio.configure_params()["vad"]["detector"], "earshot");
+    }
+
+    #[test]
     fn stt_and_tts_must_name_a_plugin_of_their_kind() {
         let text = "config_version = 1\n[stt]\nplugin = \"rules\"\n[tts]\nplugin = \"nope\"\n\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n";
         let err = parse(text, "test.toml").unwrap_err();
@@ -1745,6 +1947,96 @@ mod tests {
         assert_eq!(ids(&with_stt), ["rules", "mic", "stt"]);
         // `utter say` needs none of the voice loop's plugins.
         assert_eq!(ids(&with_stt.without_voice()), ["rules"]);
+    }
+
+    #[test]
+    fn stt_model_names_resolve_in_the_models_dir_and_paths_stay_paths() {
+        let data = tempfile::tempdir().unwrap();
+        let dirs = crate::paths::BaseDirs::from_lookup(|name| match name {
+            "HOME" => Some("/home/u".into()),
+            "XDG_DATA_HOME" => Some(data.path().as_os_str().to_owned()),
+            _ => None,
+        });
+        let stt = |model: &str| SttSection {
+            model: model.into(),
+            ..SttSection::default()
+        };
+        let models = data.path().join("utter/models");
+        let path = |p: &Path| Some(p.to_string_lossy().into_owned());
+        assert_eq!(
+            stt("tiny.en").model_path_in(&dirs),
+            path(&models.join("tiny.en"))
+        );
+        assert_eq!(stt("").model_path_in(&dirs), None);
+        assert_eq!(stt("/m/w").model_path_in(&dirs), Some("/m/w".into()));
+        assert_eq!(stt("./w").model_path_in(&dirs), Some("./w".into()));
+        assert_eq!(stt("~/w").model_name(), None);
+
+        let catalog = crate::models::Catalog::parse(
+            "[[model]]\nname = \"tiny.en\"\nsource = \"http://h/\"\n[[model.file]]\nname = \"a\"\nsize = 2\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            stt("tiny.en").missing_model_in(&dirs, &catalog).as_deref(),
+            Some("speech model tiny.en is not installed: run `utter models pull tiny.en`")
+        );
+        assert_eq!(stt("/m/w").missing_model_in(&dirs, &catalog), None);
+        assert_eq!(stt("").missing_model_in(&dirs, &catalog), None);
+        std::fs::create_dir_all(models.join("tiny.en")).unwrap();
+        std::fs::write(models.join("tiny.en/a.partial"), "x").unwrap();
+        let incomplete = stt("tiny.en").missing_model_in(&dirs, &catalog).unwrap();
+        assert!(
+            incomplete.contains("incomplete (missing a)"),
+            "{incomplete}"
+        );
+        std::fs::write(models.join("tiny.en/a"), "xy").unwrap();
+        assert_eq!(stt("tiny.en").missing_model_in(&dirs, &catalog), None);
+        // A name the catalog does not know is fine when its directory exists.
+        let other = stt("mine").missing_model_in(&dirs, &catalog).unwrap();
+        assert!(other.contains("`utter models list`"), "{other}");
+        std::fs::create_dir_all(models.join("mine")).unwrap();
+        assert_eq!(stt("mine").missing_model_in(&dirs, &catalog), None);
+    }
+
+    #[test]
+    fn voice_plugins_wait_for_a_named_model_and_models_source_is_checked() {
+        let text = "config_version = 1\n[stt]\nmodel = \"utter-test-no-such-model\"\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"x\"]\n[[plugin]]\nid = \"mic\"\nkind = \"audio\"\nentrypoint = [\"x\"]\n[[plugin]]\nid = \"stt\"\nkind = \"stt\"\nentrypoint = [\"x\"]\n";
+        let config = parse(text, "t.toml").unwrap().config;
+        let ids: Vec<&str> = config.active_plugins().map(|p| p.id.as_str()).collect();
+        assert_eq!(ids, ["rules"]);
+        let ids: Vec<String> = config
+            .clone()
+            .only_plugin("mic")
+            .active_plugins()
+            .map(|p| p.id.clone())
+            .collect();
+        assert_eq!(ids, ["mic"]);
+
+        let loaded = parse(
+            "config_version = 1\n[models]\nsource = \"https://mirror.example/tiny.en/\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            loaded.config.models.source,
+            "https://mirror.example/tiny.en/"
+        );
+        let err = parse(
+            "config_version = 1\n[models]\nsource = \"mirror:8000\"\n",
+            "t",
+        )
+        .unwrap_err();
+        assert_eq!(err.errors[0].key.as_deref(), Some("models.source"));
+        assert_eq!(err.errors[0].line, Some(3));
+        assert!(
+            err.errors[0].message.contains("http://"),
+            "{}",
+            err.errors[0]
+        );
+        let embedded = parse(DEFAULT_CONFIG, DEFAULT_CONFIG_ORIGIN).unwrap().config;
+        assert_eq!(embedded.stt.model, "tiny.en");
+        assert_eq!(embedded.models, ModelsSection::default());
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! (`ARCHITECTURE.md`).
 //!
 //! * [`config`]: the runner TOML, its validation (file:line: key) and the embedded default.
+//! * [`models`]: the catalog of installable speech models (`data/models.toml`) and what is
+//!   installed of them.
 //! * [`paths`]: the one place that reads the XDG base directories; private directories,
 //!   atomic writes.
 //! * [`supervisor`] and [`transport`]: one slot per plugin; spawn, handshake, validate
@@ -35,6 +37,7 @@ pub mod confirm;
 pub mod context;
 pub mod events;
 pub mod handles;
+pub mod models;
 pub mod params;
 pub mod paths;
 pub mod pipeline;

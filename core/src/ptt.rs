@@ -46,6 +46,8 @@ pub struct Machine {
     min_hold: Duration,
     max_hold: Duration,
     held: Option<(Source, Instant)>,
+    /// The hold began with [`Machine::toggle`].
+    toggled: bool,
 }
 
 impl Machine {
@@ -56,6 +58,7 @@ impl Machine {
             min_hold,
             max_hold,
             held: None,
+            toggled: false,
         }
     }
 
@@ -95,6 +98,7 @@ impl Machine {
             return None;
         }
         self.held = Some((source, now));
+        self.toggled = false;
         Some(PttEvent::Pressed { source })
     }
 
@@ -128,8 +132,15 @@ impl Machine {
         if self.held.is_some() {
             self.release(source, now)
         } else {
-            self.press(source, now)
+            let pressed = self.press(source, now);
+            self.toggled = pressed.is_some();
+            pressed
         }
+    }
+
+    /// Whether the current hold began with a toggle (false when not held).
+    pub fn toggled(&self) -> bool {
+        self.held.is_some() && self.toggled
     }
 
     /// End a hold without an utterance; `None` when not held.
@@ -256,6 +267,20 @@ impl Ptt {
             (event, m.deadline())
         };
         self.after(event, deadline)
+    }
+
+    /// The end of speech was heard (voice-activity detection): release a hold that began
+    /// with a toggle, as its owner would; a held key is left alone (`None`).
+    pub fn end_of_speech(&self) -> Option<PttEvent> {
+        let event = {
+            let mut m = self.machine();
+            if !m.toggled() {
+                return None;
+            }
+            let (owner, _) = m.held()?;
+            m.release(owner, Instant::now())
+        };
+        self.after(event, None)
     }
 
     /// End a hold without an utterance (e.g. its evdev device vanished).

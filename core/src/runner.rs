@@ -383,10 +383,21 @@ impl Runner {
             config: self.config.read().expect("config lock").origin.clone(),
             plugins: self.plugins(),
             ptt: self.ptt.state(),
-            voice: self.voice.status(),
+            voice: self.voice_status(),
             context: self.context.status(),
             decide: self.decide_status(),
         }
+    }
+
+    /// The voice loop's status, with what to do when `[stt] model` names a model that is not
+    /// installed (looked at now, so `utter models pull` shows at once).
+    fn voice_status(&self) -> utter_ipc::VoiceStatus {
+        let mut voice = self.voice.status();
+        let config = self.config().config;
+        if config.plugin_for(&config.stt.plugin, "stt").is_some() {
+            voice.missing_model = config.stt.missing_model();
+        }
+        voice
     }
 
     /// The decision head's tiers and its chooser, as `runner.status` reports them.

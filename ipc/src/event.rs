@@ -165,6 +165,18 @@ pub struct VoiceTimings {
     pub stt_ms: f64,
     /// The plugin's own inference time, as it reported it.
     pub stt_inference_ms: Option<f64>,
+    /// Waiting at release for the router's vocabulary (`router.vocabulary`, asked for when
+    /// the key went down; usually 0). Absent when no vocabulary was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vocabulary_ms: Option<f64>,
+    /// Planning the n-best hypotheses to pick the one the router understands. Absent with
+    /// one hypothesis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerank_ms: Option<f64>,
+    /// Speech ended (voice-activity detection) this long before the listen ended by itself
+    /// (`[audio] end_silence_ms` of silence). Absent when the key ended the listen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_of_speech_ms: Option<f64>,
     /// The command pipeline: `router.plan`, gates, `action.invoke`.
     pub pipeline_ms: f64,
     /// From key release until the result: the sum of the above.
@@ -191,6 +203,11 @@ pub struct VoiceReport {
     pub audio: Option<Value>,
     /// The latency split.
     pub timings: VoiceTimings,
+    /// The recogniser's n-best list, best first, as the voice loop weighed it:
+    /// `{text, score, planned}` (`planned`: whether the router had steps for it; absent
+    /// when not tried). Empty (and left out) with one hypothesis.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hypotheses: Vec<Value>,
 }
 
 impl VoiceReport {

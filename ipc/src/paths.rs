@@ -17,6 +17,7 @@
 //! | socket token | `$XDG_STATE_HOME/utter/runner-token` |
 //! | install manifest | `$XDG_STATE_HOME/utter/installed.json` |
 //! | RemoteDesktop portal restore token | `$XDG_STATE_HOME/utter/remote-desktop-token` |
+//! | speech models (`utter models`) | `$XDG_DATA_HOME/utter/models/<name>/` |
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -73,6 +74,13 @@ impl BaseDirs {
     /// The user's config file, `$XDG_CONFIG_HOME/utter/config.toml`.
     pub fn config_file(&self) -> Option<PathBuf> {
         Some(self.config_home.as_ref()?.join(APP).join("config.toml"))
+    }
+
+    /// `$XDG_DATA_HOME/utter/models`: the speech models `utter models pull` installs, one
+    /// directory per model (`<models_dir>/tiny.en/model.bin`, ...), which `[stt] model =
+    /// "tiny.en"` names. `None` when neither `XDG_DATA_HOME` nor `HOME` is absolute.
+    pub fn models_dir(&self) -> Option<PathBuf> {
+        Some(self.data_home.as_ref()?.join(APP).join("models"))
     }
 
     /// `$XDG_STATE_HOME/utter`: the socket token and the install manifest.
@@ -138,6 +146,7 @@ mod tests {
         let d = dirs(&[("HOME", "/h"), ("XDG_RUNTIME_DIR", "/run/user/7")]);
         assert_eq!(d.config_file(), Some("/h/.config/utter/config.toml".into()));
         assert_eq!(d.token(), Some("/h/.local/state/utter/runner-token".into()));
+        assert_eq!(d.models_dir(), Some("/h/.local/share/utter/models".into()));
         assert_eq!(d.socket(), PathBuf::from("/run/user/7/utter/runner.sock"));
         assert_eq!(
             d.plugin_sockets(),
@@ -163,5 +172,8 @@ mod tests {
         let d = dirs(&[]);
         assert_eq!(d.config_file(), None);
         assert_eq!(d.token(), None);
+        assert_eq!(d.models_dir(), None);
+        let d = dirs(&[("HOME", "/h"), ("XDG_DATA_HOME", "/data")]);
+        assert_eq!(d.models_dir(), Some("/data/utter/models".into()));
     }
 }

@@ -232,6 +232,11 @@ pub struct VoiceStatus {
     pub microphone: Option<Value>,
     /// Why the stt plugin could not load `model`, when it could not.
     pub model_error: Option<String>,
+    /// When `[stt] model` names a model by its name and that is not installed, what to do
+    /// about it ("speech model tiny.en is not installed: run `utter models pull tiny.en`");
+    /// the stt and capture plugins then do not run. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_model: Option<String>,
 }
 
 /// Who pressed or released push-to-talk. Serialised lowercase: `portal`, `socket`, `dbus`,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use super::output::EXIT_CODES;
 use super::{
     audio, audit, check_config, check_manifest, confirm, context, daemon, eval, events, install,
-    listen, pending, plugin, plugins, profiles, ptt, reload, say, status,
+    listen, models, pending, plugin, plugins, profiles, ptt, reload, say, status,
 };
 
 /// Utter: say what you want, and the desktop does it.
@@ -143,5 +143,16 @@ pub enum Command {
     Audio {
         #[command(subcommand)]
         action: audio::Action,
+    },
+    /// The speech models: list the catalog and what is installed, download and verify one
+    /// (resumable), remove one.
+    ///
+    /// A model is a directory in $XDG_DATA_HOME/utter/models/ that [stt] model names, e.g.
+    /// [stt] model = "tiny.en" (the default config's). Every file is pinned by its size and
+    /// SHA-256 in the catalog, and nothing unverified is installed.
+    #[command(after_help = models::MODELS_HELP)]
+    Models {
+        #[command(subcommand)]
+        action: models::Action,
     },
 }

@@ -56,7 +56,8 @@ Exit codes:
 Configuration: --config PATH, else $XDG_CONFIG_HOME/utter/config.toml, else the built-in
 default (which runs the `rules` router, the `desktop` action plugin, the `compositor`
 context and action plugin, the `a11y` plugin and, when `utter-input` is installed, the
-`input` plugin; the microphone plugin only for the voice loop).
+`input` plugin; the speech-to-text and microphone plugins only for the voice loop, once
+`utter models pull tiny.en` has installed its model).
 Logs go to stderr (`utter daemon` started by systemd logs to the journal); set the level with
 --log-level or RUST_LOG.";
 

@@ -1,6 +1,7 @@
 //! `utter status`: ask the running service for its state (`runner.status`) and show it: one
 //! line for the runner (version, state, config, socket), the plugin table, push-to-talk with
-//! each trigger, and the voice loop with its microphone; `--json` prints the status object.
+//! each trigger, and the voice loop with its microphone (and, when `[stt] model` is not
+//! installed, the `utter models pull` to run); `--json` prints the status object.
 //! Exit 0 when the service answered, 4 when none listens.
 
 use utter_ipc::{DecideStatus, Status, VoiceStatus};
@@ -103,13 +104,17 @@ fn print_decide(d: &DecideStatus) {
     }
 }
 
-/// The voice-loop lines: its state and why, the stt plugin and its model, the microphone.
+/// The voice-loop lines: its state and why, a speech model that is not installed, the stt
+/// plugin and its model, the microphone.
 fn print_voice(voice: &VoiceStatus) {
     out!(
         "voice: {} ({})",
         sanitize(&voice.state),
         sanitize(&voice.detail)
     );
+    if let Some(missing) = &voice.missing_model {
+        out!("  {}", sanitize(missing));
+    }
     if let Some(plugin) = &voice.stt_plugin {
         let model = voice
             .model

@@ -25,8 +25,15 @@ pub struct VoiceDaemon {
 }
 
 impl VoiceDaemon {
-    /// Start it on `pw`'s bus with `extra` appended to the config (e.g. a `[ptt]` section).
+    /// Start it on `pw`'s bus with `ptt` put at the top of the config (e.g. a `[ptt]`
+    /// section).
     pub fn start(pw: &PipeWireSession, model: &Path, ptt: &str) -> VoiceDaemon {
+        VoiceDaemon::start_with(pw, model, ptt, "")
+    }
+
+    /// [`VoiceDaemon::start`] with `stt` lines added to the `[stt]` table (e.g.
+    /// `window = "full"`).
+    pub fn start_with(pw: &PipeWireSession, model: &Path, ptt: &str, stt: &str) -> VoiceDaemon {
         let dir = tempfile::tempdir().expect("temp dir");
         let sandbox = Sandbox::new();
         let recorded = sandbox.install_url_recorder();
@@ -43,6 +50,7 @@ source = "{FAKE_MIC}"
 [stt]
 model = "{model}"
 language = "en"
+{stt_extra}
 
 [[plugin]]
 id = "rules"
@@ -65,6 +73,7 @@ kind = "audio"
 entrypoint = ["{audio}"]
 "#,
                 model = model.display(),
+                stt_extra = stt,
                 utter = bin("utter").display(),
                 stt = bin("utter-stt-whisper").display(),
                 audio = bin("utter-audio-pipewire").display(),

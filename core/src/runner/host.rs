@@ -52,6 +52,10 @@ impl HostHandler for RunnerHost {
 
     fn notify(&self, plugin: &str, _epoch: u64, method: &str, params: Value) {
         if let Some(runner) = self.runner.upgrade() {
+            if method == crate::runner::voice::SPEECH_ENDED {
+                runner.speech_ended(plugin, &params);
+                return;
+            }
             runner
                 .streams
                 .on_plugin_notification(plugin, method, params);

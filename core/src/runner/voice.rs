@@ -43,6 +43,10 @@ use crate::runner::Runner;
 pub use utter_ipc::event::{VoiceReport, VoiceTimings};
 pub use utter_ipc::status::VoiceStatus;
 
+/// The capture plugin's notification that speech was followed by `[audio] end_silence_ms`
+/// of silence: `{speech_ms, silence_ms}`.
+pub const SPEECH_ENDED: &str = "audio.speech_ended";
+
 /// The wire format of the samples handed to the STT plugin (`capabilities.json`).
 pub const AUDIO_FORMAT: &str = "audio.pcm_f32le@1";
 /// Their rate in Hz.
@@ -58,6 +62,7 @@ fn failed_report(stage: &str, error: String, timings: VoiceTimings) -> VoiceRepo
         command: None,
         audio: None,
         timings,
+        hypotheses: Vec::new(),
     }
 }
 
@@ -68,6 +73,12 @@ pub struct Voice {
     /// The capture plugin instance (`id`, epoch) that `audio.configure` last succeeded on;
     /// a new epoch (the plugin restarted) or a changed `[audio]` configures it again.
     configured: tokio::sync::Mutex<Option<(String, u64)>>,
+    /// The router's vocabulary for the recogniser's prompt, asked for when the key went
+    /// down (`[stt] vocabulary`), taken at release.
+    vocabulary: Mutex<Option<tokio::task::JoinHandle<Option<String>>>>,
+    /// The silence (ms) after which voice-activity detection ended the current listen; taken
+    /// by the release it caused.
+    speech_ended: Mutex<Option<f64>>,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -181,6 +192,67 @@ impl Voice {
     }
 }
 
+impl Voice {
+    /// Ask the router for its vocabulary in the desktop context of this moment, in the
+    /// background (`[stt] vocabulary`); [`Voice::take_vocabulary`] collects it at release.
+    fn fetch_vocabulary(&self, runner: &Arc<Runner>) {
+        let config = runner.config().config;
+        let task = config.stt.vocabulary.then(|| {
+            let runner = runner.clone();
+            tokio::spawn(async move { vocabulary_prompt(&runner).await })
+        });
+        if let Some(old) =
+            std::mem::replace(&mut *self.vocabulary.lock().expect("vocabulary"), task)
+        {
+            old.abort();
+        }
+    }
+
+    /// The prompt [`Voice::fetch_vocabulary`] asked for, waiting for it at most
+    /// [`VOCABULARY_WAIT`]; `None` when none was asked for, it failed or is late.
+    async fn take_vocabulary(&self) -> Option<(String, Duration)> {
+        let task = self.vocabulary.lock().expect("vocabulary").take()?;
+        let started = Instant::now();
+        let prompt = match tokio::time::timeout(VOCABULARY_WAIT, task).await {
+            Ok(Ok(prompt)) => prompt,
+            Ok(Err(_)) => None,
+            Err(_) => {
+                tracing::debug!("the router's vocabulary was late; transcribing without it");
+                None
+            }
+        };
+        prompt.map(|p| (p, started.elapsed()))
+    }
+}
+
+/// The longest the release waits for the vocabulary asked for at the press.
+const VOCABULARY_WAIT: Duration = Duration::from_millis(100);
+
+/// `router.vocabulary {context}`'s `prompt` from the router that serves it.
+async fn vocabulary_prompt(runner: &Runner) -> Option<String> {
+    let supervisor = &runner.supervisor;
+    let router = supervisor.find_provider("router.vocabulary", "router.vocabulary")?;
+    let timeout = Duration::from_millis(runner.config().config.runner.rpc_timeout_ms);
+    let context = runner.context.read(supervisor, timeout, None).await;
+    let mut params = json!({});
+    if let Some(snapshot) = context.snapshot() {
+        params["context"] = snapshot.clone();
+    }
+    match supervisor
+        .call(&router, "router.vocabulary", params, timeout)
+        .await
+    {
+        Ok(answer) => answer["prompt"]
+            .as_str()
+            .map(str::to_owned)
+            .filter(|p| !p.is_empty()),
+        Err(e) => {
+            tracing::debug!(router, error = %e.message, "router.vocabulary failed");
+            None
+        }
+    }
+}
+
 /// Call `method` on the capture plugin with the runner's timeout.
 async fn capture_call(runner: &Runner, plugin: &str, method: &str) -> Result<Value, String> {
     let timeout = Duration::from_millis(runner.config().config.runner.rpc_timeout_ms);
@@ -202,6 +274,25 @@ fn plugin_of_kind(runner: &Runner, configured: &str, kind: &str) -> Option<Strin
 }
 
 impl Runner {
+    /// The capture plugin `plugin` heard the end of speech ([`SPEECH_ENDED`]): a listen
+    /// that began with a toggle ends as if toggled again; a held key is left alone. Called on
+    /// the plugin's read path: it never waits.
+    pub(crate) fn speech_ended(&self, plugin: &str, params: &Value) {
+        let capture = plugin_of_kind(self, &self.config().config.audio.plugin, "audio");
+        if capture.as_deref() != Some(plugin) || self.voice.state() != "listening" {
+            return;
+        }
+        let silence = params["silence_ms"]
+            .as_f64()
+            .filter(|s| s.is_finite() && *s >= 0.0);
+        *self.voice.speech_ended.lock().expect("speech ended") = silence.or(Some(0.0));
+        if self.ptt.end_of_speech().is_none() {
+            self.voice.speech_ended.lock().expect("speech ended").take();
+        } else {
+            tracing::info!(plugin, ?silence, "the end of speech ended a toggled listen");
+        }
+    }
+
     /// Start the voice loop (`utter daemon` calls it once): open the microphone, ask the stt
     /// plugin to load its model, then turn every push-to-talk release into a command. Does
     /// nothing but set `state = "off"` when no stt plugin is configured.
@@ -218,6 +309,14 @@ impl Runner {
             let mut status = self.voice.status.lock().expect("voice status");
             status.stt_plugin = Some(stt.clone());
             status.model = config.stt.model_path();
+        }
+        if let Some(missing) = config.stt.missing_model() {
+            // The config layer did not start the stt and capture plugins either.
+            self.voice.set_state(
+                "off",
+                format!("{missing}, then restart the service (systemctl --user restart utter)"),
+            );
+            return;
         }
         self.voice.set_state("starting", "opening the microphone");
         let weak = Arc::downgrade(self);
@@ -365,6 +464,7 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
                         let microphone = capture_call(&runner, &plugin, "audio.status").await;
                         runner.voice.set_microphone(microphone.ok());
                         runner.voice.set_state("listening", "push-to-talk is held");
+                        runner.voice.fetch_vocabulary(&runner);
                     }
                     Err(e) => {
                         runner.voice.drop_capture().await;
@@ -390,6 +490,12 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
                 let released = Instant::now();
                 let timings = VoiceTimings {
                     held_ms: ms(held),
+                    end_of_speech_ms: runner
+                        .voice
+                        .speech_ended
+                        .lock()
+                        .expect("speech ended")
+                        .take(),
                     ..VoiceTimings::default()
                 };
                 if runner.voice.state() != "listening" {
@@ -480,14 +586,15 @@ async fn transcribe_and_run(
     mut timings: VoiceTimings,
 ) -> VoiceReport {
     let audio = captured.get("audio").cloned();
-    let no_speech = |timings: VoiceTimings, why: &str| VoiceReport {
+    let no_speech = |timings: VoiceTimings, stage: &str, why: &str| VoiceReport {
         outcome: "no-speech".into(),
-        stage: Some("capture".into()),
+        stage: Some(stage.into()),
         error: Some(why.into()),
         transcript: None,
         command: None,
         audio: audio.clone(),
         timings,
+        hypotheses: Vec::new(),
     };
     let capture_scope = Scope::Plugin(capture_plugin.to_owned());
     let Some(handle) = captured
@@ -497,6 +604,7 @@ async fn transcribe_and_run(
     else {
         return no_speech(
             timings,
+            "capture",
             "only silence was captured (below [audio.vad] silence_threshold_db)",
         );
     };
@@ -532,6 +640,13 @@ async fn transcribe_and_run(
     if !config.stt.language.is_empty() {
         params["language"] = json!(config.stt.language);
     }
+    params["window"] = json!(config.stt.window);
+    params["beam_size"] = json!(config.stt.beam_size);
+    params["hypotheses"] = json!(config.stt.hypotheses);
+    if let Some((prompt, waited)) = runner.voice.take_vocabulary().await {
+        params["prompt"] = json!(prompt);
+        timings.vocabulary_ms = Some(ms(waited));
+    }
     let started = Instant::now();
     let answer = runner
         .supervisor
@@ -564,7 +679,37 @@ async fn transcribe_and_run(
     };
     let transcript = text.trim().to_owned();
     if transcript.is_empty() {
-        return no_speech(timings, "the transcript is empty");
+        return no_speech(timings, "stt", "the transcript is empty");
+    }
+    if answer["non_speech"] == true {
+        return no_speech(
+            timings,
+            "stt",
+            &format!("{transcript:?} is what Whisper writes for silence or noise, not a command"),
+        );
+    }
+    let no_speech_prob = answer["no_speech_prob"].as_f64().unwrap_or(0.0);
+    let best_score = answer["hypotheses"][0]["score"].as_f64().unwrap_or(0.0);
+    if no_speech_prob > config.stt.no_speech_threshold && best_score < -1.0 {
+        return no_speech(
+            timings,
+            "stt",
+            &format!(
+                "Whisper thinks this is not speech (no_speech_prob {no_speech_prob:.2}, score {best_score:.2}); heard {transcript:?}"
+            ),
+        );
+    }
+    // The n-best list: the best hypothesis the router can plan.
+    let mut hypotheses = Vec::new();
+    let mut transcript = transcript;
+    if let Some(list) = answer["hypotheses"].as_array().filter(|l| l.len() > 1) {
+        let started = Instant::now();
+        let (picked, weighed) = rerank(runner, list).await;
+        timings.rerank_ms = Some(ms(started.elapsed()));
+        if let Some(picked) = picked {
+            transcript = picked;
+        }
+        hypotheses = weighed;
     }
 
     runner
@@ -611,5 +756,156 @@ async fn transcribe_and_run(
         command,
         audio,
         timings,
+        hypotheses,
+    }
+}
+
+/// How far below the best hypothesis's score (CTranslate2's mean token log probability)
+/// another may be and still be taken because the router understands it.
+pub const RERANK_MARGIN: f64 = 0.5;
+
+/// What the router made of one hypothesis ([`plan_kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanKind {
+    /// Steps, none of which asks first: the router understood it.
+    Acts,
+    /// Steps that ask first, or candidates for the chooser: a near match.
+    Asks,
+    /// No steps and no candidates.
+    Nothing,
+}
+
+/// Read a `router.plan` answer as a [`PlanKind`].
+pub fn plan_kind(planned: &Value) -> PlanKind {
+    let steps = planned["steps"].as_array().map_or(&[][..], Vec::as_slice);
+    let candidates = planned["candidates"]
+        .as_array()
+        .is_some_and(|c| !c.is_empty());
+    if !steps.is_empty() && steps.iter().all(|s| s["confirm"] != true) {
+        PlanKind::Acts
+    } else if !steps.is_empty() || candidates {
+        PlanKind::Asks
+    } else {
+        PlanKind::Nothing
+    }
+}
+
+/// The n-best re-ranking rule, one hypothesis at a time (best first): feed each
+/// hypothesis's score and, when [`Rerank::wants`] it, what the router made of it; then
+/// [`Rerank::pick`]. The first hypothesis that [`PlanKind::Acts`] wins, else the first
+/// that [`PlanKind::Asks`], else the best stays. Only hypotheses within
+/// [`RERANK_MARGIN`] of the best score are planned, and nothing after one that acts.
+#[derive(Debug, Default)]
+pub struct Rerank {
+    best: Option<f64>,
+    acts: Option<usize>,
+    asks: Option<usize>,
+    seen: usize,
+}
+
+impl Rerank {
+    /// Whether hypothesis number `seen` (the next one) with `score` needs planning.
+    pub fn wants(&mut self, score: Option<f64>) -> bool {
+        let best = *self.best.get_or_insert(score.unwrap_or(0.0));
+        self.acts.is_none() && score.is_none_or(|s| s >= best - RERANK_MARGIN)
+    }
+
+    /// Record what the router made of the next hypothesis (`None`: not planned).
+    pub fn record(&mut self, kind: Option<PlanKind>) {
+        match kind {
+            Some(PlanKind::Acts) if self.acts.is_none() => self.acts = Some(self.seen),
+            Some(PlanKind::Asks) if self.asks.is_none() => self.asks = Some(self.seen),
+            _ => {}
+        }
+        self.seen += 1;
+    }
+
+    /// The index of the hypothesis to run.
+    pub fn pick(&self) -> usize {
+        self.acts.or(self.asks).unwrap_or(0)
+    }
+}
+
+/// Pick among the recogniser's `list` (`[{text, score}]`, best first) the hypothesis to run
+/// by [`Rerank`], planning through [`Runner::plan_only`] in the current desktop context
+/// (nothing runs). Returns the pick (when not the best) and the list with `planned` marked.
+async fn rerank(runner: &Runner, list: &[Value]) -> (Option<String>, Vec<Value>) {
+    let timeout = Duration::from_millis(runner.config().config.runner.rpc_timeout_ms);
+    let context = runner
+        .context
+        .read(&runner.supervisor, timeout, None)
+        .await
+        .snapshot()
+        .cloned();
+    let mut rule = Rerank::default();
+    let mut weighed = Vec::with_capacity(list.len());
+    for hypothesis in list.iter().take(10) {
+        let text = hypothesis["text"].as_str().unwrap_or("").trim().to_owned();
+        let score = hypothesis["score"].as_f64();
+        let mut entry = json!({"text": text, "score": score});
+        let mut kind = None;
+        if !text.is_empty() && rule.wants(score) {
+            if let Ok((_, planned)) = runner.plan_only(&text, context.clone(), None).await {
+                let k = plan_kind(&planned);
+                entry["planned"] = json!(k != PlanKind::Nothing);
+                kind = Some(k);
+            }
+        }
+        rule.record(kind);
+        weighed.push(entry);
+    }
+    let pick = Some(rule.pick())
+        .filter(|i| *i > 0)
+        .and_then(|i| weighed[i]["text"].as_str().map(str::to_owned));
+    (pick, weighed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_hypothesis_the_router_acts_on_wins_within_the_margin() {
+        let mut r = Rerank::default();
+        assert!(r.wants(Some(-0.2)));
+        r.record(Some(PlanKind::Nothing));
+        assert!(r.wants(Some(-0.4)));
+        r.record(Some(PlanKind::Asks));
+        assert!(r.wants(Some(-0.6)));
+        r.record(Some(PlanKind::Acts));
+        // After one acts, nothing more is planned.
+        assert!(!r.wants(Some(-0.61)));
+        r.record(None);
+        assert_eq!(r.pick(), 2);
+
+        // Too far below the best: not planned, the best stays.
+        let mut far = Default::default();
+        let r2: &mut Rerank = &mut far;
+        assert!(r2.wants(Some(-0.1)));
+        r2.record(Some(PlanKind::Nothing));
+        assert!(!r2.wants(Some(-0.9)));
+        r2.record(None);
+        assert_eq!(r2.pick(), 0);
+    }
+
+    #[test]
+    fn plans_are_read_as_acts_asks_or_nothing() {
+        assert_eq!(
+            plan_kind(&json!({"steps": [{"op": "media"}]})),
+            PlanKind::Acts
+        );
+        assert_eq!(
+            plan_kind(&json!({"steps": [{"op": "close_window", "confirm": true}]})),
+            PlanKind::Asks
+        );
+        assert_eq!(
+            plan_kind(&json!({"steps": [], "candidates": [{"id": "c1"}]})),
+            PlanKind::Asks
+        );
+        assert_eq!(
+            plan_kind(&json!({"steps": [], "rule": null})),
+            PlanKind::Nothing
+        );
+        assert_eq!(plan_kind(&json!("garbage")), PlanKind::Nothing);
     }
 }

@@ -169,7 +169,10 @@ impl Utterance {
     ) -> Result<Utterance, AudioError> {
         let mono = dsp::downmix(interleaved, channels.max(1) as usize);
         let mut samples = dsp::resample_to_16k(&mono, rate).map_err(AudioError::Processing)?;
-        let found = dsp::gate(&samples, gate);
+        let mut found = dsp::gate(&samples, gate);
+        if gate.detector && found.has_speech {
+            found = narrowed_by_detector(&samples, gate);
+        }
         let total = samples.len();
         let at_16k = |n: usize| Duration::from_micros(n as u64 * 1_000_000 / 16_000);
         let peak = dsp::peak(&samples);
@@ -203,6 +206,38 @@ impl Utterance {
     /// The kept samples as raw little-endian `f32` bytes (`audio.pcm_f32le@1`).
     pub fn to_le_bytes(&self) -> Vec<u8> {
         pcm_f32le(&self.samples)
+    }
+}
+
+/// What the gate keeps when the energy gate found speech: where the voice-activity detector hears a voice
+/// (plus `margin_ms`); "no speech" when it hears less than `min_speech_ms` of voice.
+fn narrowed_by_detector(samples: &[f32], gate: &dsp::GateSettings) -> dsp::GateResult {
+    let (voiced, span) = crate::vad::speech_span(samples);
+    let voiced_time =
+        Duration::from_micros((voiced * crate::vad::FRAME) as u64 * 1_000_000 / 16_000);
+    let Some(span) =
+        span.filter(|_| voiced_time >= Duration::from_millis(gate.min_speech_ms.into()))
+    else {
+        return dsp::GateResult {
+            keep: if gate.trim { 0..0 } else { 0..samples.len() },
+            speech: Duration::ZERO,
+            voiced: voiced_time,
+            has_speech: false,
+            speech_rms_db: dsp::SILENCE_FLOOR_DB,
+        };
+    };
+    let margin = (u64::from(dsp::TARGET_RATE) * u64::from(gate.margin_ms) / 1000) as usize;
+    let keep = if gate.trim {
+        span.start.saturating_sub(margin)..span.end.saturating_add(margin).min(samples.len())
+    } else {
+        0..samples.len()
+    };
+    dsp::GateResult {
+        keep,
+        speech: Duration::from_micros((span.end - span.start) as u64 * 1_000_000 / 16_000),
+        voiced: voiced_time,
+        has_speech: true,
+        speech_rms_db: dsp::rms_db(&samples[span]),
     }
 }
 
@@ -263,6 +298,9 @@ pub struct CaptureSettings {
     pub max_seconds: u32,
     /// The silence gate.
     pub vad: dsp::GateSettings,
+    /// After speech, this much silence ends the listen (the notification
+    /// `audio.speech_ended`); 0 = never (the key ends it).
+    pub end_silence_ms: u32,
 }
 
 impl Default for CaptureSettings {
@@ -272,6 +310,7 @@ impl Default for CaptureSettings {
             pre_roll_ms: 300,
             max_seconds: 30,
             vad: dsp::GateSettings::default(),
+            end_silence_ms: 600,
         }
     }
 }
@@ -487,6 +526,15 @@ impl AudioCapture {
         Ok(())
     }
 
+    /// The interleaved samples recorded from index `from` on, with the rate and channel
+    /// count; `None` when nothing is being recorded. Never blocks for long (one copy under
+    /// the stream's lock).
+    pub fn recorded_since(&self, from: usize) -> Option<(Vec<f32>, u32, u32)> {
+        let s = self.lock();
+        let rec = s.recording.as_ref()?;
+        Some((rec[from.min(rec.len())..].to_vec(), s.rate, s.channels))
+    }
+
     /// Whether an utterance is being recorded.
     pub fn is_recording(&self) -> bool {
         self.lock().recording.is_some()
@@ -576,8 +624,12 @@ mod tests {
             raw.extend([s, 0.0]);
         }
         raw.extend(vec![0.0f32; 48_000]);
-        let u = Utterance::from_interleaved(&raw, 48_000, 2, &dsp::GateSettings::default(), false)
-            .unwrap();
+        // A tone is not a voice: the energy gate alone (the detector is tested in tests/vad.rs).
+        let energy = dsp::GateSettings {
+            detector: false,
+            ..dsp::GateSettings::default()
+        };
+        let u = Utterance::from_interleaved(&raw, 48_000, 2, &energy, false).unwrap();
         assert_eq!(u.rate, 16_000);
         assert_eq!(u.captured, Duration::from_millis(1_500));
         assert!(u.has_speech);

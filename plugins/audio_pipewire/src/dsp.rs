@@ -100,6 +100,9 @@ pub struct GateSettings {
     pub margin_ms: u32,
     /// Fewer voiced milliseconds than this means "no speech" (a click, a key press).
     pub min_speech_ms: u32,
+    /// Also ask the voice-activity detector ([`crate::vad`]): the span kept is where it hears
+    /// a voice, and loud audio without one (noise, clicks, music) is "no speech".
+    pub detector: bool,
 }
 
 impl Default for GateSettings {
@@ -109,6 +112,7 @@ impl Default for GateSettings {
             trim: true,
             margin_ms: 150,
             min_speech_ms: 100,
+            detector: true,
         }
     }
 }

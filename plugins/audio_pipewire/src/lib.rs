@@ -37,6 +37,7 @@ pub mod capture;
 pub mod dsp;
 mod pw;
 pub mod service;
+pub mod vad;
 
 pub use capture::{
     AudioCapture, AudioError, CaptureSettings, CaptureStatus, RawUtterance, SourceInfo, Utterance,

@@ -34,6 +34,12 @@ pub const END: &str = "audio.end";
 pub const CANCEL: &str = "audio.cancel";
 /// `audio.record {seconds, keep_silence?}`.
 pub const RECORD: &str = "audio.record";
+/// The notification sent once per `audio.begin` when speech was heard and then
+/// `end_silence_ms` of silence: `{speech_ms, silence_ms}`.
+pub const SPEECH_ENDED: &str = "audio.speech_ended";
+
+/// How often the end-of-speech watcher looks at the recording.
+const WATCH_EVERY: Duration = Duration::from_millis(20);
 
 /// What the handles hold: raw little-endian 32-bit float samples.
 pub const FORMAT: &str = "audio.pcm_f32le@1";
@@ -79,6 +85,8 @@ struct State {
     opening: bool,
     /// `audio.record` calls so far (numbers [`Session::Record`]).
     records: u64,
+    /// `audio.begin` calls so far: an end-of-speech watcher stops when it changed.
+    begins: u64,
 }
 
 #[derive(Default)]
@@ -251,7 +259,7 @@ impl AudioPlugin {
         }))
     }
 
-    async fn begin(&self) -> Result<Value, ErrorObject> {
+    async fn begin(&self, peer: &Connection) -> Result<Value, ErrorObject> {
         refuse_while_recording(&self.state(), BEGIN)?;
         let capture = self.ensure_open(BEGIN).await?;
         let mut st = self.state();
@@ -268,7 +276,19 @@ impl AudioPlugin {
         match capture.begin() {
             Ok(()) => {
                 st.session = Session::Utterance;
-                Ok(json!({}))
+                st.begins += 1;
+                let end_silence_ms = st.wanted.as_ref().map_or(0, |w| w.end_silence_ms);
+                if end_silence_ms > 0 {
+                    let min_speech_ms = capture.gate().min_speech_ms;
+                    self.watch_end_of_speech(
+                        st.begins,
+                        capture.clone(),
+                        peer.clone(),
+                        min_speech_ms,
+                        end_silence_ms,
+                    );
+                }
+                Ok(json!({"end_silence_ms": end_silence_ms}))
             }
             Err(e) => {
                 st.capture = None;
@@ -303,6 +323,58 @@ impl AudioPlugin {
             (capture, taken, flush_started)
         };
         self.finish(END, taken, &call.peer, keep_silence).await
+    }
+
+    /// Follow utterance `begin` of `capture` until speech was followed by `end_silence_ms`
+    /// of silence, then send [`SPEECH_ENDED`] to `peer` once. Stops without a word when the
+    /// utterance ends, is cancelled or another begins first.
+    fn watch_end_of_speech(
+        &self,
+        begin: u64,
+        capture: Arc<AudioCapture>,
+        peer: Connection,
+        min_speech_ms: u32,
+        end_silence_ms: u32,
+    ) {
+        let plugin = self.clone();
+        tokio::spawn(async move {
+            let mut detector: Option<crate::vad::EndOfSpeech> = None;
+            let mut read = 0usize;
+            let mut format = (0, 0);
+            loop {
+                tokio::time::sleep(WATCH_EVERY).await;
+                {
+                    let st = plugin.state();
+                    if st.begins != begin || st.session != Session::Utterance {
+                        return;
+                    }
+                }
+                let Some((samples, rate, channels)) = capture.recorded_since(read) else {
+                    return;
+                };
+                if rate == 0 {
+                    continue;
+                }
+                if format != (rate, channels) {
+                    // The stream's format changed (the recording restarted): start over.
+                    format = (rate, channels);
+                    detector = None;
+                }
+                read += samples.len();
+                let detector = detector.get_or_insert_with(|| {
+                    crate::vad::EndOfSpeech::new(rate, channels, min_speech_ms, end_silence_ms)
+                });
+                if let Some(ended) = detector.push(&samples) {
+                    let _ = peer
+                        .notify(
+                            SPEECH_ENDED,
+                            json!({"speech_ms": ended.speech_ms, "silence_ms": ended.silence_ms}),
+                        )
+                        .await;
+                    return;
+                }
+            }
+        });
     }
 
     fn cancel(&self) -> Value {
@@ -606,11 +678,13 @@ fn settings_json(s: &CaptureSettings) -> Value {
         "source": s.source,
         "pre_roll_ms": s.pre_roll_ms,
         "max_seconds": s.max_seconds,
+        "end_silence_ms": s.end_silence_ms,
         "vad": {
             "silence_threshold_db": s.vad.threshold_db,
             "trim": s.vad.trim,
             "margin_ms": s.vad.margin_ms,
             "min_speech_ms": s.vad.min_speech_ms,
+            "detector": if s.vad.detector { "earshot" } else { "energy" },
         },
     })
 }
@@ -715,11 +789,20 @@ fn parse_settings(params: &Value) -> Result<CaptureSettings, ErrorObject> {
             )));
         }
     };
+    let end_silence_ms = whole(
+        obj,
+        "end_silence_ms",
+        "end_silence_ms",
+        (0, 10_000),
+        "milliseconds",
+        defaults.end_silence_ms,
+    )?;
     Ok(CaptureSettings {
         source,
         pre_roll_ms,
         max_seconds,
         vad,
+        end_silence_ms,
     })
 }
 
@@ -766,11 +849,23 @@ fn parse_gate(
         "milliseconds",
         defaults.min_speech_ms,
     )?;
+    let detector = match present(vad, "detector") {
+        None => defaults.detector,
+        Some(Value::String(d)) if d == "earshot" => true,
+        Some(Value::String(d)) if d == "energy" => false,
+        Some(other) => {
+            return Err(ErrorObject::invalid_params(format!(
+                "{CONFIGURE}: vad.detector must be \"earshot\" (a voice-activity detector) or \"energy\" (the level gate only), not {}",
+                shown(other)
+            )));
+        }
+    };
     Ok(GateSettings {
         threshold_db,
         trim,
         margin_ms,
         min_speech_ms,
+        detector,
     })
 }
 
@@ -853,7 +948,7 @@ impl Handler for AudioPlugin {
             CONFIGURE => self.configure(&call.params).await,
             SOURCES => self.sources().await,
             STATUS => Ok(self.status()),
-            BEGIN => self.begin().await,
+            BEGIN => self.begin(&call.peer).await,
             END => self.end(&call).await,
             CANCEL => Ok(self.cancel()),
             RECORD => self.record(&call).await,
@@ -892,6 +987,13 @@ mod tests {
             (json!({"source": " mic"}), "not a PipeWire node name"),
             (json!({"source": "x".repeat(600)}), "at most 512"),
             (json!({"pre_roll_ms": -1}), "pre_roll_ms must be"),
+            (json!({"end_silence_ms": 10_001}), "end_silence_ms must be"),
+            (json!({"end_silence_ms": "600"}), "end_silence_ms must be"),
+            (
+                json!({"vad": {"detector": "silero"}}),
+                "vad.detector must be",
+            ),
+            (json!({"vad": {"detector": 1}}), "vad.detector must be"),
             (json!({"pre_roll_ms": 5001}), "pre_roll_ms must be"),
             (json!({"pre_roll_ms": 1.5}), "pre_roll_ms must be"),
             (json!({"pre_roll_ms": "300"}), "pre_roll_ms must be"),
@@ -1016,7 +1118,8 @@ mod tests {
     #[tokio::test]
     async fn state_errors_without_a_stream() {
         let plugin = AudioPlugin::new();
-        let err = plugin.begin().await.unwrap_err();
+        let (peer, _runner) = runner(|_| Ok(json!({})));
+        let err = plugin.begin(&peer).await.unwrap_err();
         assert_eq!(err.code, -32000);
         assert!(
             err.message.contains("audio.configure first"),

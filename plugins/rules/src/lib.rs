@@ -52,6 +52,7 @@ pub mod profiles;
 pub mod rules;
 pub mod sites;
 pub mod text;
+pub mod vocabulary;
 
 use apps::AppScanner;
 use clap::Parser;
@@ -78,6 +79,10 @@ const MANIFEST: &str = include_str!("../utter-plugin.toml");
 
 /// The method this plugin serves.
 const PLAN: &str = "router.plan";
+
+/// `router.vocabulary {context?}` → `{prompt, terms, counts}`: the names this router acts on,
+/// for a speech recogniser's prompt ([`vocabulary`]).
+const VOCABULARY: &str = "router.vocabulary";
 
 /// The longest utterance planned, in bytes; a longer one is refused as invalid params.
 pub const MAX_UTTERANCE: usize = 4096;
@@ -572,11 +577,11 @@ fn focused_after(
 
 impl Handler for RulesRouter {
     fn methods(&self) -> Vec<String> {
-        vec![PLAN.into()]
+        vec![PLAN.into(), VOCABULARY.into()]
     }
 
     fn side_effect_free(&self) -> Vec<String> {
-        vec![PLAN.into()]
+        vec![PLAN.into(), VOCABULARY.into()]
     }
 
     async fn health(&self) -> HealthResult {
@@ -635,8 +640,39 @@ impl Handler for RulesRouter {
                     .await
                     .map_err(|e| ErrorObject::internal(format!("router.plan failed: {e}")))
             }
+            VOCABULARY => {
+                let (context, _) = Context::from_param_or_none(call.params.get("context"));
+                let state = self.state.clone();
+                tokio::task::spawn_blocking(move || state.vocabulary(context.as_ref()))
+                    .await
+                    .map_err(|e| ErrorObject::internal(format!("router.vocabulary failed: {e}")))
+            }
             other => Err(ErrorObject::method_not_found(other)),
         }
+    }
+}
+
+impl State {
+    /// `router.vocabulary`'s answer: `{prompt, terms, counts: {sites, apps, installed,
+    /// players, words}}`. Blocking: it may read the application directories.
+    fn vocabulary(&self, context: Option<&Context>) -> Value {
+        let installed = self.apps.apps();
+        let profiles = self.profiles.current();
+        let agents: Vec<&str> = self.words.agents.iter().map(|a| a.name.as_str()).collect();
+        let v =
+            vocabulary::Vocabulary::gather(&self.catalog, &profiles, &installed, &agents, context);
+        json!({
+            "prompt": v.prompt(),
+            "terms": v.terms(),
+            "counts": {
+                "sites": v.sites.len(),
+                "apps": v.apps.len(),
+                "installed": v.installed.len(),
+                "players": v.players.len(),
+                "agents": v.agents.len(),
+                "words": v.words.len(),
+            },
+        })
     }
 }
 

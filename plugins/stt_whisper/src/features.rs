@@ -25,12 +25,14 @@ pub const N_FRAMES: usize = N_SAMPLES / HOP;
 /// Power-spectrum bins used.
 const N_BINS: usize = N_FFT / 2 + 1;
 
-/// The log-mel features of one window, row-major `n_mels × N_FRAMES`.
+/// The log-mel features of one window, row-major `n_mels × frames`.
 pub struct Features {
     /// The values.
     pub data: Vec<f32>,
     /// Mel bins (rows).
     pub n_mels: usize,
+    /// Frames (columns), 10 ms each.
+    pub frames: usize,
 }
 
 /// A reusable front end for `n_mels` mel bins.
@@ -65,8 +67,19 @@ impl FrontEnd {
         }
     }
 
-    /// The features of `samples` (at most [`N_SAMPLES`]; longer input is cut).
+    /// The features of `samples` (at most [`N_SAMPLES`]; longer input is cut) over a full
+    /// 30 s window: `n_mels × N_FRAMES`.
     pub fn features(&self, samples: &[f32]) -> Features {
+        self.features_frames(samples, N_FRAMES)
+    }
+
+    /// The features of `samples` over the first `frames` frames of the zero-padded window
+    /// (`frames` is clamped to 2..=[`N_FRAMES`]; the result is `n_mels × frames`). The log
+    /// floor (8 below the maximum) is taken over those frames only. CTranslate2's Whisper
+    /// encoder accepts any length up to 3000 frames (`layers/whisper.cc` checks only the
+    /// upper bound), and its cost grows with the length.
+    pub fn features_frames(&self, samples: &[f32], frames: usize) -> Features {
+        let frames = frames.clamp(2, N_FRAMES);
         let samples = &samples[..samples.len().min(N_SAMPLES)];
         let pad = N_FFT / 2;
         // The zero-padded 30 s window with reflect padding on both sides.
@@ -79,11 +92,11 @@ impl FrontEnd {
         // Frames that only see zeros have no power; skip their FFTs.
         let last_loud = pad + samples.len() + pad;
         let floor = 1e-10f32.log10();
-        let mut log = vec![floor; self.n_mels * N_FRAMES];
+        let mut log = vec![floor; self.n_mels * frames];
         let mut buf = vec![Complex::new(0.0f32, 0.0); N_FFT];
         let mut scratch = vec![Complex::new(0.0f32, 0.0); self.fft.get_inplace_scratch_len()];
         let mut power = vec![0.0f32; N_BINS];
-        for t in 0..N_FRAMES {
+        for t in 0..frames {
             let start = t * HOP;
             if start > last_loud {
                 break;
@@ -98,7 +111,7 @@ impl FrontEnd {
             for m in 0..self.n_mels {
                 let row = &self.filters[m * N_BINS..(m + 1) * N_BINS];
                 let energy: f32 = row.iter().zip(&power).map(|(f, p)| f * p).sum();
-                log[m * N_FRAMES + t] = energy.max(1e-10).log10();
+                log[m * frames + t] = energy.max(1e-10).log10();
             }
         }
         let max = log.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -109,6 +122,7 @@ impl FrontEnd {
         Features {
             data: log,
             n_mels: self.n_mels,
+            frames,
         }
     }
 }

@@ -11,8 +11,15 @@
 //!   load the model directory (or find it loaded) and make it the default; `language`
 //!   (ISO 639-1, e.g. `"en"`) becomes the default language. The runner calls it once at
 //!   start.
-//! * `stt.transcribe {audio | samples_b64, format, rate, channels, language?, model?}` →
-//!   `{text, language, audio_ms, inference_ms, chunks}`. `audio` is a runner handle
+//! * `stt.transcribe {audio | samples_b64, format, rate, channels, language?, model?,
+//!   window?, padding_ms?, beam_size?, hypotheses?, prompt?}` → `{text, language, audio_ms,
+//!   inference_ms, chunks, hypotheses, no_speech_prob, non_speech, frames}`. The decoding
+//!   fields are [`model::DecodeOptions`]: `window` `"fit"` (default: the encoder sees the
+//!   audio plus `padding_ms`, 1000, a fraction of a 30 s window's cost) or `"full"`;
+//!   `beam_size` 1–10 (5); `hypotheses` 1–`beam_size` (1), best first with their scores;
+//!   `prompt`, names to expect (Whisper's previous-text prompt, the last 223 tokens kept).
+//!   `no_speech_prob` is Whisper's own (0–1); `non_speech` says the text is one of Whisper's
+//!   writings for silence or noise ([`nonspeech`]). `audio` is a runner handle
 //!   (`"handle://<sha256>"`) holding raw little-endian f32 samples, read with ranged
 //!   `handle.fetch`; `samples_b64` (base64 of the same bytes) is the inline fallback for
 //!   short clips (the 16 MiB frame limit allows about a minute). `format` must be
@@ -36,6 +43,7 @@
 pub mod audio;
 pub mod features;
 pub mod model;
+pub mod nonspeech;
 pub mod service;
 
 pub use model::{

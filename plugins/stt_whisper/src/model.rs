@@ -16,7 +16,7 @@
 //! [`check_model_dir`] names every missing file before anything is loaded, so an incomplete
 //! directory gives one clear error instead of the first failure deep inside CTranslate2.
 
-use crate::features::{FrontEnd, N_FRAMES};
+use crate::features::{FrontEnd, HOP, N_FRAMES};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -186,11 +186,98 @@ pub enum TranscribeError {
     Engine(String),
 }
 
+/// How much of the 30 s window Whisper's encoder sees.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Window {
+    /// Always 30 s (3000 frames), zero-padded: what Whisper was trained on, and what
+    /// faster-whisper does. The encoder's cost does not depend on the audio's length.
+    Full,
+    /// The audio's length plus `padding` of silence, rounded up to whole frames (at most
+    /// 30 s). The encoder's cost grows with the length, so a 1.5 s command costs a fraction
+    /// of a full window.
+    Fit {
+        /// Silence appended after the audio (Whisper expects some before its end token).
+        padding: Duration,
+    },
+}
+
+impl Window {
+    /// The default: the audio plus 1 s of silence.
+    pub const DEFAULT: Window = Window::Fit {
+        padding: Duration::from_millis(1000),
+    };
+
+    /// Frames (10 ms each) the encoder sees for `samples` samples of one window.
+    pub fn frames(self, samples: usize) -> usize {
+        match self {
+            Window::Full => N_FRAMES,
+            Window::Fit { padding } => {
+                let padded = samples + (padding.as_secs_f64() * f64::from(SAMPLE_RATE)) as usize;
+                // Even, so that the encoder's stride-2 convolution halves it exactly.
+                padded.div_ceil(HOP).next_multiple_of(2).clamp(2, N_FRAMES)
+            }
+        }
+    }
+}
+
+/// How to decode one transcription. [`DecodeOptions::default`] is what `stt.transcribe`
+/// uses without parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodeOptions {
+    /// An ISO 639-1 code (`"en"`); `None` means English for an English-only model and
+    /// detection otherwise.
+    pub language: Option<String>,
+    /// The encoder window (default [`Window::DEFAULT`]).
+    pub window: Window,
+    /// Beam width (1 is greedy search; default 5, as faster-whisper).
+    pub beam_size: usize,
+    /// How many hypotheses to return, best first (1..=`beam_size`; default 1).
+    pub hypotheses: usize,
+    /// Text the model sees as if it had been said just before (Whisper's "previous text"
+    /// prompt after `<|startofprev|>`, faster-whisper's `initial_prompt`): names listed here
+    /// become likelier spellings. At most [`MAX_PROMPT_TOKENS`] tokens are kept (the last
+    /// ones, nearest to the audio).
+    pub prompt: Option<String>,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> DecodeOptions {
+        DecodeOptions {
+            language: None,
+            window: Window::DEFAULT,
+            beam_size: 5,
+            hypotheses: 1,
+            prompt: None,
+        }
+    }
+}
+
+/// The most prompt tokens Whisper takes: half of its 448-token context, as OpenAI's
+/// reference decoder keeps (`n_text_ctx // 2 - 1`).
+pub const MAX_PROMPT_TOKENS: usize = 223;
+
+/// One decoding hypothesis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hypothesis {
+    /// Its text, trimmed.
+    pub text: String,
+    /// CTranslate2's score: the sum of the tokens' log probabilities divided by the token
+    /// count (length penalty 1), so 0 is certain and lower is less likely. `None` when
+    /// the audio spanned several windows (the texts are joined, the scores are not).
+    pub score: Option<f32>,
+}
+
 /// The result of one transcription.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transcript {
-    /// The text, each window's text trimmed and joined with single spaces.
+    /// The text, each window's best text trimmed and joined with single spaces.
     pub text: String,
+    /// The hypotheses, best first; the first one's text is `text`. More than one only when
+    /// [`DecodeOptions::hypotheses`] asked for them and the audio fitted in one window.
+    pub hypotheses: Vec<Hypothesis>,
+    /// Whisper's probability that the audio holds no speech (the `<|nospeech|>` token at
+    /// the first step, 0–1), the largest over the windows; 0 for no audio.
+    pub no_speech_prob: f32,
     /// The language the model was told to transcribe (`None`: detected by a multilingual
     /// model, which ct2rs does not report).
     pub language: Option<String>,
@@ -200,6 +287,8 @@ pub struct Transcript {
     pub inference: Duration,
     /// How many 30 s windows the audio was cut into (0 for no audio).
     pub chunks: usize,
+    /// Frames (10 ms) the encoder saw in the last window (see [`Window`]).
+    pub frames: usize,
 }
 
 /// The text of one 30 s window, as [`Transcriber::transcribe_with`] reports it.
@@ -211,6 +300,13 @@ pub struct ChunkText {
     pub count: usize,
     /// The window's text, trimmed.
     pub text: String,
+}
+
+/// What one window decoded to.
+struct WindowResult {
+    hypotheses: Vec<Hypothesis>,
+    no_speech_prob: f32,
+    frames: usize,
 }
 
 /// A loaded Whisper model: CTranslate2 on the CPU with int8 weights.
@@ -288,15 +384,14 @@ impl Transcriber {
         self.whisper.is_multilingual()
     }
 
-    /// Transcribe `samples` (16 kHz, mono, f32 in [-1, 1]). `language` is an ISO 639-1 code
-    /// (`"en"`); `None` means English for an English-only model and detection otherwise.
-    /// Blocking. See [`Transcriber::transcribe_with`] for long audio.
+    /// Transcribe `samples` (16 kHz, mono, f32 in [-1, 1]) as `options` say. Blocking.
+    /// See [`Transcriber::transcribe_with`] for long audio.
     pub fn transcribe(
         &self,
         samples: &[f32],
-        language: Option<&str>,
+        options: &DecodeOptions,
     ) -> Result<Transcript, TranscribeError> {
-        self.transcribe_with(samples, language, |_| {})
+        self.transcribe_with(samples, options, |_| {})
     }
 
     /// [`Transcriber::transcribe`], calling `on_chunk` with each window's text as soon as it
@@ -309,7 +404,7 @@ impl Transcriber {
     pub fn transcribe_with(
         &self,
         samples: &[f32],
-        language: Option<&str>,
+        options: &DecodeOptions,
         mut on_chunk: impl FnMut(ChunkText),
     ) -> Result<Transcript, TranscribeError> {
         if let Some((index, value)) = samples.iter().enumerate().find(|(_, s)| !s.is_finite()) {
@@ -318,26 +413,57 @@ impl Transcriber {
                 value: *value,
             });
         }
-        let language = self.resolve_language(language)?;
+        let language = self.resolve_language(options.language.as_deref())?;
+        let prompt = self.prompt_tokens(options.prompt.as_deref())?;
         let started = Instant::now();
         let count = samples.len().div_ceil(CHUNK_SAMPLES);
-        let mut texts = Vec::with_capacity(count);
+        let mut windows = Vec::with_capacity(count);
         for (index, chunk) in samples.chunks(CHUNK_SAMPLES).enumerate() {
-            let text = self.transcribe_window(chunk, language.as_deref())?;
+            let window = self.transcribe_window(chunk, language.as_deref(), &prompt, options)?;
             on_chunk(ChunkText {
                 index,
                 count,
-                text: text.clone(),
+                text: window.hypotheses[0].text.clone(),
             });
-            texts.push(text);
+            windows.push(window);
         }
+        let text = join_words(windows.iter().map(|w| w.hypotheses[0].text.as_str()));
+        let no_speech_prob = windows.iter().map(|w| w.no_speech_prob).fold(0.0, f32::max);
+        let frames = windows.last().map_or(0, |w| w.frames);
+        let hypotheses = match windows.len() {
+            1 => windows.pop().map(|w| w.hypotheses).unwrap_or_default(),
+            _ => vec![Hypothesis {
+                text: text.clone(),
+                score: None,
+            }],
+        };
         Ok(Transcript {
-            text: join_words(texts.iter().map(String::as_str)),
+            text,
+            hypotheses,
+            no_speech_prob,
             language,
             audio: Duration::from_secs_f64(samples.len() as f64 / f64::from(SAMPLE_RATE)),
             inference: started.elapsed(),
             chunks: count,
+            frames,
         })
+    }
+
+    /// The prompt text as token strings, the last [`MAX_PROMPT_TOKENS`] of them.
+    fn prompt_tokens(&self, prompt: Option<&str>) -> Result<Vec<String>, TranscribeError> {
+        let Some(text) = prompt.map(str::trim).filter(|t| !t.is_empty()) else {
+            return Ok(Vec::new());
+        };
+        // A leading space, as the words would follow earlier speech.
+        let mut tokens = ct2rs::Tokenizer::encode(&self.tokenizer, &format!(" {text}"))
+            .map_err(|e| TranscribeError::Engine(format!("cannot tokenise the prompt: {e:#}")))?;
+        // Special tokens in the text would be taken as control tokens; the tokenizer
+        // splits "<|" into ordinary pieces, but drop any that came through whole.
+        tokens.retain(|t| !(t.starts_with("<|") && t.ends_with("|>")));
+        if tokens.len() > MAX_PROMPT_TOKENS {
+            tokens.drain(..tokens.len() - MAX_PROMPT_TOKENS);
+        }
+        Ok(tokens)
     }
 
     /// Decode one window of at most 30 s: features, prompt, beam search, detokenise.
@@ -345,14 +471,23 @@ impl Transcriber {
         &self,
         chunk: &[f32],
         language: Option<&str>,
-    ) -> Result<String, TranscribeError> {
+        previous: &[String],
+        options: &DecodeOptions,
+    ) -> Result<WindowResult, TranscribeError> {
         let engine = |e: anyhow::Error| TranscribeError::Engine(format!("{e:#}"));
-        let mut features = self.front_end.features(chunk);
-        let shape = [1, features.n_mels, N_FRAMES];
+        let frames = options.window.frames(chunk.len());
+        let mut features = self.front_end.features_frames(chunk, frames);
+        let shape = [1, features.n_mels, features.frames];
         let view = ct2rs::sys::StorageView::new(&shape, &mut features.data, Default::default())
             .map_err(engine)?;
-        // The prompt faster-whisper uses: English-only models take no language or task token.
-        let mut prompt = vec!["<|startoftranscript|>".to_owned()];
+        // The prompt faster-whisper uses: the previous text after <|startofprev|>, then
+        // <|startoftranscript|>; English-only models take no language or task token.
+        let mut prompt = Vec::with_capacity(previous.len() + 4);
+        if !previous.is_empty() {
+            prompt.push("<|startofprev|>".to_owned());
+            prompt.extend(previous.iter().cloned());
+        }
+        prompt.push("<|startoftranscript|>".to_owned());
         if self.is_multilingual() {
             let token = match language {
                 Some(lang) => format!("<|{lang}|>"),
@@ -372,19 +507,59 @@ impl Transcriber {
             prompt.push("<|transcribe|>".to_owned());
         }
         prompt.push("<|notimestamps|>".to_owned());
-        // The defaults: beam search of width 5, as faster-whisper does.
-        let options = ct2rs::WhisperOptions::default();
+        let beam_size = options.beam_size.clamp(1, 16);
+        let mut whisper_options = ct2rs::WhisperOptions {
+            beam_size,
+            num_hypotheses: options.hypotheses.clamp(1, beam_size),
+            return_scores: true,
+            return_no_speech_prob: true,
+            ..Default::default()
+        };
+        if let Window::Fit { .. } = options.window {
+            // A shortened window lets the decoder run on past the speech, repeating it
+            // (whisper.cpp's `audio_ctx` does the same): give it a token budget that fits
+            // the audio's length, and cut whole-utterance repeats below.
+            // CTranslate2 generates at most min(max_length / 2, max_length - prompt) tokens
+            // (models/whisper.cc), so this gives exactly `budget` (the prompt is at most 223
+            // + 4 tokens, so it stays below the model's 448).
+            let budget = token_budget(chunk.len());
+            whisper_options.max_length = (2 * budget).max(budget + prompt.len()).min(448);
+        }
         let result = self
             .whisper
-            .generate(&view, &[prompt], &options)
-            .map_err(engine)?;
-        let tokens = result
+            .generate(&view, &[prompt], &whisper_options)
+            .map_err(engine)?
             .into_iter()
             .next()
-            .and_then(|r| r.sequences.into_iter().next())
-            .unwrap_or_default();
-        let text = ct2rs::Tokenizer::decode(&self.tokenizer, tokens).map_err(engine)?;
-        Ok(text.trim().to_owned())
+            .ok_or_else(|| TranscribeError::Engine("Whisper returned no result".into()))?;
+        let mut hypotheses = Vec::with_capacity(result.sequences.len());
+        let fitted = matches!(options.window, Window::Fit { .. });
+        for (i, tokens) in result.sequences.into_iter().enumerate() {
+            let text = ct2rs::Tokenizer::decode(&self.tokenizer, tokens).map_err(engine)?;
+            let text = if fitted {
+                collapse_repeats(text.trim())
+            } else {
+                text.trim().to_owned()
+            };
+            if hypotheses.iter().any(|h: &Hypothesis| h.text == text) {
+                continue;
+            }
+            hypotheses.push(Hypothesis {
+                text,
+                score: result.scores.get(i).copied(),
+            });
+        }
+        if hypotheses.is_empty() {
+            hypotheses.push(Hypothesis {
+                text: String::new(),
+                score: None,
+            });
+        }
+        Ok(WindowResult {
+            hypotheses,
+            no_speech_prob: result.no_speech_prob,
+            frames,
+        })
     }
 
     /// Check `language` against this model without transcribing: `stt.load` refuses what
@@ -420,6 +595,42 @@ impl Transcriber {
     }
 }
 
+/// The most tokens a window of `samples` samples can need: 8 per second of audio (fast
+/// speech is about 3 words, 4–5 tokens, a second) plus 8 for punctuation and a short clip.
+fn token_budget(samples: usize) -> usize {
+    8 + (samples as f64 / f64::from(SAMPLE_RATE) * 8.0).ceil() as usize
+}
+
+/// `text` without whole-utterance repeats: "Open YouTube Open YouTube. Open" is "Open
+/// YouTube". The words (compared without case and punctuation) must be two or more copies
+/// of their first `p` words, the last copy possibly cut short (even inside its last word);
+/// the first copy is kept as
+/// written, without a dangling comma. Anything else is returned unchanged.
+pub fn collapse_repeats(text: &str) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let key = |w: &str| -> String {
+        w.chars()
+            .filter(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let keys: Vec<String> = words.iter().map(|w| key(w)).collect();
+    for period in 1..=keys.len() / 2 {
+        // The decoder may stop inside the last word of the last copy ("Trades, Search
+        // for Rust Tr"): that word need only begin like its twin.
+        let last = keys.len() - 1;
+        let repeats = keys.iter().enumerate().skip(period).all(|(i, k)| {
+            *k == keys[i % period]
+                || (i == last && !k.is_empty() && keys[i % period].starts_with(k.as_str()))
+        });
+        if repeats {
+            let kept = words[..period].join(" ");
+            return kept.trim_end_matches([',', ';']).to_owned();
+        }
+    }
+    text.to_owned()
+}
+
 /// Trim each part and join the non-empty ones with single spaces.
 fn join_words<'a>(parts: impl Iterator<Item = &'a str>) -> String {
     parts
@@ -432,6 +643,44 @@ fn join_words<'a>(parts: impl Iterator<Item = &'a str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeats_of_the_whole_utterance_are_cut() {
+        assert_eq!(
+            collapse_repeats("Open YouTube Open YouTube Open YouTube"),
+            "Open YouTube"
+        );
+        assert_eq!(
+            collapse_repeats("Open YouTube. Open YouTube. Open"),
+            "Open YouTube."
+        );
+        assert_eq!(collapse_repeats("Next, next,"), "Next");
+        assert_eq!(
+            collapse_repeats("Search for Rust Trades, Search for Rust Trades, Search for Rust Tr"),
+            "Search for Rust Trades"
+        );
+        assert_eq!(collapse_repeats("Open YouTube"), "Open YouTube");
+        // A repeat inside the utterance, or a single word, is speech.
+        assert_eq!(collapse_repeats("press tab tab"), "press tab tab");
+        assert_eq!(collapse_repeats("scroll down, down"), "scroll down, down");
+        assert_eq!(collapse_repeats("go"), "go");
+        assert_eq!(collapse_repeats(""), "");
+    }
+
+    #[test]
+    fn a_fitted_window_is_the_audio_plus_padding_in_even_frames() {
+        assert_eq!(Window::Full.frames(16_000), N_FRAMES);
+        // 1.5 s + 1 s = 2.5 s = 250 frames.
+        assert_eq!(Window::DEFAULT.frames(24_000), 250);
+        // Odd frame counts round up to even; 30 s and more is the full window.
+        let none = Window::Fit {
+            padding: Duration::ZERO,
+        };
+        assert_eq!(none.frames(161), 2);
+        assert_eq!(none.frames(0), 2);
+        assert_eq!(Window::DEFAULT.frames(CHUNK_SAMPLES), N_FRAMES);
+        assert_eq!(token_budget(16_000), 16);
+    }
 
     #[test]
     fn a_missing_directory_is_named() {

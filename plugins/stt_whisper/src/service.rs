@@ -2,7 +2,10 @@
 //! notifications (see the crate docs for the shapes).
 
 use crate::audio;
-use crate::model::{ChunkText, LoadOptions, ModelError, TranscribeError, Transcriber};
+use crate::model::{
+    ChunkText, DecodeOptions, LoadOptions, ModelError, TranscribeError, Transcriber, Window,
+};
+use crate::nonspeech::non_speech;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -152,12 +155,13 @@ impl SttPlugin {
             Some(dir) => self.load(Path::new(&dir)).await?.transcriber,
             None => self.current()?,
         };
-        let language =
+        let mut options = decode_options(params)?;
+        options.language =
             language.or_else(|| self.models.lock().expect("models lock").language.clone());
 
         let (partials_tx, mut partials_rx) = tokio::sync::mpsc::unbounded_channel::<ChunkText>();
         let work = tokio::task::spawn_blocking(move || {
-            transcriber.transcribe_with(&samples, language.as_deref(), |chunk| {
+            transcriber.transcribe_with(&samples, &options, |chunk| {
                 let _ = partials_tx.send(chunk);
             })
         });
@@ -175,12 +179,21 @@ impl SttPlugin {
             .await
             .map_err(|e| ErrorObject::internal(format!("transcription panicked: {e}")))?
             .map_err(transcribe_error)?;
+        let hypotheses: Vec<Value> = transcript
+            .hypotheses
+            .iter()
+            .map(|h| json!({"text": h.text, "score": h.score}))
+            .collect();
         let result = json!({
             "text": transcript.text,
             "language": transcript.language,
             "audio_ms": transcript.audio.as_millis() as u64,
             "inference_ms": transcript.inference.as_millis() as u64,
             "chunks": transcript.chunks,
+            "hypotheses": hypotheses,
+            "no_speech_prob": transcript.no_speech_prob,
+            "non_speech": non_speech(&transcript.text),
+            "frames": transcript.frames,
         });
         let mut note = result.clone();
         note["request"] = request;
@@ -216,6 +229,78 @@ impl SttPlugin {
     }
 }
 
+/// The most characters of `prompt` taken (the model keeps at most 223 tokens of it anyway).
+pub const MAX_PROMPT_CHARS: usize = 4096;
+
+/// The decoding fields of `stt.transcribe`: `window` (`"fit"` or `"full"`), `padding_ms`
+/// (0–10 000, with `"fit"`), `beam_size` (1–10), `hypotheses` (1–`beam_size`) and `prompt`
+/// (text, at most [`MAX_PROMPT_CHARS`] characters). Each has the default of
+/// [`DecodeOptions::default`]; a bad value is `-32602` naming the field.
+fn decode_options(params: &Value) -> Result<DecodeOptions, ErrorObject> {
+    let mut options = DecodeOptions::default();
+    let number =
+        |field: &str, range: std::ops::RangeInclusive<u64>| -> Result<Option<u64>, ErrorObject> {
+            match params.get(field) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => match v.as_u64() {
+                    Some(n) if range.contains(&n) => Ok(Some(n)),
+                    _ => Err(ErrorObject::invalid_params(format!(
+                        "{TRANSCRIBE}: {field} must be an integer from {} to {}, not {}",
+                        range.start(),
+                        range.end(),
+                        shown(Some(v))
+                    ))),
+                },
+            }
+        };
+    let padding = number("padding_ms", 0..=10_000)?;
+    match params.get("window") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(w)) if w == "full" => options.window = Window::Full,
+        Some(Value::String(w)) if w == "fit" => {}
+        Some(other) => {
+            return Err(ErrorObject::invalid_params(format!(
+                "{TRANSCRIBE}: window must be \"fit\" (the audio plus padding_ms) or \"full\" (30 s), not {}",
+                shown(Some(other))
+            )));
+        }
+    }
+    if let (Some(ms), Window::Fit { .. }) = (padding, options.window) {
+        options.window = Window::Fit {
+            padding: std::time::Duration::from_millis(ms),
+        };
+    }
+    if let Some(beam) = number("beam_size", 1..=10)? {
+        options.beam_size = beam as usize;
+    }
+    if let Some(n) = number("hypotheses", 1..=10)? {
+        if n as usize > options.beam_size {
+            return Err(ErrorObject::invalid_params(format!(
+                "{TRANSCRIBE}: hypotheses ({n}) cannot exceed beam_size ({}); raise beam_size or ask for fewer",
+                options.beam_size
+            )));
+        }
+        options.hypotheses = n as usize;
+    }
+    match params.get("prompt") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(p)) => {
+            let mut end = p.len().min(MAX_PROMPT_CHARS);
+            while !p.is_char_boundary(end) {
+                end -= 1;
+            }
+            options.prompt = Some(p[..end].to_owned());
+        }
+        Some(other) => {
+            return Err(ErrorObject::invalid_params(format!(
+                "{TRANSCRIBE}: prompt must be a string (names the speaker may say), not {}",
+                shown(Some(other))
+            )));
+        }
+    }
+    Ok(options)
+}
+
 /// `format`, `rate` and `channels` must say 16 kHz mono f32le; else `-32602` naming the field.
 fn check_format(params: &Value) -> Result<(), ErrorObject> {
     match params.get("format") {
@@ -249,10 +334,17 @@ fn check_format(params: &Value) -> Result<(), ErrorObject> {
     Ok(())
 }
 
+/// A value as an error message shows it: at most 60 characters of its JSON.
 fn shown(value: Option<&Value>) -> String {
     match value {
         None => "missing".into(),
-        Some(v) => v.to_string(),
+        Some(v) => {
+            let text = v.to_string();
+            match text.char_indices().nth(60) {
+                Some((end, _)) => format!("{}…", &text[..end]),
+                None => text,
+            }
+        }
     }
 }
 

@@ -9,9 +9,12 @@ use utter_protocol::Incoming;
 use utter_protocol::serde_json::{Value, json};
 use utter_rules::apps::AppEntry;
 use utter_rules::phrases::{Curated, PhraseTable};
+use utter_rules::profiles::Profiles;
 use utter_rules::rules::{self, Matched};
 use utter_rules::sites::Catalog;
 use utter_rules::text;
+use utter_rules::vocabulary::Vocabulary;
+use utter_stt_whisper::model::DecodeOptions;
 use utter_stt_whisper::{CHUNK_SAMPLES, LoadOptions, SAMPLE_RATE, Transcriber};
 
 /// espeak-ng's default voice.
@@ -52,6 +55,8 @@ fn ten_spoken_commands_route_to_the_right_plan() {
         ("open stack overflow", DEFAULT_VOICE),
         ("stop the music", US_SLOW),
     ];
+    // The runner's prompt: the router's vocabulary (router.vocabulary).
+    let prompt = Vocabulary::gather(&catalog, &Profiles::builtin(), &[], &[], None).prompt();
     let started = Instant::now();
     let whisper = Transcriber::load(&model_dir(), &LoadOptions::default()).expect("model loads");
     println!("model loaded in {} ms", started.elapsed().as_millis());
@@ -63,7 +68,14 @@ fn ten_spoken_commands_route_to_the_right_plan() {
             .unwrap_or_else(|| panic!("the rules router has no plan for {command:?} itself"));
         let samples = speak(command, voice);
         let transcript = whisper
-            .transcribe(&samples, Some("en"))
+            .transcribe(
+                &samples,
+                &DecodeOptions {
+                    language: Some("en".into()),
+                    prompt: Some(prompt.clone()),
+                    ..DecodeOptions::default()
+                },
+            )
             .expect("transcribes");
         let got = plan(&catalog, &transcript.text);
         let ok = got.as_ref() == Some(&expected);
@@ -181,6 +193,200 @@ async fn plugin_transcribes_inline_samples_and_emits_final() {
         .unwrap_err();
     assert_eq!(err.code, -32602);
     assert!(err.message.starts_with("language: "), "{}", err.message);
+}
+
+/// `stt.transcribe {samples_b64, …}` with `extra` fields.
+fn transcribe_params(samples: &[f32], extra: Value) -> Value {
+    let mut params = json!({
+        "samples_b64": samples_b64(samples),
+        "format": "audio.pcm_f32le@1", "rate": 16000, "channels": 1,
+    });
+    for (k, v) in extra.as_object().expect("an object") {
+        params[k] = v.clone();
+    }
+    params
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_window_fits_the_audio_and_n_best_comes_with_scores_and_no_speech_prob() {
+    let plugin = loaded_plugin().await;
+    let samples = speak("open github", US_SLOW);
+    let fitted = plugin
+        .call(
+            "stt.transcribe",
+            transcribe_params(
+                &samples,
+                json!({"hypotheses": 3, "prompt": "GitHub, YouTube, Firefox"}),
+            ),
+        )
+        .await
+        .expect("stt.transcribe");
+    println!("fit + prompt + 3-best -> {fitted}");
+    // The encoder saw the audio plus 1 s, in whole even frames, not 30 s.
+    let frames = fitted["frames"].as_u64().unwrap();
+    let expected = (samples.len() + 16_000).div_ceil(160).next_multiple_of(2) as u64;
+    assert_eq!(frames, expected);
+    assert!(frames < 3000);
+    assert_eq!(squashed(fitted["text"].as_str().unwrap()), "opengithub");
+    let hypotheses = fitted["hypotheses"].as_array().unwrap();
+    assert!(
+        !hypotheses.is_empty() && hypotheses.len() <= 3,
+        "{hypotheses:?}"
+    );
+    assert_eq!(hypotheses[0]["text"], fitted["text"]);
+    let scores: Vec<f64> = hypotheses
+        .iter()
+        .map(|h| h["score"].as_f64().expect("a score"))
+        .collect();
+    assert!(scores.iter().all(|s| *s <= 0.0), "{scores:?}");
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    // Distinct texts only.
+    let mut texts: Vec<&str> = hypotheses
+        .iter()
+        .map(|h| h["text"].as_str().unwrap())
+        .collect();
+    texts.dedup();
+    assert_eq!(texts.len(), hypotheses.len());
+    assert_eq!(fitted["non_speech"], false);
+    assert!(fitted["no_speech_prob"].as_f64().unwrap() < 0.5, "{fitted}");
+
+    // The full 30 s window is still there.
+    let full = plugin
+        .call(
+            "stt.transcribe",
+            transcribe_params(&samples, json!({"window": "full"})),
+        )
+        .await
+        .expect("stt.transcribe full");
+    assert_eq!(full["frames"], 3000);
+    assert!(!full["text"].as_str().unwrap().is_empty());
+
+    // 2.5 s of zeros: Whisper still writes something ("you"), and says it is no speech.
+    let silence = plugin
+        .call(
+            "stt.transcribe",
+            transcribe_params(&vec![0.0; 40_000], json!({})),
+        )
+        .await
+        .expect("stt.transcribe silence");
+    println!("silence -> {silence}");
+    assert!(
+        silence["non_speech"] == true || silence["no_speech_prob"].as_f64().unwrap() > 0.6,
+        "{silence}"
+    );
+}
+
+/// White noise from a fixed seed (xorshift), at `amplitude`.
+fn noise(samples: usize, amplitude: f32) -> Vec<f32> {
+    let mut x: u32 = 0x9e37_79b9;
+    (0..samples)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x as f32 / u32::MAX as f32 * 2.0 - 1.0) * amplitude
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_audio_gets_a_clear_answer_and_never_hangs() {
+    let plugin = loaded_plugin().await;
+    let speech = speak("open youtube", DEFAULT_VOICE);
+    let transcribe = |samples: Vec<f32>| {
+        let params = transcribe_params(&samples, json!({"hypotheses": 3}));
+        let plugin = &plugin;
+        async move {
+            tokio::time::timeout(
+                std::time::Duration::from_secs(60),
+                plugin.call("stt.transcribe", params),
+            )
+            .await
+            .expect("answered within a minute")
+            .expect("stt.transcribe")
+        }
+    };
+    // 0.1 s of the words: whatever Whisper makes of it, an answer with every field.
+    let short = transcribe(speech[..1600].to_vec()).await;
+    println!("0.1 s -> {short}");
+    assert!(short["text"].is_string() && short["no_speech_prob"].is_f64());
+    assert_eq!(short["audio_ms"], 100);
+    // 30 s of loud noise: no command comes out of it.
+    let hiss = transcribe(noise(30 * 16_000, 0.3)).await;
+    println!("30 s of noise -> {hiss}");
+    assert_eq!(hiss["chunks"], 1);
+    let text = loose(hiss["text"].as_str().unwrap());
+    assert!(
+        hiss["non_speech"] == true
+            || hiss["no_speech_prob"].as_f64().unwrap() > 0.5
+            || text.split_whitespace().count() <= 3,
+        "noise was heard as speech: {hiss}"
+    );
+    // Clipped speech (ten times too loud, cut at full scale) is still the words.
+    let clipped: Vec<f32> = speech.iter().map(|s| (s * 10.0).clamp(-1.0, 1.0)).collect();
+    let loud = transcribe(clipped).await;
+    println!("clipped -> {loud}");
+    assert!(
+        loose(loud["text"].as_str().unwrap()).contains("you"),
+        "{loud}"
+    );
+    // Out of range but finite samples are taken as they are; NaN is refused by name.
+    let mut bad = speech.clone();
+    bad[100] = f32::NAN;
+    let err = plugin
+        .call("stt.transcribe", transcribe_params(&bad, json!({})))
+        .await
+        .expect_err("NaN refused");
+    assert_eq!(err.code, -32602);
+    assert!(err.message.contains("sample 100"), "{}", err.message);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_decoding_fields_are_refused_by_name_and_a_huge_prompt_is_cut() {
+    let plugin = loaded_plugin().await;
+    let samples = speak("next track", DEFAULT_VOICE);
+    for (extra, field) in [
+        (json!({"window": "banana"}), "window"),
+        (json!({"window": 3}), "window"),
+        (json!({"beam_size": 0}), "beam_size"),
+        (json!({"beam_size": 11}), "beam_size"),
+        (json!({"beam_size": -1}), "beam_size"),
+        (json!({"hypotheses": 11}), "hypotheses"),
+        (json!({"hypotheses": 4, "beam_size": 2}), "hypotheses"),
+        (json!({"padding_ms": 10_001}), "padding_ms"),
+        (json!({"prompt": 123}), "prompt"),
+        (json!({"prompt": ["a"]}), "prompt"),
+    ] {
+        let err = plugin
+            .call("stt.transcribe", transcribe_params(&samples, extra.clone()))
+            .await
+            .expect_err("refused");
+        assert_eq!(err.code, -32602, "{extra}: {}", err.message);
+        assert!(err.message.contains(field), "{extra}: {}", err.message);
+        assert!(err.message.len() < 300, "{}", err.message);
+    }
+    // A 10 MB window value is not echoed back.
+    let err = plugin
+        .call(
+            "stt.transcribe",
+            transcribe_params(&samples, json!({"window": "x".repeat(10_000_000)})),
+        )
+        .await
+        .expect_err("refused");
+    assert!(err.message.len() < 300, "{} bytes", err.message.len());
+    // A megabyte of prompt with control tokens in it still transcribes.
+    let prompt = format!(
+        "<|endoftext|><|startoftranscript|> {}",
+        "Spotify, ".repeat(100_000)
+    );
+    let ok = plugin
+        .call(
+            "stt.transcribe",
+            transcribe_params(&samples, json!({"prompt": prompt, "beam_size": 1})),
+        )
+        .await
+        .expect("a long prompt is cut, not refused");
+    assert!(loose(ok["text"].as_str().unwrap()).contains("next"), "{ok}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

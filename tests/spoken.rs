@@ -1,0 +1,320 @@
+//! The spoken test set (`tests/corpus/spoken.toml`): every command spoken by espeak-ng in
+//! three voices at two speeds, transcribed by the real `utter-stt-whisper` plugin with
+//! Whisper tiny.en (fetched by `tests/fetch-whisper-model.sh`) and the runner's own decoding
+//! settings — the fitted window, the router's vocabulary (`router.vocabulary` of the real
+//! `utter-rules`) as the prompt, five hypotheses re-ranked by the runner's rule
+//! ([`Rerank`]) — then planned by the real `utter-rules` in the case's desktop context and
+//! judged as `utter eval` judges. Prints the accuracy per voice, speed and category, and
+//! every miss; fails below a floor, so a regression in recognition or routing is seen.
+//!
+//! The audio goes to the plugin as samples (`samples_b64`), not through the microphone,
+//! so that 840 utterances take minutes rather than the half hour of playing them in real
+//! time; `tests/voice.rs` plays commands into the private PipeWire microphone.
+//!
+//! Debian packages: espeak-ng, sox, python3-pip (the model fetch).
+
+mod common;
+
+use common::{bin, repo_root, require_program, whisper_model};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::time::Instant;
+use utter_core::runner::voice::{Rerank, plan_kind};
+use utter_protocol::serde_json::{Value, json};
+use utter_protocol::testkit::{SpawnOptions, TestPlugin};
+use utter_rules::eval::{self, Report, Verdict};
+
+/// The voices and speeds (words per minute) every case is spoken in.
+const VOICES: &[&str] = &["en-us", "en-gb", "en-gb-scotland"];
+const SPEEDS: &[u32] = &[150, 185];
+
+/// The accuracy below which the test fails: a guard against regressions, under the 57%
+/// measured when the set was made (the goal is 95%).
+const FLOOR: f64 = 0.50;
+
+/// Set to `1` to score the configuration before issue 15 instead (the full 30 s window,
+/// one hypothesis, no prompt), for comparison; the floor does not apply then.
+const BASELINE_ENV: &str = "UTTER_SPOKEN_BASELINE";
+
+/// 16 kHz mono f32 samples of `text` said by `voice` at `speed` words per minute.
+fn speak(text: &str, voice: &str, speed: u32) -> Vec<f32> {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(
+            "espeak-ng -v \"$1\" -s \"$2\" --stdout \"$3\" | sox -q -t wav - -r 16000 -c 1 -e float -b 32 -t raw -",
+        )
+        .args(["sh", voice, &speed.to_string(), text])
+        .output()
+        .expect("espeak-ng and sox run");
+    assert!(out.status.success(), "espeak-ng/sox failed: {out:?}");
+    out.stdout
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+fn b64(samples: &[f32]) -> String {
+    use base64::Engine as _;
+    let bytes: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The rules router in a private home with the corpus's applications installed, as the
+/// command corpus test starts it.
+async fn start_router(home: &tempfile::TempDir) -> TestPlugin {
+    let dir = |sub: &str| {
+        let path = home.path().join(sub);
+        std::fs::create_dir_all(&path).expect("mkdir");
+        path.into_os_string()
+    };
+    let env: Vec<(OsString, OsString)> = vec![
+        ("HOME".into(), dir("home")),
+        ("XDG_CONFIG_HOME".into(), dir("config")),
+        ("XDG_DATA_HOME".into(), dir("data")),
+        (
+            "XDG_DATA_DIRS".into(),
+            repo_root().join("tests/corpus").into_os_string(),
+        ),
+        ("NIRI_CONFIG".into(), "".into()),
+        ("UTTER_SITES".into(), "".into()),
+        ("UTTER_SEARCH_URL".into(), "".into()),
+    ];
+    TestPlugin::start(
+        &[bin("utter-rules").into_os_string()],
+        SpawnOptions {
+            env,
+            ..SpawnOptions::default()
+        },
+    )
+    .await
+    .expect("utter-rules starts")
+}
+
+/// `case` with every string of its expected arguments in lower case (see [`lowercased`]).
+fn lowercased_case(case: &eval::Case) -> eval::Case {
+    fn lower(v: &mut toml::Value) {
+        match v {
+            toml::Value::String(s) => *s = s.to_lowercase(),
+            toml::Value::Array(a) => a.iter_mut().for_each(lower),
+            toml::Value::Table(t) => t.iter_mut().for_each(|(_, v)| lower(v)),
+            _ => {}
+        }
+    }
+    let mut case = case.clone();
+    for expected in &mut case.expect {
+        expected.args.iter_mut().for_each(|(_, v)| lower(v));
+    }
+    case
+}
+
+/// `planned` with every string of its steps' arguments in lower case: speech has no case,
+/// and Whisper capitalises as it likes ("Click the Send button."), while the set's
+/// expectations are written as typed; both sides are compared in lower case.
+fn lowercased(planned: &Value) -> Value {
+    fn lower(v: &mut Value) {
+        match v {
+            Value::String(s) => *s = s.to_lowercase(),
+            Value::Array(a) => a.iter_mut().for_each(lower),
+            Value::Object(o) => o.values_mut().for_each(lower),
+            _ => {}
+        }
+    }
+    let mut planned = planned.clone();
+    if let Some(steps) = planned.get_mut("steps").and_then(Value::as_array_mut) {
+        for step in steps {
+            if let Some(args) = step.get_mut("args") {
+                lower(args);
+            }
+        }
+    }
+    planned
+}
+
+#[derive(Default)]
+struct Tally {
+    right: usize,
+    total: usize,
+}
+
+impl Tally {
+    fn add(&mut self, ok: bool) {
+        self.total += 1;
+        self.right += usize::from(ok);
+    }
+    fn show(&self) -> String {
+        format!(
+            "{}/{} ({:.1}%)",
+            self.right,
+            self.total,
+            100.0 * self.right as f64 / self.total.max(1) as f64
+        )
+    }
+}
+
+// Ignored in a plain `cargo test`: tests/run.sh runs it on its own with its output shown, so
+// that every run prints the accuracy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by tests/run.sh: cargo test --test spoken -- --ignored --nocapture"]
+async fn the_spoken_set_is_heard_and_planned() {
+    require_program("espeak-ng", "espeak-ng");
+    require_program("sox", "sox");
+    let model = whisper_model();
+    let text = std::fs::read_to_string(repo_root().join("tests/corpus/spoken.toml"))
+        .expect("the spoken set is there");
+    let cases = eval::parse(&text, "spoken.toml").expect("the spoken set parses");
+    assert!(cases.len() >= 120, "{} cases", cases.len());
+    let categories: std::collections::BTreeSet<&str> =
+        cases.iter().map(|c| c.category.as_str()).collect();
+    assert!(categories.len() >= 12, "{categories:?}");
+
+    let home = tempfile::tempdir().expect("temp dir");
+    let router = start_router(&home).await;
+    let stt = TestPlugin::start(
+        &[bin("utter-stt-whisper").into_os_string()],
+        SpawnOptions::default(),
+    )
+    .await
+    .expect("utter-stt-whisper starts");
+    stt.request(
+        "stt.load",
+        json!({"model": model.display().to_string(), "language": "en"}),
+    )
+    .await
+    .expect("the model loads");
+
+    let baseline = std::env::var(BASELINE_ENV).is_ok_and(|v| v == "1");
+    let decoding = if baseline {
+        json!({"window": "full", "beam_size": 5, "hypotheses": 1})
+    } else {
+        json!({"window": "fit", "beam_size": 5, "hypotheses": 3})
+    };
+    println!(
+        "decoding: {decoding}{}",
+        if baseline {
+            " (baseline, no prompt)"
+        } else {
+            " with the router's vocabulary"
+        }
+    );
+    let started = Instant::now();
+    let mut per_voice: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut total = Tally::default();
+    let mut report = Report::default();
+    let mut misses = Vec::new();
+    let mut inference = Vec::new();
+    for case in &cases {
+        let context = case.context();
+        let vocabulary = router
+            .request("router.vocabulary", json!({"context": context}))
+            .await
+            .expect("router.vocabulary");
+        let prompt = if baseline {
+            String::new()
+        } else {
+            vocabulary["prompt"].as_str().unwrap_or("").to_owned()
+        };
+        let lowered = lowercased_case(case);
+        for voice in VOICES {
+            for speed in SPEEDS {
+                let samples = speak(&case.say, voice, *speed);
+                let mut params = json!({
+                    "samples_b64": b64(&samples),
+                    "format": "audio.pcm_f32le@1", "rate": 16000, "channels": 1,
+                    "language": "en", "prompt": prompt,
+                });
+                for (k, v) in decoding.as_object().expect("an object") {
+                    params[k] = v.clone();
+                }
+                let heard = stt
+                    .request("stt.transcribe", params)
+                    .await
+                    .expect("stt.transcribe");
+                inference.push(heard["inference_ms"].as_f64().unwrap_or(0.0));
+                // The runner's n-best rule, planning each hypothesis it wants.
+                let list = heard["hypotheses"].as_array().cloned().unwrap_or_default();
+                let mut rule = Rerank::default();
+                let mut plans = Vec::new();
+                for hypothesis in &list {
+                    let text = hypothesis["text"].as_str().unwrap_or("").trim();
+                    let mut plan = None;
+                    if !text.is_empty() && rule.wants(hypothesis["score"].as_f64()) {
+                        plan = Some(
+                            router
+                                .request(
+                                    "router.plan",
+                                    json!({"utterance": text, "provenance": "user", "context": context}),
+                                )
+                                .await
+                                .expect("router.plan"),
+                        );
+                    }
+                    rule.record(plan.as_ref().map(plan_kind));
+                    plans.push(plan);
+                }
+                let pick = rule.pick();
+                let transcript = list
+                    .get(pick)
+                    .and_then(|h| h["text"].as_str())
+                    .unwrap_or("")
+                    .to_owned();
+                let planned = match plans.get(pick).cloned().flatten() {
+                    Some(plan) => plan,
+                    None if !transcript.trim().is_empty() => router
+                        .request(
+                            "router.plan",
+                            json!({"utterance": transcript, "provenance": "user", "context": context}),
+                        )
+                        .await
+                        .expect("router.plan"),
+                    None => json!({"steps": []}),
+                };
+                let verdict = eval::judge(&lowered, &lowercased(&planned));
+                let ok = matches!(verdict, Verdict::Right);
+                if !ok {
+                    misses.push(format!(
+                        "MISS [{}] {:?} ({voice} {speed} wpm) heard {:?} (of {}): {}",
+                        case.category,
+                        case.say,
+                        transcript,
+                        list.iter()
+                            .filter_map(|h| h["text"].as_str())
+                            .collect::<Vec<_>>()
+                            .join(" | "),
+                        planned["message"].as_str().unwrap_or("")
+                    ));
+                }
+                report.add(case, verdict);
+                per_voice
+                    .entry(format!("{voice} {speed} wpm"))
+                    .or_default()
+                    .add(ok);
+                total.add(ok);
+            }
+        }
+    }
+    for miss in &misses {
+        println!("{miss}");
+    }
+    println!("spoken set by voice:");
+    for (voice, tally) in &per_voice {
+        println!("  {voice:<24} {}", tally.show());
+    }
+    println!("spoken set by category:\n{}", report.table());
+    inference.sort_by(f64::total_cmp);
+    println!(
+        "spoken set: {} utterances of {} commands in {:.0} s; inference p50 {:.0} ms, p90 {:.0} ms (debug plugin build)",
+        total.total,
+        cases.len(),
+        started.elapsed().as_secs_f64(),
+        inference[inference.len() / 2],
+        inference[inference.len() * 9 / 10],
+    );
+    println!("SPOKEN SET ACCURACY: {}", total.show());
+    let accuracy = total.right as f64 / total.total as f64;
+    assert!(
+        baseline || accuracy >= FLOOR,
+        "the spoken set fell to {} (floor {:.0}%)",
+        total.show(),
+        FLOOR * 100.0
+    );
+}
