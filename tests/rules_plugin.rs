@@ -53,7 +53,10 @@ async fn plans_sites_apps_and_media_keys() {
         .call("plugin.describe", json!({}))
         .await
         .expect("describe");
-    assert_eq!(describe["methods"], json!(["router.plan"]));
+    assert_eq!(
+        describe["methods"],
+        json!(["router.plan", "router.vocabulary"])
+    );
     let health = plugin
         .call("plugin.health", json!({}))
         .await
@@ -159,11 +162,12 @@ async fn the_vocabulary_names_sites_installed_apps_and_open_windows_and_takes_an
         .collect();
     assert!(terms.contains(&"Claude"), "{terms:?}");
     assert_eq!(v["counts"]["installed"], 1, "{v}");
-    // A context of the wrong shape, a huge one, or none: still the vocabulary, never an error.
+    // A context of the wrong shape, a huge one (10 MB, under the 16 MiB frame limit), or none:
+    // still the vocabulary, never an error.
     for context in [
         json!("garbage"),
         json!({"windows": [{"app_id": 5}]}),
-        json!({"windows": vec![json!({"id": 1, "app_id": "x".repeat(10_000)}); 2000]}),
+        json!({"windows": vec![json!({"id": 1, "app_id": "x".repeat(10_000)}); 1000]}),
         Value::Null,
     ] {
         let v = plugin
@@ -173,11 +177,13 @@ async fn the_vocabulary_names_sites_installed_apps_and_open_windows_and_takes_an
         assert!(v["prompt"].as_str().unwrap().contains("GitHub"));
         assert!(v["prompt"].as_str().unwrap().chars().count() <= 450);
     }
-    let v = plugin
+    // Positional params are refused by the protocol layer, naming the method.
+    let err = plugin
         .call("router.vocabulary", json!([1, 2]))
         .await
-        .expect("positional params are no context");
-    assert!(v["prompt"].is_string());
+        .expect_err("positional params are refused");
+    assert_eq!(err.code, -32602);
+    assert!(err.message.contains("router.vocabulary"), "{}", err.message);
 }
 
 #[tokio::test]

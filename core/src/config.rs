@@ -653,7 +653,7 @@ pub struct VadSection {
     /// Less voiced time than this, in milliseconds, counts as "no speech" (0–5000).
     pub min_speech_ms: u32,
     /// `"earshot"`: a voice-activity detector also decides (the span kept is where it hears
-    /// a voice, and loud noise without one is "no speech"); `"energy"`: the level alone.
+    /// a voice, and loud noise without one is "no speech"); `"energy"`: the level alone. (The end of speech of `end_silence_ms` always uses the detector.)
     pub detector: String,
 }
 

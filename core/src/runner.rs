@@ -312,7 +312,13 @@ impl Runner {
             )
         })?;
         let timeout = self.supervisor.effective_timeout(timeout_ms);
-        let mut params = serde_json::json!({"utterance": utterance, "provenance": "user"});
+        // The decision head's tiers of the config in force, as the pipeline sends them.
+        let decide = self.config().config.decide;
+        let mut params = serde_json::json!({
+            "utterance": utterance,
+            "provenance": "user",
+            "decide": {"act": decide.act, "ask": decide.ask},
+        });
         if let Some(context) = context {
             params["context"] = context;
         }

@@ -54,7 +54,6 @@ impl HostHandler for RunnerHost {
         if let Some(runner) = self.runner.upgrade() {
             if method == crate::runner::voice::SPEECH_ENDED {
                 runner.speech_ended(plugin, &params);
-                return;
             }
             runner
                 .streams

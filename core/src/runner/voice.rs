@@ -79,6 +79,12 @@ pub struct Voice {
     /// The silence (ms) after which voice-activity detection ended the current listen; taken
     /// by the release it caused.
     speech_ended: Mutex<Option<f64>>,
+    /// The capture plugin's number of the current listen (`audio.begin`'s `listen`): an
+    /// `audio.speech_ended` of another listen is stale and ignored.
+    listen: Mutex<Option<u64>>,
+    /// Set while the voice loop waits for `[stt] model` to be installed: a reload that finds
+    /// it starts the loop.
+    pending_start: Mutex<Option<Weak<Runner>>>,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -122,6 +128,21 @@ impl Voice {
     /// again when `[audio]` changed.
     pub(crate) async fn reconfigure(&self, runner: &Runner, audio_changed: bool) {
         let config = runner.config().config;
+        let pending = self.pending_start.lock().expect("pending start").take();
+        if let Some(weak) = pending {
+            // The loop never started: the model was missing. Start it now if it is there.
+            match weak.upgrade() {
+                Some(runner) if config.stt.missing_model().is_none() => runner.start_voice(),
+                Some(_) => {
+                    *self.pending_start.lock().expect("pending start") = Some(weak);
+                    if let Some(missing) = config.stt.missing_model() {
+                        self.set_state("off", format!("{missing}, then `utter reload`"));
+                    }
+                }
+                None => {}
+            }
+            return;
+        }
         {
             let mut status = self.status.lock().expect("voice status");
             if status.stt_plugin.is_none() {
@@ -207,22 +228,24 @@ impl Voice {
             old.abort();
         }
     }
+}
 
-    /// The prompt [`Voice::fetch_vocabulary`] asked for, waiting for it at most
-    /// [`VOCABULARY_WAIT`]; `None` when none was asked for, it failed or is late.
-    async fn take_vocabulary(&self) -> Option<(String, Duration)> {
-        let task = self.vocabulary.lock().expect("vocabulary").take()?;
-        let started = Instant::now();
-        let prompt = match tokio::time::timeout(VOCABULARY_WAIT, task).await {
-            Ok(Ok(prompt)) => prompt,
-            Ok(Err(_)) => None,
-            Err(_) => {
-                tracing::debug!("the router's vocabulary was late; transcribing without it");
-                None
-            }
-        };
-        prompt.map(|p| (p, started.elapsed()))
-    }
+/// The prompt [`Voice::fetch_vocabulary`] asked for at this listen's press, waiting for it
+/// at most [`VOCABULARY_WAIT`]; `None` when none was asked for, it failed or is late.
+async fn take_vocabulary(
+    task: Option<tokio::task::JoinHandle<Option<String>>>,
+) -> Option<(String, Duration)> {
+    let task = task?;
+    let started = Instant::now();
+    let prompt = match tokio::time::timeout(VOCABULARY_WAIT, task).await {
+        Ok(Ok(prompt)) => prompt,
+        Ok(Err(_)) => None,
+        Err(_) => {
+            tracing::debug!("the router's vocabulary was late; transcribing without it");
+            None
+        }
+    };
+    prompt.map(|p| (p, started.elapsed()))
 }
 
 /// The longest the release waits for the vocabulary asked for at the press.
@@ -282,6 +305,12 @@ impl Runner {
         if capture.as_deref() != Some(plugin) || self.voice.state() != "listening" {
             return;
         }
+        // Another listen's end (it arrived after that one ended and this one began).
+        let current = *self.voice.listen.lock().expect("listen");
+        if params["listen"].as_u64() != current {
+            tracing::debug!(?current, %params, "a stale end of speech is ignored");
+            return;
+        }
         let silence = params["silence_ms"]
             .as_f64()
             .filter(|s| s.is_finite() && *s >= 0.0);
@@ -311,11 +340,11 @@ impl Runner {
             status.model = config.stt.model_path();
         }
         if let Some(missing) = config.stt.missing_model() {
-            // The config layer did not start the stt and capture plugins either.
-            self.voice.set_state(
-                "off",
-                format!("{missing}, then restart the service (systemctl --user restart utter)"),
-            );
+            // The config layer did not start the stt and capture plugins either; a reload
+            // after `utter models pull` starts them and this loop.
+            self.voice
+                .set_state("off", format!("{missing}, then `utter reload`"));
+            *self.voice.pending_start.lock().expect("pending start") = Some(Arc::downgrade(self));
             return;
         }
         self.voice.set_state("starting", "opening the microphone");
@@ -459,7 +488,8 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
         match event {
             PttEvent::Pressed { .. } => match runner.voice.capture(&runner).await {
                 Ok(plugin) => match capture_call(&runner, &plugin, "audio.begin").await {
-                    Ok(_) => {
+                    Ok(begun) => {
+                        *runner.voice.listen.lock().expect("listen") = begun["listen"].as_u64();
                         // The microphone as status shows it (recording now), then the state.
                         let microphone = capture_call(&runner, &plugin, "audio.status").await;
                         runner.voice.set_microphone(microphone.ok());
@@ -474,6 +504,13 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
                 Err(e) => runner.voice.set_state("unavailable", e),
             },
             PttEvent::Cancelled { reason, .. } => {
+                runner
+                    .voice
+                    .speech_ended
+                    .lock()
+                    .expect("speech ended")
+                    .take();
+                runner.voice.vocabulary.lock().expect("vocabulary").take();
                 if runner.voice.state() == "listening" {
                     if let Ok(plugin) = runner.voice.capture(&runner).await {
                         if let Err(e) = capture_call(&runner, &plugin, "audio.cancel").await {
@@ -520,13 +557,16 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
                         timings.capture_flush_ms = flush;
                         timings.handoff_ms = (round_trip - flush).max(0.0);
                         runner.voice.set_state("transcribing", "speech to text");
-                        // The next press may begin while this one is transcribed.
+                        // The next press may begin while this one is transcribed; this
+                        // press's vocabulary goes with it.
+                        let vocabulary = runner.voice.vocabulary.lock().expect("vocabulary").take();
                         let runner = runner.clone();
                         tokio::spawn(async move {
                             let microphone = capture_call(&runner, &plugin, "audio.status").await;
                             runner.voice.set_microphone(microphone.ok());
                             let report =
-                                transcribe_and_run(&runner, &plugin, captured, timings).await;
+                                transcribe_and_run(&runner, &plugin, captured, vocabulary, timings)
+                                    .await;
                             publish(&runner, report, released).await;
                         });
                     }
@@ -583,6 +623,7 @@ async fn transcribe_and_run(
     runner: &Arc<Runner>,
     capture_plugin: &str,
     captured: Value,
+    vocabulary: Option<tokio::task::JoinHandle<Option<String>>>,
     mut timings: VoiceTimings,
 ) -> VoiceReport {
     let audio = captured.get("audio").cloned();
@@ -643,7 +684,7 @@ async fn transcribe_and_run(
     params["window"] = json!(config.stt.window);
     params["beam_size"] = json!(config.stt.beam_size);
     params["hypotheses"] = json!(config.stt.hypotheses);
-    if let Some((prompt, waited)) = runner.voice.take_vocabulary().await {
+    if let Some((prompt, waited)) = take_vocabulary(vocabulary).await {
         params["prompt"] = json!(prompt);
         timings.vocabulary_ms = Some(ms(waited));
     }
@@ -767,9 +808,11 @@ pub const RERANK_MARGIN: f64 = 0.5;
 /// What the router made of one hypothesis ([`plan_kind`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlanKind {
-    /// Steps, none of which asks first: the router understood it.
+    /// Steps from a rule: the router understood it (a destructive step's `confirm: true`
+    /// without an `ask` still counts: the words were understood).
     Acts,
-    /// Steps that ask first, or candidates for the chooser: a near match.
+    /// A near match: a step that asks "did you mean …?" (`ask`), or candidates for the
+    /// chooser.
     Asks,
     /// No steps and no candidates.
     Nothing,
@@ -781,7 +824,7 @@ pub fn plan_kind(planned: &Value) -> PlanKind {
     let candidates = planned["candidates"]
         .as_array()
         .is_some_and(|c| !c.is_empty());
-    if !steps.is_empty() && steps.iter().all(|s| s["confirm"] != true) {
+    if !steps.is_empty() && steps.iter().all(|s| !s["ask"].is_string()) {
         PlanKind::Acts
     } else if !steps.is_empty() || candidates {
         PlanKind::Asks
@@ -894,8 +937,15 @@ mod tests {
             plan_kind(&json!({"steps": [{"op": "media"}]})),
             PlanKind::Acts
         );
+        // A destructive step confirms, but the words were understood.
         assert_eq!(
             plan_kind(&json!({"steps": [{"op": "close_window", "confirm": true}]})),
+            PlanKind::Acts
+        );
+        assert_eq!(
+            plan_kind(
+                &json!({"steps": [{"op": "ensure_url", "confirm": true, "ask": "did you mean GitHub?"}]})
+            ),
             PlanKind::Asks
         );
         assert_eq!(

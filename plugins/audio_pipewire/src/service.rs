@@ -35,7 +35,9 @@ pub const CANCEL: &str = "audio.cancel";
 /// `audio.record {seconds, keep_silence?}`.
 pub const RECORD: &str = "audio.record";
 /// The notification sent once per `audio.begin` when speech was heard and then
-/// `end_silence_ms` of silence: `{speech_ms, silence_ms}`.
+/// `end_silence_ms` of silence: `{speech_ms, silence_ms, listen}` (`listen`: the number
+/// `audio.begin` answered). It always uses the voice-activity detector, whatever
+/// `vad.detector` says about the gate.
 pub const SPEECH_ENDED: &str = "audio.speech_ended";
 
 /// How often the end-of-speech watcher looks at the recording.
@@ -288,7 +290,7 @@ impl AudioPlugin {
                         end_silence_ms,
                     );
                 }
-                Ok(json!({"end_silence_ms": end_silence_ms}))
+                Ok(json!({"end_silence_ms": end_silence_ms, "listen": st.begins}))
             }
             Err(e) => {
                 st.capture = None;
@@ -368,7 +370,7 @@ impl AudioPlugin {
                     let _ = peer
                         .notify(
                             SPEECH_ENDED,
-                            json!({"speech_ms": ended.speech_ms, "silence_ms": ended.silence_ms}),
+                            json!({"speech_ms": ended.speech_ms, "silence_ms": ended.silence_ms, "listen": begin}),
                         )
                         .await;
                     return;

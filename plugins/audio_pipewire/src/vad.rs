@@ -122,9 +122,9 @@ impl EndOfSpeech {
         let mut consumed = 0;
         let mut result = None;
         while self.pending.len() - consumed >= FRAME {
-            let frame = &self.pending[consumed..consumed + FRAME];
+            let frame = clamped(&self.pending[consumed..consumed + FRAME]);
             consumed += FRAME;
-            let score = self.detector.predict_f32(frame);
+            let score = self.detector.predict_f32(&frame);
             if score >= THRESHOLD {
                 self.voiced += 1;
                 self.silent = 0;
@@ -150,6 +150,16 @@ impl EndOfSpeech {
     }
 }
 
+/// One frame with every sample in [-1, 1] (earshot asserts it in debug builds; a float
+/// source or a resampler's overshoot can exceed it).
+fn clamped(frame: &[f32]) -> [f32; FRAME] {
+    let mut out = [0.0f32; FRAME];
+    for (o, s) in out.iter_mut().zip(frame) {
+        *o = s.clamp(-1.0, 1.0);
+    }
+    out
+}
+
 /// The voiced frames of a 16 kHz mono utterance: how many, and the sample range from the
 /// start of the first to the end of the last (`None` without any).
 pub fn speech_span(samples: &[f32]) -> (usize, Option<std::ops::Range<usize>>) {
@@ -158,7 +168,7 @@ pub fn speech_span(samples: &[f32]) -> (usize, Option<std::ops::Range<usize>>) {
     let mut first = None;
     let mut last = 0;
     for (i, frame) in samples.chunks_exact(FRAME).enumerate() {
-        if detector.predict_f32(frame) >= THRESHOLD {
+        if detector.predict_f32(&clamped(frame)) >= THRESHOLD {
             voiced += 1;
             first.get_or_insert(i);
             last = i;
@@ -190,6 +200,16 @@ mod tests {
         same.push(&[0.1, 0.2, 0.3], &mut copy);
         same.push(&[0.4], &mut copy);
         assert_eq!(copy.len(), 3);
+    }
+
+    #[test]
+    fn samples_beyond_full_scale_do_not_trip_the_detector() {
+        let loud: Vec<f32> = (0..16_000)
+            .map(|i| if i % 2 == 0 { 3.0 } else { -3.0 })
+            .collect();
+        let mut eos = EndOfSpeech::new(16_000, 1, 100, 600);
+        let _ = eos.push(&loud);
+        let _ = speech_span(&loud);
     }
 
     #[test]

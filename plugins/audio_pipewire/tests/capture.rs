@@ -210,7 +210,7 @@ async fn capture_over_the_protocol_on_real_pipewire() {
     // The end of speech is watched for, after the default 600 ms of silence.
     assert_eq!(
         host.call("audio.begin", json!({})).await.unwrap(),
-        json!({"end_silence_ms": 600})
+        json!({"end_silence_ms": 600, "listen": 1})
     );
     let status = host.call("audio.status", json!({})).await.unwrap();
     assert_eq!(status["recording"], "utterance", "{status}");

@@ -80,7 +80,8 @@ const MANIFEST: &str = include_str!("../utter-plugin.toml");
 /// The method this plugin serves.
 const PLAN: &str = "router.plan";
 
-/// `router.vocabulary {context?}` → `{prompt, terms, counts}`: the names this router acts on,
+/// `router.vocabulary {context?}` → `{prompt, terms, counts: {sites, apps, installed, agents,
+/// players, words}}`: the names this router acts on,
 /// for a speech recogniser's prompt ([`vocabulary`]).
 const VOCABULARY: &str = "router.vocabulary";
 

@@ -616,6 +616,11 @@ pub fn collapse_repeats(text: &str) -> String {
     };
     let keys: Vec<String> = words.iter().map(|w| key(w)).collect();
     for period in 1..=keys.len() / 2 {
+        // One word said twice ("down down", "next next") may be meant; three times is a
+        // loop.
+        if period == 1 && keys.len() < 3 {
+            continue;
+        }
         // The decoder may stop inside the last word of the last copy ("Trades, Search
         // for Rust Tr"): that word need only begin like its twin.
         let last = keys.len() - 1;
@@ -654,7 +659,8 @@ mod tests {
             collapse_repeats("Open YouTube. Open YouTube. Open"),
             "Open YouTube."
         );
-        assert_eq!(collapse_repeats("Next, next,"), "Next");
+        assert_eq!(collapse_repeats("Next, next, next"), "Next");
+        assert_eq!(collapse_repeats("down down"), "down down");
         assert_eq!(
             collapse_repeats("Search for Rust Trades, Search for Rust Trades, Search for Rust Tr"),
             "Search for Rust Trades"

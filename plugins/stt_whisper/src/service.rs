@@ -229,12 +229,13 @@ impl SttPlugin {
     }
 }
 
-/// The most characters of `prompt` taken (the model keeps at most 223 tokens of it anyway).
+/// The most bytes of `prompt` taken, from its end (the model keeps at most 223 tokens of
+/// it anyway).
 pub const MAX_PROMPT_CHARS: usize = 4096;
 
 /// The decoding fields of `stt.transcribe`: `window` (`"fit"` or `"full"`), `padding_ms`
 /// (0–10 000, with `"fit"`), `beam_size` (1–10), `hypotheses` (1–`beam_size`) and `prompt`
-/// (text, at most [`MAX_PROMPT_CHARS`] characters). Each has the default of
+/// (text; its last [`MAX_PROMPT_CHARS`] bytes are taken). Each has the default of
 /// [`DecodeOptions::default`]; a bad value is `-32602` naming the field.
 fn decode_options(params: &Value) -> Result<DecodeOptions, ErrorObject> {
     let mut options = DecodeOptions::default();
@@ -285,11 +286,12 @@ fn decode_options(params: &Value) -> Result<DecodeOptions, ErrorObject> {
     match params.get("prompt") {
         None | Some(Value::Null) => {}
         Some(Value::String(p)) => {
-            let mut end = p.len().min(MAX_PROMPT_CHARS);
-            while !p.is_char_boundary(end) {
-                end -= 1;
+            // The end is nearest to the audio and what the model keeps: cut the front.
+            let mut start = p.len().saturating_sub(MAX_PROMPT_CHARS);
+            while !p.is_char_boundary(start) {
+                start += 1;
             }
-            options.prompt = Some(p[..end].to_owned());
+            options.prompt = Some(p[start..].to_owned());
         }
         Some(other) => {
             return Err(ErrorObject::invalid_params(format!(
