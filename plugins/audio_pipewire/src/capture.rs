@@ -169,10 +169,7 @@ impl Utterance {
     ) -> Result<Utterance, AudioError> {
         let mono = dsp::downmix(interleaved, channels.max(1) as usize);
         let mut samples = dsp::resample_to_16k(&mono, rate).map_err(AudioError::Processing)?;
-        let mut found = dsp::gate(&samples, gate);
-        if gate.detector && found.has_speech {
-            found = narrowed_by_detector(&samples, gate);
-        }
+        let found = dsp::gate(&samples, gate);
         let total = samples.len();
         let at_16k = |n: usize| Duration::from_micros(n as u64 * 1_000_000 / 16_000);
         let peak = dsp::peak(&samples);
@@ -206,38 +203,6 @@ impl Utterance {
     /// The kept samples as raw little-endian `f32` bytes (`audio.pcm_f32le@1`).
     pub fn to_le_bytes(&self) -> Vec<u8> {
         pcm_f32le(&self.samples)
-    }
-}
-
-/// What the gate keeps when the energy gate found speech: where the voice-activity detector hears a voice
-/// (plus `margin_ms`); "no speech" when it hears less than `min_speech_ms` of voice.
-fn narrowed_by_detector(samples: &[f32], gate: &dsp::GateSettings) -> dsp::GateResult {
-    let (voiced, span) = crate::vad::speech_span(samples);
-    let voiced_time =
-        Duration::from_micros((voiced * crate::vad::FRAME) as u64 * 1_000_000 / 16_000);
-    let Some(span) =
-        span.filter(|_| voiced_time >= Duration::from_millis(gate.min_speech_ms.into()))
-    else {
-        return dsp::GateResult {
-            keep: if gate.trim { 0..0 } else { 0..samples.len() },
-            speech: Duration::ZERO,
-            voiced: voiced_time,
-            has_speech: false,
-            speech_rms_db: dsp::SILENCE_FLOOR_DB,
-        };
-    };
-    let margin = (u64::from(dsp::TARGET_RATE) * u64::from(gate.margin_ms) / 1000) as usize;
-    let keep = if gate.trim {
-        span.start.saturating_sub(margin)..span.end.saturating_add(margin).min(samples.len())
-    } else {
-        0..samples.len()
-    };
-    dsp::GateResult {
-        keep,
-        speech: Duration::from_micros((span.end - span.start) as u64 * 1_000_000 / 16_000),
-        voiced: voiced_time,
-        has_speech: true,
-        speech_rms_db: dsp::rms_db(&samples[span]),
     }
 }
 

@@ -136,8 +136,61 @@ pub struct GateResult {
 /// its RMS reaches `threshold_db`, and keep the span from the first to the last voiced frame
 /// plus `margin_ms` on each side. Pauses between words inside the span are kept (Whisper
 /// wants them); the span is "no speech" when the voiced frames add up to less than
-/// `min_speech_ms`, and then nothing is kept when trimming.
+/// `min_speech_ms`, and then nothing is kept when trimming. With `settings.detector`, speech
+/// the levels found is checked by the voice-activity detector ([`crate::vad::speech_span`]):
+/// the span becomes the one it hears a voice in, and less than `min_speech_ms` of voice is
+/// "no speech".
 pub fn gate(samples: &[f32], settings: &GateSettings) -> GateResult {
+    let found = energy_gate(samples, settings);
+    if !settings.detector || !found.has_speech {
+        return found;
+    }
+    let (voiced_frames, span) = crate::vad::speech_span(samples);
+    let ms = |n: usize| Duration::from_micros(n as u64 * 1_000_000 / u64::from(TARGET_RATE));
+    let voiced = ms(voiced_frames * crate::vad::FRAME);
+    match span.filter(|_| voiced >= Duration::from_millis(settings.min_speech_ms.into())) {
+        Some(span) => kept(samples, span, voiced, settings),
+        None => no_speech(samples.len(), voiced, settings),
+    }
+}
+
+/// The gate's answer when it found no speech.
+fn no_speech(len: usize, voiced: Duration, settings: &GateSettings) -> GateResult {
+    GateResult {
+        keep: if settings.trim { 0..0 } else { 0..len },
+        speech: Duration::ZERO,
+        voiced,
+        has_speech: false,
+        speech_rms_db: SILENCE_FLOOR_DB,
+    }
+}
+
+/// The gate's answer for speech in `span`: `margin_ms` kept around it when trimming.
+fn kept(
+    samples: &[f32],
+    span: std::ops::Range<usize>,
+    voiced: Duration,
+    settings: &GateSettings,
+) -> GateResult {
+    let ms = |n: usize| Duration::from_micros(n as u64 * 1_000_000 / u64::from(TARGET_RATE));
+    // In u64: a margin from a library caller is not range-checked, and must not overflow.
+    let margin = (u64::from(TARGET_RATE) * u64::from(settings.margin_ms) / 1000) as usize;
+    let keep = if settings.trim {
+        span.start.saturating_sub(margin)..span.end.saturating_add(margin).min(samples.len())
+    } else {
+        0..samples.len()
+    };
+    GateResult {
+        keep,
+        speech: ms(span.end - span.start),
+        voiced,
+        has_speech: true,
+        speech_rms_db: rms_db(&samples[span]),
+    }
+}
+
+/// The level gate alone (see [`gate`]).
+fn energy_gate(samples: &[f32], settings: &GateSettings) -> GateResult {
     let frame = (TARGET_RATE * GATE_FRAME_MS / 1000) as usize;
     let ms = |n: usize| Duration::from_micros(n as u64 * 1_000_000 / u64::from(TARGET_RATE));
     let mut first = None;
@@ -154,39 +207,23 @@ pub fn gate(samples: &[f32], settings: &GateSettings) -> GateResult {
     let has_speech =
         first.is_some() && voiced >= Duration::from_millis(settings.min_speech_ms.into());
     let Some(first) = first.filter(|_| has_speech) else {
-        return GateResult {
-            keep: if settings.trim {
-                0..0
-            } else {
-                0..samples.len()
-            },
-            speech: Duration::ZERO,
-            voiced,
-            has_speech: false,
-            speech_rms_db: SILENCE_FLOOR_DB,
-        };
+        return no_speech(samples.len(), voiced, settings);
     };
-    let start = first * frame;
     let end = ((last + 1) * frame).min(samples.len());
-    // In u64: a margin from a library caller is not range-checked, and must not overflow.
-    let margin = (u64::from(TARGET_RATE) * u64::from(settings.margin_ms) / 1000) as usize;
-    let keep = if settings.trim {
-        start.saturating_sub(margin)..end.saturating_add(margin).min(samples.len())
-    } else {
-        0..samples.len()
-    };
-    GateResult {
-        keep,
-        speech: ms(end - start),
-        voiced,
-        has_speech: true,
-        speech_rms_db: rms_db(&samples[start..end]),
-    }
+    kept(samples, first * frame..end, voiced, settings)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The level gate alone: these tests use tones, which are not a voice.
+    fn energy() -> GateSettings {
+        GateSettings {
+            detector: false,
+            ..GateSettings::default()
+        }
+    }
 
     fn sine(freq: f32, rate: u32, seconds: f32, amplitude: f32) -> Vec<f32> {
         let n = (rate as f32 * seconds) as usize;
@@ -255,7 +292,7 @@ mod tests {
             &GateSettings {
                 margin_ms: u32::MAX,
                 min_speech_ms: 0,
-                ..GateSettings::default()
+                ..energy()
             },
         );
         assert!(g.has_speech);
@@ -264,7 +301,7 @@ mod tests {
             &signal,
             &GateSettings {
                 min_speech_ms: u32::MAX,
-                ..GateSettings::default()
+                ..energy()
             },
         );
         assert!(!never.has_speech);
@@ -292,7 +329,7 @@ mod tests {
         let mut signal = vec![0.0f32; 16_000]; // 1 s silence
         signal.extend(sine(300.0, 16_000, 0.5, 0.3)); // 0.5 s tone
         signal.extend(vec![0.0f32; 8_000]); // 0.5 s silence
-        let settings = GateSettings::default();
+        let settings = energy();
         let g = gate(&signal, &settings);
         assert!(g.has_speech);
         let speech_ms = g.speech.as_millis() as i64;
@@ -315,7 +352,7 @@ mod tests {
 
     #[test]
     fn gate_reports_no_speech_for_silence_noise_and_clicks() {
-        let settings = GateSettings::default();
+        let settings = energy();
         let silence = vec![0.0f32; 32_000];
         let g = gate(&silence, &settings);
         assert!(!g.has_speech);

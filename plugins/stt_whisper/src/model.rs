@@ -601,6 +601,15 @@ fn token_budget(samples: usize) -> usize {
     8 + (samples as f64 / f64::from(SAMPLE_RATE) * 8.0).ceil() as usize
 }
 
+/// A word as transcripts are compared: its letters and digits, in lower case ("YouTube," is
+/// "youtube").
+pub fn word_key(word: &str) -> String {
+    word.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
 /// `text` without whole-utterance repeats: "Open YouTube Open YouTube. Open" is "Open
 /// YouTube". The words (compared without case and punctuation) must be two or more copies
 /// of their first `p` words, the last copy possibly cut short (even inside its last word);
@@ -608,13 +617,7 @@ fn token_budget(samples: usize) -> usize {
 /// written, without a dangling comma. Anything else is returned unchanged.
 pub fn collapse_repeats(text: &str) -> String {
     let words: Vec<&str> = text.split_whitespace().collect();
-    let key = |w: &str| -> String {
-        w.chars()
-            .filter(|c| c.is_alphanumeric())
-            .flat_map(char::to_lowercase)
-            .collect()
-    };
-    let keys: Vec<String> = words.iter().map(|w| key(w)).collect();
+    let keys: Vec<String> = words.iter().map(|w| word_key(w)).collect();
     for period in 1..=keys.len() / 2 {
         // One word said twice ("down down", "next next") may be meant; three times is a
         // loop.

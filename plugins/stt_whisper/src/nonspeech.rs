@@ -59,12 +59,7 @@ pub fn non_speech(text: &str) -> bool {
     }
     let words: Vec<String> = rest
         .split_whitespace()
-        .map(|w| {
-            w.chars()
-                .filter(|c| c.is_alphanumeric())
-                .flat_map(char::to_lowercase)
-                .collect::<String>()
-        })
+        .map(crate::model::word_key)
         .filter(|w| !w.is_empty())
         .collect();
     let phrase = words.join(" ");
