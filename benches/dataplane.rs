@@ -222,8 +222,9 @@ fn ingest(daemon: &Daemon) {
     let sha256sum_ok = out.is_ok_and(|o| o.status.success());
 
     let root = daemon.dir.path().join("store");
-    let store = utter_core::handles::HandleStore::open(root, Duration::from_secs(300), 1 << 30)
-        .expect("a store");
+    let store =
+        utter_core::handles::HandleStore::open(root, Duration::from_secs(300), 1 << 30, 1 << 31)
+            .expect("a store");
     let scope = utter_core::handles::Scope::Client(1);
     let t = Instant::now();
     let read = std::fs::read(&file).expect("read the blob");

@@ -106,6 +106,35 @@ use utter_core::runner::Runner;
 /// frame until one closes.
 pub const MAX_CONNECTIONS: usize = 64;
 
+/// Of [`MAX_CONNECTIONS`], how many only clients admitted without a token (the `utter`
+/// binary, `[socket] allow_binaries`) may take, so that a flood of connections that never
+/// authenticate cannot lock the CLI out.
+pub const RESERVED_CONNECTIONS: usize = 16;
+
+/// The connection slots: a general pool and one reserved for admitted clients.
+struct Slots {
+    general: Arc<Semaphore>,
+    reserved: Arc<Semaphore>,
+}
+
+impl Slots {
+    fn new() -> Slots {
+        Slots {
+            general: Arc::new(Semaphore::new(MAX_CONNECTIONS - RESERVED_CONNECTIONS)),
+            reserved: Arc::new(Semaphore::new(RESERVED_CONNECTIONS)),
+        }
+    }
+
+    /// A slot for a client: a general one, else (for an admitted client) a reserved one.
+    fn take(&self, admitted: bool) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.general.clone().try_acquire_owned().ok().or_else(|| {
+            admitted
+                .then(|| self.reserved.clone().try_acquire_owned().ok())
+                .flatten()
+        })
+    }
+}
+
 /// How long [`SocketTask::shutdown`] waits for connections to finish their last frames.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 
@@ -461,7 +490,7 @@ async fn accept_loop(listener: Listener, runner: Arc<Runner>, mut stop: watch::R
         }
     };
     let shared = Arc::new(access::Shared::new(runner, stop.clone()));
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let slots = Arc::new(Slots::new());
     let mut connections = JoinSet::new();
     tracing::info!(socket = %file.path.display(), "client socket ready");
     loop {
@@ -472,25 +501,45 @@ async fn accept_loop(listener: Listener, runner: Arc<Runner>, mut stop: watch::R
                 }
             }
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => match permits.clone().try_acquire_owned() {
-                    Ok(permit) => {
-                        let shared = shared.clone();
-                        connections.spawn(async move {
-                            session::serve_connection(stream, shared).await;
-                            drop(permit);
-                        });
-                    }
-                    Err(_) => {
-                        tracing::warn!(limit = MAX_CONNECTIONS, "too many client connections; refusing one");
-                        connections.spawn(session::refuse(
-                            stream,
-                            ErrorObject::new(
-                                ErrorCode::Denied,
-                                format!("too many connections to the runner (at most {MAX_CONNECTIONS}); try again later"),
-                            ),
-                        ));
-                    }
-                },
+                Ok((stream, _)) => {
+                    let shared = shared.clone();
+                    let slots = slots.clone();
+                    // Identifying the peer reads /proc; it runs beside the accept loop.
+                    connections.spawn(async move {
+                        let Some(arrival) = session::identify(stream, &shared).await else {
+                            return;
+                        };
+                        if matches!(arrival.admission, access::Admission::Rejected(_)) {
+                            // Refused at once; it takes no slot.
+                            session::serve_connection(arrival, shared).await;
+                            return;
+                        }
+                        let admitted = matches!(arrival.admission, access::Admission::Admitted(_));
+                        match slots.take(admitted) {
+                            Some(slot) => {
+                                session::serve_connection(arrival, shared).await;
+                                drop(slot);
+                            }
+                            None => {
+                                if let Some(suppressed) = shared.logs.full.allow() {
+                                    tracing::warn!(limit = MAX_CONNECTIONS, admitted, suppressed, "too many client connections; refusing one");
+                                }
+                                session::refuse(
+                                    arrival.stream,
+                                    ErrorObject::new(
+                                        ErrorCode::Denied,
+                                        if admitted {
+                                            format!("too many connections to the runner (all {MAX_CONNECTIONS} are in use); try again later")
+                                        } else {
+                                            format!("too many connections to the runner ({} are open to unauthenticated clients, {RESERVED_CONNECTIONS} more only to the utter binary and allow-listed programs); try again later", MAX_CONNECTIONS - RESERVED_CONNECTIONS)
+                                        },
+                                    ),
+                                )
+                                .await;
+                            }
+                        }
+                    });
+                }
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
                     tracing::warn!(error = %e, "accept failed");

@@ -144,6 +144,53 @@ async fn processes_a_plugin_leaves_in_its_group_are_stopped_with_it() {
     assert!(gone, "sleep {pid} outlived its plugin");
 }
 
+/// Whether `pid` is gone (or a zombie nobody reaped yet).
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat.split_whitespace().nth(2) == Some("Z"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_crashes_takes_what_it_started_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("sleeper.pid");
+    let r = runner(&["--spawn-sleeper", &pid_file.display().to_string()]).await;
+    let read_pid = || -> i32 {
+        std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let first = read_pid();
+    assert!(!gone(first));
+    // The plugin exits by itself (status 7): no drain asked it to.
+    let _ = r
+        .supervisor
+        .call("t", "test.die", json!({}), Duration::from_secs(5))
+        .await;
+    let back = common::wait_for(Duration::from_secs(30), || {
+        r.plugins()[0].status == PluginStatus::Ok && r.plugins()[0].epoch == 1
+    })
+    .await;
+    assert!(back, "{:?}", r.plugins()[0]);
+    // Its sleeper went with its process group before the next instance started.
+    assert!(
+        gone(first),
+        "sleep {first} outlived the plugin that crashed"
+    );
+    let second = read_pid();
+    assert_ne!(first, second);
+    assert!(!gone(second), "the new instance's sleeper runs");
+    r.shutdown().await;
+    assert!(
+        common::wait_for(Duration::from_secs(10), || gone(second)).await,
+        "sleep {second} outlived its plugin"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_start_says_the_exit_status_and_what_the_plugin_said() {
     let r = runner(&["--exit-before-hello"]).await;

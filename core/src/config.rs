@@ -141,6 +141,9 @@ pub struct RunnerSection {
     pub handle_root: String,
     /// Bytes of handles one client connection or plugin may hold (64 MiB).
     pub handle_quota: u64,
+    /// Bytes of handles all scopes together may hold (256 MiB): the store usually lives in
+    /// `$XDG_RUNTIME_DIR`, which is memory.
+    pub handle_quota_total: u64,
     /// Frames per lossy stream (256).
     pub lossy_queue: u64,
     /// Credits per reliable stream (64).
@@ -163,6 +166,7 @@ impl Default for RunnerSection {
             handle_ttl: 300.0,
             handle_root: String::new(),
             handle_quota: crate::handles::DEFAULT_QUOTA,
+            handle_quota_total: crate::handles::DEFAULT_TOTAL_QUOTA,
             lossy_queue: 256,
             credit_window: 64,
             socket_path: String::new(),
@@ -1142,6 +1146,7 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
         ("lossy_queue", r.lossy_queue, 1),
         ("credit_window", r.credit_window, 1),
         ("handle_quota", r.handle_quota, 1),
+        ("handle_quota_total", r.handle_quota_total, 1),
         ("max_frame_bytes", r.max_frame_bytes, 1024),
     ] {
         if value < min {

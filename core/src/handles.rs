@@ -11,7 +11,10 @@
 //! (the older runner searched every scope; reference §12, item 26). Each scope holds a
 //! reference count per handle; a blob is deleted by the collector once no scope refers to it
 //! or its time to live (`[runner] handle_ttl`, renewed by `create` and `retain`) has passed.
-//! Each scope may hold at most `quota` bytes.
+//! Each scope may hold at most `quota` bytes, and all scopes together at most `total`
+//! bytes (the store usually lives in `$XDG_RUNTIME_DIR`, a tmpfs: memory). A runner that
+//! stops cleanly removes its blobs ([`HandleStore::remove_all`]); one that was killed has
+//! its directory removed by the next runner that opens the store.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -25,6 +28,8 @@ use utter_protocol::{ErrorCode, ErrorObject};
 pub const MAX_INLINE: u64 = 65_536;
 /// Bytes one scope may hold unless configured.
 pub const DEFAULT_QUOTA: u64 = 64 * 1024 * 1024;
+/// Bytes all scopes together may hold unless configured.
+pub const DEFAULT_TOTAL_QUOTA: u64 = 256 * 1024 * 1024;
 /// The prefix of every handle.
 pub const PREFIX: &str = "handle://";
 
@@ -97,6 +102,7 @@ pub struct HandleStore {
     root: PathBuf,
     ttl: Duration,
     quota: u64,
+    total: u64,
     index: Mutex<Index>,
 }
 
@@ -126,6 +132,19 @@ pub enum HandleError {
         size: u64,
         /// The quota.
         quota: u64,
+    },
+    /// The store as a whole would hold more than its total quota (`-32005`, `data {stored,
+    /// size, total}`).
+    #[error(
+        "the handle store is full: it holds {stored} bytes for all clients and plugins, {size} more would pass its {total} byte total ([runner] handle_quota_total); try again when handles were released or expired"
+    )]
+    Full {
+        /// Bytes the store holds.
+        stored: u64,
+        /// Bytes asked for.
+        size: u64,
+        /// The total quota.
+        total: u64,
     },
     /// Too large for an inline answer (`-32007`, `data {size, max_inline, handle}`).
     #[error(
@@ -175,6 +194,12 @@ impl From<HandleError> for ErrorObject {
                 ErrorObject::new(ErrorCode::CapabilityMissing, message)
                     .with_data(json!({"used": used, "size": size, "quota": quota}))
             }
+            HandleError::Full {
+                stored,
+                size,
+                total,
+            } => ErrorObject::new(ErrorCode::CapabilityMissing, message)
+                .with_data(json!({"stored": stored, "size": size, "total": total})),
             HandleError::TooLarge { size, handle } => {
                 ErrorObject::new(ErrorCode::HandleTooLarge, message)
                     .with_data(json!({"size": size, "max_inline": MAX_INLINE, "handle": handle}))
@@ -196,7 +221,12 @@ impl HandleStore {
     /// `root/runner-<pid>`, so runners sharing a root never delete each other's blobs; the
     /// directories of runners that are no longer alive are removed here (the older runner
     /// left them forever).
-    pub fn open(root: PathBuf, ttl: Duration, quota: u64) -> std::io::Result<Arc<HandleStore>> {
+    pub fn open(
+        root: PathBuf,
+        ttl: Duration,
+        quota: u64,
+        total: u64,
+    ) -> std::io::Result<Arc<HandleStore>> {
         let make = |dir: &Path| -> std::io::Result<()> {
             crate::paths::ensure_private_dir(dir).map_err(std::io::Error::other)
         };
@@ -228,6 +258,7 @@ impl HandleStore {
             root,
             ttl,
             quota,
+            total,
             index: Mutex::new(Index::default()),
         }))
     }
@@ -313,6 +344,14 @@ impl HandleStore {
                     used,
                     size,
                     quota: self.quota,
+                });
+            }
+            let stored: u64 = index.blobs.values().map(|b| b.size).sum();
+            if !index.blobs.contains_key(&digest) && stored.saturating_add(size) > self.total {
+                return Err(HandleError::Full {
+                    stored,
+                    size,
+                    total: self.total,
                 });
             }
             if index.blobs.contains_key(&digest) {
@@ -543,6 +582,21 @@ impl HandleStore {
         passed
     }
 
+    /// Delete every blob and this process's directory: the runner is stopping cleanly and
+    /// no handle outlives it. Later calls find no blobs.
+    pub fn remove_all(&self) {
+        let mut index = self.index.lock().expect("handle index");
+        index.blobs.clear();
+        index.scopes.clear();
+        match std::fs::remove_dir_all(&self.root) {
+            Ok(()) => tracing::debug!(dir = %self.root.display(), "handle blobs removed"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(dir = %self.root.display(), error = %e, "handle blobs could not be removed")
+            }
+        }
+    }
+
     /// Drop every reference `scope` holds (its connection closed or its plugin stopped).
     pub fn drop_scope(&self, scope: &Scope) {
         self.index
@@ -611,7 +665,8 @@ mod tests {
     #[test]
     fn scopes_refcounts_and_collection() {
         let dir = tempfile::tempdir().unwrap();
-        let store = HandleStore::open(dir.path().join("h"), Duration::from_secs(60), 10).unwrap();
+        let store =
+            HandleStore::open(dir.path().join("h"), Duration::from_secs(60), 10, 1000).unwrap();
         let a = Scope::Client(1);
         let b = Scope::Plugin("p".into());
         let made = store.create(&a, b"hello").unwrap();

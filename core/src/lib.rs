@@ -12,6 +12,7 @@
 //!   atomic writes.
 //! * [`supervisor`] and [`transport`]: one slot per plugin; spawn, handshake, validate
 //!   capabilities, watch, restart with backoff, drain; stdio, `connect` and `listen`.
+//!   [`groups`]: the markers that let a runner stop what a killed runner's plugins left.
 //! * [`policy`]: provenance, the ops registry and the policy half of the gate.
 //! * [`pipeline`]: utterance → `router.plan` → (a chooser picks a candidate) → **the gate**
 //!   (provenance → enabled → URL scheme → args schema → confirmation → re-validation →
@@ -36,6 +37,7 @@ pub mod config;
 pub mod confirm;
 pub mod context;
 pub mod events;
+pub mod groups;
 pub mod handles;
 pub mod models;
 pub mod params;

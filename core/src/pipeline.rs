@@ -72,6 +72,11 @@ pub enum Target {
 /// How many times a step is asked again when its context changed during the confirmation.
 pub const MAX_CONFIRM_ROUNDS: usize = 3;
 
+/// The longest utterance a command takes, in bytes (UTF-8). A spoken command is a few
+/// dozen bytes; the bound keeps one request from filling the event backlog and every
+/// subscriber's queue with megabytes.
+pub const MAX_UTTERANCE_BYTES: usize = 64 * 1024;
+
 /// The ops the planner fallback may propose (`llm.plan`'s `ops`): no `terminal`, no `input`.
 pub const PLANNER_OPS: &[&str] = &[
     "open_url",
@@ -197,7 +202,8 @@ impl Pipeline<'_> {
     /// every step through the gates, then confirm and run each.
     ///
     /// # Errors
-    /// `-32602` for a blank utterance; `-32005` when no router (or no chooser the plan asks
+    /// `-32602` for a blank utterance or one longer than [`MAX_UTTERANCE_BYTES`]; `-32005`
+    /// when no router (or no chooser the plan asks
     /// for) is running; `-32006` when a chooser answers anything but the id of a prepared
     /// candidate; the router's error when planning fails.
     pub async fn run(
@@ -209,6 +215,12 @@ impl Pipeline<'_> {
             return Err(ErrorObject::invalid_params(
                 "the utterance is empty; say what to do, e.g. \"open youtube\"",
             ));
+        }
+        if utterance.len() > MAX_UTTERANCE_BYTES {
+            return Err(ErrorObject::invalid_params(format!(
+                "the utterance is {} bytes long; at most {MAX_UTTERANCE_BYTES} are taken (type long text from a file or the clipboard instead)",
+                utterance.len()
+            )));
         }
         let provenance = options.provenance.unwrap_or(Provenance::User);
         let supervisor = self.supervisor;

@@ -80,7 +80,12 @@ fn open_handle_store(section: &crate::config::RunnerSection) -> Option<Arc<Handl
         .ok()
         .filter(|d| !d.is_zero())
         .unwrap_or(Duration::from_secs(300));
-    match HandleStore::open(root.clone(), ttl, section.handle_quota) {
+    match HandleStore::open(
+        root.clone(),
+        ttl,
+        section.handle_quota,
+        section.handle_quota_total,
+    ) {
         Ok(store) => {
             store.spawn_collector();
             Some(store)
@@ -512,7 +517,7 @@ impl Runner {
         Ok(report)
     }
 
-    /// Drain every plugin.
+    /// Drain every plugin, then remove every handle blob (none outlives a clean stop).
     pub async fn shutdown(&self) {
         for task in self
             .ptt_triggers
@@ -527,5 +532,8 @@ impl Runner {
             state: ServiceState::Stopping,
         });
         self.supervisor.shutdown().await;
+        if let Some(store) = &self.handles {
+            store.remove_all();
+        }
     }
 }

@@ -327,6 +327,10 @@ fn least_trusted_in_flight(list: &Mutex<Vec<Provenance>>) -> Provenance {
 /// The child process of an instance, owned by the slot's watch task.
 struct Process {
     child: Child,
+    /// The child's pid, which is also its process group's id. Kept apart from `child`:
+    /// once the child was reaped, `Child::id` no longer knows it, and the group may still
+    /// hold what the plugin started.
+    group: Option<u32>,
     conn: Connection,
     /// The socket file of a `connect`/`listen` plugin, removed once the process is stopped.
     socket: Option<PathBuf>,
@@ -437,6 +441,8 @@ impl Supervisor {
     /// capabilities, and start watching. Returns when every plugin is either running or has
     /// failed; failures are reported in [`Supervisor::plugins`], never as an error here.
     pub async fn start(config: &Config, options: SupervisorOptions) -> Supervisor {
+        // What the plugins of a runner that was killed left running goes first.
+        crate::groups::sweep();
         let (events, _) = broadcast::channel(256);
         let shared = Arc::new(Shared {
             slots: Mutex::new(Vec::new()),
@@ -1100,6 +1106,26 @@ impl Shared {
             .kill_on_drop(true)
             // Its own process group: a terminal's Ctrl-C reaches the runner, which drains.
             .process_group(0);
+        // The plugin dies with the runner, even when the runner is killed with SIGKILL (which
+        // no drain can follow): the kernel sends it SIGKILL when its parent thread ends. The
+        // runner's runtime spawns on one thread that lives as long as the process. What the
+        // plugin started itself is in its process group, which a drain stops; under systemd
+        // the service's cgroup is stopped as a whole as well.
+        let parent = nix::unistd::getpid();
+        // SAFETY: between fork and exec the closure only makes two system calls
+        // (prctl, getppid), which are async-signal-safe, and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(std::io::Error::from)?;
+                // The runner may have died before the line above: then nobody would stop us.
+                // (ESRCH, "no such process": an error without an allocation.)
+                if nix::unistd::getppid() != parent {
+                    return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
         match &socket {
             Some(path) => {
                 cmd.env("UTTER_PLUGIN_SOCKET", path)
@@ -1140,6 +1166,9 @@ impl Shared {
             }
         })?;
         let pid = child.id();
+        if let Some(group) = pid {
+            crate::groups::record(group, &entry.id);
+        }
         // The stderr reader ends at EOF; a failed start waits (bounded) for it so that the
         // report carries the plugin's last words, not a race with the reader task.
         let mut stderr_reader = child.stderr.take().map(|stderr| {
@@ -1183,7 +1212,7 @@ impl Shared {
                 }
                 error.message.push_str(&slot.stderr_summary());
                 tokio::spawn(async move {
-                    stop_process(child, options).await;
+                    stop_process(child, pid, options).await;
                     if let Some(path) = socket {
                         let _ = crate::transport::remove_stale(&path);
                     }
@@ -1218,6 +1247,7 @@ impl Shared {
         );
         let process = Process {
             child,
+            group: pid,
             conn: conn.clone(),
             socket,
         };
@@ -1530,21 +1560,33 @@ async fn stop_requested(shutdown: &mut watch::Receiver<bool>) {
 async fn drain(process: Process, options: SupervisorOptions) {
     // Closing the connection closes stdin, or shuts the socket's write side down.
     process.conn.close();
-    stop_process(process.child, options).await;
+    stop_process(process.child, process.group, options).await;
     if let Some(path) = process.socket {
         let _ = crate::transport::remove_stale(&path);
     }
 }
 
-/// The waiting and signalling part of [`drain`].
-async fn stop_process(mut child: Child, options: SupervisorOptions) {
-    use nix::sys::signal::{Signal, killpg};
-    // The group id is the plugin's pid (it was spawned with process_group(0)).
-    let group = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));
+/// The waiting and signalling part of [`drain`]. `group` is the plugin's pid (it was spawned
+/// with `process_group(0)`, so it leads a group of that id).
+async fn stop_process(mut child: Child, group: Option<u32>, options: SupervisorOptions) {
+    let group = group.map(|pid| nix::unistd::Pid::from_raw(pid as i32));
     let exited = tokio::time::timeout(options.drain_timeout, child.wait())
         .await
         .is_ok();
     let Some(group) = group else { return };
+    stop_group(&mut child, group, exited, options).await;
+    crate::groups::forget(group.as_raw() as u32);
+}
+
+/// Signal the group of a plugin that was asked to exit: SIGTERM when it did not, then
+/// SIGKILL; then whatever is left in its group.
+async fn stop_group(
+    child: &mut Child,
+    group: nix::unistd::Pid,
+    exited: bool,
+    options: SupervisorOptions,
+) {
+    use nix::sys::signal::{Signal, killpg};
     if !exited {
         let _ = killpg(group, Signal::SIGTERM);
         if tokio::time::timeout(options.kill_timeout, child.wait())

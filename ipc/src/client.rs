@@ -193,6 +193,13 @@ impl Client {
             .await
             .map_err(|e| {
                 if e.kind() == ErrorCode::PluginError && self.conn.is_closed() {
+                    // The runner says why it refused before it closes: pass that on.
+                    if let Some(said) = self.conn.last_peer_report() {
+                        return ErrorObject::new(
+                            said.kind(),
+                            format!("the runner refused this connection: {}", said.message),
+                        );
+                    }
                     ErrorObject::new(
                         ErrorCode::PluginError,
                         format!(

@@ -98,6 +98,12 @@ impl BaseDirs {
         self.runtime_dir().join("plugins")
     }
 
+    /// Markers of the plugins' process groups, `$XDG_RUNTIME_DIR/utter/groups` (so a runner
+    /// can stop what a killed runner's plugins left running).
+    pub fn plugin_groups(&self) -> PathBuf {
+        self.runtime_dir().join("groups")
+    }
+
     /// The handle store's default root, `$XDG_RUNTIME_DIR/utter/handles`.
     pub fn handles(&self) -> PathBuf {
         self.runtime_dir().join("handles")

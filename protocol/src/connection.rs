@@ -19,6 +19,7 @@
 use crate::error::{ErrorCode, ErrorObject};
 use crate::frame::{DEFAULT_MAX_BODY, FrameCodec, InboundFrame};
 use crate::message::{Message, Notification, Request, RequestId, Response, error_response_bytes};
+use crate::throttle::Throttle;
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -26,7 +27,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -110,6 +111,44 @@ enum Outbound {
     Close,
 }
 
+impl Outbound {
+    /// The body bytes this item holds while it waits in the queue.
+    fn len(&self) -> usize {
+        match self {
+            Outbound::Frame(body) | Outbound::FrameWithFd(body, _) => body.len(),
+            Outbound::Close => 0,
+        }
+    }
+}
+
+/// Why [`Connection::try_notify`] did not queue a notification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrySendError {
+    /// The connection is closed (or closing): nothing more can be sent.
+    Closed,
+    /// The peer is not reading fast enough: the bodies already queued for it, `queued`
+    /// bytes, plus this one would pass the caller's `limit`, or the queue holds as many
+    /// frames as it can.
+    Full {
+        /// Bytes of frame bodies queued and not yet handed to the socket.
+        queued: usize,
+        /// The caller's bound, in bytes.
+        limit: usize,
+    },
+}
+
+impl fmt::Display for TrySendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrySendError::Closed => f.write_str("the connection is closed"),
+            TrySendError::Full { queued, limit } => write!(
+                f,
+                "the peer is not reading: {queued} bytes are waiting for it (bound {limit})"
+            ),
+        }
+    }
+}
+
 /// The write side of a stream: ordinary bytes, and (on unix sockets) bytes with a descriptor.
 trait FrameSink: AsyncWrite + Send + Unpin + 'static {
     /// Send the start of `bytes` together with `fd`; returns how many bytes went out.
@@ -180,8 +219,21 @@ impl FrameSink for tokio::net::unix::OwnedWriteHalf {
 
 type Waiter = oneshot::Sender<Result<Value, ErrorObject>>;
 
+/// One bound, for the whole process, on the log lines peers cause by what they send
+/// (framing errors, oversized frames, malformed messages, their error reports): a peer that
+/// floods garbage, or reconnects to do it again, cannot flood the log (see [`Throttle`]).
+static PEER_LOGS: Throttle = Throttle::new(
+    crate::throttle::DEFAULT_LINES,
+    crate::throttle::DEFAULT_WINDOW,
+);
+
+/// The longest peer-supplied text a log line repeats, in bytes.
+const LOGGED_TEXT: usize = 200;
+
 struct Inner {
     out: mpsc::Sender<Outbound>,
+    /// Bytes of frame bodies in `out`, not yet handed to the writer.
+    queued: AtomicUsize,
     pending: Mutex<HashMap<RequestId, Waiter>>,
     next_id: AtomicI64,
     prefix: Option<String>,
@@ -193,6 +245,8 @@ struct Inner {
     closed: watch::Sender<Option<CloseReason>>,
     stale: AtomicU64,
     peer_reports: AtomicU64,
+    /// The last error the peer reported without an id (a refusal before it closes).
+    last_peer_report: Mutex<Option<ErrorObject>>,
     max_body: usize,
     /// Whether the stream can carry descriptors (a unix socket).
     carries_fds: bool,
@@ -236,9 +290,27 @@ impl Inner {
     }
 
     fn try_send_bytes(&self, body: Vec<u8>) {
-        if self.out.try_send(Outbound::Frame(body.into())).is_err() {
+        if self.try_push(Outbound::Frame(body.into())).is_err() {
             tracing::warn!(peer = %self.label, "outgoing queue full; dropped an error reply");
         }
+    }
+
+    /// Queue `item`, waiting for room in the queue; counts its bytes as queued.
+    async fn push(&self, item: Outbound) -> Result<(), ()> {
+        let len = item.len();
+        self.queued.fetch_add(len, Ordering::SeqCst);
+        self.out.send(item).await.map_err(|_| {
+            self.queued.fetch_sub(len, Ordering::SeqCst);
+        })
+    }
+
+    /// Queue `item` when there is room now; counts its bytes as queued.
+    fn try_push(&self, item: Outbound) -> Result<(), mpsc::error::TrySendError<Outbound>> {
+        let len = item.len();
+        self.queued.fetch_add(len, Ordering::SeqCst);
+        self.out.try_send(item).inspect_err(|_| {
+            self.queued.fetch_sub(len, Ordering::SeqCst);
+        })
     }
 
     /// Whether a string id carries an epoch prefix other than ours.
@@ -305,6 +377,7 @@ impl Connection {
         let (closed, _) = watch::channel(None);
         let inner = Arc::new(Inner {
             out: out_tx,
+            queued: AtomicUsize::new(0),
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicI64::new(1),
             prefix: options.id_prefix,
@@ -314,6 +387,7 @@ impl Connection {
             closed,
             stale: AtomicU64::new(0),
             peer_reports: AtomicU64::new(0),
+            last_peer_report: Mutex::new(None),
             max_body: options.max_body,
             carries_fds,
         });
@@ -364,8 +438,7 @@ impl Connection {
             return Err(self.closed_error());
         }
         self.inner
-            .out
-            .send(Outbound::FrameWithFd(body.into(), fd))
+            .push(Outbound::FrameWithFd(body.into(), fd))
             .await
             .map_err(|_| self.closed_error())
     }
@@ -423,7 +496,7 @@ impl Connection {
                 inner.max_body
             )));
         }
-        if inner.out.send(Outbound::Frame(body.into())).await.is_err() {
+        if inner.push(Outbound::Frame(body.into())).await.is_err() {
             guard.disarm();
             return Err(self.closed_error());
         }
@@ -462,6 +535,48 @@ impl Connection {
         self.send_body(body).await
     }
 
+    /// Send a notification only if the peer keeps up: when the bodies already queued for it
+    /// plus this one stay within `limit` bytes and the queue has room, it is queued at
+    /// once; otherwise nothing is queued. A queue that is empty always takes one
+    /// notification, however large (up to the frame limit), so a bound smaller than one
+    /// message cannot starve a reading peer.
+    ///
+    /// For senders that must not wait on a slow peer (event subscriptions): the caller
+    /// decides what a full queue means.
+    ///
+    /// # Errors
+    /// [`TrySendError::Full`] with the queued bytes; [`TrySendError::Closed`].
+    pub fn try_notify(
+        &self,
+        method: &str,
+        params: Value,
+        limit: usize,
+    ) -> Result<(), TrySendError> {
+        if self.inner.closing.load(Ordering::SeqCst) {
+            return Err(TrySendError::Closed);
+        }
+        let body = Message::Notification(Notification {
+            method: method.to_owned(),
+            params,
+        })
+        .to_bytes();
+        let queued = self.inner.queued.load(Ordering::SeqCst);
+        if queued > 0 && queued.saturating_add(body.len()) > limit {
+            return Err(TrySendError::Full { queued, limit });
+        }
+        self.inner
+            .try_push(Outbound::Frame(body.into()))
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => TrySendError::Full { queued, limit },
+                mpsc::error::TrySendError::Closed(_) => TrySendError::Closed,
+            })
+    }
+
+    /// Bytes of frame bodies queued for the peer and not yet handed to the socket writer.
+    pub fn queued_bytes(&self) -> usize {
+        self.inner.queued.load(Ordering::SeqCst)
+    }
+
     /// Answer a request received as [`Incoming::Request`].
     ///
     /// # Errors
@@ -494,8 +609,7 @@ impl Connection {
             return Err(self.closed_error());
         }
         self.inner
-            .out
-            .send(Outbound::Frame(body.into()))
+            .push(Outbound::Frame(body.into()))
             .await
             .map_err(|_| self.closed_error())
     }
@@ -535,6 +649,17 @@ impl Connection {
     /// could not read.
     pub fn peer_error_reports(&self) -> u64 {
         self.inner.peer_reports.load(Ordering::Relaxed)
+    }
+
+    /// The last `{"id": null, "error": ...}` the peer sent: a server that refuses a
+    /// connection says why this way before it closes (JSON-RPC 2.0 §5: an error that
+    /// belongs to no request).
+    pub fn last_peer_report(&self) -> Option<ErrorObject> {
+        self.inner
+            .last_peer_report
+            .lock()
+            .expect("peer report lock")
+            .clone()
     }
 
     /// How many of this side's requests are waiting for a response.
@@ -610,6 +735,11 @@ async fn write_loop<W>(
         }
     };
     while let Some(item) = rx.recv().await {
+        // Handed to the writer: the codec's own buffer is flushed past its bound, so the
+        // bytes are no longer waiting in the queue.
+        if let Some(inner) = inner.upgrade() {
+            inner.queued.fetch_sub(item.len(), Ordering::SeqCst);
+        }
         match item {
             Outbound::Frame(body) => {
                 if let Err(e) = sink.feed(body).await {
@@ -674,7 +804,9 @@ async fn read_loop<R>(
             None => break CloseReason::Eof,
             Some(Err(crate::frame::FrameError::Io(e))) => break CloseReason::Io(e.to_string()),
             Some(Err(e)) => {
-                tracing::warn!(peer = %inner.label, error = %e, "unrecoverable framing error; closing");
+                if let Some(suppressed) = PEER_LOGS.allow() {
+                    tracing::warn!(peer = %inner.label, error = %e, suppressed, "unrecoverable framing error; closing");
+                }
                 inner.try_send_bytes(error_response_bytes(
                     None,
                     &ErrorObject::new(
@@ -685,7 +817,9 @@ async fn read_loop<R>(
                 break CloseReason::Framing(e.to_string());
             }
             Some(Ok(InboundFrame::Oversized { declared, limit })) => {
-                tracing::warn!(peer = %inner.label, declared, limit, "oversized frame skipped");
+                if let Some(suppressed) = PEER_LOGS.allow() {
+                    tracing::warn!(peer = %inner.label, declared, limit, suppressed, "oversized frame skipped");
+                }
                 inner.try_send_bytes(error_response_bytes(
                     None,
                     &ErrorObject::new(
@@ -703,10 +837,15 @@ async fn read_loop<R>(
         match Message::parse(&body) {
             Err(rejected) if rejected.peer_report => {
                 inner.peer_reports.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(peer = %inner.label, code = rejected.error.code, error = %rejected.error.message, "error report from the peer");
+                if let Some(suppressed) = PEER_LOGS.allow() {
+                    tracing::warn!(peer = %inner.label, code = rejected.error.code, error = %crate::text::clip(&rejected.error.message, LOGGED_TEXT), suppressed, "error report from the peer");
+                }
+                *inner.last_peer_report.lock().expect("peer report lock") = Some(rejected.error);
             }
             Err(rejected) => {
-                tracing::warn!(peer = %inner.label, error = %rejected.error.message, "malformed message");
+                if let Some(suppressed) = PEER_LOGS.allow() {
+                    tracing::warn!(peer = %inner.label, error = %crate::text::clip(&rejected.error.message, LOGGED_TEXT), suppressed, "malformed message");
+                }
                 if rejected.reply {
                     inner.try_send_bytes(rejected.to_bytes());
                 }

@@ -158,7 +158,7 @@ impl ErrorObject {
     pub fn method_not_found(method: &str) -> ErrorObject {
         ErrorObject::new(
             ErrorCode::MethodNotFound,
-            format!("method not found: {method}"),
+            format!("method not found: {}", crate::text::clip(method, 200)),
         )
     }
 

@@ -45,8 +45,9 @@ pub mod stream;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod text;
+pub mod throttle;
 
-pub use connection::{CloseReason, Connection, ConnectionOptions, Incoming};
+pub use connection::{CloseReason, Connection, ConnectionOptions, Incoming, TrySendError};
 pub use error::{ErrorCode, ErrorObject};
 pub use message::{Message, Notification, Request, RequestId, Response};
 pub use provenance::Provenance;

@@ -39,9 +39,35 @@ pub fn escape_unprintable(text: &str, max_chars: usize) -> (String, usize) {
     (out, 0)
 }
 
+/// `text` as an error message or a log line may repeat it: escaped as
+/// [`escape_unprintable`] does, and cut to `max_chars` characters with
+/// `… (N more characters)` after it when it was longer. Whatever a peer sent (a method
+/// name, a key, an utterance) is echoed through this, so a 10 MB name makes a short
+/// message.
+pub fn clip(text: &str, max_chars: usize) -> String {
+    let (mut shown, left) = escape_unprintable(text, max_chars);
+    if left > 0 {
+        shown.push_str(&format!("… ({left} more characters)"));
+    }
+    shown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clip_cuts_long_text_and_says_how_much() {
+        assert_eq!(clip("runner.status", 200), "runner.status");
+        let long = "m".repeat(10_000_000);
+        let clipped = clip(&long, 200);
+        assert!(clipped.starts_with(&"m".repeat(200)));
+        assert!(
+            clipped.ends_with("… (9999800 more characters)"),
+            "{clipped}"
+        );
+        assert!(clipped.len() < 240);
+    }
 
     #[test]
     fn controls_and_invisible_formatting_are_escaped_and_long_text_is_cut() {

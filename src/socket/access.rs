@@ -34,6 +34,7 @@ use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use utter_protocol::throttle::Throttle;
 
 use tokio::sync::watch;
 
@@ -199,6 +200,21 @@ pub(crate) struct Shared {
     token_file: Option<PathBuf>,
     /// The token the file holds (the generated one, or the config's once written).
     file_token: Mutex<Option<String>>,
+    /// Log bounds for what any peer can cause at will (see [`SocketLogs`]).
+    pub logs: SocketLogs,
+}
+
+/// One log bound per kind of line a peer can cause at will, so that a client that
+/// reconnects in a loop, guesses tokens or floods the socket cannot flood the journal: at
+/// most 20 lines per 10 s each, then one line saying how many were left out.
+#[derive(Default)]
+pub(crate) struct SocketLogs {
+    /// Refused peers (another user, no credentials).
+    pub refused: Throttle,
+    /// Connections refused because every slot is in use.
+    pub full: Throttle,
+    /// Wrong tokens, authentication timeouts, the rate limit.
+    pub auth: Throttle,
 }
 
 impl Shared {
@@ -236,6 +252,7 @@ impl Shared {
             uid: nix::unistd::getuid().as_raw(),
             token_file,
             file_token: Mutex::new(file_token),
+            logs: SocketLogs::default(),
         }
     }
 

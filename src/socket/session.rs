@@ -25,7 +25,7 @@ use utter_protocol::handshake::{ABI, PROTOCOL_VERSION};
 use utter_protocol::message::error_response_bytes;
 use utter_protocol::{
     Connection, ConnectionOptions, ErrorCode, ErrorObject, Incoming, Notification, Request,
-    RequestId,
+    RequestId, TrySendError,
 };
 
 use super::access::{Admission, Peer, Shared, constant_time_eq};
@@ -47,6 +47,9 @@ const RATE_WINDOW: Duration = Duration::from_secs(10);
 const MAX_SUBSCRIPTIONS: usize = 16;
 /// The notification that carries events.
 const EVENT_METHOD: &str = "runner.event";
+/// Bytes of frames that may wait for a client before its event subscriptions are dropped
+/// (the events of a client that stops reading would otherwise pile up in the daemon).
+pub(crate) const SUBSCRIBER_QUEUE_BYTES: usize = 8 * 1024 * 1024;
 
 /// The message of the `-32003` sent before authentication.
 pub(crate) const AUTH_REQUIRED: &str = "authentication required (send runner.auth {token})";
@@ -61,12 +64,22 @@ pub(super) async fn refuse(mut stream: UnixStream, error: ErrorObject) {
     .await;
 }
 
-/// Identify the peer, admit or refuse it, and serve it until it leaves or the socket stops.
-pub(super) async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
+/// Who a new connection's peer is, and what the access rules make of it.
+pub(super) struct Arrival {
+    pub stream: UnixStream,
+    pub peer: Peer,
+    pub admission: Admission,
+}
+
+/// Identify the peer of a new connection (`SO_PEERCRED`, its executable) and apply the access
+/// rules. `None` when its credentials cannot be read (it was refused).
+pub(super) async fn identify(stream: UnixStream, shared: &Shared) -> Option<Arrival> {
     let cred = match stream.peer_cred() {
         Ok(cred) => cred,
         Err(e) => {
-            tracing::warn!(error = %e, "client refused: its credentials (SO_PEERCRED) cannot be read");
+            if let Some(suppressed) = shared.logs.refused.allow() {
+                tracing::warn!(error = %e, suppressed, "client refused: its credentials (SO_PEERCRED) cannot be read");
+            }
             refuse(
                 stream,
                 ErrorObject::new(
@@ -75,11 +88,25 @@ pub(super) async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
                 ),
             )
             .await;
-            return;
+            return None;
         }
     };
     let peer = Peer::identify(cred.pid(), cred.uid());
     let admission = shared.rules().admit(&peer);
+    Some(Arrival {
+        stream,
+        peer,
+        admission,
+    })
+}
+
+/// Admit or refuse an identified peer, and serve it until it leaves or the socket stops.
+pub(super) async fn serve_connection(arrival: Arrival, shared: Arc<Shared>) {
+    let Arrival {
+        stream,
+        peer,
+        admission,
+    } = arrival;
     let pid = peer.pid.unwrap_or(0);
     let exe = peer
         .exe
@@ -88,7 +115,9 @@ pub(super) async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
         .unwrap_or_default();
     match &admission {
         Admission::Rejected(reason) => {
-            tracing::warn!(pid, uid = peer.uid, exe = %exe, %reason, "client refused");
+            if let Some(suppressed) = shared.logs.refused.allow() {
+                tracing::warn!(pid, uid = peer.uid, exe = %exe, %reason, suppressed, "client refused");
+            }
             refuse(stream, ErrorObject::new(ErrorCode::Denied, reason.clone())).await;
             return;
         }
@@ -182,11 +211,14 @@ impl Session {
             }
             tokio::select! {
                 _ = tokio::time::sleep_until(auth_deadline), if !self.authenticated => {
-                    tracing::warn!(
-                        pid = self.peer.pid.unwrap_or(0),
-                        "client sent no runner.auth within {} s; closing",
-                        AUTH_TIMEOUT.as_secs()
-                    );
+                    if let Some(suppressed) = self.shared.logs.auth.allow() {
+                        tracing::warn!(
+                            pid = self.peer.pid.unwrap_or(0),
+                            suppressed,
+                            "client sent no runner.auth within {} s; closing",
+                            AUTH_TIMEOUT.as_secs()
+                        );
+                    }
                     let _ = self
                         .conn
                         .notify(
@@ -332,12 +364,15 @@ impl Session {
         if self.recent.len() >= RATE_LIMIT {
             if !self.limited {
                 self.limited = true;
-                tracing::warn!(
-                    pid = self.peer.pid.unwrap_or(0),
-                    uid = self.peer.uid,
-                    exe = %self.peer.exe.as_ref().map(|e| e.display().to_string()).unwrap_or_default(),
-                    "client over the rate limit; refusing its requests"
-                );
+                if let Some(suppressed) = self.shared.logs.auth.allow() {
+                    tracing::warn!(
+                        pid = self.peer.pid.unwrap_or(0),
+                        uid = self.peer.uid,
+                        exe = %self.peer.exe.as_ref().map(|e| e.display().to_string()).unwrap_or_default(),
+                        suppressed,
+                        "client over the rate limit; refusing its requests"
+                    );
+                }
             }
             return Err(ErrorObject::new(
                 ErrorCode::Denied,
@@ -470,7 +505,7 @@ impl Session {
             "stream.stop" => runner.streams.stop(self.connection, &params),
             other => Err(ErrorObject::new(
                 ErrorCode::MethodNotFound,
-                format!("unknown method: {other}"),
+                format!("unknown method: {}", utter_protocol::text::clip(other, 200)),
             )),
         };
         let _ = self.conn.respond(id, result).await;
@@ -544,12 +579,15 @@ impl Session {
             );
             Ok(json!({}))
         } else {
-            tracing::warn!(
-                pid = self.peer.pid.unwrap_or(0),
-                uid = self.peer.uid,
-                exe = %self.peer.exe.as_ref().map(|e| e.display().to_string()).unwrap_or_default(),
-                "client refused: invalid token"
-            );
+            if let Some(suppressed) = self.shared.logs.auth.allow() {
+                tracing::warn!(
+                    pid = self.peer.pid.unwrap_or(0),
+                    uid = self.peer.uid,
+                    exe = %self.peer.exe.as_ref().map(|e| e.display().to_string()).unwrap_or_default(),
+                    suppressed,
+                    "client refused: invalid token"
+                );
+            }
             Err(ErrorObject::new(ErrorCode::Denied, "invalid token"))
         }
     }
@@ -652,7 +690,12 @@ impl Session {
 }
 
 /// Forward runner events to one subscription until it is ended, the client is gone, or it
-/// falls behind.
+/// falls behind: more than the runner's event backlog behind the events, or more than
+/// [`SUBSCRIBER_QUEUE_BYTES`] of frames waiting for a client that does not read them.
+///
+/// Events are queued without waiting on the client (`try_notify`), so a subscriber that
+/// never reads holds at most that many bytes of the daemon's memory, whatever its socket's
+/// write is doing; the final `dropped` notice is queued past the bound (it is small).
 async fn forward_events(
     conn: Connection,
     subscription: String,
@@ -661,41 +704,42 @@ async fn forward_events(
     subscriptions: Arc<Mutex<HashMap<String, AbortHandle>>>,
 ) {
     let send = |event: Value| {
-        conn.notify(
+        conn.try_notify(
             EVENT_METHOD,
             json!({"subscription": subscription, "event": event}),
+            SUBSCRIBER_QUEUE_BYTES,
         )
     };
-    if send(json!({"event": "snapshot", "status": snapshot}))
-        .await
-        .is_ok()
-    {
-        loop {
-            match events.recv().await {
-                Ok(event) => {
-                    let value = serde_json::to_value(&event).unwrap_or(Value::Null);
-                    if send(value).await.is_err() {
-                        break;
-                    }
-                }
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    tracing::warn!(%subscription, missed, "event subscriber too far behind; dropped");
-                    let _ = send(json!({
-                        "event": "dropped",
-                        "reason": format!(
-                            "this subscriber fell more than {EVENT_BACKLOG} events behind ({missed} missed); subscribe again for a fresh snapshot"
-                        ),
-                    }))
-                    .await;
-                    break;
-                }
-                Err(broadcast::error::RecvError::Closed) => {
-                    let _ =
-                        send(json!({"event": "dropped", "reason": "the runner is stopping"})).await;
-                    break;
-                }
+    let drop_with = |reason: String| {
+        // Past the bound on purpose: the client learns why, whenever it reads again.
+        let _ = conn.try_notify(
+            EVENT_METHOD,
+            json!({"subscription": subscription, "event": {"event": "dropped", "reason": reason}}),
+            usize::MAX,
+        );
+    };
+    let mut outcome = send(json!({"event": "snapshot", "status": snapshot}));
+    while outcome.is_ok() {
+        outcome = match events.recv().await {
+            Ok(event) => send(serde_json::to_value(&event).unwrap_or(Value::Null)),
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(%subscription, missed, "event subscriber too far behind; dropped");
+                drop_with(format!(
+                    "this subscriber fell more than {EVENT_BACKLOG} events behind ({missed} missed); subscribe again for a fresh snapshot"
+                ));
+                break;
             }
-        }
+            Err(broadcast::error::RecvError::Closed) => {
+                drop_with("the runner is stopping".into());
+                break;
+            }
+        };
+    }
+    if let Err(TrySendError::Full { queued, limit }) = outcome {
+        tracing::warn!(%subscription, queued, limit, "event subscriber is not reading; dropped");
+        drop_with(format!(
+            "this subscriber stopped reading: {queued} bytes of events were waiting for it (at most {limit}); subscribe again for a fresh snapshot"
+        ));
     }
     subscriptions
         .lock()

@@ -20,6 +20,7 @@
 
 #![allow(dead_code)]
 
+pub mod daemon;
 pub mod portal;
 pub mod voice;
 

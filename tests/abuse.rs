@@ -1,0 +1,355 @@
+//! The daemon under abuse (issue 17): each bound on what a client or a plugin can make the
+//! runner hold, shown holding against a real `utter daemon --no-dbus` with real plugin
+//! processes and real unix-socket clients.
+//!
+//! Nothing here is timed: memory is read from `/proc/PID/status` and byte counts from the
+//! wire, so the tests hold on a loaded two-core machine.
+
+mod common;
+
+use common::Sandbox;
+use common::daemon::{Daemon, LIMIT, TERMINAL_ON, write_config};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use utter_protocol::frame::encode_frame;
+use utter_protocol::serde_json::{Value, json};
+
+/// The daemon's resident memory in KiB (`VmRSS`).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the daemon runs");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status")
+}
+
+fn frame(id: i64, method: &str, params: Value) -> Vec<u8> {
+    encode_frame(
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+            .to_string()
+            .as_bytes(),
+    )
+}
+
+/// A subscriber that stops reading is dropped once the events waiting for it pass the bound
+/// (8 MiB), with a final `dropped` notice it reads when it reads again; the daemon's memory
+/// does not follow the flood; an utterance over 64 KiB is refused with a clear error.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subscriber_that_never_reads_is_dropped_and_memory_stays_bounded() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    let daemon = Daemon::start(&sb, &config, None).await;
+
+    // Authenticate, subscribe, then read nothing while the flood runs.
+    let mut stalled = tokio::net::UnixStream::connect(&daemon.socket)
+        .await
+        .unwrap();
+    let mut hello = frame(1, "runner.auth", json!({"token": daemon.token()}));
+    hello.extend(frame(2, "runner.subscribe", json!({})));
+    stalled.write_all(&hello).await.unwrap();
+
+    let client = daemon.client().await;
+    // Let the subscription start before the first command.
+    client.call("runner.version", json!({})).await.unwrap();
+    let before = rss_kib(daemon.pid());
+    // Each command's event carries its 60 KB utterance (and its dry-run result): about
+    // 24 MB of events in all, three times the bound.
+    let long = format!("echo {}", "a".repeat(60_000));
+    for _ in 0..200 {
+        client
+            .call(
+                "runner.command",
+                json!({"utterance": long, "dry_run": true}),
+            )
+            .await
+            .expect("a dry run of a long command");
+    }
+    let after = rss_kib(daemon.pid());
+    println!(
+        "daemon RSS: {before} KiB before, {after} KiB after 200 commands of 60 KB with a stalled subscriber"
+    );
+
+    // An utterance past the bound is refused and says so.
+    let huge = "a".repeat(1 << 20);
+    let refused = client
+        .call(
+            "runner.command",
+            json!({"utterance": huge, "dry_run": true}),
+        )
+        .await
+        .expect_err("a 1 MiB utterance is refused");
+    assert_eq!(refused.code, -32602, "{refused:?}");
+    assert!(refused.message.contains("at most 65536"), "{refused:?}");
+
+    // Now read: what the daemon kept for the subscriber is bounded, and ends with the notice.
+    let mut received = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut text = Vec::new();
+    let notice = loop {
+        let n = tokio::time::timeout(LIMIT, stalled.read(&mut buf))
+            .await
+            .expect("the daemon sends the rest in time")
+            .unwrap();
+        assert!(n > 0, "the connection ended before a dropped notice");
+        received += n;
+        text.extend_from_slice(&buf[..n]);
+        // Only the tail can hold the notice (its frame is the last one).
+        let tail = String::from_utf8_lossy(&text[text.len().saturating_sub(4096)..]).into_owned();
+        if tail.contains("\"dropped\"") {
+            break tail;
+        }
+        if text.len() > 8192 {
+            text.drain(..text.len() - 8192);
+        }
+    };
+    assert!(notice.contains("stopped reading"), "{notice}");
+    println!("the stalled subscriber received {received} bytes before its dropped notice");
+    // The bound (8 MiB) plus what sockets and the codec hold: one 120 KB event, socket
+    // buffers. Without the bound every one of the ~24 MB of events would be queued.
+    assert!(
+        received < 12 * 1024 * 1024,
+        "{received} bytes were queued for a subscriber that did not read"
+    );
+    assert!(
+        after.saturating_sub(before) < 96 * 1024,
+        "RSS grew from {before} KiB to {after} KiB"
+    );
+    // The connection itself stays usable.
+    stalled
+        .write_all(&frame(3, "runner.version", json!({})))
+        .await
+        .unwrap();
+    let mut reply = vec![0u8; 4096];
+    let n = tokio::time::timeout(LIMIT, stalled.read(&mut reply))
+        .await
+        .expect("answered in time")
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&reply[..n]).contains("\"version\""),
+        "{}",
+        String::from_utf8_lossy(&reply[..n])
+    );
+    assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
+}
+
+/// Connections that never authenticate cannot lock the `utter` CLI out: 16 of the 64 slots
+/// are kept for clients admitted without a token, and a client refused for want of a slot
+/// is told that, not that it belongs to another user.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connection_flood_leaves_the_cli_its_reserved_slots() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    let daemon = Daemon::start(&sb, &config, None).await;
+    // This test process is not admitted without the token: each connection waits for
+    // runner.auth (for 10 s) in a general slot.
+    let mut flood = Vec::new();
+    let mut refused = 0;
+    for _ in 0..70 {
+        let mut stream = tokio::net::UnixStream::connect(&daemon.socket)
+            .await
+            .unwrap();
+        // The runner answers a refused connection with one error frame and closes it (the
+        // write may then find the pipe closed); an accepted one answers this request
+        // (-32003 until runner.auth).
+        let _ = stream
+            .write_all(&frame(1, "runner.version", json!({})))
+            .await;
+        let mut reply = vec![0u8; 4096];
+        let n = tokio::time::timeout(LIMIT, stream.read(&mut reply))
+            .await
+            .expect("an answer in time")
+            .unwrap_or(0);
+        let reply = String::from_utf8_lossy(&reply[..n]).into_owned();
+        if reply.contains("too many connections") {
+            assert!(
+                reply.contains("only to the utter binary"),
+                "an unauthenticated client is told about the reserved slots: {reply}"
+            );
+            refused += 1;
+        } else {
+            flood.push(stream);
+        }
+    }
+    assert_eq!(flood.len(), 48, "48 general slots");
+    assert_eq!(refused, 22);
+    // The CLI (the utter binary, admitted as it is) still gets in, several at once.
+    let mut followers = Vec::new();
+    for _ in 0..3 {
+        let mut cmd = std::process::Command::new(common::bin("utter"));
+        cmd.args(["events", "--json", "--socket"])
+            .arg(&daemon.socket)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        common::daemon::env(&sb, "client-state").apply(&mut cmd);
+        followers.push(cmd.spawn().expect("utter events starts"));
+    }
+    let run = daemon.utter(&sb, &["status", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}\n{}", daemon.log());
+    assert_eq!(run.json()["state"], "ready", "{run}");
+    for mut f in followers {
+        let _ = f.kill();
+        let _ = f.wait();
+    }
+    drop(flood);
+}
+
+/// When every slot is taken, even by admitted clients, the CLI says so: "too many
+/// connections", not a guess about other users.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_names_a_full_runner_as_the_cause() {
+    let sb = Sandbox::new();
+    let me = std::env::current_exe().expect("the test binary's path");
+    let config = write_config(
+        &sb,
+        &format!(
+            "{TERMINAL_ON}[socket]\nallow_binaries = [{:?}]\n",
+            me.display().to_string()
+        ),
+    );
+    let daemon = Daemon::start(&sb, &config, None).await;
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        let client = common::daemon::TestClient::connect(&daemon.socket)
+            .await
+            .unwrap();
+        // Admitted without a token: answered at once.
+        client
+            .call("runner.version", json!({}))
+            .await
+            .expect("an allow-listed client is served");
+        held.push(client);
+    }
+    let run = daemon.utter(&sb, &["status"]).await;
+    assert_ne!(run.code, Some(0), "{run}");
+    assert!(run.stderr.contains("too many connections"), "{run}");
+    assert!(!run.stderr.contains("other users"), "{run}");
+    drop(held);
+}
+
+/// All connections together cannot put more than `[runner] handle_quota_total` bytes of
+/// handles in `$XDG_RUNTIME_DIR` (memory), however many connections share the load; a
+/// clean stop removes every blob.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_handle_store_has_a_total_and_a_clean_stop_empties_it() {
+    let sb = Sandbox::new();
+    let config = write_config(
+        &sb,
+        &format!("{TERMINAL_ON}[runner]\nhandle_quota = 1048576\nhandle_quota_total = 3145728\n"),
+    );
+    let mut daemon = Daemon::start(&sb, &config, None).await;
+    let blobs = sb.path(&format!("run/utter/handles/runner-{}", daemon.pid()));
+    let mut clients = Vec::new();
+    let mut outcomes = Vec::new();
+    for n in 0..5u8 {
+        let client = daemon.client().await;
+        // 1 MiB each, different bytes: within each connection's own quota.
+        let data = vec![n; 1_048_576];
+        let b64 = utter_core::handles::b64_encode(&data);
+        outcomes.push(client.call("handle.create", json!({"data_b64": b64})).await);
+        clients.push(client);
+    }
+    let created = outcomes.iter().filter(|o| o.is_ok()).count();
+    assert_eq!(created, 3, "{outcomes:?}");
+    let full = outcomes[3].as_ref().expect_err("the fourth is refused");
+    assert_eq!(full.code, -32005, "{full:?}");
+    assert!(full.message.contains("handle store is full"), "{full:?}");
+    assert_eq!(full.data.as_ref().unwrap()["total"], 3_145_728, "{full:?}");
+    let files = std::fs::read_dir(&blobs)
+        .expect("the blob directory")
+        .count();
+    assert_eq!(files, 3, "three blobs on disk");
+
+    // SIGTERM: a clean stop.
+    let pid = nix::unistd::Pid::from_raw(daemon.pid() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = tokio::task::spawn_blocking(move || {
+        let status = daemon.child.wait();
+        (daemon, status)
+    })
+    .await
+    .unwrap();
+    daemon = status.0;
+    assert!(status.1.expect("waited").success(), "{}", daemon.log());
+    assert!(
+        !blobs.exists(),
+        "{} is left after a clean stop",
+        blobs.display()
+    );
+}
+
+/// A daemon killed with SIGKILL (no drain) takes its plugins with it at once
+/// (`PR_SET_PDEATHSIG`); what a plugin had started itself is stopped by the next daemon that
+/// starts, which also replaces the stale socket and removes the dead runner's handle blobs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_daemon_leaves_nothing_running_once_the_next_one_starts() {
+    let sb = Sandbox::new();
+    let plugin_pid = sb.path("plugin.pid");
+    let sleeper_pid = sb.path("sleeper.pid");
+    let config = sb.write(
+        "utter.toml",
+        &format!(
+            "config_version = 1\n[[plugin]]\nid = \"test\"\nkind = \"router\"\nentrypoint = {}\n",
+            json!([
+                common::bin("utter-test-plugin").display().to_string(),
+                "--pid-file",
+                plugin_pid.display().to_string(),
+                "--spawn-sleeper",
+                sleeper_pid.display().to_string(),
+            ])
+        ),
+    );
+    let mut daemon = Daemon::start(&sb, &config, None).await;
+    let read = |path: &std::path::Path| -> i32 {
+        std::fs::read_to_string(path)
+            .expect("the pid file")
+            .trim()
+            .parse()
+            .expect("a pid")
+    };
+    let (plugin, sleeper) = (read(&plugin_pid), read(&sleeper_pid));
+    // A handle, so that the dead runner leaves a blob behind.
+    let client = daemon.client().await;
+    client
+        .call("handle.create", json!({"data": "left behind"}))
+        .await
+        .expect("a handle");
+    let blobs = sb.path(&format!("run/utter/handles/runner-{}", daemon.pid()));
+    assert!(blobs.exists());
+    drop(client);
+
+    daemon.kill();
+    let running = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat.split_whitespace().nth(2) != Some("Z"))
+    };
+    assert!(
+        common::wait_for(LIMIT, || !running(plugin)).await,
+        "plugin {plugin} outlived the runner that was killed"
+    );
+    // Its sleeper was in its process group, out of the kernel's reach.
+    assert!(
+        running(sleeper),
+        "sleep {sleeper} should still run until the next start"
+    );
+    assert!(daemon.socket.exists(), "SIGKILL leaves the socket file");
+
+    let again = Daemon::start(&sb, &config, None).await;
+    assert!(
+        common::wait_for(LIMIT, || !running(sleeper)).await,
+        "sleep {sleeper} outlived the next runner's start"
+    );
+    assert!(!blobs.exists(), "the dead runner's blobs are removed");
+    let markers: Vec<String> = std::fs::read_dir(sb.path("run/utter/groups"))
+        .expect("the group markers")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        markers
+            .iter()
+            .all(|m| m.starts_with(&format!("{}-", again.pid()))),
+        "only the new runner's markers are left: {markers:?}"
+    );
+    let run = again.utter(&sb, &["status", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+}

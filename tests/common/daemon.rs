@@ -1,0 +1,264 @@
+//! A running `utter daemon --no-dbus` in a [`Sandbox`] and JSON-RPC clients of its socket,
+//! shared by the socket and abuse tests.
+//!
+//! The daemon's config has `utter-test-plugin` as its router (recording every message it
+//! gets into `record.jsonl`, planning `terminal <command>` as a terminal step) and
+//! `fake_rs` as its action plugin.
+
+use super::{ChildEnv, Sandbox, bin, run_utter};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use utter_protocol::serde_json::{self, Value, json};
+use utter_protocol::{Connection, ConnectionOptions, ErrorObject, Incoming};
+
+/// How long anything may take before a test gives up.
+pub const LIMIT: Duration = Duration::from_secs(60);
+
+/// The environment of a daemon or client in `sb`: the sandbox plus a state directory (for
+/// the token file).
+pub fn env(sb: &Sandbox, state: &str) -> ChildEnv {
+    sb.env(None).with("XDG_STATE_HOME", sb.path(state))
+}
+
+/// A config: the test plugin as router (recording into `record.jsonl`, planning terminal
+/// steps), fake_rs as the action plugin, terminal enabled, then `extra` TOML.
+pub fn write_config(sb: &Sandbox, extra: &str) -> PathBuf {
+    let record = sb.path("record.jsonl");
+    sb.write(
+        "utter.toml",
+        &format!(
+            "config_version = 1\n{extra}\n\
+             [[plugin]]\nid = \"test\"\nkind = \"router\"\nentrypoint = {}\n\
+             [[plugin]]\nid = \"fake_rs\"\nkind = \"action\"\nentrypoint = {}\n",
+            json!([
+                bin("utter-test-plugin").display().to_string(),
+                "--record",
+                record.display().to_string(),
+                "--plan-op",
+                "terminal"
+            ]),
+            json!([bin("fake_rs").display().to_string()]),
+        ),
+    )
+}
+
+/// The usual policy section of these tests.
+pub const TERMINAL_ON: &str = "[policy]\nenabled_ops = [\"terminal\"]\n";
+
+/// A running `utter daemon`; SIGTERM on drop (then SIGKILL if it lingers).
+pub struct Daemon {
+    pub child: std::process::Child,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+    pub token_file: PathBuf,
+}
+
+impl Daemon {
+    /// Start `utter daemon --no-dbus --config CONFIG [--socket SOCKET]` in `sb` and wait
+    /// until it answers on its socket.
+    pub async fn start(sb: &Sandbox, config: &Path, socket: Option<&Path>) -> Daemon {
+        let log = sb.path(&format!("daemon-{}.log", unique()));
+        let mut cmd = std::process::Command::new(bin("utter"));
+        cmd.arg("daemon")
+            .arg("--no-dbus")
+            .arg("--config")
+            .arg(config)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("daemon log"));
+        if let Some(socket) = socket {
+            cmd.arg("--socket").arg(socket);
+        }
+        if let Some(path) = std::env::var_os("PATH") {
+            cmd.env("PATH", path);
+        }
+        env(sb, "state").apply(&mut cmd);
+        let child = cmd.spawn().expect("utter daemon starts");
+        let socket = socket
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| sb.path("run/utter/runner.sock"));
+        let mut daemon = Daemon {
+            child,
+            socket,
+            log,
+            token_file: sb.path("state/utter/runner-token"),
+        };
+        daemon.wait_ready().await;
+        daemon
+    }
+
+    pub async fn wait_ready(&mut self) {
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("utter daemon exited with {status}:\n{}", self.log());
+            }
+            if let Ok(client) = TestClient::connect(&self.socket).await {
+                if let Ok(Ok(_)) = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    client.conn.request("runner.version", json!({}), None),
+                )
+                .await
+                {
+                    return;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "utter daemon did not answer on {} within {LIMIT:?}:\n{}",
+                self.socket.display(),
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(&self.token_file)
+            .expect("the daemon wrote its token file")
+            .trim()
+            .to_owned()
+    }
+
+    /// A test client, authenticated with the token.
+    pub async fn client(&self) -> TestClient {
+        let client = TestClient::connect(&self.socket)
+            .await
+            .expect("connect to the daemon");
+        client
+            .call("runner.auth", json!({"token": self.token()}))
+            .await
+            .expect("the token is accepted");
+        client
+    }
+
+    /// `utter ARGS --socket SOCKET` in `sb`, with a state directory without a token (so the
+    /// CLI is admitted as the utter binary, not by the token).
+    pub async fn utter(&self, sb: &Sandbox, args: &[&str]) -> super::UtterRun {
+        let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        all.push("--socket".into());
+        all.push(self.socket.display().to_string());
+        run_utter(&all, &env(sb, "client-state")).await
+    }
+
+    /// SIGKILL, leaving the socket file behind.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            for _ in 0..200 {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+pub fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A JSON-RPC client over the socket (this test binary: not admitted without the token).
+pub struct TestClient {
+    pub conn: Connection,
+    pub incoming: mpsc::Receiver<Incoming>,
+}
+
+impl TestClient {
+    pub async fn connect(path: &Path) -> std::io::Result<TestClient> {
+        let stream = tokio::net::UnixStream::connect(path).await?;
+        let (read, write) = stream.into_split();
+        let (conn, incoming) = Connection::spawn(
+            read,
+            write,
+            ConnectionOptions {
+                label: "test client".into(),
+                ..Default::default()
+            },
+        );
+        Ok(TestClient { conn, incoming })
+    }
+
+    pub async fn call(&self, method: &str, params: Value) -> Result<Value, ErrorObject> {
+        self.conn.request(method, params, Some(LIMIT)).await
+    }
+
+    pub async fn next_incoming(&mut self) -> Incoming {
+        tokio::time::timeout(LIMIT, self.incoming.recv())
+            .await
+            .expect("a message from the runner in time")
+            .expect("the connection is open")
+    }
+
+    /// The next `runner.event`'s event object.
+    pub async fn next_event(&mut self) -> Value {
+        loop {
+            if let Incoming::Notification(n) = self.next_incoming().await {
+                if n.method == "runner.event" {
+                    return n.params["event"].clone();
+                }
+            }
+        }
+    }
+}
+
+/// Decode the frames of `read` into JSON values (a task feeding a channel).
+pub fn tokio_util_frames(read: tokio::net::unix::OwnedReadHalf) -> mpsc::Receiver<Value> {
+    let (tx, rx) = mpsc::channel(2048);
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut read = read;
+        let mut buf: Vec<u8> = Vec::new();
+        let mut chunk = [0u8; 65536];
+        loop {
+            while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                let length: usize = head
+                    .split("\r\n")
+                    .find_map(|l| l.strip_prefix("Content-Length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("a length");
+                if buf.len() < end + 4 + length {
+                    break;
+                }
+                let body: Vec<u8> = buf.drain(..end + 4 + length).skip(end + 4).collect();
+                if tx
+                    .send(serde_json::from_slice(&body).expect("JSON"))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            match read.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    });
+    rx
+}
