@@ -376,3 +376,116 @@ async fn a_plugin_whose_program_was_missing_starts_on_reload_once_installed() {
     assert_eq!(report.unchanged, ["later"], "{report:?}");
     sup.shutdown().await;
 }
+
+/// Status is truthful through a crash: `error` (with the instance's reason, its own last
+/// stderr lines and when it is tried again) from the moment the process is seen gone, never
+/// `ok` while it is down, then `starting` and `ok` with the next epoch. The stderr quoted
+/// is that of the instance that failed, not of an earlier one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_says_error_with_the_failed_instances_own_words_while_it_is_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let count = dir.path().join("count");
+    let script = dir.path().join("plugin.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nn=$(cat {c} 2>/dev/null || echo 0)\necho $((n + 1)) > {c}\necho \"instance $n says hello\" >&2\nexec {p}\n",
+            c = count.display(),
+            p = common::bin("utter-test-plugin").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = script.display().to_string();
+    let text = format!(
+        "config_version = 1\n[runner]\nrpc_timeout_ms = 5000\n[[plugin]]\nid = \"t\"\nkind = \"bundle\"\nentrypoint = [{script:?}]\n"
+    );
+    let config = config::parse(&text, "test.toml").unwrap().config;
+    let sup = Supervisor::start(&config, SupervisorOptions::from_config(&config)).await;
+    assert!(
+        wait_status(&sup, "t", PluginStatus::Ok, 0).await,
+        "{:?}",
+        sup.plugins()
+    );
+    for dying in 0..2u64 {
+        let mut events = sup.events();
+        let _ = sup
+            .call("t", "test.die", json!({}), Duration::from_secs(30))
+            .await;
+        // While it is down (the backoff, then the next start), last_error is complete once
+        // it says when the next try is.
+        // The call fails when the connection closes; the watch task sees the exit a moment
+        // later, and from then on the status is not ok until the next epoch is.
+        assert!(
+            common::wait_for(Duration::from_secs(10), || status_of(&sup, "t").0
+                != PluginStatus::Ok
+                || status_of(&sup, "t").1 > dying)
+            .await
+        );
+        let mut report = None;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while report.is_none() && std::time::Instant::now() < deadline {
+            let (status, epoch, error) = status_of(&sup, "t");
+            assert!(
+                !(status == PluginStatus::Ok && epoch == dying),
+                "ok while down? {error:?}"
+            );
+            report = error.filter(|e| e.contains("restarting in"));
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let report = report.expect("a complete report while it was down");
+        assert!(
+            report.starts_with(&format!("epoch {dying} exited with")),
+            "{report}"
+        );
+        assert!(
+            report.contains(&format!("instance {dying} says hello")),
+            "{report}"
+        );
+        if dying > 0 {
+            assert!(
+                !report.contains("instance 0 says"),
+                "an earlier instance's words: {report}"
+            );
+        }
+        assert!(
+            wait_status(&sup, "t", PluginStatus::Ok, dying + 1).await,
+            "{:?}",
+            sup.plugins()
+        );
+        let mut seen = Vec::new();
+        while let Ok(e) = events.try_recv() {
+            seen.push((e.status, e.epoch));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (PluginStatus::Error, dying),
+                (PluginStatus::Starting, dying + 1),
+                (PluginStatus::Ok, dying + 1)
+            ],
+            "the status on the way down and up"
+        );
+    }
+    sup.shutdown().await;
+}
+
+/// A plugin that declares a body it never sends cannot stay in step: it is restarted, not
+/// left deaf with every later reply read as part of that body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_declaring_an_absurd_length_is_restarted() {
+    let sup = start(&[("t", &[])], "").await;
+    let err = sup
+        .call("t", "test.oversized", json!({}), Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, -32000, "the call fails at once: {err:?}");
+    assert!(
+        wait_status(&sup, "t", PluginStatus::Ok, 1).await,
+        "{:?}",
+        sup.plugins()
+    );
+    assert_eq!(echo(&sup, "t").await["epoch"], 1);
+    sup.shutdown().await;
+}

@@ -31,6 +31,7 @@ use tokio::task::JoinHandle;
 use tracing::{Instrument, debug, info, info_span, warn};
 use utter_protocol::capability::{CapabilityRegistry, RUNNER_CAPABILITIES};
 use utter_protocol::handshake::{DescribeResult, HealthStatus};
+use utter_protocol::throttle::Throttle;
 use utter_protocol::{
     CloseReason, Connection, ConnectionOptions, ErrorCode, ErrorObject, Incoming,
 };
@@ -332,6 +333,8 @@ struct Process {
     /// hold what the plugin started.
     group: Option<u32>,
     conn: Connection,
+    /// The task logging its stderr (ends at end of file).
+    stderr: Option<JoinHandle<()>>,
     /// The socket file of a `connect`/`listen` plugin, removed once the process is stopped.
     socket: Option<PathBuf>,
 }
@@ -356,18 +359,28 @@ struct Slot {
     /// Set to `true` to stop the slot's watch task (it drains the instance first).
     stop: watch::Sender<bool>,
     task: Mutex<Option<JoinHandle<()>>>,
-    /// The last lines the plugin wrote to stderr, for error reports.
-    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// The last lines its instances wrote to stderr, each with the instance's epoch, for
+    /// error reports.
+    stderr_tail: StderrTail,
 }
 
+/// The last lines a slot's instances wrote to stderr, tagged with their epoch: the reader of
+/// an instance that ended may still be draining while the next one starts.
+type StderrTail = Arc<Mutex<VecDeque<(u64, String)>>>;
+
 impl Slot {
-    /// `"; its last stderr lines: …"`, or nothing.
-    fn stderr_summary(&self) -> String {
+    /// `"; its last stderr lines: …"` of instance `epoch` alone, or nothing.
+    fn stderr_summary(&self, epoch: u64) -> String {
         let tail = self.stderr_tail.lock().expect("stderr tail lock");
-        if tail.is_empty() {
+        let lines: Vec<&str> = tail
+            .iter()
+            .filter(|(e, _)| *e == epoch)
+            .map(|(_, line)| line.as_str())
+            .collect();
+        let lines = &lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..];
+        if lines.is_empty() {
             return String::new();
         }
-        let lines: Vec<&str> = tail.iter().map(String::as_str).collect();
         format!("; its last stderr lines: {}", lines.join(" | "))
     }
 }
@@ -1210,7 +1223,7 @@ impl Shared {
                     error.message.push_str(&format!(" (the plugin {status})"));
                     await_stderr_eof(&mut stderr_reader).await;
                 }
-                error.message.push_str(&slot.stderr_summary());
+                error.message.push_str(&slot.stderr_summary(epoch));
                 tokio::spawn(async move {
                     stop_process(child, pid, options).await;
                     if let Some(path) = socket {
@@ -1227,6 +1240,8 @@ impl Shared {
             max_body: options.max_frame_bytes,
             id_prefix: Some(format!("{epoch}:")),
             label: entry.id.clone(),
+            // A plugin's stream that cannot stay in step is restarted, not left deaf.
+            oversized_is_fatal: true,
             ..Default::default()
         };
         let (conn, incoming) = match stream {
@@ -1249,6 +1264,7 @@ impl Shared {
             child,
             group: pid,
             conn: conn.clone(),
+            stderr: stderr_reader.take(),
             socket,
         };
         match self.handshake(slot, &conn, epoch).await {
@@ -1273,9 +1289,9 @@ impl Shared {
                         .error
                         .message
                         .push_str(&format!(" (the plugin {status})"));
-                    await_stderr_eof(&mut stderr_reader).await;
+                    await_stderr_eof(&mut process.stderr).await;
                 }
-                failure.error.message.push_str(&slot.stderr_summary());
+                failure.error.message.push_str(&slot.stderr_summary(epoch));
                 tokio::spawn(drain(process, self.options()));
                 Err(failure)
             }
@@ -1423,10 +1439,28 @@ async fn serve_plugin_requests(
     }
 }
 
+/// Forget crashes older than [`CRASH_WINDOW`].
+fn prune(crashes: &mut VecDeque<Instant>) {
+    while crashes.front().is_some_and(|t| t.elapsed() > CRASH_WINDOW) {
+        crashes.pop_front();
+    }
+}
+
+/// The status of a plugin that is down and waits for its restart: `crash-loop` while it
+/// keeps failing, else `error` (its `last_error` says why and when it is tried again).
+fn down_status(looping: bool) -> PluginStatus {
+    if looping {
+        PluginStatus::CrashLoop
+    } else {
+        PluginStatus::Error
+    }
+}
+
 /// Watch a slot: wait for its instance to end, respawn with backoff, drain on shutdown.
 async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process, StartFailure>) {
     let mut shutdown = slot.stop.subscribe();
     let mut crashes: VecDeque<Instant> = VecDeque::new();
+    let mut looping = false;
     let mut delay = BACKOFF_START;
     let mut current = match first {
         Ok(process) => Some((process, Instant::now())),
@@ -1463,36 +1497,44 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
             };
             conn.close();
             warn!(plugin = %slot.entry.id, epoch, "plugin {reason}");
+            if started.elapsed() >= CRASH_WINDOW {
+                delay = BACKOFF_START;
+            }
+            crashes.push_back(Instant::now());
+            prune(&mut crashes);
+            looping |= crashes.len() >= CRASH_LOOP_COUNT;
+            // Down from this moment on: say so before the drain, which may take seconds.
             {
                 let mut state = slot.state.lock().expect("slot lock");
                 state.instance = None;
                 state.last_error = Some(format!("epoch {epoch} {reason}"));
             }
+            shared.set_status(&slot, epoch, down_status(looping));
+            let mut stderr = process.stderr.take();
             drain(process, shared.options()).await;
-            if started.elapsed() >= CRASH_WINDOW {
-                delay = BACKOFF_START;
-            }
-            crashes.push_back(Instant::now());
+            // What this instance said last, not an earlier one.
+            await_stderr_eof(&mut stderr).await;
+            slot.state.lock().expect("slot lock").last_error = Some(format!(
+                "epoch {epoch} {reason}{}",
+                slot.stderr_summary(epoch)
+            ));
         }
-        while crashes.front().is_some_and(|t| t.elapsed() > CRASH_WINDOW) {
-            crashes.pop_front();
-        }
-        let (epoch, status) = {
-            let state = slot.state.lock().expect("slot lock");
-            let looping = crashes.len() >= CRASH_LOOP_COUNT;
-            (
-                state.epoch,
-                if looping {
-                    PluginStatus::CrashLoop
-                } else {
-                    PluginStatus::Starting
-                },
-            )
-        };
-        if status == PluginStatus::CrashLoop {
+        prune(&mut crashes);
+        // Once crash-looping, it stays so (retried at the longest delay) until a start works.
+        looping |= crashes.len() >= CRASH_LOOP_COUNT;
+        if looping {
             delay = BACKOFF_MAX;
         }
-        shared.set_status(&slot, epoch, status);
+        let epoch = {
+            let mut state = slot.state.lock().expect("slot lock");
+            if let Some(error) = &mut state.last_error {
+                if !error.contains("; restarting in ") {
+                    error.push_str(&format!("; restarting in {} ms", delay.as_millis()));
+                }
+            }
+            state.epoch
+        };
+        shared.set_status(&slot, epoch, down_status(looping));
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = stop_requested(&mut shutdown) => {
@@ -1509,6 +1551,7 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
                 match shared.check_requires(&slot, &available) {
                     Ok(()) => {
                         shared.install(&slot, instance);
+                        looping = false;
                         current = Some((process, Instant::now()));
                     }
                     Err(error) => {
@@ -1608,8 +1651,13 @@ async fn stop_group(
 
 /// The longest stderr line logged; the rest of a longer line is dropped.
 const MAX_STDERR_LINE: usize = 8 * 1024;
-/// How many stderr lines are kept for error reports.
+/// How many stderr lines of one instance an error report quotes.
 const STDERR_TAIL_LINES: usize = 5;
+/// How many stderr lines a slot keeps, of all its instances.
+const STDERR_KEPT_LINES: usize = 16;
+/// How many stderr lines of one instance are logged per 10 s; the rest are counted and the
+/// count is logged (they still reach the tail that error reports quote).
+const STDERR_LOGGED_LINES: u32 = 50;
 
 /// Log a plugin's stderr line by line, tagged with its id and epoch. Lines are capped at
 /// 8 KiB and decoded lossily, so neither a flood without newlines nor invalid UTF-8 can hurt
@@ -1626,9 +1674,10 @@ async fn log_stderr(
     mut stderr: impl tokio::io::AsyncRead + Unpin,
     id: String,
     epoch: u64,
-    tail: Arc<Mutex<VecDeque<String>>>,
+    tail: StderrTail,
 ) {
     use tokio::io::AsyncReadExt;
+    let throttle = Throttle::new(STDERR_LOGGED_LINES, Duration::from_secs(10));
     let mut line: Vec<u8> = Vec::with_capacity(256);
     let mut truncated = false;
     let mut chunk = [0u8; 4096];
@@ -1640,12 +1689,18 @@ async fn log_stderr(
         if *truncated {
             text.push_str(" [line truncated]");
         }
-        info!(plugin = %id, epoch, "{text}");
+        match throttle.allow() {
+            Some(0) => info!(plugin = %id, epoch, "{text}"),
+            Some(suppressed) => {
+                info!(plugin = %id, epoch, suppressed, "{text} [{suppressed} earlier stderr lines were not logged]")
+            }
+            None => {}
+        }
         let mut tail = tail.lock().expect("stderr tail lock");
-        if tail.len() == STDERR_TAIL_LINES {
+        if tail.len() == STDERR_KEPT_LINES {
             tail.pop_front();
         }
-        tail.push_back(text);
+        tail.push_back((epoch, text));
         line.clear();
         *truncated = false;
     };
@@ -1666,6 +1721,10 @@ async fn log_stderr(
     }
     if !line.is_empty() {
         emit(&mut line, &mut truncated);
+    }
+    let left_out = throttle.suppressed();
+    if left_out > 0 {
+        warn!(plugin = %id, epoch, suppressed = left_out, "{left_out} more stderr lines of this instance were not logged (at most {STDERR_LOGGED_LINES} per 10 s)");
     }
 }
 

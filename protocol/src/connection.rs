@@ -53,6 +53,11 @@ pub struct ConnectionOptions {
     pub incoming_capacity: usize,
     /// Capacity of the outgoing frame queue.
     pub outgoing_capacity: usize,
+    /// Whether a frame over `max_body` ends the connection (a plugin, which the runner then
+    /// restarts) instead of being skipped with a `-32700` report (a client). Skipping keeps
+    /// a connection only while the peer really sends the bytes it declared; a peer whose
+    /// declared length is wrong would otherwise have every later frame swallowed.
+    pub oversized_is_fatal: bool,
 }
 
 impl Default for ConnectionOptions {
@@ -63,6 +68,7 @@ impl Default for ConnectionOptions {
             label: "peer".to_owned(),
             incoming_capacity: 256,
             outgoing_capacity: 1024,
+            oversized_is_fatal: false,
         }
     }
 }
@@ -248,6 +254,7 @@ struct Inner {
     /// The last error the peer reported without an id (a refusal before it closes).
     last_peer_report: Mutex<Option<ErrorObject>>,
     max_body: usize,
+    oversized_is_fatal: bool,
     /// Whether the stream can carry descriptors (a unix socket).
     carries_fds: bool,
 }
@@ -389,6 +396,7 @@ impl Connection {
             peer_reports: AtomicU64::new(0),
             last_peer_report: Mutex::new(None),
             max_body: options.max_body,
+            oversized_is_fatal: options.oversized_is_fatal,
             carries_fds,
         });
         let framed_read = FramedRead::new(reader, FrameCodec::new(options.max_body));
@@ -815,6 +823,14 @@ async fn read_loop<R>(
                     ),
                 ));
                 break CloseReason::Framing(e.to_string());
+            }
+            Some(Ok(InboundFrame::Oversized { declared, limit })) if inner.oversized_is_fatal => {
+                if let Some(suppressed) = PEER_LOGS.allow() {
+                    tracing::warn!(peer = %inner.label, declared, limit, suppressed, "oversized frame; closing");
+                }
+                break CloseReason::Framing(format!(
+                    "a frame of {declared} bytes was declared, over the {limit}-byte limit"
+                ));
             }
             Some(Ok(InboundFrame::Oversized { declared, limit })) => {
                 if let Some(suppressed) = PEER_LOGS.allow() {

@@ -46,7 +46,8 @@
 //! `test.drop_socket` (answers, then shuts its socket down and keeps running), `test.die` (exits with status 7
 //! before answering), `test.hang` (never answers), `test.badjson` (writes a frame of
 //! invalid JSON, then answers normally), `test.garbage` (writes a broken header,
-//! so the stream cannot be resynchronised), `action.capabilities`, `action.invoke` (records
+//! so the stream cannot be resynchronised), `test.oversized` (declares a 100 MB body it never
+//! sends), `action.capabilities`, `action.invoke` (records
 //! and answers `{ok: true}`), `router.plan` (one `open_url` step to the URL in the utterance).
 
 use std::io::Write;
@@ -264,7 +265,7 @@ async fn main() -> ExitCode {
                             }))
                         }
                         "plugin.describe" => {
-                            let mut methods = vec!["test.echo", "test.die", "test.hang", "test.garbage", "test.badjson",
+                            let mut methods = vec!["test.echo", "test.die", "test.hang", "test.garbage", "test.oversized", "test.badjson",
                                                    "test.host", "test.host-later", "test.drop_socket", "action.capabilities", "action.invoke", "router.plan"];
                             if o.context.is_some() {
                                 methods.push("context.snapshot");
@@ -393,6 +394,14 @@ async fn main() -> ExitCode {
                         "test.garbage" => {
                             let mut out = tokio::io::stdout();
                             let _ = out.write_all(b"Content-Length: nonsense\r\n\r\n{}").await;
+                            let _ = out.flush().await;
+                            return;
+                        }
+                        "test.oversized" => {
+                            // A header that declares 100 MB the plugin never sends: every
+                            // later frame would be read as part of that body.
+                            let mut out = tokio::io::stdout();
+                            let _ = out.write_all(b"Content-Length: 100000000\r\n\r\n{}").await;
                             let _ = out.flush().await;
                             return;
                         }
