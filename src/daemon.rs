@@ -48,7 +48,7 @@ pub async fn run(loaded: LoadedConfig, options: DaemonOptions) -> Result<(), Dae
     // Take the socket (and its single-instance lock) before starting plugins, so a second
     // runner stops at once without spawning anything.
     let socket_path = socket::resolve_path(options.socket_path.as_deref(), &loaded.config);
-    let listener = socket::bind(&socket_path)?;
+    let listener = socket::bind(&socket_path, &loaded.config)?;
     tracing::info!(config = %loaded.origin, socket = %socket_path.display(), "starting");
 
     let supervisor_options = SupervisorOptions::from_config(&loaded.config);
@@ -68,24 +68,42 @@ pub async fn run(loaded: LoadedConfig, options: DaemonOptions) -> Result<(), Dae
     systemd::notify_ready();
     tracing::info!("ready");
 
-    loop {
-        tokio::select! {
-            _ = term.recv() => { tracing::info!("SIGTERM: stopping"); break; }
-            _ = int.recv() => { tracing::info!("SIGINT: stopping"); break; }
-            _ = hup.recv() => {
-                tracing::info!("SIGHUP: reloading the config");
-                systemd::notify_reloading();
-                if let Err(e) = runner.reload().await {
-                    for issue in &e.errors {
-                        tracing::error!("reload refused, keeping the running config: {issue}");
-                    }
+    // The session bus going away means the session is over (a D-Bus-activated runner would
+    // otherwise outlive it, holding whatever its caller gave it).
+    let bus_lost = {
+        let bus_gone = async {
+            match &bus {
+                Some(bus) => bus.disconnected().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(bus_gone);
+        let mut bus_lost = false;
+        loop {
+            tokio::select! {
+                why = &mut bus_gone => {
+                    tracing::warn!(reason = %why, "the session bus is gone: the session is over; stopping (run with --no-dbus to keep a runner without a bus)");
+                    bus_lost = true;
+                    break;
                 }
-                systemd::notify_ready();
+                _ = term.recv() => { tracing::info!("SIGTERM: stopping"); break; }
+                _ = int.recv() => { tracing::info!("SIGINT: stopping"); break; }
+                _ = hup.recv() => {
+                    tracing::info!("SIGHUP: reloading the config");
+                    systemd::notify_reloading();
+                    if let Err(e) = runner.reload().await {
+                        for issue in &e.errors {
+                            tracing::error!("reload refused, keeping the running config: {issue}");
+                        }
+                    }
+                    systemd::notify_ready();
+                }
             }
         }
-    }
+        bus_lost
+    };
     systemd::notify_stopping();
-    if let Some(bus) = bus {
+    if let Some(bus) = bus.filter(|_| !bus_lost) {
         bus.close().await;
     }
     socket_task.shutdown().await;

@@ -230,6 +230,21 @@ impl Bus {
         &self.conn
     }
 
+    /// Resolves when the connection to the bus is gone: the bus daemon exited (the session
+    /// ended) or dropped us. Messages meanwhile are only read, never handled here (the
+    /// object server has its own copy).
+    pub async fn disconnected(&self) -> String {
+        use futures::StreamExt;
+        let mut stream = zbus::MessageStream::from(&self.conn);
+        loop {
+            match stream.next().await {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return e.to_string(),
+                None => return "the connection ended".into(),
+            }
+        }
+    }
+
     /// Withdraw the notification door, release the name, remove the object and close the
     /// connection.
     pub async fn close(self) {

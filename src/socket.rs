@@ -213,6 +213,8 @@ impl Drop for SocketFile {
 pub struct Listener {
     listener: std::os::unix::net::UnixListener,
     file: SocketFile,
+    /// The token written before binding.
+    token: Option<String>,
 }
 
 impl Listener {
@@ -222,13 +224,15 @@ impl Listener {
     }
 }
 
-/// Create the directory, take the single-instance lock, bind (see the module docs).
+/// Create the directory, take the single-instance lock, write the client token file of
+/// `config`, bind (see the module docs). The token file is in place before the socket
+/// exists, so a client that sees the socket finds the token too.
 ///
 /// # Errors
 /// [`SocketError::Busy`] when another runner holds the lock; [`SocketError::Unsafe`] when
 /// the directory belongs to another user or is not a directory; [`SocketError::Bind`] for
 /// everything else (the message names the path and what to do).
-pub fn bind(path: &Path) -> Result<Listener, SocketError> {
+pub fn bind(path: &Path, config: &Config) -> Result<Listener, SocketError> {
     let path = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -286,6 +290,7 @@ pub fn bind(path: &Path) -> Result<Listener, SocketError> {
         }
     }
 
+    let token = access::prepare_token(config);
     let listener = bind_private(&path)?;
     listener.set_nonblocking(true).map_err(|e| {
         SocketError::Bind(format!("cannot make {} non-blocking: {e}", path.display()))
@@ -300,6 +305,7 @@ pub fn bind(path: &Path) -> Result<Listener, SocketError> {
             identity,
             _lock: lock,
         },
+        token,
     })
 }
 
@@ -481,7 +487,11 @@ pub fn serve(listener: Listener, runner: Arc<Runner>) -> SocketTask {
 }
 
 async fn accept_loop(listener: Listener, runner: Arc<Runner>, mut stop: watch::Receiver<bool>) {
-    let Listener { listener, file } = listener;
+    let Listener {
+        listener,
+        file,
+        token,
+    } = listener;
     let listener = match tokio::net::UnixListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
@@ -489,7 +499,7 @@ async fn accept_loop(listener: Listener, runner: Arc<Runner>, mut stop: watch::R
             return;
         }
     };
-    let shared = Arc::new(access::Shared::new(runner, stop.clone()));
+    let shared = Arc::new(access::Shared::new(runner, stop.clone(), token));
     let slots = Arc::new(Slots::new());
     let mut connections = JoinSet::new();
     tracing::info!(socket = %file.path.display(), "client socket ready");

@@ -353,3 +353,115 @@ async fn a_killed_daemon_leaves_nothing_running_once_the_next_one_starts() {
     let run = again.utter(&sb, &["status", "--json"]).await;
     assert_eq!(run.code, Some(0), "{run}");
 }
+
+/// The token file is written before the socket is bound: a client that starts the moment
+/// the socket appears (while the plugins are still starting) finds the token.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_token_file_is_there_before_the_socket() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    let socket = sb.path("run/utter/runner.sock");
+    let token = sb.path("state/utter/runner-token");
+    let mut cmd = std::process::Command::new(common::bin("utter"));
+    cmd.args(["daemon", "--no-dbus", "--config"])
+        .arg(&config)
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    if let Some(path) = std::env::var_os("PATH") {
+        cmd.env("PATH", path);
+    }
+    common::daemon::env(&sb, "state").apply(&mut cmd);
+    let mut child = cmd.spawn().expect("utter daemon starts");
+    let deadline = std::time::Instant::now() + LIMIT;
+    while !socket.exists() {
+        assert!(std::time::Instant::now() < deadline, "no socket");
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    let there = token.exists();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = child.wait();
+    assert!(there, "the socket appeared before the token file");
+}
+
+/// An authenticated connection cannot hold its slot for ever: one that trickles a frame is
+/// closed when the frame is not finished within `[socket] frame_timeout_ms`, one that sends
+/// nothing and has nothing running within `idle_timeout_ms`; a subscriber waiting for events
+/// is not idle.
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_and_idle_connections_are_closed_but_subscribers_are_not() {
+    let sb = Sandbox::new();
+    let config = write_config(
+        &sb,
+        &format!("{TERMINAL_ON}[socket]\nidle_timeout_ms = 1200\nframe_timeout_ms = 500\n"),
+    );
+    let daemon = Daemon::start(&sb, &config, None).await;
+    let connect = || async {
+        let mut stream = tokio::net::UnixStream::connect(&daemon.socket)
+            .await
+            .unwrap();
+        stream
+            .write_all(&frame(1, "runner.auth", json!({"token": daemon.token()})))
+            .await
+            .unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).contains("\"result\""));
+        stream
+    };
+    // Everything the runner sends until it closes the connection.
+    let until_closed = |mut stream: tokio::net::UnixStream| async move {
+        let mut all = Vec::new();
+        tokio::time::timeout(LIMIT, stream.read_to_end(&mut all))
+            .await
+            .expect("closed in time")
+            .unwrap();
+        String::from_utf8_lossy(&all).into_owned()
+    };
+
+    // A slowloris: the header and one byte of a 100-byte body, then nothing.
+    let mut slow = connect().await;
+    slow.write_all(b"Content-Length: 100\r\n\r\n{")
+        .await
+        .unwrap();
+    let said = until_closed(slow).await;
+    assert!(
+        said.contains("-32700") && said.contains("not finished within 500 ms"),
+        "{said}"
+    );
+
+    // Idle: nothing sent, nothing running.
+    let idle = connect().await;
+    let said = until_closed(idle).await;
+    assert!(
+        said.contains("runner.closing") && said.contains("idle for 1200 ms"),
+        "{said}"
+    );
+
+    // A subscriber is waiting, not idle: still served after three idle periods.
+    let mut subscriber = connect().await;
+    subscriber
+        .write_all(&frame(2, "runner.subscribe", json!({})))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(3000)).await;
+    subscriber
+        .write_all(&frame(3, "runner.version", json!({})))
+        .await
+        .unwrap();
+    let mut got = String::new();
+    let mut buf = vec![0u8; 1 << 16];
+    while !got.contains("\"id\":3") {
+        let n = tokio::time::timeout(LIMIT, subscriber.read(&mut buf))
+            .await
+            .expect("answered in time")
+            .unwrap();
+        assert!(n > 0, "the subscriber was closed: {got}");
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(!got.contains("runner.closing"), "{got}");
+}

@@ -609,3 +609,150 @@ async fn the_planner_proposes_only_when_no_rule_matched_and_its_steps_are_asked_
     assert_eq!(run.code, Some(0), "{run}");
     assert_eq!(server.requests.lock().unwrap().len(), before);
 }
+
+/// Entrypoints that can never start are errors in `check-config` (a directory, a file
+/// without the execute permission, a link to nothing); one not installed yet is a warning
+/// that says how to fix it. A config file that is a dangling link is an error, not a silent
+/// fall back to the built-in default.
+#[tokio::test]
+async fn check_config_refuses_unstartable_entrypoints_and_dangling_config_links() {
+    let sb = Sandbox::new();
+    let dir = sb.path("a-directory");
+    std::fs::create_dir_all(&dir).unwrap();
+    let plain = sb.write("not-a-program", "just text\n");
+    let link = sb.path("dangling");
+    std::os::unix::fs::symlink(sb.path("nowhere"), &link).unwrap();
+    for (program, needle) in [
+        (dir.display().to_string(), "is a directory"),
+        (plain.display().to_string(), "is not executable"),
+        (link.display().to_string(), "symbolic link"),
+    ] {
+        let config = write_config(
+            &sb,
+            &format!(
+                "config_version = 1\n{}",
+                plugin_entry("p", "router", &program, &[])
+            ),
+        );
+        let run = run_utter(
+            &["check-config", &config.display().to_string(), "--json"],
+            &sb.env(None),
+        )
+        .await;
+        assert_eq!(run.code, Some(3), "{program}: {run}");
+        let report = run.json();
+        let error = report["errors"][0]["message"].as_str().unwrap_or_default();
+        assert!(error.contains(needle), "{program}: {run}");
+        assert_eq!(report["errors"][0]["key"], "plugin[0].entrypoint", "{run}");
+    }
+    let config = write_config(
+        &sb,
+        &format!(
+            "config_version = 1\n{}",
+            plugin_entry("p", "router", "utter-no-such-plugin-program", &[])
+        ),
+    );
+    let run = run_utter(
+        &["check-config", &config.display().to_string(), "--json"],
+        &sb.env(None),
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let warning = run.json()["warnings"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(warning.contains("program not found"), "{run}");
+    assert!(warning.contains("cargo install"), "{run}");
+
+    // The user's config file is a link to nothing: an error naming the link, at start too.
+    let user_config = sb.path("config/utter/config.toml");
+    std::fs::create_dir_all(user_config.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(sb.path("gone.toml"), &user_config).unwrap();
+    let run = run_utter(&["check-config"], &sb.env(None)).await;
+    assert_eq!(run.code, Some(3), "{run}");
+    assert!(run.stdout.contains("symbolic link"), "{run}");
+    let run = run_utter(
+        &["say", "open youtube", "--dry-run", "--local"],
+        &sb.env(None),
+    )
+    .await;
+    assert_eq!(
+        run.code,
+        Some(3),
+        "a dangling config link is not the default: {run}"
+    );
+}
+
+/// `check-manifest` refuses what the runner would refuse at start (PROTOCOL.md §4, §11) and
+/// warns about capabilities it does not know; the built-in plugins' manifests pass.
+#[tokio::test]
+async fn check_manifest_enforces_what_the_protocol_says_is_refused() {
+    let sb = Sandbox::new();
+    let base = |extra: &str, protocol: &str, abi: &str, runtime: &str| {
+        format!(
+            "name = \"pp\"\nversion = \"0.1.0\"\nkind = \"router\"\nprotocol = \"{protocol}\"\nabi = {abi}\nruntime = \"{runtime}\"\ntransport = \"stdio\"\nentrypoint = [\"p\"]\n{extra}"
+        )
+    };
+    for (text, needle) in [
+        (base("", "1.0", "2", "subprocess"), "abi:"),
+        (base("", "2.0", "1", "subprocess"), "protocol:"),
+        (base("", "1.0", "1", "wasm"), "runtime:"),
+        (
+            base("min_runner = \"banana\"\n", "1.0", "1", "subprocess"),
+            "min_runner:",
+        ),
+        (
+            base("min_runner = \">=99.0\"\n", "1.0", "1", "subprocess"),
+            "needs a runner >=99.0",
+        ),
+    ] {
+        let path = sb.write("utter-plugin.toml", &text);
+        let run = run_utter(
+            &["check-manifest", &path.display().to_string(), "--json"],
+            &sb.env(None),
+        )
+        .await;
+        assert_eq!(run.code, Some(3), "{text}\n{run}");
+        let report = run.json();
+        assert_eq!(report[0]["ok"], false, "{run}");
+        let errors = report[0]["errors"].to_string();
+        assert!(errors.contains(needle), "{needle}: {run}");
+    }
+    let path = sb.write(
+        "utter-plugin.toml",
+        &base(
+            "provides = [\"router.plan@1\", \"router.telepathy@1\"]\n",
+            "1.0",
+            "1",
+            "subprocess",
+        ),
+    );
+    let run = run_utter(
+        &["check-manifest", &path.display().to_string()],
+        &sb.env(None),
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(
+        run.stdout
+            .contains("warning: provides: unknown capability \"router.telepathy@1\""),
+        "{run}"
+    );
+    assert!(run.stdout.contains(": OK"), "{run}");
+    // Every manifest in the tree passes.
+    let root = common::repo_root();
+    let mut manifests: Vec<String> = std::fs::read_dir(root.join("plugins"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("utter-plugin.toml"))
+        .filter(|p| p.exists())
+        .map(|p| p.display().to_string())
+        .collect();
+    manifests.sort();
+    let mut args = vec!["check-manifest".to_string()];
+    args.extend(manifests);
+    let run = run_utter(&args, &sb.env(None)).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(!run.stdout.contains("warning"), "{run}");
+}

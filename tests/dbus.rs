@@ -1612,3 +1612,19 @@ async fn a_notification_server_that_comes_later_is_used_and_one_that_leaves_is_n
         .await;
     assert!(invocations(&record).is_empty(), "nothing ran");
 }
+
+/// When the session bus goes away the session is over: the runner says so and stops
+/// cleanly (it would otherwise outlive the session, holding what its caller gave it).
+#[tokio::test]
+async fn the_runner_stops_when_its_session_bus_goes_away() {
+    let mut rig = Rig::start(&builtin_plugins()).await;
+    rig.daemon.wait_log("ready").await;
+    rig.bus.stop();
+    let exited = wait_until(LIMIT, || matches!(rig.daemon.child.try_wait(), Ok(Some(_)))).await;
+    assert!(exited, "the runner outlived its bus:\n{}", rig.daemon.log());
+    let status = rig.daemon.child.wait().expect("waited");
+    assert!(status.success(), "{status}\n{}", rig.daemon.log());
+    let log = rig.daemon.log();
+    assert!(log.contains("the session bus is gone"), "{log}");
+    assert!(!rig.daemon.socket.exists(), "the socket was removed");
+}

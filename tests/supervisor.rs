@@ -489,3 +489,30 @@ async fn a_plugin_declaring_an_absurd_length_is_restarted() {
     assert_eq!(echo(&sup, "t").await["epoch"], 1);
     sup.shutdown().await;
 }
+
+/// An entrypoint that can never run is `error` at once, with the reason, and is not retried
+/// as a crash (the older behaviour: `starting` for ever, EACCES on every retry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_or_a_non_executable_entrypoint_is_an_error_not_a_crash_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, "text").unwrap();
+    for (program, needle) in [
+        (dir.path().display().to_string(), "is a directory"),
+        (plain.display().to_string(), "is not executable"),
+    ] {
+        let text = format!(
+            "config_version = 1\n[[plugin]]\nid = \"t\"\nkind = \"bundle\"\nentrypoint = [{program:?}]\n"
+        );
+        let config = config::parse(&text, "test.toml").unwrap().config;
+        let sup = Supervisor::start(&config, SupervisorOptions::from_config(&config)).await;
+        let (status, _, error) = status_of(&sup, "t");
+        assert_eq!(status, PluginStatus::Error, "{program}: {error:?}");
+        let error = error.unwrap_or_default();
+        assert!(error.contains(needle), "{error}");
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(sup.plugins()[0].restarts, 0, "not retried");
+        assert_eq!(status_of(&sup, "t").0, PluginStatus::Error);
+        sup.shutdown().await;
+    }
+}

@@ -176,8 +176,8 @@ impl Default for RunnerSection {
     }
 }
 
-/// `[socket]`: who may use the client socket (enforced by the session-service work).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+/// `[socket]`: who may use the client socket, and how long a connection may sit idle.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct SocketSection {
     /// Executables admitted by path or exact file name.
@@ -186,6 +186,24 @@ pub struct SocketSection {
     pub allow_same_uid: bool,
     /// Token for `runner.auth`.
     pub token: String,
+    /// A connection that sends nothing for this long, and has no subscription, stream or
+    /// request running, is closed, in ms (600 000: ten minutes).
+    pub idle_timeout_ms: u64,
+    /// A frame whose first bytes arrived must be complete within this long, in ms (30 000);
+    /// else the connection is closed (a peer trickling bytes holds a slot otherwise).
+    pub frame_timeout_ms: u64,
+}
+
+impl Default for SocketSection {
+    fn default() -> Self {
+        SocketSection {
+            allow_binaries: Vec::new(),
+            allow_same_uid: false,
+            token: String::new(),
+            idle_timeout_ms: 600_000,
+            frame_timeout_ms: 30_000,
+        }
+    }
 }
 
 /// `[security]`.
@@ -843,17 +861,26 @@ pub fn user_config_path() -> Option<PathBuf> {
 pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
     let path = match path {
         Some(p) => Some(p.to_path_buf()),
-        None => user_config_path().filter(|p| p.exists()),
+        // A link there counts as a file there, even when it leads nowhere: its error is
+        // reported, never silently replaced by the built-in default.
+        None => user_config_path().filter(|p| p.symlink_metadata().is_ok()),
     };
     match path {
         Some(path) => {
             let origin = path.display().to_string();
             let text = std::fs::read_to_string(&path).map_err(|e| {
+                let message = match std::fs::read_link(&path) {
+                    Ok(target) => format!(
+                        "cannot read the file: it is a symbolic link to {}, which cannot be read ({e}); fix or remove the link",
+                        target.display()
+                    ),
+                    Err(_) => format!("cannot read the file: {e}"),
+                };
                 ConfigError::one(ConfigIssue {
                     file: origin.clone(),
                     line: None,
                     key: None,
-                    message: format!("cannot read the file: {e}"),
+                    message,
                 })
             })?;
             parse(&text, &origin)
@@ -1156,6 +1183,21 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                 &[Seg::Key("runner".into()), Seg::Key(key.into())],
                 format!("must be at least {min}, got {value}"),
             ));
+        }
+    }
+    if let Some(socket) = &config.socket {
+        for (key, value) in [
+            ("idle_timeout_ms", socket.idle_timeout_ms),
+            ("frame_timeout_ms", socket.frame_timeout_ms),
+        ] {
+            if value < 100 {
+                errors.push(issue_at(
+                    text,
+                    origin,
+                    &[Seg::Key("socket".into()), Seg::Key(key.into())],
+                    format!("must be at least 100 (milliseconds), got {value}"),
+                ));
+            }
         }
     }
     let decide = &config.decide;

@@ -336,6 +336,17 @@ impl StreamHub {
         Ok(json!({}))
     }
 
+    /// Whether connection `owner` has a stream running (it is not idle while data flows to
+    /// it).
+    pub fn owns_any(&self, owner: u64) -> bool {
+        self.tables
+            .lock()
+            .expect("stream tables")
+            .streams
+            .values()
+            .any(|s| s.owner == owner)
+    }
+
     /// Stop every stream of connection `owner` (it disconnected, or the runner stops), and
     /// tell the plugins. Returns the client-facing ids stopped.
     pub fn stop_owner(&self, owner: u64) -> Vec<String> {

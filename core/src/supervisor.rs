@@ -1156,7 +1156,14 @@ impl Shared {
         }
         let mut child = cmd.spawn().map_err(|e| {
             let not_found = e.kind() == std::io::ErrorKind::NotFound;
-            let message = if not_found {
+            // Neither a missing program nor one that cannot be run gets better by retrying:
+            // the plugin stays in `error` until the config or the file changes (reload).
+            let problem = program_problem(&program);
+            let permanent =
+                not_found || matches!(problem, Some(ProgramProblem::Unstartable(_)));
+            let message = if let Some(ProgramProblem::Unstartable(why)) = &problem {
+                format!("cannot start plugin {:?}: {why}", entry.id)
+            } else if not_found {
                 format!(
                     "cannot start plugin {:?}: program not found: {} (looked beside the utter binary and on PATH); install it (e.g. `cargo install --path plugins/<its crate>`) and run `utter reload`, fix its entrypoint, or turn it off with [plugins] disabled = [{:?}]",
                     entry.id,
@@ -1174,7 +1181,7 @@ impl Shared {
                 let _ = crate::transport::remove_stale(path);
             }
             StartFailure {
-                permanent: not_found,
+                permanent,
                 error: ErrorObject::plugin(message),
             }
         })?;
@@ -1752,6 +1759,73 @@ pub fn resolve_program(program: &str, bin_dir: Option<&Path>) -> PathBuf {
     PathBuf::from(program)
 }
 
+/// What keeps a resolved program from being started, found before trying: `None` when it
+/// looks startable. A bare name that is not beside `utter` is looked up on `PATH` the way
+/// `execvp` does. Each answer is a sentence that says what to do.
+pub fn program_problem(program: &Path) -> Option<ProgramProblem> {
+    use std::os::unix::fs::PermissionsExt;
+    let found = if program.components().count() > 1 || program.is_absolute() {
+        Some(program.to_path_buf())
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(program))
+                .find(|candidate| candidate.symlink_metadata().is_ok())
+        })
+    };
+    let Some(found) = found else {
+        return Some(ProgramProblem::Missing(format!(
+            "program not found: {} (looked beside the utter binary and on PATH); install it (e.g. `cargo install --path plugins/<its crate>`), fix the entrypoint, or turn the plugin off with [plugins] disabled",
+            program.display()
+        )));
+    };
+    let shown = found.display();
+    match std::fs::metadata(&found) {
+        Err(e) => match std::fs::read_link(&found) {
+            Ok(target) => Some(ProgramProblem::Unstartable(format!(
+                "{shown} is a symbolic link to {}, which cannot be followed ({e}); fix or remove the link",
+                target.display()
+            ))),
+            Err(_) if e.kind() == std::io::ErrorKind::NotFound => Some(ProgramProblem::Missing(
+                format!("program not found: {shown}"),
+            )),
+            Err(_) => Some(ProgramProblem::Unstartable(format!("{shown}: {e}"))),
+        },
+        Ok(meta) if meta.is_dir() => Some(ProgramProblem::Unstartable(format!(
+            "{shown} is a directory, not a program; name the program inside it"
+        ))),
+        Ok(meta) if !meta.is_file() => Some(ProgramProblem::Unstartable(format!(
+            "{shown} is not a regular file, so it cannot be run"
+        ))),
+        Ok(meta) if meta.permissions().mode() & 0o111 == 0 => {
+            Some(ProgramProblem::Unstartable(format!(
+                "{shown} is not executable (mode {:o}); `chmod +x` it if it is a program, or fix the entrypoint",
+                meta.permissions().mode() & 0o7777
+            )))
+        }
+        Ok(_) => None,
+    }
+}
+
+/// Why an entrypoint cannot start ([`program_problem`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProgramProblem {
+    /// Nothing by that name (it may be installed later).
+    Missing(String),
+    /// Something is there, but it can never run as it is: a directory, a file without the
+    /// execute permission, a dangling or looping symbolic link.
+    Unstartable(String),
+}
+
+impl ProgramProblem {
+    /// The sentence.
+    pub fn message(&self) -> &str {
+        match self {
+            ProgramProblem::Missing(m) | ProgramProblem::Unstartable(m) => m,
+        }
+    }
+}
+
 /// The directory of the running executable, and its parent when that is cargo's `deps/`
 /// (tests and benchmarks run from `target/<profile>/deps`).
 fn executable_dirs() -> Vec<PathBuf> {
@@ -1784,7 +1858,7 @@ mod tests {
     async fn stderr_lines_are_capped_decoded_lossily_and_read_to_the_end() {
         use tokio::io::AsyncWriteExt;
         let (mut tx, rx) = tokio::io::duplex(1024);
-        let tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
+        let tail: StderrTail = Arc::default();
         let reader = tokio::spawn(log_stderr(rx, "p".into(), 0, tail.clone()));
         tx.write_all(b"\xff\xfebad\n").await.unwrap();
         tx.write_all(&vec![b'a'; MAX_STDERR_LINE * 4])
@@ -1793,11 +1867,34 @@ mod tests {
         tx.write_all(b"\nlast words").await.unwrap();
         drop(tx);
         reader.await.unwrap();
-        let tail = tail.lock().unwrap();
+        let tail: Vec<String> = tail
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, l)| l.clone())
+            .collect();
         assert_eq!(tail.len(), 3);
         assert_eq!(tail[0], "\u{fffd}\u{fffd}bad");
         assert!(tail[1].ends_with("[line truncated]") && tail[1].len() < MAX_STDERR_LINE + 32);
         assert_eq!(tail[2], "last words");
+    }
+
+    #[tokio::test]
+    async fn a_stderr_flood_is_kept_whole_in_the_tail_but_logged_within_the_bound() {
+        use tokio::io::AsyncWriteExt;
+        let (mut tx, rx) = tokio::io::duplex(1 << 16);
+        let tail: StderrTail = Arc::default();
+        let reader = tokio::spawn(log_stderr(rx, "p".into(), 3, tail.clone()));
+        for n in 0..10_000 {
+            tx.write_all(format!("line {n}\n").as_bytes())
+                .await
+                .unwrap();
+        }
+        drop(tx);
+        reader.await.unwrap();
+        let tail = tail.lock().unwrap();
+        assert_eq!(tail.len(), STDERR_KEPT_LINES);
+        assert_eq!(tail.back(), Some(&(3, "line 9999".to_owned())));
     }
 
     #[test]

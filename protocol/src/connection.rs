@@ -58,6 +58,10 @@ pub struct ConnectionOptions {
     /// a connection only while the peer really sends the bytes it declared; a peer whose
     /// declared length is wrong would otherwise have every later frame swallowed.
     pub oversized_is_fatal: bool,
+    /// How long a frame may take from its first byte to its last before the connection is
+    /// closed with a `-32700` report (`None`: no limit). A peer that trickles a frame a byte
+    /// at a time, or declares a body it never sends, otherwise holds the connection for ever.
+    pub frame_timeout: Option<Duration>,
 }
 
 impl Default for ConnectionOptions {
@@ -69,6 +73,7 @@ impl Default for ConnectionOptions {
             incoming_capacity: 256,
             outgoing_capacity: 1024,
             oversized_is_fatal: false,
+            frame_timeout: None,
         }
     }
 }
@@ -255,6 +260,7 @@ struct Inner {
     last_peer_report: Mutex<Option<ErrorObject>>,
     max_body: usize,
     oversized_is_fatal: bool,
+    frame_timeout: Option<Duration>,
     /// Whether the stream can carry descriptors (a unix socket).
     carries_fds: bool,
 }
@@ -397,6 +403,7 @@ impl Connection {
             last_peer_report: Mutex::new(None),
             max_body: options.max_body,
             oversized_is_fatal: options.oversized_is_fatal,
+            frame_timeout: options.frame_timeout,
             carries_fds,
         });
         let framed_read = FramedRead::new(reader, FrameCodec::new(options.max_body));
@@ -805,8 +812,53 @@ async fn read_loop<R>(
 ) where
     R: AsyncRead + Unpin,
 {
+    let frame_timeout = inner.upgrade().and_then(|i| i.frame_timeout);
+    // When a frame's first bytes were seen (checked at each tick while waiting).
+    let mut partial_since: Option<tokio::time::Instant> = None;
     let reason = loop {
-        let item = stream.next().await;
+        let item = match frame_timeout {
+            None => stream.next().await,
+            Some(limit) => {
+                // `next` keeps its progress in the codec, so waking up to look at the buffer
+                // loses nothing.
+                let tick = (limit / 4).clamp(Duration::from_millis(20), Duration::from_secs(5));
+                let mut timed_out = false;
+                let item = loop {
+                    tokio::select! {
+                        item = stream.next() => break item,
+                        _ = tokio::time::sleep(tick) => {
+                            let partial = !stream.read_buffer().is_empty() || stream.decoder().skipping();
+                            if !partial {
+                                partial_since = None;
+                                continue;
+                            }
+                            let since = *partial_since.get_or_insert_with(tokio::time::Instant::now);
+                            if since.elapsed() + tick >= limit {
+                                timed_out = true;
+                                break None;
+                            }
+                        }
+                    }
+                };
+                partial_since = None;
+                if timed_out {
+                    let Some(inner) = inner.upgrade() else { return };
+                    let message = format!(
+                        "a frame was begun but not finished within {} ms; closing the connection",
+                        limit.as_millis()
+                    );
+                    if let Some(suppressed) = PEER_LOGS.allow() {
+                        tracing::warn!(peer = %inner.label, suppressed, "{message}");
+                    }
+                    inner.try_send_bytes(error_response_bytes(
+                        None,
+                        &ErrorObject::new(ErrorCode::ParseError, message.clone()),
+                    ));
+                    break CloseReason::Framing(message);
+                }
+                item
+            }
+        };
         let Some(inner) = inner.upgrade() else { return };
         let body = match item {
             None => break CloseReason::Eof,

@@ -110,6 +110,11 @@ impl FrameCodec {
     pub fn max_body(&self) -> usize {
         self.max_body
     }
+
+    /// Whether the decoder is inside an oversized body it skips (more of it is expected).
+    pub fn skipping(&self) -> bool {
+        self.discard > 0
+    }
 }
 
 fn find_terminator(buf: &[u8]) -> Option<usize> {

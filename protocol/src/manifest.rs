@@ -125,7 +125,75 @@ fn validator() -> &'static jsonschema::Validator {
     })
 }
 
+/// What the runner makes of a manifest that passed the schema (PROTOCOL.md §4, §5, §11):
+/// the rules a plugin's start would be refused by, found before it is installed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunnerCheck {
+    /// Each is `field: what is wrong`; any of them refuses the plugin.
+    pub errors: Vec<String>,
+    /// Accepted, but worth knowing (an older or newer protocol minor, unknown or deprecated
+    /// capabilities).
+    pub warnings: Vec<String>,
+}
+
 impl Manifest {
+    /// Check what the schema cannot: `abi` is exactly 1, `protocol` is one this runner
+    /// speaks (the §4 rules, as the handshake applies them), `runtime` is `subprocess` (the
+    /// only one run), `min_runner` is a semver requirement that `runner_version` meets,
+    /// `max_protocol` is `major.minor`; capabilities not in the registry are warnings.
+    pub fn runner_check(&self, runner_version: &str) -> RunnerCheck {
+        let mut check = RunnerCheck::default();
+        match crate::handshake::negotiate(
+            crate::handshake::PROTOCOL_VERSION,
+            &self.protocol,
+            Some(self.abi),
+        ) {
+            Ok(negotiated) => check
+                .warnings
+                .extend(negotiated.warning.map(|w| format!("protocol: {w}"))),
+            Err(e) if self.abi != crate::handshake::ABI => {
+                check.errors.push(format!("abi: {}", e.message))
+            }
+            Err(e) => check.errors.push(format!("protocol: {}", e.message)),
+        }
+        if self.runtime != "subprocess" {
+            check.errors.push(format!(
+                "runtime: {:?} is not run by this runner; only \"subprocess\" is (PROTOCOL.md §11)",
+                self.runtime
+            ));
+        }
+        if let Some(wanted) = &self.min_runner {
+            match semver::VersionReq::parse(wanted) {
+                Err(e) => check.errors.push(format!(
+                    "min_runner: {wanted:?} is not a semver requirement such as \">=0.1\" ({e})"
+                )),
+                Ok(req) => match semver::Version::parse(runner_version) {
+                    Ok(runner) if !req.matches(&runner) => check.errors.push(format!(
+                        "min_runner: the plugin needs a runner {wanted}; this runner is {runner}"
+                    )),
+                    _ => {}
+                },
+            }
+        }
+        if let Some(max) = self.extra.get("max_protocol").and_then(Value::as_str) {
+            if max.parse::<crate::handshake::ProtocolVersion>().is_err() {
+                check.errors.push(format!(
+                    "max_protocol: {max:?} is not a protocol version major.minor such as \"1.0\""
+                ));
+            }
+        }
+        let registry = crate::capability::CapabilityRegistry::builtin();
+        for (field, names) in [("provides", &self.provides), ("requires", &self.requires)] {
+            check.warnings.extend(
+                registry
+                    .warnings(names)
+                    .into_iter()
+                    .map(|w| format!("{field}: {w}")),
+            );
+        }
+        check
+    }
+
     /// Parse and validate manifest text. `origin` names the file in error messages.
     ///
     /// # Errors

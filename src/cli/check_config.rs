@@ -41,6 +41,34 @@ pub fn load(path: Option<&Path>) -> Option<LoadedConfig> {
     }
 }
 
+/// The errors and warnings about the programs the active plugins of `loaded` name.
+fn entrypoint_issues(loaded: &LoadedConfig) -> (Vec<ConfigIssue>, Vec<ConfigIssue>) {
+    use utter_core::supervisor::{ProgramProblem, program_problem, resolve_program};
+    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+    let config = &loaded.config;
+    for entry in config.active_plugins() {
+        let argv = entry.entrypoint.to_vec();
+        let Some(first) = argv.first() else { continue };
+        let index = config
+            .plugin
+            .iter()
+            .position(|p| p.id == entry.id)
+            .unwrap_or_default();
+        let issue = |message: String| ConfigIssue {
+            file: loaded.origin.clone(),
+            line: None,
+            key: Some(format!("plugin[{index}].entrypoint")),
+            message: format!("plugin {:?}: {message}", entry.id),
+        };
+        match program_problem(&resolve_program(first, None)) {
+            Some(ProgramProblem::Unstartable(why)) => errors.push(issue(why)),
+            Some(ProgramProblem::Missing(why)) => warnings.push(issue(why)),
+            None => {}
+        }
+    }
+    (errors, warnings)
+}
+
 /// Run `utter check-config`; `config` is `--config`, checked when no PATH is given.
 pub fn run(args: Args, config: Option<PathBuf>) -> u8 {
     let path = args.path.or(config);
@@ -51,10 +79,19 @@ pub fn run(args: Args, config: Option<PathBuf>) -> u8 {
             Err(e),
         ),
     };
-    let (errors, warnings): (Vec<&ConfigIssue>, Vec<&ConfigIssue>) = match &result {
+    // The entrypoints of the plugins it would start: a program that can never run (a
+    // directory, no execute permission, a dangling link) is an error, one not installed
+    // yet a warning that names the fix.
+    let programs = match &result {
+        Ok(loaded) => entrypoint_issues(loaded),
+        Err(_) => (Vec::new(), Vec::new()),
+    };
+    let (mut errors, mut warnings): (Vec<&ConfigIssue>, Vec<&ConfigIssue>) = match &result {
         Ok(loaded) => (Vec::new(), loaded.warnings.iter().collect()),
         Err(e) => (e.errors.iter().collect(), e.warnings.iter().collect()),
     };
+    errors.extend(programs.0.iter());
+    warnings.extend(programs.1.iter());
     if args.json {
         let issue_json = |i: &&ConfigIssue| serde_json::json!({"file": i.file, "line": i.line, "key": i.key, "message": i.message});
         let report = serde_json::json!({

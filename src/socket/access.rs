@@ -218,7 +218,12 @@ pub(crate) struct SocketLogs {
 }
 
 impl Shared {
-    pub fn new(runner: Arc<Runner>, stop: watch::Receiver<bool>) -> Shared {
+    /// `file_token` is what [`prepare_token`] wrote before the socket was bound.
+    pub fn new(
+        runner: Arc<Runner>,
+        stop: watch::Receiver<bool>,
+        file_token: Option<String>,
+    ) -> Shared {
         let config = runner.config().config;
         let socket = config.socket.clone().unwrap_or_default();
         if socket.allow_same_uid {
@@ -227,24 +232,6 @@ impl Shared {
             );
         }
         let token_file = utter_core::paths::BaseDirs::from_env().token();
-        let file_token = match &token_file {
-            Some(path) => match ensure_token_file(path, &socket.token) {
-                Ok(token) => {
-                    tracing::info!(token_file = %path.display(), "client token ready");
-                    Some(token)
-                }
-                Err(e) => {
-                    tracing::error!(token_file = %path.display(), "{e}; clients other than the allow-listed binaries cannot authenticate");
-                    None
-                }
-            },
-            None => {
-                tracing::warn!(
-                    "neither XDG_STATE_HOME nor HOME is set: no token file; only the allow-listed binaries can use the socket"
-                );
-                None
-            }
-        };
         Shared {
             runner,
             stop,
@@ -287,6 +274,33 @@ impl Shared {
             }
         }
         Some(configured)
+    }
+}
+
+/// Create (or check) the token file of `config` before the socket is bound, so that a client
+/// that sees the socket also finds the token: `[socket] token` when set, else the file's,
+/// else a new one. `None` (logged) when there is no token file.
+pub(crate) fn prepare_token(config: &utter_core::config::Config) -> Option<String> {
+    let configured = config
+        .socket
+        .as_ref()
+        .map(|s| s.token.clone())
+        .unwrap_or_default();
+    let Some(path) = utter_core::paths::BaseDirs::from_env().token() else {
+        tracing::warn!(
+            "neither XDG_STATE_HOME nor HOME is set: no token file; only the allow-listed binaries can use the socket"
+        );
+        return None;
+    };
+    match ensure_token_file(&path, &configured) {
+        Ok(token) => {
+            tracing::info!(token_file = %path.display(), "client token ready");
+            Some(token)
+        }
+        Err(e) => {
+            tracing::error!(token_file = %path.display(), "{e}; clients other than the allow-listed binaries cannot authenticate");
+            None
+        }
     }
 }
 

@@ -128,11 +128,19 @@ pub(super) async fn serve_connection(arrival: Arrival, shared: Arc<Shared>) {
             tracing::debug!(pid, uid = peer.uid, exe = %exe, "client connected; it must send runner.auth")
         }
     }
+    let timeouts = shared
+        .runner
+        .config()
+        .config
+        .socket
+        .clone()
+        .unwrap_or_default();
     let (conn, incoming) = Connection::spawn_unix(
         stream,
         ConnectionOptions {
             id_prefix: Some("0:".into()),
             label: format!("client pid {pid}"),
+            frame_timeout: Some(Duration::from_millis(timeouts.frame_timeout_ms)),
             ..Default::default()
         },
     );
@@ -148,6 +156,7 @@ pub(super) async fn serve_connection(arrival: Arrival, shared: Arc<Shared>) {
         work: Arc::new(Mutex::new(HashMap::new())),
         subscriptions: Arc::new(Mutex::new(HashMap::new())),
         next_subscription: 0,
+        idle_timeout: Duration::from_millis(timeouts.idle_timeout_ms),
         scope: Scope::Client(connection),
         connection,
     };
@@ -173,6 +182,9 @@ struct Session {
     work: Work,
     subscriptions: Arc<Mutex<HashMap<String, AbortHandle>>>,
     next_subscription: u64,
+    /// `[socket] idle_timeout_ms`: how long the connection may send nothing while nothing
+    /// of its own runs.
+    idle_timeout: Duration,
     /// This connection's handle scope.
     scope: Scope,
     /// This connection's number (its scope and the owner of its streams).
@@ -205,11 +217,34 @@ impl Session {
     async fn run(mut self, mut incoming: mpsc::Receiver<Incoming>) {
         let mut stop = self.shared.stop.clone();
         let auth_deadline = tokio::time::Instant::now() + AUTH_TIMEOUT;
+        let mut last_heard = tokio::time::Instant::now();
         let stopping = loop {
             if *stop.borrow_and_update() {
                 break true;
             }
+            let idle_deadline = last_heard + self.idle_timeout;
             tokio::select! {
+                _ = tokio::time::sleep_until(idle_deadline), if self.authenticated => {
+                    if self.busy() {
+                        // Something of its own runs (a subscription, a stream, a request):
+                        // waiting for it is not idling.
+                        last_heard = tokio::time::Instant::now();
+                        continue;
+                    }
+                    tracing::info!(
+                        pid = self.peer.pid.unwrap_or(0),
+                        "client sent nothing for {} ms and has nothing running; closing",
+                        self.idle_timeout.as_millis()
+                    );
+                    let _ = self
+                        .conn
+                        .notify(
+                            "runner.closing",
+                            json!({"reason": format!("idle for {} ms with nothing running ([socket] idle_timeout_ms); connect again when needed", self.idle_timeout.as_millis())}),
+                        )
+                        .await;
+                    break false;
+                }
                 _ = tokio::time::sleep_until(auth_deadline), if !self.authenticated => {
                     if let Some(suppressed) = self.shared.logs.auth.allow() {
                         tracing::warn!(
@@ -228,7 +263,7 @@ impl Session {
                         .await;
                     break false;
                 }
-                message = incoming.recv() => match message {
+                message = incoming.recv() => { last_heard = tokio::time::Instant::now(); match message {
                     Some(Incoming::Request(request)) => {
                         // One span per client request: a command can be followed through
                         // the gate and every plugin call it makes (their spans nest here).
@@ -242,7 +277,7 @@ impl Session {
                     }
                     Some(Incoming::Notification(note)) => self.on_notification(note).await,
                     None => break false,
-                },
+                }},
                 changed = stop.changed() => {
                     if changed.is_err() {
                         break true;
@@ -251,6 +286,18 @@ impl Session {
             }
         };
         self.finish(stopping).await;
+    }
+
+    /// Whether anything of this connection's own runs: a request, an event subscription,
+    /// a stream.
+    fn busy(&self) -> bool {
+        !self.work.lock().expect("work lock").is_empty()
+            || !self
+                .subscriptions
+                .lock()
+                .expect("subscription lock")
+                .is_empty()
+            || self.shared.runner.streams.owns_any(self.connection)
     }
 
     /// Cancel what is still running and close. When the runner is stopping (the client is

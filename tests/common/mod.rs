@@ -403,6 +403,14 @@ impl DbusSession {
     }
 }
 
+impl DbusSession {
+    /// Stop the bus daemon now (SIGKILL), as when the session ends.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for DbusSession {
     fn drop(&mut self) {
         let _ = self.child.kill();
