@@ -637,3 +637,84 @@ async fn a_stopping_runner_ends_every_stream_with_a_reason() {
     assert_eq!(end["stream_id"], id.as_str());
     assert_eq!(end["reason"], "the runner is stopping");
 }
+
+/// A plugin written for the older runner (it keeps no credit of ours: told `reliable`, it
+/// would wait for `stream.ack` requests that never come) is sent neither the mode nor acks;
+/// the runner holds its frames and keeps the window toward the subscriber, so a reliable
+/// subscription still gets every frame, in order, as it acknowledges.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_older_plugins_reliable_stream_resumes_after_acks() {
+    let script = common::repo_root().join("tests/old_stream_plugin.py");
+    let record = Sandbox::new();
+    let old_record = record.path("old.jsonl");
+    let daemon = Daemon::start(
+        "credit_window = 16",
+        &format!(
+            "[[plugin]]\nid = \"old\"\nkind = \"bundle\"\nentrypoint = {}\n",
+            json!([
+                "python3",
+                script.display().to_string(),
+                old_record.display().to_string()
+            ])
+        ),
+    )
+    .await;
+    let mut client = daemon.client().await;
+    let total = 100u64;
+    let answer = client
+        .call(
+            "stream.subscribe",
+            json!({"method": "old.ticks", "mode": "reliable", "params": {"count": total}}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", daemon.log()));
+    assert_eq!(answer["mode"], "reliable");
+    let id = answer["stream_id"].as_str().unwrap().to_owned();
+    let mut seqs = Vec::new();
+    // The window toward the client holds: 16 frames, then nothing until an ack.
+    while seqs.len() < 16 {
+        let (method, params) = client.next_note().await;
+        assert_eq!(method, "old.ticks", "{params}");
+        seqs.push(params["seq"].as_u64().unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        client.incoming.try_recv().is_err(),
+        "nothing beyond the window"
+    );
+    client
+        .call("stream.ack", json!({"stream_id": id, "seq": 16}))
+        .await
+        .unwrap();
+    loop {
+        let (method, params) = client.next_note().await;
+        if method == "stream.end" {
+            break;
+        }
+        assert_eq!(method, "old.ticks", "{params}");
+        let seq = params["seq"].as_u64().unwrap();
+        seqs.push(seq);
+        if seq % 8 == 0 {
+            client
+                .call("stream.ack", json!({"stream_id": id, "seq": seq}))
+                .await
+                .unwrap();
+        }
+    }
+    assert_eq!(
+        seqs,
+        (1..=total).collect::<Vec<_>>(),
+        "every frame, in order"
+    );
+    // The plugin was never told about credit: no mode, no window, no ack.
+    let told = std::fs::read_to_string(&old_record).unwrap_or_default();
+    let subscribe = told
+        .lines()
+        .find(|l| l.contains("\"stream.subscribe\""))
+        .expect("it was asked to subscribe");
+    assert!(
+        !subscribe.contains("\"mode\"") && !subscribe.contains("\"window\""),
+        "{subscribe}"
+    );
+    assert!(!told.contains("\"stream.ack\""), "{told}");
+}

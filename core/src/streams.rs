@@ -10,6 +10,10 @@
 //! the queue to the client's connection; in reliable mode it sends only frames with
 //! `seq ≤ acked + window` and forwards every new cumulative acknowledgement to the plugin as a
 //! `stream.ack` notification, so the plugin pauses instead of the runner dropping anything.
+//! A plugin whose `plugin.describe` does not say `stream_credit: true` (one written for the
+//! older runner, which never sent credit) is sent neither `mode`, `window` nor acks: the runner
+//! holds its frames (up to [`RELIABLE_HOLD_WINDOWS`] windows) and keeps the window toward the
+//! subscriber alone.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -53,6 +57,8 @@ struct Stream {
     /// The id the plugin uses in its notifications.
     plugin_stream: Mutex<String>,
     plugin_conn: Connection,
+    /// Whether the plugin keeps the credit itself (is sent `mode`, `window` and acks).
+    plugin_credit: bool,
     window: u64,
     buffer: Mutex<Buffer>,
     wake: Notify,
@@ -176,12 +182,13 @@ impl StreamHub {
                 ));
             }
         };
-        let (plugin, epoch, plugin_conn) = supervisor.find_stream(&method).ok_or_else(|| {
+        let source = supervisor.find_stream(&method).ok_or_else(|| {
             ErrorObject::new(
                 ErrorCode::CapabilityMissing,
                 format!("no running plugin produces the stream {method:?} (none lists it in plugin.describe streams)"),
             )
         })?;
+        let (plugin, epoch, plugin_conn) = (source.plugin, source.epoch, source.conn);
         let id = new_stream_id()?;
         let window = self.credit_window;
         let stream = Arc::new(Stream {
@@ -193,6 +200,7 @@ impl StreamHub {
             epoch,
             plugin_stream: Mutex::new(id.clone()),
             plugin_conn: plugin_conn.clone(),
+            plugin_credit: source.credit,
             window,
             buffer: Mutex::new(Buffer::default()),
             wake: Notify::new(),
@@ -211,7 +219,13 @@ impl StreamHub {
             .call(
                 &plugin,
                 SUBSCRIBE,
-                json!({"stream_id": id, "method": method, "params": inner, "mode": mode.as_str(), "window": window}),
+                if source.credit {
+                    json!({"stream_id": id, "method": method, "params": inner, "mode": mode.as_str(), "window": window})
+                } else {
+                    // Written for the older runner: it is never told about credit (which it
+                    // would wait for as requests), and the runner keeps the window alone.
+                    json!({"stream_id": id, "method": method, "params": inner})
+                },
                 supervisor.rpc_timeout(),
             )
             .await;
@@ -499,14 +513,19 @@ impl StreamHub {
             }
         };
         if overflow {
-            tracing::warn!(plugin, stream = %stream.id, "the plugin ignores its credit window; the stream is ended");
-            self.end(
-                &stream,
+            let held = stream.window * RELIABLE_HOLD_WINDOWS;
+            let reason = if stream.plugin_credit {
+                tracing::warn!(plugin, stream = %stream.id, "the plugin ignores its credit window; the stream is ended");
                 format!(
-                    "protocol violation: plugin {plugin} sent more than {} frames beyond the subscriber's acknowledgement (it ignores stream.ack credit)",
-                    stream.window * RELIABLE_HOLD_WINDOWS
-                ),
-            );
+                    "protocol violation: plugin {plugin} sent more than {held} frames beyond the subscriber's acknowledgement (it ignores stream.ack credit)"
+                )
+            } else {
+                tracing::warn!(plugin, stream = %stream.id, "the subscriber does not acknowledge; the stream is ended");
+                format!(
+                    "the subscriber fell more than {held} frames behind its acknowledgements; the runner holds no more for a plugin that does not keep credit itself"
+                )
+            };
+            self.end(&stream, reason);
             let conn = stream.plugin_conn.clone();
             let theirs = stream
                 .plugin_stream
@@ -573,7 +592,7 @@ async fn deliver(hub: Arc<StreamHub>, stream: Arc<Stream>, client: Connection) {
     loop {
         // Forward a new cumulative acknowledgement to the plugin (its credit).
         let acked = *acks.borrow_and_update();
-        if acked > forwarded {
+        if acked > forwarded && stream.plugin_credit {
             forwarded = acked;
             let theirs = stream
                 .plugin_stream

@@ -449,6 +449,20 @@ pub struct Supervisor {
     shared: Arc<Shared>,
 }
 
+/// The running plugin that produces a stream ([`Supervisor::find_stream`]).
+#[derive(Debug, Clone)]
+pub struct StreamSource {
+    /// Its id.
+    pub plugin: String,
+    /// Its instance's epoch.
+    pub epoch: u64,
+    /// Its connection.
+    pub conn: Connection,
+    /// Whether it keeps a reliable stream's credit itself (`plugin.describe`
+    /// `stream_credit`).
+    pub credit: bool,
+}
+
 impl Supervisor {
     /// Spawn every active plugin of `config`, run the handshakes concurrently, validate
     /// capabilities, and start watching. Returns when every plugin is either running or has
@@ -764,12 +778,17 @@ impl Supervisor {
     }
 
     /// The first running plugin whose `plugin.describe` lists `method` in `streams`: its id,
-    /// epoch and connection (PROTOCOL.md §10.3).
-    pub fn find_stream(&self, method: &str) -> Option<(String, u64, Connection)> {
+    /// epoch, connection and whether it keeps credit itself (PROTOCOL.md §10.3).
+    pub fn find_stream(&self, method: &str) -> Option<StreamSource> {
         self.running()
             .into_iter()
             .find(|(_, inst)| inst.describe.streams.iter().any(|m| m == method))
-            .map(|(slot, inst)| (slot.entry.id.clone(), inst.epoch, inst.conn.clone()))
+            .map(|(slot, inst)| StreamSource {
+                plugin: slot.entry.id.clone(),
+                epoch: inst.epoch,
+                conn: inst.conn.clone(),
+                credit: inst.describe.stream_credit,
+            })
     }
 
     /// The first running plugin that provides capability `name` (any version) or lists

@@ -204,6 +204,13 @@ pub struct DescribeResult {
     /// Methods that have no side effects (queries); every other method is treated as acting.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub side_effect_free: Vec<String>,
+    /// Whether the plugin keeps a reliable stream's credit itself: it is sent `mode` and
+    /// `window` with `stream.subscribe` and every acknowledgement as a `stream.ack`
+    /// notification, and pauses when the window is used up (PROTOCOL.md §10.3). Plugins
+    /// that do not say so (those written for the older runner) are sent neither: the runner
+    /// holds their frames and keeps the window toward the subscriber alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream_credit: bool,
 }
 
 /// `plugin.health` status.

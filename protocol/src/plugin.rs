@@ -342,6 +342,8 @@ where
                         methods: with_subscribe(handler.methods(), !handler.streams().is_empty()),
                         streams: handler.streams(),
                         side_effect_free: handler.side_effect_free(),
+                        // The stream registry below pauses at the window and reads acks.
+                        stream_credit: !handler.streams().is_empty(),
                     })
                     .expect("describe serialises"))),
                     _ => None,

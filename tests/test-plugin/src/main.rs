@@ -276,7 +276,9 @@ async fn main() -> ExitCode {
                             if !o.streams.is_empty() {
                                 methods.push("stream.subscribe");
                             }
-                            Ok(json!({"methods": methods, "streams": o.streams}))
+                            // It keeps the credit of its streams itself (pauses at the window,
+                            // reads stream.ack notifications).
+                            Ok(json!({"methods": methods, "streams": o.streams, "stream_credit": !o.streams.is_empty()}))
                         }
                         "stream.subscribe" => match streams.open(&conn, &r.params) {
                             Ok(sender) => {
