@@ -60,7 +60,7 @@ pub async fn run(loaded: LoadedConfig, options: DaemonOptions) -> Result<(), Dae
     runner.start_ptt_triggers(crate::triggers::starter(!options.no_dbus));
     runner.start_voice();
     let socket_task = socket::serve(listener, runner.clone());
-    let bus = if options.no_dbus {
+    let mut bus = if options.no_dbus {
         None
     } else {
         dbus::serve(runner.clone()).await
@@ -71,9 +71,10 @@ pub async fn run(loaded: LoadedConfig, options: DaemonOptions) -> Result<(), Dae
     // The session bus going away means the session is over (a D-Bus-activated runner would
     // otherwise outlive it, holding whatever its caller gave it).
     let bus_lost = {
+        let watch = bus.as_mut().map(crate::dbus::Bus::watch_disconnect);
         let bus_gone = async {
-            match &bus {
-                Some(bus) => bus.disconnected().await,
+            match watch {
+                Some(rx) => rx.await.unwrap_or_else(|_| "the watcher stopped".into()),
                 None => std::future::pending().await,
             }
         };

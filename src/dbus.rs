@@ -230,19 +230,25 @@ impl Bus {
         &self.conn
     }
 
-    /// Resolves when the connection to the bus is gone: the bus daemon exited (the session
-    /// ended) or dropped us. Messages meanwhile are only read, never handled here (the
-    /// object server has its own copy).
-    pub async fn disconnected(&self) -> String {
+    /// A receiver that is sent why once the connection to the bus is gone: the bus daemon
+    /// exited (the session ended) or dropped us. A task of its own reads the connection's
+    /// message stream without pause (a stream left unread would hold up every incoming
+    /// message once 64 wait in it); the object server has its own copy of each message.
+    pub fn watch_disconnect(&mut self) -> tokio::sync::oneshot::Receiver<String> {
         use futures::StreamExt;
+        let (tx, rx) = tokio::sync::oneshot::channel();
         let mut stream = zbus::MessageStream::from(&self.conn);
-        loop {
-            match stream.next().await {
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return e.to_string(),
-                None => return "the connection ended".into(),
-            }
-        }
+        self.tasks.push(tokio::spawn(async move {
+            let why = loop {
+                match stream.next().await {
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => break e.to_string(),
+                    None => break "the connection ended".into(),
+                }
+            };
+            let _ = tx.send(why);
+        }));
+        rx
     }
 
     /// Withdraw the notification door, release the name, remove the object and close the

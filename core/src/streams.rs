@@ -245,6 +245,9 @@ impl StreamHub {
                 .insert((plugin.clone(), theirs.clone()), stream.clone());
             *stream.plugin_stream.lock().expect("plugin stream id") = theirs;
         }
+        if mode == StreamMode::Reliable && !source.credit {
+            tracing::info!(stream = %id, %plugin, %method, "reliable stream of a plugin that keeps no credit itself (plugin.describe has no stream_credit): the runner holds its frames; a plugin built on utter_protocol::plugin::serve says stream_credit once rebuilt");
+        }
         tracing::debug!(stream = %id, %plugin, %method, mode = mode.as_str(), "stream opened");
         let hub = self.clone();
         let start = move || {

@@ -1513,7 +1513,14 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
                 }
                 reason = conn.closed() => match reason {
                     CloseReason::Framing(e) => format!("sent an unreadable stream ({e}); restarting it"),
-                    other => format!("closed its connection ({other})"),
+                    other => {
+                        // A process that exits closes its stdout a moment before it is seen
+                        // gone: its exit status says more than the closed stream.
+                        match tokio::time::timeout(Duration::from_millis(500), process.child.wait()).await {
+                            Ok(Ok(status)) => format!("exited with {status}"),
+                            _ => format!("closed its connection ({other})"),
+                        }
+                    }
                 },
                 _ = stop_requested(&mut shutdown) => {
                     drain(process, shared.options()).await;
@@ -1786,11 +1793,20 @@ pub fn program_problem(program: &Path) -> Option<ProgramProblem> {
     let found = if program.components().count() > 1 || program.is_absolute() {
         Some(program.to_path_buf())
     } else {
-        std::env::var_os("PATH").and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|dir| dir.join(program))
-                .find(|candidate| candidate.symlink_metadata().is_ok())
-        })
+        // As execvp: the first executable file by that name on PATH; else the first thing
+        // by that name, to say what is wrong with it.
+        let candidates: Vec<PathBuf> = std::env::var_os("PATH")
+            .map(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join(program))
+                    .filter(|candidate| candidate.symlink_metadata().is_ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let runnable = candidates.iter().find(|c| {
+            std::fs::metadata(c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        });
+        runnable.or(candidates.first()).cloned()
     };
     let Some(found) = found else {
         return Some(ProgramProblem::Missing(format!(

@@ -138,13 +138,18 @@ pub enum TrySendError {
     /// The connection is closed (or closing): nothing more can be sent.
     Closed,
     /// The peer is not reading fast enough: the bodies already queued for it, `queued`
-    /// bytes, plus this one would pass the caller's `limit`, or the queue holds as many
-    /// frames as it can.
+    /// bytes, plus this one would pass the caller's `limit`.
     Full {
         /// Bytes of frame bodies queued and not yet handed to the socket.
         queued: usize,
         /// The caller's bound, in bytes.
         limit: usize,
+    },
+    /// The peer is not reading fast enough: the queue holds as many frames as it takes
+    /// (many small ones).
+    Frames {
+        /// Frames the queue holds at most.
+        capacity: usize,
     },
 }
 
@@ -155,6 +160,10 @@ impl fmt::Display for TrySendError {
             TrySendError::Full { queued, limit } => write!(
                 f,
                 "the peer is not reading: {queued} bytes are waiting for it (bound {limit})"
+            ),
+            TrySendError::Frames { capacity } => write!(
+                f,
+                "the peer is not reading: {capacity} frames are waiting for it"
             ),
         }
     }
@@ -308,22 +317,29 @@ impl Inner {
         }
     }
 
-    /// Queue `item`, waiting for room in the queue; counts its bytes as queued.
+    /// Queue `item`, waiting for room in the queue; counts its bytes as queued once it is
+    /// in (a caller that gives up while waiting leaves no count behind).
     async fn push(&self, item: Outbound) -> Result<(), ()> {
-        let len = item.len();
-        self.queued.fetch_add(len, Ordering::SeqCst);
-        self.out.send(item).await.map_err(|_| {
-            self.queued.fetch_sub(len, Ordering::SeqCst);
-        })
+        let permit = self.out.reserve().await.map_err(|_| ())?;
+        self.queued.fetch_add(item.len(), Ordering::SeqCst);
+        permit.send(item);
+        Ok(())
     }
 
     /// Queue `item` when there is room now; counts its bytes as queued.
     fn try_push(&self, item: Outbound) -> Result<(), mpsc::error::TrySendError<Outbound>> {
-        let len = item.len();
-        self.queued.fetch_add(len, Ordering::SeqCst);
-        self.out.try_send(item).inspect_err(|_| {
-            self.queued.fetch_sub(len, Ordering::SeqCst);
-        })
+        let permit = match self.out.try_reserve() {
+            Ok(permit) => permit,
+            Err(mpsc::error::TrySendError::Full(())) => {
+                return Err(mpsc::error::TrySendError::Full(item));
+            }
+            Err(mpsc::error::TrySendError::Closed(())) => {
+                return Err(mpsc::error::TrySendError::Closed(item));
+            }
+        };
+        self.queued.fetch_add(item.len(), Ordering::SeqCst);
+        permit.send(item);
+        Ok(())
     }
 
     /// Whether a string id carries an epoch prefix other than ours.
@@ -579,10 +595,40 @@ impl Connection {
         if queued > 0 && queued.saturating_add(body.len()) > limit {
             return Err(TrySendError::Full { queued, limit });
         }
+        // The last free frame slot is kept for [`Connection::try_notify_final`].
+        if self.inner.out.capacity() <= 1 {
+            return Err(TrySendError::Frames {
+                capacity: self.inner.out.max_capacity(),
+            });
+        }
         self.inner
             .try_push(Outbound::Frame(body.into()))
             .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => TrySendError::Full { queued, limit },
+                mpsc::error::TrySendError::Full(_) => TrySendError::Frames {
+                    capacity: self.inner.out.max_capacity(),
+                },
+                mpsc::error::TrySendError::Closed(_) => TrySendError::Closed,
+            })
+    }
+
+    /// Queue a last notification whatever the bytes waiting: the notice that ends what
+    /// [`Connection::try_notify`] refused (it keeps one frame slot free for this). Errors are
+    /// as `try_notify`'s when even that slot is taken.
+    pub fn try_notify_final(&self, method: &str, params: Value) -> Result<(), TrySendError> {
+        if self.inner.closing.load(Ordering::SeqCst) {
+            return Err(TrySendError::Closed);
+        }
+        let body = Message::Notification(Notification {
+            method: method.to_owned(),
+            params,
+        })
+        .to_bytes();
+        self.inner
+            .try_push(Outbound::Frame(body.into()))
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => TrySendError::Frames {
+                    capacity: self.inner.out.max_capacity(),
+                },
                 mpsc::error::TrySendError::Closed(_) => TrySendError::Closed,
             })
     }
@@ -749,7 +795,10 @@ async fn write_loop<W>(
             inner.finish(CloseReason::Io(e));
         }
     };
-    while let Some(item) = rx.recv().await {
+    let failed = loop {
+        let Some(item) = rx.recv().await else {
+            break false;
+        };
         // Handed to the writer: the codec's own buffer is flushed past its bound, so the
         // bytes are no longer waiting in the queue.
         if let Some(inner) = inner.upgrade() {
@@ -759,26 +808,35 @@ async fn write_loop<W>(
             Outbound::Frame(body) => {
                 if let Err(e) = sink.feed(body).await {
                     fail(e.to_string());
-                    return;
+                    break true;
                 }
                 if rx.is_empty() {
                     if let Err(e) = sink.flush().await {
                         fail(e.to_string());
-                        return;
+                        break true;
                     }
                 }
             }
             Outbound::FrameWithFd(body, fd) => {
                 if let Err(e) = write_with_fd(&mut sink, &body, &fd).await {
                     fail(e.to_string());
-                    return;
+                    break true;
                 }
             }
-            Outbound::Close => break,
+            Outbound::Close => break false,
+        }
+    };
+    // What is still queued will never be written: it no longer counts as waiting.
+    rx.close();
+    while let Ok(item) = rx.try_recv() {
+        if let Some(inner) = inner.upgrade() {
+            inner.queued.fetch_sub(item.len(), Ordering::SeqCst);
         }
     }
-    // Flush what is queued, then shut the write side down so the peer sees end of file.
-    let _ = sink.close().await;
+    if !failed {
+        // Flush what was fed, then shut the write side down so the peer sees end of file.
+        let _ = sink.close().await;
+    }
 }
 
 /// Write everything queued before, then the frame of `body` with `fd` riding on its first
@@ -833,7 +891,7 @@ async fn read_loop<R>(
                                 continue;
                             }
                             let since = *partial_since.get_or_insert_with(tokio::time::Instant::now);
-                            if since.elapsed() + tick >= limit {
+                            if since.elapsed() >= limit {
                                 timed_out = true;
                                 break None;
                             }
@@ -919,6 +977,8 @@ async fn read_loop<R>(
                 }
             }
             Ok(Message::Response(response)) => {
+                // The peer answers: an earlier report of its is no reason for what comes.
+                *inner.last_peer_report.lock().expect("peer report lock") = None;
                 let waiter = inner
                     .pending
                     .lock()

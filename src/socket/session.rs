@@ -758,11 +758,11 @@ async fn forward_events(
         )
     };
     let drop_with = |reason: String| {
-        // Past the bound on purpose: the client learns why, whenever it reads again.
-        let _ = conn.try_notify(
+        // Past the bound on purpose (try_notify keeps a slot for it): the client learns why,
+        // whenever it reads again.
+        let _ = conn.try_notify_final(
             EVENT_METHOD,
             json!({"subscription": subscription, "event": {"event": "dropped", "reason": reason}}),
-            usize::MAX,
         );
     };
     let mut outcome = send(json!({"event": "snapshot", "status": snapshot}));
@@ -782,11 +782,20 @@ async fn forward_events(
             }
         };
     }
-    if let Err(TrySendError::Full { queued, limit }) = outcome {
-        tracing::warn!(%subscription, queued, limit, "event subscriber is not reading; dropped");
-        drop_with(format!(
-            "this subscriber stopped reading: {queued} bytes of events were waiting for it (at most {limit}); subscribe again for a fresh snapshot"
-        ));
+    match outcome {
+        Err(TrySendError::Full { queued, limit }) => {
+            tracing::warn!(%subscription, queued, limit, "event subscriber is not reading; dropped");
+            drop_with(format!(
+                "this subscriber stopped reading: {queued} bytes of events were waiting for it (at most {limit}); subscribe again for a fresh snapshot"
+            ));
+        }
+        Err(TrySendError::Frames { capacity }) => {
+            tracing::warn!(%subscription, capacity, "event subscriber is not reading; dropped");
+            drop_with(format!(
+                "this subscriber stopped reading: {capacity} messages were waiting for it; subscribe again for a fresh snapshot"
+            ));
+        }
+        _ => {}
     }
     subscriptions
         .lock()
@@ -1019,6 +1028,57 @@ mod tests {
         assert_eq!(notes[1].params["event"]["event"], "dropped");
         let reason = notes[1].params["event"]["reason"].as_str().unwrap();
         assert!(reason.contains("behind"), "{reason}");
+    }
+
+    /// Many small events fill the queue's frame slots long before its byte bound: the
+    /// subscriber is dropped all the same, and the notice still gets through (try_notify
+    /// keeps the last slot for it).
+    #[tokio::test]
+    async fn a_subscriber_that_stops_reading_small_events_is_dropped_with_a_notice() {
+        let ((runner_side, _runner_rx), (_client, mut client_rx)) = memory_pair(
+            ConnectionOptions {
+                outgoing_capacity: 8,
+                ..Default::default()
+            },
+            ConnectionOptions {
+                incoming_capacity: 1,
+                ..Default::default()
+            },
+        );
+        let (events, receiver) = broadcast::channel(4096);
+        for _ in 0..3000 {
+            events
+                .send(Event::State {
+                    state: ServiceState::Ready,
+                })
+                .unwrap();
+        }
+        let subscriptions = Arc::new(Mutex::new(HashMap::new()));
+        // Returns: the subscription ended instead of waiting for the client.
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            forward_events(
+                runner_side,
+                "sub-1".into(),
+                json!({"state": "ready"}),
+                receiver,
+                subscriptions,
+            ),
+        )
+        .await
+        .expect("the forwarder does not wait for a client that does not read");
+        let mut received = 0;
+        let reason = loop {
+            match client_rx.recv().await.expect("the notice arrives") {
+                Incoming::Notification(n) if n.params["event"]["event"] == "dropped" => {
+                    break n.params["event"]["reason"].as_str().unwrap().to_owned();
+                }
+                Incoming::Notification(_) => received += 1,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(reason.contains("messages were waiting"), "{reason}");
+        assert!(received < 3000, "{received} events were queued");
     }
 
     #[tokio::test]
