@@ -1135,3 +1135,46 @@ async fn status_shows_the_decision_heads_chooser_and_its_model() {
         assert!(!text.stdout.contains("degraded: degraded"), "{text}");
     }
 }
+
+/// `utter audit` prints local times and reads `--since` as a time back from now, a local
+/// date and time or Unix seconds; what it cannot read is a usage error that lists the forms.
+#[tokio::test]
+async fn audit_reads_since_as_a_span_or_a_local_time_and_prints_local_times() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    let daemon = Daemon::start(&sb, &config, None).await;
+    let run = daemon
+        .utter(&sb, &["say", "terminal ls", "--dry-run"])
+        .await;
+    assert_eq!(run.code, Some(0), "{run}\n{}", daemon.log());
+    let run = daemon.utter(&sb, &["audit", "--since", "10m"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("terminal"))
+        .unwrap_or_else(|| panic!("the dry run is in the audit: {run}"));
+    // `YYYY-MM-DD HH:MM:SS`, not Unix seconds.
+    let stamp: String = line.chars().take(19).collect();
+    assert!(
+        stamp.len() == 19 && &stamp[4..5] == "-" && &stamp[10..11] == " " && &stamp[13..14] == ":",
+        "{line}"
+    );
+    let run = daemon.utter(&sb, &["audit", "--since", "2999-01-01"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(
+        run.stdout.contains("no decisions recorded in that time"),
+        "{run}"
+    );
+    let run = daemon
+        .utter(&sb, &["audit", "--since", "1", "--json"])
+        .await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(!run.json().as_array().unwrap().is_empty(), "{run}");
+    let run = daemon.utter(&sb, &["audit", "--since", "banana"]).await;
+    assert_eq!(run.code, Some(2), "{run}");
+    assert!(
+        run.stderr.contains("10m") && run.stderr.contains("Unix seconds"),
+        "{run}"
+    );
+}
