@@ -143,14 +143,27 @@ async fn without_a_config_file_the_embedded_default_is_checked() {
     let run = run_utter(&["check-config", "--json"], &sb.env(None)).await;
     assert_eq!(run.code, Some(0), "{run}");
     let report = run.json();
+    // Valid; the one thing it says is that voice waits for its model (none is installed in
+    // the sandbox), naming the command that fixes it.
+    assert_eq!(report["ok"], true, "{run}");
     assert_eq!(
-        report,
-        json!({
-            "ok": true,
-            "origin": "<embedded data/config.default.toml>",
-            "errors": [],
-            "warnings": [],
-        }),
+        report["origin"], "<embedded data/config.default.toml>",
+        "{run}"
+    );
+    assert_eq!(report["errors"], json!([]), "{run}");
+    let warnings = report["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{run}");
+    assert_eq!(warnings[0]["key"], "stt.model", "{run}");
+    let message = warnings[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("plugins audio, stt will not start")
+            && message.contains("utter models pull tiny.en"),
+        "{run}"
+    );
+    // The same in text, and in `utter plugins`.
+    let run = run_utter(&["check-config"], &sb.env(None)).await;
+    assert!(
+        run.stdout.contains("warning:") && run.stdout.contains("utter models pull tiny.en"),
         "{run}"
     );
 }

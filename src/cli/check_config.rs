@@ -41,11 +41,43 @@ pub fn load(path: Option<&Path>) -> Option<LoadedConfig> {
     }
 }
 
+/// The configured speech plugins (kind `stt`, and the microphone of kind `audio`) that are
+/// not started because the speech model `[stt] model` names is not installed, with why:
+/// `None` when the model is there or no such plugin is configured.
+pub fn waiting_for_model(config: &config::Config) -> Option<(Vec<String>, String)> {
+    let enabled = |p: &&config::PluginEntry| p.enabled && !config.plugins.disabled.contains(&p.id);
+    if !config
+        .plugin
+        .iter()
+        .filter(enabled)
+        .any(|p| p.kind == "stt")
+    {
+        return None;
+    }
+    let why = config.stt.missing_model()?;
+    let ids = config
+        .plugin
+        .iter()
+        .filter(enabled)
+        .filter(|p| p.kind == "stt" || (p.kind == "audio" && !config.start_capture))
+        .map(|p| p.id.clone())
+        .collect();
+    Some((ids, format!("{why}; until then voice is off")))
+}
+
 /// The errors and warnings about the programs the active plugins of `loaded` name.
 fn entrypoint_issues(loaded: &LoadedConfig) -> (Vec<ConfigIssue>, Vec<ConfigIssue>) {
     use utter_core::supervisor::{ProgramProblem, program_problem, resolve_program};
     let (mut errors, mut warnings) = (Vec::new(), Vec::new());
     let config = &loaded.config;
+    if let Some((ids, why)) = waiting_for_model(config) {
+        warnings.push(ConfigIssue {
+            file: loaded.origin.clone(),
+            line: None,
+            key: Some("stt.model".into()),
+            message: format!("plugins {} will not start: {why}", ids.join(", ")),
+        });
+    }
     for entry in config.active_plugins() {
         let argv = entry.entrypoint.to_vec();
         let Some(first) = argv.first() else { continue };

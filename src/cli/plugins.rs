@@ -25,6 +25,7 @@ pub async fn run(args: &Args, config: Option<&Path>) -> u8 {
         return exit::CONFIG;
     };
     let options = SupervisorOptions::from_config(&loaded.config);
+    let waiting = check_config::waiting_for_model(&loaded.config);
     let runner = Runner::start(loaded, options, None).await;
     let reports = runner.plugins();
     runner.shutdown().await;
@@ -32,6 +33,9 @@ pub async fn run(args: &Args, config: Option<&Path>) -> u8 {
         print_json(&reports);
     } else {
         print_plugins(&reports);
+        if let Some((ids, why)) = &waiting {
+            out!("{}: not started: {why}", ids.join(", "));
+        }
     }
     if reports
         .iter()
