@@ -1492,11 +1492,26 @@ fn parse_ignored_path(path: &str) -> Vec<Seg> {
 fn toml_error(text: &str, origin: &str, e: &toml::de::Error) -> ConfigError {
     let line = e.span().map(|s| line_of(text, s.start));
     let key = e.span().and_then(|s| key_at(text, s.start));
+    let mut message = e.message().trim().to_owned();
+    // The parser points at the repeated key but does not name it: name it.
+    if message == "duplicate key" {
+        if let Some(name) = e
+            .span()
+            .and_then(|s| text.get(s))
+            .map(|k| k.trim().trim_matches('"'))
+            .filter(|k| !k.is_empty())
+        {
+            message = format!(
+                "duplicate key {:?}: it is given twice in the same table; keep one",
+                utter_protocol::text::clip(name, 80)
+            );
+        }
+    }
     ConfigError::one(ConfigIssue {
         file: origin.to_owned(),
         line,
         key,
-        message: e.message().trim().to_owned(),
+        message,
     })
 }
 
@@ -1671,6 +1686,19 @@ mod tests {
     fn older_format_is_accepted_with_a_note() {
         let loaded = parse("[[plugin]]\nid = \"x\"\nentrypoint = [\"x\"]\n", "old.toml").unwrap();
         assert!(loaded.warnings[0].message.contains("older"));
+    }
+
+    #[test]
+    fn a_duplicate_key_is_named() {
+        let text = "config_version = 1\n[policy]\nenabled_ops = []\nenabled_ops = [\"terminal\"]\n";
+        let err = parse(text, "dup.toml").unwrap_err();
+        assert_eq!(err.errors[0].line, Some(4), "{err:?}");
+        assert!(
+            err.errors[0]
+                .message
+                .starts_with("duplicate key \"enabled_ops\""),
+            "{err:?}"
+        );
     }
 
     #[test]
