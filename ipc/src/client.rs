@@ -73,10 +73,14 @@ pub enum ClientError {
 }
 
 fn hint(e: &std::io::Error) -> &'static str {
-    if e.kind() == std::io::ErrorKind::PermissionDenied {
-        " (the socket belongs to another user, or its directory is private to its owner)"
-    } else {
-        ""
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            " (the socket belongs to another user, or its directory is private to its owner)"
+        }
+        std::io::ErrorKind::WouldBlock => {
+            " (its queue of new connections stayed full for 2 s: another process is opening connections faster than the runner takes them; `ss -xp` shows who)"
+        }
+        _ => "",
     }
 }
 
@@ -103,19 +107,29 @@ impl Client {
         token: Option<String>,
         confirm: Option<ConfirmHandler>,
     ) -> Result<Client, ClientError> {
-        let stream = tokio::net::UnixStream::connect(path)
-            .await
-            .map_err(|source| match source.kind() {
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                    ClientError::NotListening {
-                        path: path.to_path_buf(),
-                    }
+        // A full connection queue (EAGAIN: another process floods the socket) clears in
+        // moments; try again for up to two seconds before saying so.
+        let mut attempt = 0u32;
+        let connected = loop {
+            match tokio::net::UnixStream::connect(path).await {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && attempt < 40 => {
+                    attempt += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }
-                _ => ClientError::Connect {
+                other => break other,
+            }
+        };
+        let stream = connected.map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                ClientError::NotListening {
                     path: path.to_path_buf(),
-                    source,
-                },
-            })?;
+                }
+            }
+            _ => ClientError::Connect {
+                path: path.to_path_buf(),
+                source,
+            },
+        })?;
         // Whoever may write to the socket's directory could have put their own server there;
         // talk only to a process of this user.
         let own = nix::unistd::getuid().as_raw();
@@ -188,29 +202,36 @@ impl Client {
     }
 
     async fn raw_call(&self, method: &str, params: Value) -> Result<Value, ErrorObject> {
-        self.conn
-            .request(method, params, None)
-            .await
-            .map_err(|e| {
-                if e.kind() == ErrorCode::PluginError && self.conn.is_closed() {
-                    // The runner says why it refused before it closes: pass that on.
-                    if let Some(said) = self.conn.last_peer_report() {
-                        return ErrorObject::new(
-                            said.kind(),
-                            format!("the runner refused this connection: {}", said.message),
-                        );
-                    }
-                    ErrorObject::new(
-                        ErrorCode::PluginError,
-                        format!(
-                            "the runner closed the connection ({}); it refuses processes of other users, and stops when asked to",
-                            e.message
-                        ),
-                    )
-                } else {
-                    e
-                }
-            })
+        let e = match self.conn.request(method, params, None).await {
+            Ok(value) => return Ok(value),
+            Err(e) => e,
+        };
+        if e.kind() != ErrorCode::PluginError || !self.conn.is_closed() {
+            return Err(e);
+        }
+        // The runner says why it refused before it closes; writing our request may have
+        // failed first (a broken pipe), before that frame was read: give the reader a moment.
+        let mut said = self.conn.last_peer_report();
+        for _ in 0..20 {
+            if said.is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            said = self.conn.last_peer_report();
+        }
+        Err(match said {
+            Some(said) => ErrorObject::new(
+                said.kind(),
+                format!("the runner refused this connection: {}", said.message),
+            ),
+            None => ErrorObject::new(
+                ErrorCode::PluginError,
+                format!(
+                    "the runner closed the connection ({}); it refuses processes of other users, and stops when asked to",
+                    e.message
+                ),
+            ),
+        })
     }
 
     /// Call `method` and read its result as `T`.

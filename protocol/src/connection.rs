@@ -247,6 +247,9 @@ static PEER_LOGS: Throttle = Throttle::new(
     crate::throttle::DEFAULT_WINDOW,
 );
 
+/// What [`Message::parse`] puts before the message of a peer's `{"id": null, "error"}`.
+const PEER_REPORT_PREFIX: &str = "the peer could not read a message: ";
+
 /// The longest peer-supplied text a log line repeats, in bytes.
 const LOGGED_TEXT: usize = 200;
 
@@ -963,10 +966,19 @@ async fn read_loop<R>(
         match Message::parse(&body) {
             Err(rejected) if rejected.peer_report => {
                 inner.peer_reports.fetch_add(1, Ordering::Relaxed);
-                if let Some(suppressed) = PEER_LOGS.allow() {
+                if rejected.error.kind() == ErrorCode::Denied {
+                    // A refusal (too many connections, another user): the caller that was
+                    // refused reports it itself (`last_peer_report`).
+                    tracing::debug!(peer = %inner.label, error = %crate::text::clip(&rejected.error.message, LOGGED_TEXT), "refused by the peer");
+                } else if let Some(suppressed) = PEER_LOGS.allow() {
                     tracing::warn!(peer = %inner.label, code = rejected.error.code, error = %crate::text::clip(&rejected.error.message, LOGGED_TEXT), suppressed, "error report from the peer");
                 }
-                *inner.last_peer_report.lock().expect("peer report lock") = Some(rejected.error);
+                // Kept as the peer said it (a refusal's reason), without the log's framing.
+                let mut said = rejected.error;
+                if let Some(own) = said.message.strip_prefix(PEER_REPORT_PREFIX) {
+                    said.message = own.to_owned();
+                }
+                *inner.last_peer_report.lock().expect("peer report lock") = Some(said);
             }
             Err(rejected) => {
                 if let Some(suppressed) = PEER_LOGS.allow() {
@@ -990,10 +1002,12 @@ async fn read_loop<R>(
                     }
                     None if inner.is_stale(&response.id) => {
                         inner.stale.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(peer = %inner.label, id = %response.id, "dropped a response from a stale epoch");
+                        if let Some(suppressed) = PEER_LOGS.allow() {
+                            tracing::warn!(peer = %inner.label, id = %crate::text::clip(&response.id.to_string(), 64), suppressed, "dropped a response from a stale epoch");
+                        }
                     }
                     None => {
-                        tracing::debug!(peer = %inner.label, id = %response.id, "response to no waiting request (late or unknown); ignored");
+                        tracing::debug!(peer = %inner.label, id = %crate::text::clip(&response.id.to_string(), 64), "response to no waiting request (late or unknown); ignored");
                     }
                 }
             }

@@ -78,6 +78,18 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         );
     }
     let tz = jiff::tz::TimeZone::system();
+    if entries.len() >= utter_core::audit::AUDIT_CAPACITY {
+        // The runner keeps a ring of the last decisions: older ones are gone, and a burst of
+        // requests can push out what came before it.
+        out!(
+            "(the runner keeps only its last {} decisions: older ones, from before {}, were dropped)",
+            utter_core::audit::AUDIT_CAPACITY,
+            entries
+                .first()
+                .map(|e| local_time(e.time, &tz))
+                .unwrap_or_default()
+        );
+    }
     for e in &entries {
         out!("{}", describe(e, &tz));
     }

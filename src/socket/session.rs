@@ -270,8 +270,8 @@ impl Session {
                         let span = tracing::info_span!(
                             "request",
                             client = self.connection,
-                            id = %request.id,
-                            method = %request.method
+                            id = %utter_protocol::text::clip(&request.id.to_string(), 64),
+                            method = %utter_protocol::text::clip(&request.method, 120)
                         );
                         tracing::Instrument::instrument(self.on_request(request), span).await
                     }
@@ -450,13 +450,16 @@ impl Session {
         if !self.authenticated && !matches!(method.as_str(), "runner.auth" | "runner.version") {
             if !self.limited_auth_logged {
                 self.limited_auth_logged = true;
-                tracing::info!(
-                    pid = self.peer.pid.unwrap_or(0),
-                    uid = self.peer.uid,
-                    exe = %self.peer.exe.as_ref().map(|e| e.display().to_string()).unwrap_or_default(),
-                    %method,
-                    "client refused: not authenticated (it is not an admitted binary and sent no token yet)"
-                );
+                if let Some(suppressed) = self.shared.logs.auth.allow() {
+                    tracing::info!(
+                        pid = self.peer.pid.unwrap_or(0),
+                        uid = self.peer.uid,
+                        exe = %self.peer.exe.as_ref().map(|e| e.display().to_string()).unwrap_or_default(),
+                        method = %utter_protocol::text::clip(&method, 120),
+                        suppressed,
+                        "client refused: not authenticated (it is not an admitted binary and sent no token yet)"
+                    );
+                }
             }
             let _ = self
                 .conn
