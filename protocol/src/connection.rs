@@ -586,38 +586,24 @@ impl Connection {
         params: Value,
         limit: usize,
     ) -> Result<(), TrySendError> {
-        if self.inner.closing.load(Ordering::SeqCst) {
-            return Err(TrySendError::Closed);
-        }
-        let body = Message::Notification(Notification {
-            method: method.to_owned(),
-            params,
-        })
-        .to_bytes();
-        let queued = self.inner.queued.load(Ordering::SeqCst);
-        if queued > 0 && queued.saturating_add(body.len()) > limit {
-            return Err(TrySendError::Full { queued, limit });
-        }
-        // The last free frame slot is kept for [`Connection::try_notify_final`].
-        if self.inner.out.capacity() <= 1 {
-            return Err(TrySendError::Frames {
-                capacity: self.inner.out.max_capacity(),
-            });
-        }
-        self.inner
-            .try_push(Outbound::Frame(body.into()))
-            .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => TrySendError::Frames {
-                    capacity: self.inner.out.max_capacity(),
-                },
-                mpsc::error::TrySendError::Closed(_) => TrySendError::Closed,
-            })
+        self.try_queue_notification(method, params, Some(limit))
     }
 
     /// Queue a last notification whatever the bytes waiting: the notice that ends what
     /// [`Connection::try_notify`] refused (it keeps one frame slot free for this). Errors are
     /// as `try_notify`'s when even that slot is taken.
     pub fn try_notify_final(&self, method: &str, params: Value) -> Result<(), TrySendError> {
+        self.try_queue_notification(method, params, None)
+    }
+
+    /// [`Connection::try_notify`] with a byte bound (keeping the last frame slot free), or
+    /// [`Connection::try_notify_final`] without one.
+    fn try_queue_notification(
+        &self,
+        method: &str,
+        params: Value,
+        limit: Option<usize>,
+    ) -> Result<(), TrySendError> {
         if self.inner.closing.load(Ordering::SeqCst) {
             return Err(TrySendError::Closed);
         }
@@ -626,12 +612,23 @@ impl Connection {
             params,
         })
         .to_bytes();
+        let frames_full = || TrySendError::Frames {
+            capacity: self.inner.out.max_capacity(),
+        };
+        if let Some(limit) = limit {
+            let queued = self.inner.queued.load(Ordering::SeqCst);
+            if queued > 0 && queued.saturating_add(body.len()) > limit {
+                return Err(TrySendError::Full { queued, limit });
+            }
+            // The last free frame slot is kept for [`Connection::try_notify_final`].
+            if self.inner.out.capacity() <= 1 {
+                return Err(frames_full());
+            }
+        }
         self.inner
             .try_push(Outbound::Frame(body.into()))
             .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => TrySendError::Frames {
-                    capacity: self.inner.out.max_capacity(),
-                },
+                mpsc::error::TrySendError::Full(_) => frames_full(),
                 mpsc::error::TrySendError::Closed(_) => TrySendError::Closed,
             })
     }
