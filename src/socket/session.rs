@@ -996,18 +996,28 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_subscriber_that_falls_behind_is_dropped_with_a_reason() {
-        let ((runner_side, _runner_rx), (_client, mut client_rx)) =
-            memory_pair(ConnectionOptions::default(), ConnectionOptions::default());
-        let (events, receiver) = broadcast::channel(4);
-        for _ in 0..10 {
+    /// An event channel of `capacity` into which `count` events were sent (the sender is
+    /// returned so that the channel stays open).
+    fn backlog(
+        capacity: usize,
+        count: usize,
+    ) -> (broadcast::Sender<Event>, broadcast::Receiver<Event>) {
+        let (events, receiver) = broadcast::channel(capacity);
+        for _ in 0..count {
             events
                 .send(Event::State {
                     state: ServiceState::Ready,
                 })
                 .unwrap();
         }
+        (events, receiver)
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_falls_behind_is_dropped_with_a_reason() {
+        let ((runner_side, _runner_rx), (_client, mut client_rx)) =
+            memory_pair(ConnectionOptions::default(), ConnectionOptions::default());
+        let (_events, receiver) = backlog(4, 10);
         let subscriptions = Arc::new(Mutex::new(HashMap::new()));
         forward_events(
             runner_side,
@@ -1048,14 +1058,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let (events, receiver) = broadcast::channel(4096);
-        for _ in 0..3000 {
-            events
-                .send(Event::State {
-                    state: ServiceState::Ready,
-                })
-                .unwrap();
-        }
+        let (_events, receiver) = backlog(4096, 3000);
         let subscriptions = Arc::new(Mutex::new(HashMap::new()));
         // Returns: the subscription ended instead of waiting for the client.
         tokio::time::timeout(
