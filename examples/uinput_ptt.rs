@@ -6,7 +6,10 @@
 //! hot-plug), and checks through `Ptt::subscribe`:
 //! 1. key down → `Pressed {source: evdev}`; autorepeat (value 2) → nothing;
 //! 2. key up after 300 ms → `Released` with `held_ms` ≥ 300;
-//! 3. key down, then the device is destroyed while held → `Cancelled {reason: device-lost}`.
+//! 3. key down, then one write of a thousand other key events (more than the kernel's
+//!    per-reader buffer holds: it overflows, `SYN_DROPPED`) ending with the key's release →
+//!    `Released`, with no further event to wake the reader;
+//! 4. key down, then the device is destroyed while held → `Cancelled {reason: device-lost}`.
 //!
 //! Prints `PTT_EVDEV_ROUNDTRIP_OK` and exits 0 when all of it held; otherwise prints what
 //! failed and exits 1.
@@ -45,6 +48,7 @@ async fn round_trip() -> Result<(), String> {
 
     let mut keys = AttributeSet::<KeyCode>::new();
     keys.insert(KEY);
+    keys.insert(KeyCode::KEY_A);
     let mut device = VirtualDevice::builder()
         .and_then(|b| b.name("utter-ptt-test-keyboard").with_keys(&keys))
         .and_then(|b| b.build())
@@ -94,6 +98,34 @@ async fn round_trip() -> Result<(), String> {
     match next(&mut events).await? {
         PttEvent::Pressed { .. } => {}
         other => return Err(format!("second key down gave {other:?}")),
+    }
+    // Held long enough not to count as too short.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let report = InputEvent::new(EventType::SYNCHRONIZATION.0, 0, 0);
+    let mut flood = Vec::new();
+    for _ in 0..250 {
+        for value in [1, 0] {
+            flood.push(InputEvent::new(
+                EventType::KEY.0,
+                KeyCode::KEY_A.code(),
+                value,
+            ));
+            flood.push(report);
+        }
+    }
+    flood.push(key(0));
+    device.emit(&flood).map_err(|e| e.to_string())?;
+    match next(&mut events).await? {
+        PttEvent::Released { .. } => {
+            println!("key up at the end of an overflowing burst (SYN_DROPPED) → released")
+        }
+        other => return Err(format!("key up after SYN_DROPPED gave {other:?}")),
+    }
+
+    device.emit(&[key(1)]).map_err(|e| e.to_string())?;
+    match next(&mut events).await? {
+        PttEvent::Pressed { .. } => {}
+        other => return Err(format!("third key down gave {other:?}")),
     }
     drop(device);
     match next(&mut events).await? {

@@ -119,8 +119,9 @@ fn main() -> ExitCode {
 /// Hand the command line to its subcommand; returns the exit code.
 async fn run(cli: Cli) -> u8 {
     use cli::{
-        audio, audit, check_config, check_manifest, confirm, context, daemon, eval, events,
-        install, listen, models, pending, plugin, plugins, profiles, ptt, reload, say, status,
+        audio, audit, check_config, check_manifest, config_file, confirm, context, daemon, eval,
+        events, install, listen, models, pending, plugin, plugins, profiles, ptt, reload, say,
+        status,
     };
     let service = Service {
         socket: cli.socket.as_deref(),
@@ -137,6 +138,7 @@ async fn run(cli: Cli) -> u8 {
         Command::Plugin { action } => plugin::run(action).await,
         Command::CheckManifest(args) => check_manifest::run(&args),
         Command::CheckConfig(args) => check_config::run(args, cli.config.clone()),
+        Command::Config { action } => config_file::run(&action, cli.config.clone()),
         Command::Status(args) => status::run(&args, service).await,
         Command::Context(args) => {
             context::run(&args, cli.config.clone(), cli.socket.as_deref()).await

@@ -47,7 +47,7 @@
 //! | `runner.status`, `runner.plugins` | `{}` | `{version, state, config, plugins: [{id, kind, epoch, status, provides, requires, permissions, methods, health, restarts, pid, last_error, warnings}]}` |
 //! | `runner.command` | `{utterance, provenance?, timeout_ms?, context?, dry_run?}` | `{utterance, dry_run, plan, results: [{op, ok, detail, args, provenance, plugin?, result?, error?, needs_confirm}]}` |
 //! | `runner.invoke` | `{plugin, method, params?}` | whatever the plugin returned |
-//! | `runner.validate_plugin` | `{plugin}` | `{ok, negotiated: {protocol, abi}, unknown_capabilities, missing_requires, permissions: [{name, enforced}], id, status, warnings}` |
+//! | `runner.validate_plugin` | `{plugin}` | `{ok, negotiated: {protocol, abi}, unknown_capabilities, missing_requires, permissions: [{name, enforced, mechanism?, detail}], id, status, warnings, sandbox}` |
 //! | `runner.reload` | `{}` | `{added, removed, restarted, unchanged}` |
 //! | `runner.confirm` | `{id, approved: bool}` | `{}` |
 //! | `runner.pending` | `{}` | `[{id, op, args, provenance, summary, created, expires}]` |

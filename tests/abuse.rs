@@ -9,10 +9,9 @@
 mod common;
 
 use common::Sandbox;
-use common::daemon::{Daemon, LIMIT, TERMINAL_ON, write_config};
+use common::daemon::{Daemon, LIMIT, TERMINAL_ON, frame, write_config};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use utter_protocol::frame::encode_frame;
-use utter_protocol::serde_json::{Value, json};
+use utter_protocol::serde_json::json;
 
 /// The daemon's resident memory in KiB (`VmRSS`).
 fn rss_kib(pid: u32) -> u64 {
@@ -22,14 +21,6 @@ fn rss_kib(pid: u32) -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmRSS in /proc/PID/status")
-}
-
-fn frame(id: i64, method: &str, params: Value) -> Vec<u8> {
-    encode_frame(
-        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-            .to_string()
-            .as_bytes(),
-    )
 }
 
 /// A subscriber that stops reading is dropped once the events waiting for it pass the bound
@@ -300,6 +291,7 @@ async fn a_killed_daemon_leaves_nothing_running_once_the_next_one_starts() {
             ])
         ),
     );
+    let config_text = std::fs::read_to_string(&config).unwrap();
     let mut daemon = Daemon::start(&sb, &config, None).await;
     let read = |path: &std::path::Path| -> i32 {
         std::fs::read_to_string(path)
@@ -354,6 +346,11 @@ async fn a_killed_daemon_leaves_nothing_running_once_the_next_one_starts() {
     );
     let run = again.utter(&sb, &["status", "--json"]).await;
     assert_eq!(run.code, Some(0), "{run}");
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        config_text,
+        "the config is as it was"
+    );
 }
 
 /// The token file is written before the socket is bound: a client that starts the moment
@@ -466,4 +463,88 @@ async fn slow_and_idle_connections_are_closed_but_subscribers_are_not() {
         got.push_str(&String::from_utf8_lossy(&buf[..n]));
     }
     assert!(!got.contains("runner.closing"), "{got}");
+}
+
+/// Before it authenticates, a client's frames may be at most 64 KiB: larger ones are
+/// skipped unread (the runner holds none of their bytes) and answered `-32700`; once
+/// authenticated the usual 16 MiB apply. Forty peers without the token, each sending 4 MiB
+/// of a declared 16 MiB frame, do not grow the daemon.
+#[tokio::test(flavor = "multi_thread")]
+async fn peers_without_the_token_cannot_make_the_runner_buffer_large_frames() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    let daemon = Daemon::start(&sb, &config, None).await;
+
+    // One peer: refused at 64 KiB before auth, served at 1 MiB after.
+    let mut peer = tokio::net::UnixStream::connect(&daemon.socket)
+        .await
+        .unwrap();
+    let padded = |id: i64| {
+        frame(
+            id,
+            "runner.version",
+            json!({"padding": "p".repeat(1 << 20)}),
+        )
+    };
+    peer.write_all(&padded(1)).await.unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    let n = tokio::time::timeout(LIMIT, peer.read(&mut buf))
+        .await
+        .expect("answered in time")
+        .unwrap();
+    let said = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(said.contains("-32700") && said.contains("65536"), "{said}");
+    peer.write_all(&frame(2, "runner.auth", json!({"token": daemon.token()})))
+        .await
+        .unwrap();
+    peer.write_all(&padded(3)).await.unwrap();
+    let mut got = String::new();
+    while !got.contains("\"id\":3") {
+        let n = tokio::time::timeout(LIMIT, peer.read(&mut buf))
+            .await
+            .expect("answered in time")
+            .unwrap();
+        assert!(n > 0, "closed: {got}");
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(
+        got.contains("\"version\"") && !got.contains("-32700"),
+        "a 1 MiB frame after auth is served: {got}"
+    );
+
+    // Forty peers that never authenticate, each part way through a huge frame.
+    let before = rss_kib(daemon.pid());
+    let chunk = vec![b'x'; 1 << 20];
+    let mut peers = Vec::new();
+    for _ in 0..40 {
+        let Ok(mut stream) = tokio::net::UnixStream::connect(&daemon.socket).await else {
+            continue;
+        };
+        if stream
+            .write_all(format!("Content-Length: {}\r\n\r\n", 16 << 20).as_bytes())
+            .await
+            .is_err()
+        {
+            continue;
+        }
+        for _ in 0..4 {
+            if stream.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+        peers.push(stream);
+    }
+    let after = rss_kib(daemon.pid());
+    println!(
+        "daemon RSS: {before} KiB before, {after} KiB with {} unauthenticated peers 4 MiB into 16 MiB frames",
+        peers.len()
+    );
+    assert!(peers.len() >= 30, "only {} peers got in", peers.len());
+    assert!(
+        after.saturating_sub(before) < 48 * 1024,
+        "RSS grew from {before} KiB to {after} KiB"
+    );
+    drop(peers);
+    let run = daemon.utter(&sb, &["status", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
 }

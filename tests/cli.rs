@@ -273,6 +273,8 @@ async fn help_lists_the_exit_codes_and_the_say_options() {
 #[test]
 fn a_stdout_that_cannot_be_written_is_exit_4_not_a_panic() {
     let sb = Sandbox::new();
+    // The dry run names what would open the URL: something must.
+    sb.install_url_recorder();
     let full = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/full")
@@ -515,6 +517,8 @@ async fn say_json(config: &std::path::Path, env: &common::ChildEnv, words: &str)
 #[tokio::test]
 async fn a_chooser_picks_among_near_names_and_its_pick_is_asked_about() {
     let sb = Sandbox::new();
+    // The dry run names what would open the URL: something must.
+    sb.install_url_recorder();
     let server = openai::Server::start();
     let (config, env) = chooser_config(&sb, &server, "api_model = \"biased\"\n");
     let say = |words| say_json(&config, &env, words);
@@ -575,6 +579,8 @@ async fn a_chooser_picks_among_near_names_and_its_pick_is_asked_about() {
 #[tokio::test]
 async fn the_planner_proposes_only_when_no_rule_matched_and_its_steps_are_asked_about() {
     let sb = Sandbox::new();
+    // The dry run names what would open the URL: something must.
+    sb.install_url_recorder();
     let server = openai::Server::start();
     let (config, env) = chooser_config(&sb, &server, "[decide]\nplanner = true\n");
     let say = |words| say_json(&config, &env, words);
@@ -768,4 +774,77 @@ async fn check_manifest_enforces_what_the_protocol_says_is_refused() {
     let run = run_utter(&args, &sb.env(None)).await;
     assert_eq!(run.code, Some(0), "{run}");
     assert!(!run.stdout.contains("warning"), "{run}");
+}
+
+/// `utter config migrate` rewrites the older runner's format (no `config_version`) to the
+/// current one: a dry run writes nothing, the real run keeps every comment and a backup, a
+/// current file is left alone, and a newer one is refused.
+#[tokio::test]
+async fn config_migrate_keeps_every_comment_and_refuses_what_it_cannot_read() {
+    let sb = Sandbox::new();
+    let old = "# Utter, as the older runner read it\n\n[runner]\n# calls may take a while\nrpc_timeout_ms = 20000 # twice the default\n\n[security]\nenforce = \"false\"  # a string, as the older runner allowed\n\n[[plugin]]\n# the router\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n";
+    let config = write_config(&sb, old);
+    let path = config.display().to_string();
+    let comments: Vec<&str> = old
+        .lines()
+        .filter_map(|l| l.find('#').map(|i| &l[i..]))
+        .collect();
+
+    let dry = run_utter(&["config", "migrate", &path, "--dry-run"], &sb.env(None)).await;
+    assert_eq!(dry.code, Some(0), "{dry}");
+    assert_mentions(
+        &dry.stdout,
+        &["would migrate", "config_version = 1", "dry run"],
+        &dry,
+    );
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        old,
+        "a dry run writes nothing"
+    );
+
+    let run = run_utter(&["config", "migrate", &path, "--json"], &sb.env(None)).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let report = run.json();
+    assert_eq!(
+        (report["from"].clone(), report["to"].clone()),
+        (json!(0), json!(1)),
+        "{run}"
+    );
+    assert_eq!(report["written"], true, "{run}");
+    let migrated = std::fs::read_to_string(&config).unwrap();
+    for comment in &comments {
+        assert!(migrated.contains(comment), "{comment:?} lost:\n{migrated}");
+    }
+    assert!(migrated.contains("config_version = 1"), "{migrated}");
+    assert!(migrated.contains("enforce = false"), "{migrated}");
+    assert_eq!(
+        std::fs::read_to_string(format!("{path}.v0.bak")).unwrap(),
+        old,
+        "the original is kept"
+    );
+    let check = run_utter(&["check-config", &path, "--json"], &sb.env(None)).await;
+    assert_eq!(check.code, Some(0), "{check}");
+    assert!(
+        !check.stdout.contains("no config_version"),
+        "the migrated file is current: {check}"
+    );
+
+    let again = run_utter(&["config", "migrate", &path], &sb.env(None)).await;
+    assert_eq!(again.code, Some(0), "{again}");
+    assert!(again.stdout.contains("already"), "{again}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), migrated);
+
+    let newer = write_config(&sb, "config_version = 7\n");
+    let run = run_utter(
+        &["config", "migrate", &newer.display().to_string()],
+        &sb.env(None),
+    )
+    .await;
+    assert_eq!(run.code, Some(3), "{run}");
+    assert!(run.stderr.contains("newer than this runner reads"), "{run}");
+    assert_eq!(
+        std::fs::read_to_string(&newer).unwrap(),
+        "config_version = 7\n"
+    );
 }

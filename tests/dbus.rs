@@ -329,6 +329,8 @@ impl Rig {
     async fn start_on(bus: DbusSession, config_body: &str) -> Rig {
         let dir = tempfile::tempdir().expect("temp dir");
         let sandbox = Sandbox::new();
+        // Dry runs of `open …` name the application that would open the URL.
+        sandbox.install_url_recorder();
         let config = write_config(dir.path(), "utter.toml", config_body);
         let daemon = Daemon::start(
             dir.path(),

@@ -293,6 +293,40 @@ async fn launch_app_refuses_what_it_cannot_run() {
 // ---------------------------------------------------------------------------------------
 // b) open_url without a session bus: xdg-open
 
+/// With nothing set to open a scheme, a dry run is a failed step, as the real run would be,
+/// saying how to set a handler, instead of promising to open the URL.
+#[tokio::test]
+async fn a_dry_run_fails_when_no_application_opens_the_url() {
+    let sb = Sandbox::new();
+    let plugin = start_plugin(&sb, None).await;
+    for url in ["https://www.youtube.com", "mailto:someone@example.org"] {
+        let scheme = url.split(':').next().unwrap();
+        let reply = invoke(&plugin, "open_url", json!({"url": url}), true)
+            .await
+            .expect("the dry run answers");
+        assert_eq!(
+            reply["ok"], false,
+            "no handler: the step would fail: {reply}"
+        );
+        assert!(reply["handler"].is_null(), "{reply}");
+        assert_eq!(reply["error"]["code"], -32000, "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!("no application is set to open {scheme} URLs"))
+                && message.contains(&format!(
+                    "xdg-mime default APP.desktop x-scheme-handler/{scheme}"
+                )),
+            "{reply}"
+        );
+        assert!(
+            reply["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("would fail to open")),
+            "{reply}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn open_url_without_a_bus_runs_xdg_open() {
     let sb = Sandbox::new();
@@ -312,6 +346,12 @@ async fn open_url_without_a_bus_runs_xdg_open() {
     assert_eq!(dry["via"], "xdg-open");
     assert_eq!(dry["dry_run"], true);
     assert_eq!(dry["argv"], json!(["xdg-open", "https://www.youtube.com"]));
+    assert!(
+        dry["handler"]
+            .as_str()
+            .is_some_and(|h| h.contains("recorder.desktop")),
+        "the dry run names the handler: {dry}"
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!recorded.exists(), "a dry run must not open anything");
 

@@ -16,7 +16,7 @@ packages=(dbus-daemon dbus-bin libglib2.0-bin systemd util-linux python3 xdg-uti
     pipewire pipewire-bin wireplumber libspa-0.2-modules espeak-ng
     sway foot fonts-dejavu-core
     at-spi2-core libatk-adaptor python3-gi gir1.2-gtk-3.0 wtype grim
-    cmake g++ make python3-pip)
+    cmake g++ make python3-pip bubblewrap)
 
 missing=()
 for p in "${packages[@]}"; do

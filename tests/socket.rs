@@ -1035,6 +1035,81 @@ async fn the_cli_says_when_no_runner_listens_and_reports_reloads() {
     assert_eq!(run.json()["state"], "ready", "{run}");
 }
 
+/// A broken config file does not keep the client commands from the running service (which
+/// runs the config it loaded): they warn that the file is invalid and find the socket where
+/// the file says, when that much of it reads as TOML, or at the default path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_commands_reach_the_service_while_the_config_is_broken() {
+    let sb = Sandbox::new();
+    // The user's config file (read without --config), naming a socket of its own.
+    let socket = sb.path("elsewhere/runner.sock");
+    let good = format!(
+        "[runner]\nsocket_path = \"{}\"\n{TERMINAL_ON}",
+        socket.display()
+    );
+    let config = write_config(&sb, &good);
+    let user_config = sb.path("config/utter/config.toml");
+    std::fs::create_dir_all(user_config.parent().unwrap()).unwrap();
+    std::fs::copy(&config, &user_config).unwrap();
+    let daemon = Daemon::start(&sb, &user_config, Some(&socket)).await;
+    let utter = |args: &'static [&'static str]| {
+        let env = env(&sb, "client-state");
+        async move { run_utter(args, &env).await }
+    };
+    let run = utter(&["status", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+
+    // Valid TOML with an invalid value: the socket path still reads.
+    let text = std::fs::read_to_string(&user_config).unwrap();
+    std::fs::write(
+        &user_config,
+        text.replace("[runner]\n", "[runner]\nrpc_timeout_ms = 0\n"),
+    )
+    .unwrap();
+    for args in [&["status"][..], &["pending"][..], &["audit"][..]] {
+        let run = utter(args).await;
+        assert_eq!(run.code, Some(0), "{args:?}: {run}");
+        assert!(
+            run.stderr.contains("rpc_timeout_ms")
+                && run.stderr.contains("the configuration is invalid")
+                && run.stderr.contains(&socket.display().to_string()),
+            "{args:?}: {run}"
+        );
+    }
+    // `reload` reaches the service, which refuses the file and keeps its config.
+    let run = utter(&["reload"]).await;
+    assert_eq!(run.code, Some(3), "{run}");
+    assert!(run.stderr.contains("keeps running the one it had"), "{run}");
+
+    // Not TOML at all: the default socket is tried, and the error says what to do.
+    std::fs::write(&user_config, "[runner\nsocket_path = ").unwrap();
+    let run = utter(&["status"]).await;
+    assert_eq!(run.code, Some(4), "{run}");
+    assert!(
+        run.stderr.contains("the configuration is invalid")
+            && run.stderr.contains("no runner is listening")
+            && run.stderr.contains("pass --socket"),
+        "{run}"
+    );
+    drop(daemon);
+
+    // A service on the default socket is found with the same unreadable file.
+    let plain = sb.write(
+        "plain.toml",
+        &std::fs::read_to_string(&config)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with("socket_path"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    let daemon = Daemon::start(&sb, &plain, None).await;
+    let run = utter(&["status"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(run.stderr.contains("the configuration is invalid"), "{run}");
+    drop(daemon);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stranger_that_never_authenticates_is_closed_after_the_auth_timeout() {
     let sb = Sandbox::new();

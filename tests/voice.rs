@@ -408,6 +408,14 @@ async fn an_incomplete_model_directory_fails_the_stt_stage_naming_the_missing_fi
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // `utter listen` says so at once instead of listening first.
+    let listen = daemon.utter(&["listen", "--once", "--seconds", "60"]).await;
+    assert_eq!(listen.code, Some(4), "{listen}");
+    assert!(
+        listen.stderr.contains("the speech model did not load")
+            && listen.stderr.contains("model.bin"),
+        "{listen}"
+    );
     let follower = Follower::start(&daemon);
     tokio::time::sleep(Duration::from_millis(500)).await;
     daemon.utter(&["ptt", "press"]).await;
@@ -490,4 +498,33 @@ async fn a_killed_capture_plugin_comes_back_and_the_next_press_works() {
     let report = follower.next(&daemon);
     assert_eq!(report["outcome"], "ok", "{report:#}\n{}", daemon.log());
     assert_opened(&report, &daemon, "https://www.youtube.com").await;
+}
+
+/// A microphone that is gone is found at the press: `utter listen --once` says so and ends
+/// at once, rather than "listening" for its whole `--seconds` to fail at the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn utter_listen_refuses_at_once_when_the_microphone_is_gone() {
+    let model = whisper_model();
+    let mut pw = PipeWireSession::start();
+    let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
+    wait_ready(&daemon, None).await;
+    pw.stop_loopback();
+    let started = std::time::Instant::now();
+    let run = daemon
+        .utter(&["listen", "--once", "--seconds", "300"])
+        .await;
+    assert_eq!(run.code, Some(4), "{run}\n{}", daemon.log());
+    assert!(
+        run.stderr.contains("the microphone could not be opened")
+            && run.stderr.contains("does not exist"),
+        "{run}"
+    );
+    // Not the 300 s it was asked to listen (a generous margin: this is no speed test).
+    assert!(started.elapsed() < Duration::from_secs(200), "{run}");
+    let state = daemon.utter(&["ptt", "state", "--json"]).await;
+    assert_eq!(
+        state.json()["listening"],
+        false,
+        "the hold was dropped: {state}"
+    );
 }

@@ -154,6 +154,11 @@ pub struct RunnerSection {
     pub socket_transport: String,
     /// Largest frame body accepted from a plugin, in bytes (16 MiB).
     pub max_frame_bytes: u64,
+    /// Delay before a crashed plugin's first restart, in ms (200); it doubles with each crash
+    /// in a row, up to `restart_delay_max_ms`.
+    pub restart_delay_ms: u64,
+    /// Longest delay between restarts, in ms (30 000): the delay of a crash-looping plugin.
+    pub restart_delay_max_ms: u64,
 }
 
 impl Default for RunnerSection {
@@ -172,6 +177,8 @@ impl Default for RunnerSection {
             socket_path: String::new(),
             socket_transport: String::new(),
             max_frame_bytes: utter_protocol::frame::DEFAULT_MAX_BODY as u64,
+            restart_delay_ms: 200,
+            restart_delay_max_ms: 30_000,
         }
     }
 }
@@ -464,6 +471,10 @@ pub struct PluginEntry {
     /// Sandbox writable paths.
     #[serde(default)]
     pub write_paths: Vec<String>,
+    /// `false` runs this plugin unconfined even with `[security] enforce` (reported so):
+    /// for a plugin that starts applications, which would inherit its sandbox.
+    #[serde(default = "default_true")]
+    pub sandbox: bool,
 }
 
 /// `[stt]`: speech to text for the voice loop (see `crate::voice`).
@@ -859,13 +870,7 @@ pub fn user_config_path() -> Option<PathBuf> {
 /// # Errors
 /// A [`ConfigError`] when the named file cannot be read or is invalid.
 pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
-    let path = match path {
-        Some(p) => Some(p.to_path_buf()),
-        // A link there counts as a file there, even when it leads nowhere: its error is
-        // reported, never silently replaced by the built-in default.
-        None => user_config_path().filter(|p| p.symlink_metadata().is_ok()),
-    };
-    match path {
+    match chosen_path(path) {
         Some(path) => {
             let origin = path.display().to_string();
             let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -887,6 +892,188 @@ pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
         }
         None => parse(DEFAULT_CONFIG, DEFAULT_CONFIG_ORIGIN),
     }
+}
+
+/// A config rewritten to the current `config_version` ([`migrate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Migration {
+    /// The version the text had (0: the older runner's format, without `config_version`).
+    pub from: u32,
+    /// The version it has now ([`CONFIG_VERSION`]).
+    pub to: u32,
+    /// The migrated text: the original with only the changes below, every comment kept.
+    pub text: String,
+    /// One sentence per change (empty when the text was current already).
+    pub changes: Vec<String>,
+}
+
+/// The boolean keys of the older runner's format, which it also accepted as strings (any
+/// non-empty string counting as true, reference §10): `(table, key)`, `plugin` meaning each
+/// `[[plugin]]`.
+const OLDER_BOOLEAN_KEYS: &[(&str, &str)] = &[
+    ("security", "enforce"),
+    ("socket", "allow_same_uid"),
+    ("plugin", "enabled"),
+];
+
+/// Rewrite `text` (from `origin`, for messages) to [`CONFIG_VERSION`] with `toml_edit`, so
+/// that comments, order and formatting stay as they were. Version 0 (no `config_version`,
+/// the older runner's format, same keys) gets `config_version = 1` after its leading
+/// comments, and its boolean keys written as strings (`enforce = "true"`) become booleans as
+/// written. The result must load ([`parse`]); a current text comes back unchanged.
+///
+/// # Errors
+/// A [`ConfigError`]: the text is not TOML, its version is newer than this runner reads, or
+/// the migrated text still has errors (which migration cannot decide for the user).
+pub fn migrate(text: &str, origin: &str) -> Result<Migration, ConfigError> {
+    let at_line = |message: String, offset: Option<usize>| {
+        ConfigError::one(ConfigIssue {
+            file: origin.to_owned(),
+            line: offset.map(|o| text[..o.min(text.len())].lines().count().max(1)),
+            key: None,
+            message,
+        })
+    };
+    let doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
+        at_line(
+            format!("not TOML: {}", e.message()),
+            e.span().map(|s| s.start),
+        )
+    })?;
+    let from = match doc.get("config_version") {
+        None => 0,
+        Some(item) => match item.as_integer().and_then(|v| u32::try_from(v).ok()) {
+            Some(v) => v,
+            None => {
+                return Err(ConfigError::one(ConfigIssue {
+                    file: origin.to_owned(),
+                    line: None,
+                    key: Some("config_version".into()),
+                    message: "must be a whole number".into(),
+                }));
+            }
+        },
+    };
+    if from > CONFIG_VERSION {
+        return Err(ConfigError::one(ConfigIssue {
+            file: origin.to_owned(),
+            line: None,
+            key: Some("config_version".into()),
+            message: format!(
+                "version {from} is newer than this runner reads ({CONFIG_VERSION}); update utter"
+            ),
+        }));
+    }
+    let mut changes = Vec::new();
+    let mut migrated = text.to_owned();
+    if from == 0 {
+        // Strings where the older runner read booleans: as written, not as it read them.
+        let mut doc = doc;
+        let mut fix = |table: &mut toml_edit::Table, path: String, key: &str| {
+            let Some(item) = table.get_mut(key) else {
+                return;
+            };
+            let Some(value) = item.as_value() else { return };
+            let Some(word) = value.as_str() else { return };
+            let flag = match word.trim().to_ascii_lowercase().as_str() {
+                "true" | "yes" | "1" => true,
+                "false" | "no" | "0" | "" => false,
+                _ => return,
+            };
+            let decor = value.decor().clone();
+            let mut new = toml_edit::Value::from(flag);
+            *new.decor_mut() = decor;
+            changes.push(format!(
+                "{path}: the string {word:?} is now the boolean {flag} (the older runner read every non-empty string as true)"
+            ));
+            *item = toml_edit::Item::Value(new);
+        };
+        for (table, key) in OLDER_BOOLEAN_KEYS {
+            if *table == "plugin" {
+                if let Some(plugins) = doc
+                    .get_mut("plugin")
+                    .and_then(toml_edit::Item::as_array_of_tables_mut)
+                {
+                    for (i, plugin) in plugins.iter_mut().enumerate() {
+                        fix(plugin, format!("plugin[{i}].{key}"), key);
+                    }
+                }
+            } else if let Some(t) = doc.get_mut(table).and_then(toml_edit::Item::as_table_mut) {
+                fix(t, format!("{table}.{key}"), key);
+            }
+        }
+        migrated = doc.to_string();
+        // The version goes first, after the file's leading comments and blank lines.
+        let insert_at = {
+            let mut offset = 0;
+            for line in migrated.split_inclusive('\n') {
+                let t = line.trim();
+                if t.is_empty() || t.starts_with('#') {
+                    offset += line.len();
+                } else {
+                    break;
+                }
+            }
+            offset
+        };
+        migrated.insert_str(insert_at, &format!("config_version = {CONFIG_VERSION}\n\n"));
+        changes.insert(
+            0,
+            format!(
+                "added config_version = {CONFIG_VERSION} (the file was in the older runner's format, version 0)"
+            ),
+        );
+    }
+    // What migration cannot fix is the user's to decide: nothing is written.
+    parse(&migrated, origin)?;
+    Ok(Migration {
+        from,
+        to: CONFIG_VERSION,
+        text: migrated,
+        changes,
+    })
+}
+
+/// The file [`load`] reads: `path`, else the user's config file when there is one (a link
+/// there counts as a file there, even when it leads nowhere: its error is reported, never
+/// silently replaced by the built-in default); `None` for the built-in default.
+fn chosen_path(path: Option<&Path>) -> Option<PathBuf> {
+    match path {
+        Some(p) => Some(p.to_path_buf()),
+        None => user_config_path().filter(|p| p.symlink_metadata().is_ok()),
+    }
+}
+
+/// What a client can still use of a config that [`load`] refused: the defaults, with the
+/// file's `[runner] socket_path` and `[socket] token` when the file is readable TOML and
+/// those two are strings. The client commands use it to reach a running service (which keeps
+/// the config it loaded) while the file is broken.
+pub fn salvage_client_settings(path: Option<&Path>) -> Config {
+    let mut config = Config::default();
+    let Some(table) = chosen_path(path)
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|text| text.parse::<toml::Table>().ok())
+    else {
+        return config;
+    };
+    if let Some(path) = table
+        .get("runner")
+        .and_then(|r| r.get("socket_path"))
+        .and_then(toml::Value::as_str)
+    {
+        config.runner.socket_path = path.to_owned();
+    }
+    if let Some(token) = table
+        .get("socket")
+        .and_then(|s| s.get("token"))
+        .and_then(toml::Value::as_str)
+    {
+        config.socket = Some(SocketSection {
+            token: token.to_owned(),
+            ..SocketSection::default()
+        });
+    }
+    config
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -1076,13 +1263,46 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                 ));
             }
         }
-        if !p.read_paths.is_empty() || !p.write_paths.is_empty() {
+        if !config.security.enforce && (!p.read_paths.is_empty() || !p.write_paths.is_empty()) {
             warnings.push(issue_at(
                 text,
                 origin,
-                &at(if p.read_paths.is_empty() { "write_paths" } else { "read_paths" }),
-                "sandboxing is not implemented yet: read_paths/write_paths are accepted but not enforced".into(),
+                &at(if p.read_paths.is_empty() {
+                    "write_paths"
+                } else {
+                    "read_paths"
+                }),
+                "read_paths and write_paths only apply in a sandbox: set [security] enforce = true"
+                    .into(),
             ));
+        }
+        for (key, paths) in [
+            ("read_paths", &p.read_paths),
+            ("write_paths", &p.write_paths),
+        ] {
+            for (j, path) in paths.iter().enumerate() {
+                let at_path = [
+                    Seg::Key("plugin".into()),
+                    Seg::Index(i),
+                    Seg::Key(key.into()),
+                    Seg::Index(j),
+                ];
+                if !Path::new(path).is_absolute() {
+                    errors.push(issue_at(
+                        text,
+                        origin,
+                        &at_path,
+                        format!("{path:?} is not an absolute path"),
+                    ));
+                } else if config.security.enforce && !Path::new(path).exists() {
+                    warnings.push(issue_at(
+                        text,
+                        origin,
+                        &at_path,
+                        format!("{path:?} does not exist, so the sandbox does not include it"),
+                    ));
+                }
+            }
         }
         let argv = p.entrypoint.to_vec();
         if argv.is_empty() || argv[0].trim().is_empty() {
@@ -1120,12 +1340,12 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             ));
         }
     }
-    if config.security.enforce {
+    if config.security.enforce && crate::paths::find_on_path("bwrap").is_none() {
         warnings.push(issue_at(
             text,
             origin,
             &[Seg::Key("security".into()), Seg::Key("enforce".into())],
-            "sandboxing is not implemented yet: plugins run unsandboxed".into(),
+            "bwrap is not installed, so plugins would run unconfined (and be reported so): install bubblewrap".into(),
         ));
     }
     for (i, id) in config.plugins.disabled.iter().enumerate() {
@@ -1139,6 +1359,34 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                     Seg::Index(i),
                 ],
                 format!("no [[plugin]] has the id {id:?}"),
+            ));
+        }
+    }
+    for (key, ops) in [
+        ("enabled_ops", &config.policy.enabled_ops),
+        ("disabled_ops", &config.policy.disabled_ops),
+    ] {
+        for (i, op) in ops.iter().enumerate() {
+            let name = utter_protocol::digest::normalise_op(op);
+            if crate::ops::builtin_names().any(|known| known == name) {
+                continue;
+            }
+            let hint = match crate::ops::nearest(name) {
+                Some(near) => format!("did you mean {near:?}? "),
+                None => String::new(),
+            };
+            warnings.push(issue_at(
+                text,
+                origin,
+                &[
+                    Seg::Key("policy".into()),
+                    Seg::Key(key.into()),
+                    Seg::Index(i),
+                ],
+                format!(
+                    "{op:?} is not a built-in op ({hint}known: {}); it only applies if an action plugin offers an op of that name",
+                    crate::ops::builtin_names().collect::<Vec<_>>().join(", ")
+                ),
             ));
         }
     }
@@ -1175,6 +1423,12 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
         ("handle_quota", r.handle_quota, 1),
         ("handle_quota_total", r.handle_quota_total, 1),
         ("max_frame_bytes", r.max_frame_bytes, 1024),
+        ("restart_delay_ms", r.restart_delay_ms, 10),
+        (
+            "restart_delay_max_ms",
+            r.restart_delay_max_ms,
+            r.restart_delay_ms.max(10),
+        ),
     ] {
         if value < min {
             errors.push(issue_at(
@@ -1760,6 +2014,79 @@ mod tests {
     }
 
     #[test]
+    fn an_op_name_that_is_not_built_in_is_a_warning_naming_the_nearest() {
+        let text = "config_version = 1\n[policy]\nenabled_ops = [\"terminal\",\n  \"termnal\"]\ndisabled_ops = [\"action.open_url\", \"my_plugin_op\"]\n";
+        let loaded = parse(text, "c.toml").unwrap();
+        let ops: Vec<_> = loaded
+            .warnings
+            .iter()
+            .filter(|w| w.key.as_deref().is_some_and(|k| k.starts_with("policy.")))
+            .collect();
+        assert_eq!(ops.len(), 2, "{ops:?}");
+        assert_eq!(ops[0].key.as_deref(), Some("policy.enabled_ops[1]"));
+        assert_eq!(ops[0].line, Some(4), "{}", ops[0]);
+        assert!(
+            ops[0].message.contains("did you mean \"terminal\""),
+            "{}",
+            ops[0]
+        );
+        assert_eq!(ops[1].key.as_deref(), Some("policy.disabled_ops[1]"));
+        assert!(!ops[1].message.contains("did you mean"), "{}", ops[1]);
+        assert!(
+            ops[1].message.contains("action plugin offers"),
+            "{}",
+            ops[1]
+        );
+    }
+
+    #[test]
+    fn migration_adds_the_version_keeps_comments_and_fixes_string_booleans() {
+        let old = "# my utter config\n# second line\n\n[security]\n# why: testing\nenforce = \"false\" # as a string\n\n[[plugin]]\nid = \"r\" # the router\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\nenabled = \"yes\"\n";
+        let m = migrate(old, "c.toml").expect("migrates");
+        assert_eq!((m.from, m.to), (0, CONFIG_VERSION));
+        assert!(
+            m.text
+                .starts_with("# my utter config\n# second line\n\nconfig_version = 1\n"),
+            "{}",
+            m.text
+        );
+        for comment in [
+            "# my utter config",
+            "# second line",
+            "# why: testing",
+            "# as a string",
+            "# the router",
+        ] {
+            assert!(m.text.contains(comment), "{comment} lost: {}", m.text);
+        }
+        assert!(
+            m.text.contains("enforce = false # as a string"),
+            "{}",
+            m.text
+        );
+        assert!(m.text.contains("enabled = true"), "{}", m.text);
+        assert_eq!(m.changes.len(), 3, "{:?}", m.changes);
+        let loaded = parse(&m.text, "c.toml").unwrap();
+        assert!(!loaded.config.security.enforce);
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .all(|w| w.key.as_deref() != Some("config_version"))
+        );
+        // Current already: unchanged.
+        let again = migrate(&m.text, "c.toml").unwrap();
+        assert_eq!(again.text, m.text);
+        assert!(again.changes.is_empty());
+        // Newer: refused.
+        let newer = migrate("config_version = 9\n", "c.toml").unwrap_err();
+        assert!(newer.errors[0].message.contains("newer"), "{newer}");
+        // Not TOML: refused with its line.
+        let broken = migrate("a = 1\n[b\n", "c.toml").unwrap_err();
+        assert_eq!(broken.errors[0].line, Some(2), "{broken}");
+    }
+
+    #[test]
     fn doubtful_settings_are_flagged() {
         let text = "config_version = 1\n[security]\nenforce = true\n[policy]\nenabled_ops = [\"terminal\"]\ndisabled_ops = [\"action.terminal\"]\n[plugins]\ndisabled = [\"nope\"]\n[[plugin]]\nid = \"a\"\nkind = \"bogus\"\nentrypoint = \"utter plugin rules\"\nread_paths = [\"/x\"]\n";
         let loaded = parse(text, "c").unwrap();
@@ -1769,12 +2096,11 @@ mod tests {
             .map(|w| w.key.clone().unwrap())
             .collect();
         for key in [
-            "security.enforce",
             "policy.enabled_ops[0]",
             "plugins.disabled[0]",
             "plugin[0].kind",
             "plugin[0].entrypoint",
-            "plugin[0].read_paths",
+            "plugin[0].read_paths[0]",
         ] {
             assert!(keys.contains(&key.to_string()), "{key} not in {keys:?}");
         }

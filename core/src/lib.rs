@@ -10,10 +10,13 @@
 //!   installed of them.
 //! * [`paths`]: the one place that reads the XDG base directories; private directories,
 //!   atomic writes.
+//! * [`sandbox`]: the bubblewrap sandbox of each plugin under `[security] enforce`, and the
+//!   report of what it enforces.
 //! * [`supervisor`] and [`transport`]: one slot per plugin; spawn, handshake, validate
 //!   capabilities, watch, restart with backoff, drain; stdio, `connect` and `listen`.
 //!   [`groups`]: the markers that let a runner stop what a killed runner's plugins left.
-//! * [`policy`]: provenance, the ops registry and the policy half of the gate.
+//! * [`policy`]: provenance, the ops registry and the policy half of the gate; [`ops`]: the
+//!   built-in ops by name.
 //! * [`pipeline`]: utterance → `router.plan` → (a chooser picks a candidate) → **the gate**
 //!   (provenance → enabled → URL scheme → args schema → confirmation → re-validation →
 //!   audit) → the plugin. Every acting path passes it: plan steps, `host.action`,
@@ -40,6 +43,7 @@ pub mod events;
 pub mod groups;
 pub mod handles;
 pub mod models;
+pub mod ops;
 pub mod params;
 pub mod paths;
 pub mod pipeline;
@@ -47,6 +51,7 @@ pub mod policy;
 pub mod ptt;
 pub mod rate;
 pub mod runner;
+pub mod sandbox;
 pub mod streams;
 pub mod supervisor;
 pub mod transport;

@@ -42,59 +42,6 @@ pub struct OpRule {
     pub concrete: Option<Vec<String>>,
 }
 
-/// The ops the policy special-cases: (op, enabled, needs confirmation, URL schemes, concrete
-/// argument keys). Compatible with the older runner's registry.
-const BUILTIN_OPS: &[(&str, bool, bool, bool, &[&str])] = &[
-    ("ensure_url", true, false, true, &["url"]),
-    ("open_url", true, false, true, &["url"]),
-    ("terminal", false, true, false, &["command", "argv"]),
-    (
-        "input",
-        false,
-        true,
-        false,
-        &["text", "key", "chord", "action", "button"],
-    ),
-    (
-        "niri",
-        true,
-        false,
-        false,
-        &["app_id", "window_id", "command"],
-    ),
-    ("launch_app", true, false, false, &["app_id", "command"]),
-    ("ensure_app", true, false, false, &["app", "argv"]),
-    ("focus_app", true, false, false, &["app", "window_id"]),
-    (
-        "key",
-        true,
-        false,
-        false,
-        &["chord", "key", "app", "window_id"],
-    ),
-    (
-        "type_text",
-        true,
-        false,
-        false,
-        &["text", "app", "window_id"],
-    ),
-    (
-        "type_keys",
-        true,
-        false,
-        false,
-        &["text", "app", "window_id"],
-    ),
-    ("scroll", true, false, false, &["direction", "amount"]),
-    ("media", true, false, false, &["command", "app", "player"]),
-    ("click_element", true, false, false, &["description"]),
-    ("click_point", true, false, false, &["x", "y"]),
-    ("pointer_move", true, false, false, &["x", "y"]),
-    ("search", true, false, false, &["query", "q"]),
-    ("close_app", true, true, false, &["app", "window_id"]),
-];
-
 pub use utter_protocol::digest::normalise_op;
 
 /// A step that passed the gates.
@@ -122,7 +69,7 @@ impl Policy {
     /// The registry with `enabled_ops` then `disabled_ops` applied (disabled wins). Enabling
     /// `terminal` or `input` keeps their confirmation.
     pub fn new(section: &PolicySection) -> Policy {
-        let mut rules: BTreeMap<String, OpRule> = BUILTIN_OPS
+        let mut rules: BTreeMap<String, OpRule> = crate::ops::BUILTIN
             .iter()
             .map(|(op, enabled, confirm, url, concrete)| {
                 (

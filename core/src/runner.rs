@@ -502,7 +502,14 @@ impl Runner {
         self.confirmations.set_timeout(Duration::from_millis(
             loaded.config.runner.confirm_timeout_ms,
         ));
-        tracing::info!(config = %loaded.origin, ?report, "config reloaded");
+        tracing::info!(
+            config = %loaded.origin,
+            added = %report.added.join(","),
+            removed = %report.removed.join(","),
+            restarted = %report.restarted.join(","),
+            unchanged = report.unchanged.len(),
+            "config reloaded"
+        );
         let audio_changed =
             self.config.read().expect("config lock").config.audio != loaded.config.audio;
         *self.config.write().expect("config lock") = loaded;

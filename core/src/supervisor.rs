@@ -38,6 +38,8 @@ use utter_protocol::{
 
 use crate::config::{Config, PluginEntry, Runtime, Transport};
 use crate::policy::Provenance;
+use crate::sandbox::Mechanism;
+use utter_ipc::status::SandboxReport;
 
 pub use utter_ipc::status::{PluginReport, PluginStatus, ReloadReport};
 
@@ -48,10 +50,6 @@ pub const MAX_HOST_CALLS_IN_FLIGHT: usize = 16;
 /// The hard maximum of any per-request `timeout_ms`, in ms.
 pub const HARD_MAX_TIMEOUT_MS: u64 = 60_000;
 
-/// First respawn delay.
-const BACKOFF_START: Duration = Duration::from_millis(200);
-/// Largest respawn delay.
-const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// Crashes within [`CRASH_WINDOW`] that make a crash loop.
 const CRASH_LOOP_COUNT: usize = 5;
 /// The window for counting crashes; an instance that lived this long resets the backoff.
@@ -114,6 +112,13 @@ pub struct SupervisorOptions {
     /// The directory of `connect`/`listen` plugin sockets (default
     /// `$XDG_RUNTIME_DIR/utter/plugins`).
     pub socket_dir: PathBuf,
+    /// The first respawn delay after a crash; doubled per crash in a row.
+    pub restart_delay: Duration,
+    /// The longest respawn delay, and the delay of a crash-looping plugin.
+    pub restart_delay_max: Duration,
+    /// How plugins are confined: [`Mechanism::Off`] unless `[security] enforce`, probed by
+    /// [`Supervisor::start`] and [`Supervisor::reload`] when it is on.
+    pub sandbox: Mechanism,
 }
 
 impl SupervisorOptions {
@@ -127,6 +132,15 @@ impl SupervisorOptions {
             max_frame_bytes: usize::try_from(r.max_frame_bytes).unwrap_or(usize::MAX),
             bin_dir: None,
             socket_dir: crate::transport::default_dir(),
+            restart_delay: Duration::from_millis(r.restart_delay_ms),
+            restart_delay_max: Duration::from_millis(
+                r.restart_delay_max_ms.max(r.restart_delay_ms),
+            ),
+            sandbox: if config.security.enforce {
+                Mechanism::Unavailable("not probed yet".into())
+            } else {
+                Mechanism::Off
+            },
         }
     }
 }
@@ -351,6 +365,8 @@ struct SlotState {
     restarts: u64,
     last_error: Option<String>,
     warnings: Vec<String>,
+    /// What confines the current (or last) instance, as it was started.
+    sandbox: Option<SandboxReport>,
 }
 
 struct Slot {
@@ -467,9 +483,15 @@ impl Supervisor {
     /// Spawn every active plugin of `config`, run the handshakes concurrently, validate
     /// capabilities, and start watching. Returns when every plugin is either running or has
     /// failed; failures are reported in [`Supervisor::plugins`], never as an error here.
-    pub async fn start(config: &Config, options: SupervisorOptions) -> Supervisor {
+    pub async fn start(config: &Config, mut options: SupervisorOptions) -> Supervisor {
         // What the plugins of a runner that was killed left running goes first.
         crate::groups::sweep();
+        if config.security.enforce {
+            options.sandbox = Mechanism::detect(true).await;
+            if let Mechanism::Unavailable(why) = &options.sandbox {
+                warn!("[security] enforce is on but plugins cannot be sandboxed: {why}");
+            }
+        }
         let (events, _) = broadcast::channel(256);
         let shared = Arc::new(Shared {
             slots: Mutex::new(Vec::new()),
@@ -586,7 +608,12 @@ impl Supervisor {
     /// Apply a new config: stop plugins that are gone, start new ones, restart those whose
     /// `[[plugin]]` entry changed, and leave the others running with the same epoch. Runner
     /// timings (`[runner]`) apply to calls and drains from now on.
-    pub async fn reload(&self, config: &Config, options: SupervisorOptions) -> ReloadReport {
+    pub async fn reload(&self, config: &Config, mut options: SupervisorOptions) -> ReloadReport {
+        if config.security.enforce {
+            options.sandbox = Mechanism::detect(true).await;
+        }
+        // Another sandbox restarts every plugin, so that each runs in what it reports.
+        let sandbox_changed = self.shared.options().sandbox != options.sandbox;
         *self.shared.options.lock().expect("options lock") = options;
         let wanted: Vec<PluginEntry> = config.active_plugins().cloned().collect();
         let current = self.shared.slot_list();
@@ -600,7 +627,7 @@ impl Supervisor {
             let failed_for_good =
                 slot.state.lock().expect("slot lock").status == Some(PluginStatus::Error);
             match wanted.iter().find(|e| e.id == slot.entry.id) {
-                Some(entry) if *entry == slot.entry && !failed_for_good => {
+                Some(entry) if *entry == slot.entry && !failed_for_good && !sandbox_changed => {
                     report.unchanged.push(slot.entry.id.clone());
                     keep.push(slot);
                 }
@@ -978,6 +1005,12 @@ impl Slot {
             pid: state.instance.as_ref().and_then(|i| i.pid),
             last_error: state.last_error.clone(),
             warnings: state.warnings.clone(),
+            sandbox: state.sandbox.clone().map(|mut report| {
+                let names: Vec<String> = state.permissions.iter().cloned().collect();
+                report.permissions =
+                    crate::sandbox::permissions(&report, &names, &self.entry.permissions);
+                report
+            }),
         }
     }
 }
@@ -1127,7 +1160,33 @@ impl Shared {
             }
             _ => None,
         };
-        let mut cmd = Command::new(&program);
+        let plan = {
+            let env = |name: &str| {
+                entry
+                    .env
+                    .get(name)
+                    .cloned()
+                    .or_else(|| std::env::var(name).ok().filter(|_| passes_env(name)))
+            };
+            crate::sandbox::plan(
+                &options.sandbox,
+                crate::sandbox::Start {
+                    entry,
+                    program: &program,
+                    socket_dir: socket.as_ref().and_then(|p| p.parent()),
+                    env: &env,
+                },
+            )
+        };
+        slot.state.lock().expect("slot lock").sandbox = Some(plan.report.clone());
+        let mut cmd = match plan.prefix.split_first() {
+            Some((wrapper, args)) => {
+                let mut cmd = Command::new(wrapper);
+                cmd.args(args).arg(&program);
+                cmd
+            }
+            None => Command::new(&program),
+        };
         cmd.args(&argv[1..])
             .env_clear()
             .envs(std::env::vars().filter(|(k, _)| passes_env(k)))
@@ -1487,7 +1546,7 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
     let mut shutdown = slot.stop.subscribe();
     let mut crashes: VecDeque<Instant> = VecDeque::new();
     let mut looping = false;
-    let mut delay = BACKOFF_START;
+    let mut delay = shared.options().restart_delay;
     let mut current = match first {
         Ok(process) => Some((process, Instant::now())),
         Err(failure) if failure.permanent => None,
@@ -1531,7 +1590,7 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
             conn.close();
             warn!(plugin = %slot.entry.id, epoch, "plugin {reason}");
             if started.elapsed() >= CRASH_WINDOW {
-                delay = BACKOFF_START;
+                delay = shared.options().restart_delay;
             }
             crashes.push_back(Instant::now());
             prune(&mut crashes);
@@ -1555,8 +1614,9 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
         prune(&mut crashes);
         // Once crash-looping, it stays so (retried at the longest delay) until a start works.
         looping |= crashes.len() >= CRASH_LOOP_COUNT;
+        let max = shared.options().restart_delay_max;
         if looping {
-            delay = BACKOFF_MAX;
+            delay = max;
         }
         let epoch = {
             let mut state = slot.state.lock().expect("slot lock");
@@ -1575,7 +1635,7 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
                 return;
             }
         }
-        delay = (delay * 2).min(BACKOFF_MAX);
+        delay = (delay * 2).min(max);
         let epoch = epoch + 1;
         slot.state.lock().expect("slot lock").restarts += 1;
         match shared.spawn_instance(&slot, epoch).await {
@@ -1722,12 +1782,20 @@ async fn log_stderr(
         if *truncated {
             text.push_str(" [line truncated]");
         }
-        match throttle.allow() {
-            Some(0) => info!(plugin = %id, epoch, "{text}"),
-            Some(suppressed) => {
-                info!(plugin = %id, epoch, suppressed, "{text} [{suppressed} earlier stderr lines were not logged]")
+        if let Some(suppressed) = throttle.allow() {
+            let (level, message) = stderr_level(&text);
+            let message = if suppressed > 0 {
+                format!("{message} [{suppressed} earlier stderr lines were not logged]")
+            } else {
+                message.to_owned()
+            };
+            // One level per line: the plugin's own, when its line starts with one.
+            match level {
+                tracing::Level::ERROR => tracing::error!(plugin = %id, epoch, "{message}"),
+                tracing::Level::WARN => warn!(plugin = %id, epoch, "{message}"),
+                tracing::Level::INFO => info!(plugin = %id, epoch, "{message}"),
+                _ => debug!(plugin = %id, epoch, "{message}"),
             }
-            None => {}
         }
         let mut tail = tail.lock().expect("stderr tail lock");
         if tail.len() == STDERR_KEPT_LINES {
@@ -1759,6 +1827,32 @@ async fn log_stderr(
     if left_out > 0 {
         warn!(plugin = %id, epoch, suppressed = left_out, "{left_out} more stderr lines of this instance were not logged (at most {STDERR_LOGGED_LINES} per 10 s)");
     }
+}
+
+/// The level a plugin's stderr line states at its start, and the rest of the line: the
+/// level word of `tracing`'s format (`  WARN message`, as [`utter_protocol::plugin::
+/// init_stderr_logging`] writes), of Python's `logging` (`WARNING:root:message`) or in
+/// brackets (`[error] message`), in any case. A line without one is `INFO`, whole.
+fn stderr_level(line: &str) -> (tracing::Level, &str) {
+    let trimmed = line.trim_start();
+    let end = trimmed
+        .find(|c: char| c.is_whitespace() || c == ':')
+        .unwrap_or(trimmed.len());
+    let word = &trimmed[..end];
+    let bare = word
+        .strip_prefix('[')
+        .and_then(|w| w.strip_suffix(']'))
+        .unwrap_or(word);
+    let level = match bare.to_ascii_uppercase().as_str() {
+        "TRACE" => tracing::Level::TRACE,
+        "DEBUG" => tracing::Level::DEBUG,
+        "INFO" => tracing::Level::INFO,
+        "WARN" | "WARNING" => tracing::Level::WARN,
+        "ERROR" | "CRITICAL" | "FATAL" => tracing::Level::ERROR,
+        _ => return (tracing::Level::INFO, line),
+    };
+    let rest = trimmed[end..].trim_start_matches(':').trim_start();
+    (level, rest)
 }
 
 /// Whether an environment variable is passed to plugins.
@@ -1881,6 +1975,29 @@ fn executable_dirs() -> Vec<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_plugins_stderr_line_is_logged_at_its_own_level_once() {
+        use tracing::Level;
+        assert_eq!(
+            stderr_level("  WARN model missing x=1"),
+            (Level::WARN, "model missing x=1")
+        );
+        assert_eq!(stderr_level("ERROR boom"), (Level::ERROR, "boom"));
+        assert_eq!(
+            stderr_level("WARNING:root:disk full"),
+            (Level::WARN, "root:disk full")
+        );
+        assert_eq!(stderr_level("[debug] detail"), (Level::DEBUG, "detail"));
+        assert_eq!(stderr_level("CRITICAL: gone"), (Level::ERROR, "gone"));
+        assert_eq!(
+            stderr_level("Warnings are fine"),
+            (Level::INFO, "Warnings are fine")
+        );
+        assert_eq!(stderr_level("plain text"), (Level::INFO, "plain text"));
+        assert_eq!(stderr_level(""), (Level::INFO, ""));
+        assert_eq!(stderr_level("info"), (Level::INFO, ""));
+    }
+
     use super::*;
 
     #[test]

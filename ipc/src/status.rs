@@ -166,6 +166,49 @@ pub struct PluginReport {
     pub last_error: Option<String>,
     /// Warnings from the handshake (unknown capabilities, version drift).
     pub warnings: Vec<String>,
+    /// What confines the process, exactly as the current (or last) instance was started;
+    /// absent before the first start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxReport>,
+}
+
+/// What confines a plugin process (`[security] enforce`), built from the same plan as the
+/// command line it was started with, so it says what is in force and nothing more.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxReport {
+    /// `bwrap` (bubblewrap), or `none`.
+    pub mechanism: String,
+    /// Whether a sandbox is in force.
+    pub enforced: bool,
+    /// Why there is none (`enforce` off, bwrap missing, `sandbox = false`), when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// `denied` (a network namespace of its own: no network, not even the host's loopback),
+    /// `allowed` (the `network` permission) or `unrestricted` (no sandbox).
+    pub network: String,
+    /// What it may read (read-only binds, absolute paths): system directories, its program,
+    /// its `read_paths`. Empty without a sandbox (everything the user may read).
+    pub read_paths: Vec<String>,
+    /// What it may write: its `write_paths`, its socket directory and private `/tmp`.
+    pub write_paths: Vec<String>,
+    /// Session sockets passed in (the bus, Wayland, the compositor, PipeWire...).
+    pub sockets: Vec<String>,
+    /// Each permission of the plugin (config ∪ hello): enforced or advisory, and why.
+    pub permissions: Vec<PermissionReport>,
+}
+
+/// One permission in a [`SandboxReport`] (and `runner.validate_plugin`'s `permissions`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermissionReport {
+    /// The permission name (`network`, `filesystem.read`, `microphone`, ...).
+    pub name: String,
+    /// Whether the sandbox decides it: granted only when the `[[plugin]]` entry grants it.
+    pub enforced: bool,
+    /// The mechanism enforcing it, when enforced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mechanism: Option<String>,
+    /// What it means here: what is granted or denied, or why it is only advisory.
+    pub detail: String,
 }
 
 /// What [`Supervisor::reload`] did, by plugin id.
@@ -237,6 +280,12 @@ pub struct VoiceStatus {
     /// the stt and capture plugins then do not run. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing_model: Option<String>,
+    /// How many push-to-talk presses the voice loop has handled since it started: a press
+    /// counts once the microphone was opened for it (`state` then `listening`, or later) or
+    /// could not be (`unavailable`, with `detail`). A client that pressed waits for this to
+    /// grow, then reads the outcome in `state`.
+    #[serde(default)]
+    pub presses: u64,
 }
 
 /// Who pressed or released push-to-talk. Serialised lowercase: `portal`, `socket`, `dbus`,

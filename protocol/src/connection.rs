@@ -62,6 +62,9 @@ pub struct ConnectionOptions {
     /// closed with a `-32700` report (`None`: no limit). A peer that trickles a frame a byte
     /// at a time, or declares a body it never sends, otherwise holds the connection for ever.
     pub frame_timeout: Option<Duration>,
+    /// When set, the body limit of inbound frames is read from it at each frame header,
+    /// never above `max_body`: a server keeps it small until the peer authenticated.
+    pub inbound_limit: Option<crate::frame::BodyLimit>,
 }
 
 impl Default for ConnectionOptions {
@@ -74,6 +77,7 @@ impl Default for ConnectionOptions {
             outgoing_capacity: 1024,
             oversized_is_fatal: false,
             frame_timeout: None,
+            inbound_limit: None,
         }
     }
 }
@@ -425,7 +429,11 @@ impl Connection {
             frame_timeout: options.frame_timeout,
             carries_fds,
         });
-        let framed_read = FramedRead::new(reader, FrameCodec::new(options.max_body));
+        let codec = match options.inbound_limit {
+            Some(limit) => FrameCodec::new(options.max_body).with_inbound_limit(limit),
+            None => FrameCodec::new(options.max_body),
+        };
+        let framed_read = FramedRead::new(reader, codec);
         let framed_write = FramedWrite::new(writer, FrameCodec::new(options.max_body));
         tokio::spawn(write_loop(framed_write, out_rx, Arc::downgrade(&inner)));
         tokio::spawn(read_loop(framed_read, in_tx, Arc::downgrade(&inner)));

@@ -82,11 +82,38 @@ pub enum FrameError {
     Io(#[from] std::io::Error),
 }
 
+/// An inbound body limit, in bytes, that can change while a reader runs: a server keeps
+/// it small for a peer that has not authenticated yet and raises it afterwards, so a peer
+/// that never authenticates cannot make it buffer large bodies. Clones share the value.
+#[derive(Debug, Clone)]
+pub struct BodyLimit(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl BodyLimit {
+    /// A limit of `bytes`.
+    pub fn new(bytes: usize) -> BodyLimit {
+        BodyLimit(std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(
+            bytes,
+        )))
+    }
+
+    /// The limit now, in bytes.
+    pub fn get(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Change the limit; it applies from the next frame header read.
+    pub fn set(&self, bytes: usize) {
+        self.0.store(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// The tokio codec for `Content-Length` frames. Decodes to [`InboundFrame`], encodes bodies
 /// given as [`Bytes`].
 #[derive(Debug, Clone)]
 pub struct FrameCodec {
     max_body: usize,
+    /// A changing inbound limit, never above `max_body` (see [`BodyLimit`]).
+    inbound: Option<BodyLimit>,
     /// Bytes of an oversized body still to be skipped.
     discard: u64,
 }
@@ -102,13 +129,24 @@ impl FrameCodec {
     pub fn new(max_body: usize) -> FrameCodec {
         FrameCodec {
             max_body,
+            inbound: None,
             discard: 0,
         }
     }
 
-    /// The body limit in bytes.
+    /// The same codec, decoding with the limit `inbound` holds at each frame header (capped
+    /// at the codec's own limit); encoding keeps the codec's own limit.
+    pub fn with_inbound_limit(mut self, inbound: BodyLimit) -> FrameCodec {
+        self.inbound = Some(inbound);
+        self
+    }
+
+    /// The body limit in bytes (of decoding, at this moment).
     pub fn max_body(&self) -> usize {
-        self.max_body
+        match &self.inbound {
+            Some(limit) => limit.get().min(self.max_body),
+            None => self.max_body,
+        }
     }
 
     /// Whether the decoder is inside an oversized body it skips (more of it is expected).
@@ -174,16 +212,14 @@ impl Decoder for FrameCodec {
         };
         let declared = content_length(&buf[..end])?;
         let header_len = end + 4;
+        let limit = self.max_body();
         if declared > MAX_SKIPPABLE.max(16 * self.max_body as u64) {
             return Err(FrameError::AbsurdContentLength(declared));
         }
-        if declared > self.max_body as u64 {
+        if declared > limit as u64 {
             buf.advance(header_len);
             self.discard = declared;
-            let frame = InboundFrame::Oversized {
-                declared,
-                limit: self.max_body,
-            };
+            let frame = InboundFrame::Oversized { declared, limit };
             // Skip whatever part of the body is already buffered.
             let skip = self.discard.min(buf.len() as u64) as usize;
             buf.advance(skip);
@@ -237,6 +273,30 @@ pub fn encode_frame(body: &[u8]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_shared_inbound_limit_applies_from_the_next_header() {
+        let limit = BodyLimit::new(8);
+        let mut codec = FrameCodec::new(1024).with_inbound_limit(limit.clone());
+        let mut buf = BytesMut::from(&encode_frame(b"0123456789")[..]);
+        assert_eq!(
+            codec.decode(&mut buf).unwrap(),
+            Some(InboundFrame::Oversized {
+                declared: 10,
+                limit: 8
+            })
+        );
+        assert!(buf.is_empty(), "the oversized body is skipped, not kept");
+        limit.set(64);
+        buf.extend_from_slice(&encode_frame(b"0123456789"));
+        assert_eq!(
+            codec.decode(&mut buf).unwrap(),
+            Some(InboundFrame::Body(Bytes::from_static(b"0123456789")))
+        );
+        // Never above the codec's own limit.
+        limit.set(usize::MAX);
+        assert_eq!(codec.max_body(), 1024);
+    }
+
     use super::*;
 
     fn decode_all(codec: &mut FrameCodec, input: &[u8]) -> Vec<Result<InboundFrame, String>> {

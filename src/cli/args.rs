@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use super::output::EXIT_CODES;
 use super::{
-    audio, audit, check_config, check_manifest, confirm, context, daemon, eval, events, install,
-    listen, models, pending, plugin, plugins, profiles, ptt, reload, say, status,
+    audio, audit, check_config, check_manifest, config_file, confirm, context, daemon, eval,
+    events, install, listen, models, pending, plugin, plugins, profiles, ptt, reload, say, status,
 };
 
 /// Utter: say what you want, and the desktop does it.
@@ -92,6 +92,12 @@ pub enum Command {
     CheckManifest(check_manifest::Args),
     /// Validate a configuration file (default: the one `utter` would use).
     CheckConfig(check_config::Args),
+    /// Work on the configuration file: `utter config migrate` rewrites an older format to
+    /// the current config_version, keeping its comments.
+    Config {
+        #[command(subcommand)]
+        action: config_file::Action,
+    },
     /// Show the running service's state and its plugins (exit 0 when it answered).
     Status(status::Args),
     /// Show the desktop context commands are planned in: the compositor, the focused window,

@@ -6,7 +6,8 @@
 //! reported on stderr as `utter WHAT: ...` and turned into its exit code here.
 
 use std::path::{Path, PathBuf};
-use utter_core::config::{self, Config};
+use utter_core::config;
+use utter_core::config::Config;
 use utter_ipc::client::{Client, client_token};
 use utter_protocol::ErrorObject;
 
@@ -22,31 +23,41 @@ pub struct Service<'a> {
 }
 
 impl Service<'_> {
-    /// Connect for the subcommand `what`. An invalid config only matters when it is needed
-    /// for the socket's path: it must not keep a client from the service, which runs its
-    /// own.
+    /// Connect for the subcommand `what`. An invalid config must not keep a client from the
+    /// service, which runs the config it loaded: its errors are printed as a warning and
+    /// the socket is looked for where the file says (when that much of it reads as TOML) or
+    /// at the default path.
     ///
     /// # Errors
-    /// The exit code, after saying what went wrong: 3 when the config is invalid and no
-    /// `--socket` was given, 4 when nothing (or a stranger) answers on the socket.
+    /// The exit code, after saying what went wrong: 4 when nothing (or a stranger) answers on
+    /// the socket (with a reminder of the broken config when there is one).
     pub async fn connect(self, what: &str) -> Result<Client, u8> {
-        let config = match config::load(self.config) {
-            Ok(loaded) => loaded.config,
+        let (config, broken) = match config::load(self.config) {
+            Ok(loaded) => (loaded.config, None),
             // With an explicit --socket the file only matters for the token.
-            Err(_) if self.socket.is_some() => Config::default(),
             Err(e) => {
-                for issue in &e.errors {
-                    eprintln!("error: {issue}");
+                if self.socket.is_none() {
+                    for issue in &e.errors {
+                        eprintln!("warning: {issue}");
+                    }
                 }
-                eprintln!(
-                    "utter {what}: the configuration is invalid, so the socket it names is unknown; fix it (see `utter check-config`) or pass --socket (the running service keeps its config)"
-                );
-                return Err(exit::CONFIG);
+                (config::salvage_client_settings(self.config), Some(e))
             }
         };
         let (path, token) = endpoint(self.socket, &config);
+        if broken.is_some() && self.socket.is_none() {
+            eprintln!(
+                "utter {what}: the configuration is invalid (fix it, see `utter check-config`); the running service keeps the one it loaded, reached at {}",
+                path.display()
+            );
+        }
         Client::connect(&path, token, None).await.map_err(|e| {
             eprintln!("utter {what}: {e}");
+            if broken.is_some() && self.socket.is_none() {
+                eprintln!(
+                    "utter {what}: if the service uses another socket than the broken config shows, pass --socket"
+                );
+            }
             exit::RUNNER
         })
     }

@@ -8,7 +8,8 @@
 //! or the service is gone.
 
 use std::time::Duration;
-use utter_ipc::{Event, PttEvent, VoiceReport};
+use utter_ipc::client::Client;
+use utter_ipc::{Event, PluginStatus, PttEvent, Status, VoiceReport};
 
 use super::connect::{Service, call_failed};
 use super::output::{answer_line, exit, out, sanitize};
@@ -39,6 +40,63 @@ enum Stop {
     NoInput,
 }
 
+/// Why speech cannot work now, from the service's status: the voice loop is off, the
+/// speech model is missing or did not load, or the stt or capture plugin is down (a
+/// microphone that could not be opened is tried again at the press, so it is not one).
+fn voice_problem(status: &Status) -> Option<String> {
+    let voice = &status.voice;
+    if voice.state == "off" {
+        return Some(format!(
+            "the voice loop is off: {}",
+            sanitize(&voice.detail)
+        ));
+    }
+    if let Some(missing) = &voice.missing_model {
+        return Some(sanitize(missing));
+    }
+    if let Some(error) = &voice.model_error {
+        return Some(format!(
+            "the speech model did not load: {} (see `utter status`)",
+            sanitize(error)
+        ));
+    }
+    for (role, id) in [
+        ("speech-to-text", &voice.stt_plugin),
+        ("capture", &voice.audio_plugin),
+    ] {
+        let Some(id) = id else { continue };
+        let Some(plugin) = status.plugins.iter().find(|p| &p.id == id) else {
+            continue;
+        };
+        if matches!(
+            plugin.status,
+            PluginStatus::Error | PluginStatus::CrashLoop | PluginStatus::Stopped
+        ) {
+            return Some(format!(
+                "the {role} plugin {id} is {}: {} (see `utter plugins`)",
+                plugin.status.as_str(),
+                sanitize(plugin.last_error.as_deref().unwrap_or("no reason given"))
+            ));
+        }
+    }
+    None
+}
+
+/// After a press: wait until the voice loop has handled it (its `presses` passed `before`)
+/// and return why not when it found the microphone `unavailable`. Gives up waiting (and lets
+/// the hold go on) after 10 s, the runner's default call timeout.
+async fn microphone_refused(client: &Client, before: u64) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::time::Instant::now() < deadline {
+        let voice = client.status().await.ok()?.voice;
+        if voice.presses > before {
+            return (voice.state == "unavailable").then(|| sanitize(&voice.detail));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
 /// Run `utter listen`.
 pub async fn run(args: &Args, service: Service<'_>) -> u8 {
     let once = args.once;
@@ -60,11 +118,15 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         Ok(s) => s,
         Err(e) => return call_failed("listen", &e),
     };
-    if status.voice.state == "off" {
-        eprintln!(
-            "utter listen: the voice loop is off: {}",
-            sanitize(&status.voice.detail)
-        );
+    // Following (without --once) only needs the loop; what goes wrong in it is reported.
+    let problem = if once {
+        voice_problem(&status)
+    } else {
+        (status.voice.state == "off")
+            .then(|| format!("the voice loop is off: {}", sanitize(&status.voice.detail)))
+    };
+    if let Some(problem) = problem {
+        eprintln!("utter listen: {problem}");
         return exit::RUNNER;
     }
     if let Err(e) = client.subscribe().await {
@@ -83,6 +145,13 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
                 return exit::NOT_DONE;
             }
             Err(e) => return call_failed("listen", &e),
+        }
+        // The press reaches the microphone a moment later; when it cannot, say so now
+        // rather than after the whole listening time.
+        if let Some(problem) = microphone_refused(&client, status.voice.presses).await {
+            let _ = client.ptt("cancel").await;
+            eprintln!("utter listen: the microphone could not be opened: {problem}");
+            return exit::RUNNER;
         }
         // Ctrl-C while listening drops the hold: nothing half-spoken is run.
         let stop = match args.seconds {

@@ -20,7 +20,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::task::AbortHandle;
 use utter_protocol::capability::{CapabilityRegistry, Lookup, RUNNER_CAPABILITIES};
 use utter_protocol::connection::CANCEL_METHOD;
-use utter_protocol::frame::encode_frame;
+use utter_protocol::frame::{BodyLimit, DEFAULT_MAX_BODY, encode_frame};
 use utter_protocol::handshake::{ABI, PROTOCOL_VERSION};
 use utter_protocol::message::error_response_bytes;
 use utter_protocol::{
@@ -38,6 +38,10 @@ use utter_core::policy::Provenance;
 use utter_core::runner::host;
 use utter_core::runner::invoke::find_plugin;
 use utter_core::runner::{EVENT_BACKLOG, Runner, VERSION};
+
+/// The largest frame body a client may send before it authenticated, in bytes (64 KiB): a
+/// `runner.auth` is a few dozen. Larger frames are skipped unread and answered `-32700`.
+pub(crate) const PRE_AUTH_MAX_BODY: usize = 64 * 1024;
 
 /// Requests allowed per connection within [`RATE_WINDOW`] (reference §9.1).
 const RATE_LIMIT: usize = 1000;
@@ -135,12 +139,21 @@ pub(super) async fn serve_connection(arrival: Arrival, shared: Arc<Shared>) {
         .socket
         .clone()
         .unwrap_or_default();
+    let admitted = matches!(admission, Admission::Admitted(_));
+    // Until it authenticates, a client's frames are small: a `runner.auth` fits, and a
+    // peer without the token cannot make the runner buffer megabytes per connection.
+    let body_limit = BodyLimit::new(if admitted {
+        DEFAULT_MAX_BODY
+    } else {
+        PRE_AUTH_MAX_BODY
+    });
     let (conn, incoming) = Connection::spawn_unix(
         stream,
         ConnectionOptions {
             id_prefix: Some("0:".into()),
             label: format!("client pid {pid}"),
             frame_timeout: Some(Duration::from_millis(timeouts.frame_timeout_ms)),
+            inbound_limit: Some(body_limit.clone()),
             ..Default::default()
         },
     );
@@ -149,7 +162,8 @@ pub(super) async fn serve_connection(arrival: Arrival, shared: Arc<Shared>) {
         shared,
         conn,
         peer,
-        authenticated: matches!(admission, Admission::Admitted(_)),
+        authenticated: admitted,
+        body_limit,
         recent: VecDeque::new(),
         limited: false,
         limited_auth_logged: false,
@@ -173,6 +187,8 @@ struct Session {
     conn: Connection,
     peer: Peer,
     authenticated: bool,
+    /// The inbound frame limit: [`PRE_AUTH_MAX_BODY`] until the client authenticated.
+    body_limit: BodyLimit,
     /// When the requests of the last [`RATE_WINDOW`] arrived.
     recent: VecDeque<Instant>,
     /// Whether the rate limit refusal was logged (once per episode).
@@ -623,6 +639,7 @@ impl Session {
         };
         if constant_time_eq(token.trim().as_bytes(), expected.as_bytes()) {
             self.authenticated = true;
+            self.body_limit.set(DEFAULT_MAX_BODY);
             tracing::debug!(
                 pid = self.peer.pid.unwrap_or(0),
                 "client authenticated with the token"
@@ -896,8 +913,8 @@ fn registry() -> &'static CapabilityRegistry {
     REGISTRY.get_or_init(CapabilityRegistry::builtin)
 }
 
-/// `runner.validate_plugin` (reference §9.5). Sandboxing does not exist yet, so every
-/// permission is reported `enforced: false` (advisory).
+/// `runner.validate_plugin` (reference §9.5), with each permission as the plugin's sandbox
+/// enforces it (`{name, enforced, mechanism?, detail}`) and the whole `sandbox` report.
 fn validate_plugin(runner: &Runner, params: &Value) -> Result<Value, ErrorObject> {
     let name = required_str(params, "plugin", "runner.validate_plugin")?;
     let plugins = runner.plugins();
@@ -922,11 +939,20 @@ fn validate_plugin(runner: &Runner, params: &Value) -> Result<Value, ErrorObject
         .iter()
         .filter(|r| !available.contains(r.as_str()))
         .collect();
-    let permissions: Vec<Value> = report
-        .permissions
-        .iter()
-        .map(|name| json!({"name": name, "enforced": false}))
-        .collect();
+    // Each permission as the plugin's sandbox enforces it (advisory without one), with the
+    // mechanism and what it means here.
+    let permissions: Vec<Value> = match &report.sandbox {
+        Some(sandbox) => sandbox
+            .permissions
+            .iter()
+            .map(|p| serde_json::to_value(p).unwrap_or_default())
+            .collect(),
+        None => report
+            .permissions
+            .iter()
+            .map(|name| json!({"name": name, "enforced": false, "detail": "not started yet"}))
+            .collect(),
+    };
     Ok(json!({
         "ok": report.status.is_running() && missing.is_empty(),
         "negotiated": {"protocol": PROTOCOL_VERSION.to_string(), "abi": ABI},
@@ -936,6 +962,7 @@ fn validate_plugin(runner: &Runner, params: &Value) -> Result<Value, ErrorObject
         "id": report.id,
         "status": report.status,
         "warnings": report.warnings,
+        "sandbox": report.sandbox,
     }))
 }
 

@@ -23,7 +23,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ::evdev::{EventType, InputEvent, KeyCode};
+use ::evdev::raw_stream::RawDevice;
+use ::evdev::{EventType, InputEvent, KeyCode, SynchronizationCode};
 use tokio::sync::mpsc;
 
 use utter_core::ptt::{CancelReason, Ptt, PttEvent, Source};
@@ -135,7 +136,7 @@ pub fn apply(ptt: &Ptt, transition: KeyTransition) -> Option<PttEvent> {
 #[derive(Debug, Default)]
 struct Scan {
     /// Nodes newly opened that report the key: (path, device name, device).
-    opened: Vec<(PathBuf, String, ::evdev::Device)>,
+    opened: Vec<(PathBuf, String, RawDevice)>,
     /// Nodes that could not be opened for lack of permission.
     denied: usize,
     /// Nodes seen at all.
@@ -172,7 +173,7 @@ fn scan(dir: &Path, key: KeyCode, known: &mut BTreeSet<PathBuf>) -> Scan {
         if known.contains(&path) {
             continue;
         }
-        match ::evdev::Device::open(&path) {
+        match RawDevice::open(&path) {
             Ok(device) => {
                 known.insert(path.clone());
                 if device.supported_keys().is_some_and(|k| k.contains(key)) {
@@ -200,20 +201,89 @@ enum Msg {
     Gone(PathBuf, io::Error),
 }
 
-fn spawn_reader(path: PathBuf, device: ::evdev::Device, tx: mpsc::Sender<Msg>) -> io::Result<()> {
+/// What the reader does with one raw event under the kernel's rule for a full buffer
+/// (`Documentation/input/event-codes.rst`, `SYN_DROPPED`): every event from `SYN_DROPPED` up
+/// to and including the next `SYN_REPORT` is stale and skipped, and at that `SYN_REPORT` the
+/// device's key state is read again (`EVIOCGKEY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RawStep {
+    /// An event to map.
+    Forward,
+    /// Stale, or a synchronization event: nothing to map.
+    Skip,
+    /// Events were lost: read the key's state now.
+    Resync,
+}
+
+/// Follows `SYN_DROPPED` across the raw events of one device (see [`RawStep`]).
+#[derive(Debug, Default)]
+struct DropFilter {
+    dropping: bool,
+}
+
+impl DropFilter {
+    fn step(&mut self, event: &InputEvent) -> RawStep {
+        if event.event_type() == EventType::SYNCHRONIZATION {
+            if event.code() == SynchronizationCode::SYN_DROPPED.0 {
+                self.dropping = true;
+            } else if event.code() == SynchronizationCode::SYN_REPORT.0 && self.dropping {
+                self.dropping = false;
+                return RawStep::Resync;
+            }
+            return RawStep::Skip;
+        }
+        if self.dropping {
+            RawStep::Skip
+        } else {
+            RawStep::Forward
+        }
+    }
+}
+
+/// The key event that states `key`'s current position on a device (down: value 1, up: 0),
+/// as read after events were dropped. Mapping it is harmless when nothing was lost: a press
+/// while held and a release of a key not held are no transitions.
+fn key_state_event(key: KeyCode, down: bool) -> InputEvent {
+    InputEvent::new(EventType::KEY.0, key.code(), i32::from(down))
+}
+
+/// Read `device` in a task of its own, sending its events to `tx`. The raw stream is used
+/// (not the `evdev` crate's synchronizing one, which reads the device's state back only once
+/// the next event arrives): after `SYN_DROPPED` the key's state is read at once, so a release
+/// lost in a full kernel buffer ends the hold now, not at the next key event.
+fn spawn_reader(
+    path: PathBuf,
+    device: RawDevice,
+    key: KeyCode,
+    tx: mpsc::Sender<Msg>,
+) -> io::Result<()> {
     let mut stream = device.into_event_stream()?;
     tokio::spawn(async move {
+        let mut filter = DropFilter::default();
         loop {
-            match stream.next_event().await {
-                Ok(event) => {
-                    if tx.send(Msg::Event(path.clone(), event)).await.is_err() {
-                        return;
-                    }
-                }
+            let event = match stream.next_event().await {
+                Ok(event) => event,
                 Err(e) => {
                     let _ = tx.send(Msg::Gone(path, e)).await;
                     return;
                 }
+            };
+            let event = match filter.step(&event) {
+                RawStep::Forward => event,
+                RawStep::Skip => continue,
+                RawStep::Resync => match stream.device().get_key_state() {
+                    Ok(keys) => {
+                        tracing::info!(node = %path.display(), "evdev: events were dropped (SYN_DROPPED); key state read again");
+                        key_state_event(key, keys.contains(key))
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Msg::Gone(path, e)).await;
+                        return;
+                    }
+                },
+            };
+            if tx.send(Msg::Event(path.clone(), event)).await.is_err() {
+                return;
             }
         }
     });
@@ -236,7 +306,7 @@ pub async fn run(ptt: Ptt, key: KeyCode, dir: PathBuf, rescan: Duration) {
             _ = ticker.tick() => {
                 let found = scan(&dir, key, &mut known);
                 for (path, name, device) in found.opened {
-                    match spawn_reader(path.clone(), device, tx.clone()) {
+                    match spawn_reader(path.clone(), device, key, tx.clone()) {
                         Ok(()) => {
                             tracing::info!(node = %path.display(), device = %name, key = %key_name, "evdev: reading push-to-talk key");
                             mapper.device_added(&path);
@@ -330,6 +400,52 @@ mod tests {
     }
 
     const F13: KeyCode = KeyCode::KEY_F13;
+
+    /// The raw events of one device through [`DropFilter`] and the mapper, with `down` as
+    /// the key state a resync reads.
+    fn through_filter(
+        mapper: &mut KeyMapper,
+        filter: &mut DropFilter,
+        events: &[InputEvent],
+        down: bool,
+    ) -> Vec<KeyTransition> {
+        let dev = Path::new("/dev/input/event3");
+        events
+            .iter()
+            .filter_map(|e| match filter.step(e) {
+                RawStep::Forward => mapper.on_event(dev, e),
+                RawStep::Skip => None,
+                RawStep::Resync => mapper.on_event(dev, &key_state_event(F13, down)),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_release_lost_to_syn_dropped_is_read_back_at_the_next_report() {
+        let dropped = InputEvent::new(EventType::SYNCHRONIZATION.0, 3, 0);
+        let mut mapper = KeyMapper::new(F13);
+        let mut filter = DropFilter::default();
+        mapper.device_added(Path::new("/dev/input/event3"));
+        let got = through_filter(&mut mapper, &mut filter, &[key(F13, 1), syn()], true);
+        assert_eq!(got, vec![KeyTransition::Press]);
+        // The buffer overflowed: what follows SYN_DROPPED up to its report is stale (here a
+        // stale "down"); at the report the key reads as up, which releases at once.
+        let got = through_filter(
+            &mut mapper,
+            &mut filter,
+            &[dropped, key(F13, 1), key(KeyCode::KEY_A, 0), syn()],
+            false,
+        );
+        assert_eq!(got, vec![KeyTransition::Release]);
+        // Afterwards events flow as before.
+        let got = through_filter(&mut mapper, &mut filter, &[key(F13, 1), syn()], true);
+        assert_eq!(got, vec![KeyTransition::Press]);
+        // A resync that finds the key still down presses again, which a hold ignores.
+        let got = through_filter(&mut mapper, &mut filter, &[dropped, syn()], true);
+        assert_eq!(got, vec![KeyTransition::Press]);
+        let got = through_filter(&mut mapper, &mut filter, &[key(F13, 0), syn()], false);
+        assert_eq!(got, vec![KeyTransition::Release]);
+    }
 
     #[test]
     fn down_up_autorepeat_and_other_keys() {

@@ -226,6 +226,15 @@ impl TestClient {
     }
 }
 
+/// One JSON-RPC request `{id, method, params}` as a `Content-Length` frame.
+pub fn frame(id: i64, method: &str, params: Value) -> Vec<u8> {
+    utter_protocol::frame::encode_frame(
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+            .to_string()
+            .as_bytes(),
+    )
+}
+
 /// Decode the frames of `read` into JSON values (a task feeding a channel).
 pub fn tokio_util_frames(read: tokio::net::unix::OwnedReadHalf) -> mpsc::Receiver<Value> {
     let (tx, rx) = mpsc::channel(2048);

@@ -160,6 +160,33 @@ impl Voice {
         }
     }
 
+    /// A press: open the microphone (`audio.begin`) and say `listening`, or `unavailable` with
+    /// why.
+    async fn begin_listening(&self, runner: &Arc<Runner>) {
+        match self.capture(runner).await {
+            Ok(plugin) => match capture_call(runner, &plugin, "audio.begin").await {
+                Ok(begun) => {
+                    *self.listen.lock().expect("listen") = begun["listen"].as_u64();
+                    // The microphone as status shows it (recording now), then the state.
+                    let microphone = capture_call(runner, &plugin, "audio.status").await;
+                    self.set_microphone(microphone.ok());
+                    self.set_state("listening", "push-to-talk is held");
+                    self.fetch_vocabulary(runner);
+                }
+                Err(e) => {
+                    self.drop_capture().await;
+                    self.set_state("unavailable", e);
+                }
+            },
+            Err(e) => self.set_state("unavailable", e),
+        }
+    }
+
+    /// One more press handled (see [`VoiceStatus::presses`]); its outcome is in the state.
+    fn count_press(&self) {
+        self.status.lock().expect("voice status").presses += 1;
+    }
+
     fn state(&self) -> String {
         self.status.lock().expect("voice status").state.clone()
     }
@@ -486,23 +513,10 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
         };
         let Some(runner) = weak.upgrade() else { return };
         match event {
-            PttEvent::Pressed { .. } => match runner.voice.capture(&runner).await {
-                Ok(plugin) => match capture_call(&runner, &plugin, "audio.begin").await {
-                    Ok(begun) => {
-                        *runner.voice.listen.lock().expect("listen") = begun["listen"].as_u64();
-                        // The microphone as status shows it (recording now), then the state.
-                        let microphone = capture_call(&runner, &plugin, "audio.status").await;
-                        runner.voice.set_microphone(microphone.ok());
-                        runner.voice.set_state("listening", "push-to-talk is held");
-                        runner.voice.fetch_vocabulary(&runner);
-                    }
-                    Err(e) => {
-                        runner.voice.drop_capture().await;
-                        runner.voice.set_state("unavailable", e);
-                    }
-                },
-                Err(e) => runner.voice.set_state("unavailable", e),
-            },
+            PttEvent::Pressed { .. } => {
+                runner.voice.begin_listening(&runner).await;
+                runner.voice.count_press();
+            }
             PttEvent::Cancelled { reason, .. } => {
                 runner
                     .voice

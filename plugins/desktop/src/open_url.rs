@@ -115,7 +115,9 @@ pub fn check_url(url: &str) -> Result<String, ErrorObject> {
 ///
 /// Result: `{ok, dry_run, detail, url, via: "portal" | "xdg-open", ...}`; with `xdg-open`
 /// also `portal_skipped` (why the portal was not used) and, when it ended in time,
-/// `exit_status`.
+/// `exit_status`. A dry run through xdg-open names the `handler` it would open the URL with;
+/// when there is none its result is a failed step (`ok: false`, `handler: null`, `error`),
+/// as the real run would fail.
 ///
 /// # Errors
 ///
@@ -191,13 +193,39 @@ pub async fn open(url: String, dry_run: bool, prefix: &str) -> Result<Value, Err
     };
     let argv = vec!["xdg-open".to_owned(), url.clone()];
     if dry_run {
+        // Say what xdg-open would hand the URL to; with nothing to hand it to, the real run
+        // would fail, so the dry run does too.
+        let Some(handler) = url_handler(&scheme).await else {
+            let why = format!(
+                "the desktop portal is not usable ({skipped}) and no application is set to open {scheme} URLs; set one with `xdg-mime default APP.desktop x-scheme-handler/{scheme}` (e.g. firefox.desktop){}",
+                if scheme == "mailto" {
+                    ""
+                } else {
+                    " or set BROWSER"
+                }
+            );
+            // A failed step, not an error: the dry run answers, and what it says is that the
+            // real run would fail.
+            return Ok(json!({
+                "ok": false,
+                "dry_run": true,
+                "detail": format!("{prefix}would fail to open {url}: {why}"),
+                "url": url,
+                "via": "xdg-open",
+                "argv": argv,
+                "handler": null,
+                "portal_skipped": skipped,
+                "error": {"code": -32000, "message": format!("cannot open {url}: {why}")},
+            }));
+        };
         return Ok(json!({
             "ok": true,
             "dry_run": true,
-            "detail": format!("{prefix}would run {} {url} (desktop portal not used: {skipped})", xdg_open.display()),
+            "detail": format!("{prefix}would run {} {url}, which opens it with {handler} (desktop portal not used: {skipped})", xdg_open.display()),
             "url": url,
             "via": "xdg-open",
             "argv": argv,
+            "handler": handler,
             "portal_skipped": skipped,
         }));
     }
@@ -221,6 +249,63 @@ pub async fn open(url: String, dry_run: bool, prefix: &str) -> Result<Value, Err
         result["exit_status"] = json!(code);
     }
     Ok(result)
+}
+
+/// The browsers xdg-open's generic mode tries, in its order, when no default application is
+/// set and `BROWSER` is empty (xdg-utils, `open_generic`).
+const XDG_OPEN_FALLBACK_BROWSERS: &[&str] = &[
+    "x-www-browser",
+    "firefox",
+    "iceweasel",
+    "seamonkey",
+    "mozilla",
+    "epiphany",
+    "konqueror",
+    "chromium",
+    "chromium-browser",
+    "google-chrome",
+    "www-browser",
+    "links2",
+    "elinks",
+    "links",
+    "lynx",
+    "w3m",
+];
+
+/// What xdg-open would open a `scheme` URL with, as far as can be told without opening
+/// one: the default application of `x-scheme-handler/SCHEME` (`xdg-mime query default`,
+/// which reads `mimeapps.list`), else for http(s) `$BROWSER`, else the first of xdg-open's
+/// fallback browsers found in `PATH`. `None`: nothing would open it.
+async fn url_handler(scheme: &str) -> Option<String> {
+    if let Some(xdg_mime) = spawn::find_program("xdg-mime", None) {
+        let query = tokio::process::Command::new(&xdg_mime)
+            .args(["query", "default", &format!("x-scheme-handler/{scheme}")])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        if let Ok(Ok(out)) = tokio::time::timeout(XDG_OPEN_WAIT, query).await {
+            let default = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            if out.status.success() && !default.is_empty() {
+                return Some(format!(
+                    "{default} (the default for x-scheme-handler/{scheme})"
+                ));
+            }
+        }
+    }
+    if scheme == "mailto" {
+        return None;
+    }
+    if let Some(browser) = std::env::var("BROWSER")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+    {
+        return Some(format!("$BROWSER ({browser})"));
+    }
+    XDG_OPEN_FALLBACK_BROWSERS
+        .iter()
+        .find_map(|b| spawn::find_program(b, None))
+        .map(|path| format!("{} (xdg-open's fallback browser)", path.display()))
 }
 
 /// Wait up to [`XDG_OPEN_WAIT`] for `xdg-open`. Returns the exit status when it ended in

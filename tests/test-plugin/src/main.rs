@@ -368,6 +368,36 @@ async fn main() -> ExitCode {
                         "plugin.health" => {
                             Ok(json!({"status": "ok", "detail": "misbehaving on request"}))
                         }
+                        // What this process may do where it runs (a sandbox test looks from
+                        // outside): connect to `connect` (host:port), read each of `read`,
+                        // create a file in each directory of `write`. Each answer is "ok" or
+                        // the error.
+                        "test.probe" => {
+                            let outcome = |r: std::io::Result<()>| match r {
+                                Ok(()) => json!("ok"),
+                                Err(e) => json!(e.to_string()),
+                            };
+                            let mut answer = json!({"read": {}, "write": {}});
+                            if let Some(addr) = r.params["connect"].as_str() {
+                                let connected = tokio::time::timeout(
+                                    std::time::Duration::from_secs(5),
+                                    tokio::net::TcpStream::connect(addr.to_owned()),
+                                )
+                                .await
+                                .unwrap_or_else(|_| Err(std::io::Error::other("timed out")));
+                                answer["connect"] = outcome(connected.map(|_| ()));
+                            }
+                            for path in r.params["read"].as_array().into_iter().flatten() {
+                                let path = path.as_str().unwrap_or("");
+                                answer["read"][path] = outcome(std::fs::read(path).map(|_| ()));
+                            }
+                            for dir in r.params["write"].as_array().into_iter().flatten() {
+                                let dir = dir.as_str().unwrap_or("");
+                                let file = std::path::Path::new(dir).join("written-by-plugin");
+                                answer["write"][dir] = outcome(std::fs::write(file, b"x"));
+                            }
+                            Ok(answer)
+                        }
                         "test.echo" => Ok(
                             json!({"params": r.params, "epoch": *epoch.lock().expect("lock"), "pid": std::process::id()}),
                         ),

@@ -1,0 +1,468 @@
+//! Plugin sandboxes: with `[security] enforce = true` each plugin process is started under
+//! bubblewrap (`bwrap`), and what confines it is reported from the same plan that built its
+//! command line ([`SandboxReport`]), so `utter plugins` and `runner.validate_plugin` say
+//! exactly what is in force.
+//!
+//! The bubblewrap sandbox of a plugin:
+//! - a root of its own: the system directories (`/usr`, `/etc`, `/lib*`, `/bin`, `/sbin`,
+//!   `/opt`) read-only, its program and the absolute paths its entrypoint names read-only,
+//!   its `read_paths` read-only and its `write_paths` writable; `/proc`, a minimal `/dev` and
+//!   a private `/tmp`. Nothing else: not the home directory, not `$XDG_RUNTIME_DIR`;
+//! - a network namespace of its own (no network at all, not even the host's loopback) unless
+//!   its `[[plugin]]` entry grants `network`;
+//! - its own IPC and UTS namespaces, no capabilities (`--cap-drop ALL`), no new privileges
+//!   (bubblewrap sets `PR_SET_NO_NEW_PRIVS` itself), and death with the runner
+//!   (`--die-with-parent`, on top of the runner's `PR_SET_PDEATHSIG` on `bwrap` itself);
+//! - the session sockets its environment names, bound one by one: the session bus
+//!   (`DBUS_SESSION_BUS_ADDRESS`, a `unix:path=` address), the Wayland display, the
+//!   compositor's IPC socket (`NIRI_SOCKET`, `SWAYSOCK`, `I3SOCK`), the accessibility bus with
+//!   `accessibility`, PipeWire with `microphone`, `/dev/uinput` with `input-injection`, and
+//!   the plugin socket directory for the `connect` and `listen` transports.
+//!
+//! Permissions are granted by the `[[plugin]]` entry only; what a plugin declares in its
+//! hello never widens its sandbox (the older runner's weakness, reference §12 item 40).
+//! Permissions that travel over the session bus or the Wayland socket (`screenshot`,
+//! `clipboard`, `notifications`, ...) are reported advisory: the sandbox cannot tell those
+//! calls apart. When bwrap is missing or does not work here, plugins run unconfined and every
+//! permission is reported advisory with the reason.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use utter_ipc::status::{PermissionReport, SandboxReport};
+
+use crate::config::PluginEntry;
+
+/// System directories every sandboxed plugin may read (those that exist; a symbolic link,
+/// such as `/bin` → `usr/bin` on merged-/usr systems, is recreated as a link).
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt",
+];
+
+/// How plugins are confined, decided once when the supervisor starts (and again when a
+/// reload changes `[security] enforce`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mechanism {
+    /// `[security] enforce = false` (the default): plugins run unconfined.
+    Off,
+    /// bubblewrap, at this path; it passed the probe.
+    Bwrap(PathBuf),
+    /// `enforce = true`, but no mechanism works here: why (and what to install).
+    Unavailable(String),
+}
+
+impl Mechanism {
+    /// The mechanism for `enforce`: when it is on, find `bwrap` on `PATH` and probe it (a
+    /// sandbox like a plugin's, running `true`, must exit 0 within 5 s).
+    pub async fn detect(enforce: bool) -> Mechanism {
+        if !enforce {
+            return Mechanism::Off;
+        }
+        let Some(bwrap) = crate::paths::find_on_path("bwrap") else {
+            return Mechanism::Unavailable(
+                "bwrap is not installed (install bubblewrap: apt install bubblewrap, dnf install bubblewrap, pacman -S bubblewrap)".into(),
+            );
+        };
+        let mut probe = tokio::process::Command::new(&bwrap);
+        for dir in SYSTEM_DIRS {
+            probe.arg("--ro-bind-try").arg(dir).arg(dir);
+        }
+        probe
+            .args(["--proc", "/proc", "--dev", "/dev", "--unshare-net"])
+            .args(["--unshare-ipc", "--die-with-parent", "--cap-drop", "ALL"])
+            .args(["--", "true"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        match tokio::time::timeout(Duration::from_secs(5), probe.output()).await {
+            Ok(Ok(out)) if out.status.success() => Mechanism::Bwrap(bwrap),
+            Ok(Ok(out)) => Mechanism::Unavailable(format!(
+                "{} does not work here ({}: {}); user namespaces may be off (sysctl kernel.unprivileged_userns_clone=1)",
+                bwrap.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+            Ok(Err(e)) => Mechanism::Unavailable(format!("cannot run {}: {e}", bwrap.display())),
+            Err(_) => Mechanism::Unavailable(format!(
+                "{} did not finish its probe within 5 s",
+                bwrap.display()
+            )),
+        }
+    }
+}
+
+/// The sandbox of one plugin start: the command line to put before its program (empty
+/// when it runs unconfined) and the report of what that command line enforces.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// `bwrap ARGS… --`, or nothing.
+    pub prefix: Vec<OsString>,
+    /// What is in force (its `permissions` are filled per report, see [`permissions`]).
+    pub report: SandboxReport,
+}
+
+/// What the plugin is started in: the environment it gets (to find the session sockets),
+/// its resolved program and the plugin socket directory of a socket transport.
+#[derive(Clone, Copy)]
+pub struct Start<'a> {
+    /// The plugin's `[[plugin]]` entry.
+    pub entry: &'a PluginEntry,
+    /// Its program, resolved.
+    pub program: &'a Path,
+    /// `UTTER_PLUGIN_SOCKET`'s directory, for `connect` and `listen`.
+    pub socket_dir: Option<&'a Path>,
+    /// A variable of the environment it gets (`None`: not set).
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// The plan for one start under `mechanism`.
+pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
+    let unconfined = |why: String| Plan {
+        prefix: Vec::new(),
+        report: SandboxReport {
+            mechanism: "none".into(),
+            enforced: false,
+            why: Some(why),
+            network: "unrestricted".into(),
+            read_paths: Vec::new(),
+            write_paths: Vec::new(),
+            sockets: Vec::new(),
+            permissions: Vec::new(),
+        },
+    };
+    let bwrap = match mechanism {
+        Mechanism::Off => return unconfined("[security] enforce is off".into()),
+        Mechanism::Unavailable(why) => return unconfined(format!("no sandbox: {why}")),
+        Mechanism::Bwrap(_) if !start.entry.sandbox => {
+            return unconfined(format!(
+                "sandbox = false in the [[plugin]] entry {:?}",
+                start.entry.id
+            ));
+        }
+        Mechanism::Bwrap(path) => path,
+    };
+    let granted = |name: &str| start.entry.permissions.iter().any(|p| p == name);
+    let mut args: Vec<OsString> = vec![bwrap.clone().into()];
+    let mut arg = |a: &str| args.push(a.into());
+    arg("--die-with-parent");
+    arg("--cap-drop");
+    arg("ALL");
+    arg("--unshare-ipc");
+    arg("--unshare-uts");
+    arg("--unshare-cgroup-try");
+    let network = if granted("network") {
+        "allowed"
+    } else {
+        arg("--unshare-net");
+        "denied"
+    };
+    let mut read = Vec::new();
+    let mut write = Vec::new();
+    let mut sockets = Vec::new();
+    let mut binds: Vec<(&'static str, PathBuf)> = Vec::new();
+    for dir in SYSTEM_DIRS {
+        let path = Path::new(dir);
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(path) {
+                    binds.push(("--symlink", target));
+                    binds.push(("", path.to_path_buf()));
+                }
+            }
+            Ok(_) => {
+                binds.push(("--ro-bind", path.to_path_buf()));
+                read.push(dir.to_string());
+            }
+            Err(_) => {}
+        }
+    }
+    // Its program (a bare name as execvp would find it) and the absolute paths its
+    // entrypoint names (a script, a model).
+    let program = if start.program.components().count() > 1 {
+        start.program.to_path_buf()
+    } else {
+        crate::paths::find_on_path(&start.program.to_string_lossy())
+            .unwrap_or_else(|| start.program.to_path_buf())
+    };
+    let mut own: Vec<PathBuf> = vec![program];
+    own.extend(
+        start.entry.entrypoint.to_vec()[1..]
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute() && p.exists()),
+    );
+    for path in own {
+        if !under_any(&path, &read) {
+            read.push(path.display().to_string());
+            binds.push(("--ro-bind", path));
+        }
+    }
+    // What does not exist is not bound, and not reported (check-config warns about it).
+    let cwd = Some(start.entry.cwd.as_str()).filter(|c| !c.is_empty());
+    for path in start.entry.read_paths.iter().map(String::as_str).chain(cwd) {
+        if Path::new(path).exists() && !under_any(Path::new(path), &read) {
+            read.push(path.to_owned());
+            binds.push(("--ro-bind", PathBuf::from(path)));
+        }
+    }
+    for path in &start.entry.write_paths {
+        if Path::new(path).exists() {
+            write.push(path.clone());
+            binds.push(("--bind", PathBuf::from(path)));
+        }
+    }
+    if let Some(dir) = start.socket_dir {
+        write.push(dir.display().to_string());
+        binds.push(("--bind", dir.to_path_buf()));
+    }
+    // Session sockets, each one by one.
+    let runtime = (start.env)("XDG_RUNTIME_DIR").map(PathBuf::from);
+    let mut socket = |path: PathBuf, binds: &mut Vec<(&'static str, PathBuf)>| {
+        if path.is_absolute() && path.exists() {
+            sockets.push(path.display().to_string());
+            binds.push(("--bind", path));
+        }
+    };
+    if let Some(bus) = (start.env)("DBUS_SESSION_BUS_ADDRESS") {
+        for part in bus.split(';') {
+            if let Some(path) = part
+                .strip_prefix("unix:")
+                .and_then(|rest| rest.split(',').find_map(|kv| kv.strip_prefix("path=")))
+            {
+                socket(PathBuf::from(path), &mut binds);
+            }
+        }
+    }
+    if let Some(display) = (start.env)("WAYLAND_DISPLAY") {
+        let path = PathBuf::from(&display);
+        match (&runtime, path.is_absolute()) {
+            (_, true) => socket(path, &mut binds),
+            (Some(dir), false) => socket(dir.join(display), &mut binds),
+            (None, false) => {}
+        }
+    }
+    for name in ["NIRI_SOCKET", "SWAYSOCK", "I3SOCK"] {
+        if let Some(path) = (start.env)(name) {
+            socket(PathBuf::from(path), &mut binds);
+        }
+    }
+    if granted("accessibility") {
+        if let Some(dir) = &runtime {
+            socket(dir.join("at-spi"), &mut binds);
+        }
+    }
+    if granted("microphone") {
+        let pipewire = (start.env)("PIPEWIRE_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .or_else(|| runtime.clone());
+        if let Some(dir) = pipewire {
+            socket(dir.join("pipewire-0"), &mut binds);
+        }
+    }
+    // The fresh mounts first: a bind below /tmp (a test's directory) must land on the
+    // private /tmp, not under it.
+    args.extend(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"].map(OsString::from));
+    for (flag, path) in binds.iter() {
+        match *flag {
+            "--symlink" => args.extend(["--symlink".into(), path.clone().into_os_string()]),
+            "" => args.push(path.clone().into_os_string()),
+            flag => args.extend([
+                flag.into(),
+                path.clone().into_os_string(),
+                path.clone().into_os_string(),
+            ]),
+        }
+    }
+    if granted("input-injection") && Path::new("/dev/uinput").exists() {
+        args.extend(["--dev-bind", "/dev/uinput", "/dev/uinput"].map(OsString::from));
+    }
+    if !start.entry.cwd.is_empty() {
+        args.extend(["--chdir".into(), OsString::from(&start.entry.cwd)]);
+    }
+    args.push("--".into());
+    write.push("/tmp (private)".into());
+    Plan {
+        prefix: args,
+        report: SandboxReport {
+            mechanism: "bwrap".into(),
+            enforced: true,
+            why: None,
+            network: network.into(),
+            read_paths: read,
+            write_paths: write,
+            sockets,
+            permissions: Vec::new(),
+        },
+    }
+}
+
+/// Each of `names` (the plugin's permissions, config ∪ hello) as `report` enforces it;
+/// `configured` are those its `[[plugin]]` entry grants.
+pub fn permissions(
+    report: &SandboxReport,
+    names: &[String],
+    configured: &[String],
+) -> Vec<PermissionReport> {
+    names
+        .iter()
+        .map(|name| {
+            let granted = configured.contains(name);
+            let advisory = |detail: String| PermissionReport {
+                name: name.clone(),
+                enforced: false,
+                mechanism: None,
+                detail,
+            };
+            if !report.enforced {
+                return advisory(report.why.clone().unwrap_or_else(|| "no sandbox".into()));
+            }
+            let enforced = |detail: &str| PermissionReport {
+                name: name.clone(),
+                enforced: true,
+                mechanism: Some(report.mechanism.clone()),
+                detail: detail.to_owned(),
+            };
+            let not_granted = "declared by the plugin but not granted in its [[plugin]] permissions: denied";
+            match name.as_str() {
+                "network" if granted => enforced("granted: it shares the host's network"),
+                "network" => enforced(not_granted),
+                "filesystem.read" => enforced("only the system directories, its program and its read_paths"),
+                "filesystem.write" => enforced("only its write_paths, its socket directory and a private /tmp"),
+                "microphone" if granted => enforced("granted: the PipeWire socket is passed in"),
+                "microphone" => enforced("not granted: no PipeWire socket"),
+                "accessibility" if granted => enforced("granted: the accessibility bus is passed in"),
+                "accessibility" => enforced("not granted: no accessibility bus"),
+                _ => advisory(
+                    "reached over the session bus or the Wayland socket, which the sandbox passes in whole: not enforced"
+                        .into(),
+                ),
+            }
+        })
+        .collect()
+}
+
+/// Whether `path` lies under one of `dirs`.
+fn under_any(path: &Path, dirs: &[String]) -> bool {
+    dirs.iter().any(|d| path.starts_with(d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(text: &str) -> PluginEntry {
+        let config: crate::config::Config = toml::from_str(&format!(
+            "config_version = 1\n[[plugin]]\nid = \"p\"\nentrypoint = [\"/bin/sh\", \"/nonexistent/script\"]\n{text}"
+        ))
+        .expect("a config");
+        config.plugin.into_iter().next().expect("a plugin")
+    }
+
+    fn plan_for(text: &str, env: &[(&str, &str)]) -> Plan {
+        let entry = entry(text);
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let lookup = move |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        plan(
+            &Mechanism::Bwrap("/usr/bin/bwrap".into()),
+            Start {
+                entry: &entry,
+                program: Path::new("/bin/sh"),
+                socket_dir: None,
+                env: &lookup,
+            },
+        )
+    }
+
+    fn args(plan: &Plan) -> Vec<String> {
+        plan.prefix
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn network_is_cut_unless_granted_and_the_report_says_so() {
+        let cut = plan_for("", &[]);
+        assert!(args(&cut).contains(&"--unshare-net".to_owned()));
+        assert_eq!(cut.report.network, "denied");
+        let open = plan_for("permissions = [\"network\"]\n", &[]);
+        assert!(!args(&open).contains(&"--unshare-net".to_owned()));
+        assert_eq!(open.report.network, "allowed");
+        assert_eq!(args(&open).last().map(String::as_str), Some("--"));
+    }
+
+    #[test]
+    fn paths_and_sockets_are_bound_as_configured() {
+        let dir = tempfile::tempdir().unwrap();
+        let bus = dir.path().join("bus");
+        std::fs::write(&bus, "").unwrap();
+        let models = dir.path().join("models");
+        let out = dir.path().join("out");
+        std::fs::create_dir(&models).unwrap();
+        std::fs::create_dir(&out).unwrap();
+        let plan = plan_for(
+            &format!(
+                "read_paths = [\"{}\", \"/nonexistent/dir\"]\nwrite_paths = [\"{}\"]\n",
+                models.display(),
+                out.display()
+            ),
+            &[(
+                "DBUS_SESSION_BUS_ADDRESS",
+                &format!("unix:path={},guid=1", bus.display()),
+            )],
+        );
+        let a = args(&plan).join(" ");
+        assert!(
+            a.contains(&format!("--ro-bind {0} {0}", models.display())),
+            "{a}"
+        );
+        assert!(a.contains(&format!("--bind {0} {0}", out.display())), "{a}");
+        assert!(a.contains(&format!("--bind {0} {0}", bus.display())), "{a}");
+        assert!(!a.contains("/nonexistent/dir"), "{a}");
+        assert!(
+            plan.report
+                .read_paths
+                .contains(&models.display().to_string())
+        );
+        assert!(plan.report.write_paths.contains(&out.display().to_string()));
+        assert_eq!(plan.report.sockets, vec![bus.display().to_string()]);
+        // Paths that do not exist are not bound.
+        assert!(!a.contains("/nonexistent/script"), "{a}");
+    }
+
+    #[test]
+    fn hello_permissions_never_widen_the_sandbox() {
+        let plan = plan_for("", &[]);
+        let report = permissions(&plan.report, &["network".into(), "clipboard".into()], &[]);
+        assert!(report[0].enforced && report[0].detail.contains("not granted"));
+        assert!(!report[1].enforced && report[1].detail.contains("not enforced"));
+    }
+
+    #[test]
+    fn without_a_mechanism_everything_is_advisory_with_the_reason() {
+        let entry = entry("");
+        let lookup = |_: &str| None;
+        let plan = plan(
+            &Mechanism::Unavailable("bwrap is not installed".into()),
+            Start {
+                entry: &entry,
+                program: Path::new("/bin/sh"),
+                socket_dir: None,
+                env: &lookup,
+            },
+        );
+        assert!(plan.prefix.is_empty());
+        assert_eq!(plan.report.network, "unrestricted");
+        let report = permissions(&plan.report, &["network".into()], &["network".into()]);
+        assert!(!report[0].enforced);
+        assert!(
+            report[0].detail.contains("bwrap is not installed"),
+            "{report:?}"
+        );
+    }
+}

@@ -1,0 +1,136 @@
+//! `utter config migrate [PATH] [--dry-run] [--json]`: rewrite a configuration file in an
+//! older format to the current `config_version` ([`utter_core::config::migrate`]), keeping
+//! every comment, the order and the formatting. The file is replaced atomically after a copy
+//! of the original is kept beside it (`PATH.v<old version>.bak`); `--dry-run` prints the
+//! changes and the new text and writes nothing. A file whose migrated form would still be
+//! invalid is never written (exit 3, with `file:line: key` errors).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use serde_json::json;
+use utter_core::config;
+
+use super::output::{exit, out};
+
+/// What `utter config` does.
+#[derive(clap::Subcommand)]
+pub enum Action {
+    /// Rewrite a config in an older format to the current config_version, keeping its
+    /// comments (a copy of the original is kept as PATH.v<N>.bak).
+    ///
+    /// Example: utter config migrate --dry-run
+    Migrate(MigrateArgs),
+}
+
+/// The arguments of `utter config migrate`.
+#[derive(clap::Args)]
+pub struct MigrateArgs {
+    /// The file (default: --config, else $XDG_CONFIG_HOME/utter/config.toml).
+    path: Option<PathBuf>,
+    /// Print the changes and the migrated text; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print JSON: {path, from, to, changes, written, backup}.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run `utter config ACTION`.
+pub fn run(action: &Action, config: Option<PathBuf>) -> u8 {
+    match action {
+        Action::Migrate(args) => migrate(args, config),
+    }
+}
+
+fn migrate(args: &MigrateArgs, config: Option<PathBuf>) -> u8 {
+    let Some(path) = args
+        .path
+        .clone()
+        .or(config)
+        .or_else(config::user_config_path)
+    else {
+        eprintln!(
+            "utter config migrate: no config file is named and XDG_CONFIG_HOME and HOME are unset; pass PATH"
+        );
+        return exit::USAGE;
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!(
+                "utter config migrate: {} does not exist: nothing to migrate (the built-in default is current)",
+                path.display()
+            );
+            return exit::CONFIG;
+        }
+        Err(e) => {
+            eprintln!("utter config migrate: cannot read {}: {e}", path.display());
+            return exit::CONFIG;
+        }
+    };
+    let origin = path.display().to_string();
+    let migration = match config::migrate(&text, &origin) {
+        Ok(m) => m,
+        Err(e) => {
+            for issue in &e.errors {
+                eprintln!("error: {issue}");
+            }
+            eprintln!(
+                "utter config migrate: nothing was written; fix the errors above (see `utter check-config`)"
+            );
+            return exit::CONFIG;
+        }
+    };
+    let backup = PathBuf::from(format!("{}.v{}.bak", path.display(), migration.from));
+    let write = !args.dry_run && !migration.changes.is_empty();
+    if write {
+        let mode = std::fs::metadata(&path)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0o600);
+        let done = utter_core::paths::write_atomic(&backup, text.as_bytes(), mode)
+            .and_then(|()| utter_core::paths::write_atomic(&path, migration.text.as_bytes(), mode));
+        if let Err(e) = done {
+            eprintln!("utter config migrate: {e}; the file was not changed");
+            return exit::NOT_DONE;
+        }
+    }
+    if args.json {
+        out!(
+            "{}",
+            json!({
+                "path": origin,
+                "from": migration.from,
+                "to": migration.to,
+                "changes": migration.changes,
+                "written": write,
+                "backup": write.then(|| backup.display().to_string()),
+                "text": args.dry_run.then_some(&migration.text),
+            })
+        );
+        return exit::OK;
+    }
+    if migration.changes.is_empty() {
+        out!(
+            "{origin} is at config_version {} already: nothing to do",
+            migration.to
+        );
+        return exit::OK;
+    }
+    let verb = if write { "migrated" } else { "would migrate" };
+    out!(
+        "{verb} {origin} from version {} to {}:",
+        migration.from,
+        migration.to
+    );
+    for change in &migration.changes {
+        out!("  - {change}");
+    }
+    if write {
+        out!("the original is kept as {}", backup.display());
+    } else {
+        out!("dry run: nothing was written; the migrated file would read:\n");
+        out!("{}", migration.text);
+    }
+    exit::OK
+}
