@@ -16,6 +16,7 @@ pub mod config_file;
 pub mod confirm;
 pub mod context;
 pub mod daemon;
+pub mod doctor;
 pub mod eval;
 pub mod events;
 pub mod install;

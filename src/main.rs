@@ -119,9 +119,9 @@ fn main() -> ExitCode {
 /// Hand the command line to its subcommand; returns the exit code.
 async fn run(cli: Cli) -> u8 {
     use cli::{
-        audio, audit, check_config, check_manifest, config_file, confirm, context, daemon, eval,
-        events, install, listen, models, pending, plugin, plugins, profiles, ptt, reload, say,
-        status,
+        audio, audit, check_config, check_manifest, config_file, confirm, context, daemon, doctor,
+        eval, events, install, listen, models, pending, plugin, plugins, profiles, ptt, reload,
+        say, status,
     };
     let service = Service {
         socket: cli.socket.as_deref(),
@@ -130,7 +130,7 @@ async fn run(cli: Cli) -> u8 {
     match cli.command {
         Command::Say(args) => say::run(args, cli.config.clone(), cli.socket.as_deref()).await,
         Command::Daemon(args) => daemon::run(&args, cli.config.clone(), cli.socket.clone()).await,
-        Command::Install(args) => install::run_install(args),
+        Command::Install(args) => install::run_install(args, cli.config.as_deref()).await,
         Command::Uninstall(args) => install::run_uninstall(&args),
         Command::Plugins(args) => plugins::run(&args, cli.config.as_deref()).await,
         Command::Profiles(args) => profiles::run(&args),
@@ -139,6 +139,9 @@ async fn run(cli: Cli) -> u8 {
         Command::CheckManifest(args) => check_manifest::run(&args),
         Command::CheckConfig(args) => check_config::run(args, cli.config.clone()),
         Command::Config { action } => config_file::run(&action, cli.config.clone()),
+        Command::Doctor(args) => {
+            doctor::run(&args, cli.config.as_deref(), cli.socket.as_deref()).await
+        }
         Command::Status(args) => status::run(&args, service).await,
         Command::Context(args) => {
             context::run(&args, cli.config.clone(), cli.socket.as_deref()).await

@@ -167,6 +167,17 @@ async fn install_puts_four_files_in_place_and_uninstall_removes_exactly_them() {
     }
     assert_eq!(report["manifest"], at.manifest.to_str().unwrap());
     assert_eq!(report["dry_run"], false);
+    // The configured plugins are recorded in the install lockfile `utter doctor` reads.
+    let lock: Value =
+        utter_protocol::serde_json::from_str(&read(&sb.path("state/utter/install.lock")))
+            .expect("the install lockfile");
+    assert_eq!(lock["lock_version"], 1, "{lock}");
+    assert!(
+        lock["plugins"].as_array().is_some_and(|p| p
+            .iter()
+            .any(|e| e["id"] == "rules" && e["version"].is_string())),
+        "{lock}"
+    );
 
     // The binary is this build's, byte for byte; the wrapper is the repository's.
     assert_eq!(sha256_hex(&at.binary), sha256_hex(&bin("utter")));

@@ -25,6 +25,7 @@
 //! * [`confirm`]: argument-bearing confirmations, bound to a digest.
 //! * [`context`]: the one reader of the desktop context (`context.snapshot`).
 //! * [`audit`]: the bounded trail of gate decisions.
+//! * [`lockfile`]: the install lockfile `utter doctor` compares the plugins against.
 //! * [`events`]: what clients are told.
 //! * [`ptt`]: the push-to-talk state machine every trigger feeds.
 //! * [`runner`]: all of it as one service, with its parts [`runner::host`] (the plugins'
@@ -42,6 +43,7 @@ pub mod context;
 pub mod events;
 pub mod groups;
 pub mod handles;
+pub mod lockfile;
 pub mod models;
 pub mod ops;
 pub mod params;

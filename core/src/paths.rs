@@ -15,7 +15,12 @@ pub use utter_ipc::paths::{APP, BaseDirs};
 /// owned by another user, or the OS error).
 pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
     if let Some(parent) = dir.parent() {
-        std::fs::create_dir_all(parent)
+        // Missing parents are ours too ($XDG_RUNTIME_DIR/utter above .../groups): private
+        // as well. Existing ones are left as they are.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {

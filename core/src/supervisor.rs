@@ -39,7 +39,7 @@ use utter_protocol::{
 use crate::config::{Config, PluginEntry, Runtime, Transport};
 use crate::policy::Provenance;
 use crate::sandbox::Mechanism;
-use utter_ipc::status::SandboxReport;
+use utter_ipc::status::{DeclaredAxes, SandboxReport};
 
 pub use utter_ipc::status::{PluginReport, PluginStatus, ReloadReport};
 
@@ -367,6 +367,8 @@ struct SlotState {
     warnings: Vec<String>,
     /// What confines the current (or last) instance, as it was started.
     sandbox: Option<SandboxReport>,
+    /// What the last successful handshake declared.
+    declared: Option<DeclaredAxes>,
 }
 
 struct Slot {
@@ -1011,6 +1013,7 @@ impl Slot {
                     crate::sandbox::permissions(&report, &names, &self.entry.permissions);
                 report
             }),
+            declared: state.declared.clone(),
         }
     }
 }
@@ -1422,6 +1425,11 @@ impl Shared {
             HealthStatus::Degraded => format!("degraded: {}", done.health.detail),
         };
         state.warnings = done.warnings;
+        state.declared = Some(DeclaredAxes {
+            version: done.hello.plugin.version.clone(),
+            protocol: done.hello.protocol.clone(),
+            abi: done.hello.abi,
+        });
         Ok(done.describe)
     }
 }

@@ -38,8 +38,8 @@ pub use command::{
 };
 pub use event::{CancelReason, Event, PttEvent, VoiceReport, VoiceTimings};
 pub use status::{
-    DecideStatus, PermissionReport, PluginReport, PluginStatus, PttState, ReloadReport,
-    SandboxReport, ServiceState, Source, Status, TriggerStatus, VoiceStatus,
+    DecideStatus, DeclaredAxes, PermissionReport, PluginReport, PluginStatus, PttState,
+    ReloadReport, SandboxReport, ServiceState, Source, Status, TriggerStatus, VoiceStatus,
 };
 pub use utter_protocol::{ErrorCode, ErrorObject, Provenance};
 

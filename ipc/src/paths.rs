@@ -66,6 +66,12 @@ impl BaseDirs {
         }
     }
 
+    /// `$XDG_RUNTIME_DIR` itself: where the session's own sockets are (Wayland's display,
+    /// PipeWire's `pipewire-0`).
+    pub fn session_runtime_dir(&self) -> &Path {
+        &self.runtime
+    }
+
     /// `$XDG_RUNTIME_DIR/utter`: sockets and handles (see [`ensure_private_dir`]).
     pub fn runtime_dir(&self) -> PathBuf {
         self.runtime.join(APP)

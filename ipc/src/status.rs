@@ -170,6 +170,21 @@ pub struct PluginReport {
     /// absent before the first start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxReport>,
+    /// What the last successful handshake declared (`protocol.hello`); absent before one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<DeclaredAxes>,
+}
+
+/// The axes a plugin declared in its hello (PROTOCOL.md §3), which the install lockfile
+/// pins and `utter doctor` compares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeclaredAxes {
+    /// The plugin's own version (`plugin.version`).
+    pub version: String,
+    /// Its protocol version.
+    pub protocol: String,
+    /// Its abi.
+    pub abi: u64,
 }
 
 /// What confines a plugin process (`[security] enforce`), built from the same plan as the

@@ -15,6 +15,24 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hasher.finish()
 }
 
+/// SHA-256 of the file at `path`, read in 64 KiB pieces: 64 lowercase hex digits.
+///
+/// # Errors
+/// The error of opening or reading the file.
+pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256Hex::default();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            return Ok(hasher.finish());
+        }
+        hasher.update(&buf[..n]);
+    }
+}
+
 /// An incremental SHA-256 whose [`Sha256Hex::finish`] is [`sha256_hex`] of everything fed.
 #[derive(Default)]
 pub struct Sha256Hex(Sha256);

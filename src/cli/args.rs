@@ -8,8 +8,9 @@ use std::path::PathBuf;
 
 use super::output::EXIT_CODES;
 use super::{
-    audio, audit, check_config, check_manifest, config_file, confirm, context, daemon, eval,
-    events, install, listen, models, pending, plugin, plugins, profiles, ptt, reload, say, status,
+    audio, audit, check_config, check_manifest, config_file, confirm, context, daemon, doctor,
+    eval, events, install, listen, models, pending, plugin, plugins, profiles, ptt, reload, say,
+    status,
 };
 
 /// Utter: say what you want, and the desktop does it.
@@ -90,6 +91,15 @@ pub enum Command {
     },
     /// Validate plugin manifests (utter-plugin.toml) against the protocol's schema.
     CheckManifest(check_manifest::Args),
+    /// Check everything utter depends on (config, plugins against the install lockfile,
+    /// sandbox, speech model, runtime directory, service, compositor, portal, PipeWire,
+    /// AT-SPI, notifications, uinput), each failing line with the command that fixes it.
+    ///
+    /// Exit 0 when nothing of severity error failed, 1 otherwise. `--json` has stable field
+    /// names (doctor_version 1).
+    ///
+    /// Example: utter doctor --json
+    Doctor(doctor::Args),
     /// Validate a configuration file (default: the one `utter` would use).
     CheckConfig(check_config::Args),
     /// Work on the configuration file: `utter config migrate` rewrites an older format to

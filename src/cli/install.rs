@@ -391,20 +391,7 @@ struct Planned {
 
 use utter_protocol::digest::sha256_hex as sha256_bytes;
 
-/// SHA-256 of a file's content, read in pieces.
-fn sha256_file(path: &Path) -> io::Result<String> {
-    let mut file = fs::File::open(path)?;
-    let mut hasher = utter_protocol::digest::Sha256Hex::default();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hasher.finish())
-}
+use utter_protocol::digest::sha256_file;
 
 /// The hash and permission bits of what is at `path` now (`None`: nothing).
 fn current_state(path: &Path) -> Result<Option<(String, u32)>, InstallError> {
@@ -1142,7 +1129,9 @@ pub struct UninstallArgs {
 }
 
 /// Run `utter install --user`: exit 0 when done, 2 without `--user`, 4 when it failed.
-pub fn run_install(args: InstallArgs) -> u8 {
+/// After a real install the configured plugins are recorded in the install lockfile
+/// (`utter doctor` compares against it); a failure there is a warning, not a failed install.
+pub async fn run_install(args: InstallArgs, config: Option<&Path>) -> u8 {
     if !args.user {
         eprintln!("utter install: only per-user installs exist so far; run `utter install --user`");
         return exit::USAGE;
@@ -1166,6 +1155,17 @@ pub fn run_install(args: InstallArgs) -> u8 {
                 print_json(&report);
             } else {
                 out!("{}", report.to_text().trim_end());
+            }
+            if !args.dry_run {
+                match super::doctor::record_lock(config).await {
+                    Ok((path, n)) if !args.json => {
+                        out!("install lockfile: {} ({n} plugins)", path.display())
+                    }
+                    Ok(_) => {}
+                    Err(e) => eprintln!(
+                        "utter install: warning: the install lockfile was not written: {e}"
+                    ),
+                }
             }
             exit::OK
         }

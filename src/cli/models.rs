@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indicatif::{DecimalBytes, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sha2::{Digest, Sha256};
 use utter_core::models::{
     self, CATALOG_ENV, Catalog, InstallState, Model, ModelFile, SOURCE_ENV, partial_path,
 };
@@ -562,24 +561,7 @@ fn free_bytes(dir: &Path) -> Option<u64> {
     Some(u64::from(s.blocks_available()).saturating_mul(u64::from(s.fragment_size())))
 }
 
-/// The SHA-256 of the file at `path`, in hex.
-fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut file = File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex(&hasher.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+use utter_protocol::digest::sha256_file;
 
 /// Make `path`'s directory entry durable (after a rename into it).
 fn sync_dir(dir: &Path) {

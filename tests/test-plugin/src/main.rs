@@ -59,6 +59,8 @@ use utter_protocol::{Connection, ConnectionOptions, ErrorObject, Incoming};
 
 #[derive(Default)]
 struct Options {
+    /// `--plugin-version`: the version its hello declares (default 0.1.0).
+    version: Option<String>,
     protocol: String,
     abi: u64,
     provides: Vec<String>,
@@ -95,6 +97,7 @@ fn parse_args() -> Options {
         match arg.as_str() {
             "--protocol" => o.protocol = value(),
             "--abi" => o.abi = value().parse().unwrap_or(0),
+            "--plugin-version" => o.version = Some(value()),
             "--provides" => o.provides.push(value()),
             "--requires" => o.requires.push(value()),
             "--record" => o.record = Some(value()),
@@ -259,7 +262,7 @@ async fn main() -> ExitCode {
                             *epoch.lock().expect("lock") = r.params["epoch"].as_u64().unwrap_or(0);
                             Ok(json!({
                                 "protocol": o.protocol, "abi": o.abi,
-                                "plugin": {"name": "test", "version": "0.1.0", "kind": "bundle"},
+                                "plugin": {"name": "test", "version": o.version.as_deref().unwrap_or("0.1.0"), "kind": "bundle"},
                                 "transport": transport,
                                 "provides": o.provides, "requires": o.requires, "permissions": [],
                             }))

@@ -1,0 +1,631 @@
+//! `utter doctor [--json] [--write-lock]`: everything Utter depends on, checked in one run,
+//! each failing line with the command that fixes it. Exit 0 when no check of severity
+//! `error` failed, 1 otherwise (warnings are optional parts: no compositor on a server).
+//!
+//! The JSON (`--json`) has stable field names, versioned by `doctor_version` (a field is
+//! only ever added; a rename or removal raises the version):
+//!
+//! ```text
+//! {doctor_version: 1, ok,
+//!  runner:   {version, protocol, abi},
+//!  config:   {path, ok, errors: [issue], warnings: [issue]}      issue: {file, line, key, message}
+//!  service:  {socket, running, detail},
+//!  lockfile: {path, present, written},
+//!  plugins:  [{id, kind, status, program, sha256, version, protocol, abi, provides,
+//!              lock: "match" | "drift" | "unlocked" | "no-lockfile", drift: [..],
+//!              deprecations: [..], sandbox}],
+//!  checks:   [{name, ok, severity: "error" | "warning", detail, fix}]}
+//! ```
+//!
+//! Check names: `config`, `plugins`, `lockfile`, `sandbox`, `speech-model`, `runtime-dir`,
+//! `socket`, `token`, `compositor`, `wayland`, `session-bus`, `portal`, `pipewire`,
+//! `accessibility`, `notifications`, `uinput`, `service`.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use utter_core::config::{self, Config, ConfigIssue, LoadedConfig};
+use utter_core::lockfile::{LockedPlugin, Lockfile};
+use utter_core::paths::BaseDirs;
+use utter_core::runner::Runner;
+use utter_core::supervisor::{SupervisorOptions, resolve_program};
+use utter_ipc::PluginReport;
+use utter_protocol::handshake::{ABI, PROTOCOL_VERSION};
+
+use super::connect::endpoint;
+use super::output::{exit, out, sanitize};
+
+/// The version of the JSON's field set.
+pub const DOCTOR_VERSION: u32 = 1;
+
+/// The arguments of `utter doctor`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Print JSON with stable field names (see `doctor_version`).
+    #[arg(long)]
+    json: bool,
+    /// Record the plugins as they are now in the install lockfile
+    /// ($XDG_STATE_HOME/utter/install.lock), which later runs compare against.
+    #[arg(long)]
+    write_lock: bool,
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+struct Check {
+    name: &'static str,
+    ok: bool,
+    /// `error` fails the run; `warning` is an optional part.
+    severity: &'static str,
+    detail: String,
+    /// The command (or step) that fixes it, when it failed.
+    fix: Option<String>,
+}
+
+fn pass(name: &'static str, detail: impl Into<String>) -> Check {
+    Check {
+        name,
+        ok: true,
+        severity: "error",
+        detail: detail.into(),
+        fix: None,
+    }
+}
+
+fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check {
+        name,
+        ok: false,
+        severity: "error",
+        detail: detail.into(),
+        fix: Some(fix.into()),
+    }
+}
+
+fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check {
+        severity: "warning",
+        ..fail(name, detail, fix)
+    }
+}
+
+/// Run `utter doctor`; `config` is `--config`, `socket` is `--socket`.
+pub async fn run(args: &Args, config_path: Option<&Path>, socket: Option<&Path>) -> u8 {
+    let dirs = BaseDirs::from_env();
+    let mut checks = Vec::new();
+
+    // The config.
+    let loaded = config::load(config_path);
+    let origin = match &loaded {
+        Ok(l) => l.origin.clone(),
+        Err(e) => e.errors.first().map(|i| i.file.clone()).unwrap_or_default(),
+    };
+    let (config, config_json) = match &loaded {
+        Ok(l) => {
+            checks.push(pass(
+                "config",
+                format!("{} is valid ({} warnings)", l.origin, l.warnings.len()),
+            ));
+            (
+                Some(l.config.clone()),
+                json!({"path": l.origin, "ok": true, "errors": [], "warnings": issues(&l.warnings)}),
+            )
+        }
+        Err(e) => {
+            checks.push(fail(
+                "config",
+                format!(
+                    "{} is invalid: {}",
+                    origin,
+                    e.errors
+                        .first()
+                        .map(ToString::to_string)
+                        .unwrap_or_default()
+                ),
+                format!("utter check-config {origin}"),
+            ));
+            (
+                None,
+                json!({"path": origin, "ok": false, "errors": issues(&e.errors), "warnings": issues(&e.warnings)}),
+            )
+        }
+    };
+
+    // The plugins, started here as `utter plugins` does, against the lockfile.
+    let lock_path = dirs.state_dir().map(|d| utter_core::lockfile::path_in(&d));
+    let locked = match lock_path.as_deref().map(Lockfile::read) {
+        Some(Ok(lock)) => lock,
+        Some(Err(e)) => {
+            checks.push(fail(
+                "lockfile",
+                e,
+                "utter doctor --write-lock (records the plugins as they are now)",
+            ));
+            None
+        }
+        None => None,
+    };
+    let mut plugins_json = Vec::new();
+    let mut written = false;
+    if let (Ok(loaded), Some(config)) = (&loaded, &config) {
+        let (reports, now) = current_plugins(loaded).await;
+        for (report, entry) in reports.iter().zip(&now) {
+            plugins_json.push(plugin_json(report, entry, locked.as_ref()));
+        }
+        let down: Vec<&PluginReport> = reports
+            .iter()
+            .filter(|p| !p.status.is_running() && p.status != utter_ipc::PluginStatus::Stopped)
+            .collect();
+        if down.is_empty() {
+            checks.push(pass(
+                "plugins",
+                format!("{} plugins started and answered", reports.len()),
+            ));
+        } else {
+            for p in down {
+                checks.push(fail(
+                    "plugins",
+                    format!(
+                        "{} is {}: {}",
+                        p.id,
+                        p.status.as_str(),
+                        p.last_error.as_deref().unwrap_or("no reason given")
+                    ),
+                    "utter plugins (then fix its entrypoint, install it, or [plugins] disabled)",
+                ));
+            }
+        }
+        let drifted: Vec<String> = plugins_json
+            .iter()
+            .filter(|p| p["lock"] == "drift")
+            .map(|p| format!("{}: {}", p["id"].as_str().unwrap_or(""), p["drift"]))
+            .collect();
+        if args.write_lock {
+            if let Some(path) = &lock_path {
+                match lock_of(now).write(path) {
+                    Ok(()) => {
+                        written = true;
+                        checks.push(pass("lockfile", format!("wrote {}", path.display())));
+                    }
+                    Err(e) => checks.push(fail(
+                        "lockfile",
+                        format!("cannot write {}: {e}", path.display()),
+                        format!("check the permissions of {}", path.display()),
+                    )),
+                }
+            }
+        } else if locked.is_none() {
+            checks.push(warn(
+                "lockfile",
+                "no install lockfile: drift cannot be told",
+                "utter doctor --write-lock",
+            ));
+        } else if drifted.is_empty() {
+            checks.push(pass(
+                "lockfile",
+                "every plugin matches the install lockfile",
+            ));
+        } else {
+            for d in drifted {
+                checks.push(warn(
+                    "lockfile",
+                    format!("drift from the install lockfile: {d}"),
+                    "if the change is intended: utter doctor --write-lock",
+                ));
+            }
+        }
+        checks.extend(sandbox_check(config).await);
+        if let Some(missing) = config.stt.missing_model() {
+            checks.push(warn(
+                "speech-model",
+                missing,
+                format!("utter models pull {}", config.stt.model.trim()),
+            ));
+        } else {
+            checks.push(pass("speech-model", "the configured speech model is there"));
+        }
+    } else {
+        checks.push(fail(
+            "plugins",
+            "not started: the config is invalid",
+            format!("utter check-config {origin}"),
+        ));
+    }
+
+    // The runtime directory, the socket, the token, the running service.
+    let default_config = Config::default();
+    let (socket_path, token) = endpoint(socket, config.as_ref().unwrap_or(&default_config));
+    checks.extend(runtime_checks(&dirs, &socket_path));
+    let (running, service_detail) =
+        match utter_ipc::client::Client::connect(&socket_path, token, None).await {
+            Ok(client) => match client.status().await {
+                Ok(status) => (true, format!("running, {:?}", status.state)),
+                Err(e) => (true, format!("answers, but status failed: {}", e.message)),
+            },
+            Err(e) => (false, e.to_string()),
+        };
+    checks.push(if running {
+        pass("service", service_detail.clone())
+    } else {
+        warn(
+            "service",
+            service_detail.clone(),
+            "systemctl --user start utter (or utter daemon)",
+        )
+    });
+
+    // The desktop it acts on.
+    checks.extend(desktop_checks().await);
+
+    let ok = checks.iter().all(|c| c.ok || c.severity != "error");
+    if args.json {
+        let report = json!({
+            "doctor_version": DOCTOR_VERSION,
+            "ok": ok,
+            "runner": {"version": env!("CARGO_PKG_VERSION"), "protocol": PROTOCOL_VERSION.to_string(), "abi": ABI},
+            "config": config_json,
+            "service": {"socket": socket_path.display().to_string(), "running": running, "detail": service_detail},
+            "lockfile": {
+                "path": lock_path.as_ref().map(|p| p.display().to_string()),
+                "present": locked.is_some() || written,
+                "written": written,
+            },
+            "plugins": plugins_json,
+            "checks": checks,
+        });
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+    } else {
+        out!(
+            "utter {} (protocol {}, abi {ABI})",
+            env!("CARGO_PKG_VERSION"),
+            PROTOCOL_VERSION
+        );
+        for c in &checks {
+            let mark = match (c.ok, c.severity) {
+                (true, _) => "ok  ",
+                (false, "error") => "FAIL",
+                (false, _) => "warn",
+            };
+            out!("{mark} {:<14} {}", c.name, sanitize(&c.detail));
+            if let Some(fix) = c.fix.as_ref().filter(|_| !c.ok) {
+                out!("     {:<14} fix: {}", "", sanitize(fix));
+            }
+        }
+        out!(
+            "{}",
+            if ok {
+                "no problems that stop utter"
+            } else {
+                "some checks failed (FAIL lines)"
+            }
+        );
+    }
+    if ok { exit::OK } else { exit::NOT_DONE }
+}
+
+/// Start the plugins of `loaded` as `utter plugins` does, and stop them: their reports and
+/// their lockfile entries (programs hashed now), in config order.
+async fn current_plugins(loaded: &LoadedConfig) -> (Vec<PluginReport>, Vec<LockedPlugin>) {
+    let options = SupervisorOptions::from_config(&loaded.config);
+    let runner = Runner::start(loaded.clone(), options, None).await;
+    let reports = runner.plugins();
+    runner.shutdown().await;
+    let entries = reports
+        .iter()
+        .map(|r| LockedPlugin::of(r, &program_of(&loaded.config, &r.id)))
+        .collect();
+    (reports, entries)
+}
+
+fn lock_of(plugins: Vec<LockedPlugin>) -> Lockfile {
+    Lockfile {
+        lock_version: utter_core::lockfile::LOCK_VERSION,
+        utter_version: env!("CARGO_PKG_VERSION").into(),
+        protocol: PROTOCOL_VERSION.to_string(),
+        plugins,
+    }
+}
+
+/// Record the plugins of the config at `config` (`None`: the one `utter` would use) as they
+/// are now in the install lockfile (what `utter install --user` does after installing):
+/// its path and how many plugins it holds.
+///
+/// # Errors
+/// A sentence: the config is invalid, there is no state directory, or the write failed.
+pub async fn record_lock(config: Option<&Path>) -> Result<(PathBuf, usize), String> {
+    let loaded = config::load(config).map_err(|e| {
+        format!(
+            "the configuration is invalid ({}), so its plugins were not recorded",
+            e.errors
+                .first()
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        )
+    })?;
+    let path = BaseDirs::from_env()
+        .state_dir()
+        .map(|d| utter_core::lockfile::path_in(&d))
+        .ok_or("neither XDG_STATE_HOME nor HOME is set")?;
+    let (_, now) = current_plugins(&loaded).await;
+    let count = now.len();
+    lock_of(now)
+        .write(&path)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok((path, count))
+}
+
+fn issues(list: &[ConfigIssue]) -> Vec<Value> {
+    list.iter()
+        .map(|i| json!({"file": i.file, "line": i.line, "key": i.key, "message": i.message}))
+        .collect()
+}
+
+/// The program of the plugin `id`, resolved as the supervisor does (and as execvp would,
+/// for a bare name on `PATH`).
+fn program_of(config: &Config, id: &str) -> PathBuf {
+    let Some(entry) = config.plugin.iter().find(|p| p.id == id) else {
+        return PathBuf::new();
+    };
+    let argv = entry.entrypoint.to_vec();
+    let program = resolve_program(argv.first().map(String::as_str).unwrap_or(""), None);
+    if program.components().count() > 1 {
+        program
+    } else {
+        utter_core::paths::find_on_path(&program.to_string_lossy()).unwrap_or(program)
+    }
+}
+
+fn plugin_json(report: &PluginReport, now: &LockedPlugin, lock: Option<&Lockfile>) -> Value {
+    let (state, drift) = match lock {
+        None => ("no-lockfile", Vec::new()),
+        Some(lock) => match lock.plugins.iter().find(|p| p.id == report.id) {
+            None => ("unlocked", Vec::new()),
+            Some(locked) => {
+                let drift = locked.drift(now);
+                (if drift.is_empty() { "match" } else { "drift" }, drift)
+            }
+        },
+    };
+    let deprecations: Vec<&String> = report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("deprecated"))
+        .collect();
+    json!({
+        "id": report.id,
+        "kind": report.kind,
+        "status": report.status,
+        "program": now.program,
+        "sha256": now.sha256,
+        "version": now.version,
+        "protocol": now.protocol,
+        "abi": now.abi,
+        "provides": now.provides,
+        "lock": state,
+        "drift": drift,
+        "deprecations": deprecations,
+        "sandbox": report.sandbox,
+    })
+}
+
+async fn sandbox_check(config: &Config) -> Vec<Check> {
+    if !config.security.enforce {
+        return vec![warn(
+            "sandbox",
+            "[security] enforce is off: plugins run unconfined",
+            "set [security] enforce = true in the config (needs bubblewrap)",
+        )];
+    }
+    match utter_core::sandbox::Mechanism::detect(true).await {
+        utter_core::sandbox::Mechanism::Bwrap(path) => vec![pass(
+            "sandbox",
+            format!("plugins run under {}", path.display()),
+        )],
+        utter_core::sandbox::Mechanism::Unavailable(why) => vec![fail(
+            "sandbox",
+            format!("[security] enforce is on, but {why}"),
+            "install bubblewrap (apt install bubblewrap)",
+        )],
+        utter_core::sandbox::Mechanism::Off => Vec::new(),
+    }
+}
+
+/// The runtime directory (0700, ours), the socket (0600) and the token file (0600).
+fn runtime_checks(dirs: &BaseDirs, socket: &Path) -> Vec<Check> {
+    let uid = nix::unistd::getuid().as_raw();
+    let private = |name: &'static str, path: &Path, mode: u32, what: &str| -> Check {
+        match std::fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => pass(
+                name,
+                format!(
+                    "{what} {} does not exist yet (the service creates it)",
+                    path.display()
+                ),
+            ),
+            Err(e) => fail(
+                name,
+                format!("cannot read {what} {}: {e}", path.display()),
+                format!("ls -ld {}", path.display()),
+            ),
+            Ok(meta) if meta.uid() != uid => fail(
+                name,
+                format!(
+                    "{what} {} belongs to uid {}, not to you ({uid})",
+                    path.display(),
+                    meta.uid()
+                ),
+                format!(
+                    "remove it: rm -r {} (the service makes a new one)",
+                    path.display()
+                ),
+            ),
+            Ok(meta) if meta.permissions().mode() & 0o077 != 0 => fail(
+                name,
+                format!(
+                    "{what} {} has mode {:o}; others must not get in (at most {mode:o})",
+                    path.display(),
+                    meta.permissions().mode() & 0o7777
+                ),
+                format!("chmod {mode:o} {}", path.display()),
+            ),
+            Ok(meta) => pass(
+                name,
+                format!(
+                    "{what} {} (mode {:o})",
+                    path.display(),
+                    meta.permissions().mode() & 0o7777
+                ),
+            ),
+        }
+    };
+    let mut checks = vec![private(
+        "runtime-dir",
+        &dirs.runtime_dir(),
+        0o700,
+        "the runtime directory",
+    )];
+    checks.push(private("socket", socket, 0o600, "the socket"));
+    if let Some(token) = dirs.token() {
+        checks.push(private("token", &token, 0o600, "the token file"));
+    }
+    checks
+}
+
+/// What the desktop offers: the compositor, Wayland, the session bus and what is on it,
+/// PipeWire, `/dev/uinput`. All warnings: each is needed only by some commands.
+async fn desktop_checks() -> Vec<Check> {
+    let mut checks = Vec::new();
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let connectable = |path: &Path| std::os::unix::net::UnixStream::connect(path).is_ok();
+    let compositor = ["NIRI_SOCKET", "SWAYSOCK", "I3SOCK"]
+        .iter()
+        .find_map(|name| env(name).map(|v| (*name, v)));
+    checks.push(match compositor {
+        Some((name, path)) if connectable(Path::new(&path)) => {
+            pass("compositor", format!("{name}={path} answers"))
+        }
+        Some((name, path)) => warn(
+            "compositor",
+            format!("{name}={path} does not answer"),
+            "run utter inside the compositor's session",
+        ),
+        None => warn(
+            "compositor",
+            "none of NIRI_SOCKET, SWAYSOCK, I3SOCK is set: windows, workspaces and focus are unknown",
+            "systemctl --user import-environment NIRI_SOCKET SWAYSOCK (in the compositor's startup)",
+        ),
+    });
+    let runtime = BaseDirs::from_env().session_runtime_dir().to_path_buf();
+    checks.push(match env("WAYLAND_DISPLAY") {
+        Some(display) => {
+            let path = if display.starts_with('/') {
+                PathBuf::from(&display)
+            } else {
+                runtime.join(&display)
+            };
+            if connectable(&path) {
+                pass("wayland", format!("{} answers", path.display()))
+            } else {
+                warn(
+                    "wayland",
+                    format!(
+                        "WAYLAND_DISPLAY={display}, but {} does not answer",
+                        path.display()
+                    ),
+                    "run utter inside the Wayland session",
+                )
+            }
+        }
+        None => warn(
+            "wayland",
+            "WAYLAND_DISPLAY is not set: no typing or clipboard through Wayland",
+            "systemctl --user import-environment WAYLAND_DISPLAY",
+        ),
+    });
+    let pipewire = env("PIPEWIRE_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| runtime.clone())
+        .join("pipewire-0");
+    checks.push(if connectable(&pipewire) {
+        pass("pipewire", format!("{} answers", pipewire.display()))
+    } else {
+        warn(
+            "pipewire",
+            format!("{} does not answer: no microphone", pipewire.display()),
+            "systemctl --user start pipewire wireplumber",
+        )
+    });
+    checks.push(
+        match std::fs::OpenOptions::new().write(true).open("/dev/uinput") {
+            Ok(_) => pass("uinput", "/dev/uinput can be written"),
+            Err(e) => warn(
+                "uinput",
+                format!("/dev/uinput: {e}: keys are typed only through Wayland or the portal"),
+                "sudo modprobe uinput, and a udev rule giving your user access (see the README)",
+            ),
+        },
+    );
+    match zbus::Connection::session().await {
+        Err(e) => checks.push(warn(
+            "session-bus",
+            format!("no session bus: {e}"),
+            "run utter in your desktop session (DBUS_SESSION_BUS_ADDRESS)",
+        )),
+        Ok(conn) => {
+            checks.push(pass("session-bus", "reachable"));
+            let bus = zbus::fdo::DBusProxy::new(&conn).await.ok();
+            let activatable: Vec<String> = match &bus {
+                Some(bus) => bus
+                    .list_activatable_names()
+                    .await
+                    .map(|names| names.iter().map(|n| n.to_string()).collect())
+                    .unwrap_or_default(),
+                None => Vec::new(),
+            };
+            for (name, service, fix) in [
+                (
+                    "portal",
+                    "org.freedesktop.portal.Desktop",
+                    "install xdg-desktop-portal and a backend (xdg-desktop-portal-gnome or -gtk)",
+                ),
+                (
+                    "accessibility",
+                    "org.a11y.Bus",
+                    "install at-spi2-core (clicks on named buttons need it)",
+                ),
+                (
+                    "notifications",
+                    "org.freedesktop.Notifications",
+                    "run a notification daemon (mako, dunst, swaync)",
+                ),
+            ] {
+                let owned = match (&bus, zbus::names::BusName::try_from(service)) {
+                    (Some(bus), Ok(n)) => bus.name_has_owner(n).await.unwrap_or(false),
+                    _ => false,
+                };
+                let can_start = activatable.iter().any(|a| a == service);
+                checks.push(if owned || can_start {
+                    pass(
+                        name,
+                        format!(
+                            "{service} {}",
+                            if owned {
+                                "is running"
+                            } else {
+                                "can be started"
+                            }
+                        ),
+                    )
+                } else {
+                    warn(name, format!("{service} is not on the session bus"), fix)
+                });
+            }
+        }
+    }
+    checks
+}
