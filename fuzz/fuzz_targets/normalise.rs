@@ -1,0 +1,13 @@
+//! The rules router's normaliser and its in-app phrase planner over arbitrary text (what
+//! speech-to-text or a client hands it): never a panic, and normalising is idempotent.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    let once = utter_rules::text::normalize(&text);
+    assert_eq!(utter_rules::text::normalize(&once), once, "{text:?}");
+    let _ = utter_rules::text::normalize_words(&text);
+    let _ = utter_rules::inapp::plan(&text);
+});
