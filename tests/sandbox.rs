@@ -44,7 +44,19 @@ fn report_of<'a>(status: &'a Value, id: &str) -> &'a Value {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn plugins_run_in_the_sandbox_the_runner_reports() {
+async fn plugins_run_in_the_bubblewrap_sandbox_the_runner_reports() {
+    plugins_run_in_the_sandbox_the_runner_reports("bwrap").await;
+}
+
+/// The same with Landlock, the fallback where bwrap is missing (chosen here with
+/// `[security] sandbox = "landlock"`): TCP denied, paths as configured, on the unchanged
+/// file system.
+#[tokio::test(flavor = "multi_thread")]
+async fn plugins_run_under_landlock_rules_the_runner_reports() {
+    plugins_run_in_the_sandbox_the_runner_reports("landlock").await;
+}
+
+async fn plugins_run_in_the_sandbox_the_runner_reports(mechanism: &str) {
     let sb = Sandbox::new();
     // What the sandboxed plugins try to reach.
     let readable = sb.path("shared/readable");
@@ -78,7 +90,7 @@ async fn plugins_run_in_the_sandbox_the_runner_reports() {
     let config = sb.write(
         "utter.toml",
         &format!(
-            "config_version = 1\n[security]\nenforce = true\n{}{}{}",
+            "config_version = 1\n[security]\nenforce = true\nsandbox = \"{mechanism}\"\n{}{}{}",
             plugin(
                 "jail",
                 &format!(
@@ -161,9 +173,14 @@ async fn plugins_run_in_the_sandbox_the_runner_reports() {
     // The report is what is in force.
     let status = client.call("runner.status", json!({})).await.unwrap();
     let jail = &report_of(&status, "jail")["sandbox"];
-    assert_eq!(jail["mechanism"], "bwrap", "{jail}");
+    assert_eq!(jail["mechanism"], mechanism, "{jail}");
     assert_eq!(jail["enforced"], true, "{jail}");
-    assert_eq!(jail["network"], "denied", "{jail}");
+    let denied = if mechanism == "bwrap" {
+        "denied"
+    } else {
+        "tcp-denied"
+    };
+    assert_eq!(jail["network"], denied, "{jail}");
     let listed = |key: &str, path: &std::path::Path| {
         jail[key]
             .as_array()
@@ -183,7 +200,7 @@ async fn plugins_run_in_the_sandbox_the_runner_reports() {
         .cloned()
         .unwrap_or_else(|| panic!("{validated}"));
     assert_eq!(network["enforced"], true, "{validated}");
-    assert_eq!(network["mechanism"], "bwrap", "{validated}");
+    assert_eq!(network["mechanism"], mechanism, "{validated}");
 
     // `utter plugins --json` reports the same sandbox (started by the CLI itself).
     let run = common::run_utter(
@@ -203,7 +220,7 @@ async fn plugins_run_in_the_sandbox_the_runner_reports() {
         .and_then(|a| a.iter().find(|p| p["id"] == "jail"))
         .cloned()
         .unwrap_or_else(|| panic!("{listed}"));
-    assert_eq!(jail["sandbox"]["network"], "denied", "{jail}");
+    assert_eq!(jail["sandbox"]["network"], denied, "{jail}");
     let _ = LIMIT;
 }
 

@@ -214,11 +214,22 @@ impl Default for SocketSection {
 }
 
 /// `[security]`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct SecuritySection {
     /// Sandbox plugin processes.
     pub enforce: bool,
+    /// Which sandbox: `auto` (bwrap when it works, else Landlock), `bwrap` or `landlock`.
+    pub sandbox: String,
+}
+
+impl Default for SecuritySection {
+    fn default() -> Self {
+        SecuritySection {
+            enforce: false,
+            sandbox: "auto".into(),
+        }
+    }
 }
 
 /// `[policy]`.
@@ -1340,7 +1351,21 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             ));
         }
     }
-    if config.security.enforce && crate::paths::find_on_path("bwrap").is_none() {
+    if !["auto", "bwrap", "landlock"].contains(&config.security.sandbox.as_str()) {
+        errors.push(issue_at(
+            text,
+            origin,
+            &[Seg::Key("security".into()), Seg::Key("sandbox".into())],
+            format!(
+                "{:?} is not a sandbox; use \"auto\" (bwrap, else Landlock), \"bwrap\" or \"landlock\"",
+                config.security.sandbox
+            ),
+        ));
+    }
+    if config.security.enforce
+        && config.security.sandbox == "bwrap"
+        && crate::paths::find_on_path("bwrap").is_none()
+    {
         warnings.push(issue_at(
             text,
             origin,

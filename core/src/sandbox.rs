@@ -23,8 +23,15 @@
 //! hello never widens its sandbox (the older runner's weakness, reference §12 item 40).
 //! Permissions that travel over the session bus or the Wayland socket (`screenshot`,
 //! `clipboard`, `notifications`, ...) are reported advisory: the sandbox cannot tell those
-//! calls apart. When bwrap is missing or does not work here, plugins run unconfined and every
-//! permission is reported advisory with the reason.
+//! calls apart.
+//!
+//! Where bwrap is missing or does not work, Landlock (Linux 6.7+, ABI 4) confines the plugin
+//! process itself instead (`[security] sandbox = "auto"`, or chosen with `"landlock"`): the
+//! same paths as above for reading and writing, enforced by the kernel on the unchanged file
+//! system, and TCP `connect`/`bind` denied without `network` (Landlock rules cover TCP only,
+//! so the report says `tcp-denied`). It cannot give a private `/tmp` or restrict unix
+//! sockets, and says so. With neither, plugins run unconfined and every permission is
+//! reported advisory with the reason.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -41,55 +48,141 @@ const SYSTEM_DIRS: &[&str] = &[
 ];
 
 /// How plugins are confined, decided once when the supervisor starts (and again when a
-/// reload changes `[security] enforce`).
+/// reload changes `[security]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mechanism {
     /// `[security] enforce = false` (the default): plugins run unconfined.
     Off,
     /// bubblewrap, at this path; it passed the probe.
     Bwrap(PathBuf),
+    /// Landlock rules applied to the plugin process itself (the kernel has ABI 4 or newer).
+    Landlock,
     /// `enforce = true`, but no mechanism works here: why (and what to install).
     Unavailable(String),
 }
 
+/// The Landlock ABI the rules are written for: 4 (Linux 6.7), the first with TCP rules.
+const LANDLOCK_ABI: landlock::ABI = landlock::ABI::V4;
+
 impl Mechanism {
-    /// The mechanism for `enforce`: when it is on, find `bwrap` on `PATH` and probe it (a
-    /// sandbox like a plugin's, running `true`, must exit 0 within 5 s).
-    pub async fn detect(enforce: bool) -> Mechanism {
+    /// The mechanism for `enforce` and `[security] sandbox` (`auto`: bwrap when it works,
+    /// else Landlock; `bwrap` or `landlock`: only that one). bwrap is probed with a sandbox
+    /// like a plugin's running `true` (exit 0 within 5 s); Landlock by creating a ruleset.
+    pub async fn detect(enforce: bool, choice: &str) -> Mechanism {
         if !enforce {
             return Mechanism::Off;
         }
-        let Some(bwrap) = crate::paths::find_on_path("bwrap") else {
-            return Mechanism::Unavailable(
-                "bwrap is not installed (install bubblewrap: apt install bubblewrap, dnf install bubblewrap, pacman -S bubblewrap)".into(),
-            );
+        let bwrap = if choice == "landlock" {
+            Err("[security] sandbox = \"landlock\"".to_owned())
+        } else {
+            probe_bwrap().await
         };
-        let mut probe = tokio::process::Command::new(&bwrap);
-        for dir in SYSTEM_DIRS {
-            probe.arg("--ro-bind-try").arg(dir).arg(dir);
+        let bwrap_why = match bwrap {
+            Ok(path) => return Mechanism::Bwrap(path),
+            Err(why) => why,
+        };
+        if choice == "bwrap" {
+            return Mechanism::Unavailable(bwrap_why);
         }
-        probe
-            .args(["--proc", "/proc", "--dev", "/dev", "--unshare-net"])
-            .args(["--unshare-ipc", "--die-with-parent", "--cap-drop", "ALL"])
-            .args(["--", "true"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        match tokio::time::timeout(Duration::from_secs(5), probe.output()).await {
-            Ok(Ok(out)) if out.status.success() => Mechanism::Bwrap(bwrap),
-            Ok(Ok(out)) => Mechanism::Unavailable(format!(
-                "{} does not work here ({}: {}); user namespaces may be off (sysctl kernel.unprivileged_userns_clone=1)",
-                bwrap.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )),
-            Ok(Err(e)) => Mechanism::Unavailable(format!("cannot run {}: {e}", bwrap.display())),
-            Err(_) => Mechanism::Unavailable(format!(
-                "{} did not finish its probe within 5 s",
-                bwrap.display()
-            )),
+        match landlock_ruleset(&LandlockRules::default()) {
+            Ok(_) => Mechanism::Landlock,
+            Err(why) if choice == "landlock" => Mechanism::Unavailable(why),
+            Err(why) => Mechanism::Unavailable(format!("{bwrap_why}; and {why}")),
         }
+    }
+}
+
+/// bwrap's path when it works here, else why not.
+async fn probe_bwrap() -> Result<PathBuf, String> {
+    let Some(bwrap) = crate::paths::find_on_path("bwrap") else {
+        return Err(
+            "bwrap is not installed (install bubblewrap: apt install bubblewrap, dnf install bubblewrap, pacman -S bubblewrap)".into(),
+        );
+    };
+    let mut probe = tokio::process::Command::new(&bwrap);
+    for dir in SYSTEM_DIRS {
+        probe.arg("--ro-bind-try").arg(dir).arg(dir);
+    }
+    probe
+        .args(["--proc", "/proc", "--dev", "/dev", "--unshare-net"])
+        .args(["--unshare-ipc", "--die-with-parent", "--cap-drop", "ALL"])
+        .args(["--", "true"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    match tokio::time::timeout(Duration::from_secs(5), probe.output()).await {
+        Ok(Ok(out)) if out.status.success() => Ok(bwrap),
+        Ok(Ok(out)) => Err(format!(
+            "{} does not work here ({}: {}); user namespaces may be off (sysctl kernel.unprivileged_userns_clone=1)",
+            bwrap.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Ok(Err(e)) => Err(format!("cannot run {}: {e}", bwrap.display())),
+        Err(_) => Err(format!(
+            "{} did not finish its probe within 5 s",
+            bwrap.display()
+        )),
+    }
+}
+
+/// What a Landlock-confined plugin may touch ([`Plan::landlock`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LandlockRules {
+    /// Read (and execute) beneath these.
+    pub read: Vec<PathBuf>,
+    /// Read and write beneath these.
+    pub write: Vec<PathBuf>,
+    /// TCP `connect` and `bind` allowed (the `network` permission).
+    pub tcp: bool,
+}
+
+/// The kernel ruleset for `rules`, created in the runner before the plugin is spawned; the
+/// child only applies it ([`restrict`]). Paths that cannot be opened are left out.
+///
+/// # Errors
+/// Why Landlock (ABI 4) cannot be used here: not built into the kernel, not enabled, too old.
+pub fn landlock_ruleset(rules: &LandlockRules) -> Result<landlock::RulesetCreated, String> {
+    use landlock::{
+        Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, path_beneath_rules,
+    };
+    let why = |e: landlock::RulesetError| {
+        format!("Landlock (ABI 4, Linux 6.7 or newer, with lsm=landlock) is not usable: {e}")
+    };
+    let all = AccessFs::from_all(LANDLOCK_ABI);
+    let read = AccessFs::from_read(LANDLOCK_ABI);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(all)
+        .map_err(why)?;
+    if !rules.tcp {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(LANDLOCK_ABI))
+            .map_err(why)?;
+    }
+    let existing = |paths: &[PathBuf]| -> Vec<PathBuf> {
+        paths.iter().filter(|p| p.exists()).cloned().collect()
+    };
+    ruleset
+        .create()
+        .map_err(why)?
+        .set_compatibility(CompatLevel::BestEffort)
+        .add_rules(path_beneath_rules(existing(&rules.read), read))
+        .and_then(|r| r.add_rules(path_beneath_rules(existing(&rules.write), all)))
+        .map_err(why)
+}
+
+/// Apply `ruleset` to the calling process (a spawned plugin, between fork and exec): no new
+/// privileges, then `landlock_restrict_self`. Allocates nothing on success.
+///
+/// # Errors
+/// `EPERM` when the kernel refused.
+pub fn restrict(ruleset: landlock::RulesetCreated) -> std::io::Result<()> {
+    match ruleset.restrict_self() {
+        Ok(_) => Ok(()),
+        Err(_) => Err(std::io::Error::from_raw_os_error(nix::libc::EPERM)),
     }
 }
 
@@ -99,6 +192,8 @@ impl Mechanism {
 pub struct Plan {
     /// `bwrap ARGS… --`, or nothing.
     pub prefix: Vec<OsString>,
+    /// The Landlock rules to apply to the plugin process, under [`Mechanism::Landlock`].
+    pub landlock: Option<LandlockRules>,
     /// What is in force (its `permissions` are filled per report, see [`permissions`]).
     pub report: SandboxReport,
 }
@@ -121,6 +216,7 @@ pub struct Start<'a> {
 pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
     let unconfined = |why: String| Plan {
         prefix: Vec::new(),
+        landlock: None,
         report: SandboxReport {
             mechanism: "none".into(),
             enforced: false,
@@ -135,12 +231,13 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
     let bwrap = match mechanism {
         Mechanism::Off => return unconfined("[security] enforce is off".into()),
         Mechanism::Unavailable(why) => return unconfined(format!("no sandbox: {why}")),
-        Mechanism::Bwrap(_) if !start.entry.sandbox => {
+        _ if !start.entry.sandbox => {
             return unconfined(format!(
                 "sandbox = false in the [[plugin]] entry {:?}",
                 start.entry.id
             ));
         }
+        Mechanism::Landlock => return landlock_plan(start),
         Mechanism::Bwrap(path) => path,
     };
     let granted = |name: &str| start.entry.permissions.iter().any(|p| p == name);
@@ -178,44 +275,19 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
             Err(_) => {}
         }
     }
-    // Its program (a bare name as execvp would find it) and the absolute paths its
-    // entrypoint names (a script, a model).
-    let program = if start.program.components().count() > 1 {
-        start.program.to_path_buf()
-    } else {
-        crate::paths::find_on_path(&start.program.to_string_lossy())
-            .unwrap_or_else(|| start.program.to_path_buf())
-    };
-    let mut own: Vec<PathBuf> = vec![program];
-    own.extend(
-        start.entry.entrypoint.to_vec()[1..]
-            .iter()
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute() && p.exists()),
-    );
-    for path in own {
-        if !under_any(&path, &read) {
-            read.push(path.display().to_string());
-            binds.push(("--ro-bind", path));
+    // Its program, what its entrypoint names, its read_paths and cwd; its write_paths and
+    // socket directory: the same list Landlock gets. What does not exist is not bound, and
+    // not reported (check-config warns about it).
+    let (allowed_read, allowed_write) = allowed_paths(&start);
+    for path in allowed_read {
+        if !read.contains(&path) && !SYSTEM_DIRS.contains(&path.as_str()) {
+            binds.push(("--ro-bind", PathBuf::from(&path)));
+            read.push(path);
         }
     }
-    // What does not exist is not bound, and not reported (check-config warns about it).
-    let cwd = Some(start.entry.cwd.as_str()).filter(|c| !c.is_empty());
-    for path in start.entry.read_paths.iter().map(String::as_str).chain(cwd) {
-        if Path::new(path).exists() && !under_any(Path::new(path), &read) {
-            read.push(path.to_owned());
-            binds.push(("--ro-bind", PathBuf::from(path)));
-        }
-    }
-    for path in &start.entry.write_paths {
-        if Path::new(path).exists() {
-            write.push(path.clone());
-            binds.push(("--bind", PathBuf::from(path)));
-        }
-    }
-    if let Some(dir) = start.socket_dir {
-        write.push(dir.display().to_string());
-        binds.push(("--bind", dir.to_path_buf()));
+    for path in allowed_write {
+        binds.push(("--bind", PathBuf::from(&path)));
+        write.push(path);
     }
     // Session sockets, each one by one.
     let runtime = (start.env)("XDG_RUNTIME_DIR").map(PathBuf::from);
@@ -285,6 +357,7 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
     write.push("/tmp (private)".into());
     Plan {
         prefix: args,
+        landlock: None,
         report: SandboxReport {
             mechanism: "bwrap".into(),
             enforced: true,
@@ -293,6 +366,83 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
             read_paths: read,
             write_paths: write,
             sockets,
+            permissions: Vec::new(),
+        },
+    }
+}
+
+/// The paths a plugin's sandbox lets it read and write, the same under either mechanism:
+/// system directories, its program and the absolute paths its entrypoint names, its
+/// `read_paths` and working directory (read); its `write_paths` and socket directory (write).
+/// Only existing paths, each listed once.
+fn allowed_paths(start: &Start<'_>) -> (Vec<String>, Vec<String>) {
+    let mut read: Vec<String> = SYSTEM_DIRS
+        .iter()
+        .filter(|d| Path::new(d).is_dir())
+        .map(|d| d.to_string())
+        .collect();
+    let program = if start.program.components().count() > 1 {
+        start.program.to_path_buf()
+    } else {
+        crate::paths::find_on_path(&start.program.to_string_lossy())
+            .unwrap_or_else(|| start.program.to_path_buf())
+    };
+    let named = start.entry.entrypoint.to_vec()[1..]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .collect::<Vec<_>>();
+    let cwd = Some(start.entry.cwd.as_str())
+        .filter(|c| !c.is_empty())
+        .map(PathBuf::from);
+    let extra = std::iter::once(program)
+        .chain(named)
+        .chain(start.entry.read_paths.iter().map(PathBuf::from))
+        .chain(cwd);
+    for path in extra {
+        if path.exists() && !under_any(&path, &read) {
+            read.push(path.display().to_string());
+        }
+    }
+    let mut write: Vec<String> = start
+        .entry
+        .write_paths
+        .iter()
+        .filter(|p| Path::new(p).exists())
+        .cloned()
+        .collect();
+    if let Some(dir) = start.socket_dir {
+        write.push(dir.display().to_string());
+    }
+    (read, write)
+}
+
+/// The plan under [`Mechanism::Landlock`]: no wrapper, rules for the process itself.
+fn landlock_plan(start: Start<'_>) -> Plan {
+    let granted = |name: &str| start.entry.permissions.iter().any(|p| p == name);
+    let (mut read, write) = allowed_paths(&start);
+    // What every program needs to start: the kernel's process view and the usual devices.
+    read.push("/proc".into());
+    read.push("/dev".into());
+    let mut rules = LandlockRules {
+        read: read.iter().map(PathBuf::from).collect(),
+        write: write.iter().map(PathBuf::from).collect(),
+        tcp: granted("network"),
+    };
+    for dev in ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"] {
+        rules.write.push(PathBuf::from(dev));
+    }
+    Plan {
+        prefix: Vec::new(),
+        landlock: Some(rules.clone()),
+        report: SandboxReport {
+            mechanism: "landlock".into(),
+            enforced: true,
+            why: None,
+            network: if rules.tcp { "allowed" } else { "tcp-denied" }.into(),
+            read_paths: read,
+            write_paths: write,
+            sockets: Vec::new(),
             permissions: Vec::new(),
         },
     }
@@ -325,6 +475,18 @@ pub fn permissions(
                 detail: detail.to_owned(),
             };
             let not_granted = "declared by the plugin but not granted in its [[plugin]] permissions: denied";
+            if report.mechanism == "landlock" {
+                return match name.as_str() {
+                    "network" if granted => enforced("granted: TCP allowed"),
+                    "network" => enforced("not granted: TCP connect and bind denied (Landlock covers TCP only; UDP and unix sockets stay open)"),
+                    "filesystem.read" => enforced("only the system directories, /proc, /dev, its program and its read_paths"),
+                    "filesystem.write" => enforced("only its write_paths and its socket directory (no private /tmp)"),
+                    _ => advisory(
+                        "reached over sockets, which Landlock does not restrict: not enforced"
+                            .into(),
+                    ),
+                };
+            }
             match name.as_str() {
                 "network" if granted => enforced("granted: it shares the host's network"),
                 "network" => enforced(not_granted),

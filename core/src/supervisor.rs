@@ -489,7 +489,7 @@ impl Supervisor {
         // What the plugins of a runner that was killed left running goes first.
         crate::groups::sweep();
         if config.security.enforce {
-            options.sandbox = Mechanism::detect(true).await;
+            options.sandbox = Mechanism::detect(true, &config.security.sandbox).await;
             if let Mechanism::Unavailable(why) = &options.sandbox {
                 warn!("[security] enforce is on but plugins cannot be sandboxed: {why}");
             }
@@ -612,7 +612,7 @@ impl Supervisor {
     /// timings (`[runner]`) apply to calls and drains from now on.
     pub async fn reload(&self, config: &Config, mut options: SupervisorOptions) -> ReloadReport {
         if config.security.enforce {
-            options.sandbox = Mechanism::detect(true).await;
+            options.sandbox = Mechanism::detect(true, &config.security.sandbox).await;
         }
         // Another sandbox restarts every plugin, so that each runs in what it reports.
         let sandbox_changed = self.shared.options().sandbox != options.sandbox;
@@ -1219,6 +1219,28 @@ impl Shared {
                 }
                 Ok(())
             });
+        }
+        if let Some(rules) = &plan.landlock {
+            // The ruleset is made here, in the runner; the child only applies it.
+            let ruleset = crate::sandbox::landlock_ruleset(rules).map_err(|e| {
+                permanent(ErrorObject::plugin(format!(
+                    "cannot sandbox plugin {:?}: {e}",
+                    entry.id
+                )))
+            })?;
+            let ruleset = Mutex::new(Some(ruleset));
+            // SAFETY: in the child the closure locks a mutex no other thread can hold (only
+            // this closure reaches it) and makes two system calls (prctl,
+            // landlock_restrict_self); it allocates nothing when they succeed.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let taken = ruleset.lock().ok().and_then(|mut r| r.take());
+                    match taken {
+                        Some(ruleset) => crate::sandbox::restrict(ruleset),
+                        None => Err(std::io::Error::from_raw_os_error(nix::libc::EPERM)),
+                    }
+                });
+            }
         }
         match &socket {
             Some(path) => {

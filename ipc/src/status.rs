@@ -191,15 +191,16 @@ pub struct DeclaredAxes {
 /// command line it was started with, so it says what is in force and nothing more.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxReport {
-    /// `bwrap` (bubblewrap), or `none`.
+    /// `bwrap` (bubblewrap), `landlock`, or `none`.
     pub mechanism: String,
     /// Whether a sandbox is in force.
     pub enforced: bool,
     /// Why there is none (`enforce` off, bwrap missing, `sandbox = false`), when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
-    /// `denied` (a network namespace of its own: no network, not even the host's loopback),
-    /// `allowed` (the `network` permission) or `unrestricted` (no sandbox).
+    /// `denied` (bwrap: a network namespace of its own, no network, not even the host's
+    /// loopback), `tcp-denied` (Landlock: TCP connect and bind denied, UDP and unix sockets
+    /// not), `allowed` (the `network` permission) or `unrestricted` (no sandbox).
     pub network: String,
     /// What it may read (read-only binds, absolute paths): system directories, its program,
     /// its `read_paths`. Empty without a sandbox (everything the user may read).

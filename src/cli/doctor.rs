@@ -421,10 +421,14 @@ async fn sandbox_check(config: &Config) -> Vec<Check> {
             "set [security] enforce = true in the config (needs bubblewrap)",
         )];
     }
-    match utter_core::sandbox::Mechanism::detect(true).await {
+    match utter_core::sandbox::Mechanism::detect(true, &config.security.sandbox).await {
         utter_core::sandbox::Mechanism::Bwrap(path) => vec![pass(
             "sandbox",
             format!("plugins run under {}", path.display()),
+        )],
+        utter_core::sandbox::Mechanism::Landlock => vec![pass(
+            "sandbox",
+            "plugins run under Landlock rules (bwrap is not used: install bubblewrap for mount and network namespaces)",
         )],
         utter_core::sandbox::Mechanism::Unavailable(why) => vec![fail(
             "sandbox",
