@@ -88,7 +88,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let plugin_mode = matches!(cli.command, Command::Plugin { .. });
     let daemon_mode = matches!(cli.command, Command::Daemon(_));
-    let default_level = if daemon_mode { "info" } else { "warn" };
+    // A one-shot command says in its own output what a plugin's warning says; its plugins'
+    // stderr lines are shown only when they are errors (or when a level is asked for).
+    let default_level = if daemon_mode {
+        "info"
+    } else {
+        "warn,utter::plugin=error"
+    };
     if !plugin_mode {
         // A built-in plugin logs on its own terms (its stderr is the runner's log).
         init_logging(cli.log_level.as_deref(), default_level, daemon_mode);

@@ -173,6 +173,42 @@ async fn doctor_fields_are_stable_and_the_lockfile_shows_drift() {
         "{plugin}"
     );
 
+    // A plugin whose program is not installed is a warning with the command that installs
+    // it, not a failure (the default config names optional plugins).
+    let missing = sb.write(
+        "missing.toml",
+        "config_version = 1\n[[plugin]]\nid = \"keys\"\nkind = \"action\"\nentrypoint = [\"utter-no-such-plugin\"]\n",
+    );
+    let run = run_utter(
+        &[
+            "doctor",
+            "--json",
+            "--config",
+            &missing.display().to_string(),
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let check = run.json()["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "plugins")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (check["ok"].clone(), check["severity"].clone()),
+        (json!(false), json!("warning")),
+        "{check}"
+    );
+    assert!(
+        check["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("install it") && f.contains("[plugins] disabled")),
+        "{check}"
+    );
+
     // A broken config fails the run and names the command that shows why.
     let broken = sb.write(
         "broken.toml",

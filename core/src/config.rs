@@ -1166,10 +1166,16 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
     let mut warnings = Vec::new();
     let mut unknown: Vec<String> = Vec::new();
     let deserializer = toml::Deserializer::parse(text).map_err(|e| toml_error(text, origin, &e))?;
-    let config: Config = serde_ignored::deserialize(deserializer, |path| {
+    let mut config: Config = serde_ignored::deserialize(deserializer, |path| {
         unknown.push(path.to_string());
     })
     .map_err(|e| toml_error(text, origin, &e))?;
+    // `~/` in a sandbox path is the home directory, as in [stt] model.
+    for p in &mut config.plugin {
+        for path in p.read_paths.iter_mut().chain(p.write_paths.iter_mut()) {
+            *path = home_path(path);
+        }
+    }
 
     for key in unknown {
         let path = parse_ignored_path(&key);
@@ -1285,6 +1291,21 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                 }),
                 "read_paths and write_paths only apply in a sandbox: set [security] enforce = true"
                     .into(),
+            ));
+        }
+        let argv = p.entrypoint.to_vec();
+        let words: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let starts_apps = words.ends_with(&["plugin", "desktop"])
+            || words.first().and_then(|a| a.rsplit('/').next()) == Some("utter-desktop");
+        if config.security.enforce && p.sandbox && starts_apps {
+            warnings.push(issue_at(
+                text,
+                origin,
+                &at("entrypoint"),
+                format!(
+                    "the desktop plugin {:?} starts applications, which would inherit its sandbox (no home directory, no network): add sandbox = false to its entry unless that is what you want",
+                    p.id
+                ),
             ));
         }
         for (key, paths) in [
@@ -2109,6 +2130,41 @@ mod tests {
         // Not TOML: refused with its line.
         let broken = migrate("a = 1\n[b\n", "c.toml").unwrap_err();
         assert_eq!(broken.errors[0].line, Some(2), "{broken}");
+    }
+
+    #[test]
+    fn sandbox_paths_take_the_home_directory_and_the_desktop_plugin_is_warned_about() {
+        let home = std::env::var("HOME").unwrap_or_default();
+        let text = "config_version = 1\n[security]\nenforce = true\nsandbox = \"landlock\"\n[[plugin]]\nid = \"d\"\nkind = \"action\"\nentrypoint = [\"utter\", \"plugin\", \"desktop\"]\nread_paths = [\"~/.config/utter/profiles\"]\n";
+        let loaded = parse(text, "c.toml").unwrap();
+        if !home.is_empty() {
+            assert_eq!(
+                loaded.config.plugin[0].read_paths,
+                vec![format!("{home}/.config/utter/profiles")]
+            );
+        }
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.message.contains("starts applications") && w.line == Some(8)),
+            "{:?}",
+            loaded.warnings
+        );
+        let quiet = text.replace("read_paths", "sandbox = false\nread_paths");
+        let loaded = parse(&quiet, "c.toml").unwrap();
+        assert!(
+            !loaded
+                .warnings
+                .iter()
+                .any(|w| w.message.contains("starts applications"))
+        );
+        let bad = parse(&text.replace("\"landlock\"", "\"jail\""), "c.toml").unwrap_err();
+        assert_eq!(
+            bad.errors[0].key.as_deref(),
+            Some("security.sandbox"),
+            "{bad}"
+        );
     }
 
     #[test]

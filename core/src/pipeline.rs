@@ -932,9 +932,34 @@ impl Pipeline<'_> {
             None => match self.supervisor.find_action(&op).await {
                 Some(p) => p,
                 None => {
+                    // An action plugin that is down may be the one that offers it: say so.
+                    let down: Vec<String> = self
+                        .supervisor
+                        .plugins()
+                        .into_iter()
+                        .filter(|p| p.kind == "action" && !p.status.is_running())
+                        .map(|p| {
+                            format!(
+                                "{} is {}{}",
+                                p.id,
+                                p.status.as_str(),
+                                p.last_error
+                                    .map(|e| format!(": {}", utter_protocol::text::clip(&e, 300)))
+                                    .unwrap_or_default()
+                            )
+                        })
+                        .collect();
+                    let why = if down.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " (an action plugin that is not running may offer it: {})",
+                            down.join("; ")
+                        )
+                    };
                     return result.failed(ErrorObject::new(
                         ErrorCode::CapabilityMissing,
-                        format!("no running action plugin offers the op {op:?}"),
+                        format!("no running action plugin offers the op {op:?}{why}"),
                     ));
                 }
             },

@@ -6,8 +6,10 @@
 //! The bubblewrap sandbox of a plugin:
 //! - a root of its own: the system directories (`/usr`, `/etc`, `/lib*`, `/bin`, `/sbin`,
 //!   `/opt`) read-only, its program and the absolute paths its entrypoint names read-only,
-//!   its `read_paths` read-only and its `write_paths` writable; `/proc`, a minimal `/dev` and
-//!   a private `/tmp`. Nothing else: not the home directory, not `$XDG_RUNTIME_DIR`;
+//!   its `read_paths` and the user's utter configuration (`$XDG_CONFIG_HOME/utter`, where
+//!   the router's profiles are) read-only, its `write_paths` writable; `/proc`, a minimal
+//!   `/dev` and a private `/tmp`. Nothing else: not the rest of the home directory, not
+//!   `$XDG_RUNTIME_DIR`;
 //! - a network namespace of its own (no network at all, not even the host's loopback) unless
 //!   its `[[plugin]]` entry grants `network`;
 //! - its own IPC and UTS namespaces, no capabilities (`--cap-drop ALL`), no new privileges
@@ -395,7 +397,15 @@ fn allowed_paths(start: &Start<'_>) -> (Vec<String>, Vec<String>) {
     let cwd = Some(start.entry.cwd.as_str())
         .filter(|c| !c.is_empty())
         .map(PathBuf::from);
+    // The user's utter configuration ($XDG_CONFIG_HOME/utter: the router's profiles), which
+    // holds nothing secret (the token lives in the state directory).
+    let utter_config = utter_ipc::paths::BaseDirs::from_lookup(|name| {
+        (start.env)(name).map(std::ffi::OsString::from)
+    })
+    .config_file()
+    .and_then(|f| f.parent().map(Path::to_path_buf));
     let extra = std::iter::once(program)
+        .chain(utter_config)
         .chain(named)
         .chain(start.entry.read_paths.iter().map(PathBuf::from))
         .chain(cwd);

@@ -1268,9 +1268,10 @@ impl Shared {
                 format!("cannot start plugin {:?}: {why}", entry.id)
             } else if not_found {
                 format!(
-                    "cannot start plugin {:?}: program not found: {} (looked beside the utter binary and on PATH); install it (e.g. `cargo install --path plugins/<its crate>`) and run `utter reload`, fix its entrypoint, or turn it off with [plugins] disabled = [{:?}]",
+                    "cannot start plugin {:?}: program not found: {} (looked beside the utter binary and on PATH); {} (then `utter reload` when the service runs), fix its entrypoint, or turn it off with [plugins] disabled = [{:?}]",
                     entry.id,
                     program.display(),
+                    install_hint(&program),
                     entry.id
                 )
             } else {
@@ -1774,6 +1775,11 @@ async fn stop_group(
 
 /// The longest stderr line logged; the rest of a longer line is dropped.
 const MAX_STDERR_LINE: usize = 8 * 1024;
+/// The `tracing` target of the lines a plugin wrote to its stderr, relayed at their own
+/// level: a one-shot command's log filter can quiet them (its output already says what
+/// failed) while the service logs them.
+pub const PLUGIN_LOG_TARGET: &str = "utter::plugin";
+
 /// How many stderr lines of one instance an error report quotes.
 const STDERR_TAIL_LINES: usize = 5;
 /// How many stderr lines a slot keeps, of all its instances.
@@ -1821,10 +1827,16 @@ async fn log_stderr(
             };
             // One level per line: the plugin's own, when its line starts with one.
             match level {
-                tracing::Level::ERROR => tracing::error!(plugin = %id, epoch, "{message}"),
-                tracing::Level::WARN => warn!(plugin = %id, epoch, "{message}"),
-                tracing::Level::INFO => info!(plugin = %id, epoch, "{message}"),
-                _ => debug!(plugin = %id, epoch, "{message}"),
+                tracing::Level::ERROR => {
+                    tracing::error!(target: PLUGIN_LOG_TARGET, plugin = %id, epoch, "{message}")
+                }
+                tracing::Level::WARN => {
+                    warn!(target: PLUGIN_LOG_TARGET, plugin = %id, epoch, "{message}")
+                }
+                tracing::Level::INFO => {
+                    info!(target: PLUGIN_LOG_TARGET, plugin = %id, epoch, "{message}")
+                }
+                _ => debug!(target: PLUGIN_LOG_TARGET, plugin = %id, epoch, "{message}"),
             }
         }
         let mut tail = tail.lock().expect("stderr tail lock");
@@ -1909,6 +1921,30 @@ pub fn resolve_program(program: &str, bin_dir: Option<&Path>) -> PathBuf {
     PathBuf::from(program)
 }
 
+/// How to install a missing plugin program: the command for the plugins in this
+/// repository (by program name), else a general sentence.
+pub fn install_hint(program: &Path) -> String {
+    let name = program
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let krate = match name.as_str() {
+        "utter-input" => "plugins/input",
+        "utter-stt-whisper" => "plugins/stt_whisper",
+        "utter-audio-pipewire" => "plugins/audio_pipewire",
+        "utter-tts-espeak" => "plugins/tts_espeak",
+        "utter-llm" => "plugins/llm --features llama",
+        "utter-rules" | "utter-desktop" | "utter-compositor" | "utter-a11y" => {
+            return format!(
+                "{name} is built into utter: use `utter plugin {}` as the entrypoint",
+                name.trim_start_matches("utter-")
+            );
+        }
+        _ => return "install it".into(),
+    };
+    format!("install it with `cargo install --path {krate}` from the source tree")
+}
+
 /// What keeps a resolved program from being started, found before trying: `None` when it
 /// looks startable. A bare name that is not beside `utter` is looked up on `PATH` the way
 /// `execvp` does. Each answer is a sentence that says what to do.
@@ -1934,8 +1970,9 @@ pub fn program_problem(program: &Path) -> Option<ProgramProblem> {
     };
     let Some(found) = found else {
         return Some(ProgramProblem::Missing(format!(
-            "program not found: {} (looked beside the utter binary and on PATH); install it (e.g. `cargo install --path plugins/<its crate>`), fix the entrypoint, or turn the plugin off with [plugins] disabled",
-            program.display()
+            "program not found: {} (looked beside the utter binary and on PATH); {}, fix the entrypoint, or turn the plugin off with [plugins] disabled",
+            program.display(),
+            install_hint(program)
         )));
     };
     let shown = found.display();
@@ -2005,6 +2042,16 @@ fn executable_dirs() -> Vec<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_missing_program_is_told_how_to_install() {
+        assert!(
+            install_hint(Path::new("utter-input")).contains("cargo install --path plugins/input")
+        );
+        assert!(install_hint(Path::new("/x/utter-llm")).contains("plugins/llm --features llama"));
+        assert!(install_hint(Path::new("utter-rules")).contains("utter plugin rules"));
+        assert_eq!(install_hint(Path::new("mine")), "install it");
+    }
+
     #[test]
     fn a_plugins_stderr_line_is_logged_at_its_own_level_once() {
         use tracing::Level;

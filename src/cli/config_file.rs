@@ -2,7 +2,8 @@
 //! older format to the current `config_version` ([`utter_core::config::migrate`]), keeping
 //! every comment, the order and the formatting. The file is replaced atomically after a copy
 //! of the original is kept beside it (`PATH.v<old version>.bak`); `--dry-run` prints the
-//! changes and the new text and writes nothing. A file whose migrated form would still be
+//! changes and the new text and writes nothing (`--json`: `{path, from, to, changes, written,
+//! backup, text}`). A file whose migrated form would still be
 //! invalid is never written (exit 3, with `file:line: key` errors).
 
 use std::os::unix::fs::PermissionsExt;
@@ -31,7 +32,8 @@ pub struct MigrateArgs {
     /// Print the changes and the migrated text; write nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Print JSON: {path, from, to, changes, written, backup}.
+    /// Print JSON: {path, from, to, changes, written, backup, text} (text: the migrated file,
+    /// with --dry-run).
     #[arg(long)]
     json: bool,
 }

@@ -17,6 +17,9 @@
 //!  checks:   [{name, ok, severity: "error" | "warning", detail, fix}]}
 //! ```
 //!
+//! A check's `severity` is what its failure means, whether it failed or not: `error` fails
+//! the run, `warning` does not (a plugin whose program is not installed, no compositor).
+//!
 //! Check names: `config`, `plugins`, `lockfile`, `sandbox`, `speech-model`, `runtime-dir`,
 //! `socket`, `token`, `compositor`, `wayland`, `session-bus`, `portal`, `pipewire`,
 //! `accessibility`, `notifications`, `uinput`, `service`.
@@ -165,16 +168,31 @@ pub async fn run(args: &Args, config_path: Option<&Path>, socket: Option<&Path>)
             ));
         } else {
             for p in down {
-                checks.push(fail(
-                    "plugins",
-                    format!(
-                        "{} is {}: {}",
-                        p.id,
-                        p.status.as_str(),
-                        p.last_error.as_deref().unwrap_or("no reason given")
-                    ),
-                    "utter plugins (then fix its entrypoint, install it, or [plugins] disabled)",
-                ));
+                let why = p.last_error.as_deref().unwrap_or("no reason given");
+                let detail = format!("{} is {}: {why}", p.id, p.status.as_str());
+                let program = program_of(config, &p.id);
+                // A plugin whose program is not installed is an optional part left out (the
+                // default config names `input`, the speech plugins); one that fails is not.
+                checks.push(if why.contains("program not found") {
+                    warn(
+                        "plugins",
+                        detail,
+                        format!(
+                            "{}, or add {:?} to [plugins] disabled",
+                            utter_core::supervisor::install_hint(&program),
+                            p.id
+                        ),
+                    )
+                } else {
+                    fail(
+                        "plugins",
+                        detail,
+                        format!(
+                            "fix its [[plugin]] entry {:?} (see `utter plugins`), or add it to [plugins] disabled",
+                            p.id
+                        ),
+                    )
+                });
             }
         }
         let drifted: Vec<String> = plugins_json
