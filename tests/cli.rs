@@ -682,7 +682,10 @@ async fn check_config_refuses_unstartable_entrypoints_and_dangling_config_links(
         .unwrap_or_default()
         .to_owned();
     assert!(warning.contains("program not found"), "{run}");
-    assert!(warning.contains("cargo install"), "{run}");
+    assert!(
+        warning.contains("install it") && warning.contains("[plugins] disabled"),
+        "{run}"
+    );
 
     // The user's config file is a link to nothing: an error naming the link, at start too.
     let user_config = sb.path("config/utter/config.toml");
