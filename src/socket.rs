@@ -551,8 +551,11 @@ async fn accept_loop(listener: Listener, runner: Arc<Runner>, mut stop: watch::R
                     });
                 }
                 Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
+                    // Out of file descriptors and the like: back off instead of spinning,
+                    // and log it as rarely as the other lines a peer can cause.
+                    if let Some(suppressed) = shared.logs.full.allow() {
+                        tracing::warn!(error = %e, suppressed, "accept failed");
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             },

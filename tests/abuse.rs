@@ -548,3 +548,32 @@ async fn peers_without_the_token_cannot_make_the_runner_buffer_large_frames() {
     let run = daemon.utter(&sb, &["status", "--json"]).await;
     assert_eq!(run.code, Some(0), "{run}");
 }
+
+/// Connections the runner closes (here: strangers that never authenticate, never read and
+/// never close their end) give back their descriptors, not only their slots.
+#[tokio::test(flavor = "multi_thread")]
+async fn connections_the_runner_closes_release_their_descriptors() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    let daemon = Daemon::start(&sb, &config, None).await;
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", daemon.pid()))
+            .unwrap()
+            .count()
+    };
+    let before = fds();
+    let mut strangers = Vec::new();
+    for _ in 0..20 {
+        strangers.push(
+            tokio::net::UnixStream::connect(&daemon.socket)
+                .await
+                .unwrap(),
+        );
+    }
+    // Past the 10 s authentication timeout the runner has closed its side of each.
+    let released = common::wait_for(LIMIT, || fds() <= before).await;
+    let after = fds();
+    println!("daemon descriptors: {before} before, {after} with 20 closed strangers still open");
+    assert!(released, "{after} descriptors, {before} before");
+    drop(strangers);
+}

@@ -851,3 +851,48 @@ async fn config_migrate_keeps_every_comment_and_refuses_what_it_cannot_read() {
         "config_version = 7\n"
     );
 }
+
+/// `utter config migrate` refuses what is not a regular file (a FIFO would block it for
+/// ever), writes through a symbolic link (the link stays), puts the version on its own line
+/// after a last comment without a newline, and never overwrites an earlier backup.
+#[tokio::test]
+async fn config_migrate_refuses_special_files_and_keeps_links_and_backups() {
+    let sb = Sandbox::new();
+    let fifo = sb.path("fifo.toml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let run = run_utter(
+        &["config", "migrate", &fifo.display().to_string()],
+        &sb.env(None),
+    )
+    .await;
+    assert_eq!(run.code, Some(3), "{run}");
+    assert!(run.stderr.contains("FIFO"), "{run}");
+
+    let target = write_config(&sb, "# only a comment, no newline");
+    let link = sb.path("link.toml");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    std::fs::write(format!("{}.v0.bak", target.display()), "an older backup").unwrap();
+    let run = run_utter(
+        &["config", "migrate", &link.display().to_string()],
+        &sb.env(None),
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(
+        link.symlink_metadata().unwrap().file_type().is_symlink(),
+        "the link stays a link"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "# only a comment, no newline\nconfig_version = 1\n\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(format!("{}.v0.bak", target.display())).unwrap(),
+        "an older backup",
+        "an earlier backup is kept"
+    );
+    assert_eq!(
+        std::fs::read_to_string(format!("{}.v0.bak.1", target.display())).unwrap(),
+        "# only a comment, no newline"
+    );
+}

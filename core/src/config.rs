@@ -20,6 +20,9 @@ pub const DEFAULT_CONFIG: &str = include_str!("../../data/config.default.toml");
 /// The name shown for the embedded default in messages.
 pub const DEFAULT_CONFIG_ORIGIN: &str = "<embedded data/config.default.toml>";
 
+/// The largest configuration file read, in bytes (4 MiB).
+pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
+
 /// The newest `config_version` this runner reads.
 pub const CONFIG_VERSION: u32 = 1;
 
@@ -884,7 +887,7 @@ pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
     match chosen_path(path) {
         Some(path) => {
             let origin = path.display().to_string();
-            let text = std::fs::read_to_string(&path).map_err(|e| {
+            let text = crate::paths::read_regular_file(&path, MAX_CONFIG_BYTES).map_err(|e| {
                 let message = match std::fs::read_link(&path) {
                     Ok(target) => format!(
                         "cannot read the file: it is a symbolic link to {}, which cannot be read ({e}); fix or remove the link",
@@ -977,6 +980,8 @@ pub fn migrate(text: &str, origin: &str) -> Result<Migration, ConfigError> {
     }
     let mut changes = Vec::new();
     let mut migrated = text.to_owned();
+    // The line after which the version was put (errors are shown at the original lines).
+    let mut inserted_after: Option<usize> = None;
     if from == 0 {
         // Strings where the older runner read booleans: as written, not as it read them.
         let mut doc = doc;
@@ -1027,7 +1032,17 @@ pub fn migrate(text: &str, origin: &str) -> Result<Migration, ConfigError> {
             }
             offset
         };
-        migrated.insert_str(insert_at, &format!("config_version = {CONFIG_VERSION}\n\n"));
+        // A last comment line without its newline gets one first.
+        let newline = if insert_at > 0 && !migrated[..insert_at].ends_with('\n') {
+            "\n"
+        } else {
+            ""
+        };
+        migrated.insert_str(
+            insert_at,
+            &format!("{newline}config_version = {CONFIG_VERSION}\n\n"),
+        );
+        inserted_after = Some(migrated[..insert_at].lines().count());
         changes.insert(
             0,
             format!(
@@ -1035,8 +1050,18 @@ pub fn migrate(text: &str, origin: &str) -> Result<Migration, ConfigError> {
             ),
         );
     }
-    // What migration cannot fix is the user's to decide: nothing is written.
-    parse(&migrated, origin)?;
+    // What migration cannot fix is the user's to decide: nothing is written. Its errors
+    // name the lines of the file as it is.
+    parse(&migrated, origin).map_err(|mut e| {
+        if let Some(after) = inserted_after {
+            for issue in e.errors.iter_mut().chain(e.warnings.iter_mut()) {
+                if let Some(line) = issue.line.as_mut().filter(|l| **l > after) {
+                    *line = line.saturating_sub(2).max(after);
+                }
+            }
+        }
+        e
+    })?;
     Ok(Migration {
         from,
         to: CONFIG_VERSION,
@@ -1308,6 +1333,25 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                 ),
             ));
         }
+        let known = utter_protocol::manifest::permission_names();
+        for (j, name) in p.permissions.iter().enumerate() {
+            if !known.iter().any(|k| k == name) {
+                warnings.push(issue_at(
+                    text,
+                    origin,
+                    &[
+                        Seg::Key("plugin".into()),
+                        Seg::Index(i),
+                        Seg::Key("permissions".into()),
+                        Seg::Index(j),
+                    ],
+                    format!(
+                        "{name:?} is not a permission (known: {}); it grants nothing",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
         for (key, paths) in [
             ("read_paths", &p.read_paths),
             ("write_paths", &p.write_paths),
@@ -1325,6 +1369,13 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                         origin,
                         &at_path,
                         format!("{path:?} is not an absolute path"),
+                    ));
+                } else if Path::new(path).parent().is_none() {
+                    errors.push(issue_at(
+                        text,
+                        origin,
+                        &at_path,
+                        "\"/\" would give the plugin the whole file system; name the directories it needs".into(),
                     ));
                 } else if config.security.enforce && !Path::new(path).exists() {
                     warnings.push(issue_at(

@@ -117,8 +117,10 @@ impl LockedPlugin {
     }
 }
 
-fn short(hash: Option<&str>) -> &str {
-    hash.map(|h| &h[..h.len().min(12)]).unwrap_or("?")
+/// The first 12 characters of a hash (whatever a hostile lockfile holds).
+fn short(hash: Option<&str>) -> String {
+    hash.map(|h| h.chars().take(12).collect())
+        .unwrap_or_else(|| "?".into())
 }
 
 impl Lockfile {
@@ -127,7 +129,7 @@ impl Lockfile {
     /// # Errors
     /// A sentence when it cannot be read, is not a lockfile, or has another `lock_version`.
     pub fn read(path: &Path) -> Result<Option<Lockfile>, String> {
-        let text = match std::fs::read_to_string(path) {
+        let text = match crate::paths::read_regular_file(path, 16 * 1024 * 1024) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
@@ -199,5 +201,12 @@ mod tests {
             ..was.clone()
         };
         assert!(was.drift(&down).is_empty());
+        // A hostile lockfile's hash is cut by characters, never inside one.
+        let odd = locked("0.1.0", "aaaaaaaaaaaébbbb", &["router.plan@1"]);
+        assert!(
+            odd.drift(&was)[0].contains("aaaaaaaaaaaé"),
+            "{:?}",
+            odd.drift(&was)
+        );
     }
 }

@@ -12,7 +12,8 @@
 //!   `$XDG_RUNTIME_DIR`;
 //! - a network namespace of its own (no network at all, not even the host's loopback) unless
 //!   its `[[plugin]]` entry grants `network`;
-//! - its own IPC and UTS namespaces, no capabilities (`--cap-drop ALL`), no new privileges
+//! - its own PID namespace (it sees and signals only its own processes), its own IPC and UTS
+//!   namespaces, no capabilities (`--cap-drop ALL`), no new privileges
 //!   (bubblewrap sets `PR_SET_NO_NEW_PRIVS` itself), and death with the runner
 //!   (`--die-with-parent`, on top of the runner's `PR_SET_PDEATHSIG` on `bwrap` itself);
 //! - the session sockets its environment names, bound one by one: the session bus
@@ -148,7 +149,7 @@ pub struct LandlockRules {
 pub fn landlock_ruleset(rules: &LandlockRules) -> Result<landlock::RulesetCreated, String> {
     use landlock::{
         Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
-        RulesetCreatedAttr, path_beneath_rules,
+        RulesetCreatedAttr, Scope, path_beneath_rules,
     };
     let why = |e: landlock::RulesetError| {
         format!("Landlock (ABI 4, Linux 6.7 or newer, with lsm=landlock) is not usable: {e}")
@@ -167,6 +168,11 @@ pub fn landlock_ruleset(rules: &LandlockRules) -> Result<landlock::RulesetCreate
     let existing = |paths: &[PathBuf]| -> Vec<PathBuf> {
         paths.iter().filter(|p| p.exists()).cloned().collect()
     };
+    // Signals to processes outside the sandbox (Landlock ABI 6, where the kernel has it).
+    let ruleset = ruleset
+        .set_compatibility(CompatLevel::BestEffort)
+        .scope(Scope::Signal)
+        .map_err(why)?;
     ruleset
         .create()
         .map_err(why)?
@@ -248,6 +254,7 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
     arg("--die-with-parent");
     arg("--cap-drop");
     arg("ALL");
+    arg("--unshare-pid");
     arg("--unshare-ipc");
     arg("--unshare-uts");
     arg("--unshare-cgroup-try");
@@ -293,8 +300,11 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
     }
     // Session sockets, each one by one.
     let runtime = (start.env)("XDG_RUNTIME_DIR").map(PathBuf::from);
+    // Only sockets: a variable naming a directory or a file passes nothing in.
     let mut socket = |path: PathBuf, binds: &mut Vec<(&'static str, PathBuf)>| {
-        if path.is_absolute() && path.exists() {
+        use std::os::unix::fs::FileTypeExt;
+        let is_socket = std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_socket());
+        if path.is_absolute() && is_socket {
             sockets.push(path.display().to_string());
             binds.push(("--bind", path));
         }
@@ -322,17 +332,23 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
             socket(PathBuf::from(path), &mut binds);
         }
     }
-    if granted("accessibility") {
-        if let Some(dir) = &runtime {
-            socket(dir.join("at-spi"), &mut binds);
-        }
-    }
     if granted("microphone") {
         let pipewire = (start.env)("PIPEWIRE_RUNTIME_DIR")
             .map(PathBuf::from)
             .or_else(|| runtime.clone());
         if let Some(dir) = pipewire {
             socket(dir.join("pipewire-0"), &mut binds);
+        }
+    }
+    if granted("accessibility") {
+        // The accessibility bus's socket directory (only its sockets live there).
+        if let Some(dir) = runtime
+            .as_ref()
+            .map(|d| d.join("at-spi"))
+            .filter(|d| d.is_dir())
+        {
+            sockets.push(dir.display().to_string());
+            binds.push(("--bind", dir));
         }
     }
     // The fresh mounts first: a bind below /tmp (a test's directory) must land on the
@@ -410,7 +426,8 @@ fn allowed_paths(start: &Start<'_>) -> (Vec<String>, Vec<String>) {
         .chain(start.entry.read_paths.iter().map(PathBuf::from))
         .chain(cwd);
     for path in extra {
-        if path.exists() && !under_any(&path, &read) {
+        // `/` would cover the private /tmp, /dev and /proc (check-config refuses it).
+        if path.parent().is_some() && path.exists() && !under_any(&path, &read) {
             read.push(path.display().to_string());
         }
     }
@@ -418,7 +435,7 @@ fn allowed_paths(start: &Start<'_>) -> (Vec<String>, Vec<String>) {
         .entry
         .write_paths
         .iter()
-        .filter(|p| Path::new(p).exists())
+        .filter(|p| Path::new(p).parent().is_some() && Path::new(p).exists())
         .cloned()
         .collect();
     if let Some(dir) = start.socket_dir {
@@ -502,7 +519,12 @@ pub fn permissions(
                 "network" => enforced(not_granted),
                 "filesystem.read" => enforced("only the system directories, its program and its read_paths"),
                 "filesystem.write" => enforced("only its write_paths, its socket directory and a private /tmp"),
-                "microphone" if granted => enforced("granted: the PipeWire socket is passed in"),
+                "microphone" if granted && report.sockets.iter().any(|s| s.ends_with("pipewire-0")) => {
+                    enforced("granted: the PipeWire socket is passed in")
+                }
+                "microphone" if granted => {
+                    enforced("granted, but no PipeWire socket was found to pass in")
+                }
                 "microphone" => enforced("not granted: no PipeWire socket"),
                 "accessibility" if granted => enforced("granted: the accessibility bus is passed in"),
                 "accessibility" => enforced("not granted: no accessibility bus"),
@@ -572,7 +594,9 @@ mod tests {
     fn paths_and_sockets_are_bound_as_configured() {
         let dir = tempfile::tempdir().unwrap();
         let bus = dir.path().join("bus");
-        std::fs::write(&bus, "").unwrap();
+        let _listener = std::os::unix::net::UnixListener::bind(&bus).unwrap();
+        let not_a_socket = dir.path().join("display");
+        std::fs::write(&not_a_socket, "").unwrap();
         let models = dir.path().join("models");
         let out = dir.path().join("out");
         std::fs::create_dir(&models).unwrap();
@@ -583,10 +607,14 @@ mod tests {
                 models.display(),
                 out.display()
             ),
-            &[(
-                "DBUS_SESSION_BUS_ADDRESS",
-                &format!("unix:path={},guid=1", bus.display()),
-            )],
+            &[
+                (
+                    "DBUS_SESSION_BUS_ADDRESS",
+                    &format!("unix:path={},guid=1", bus.display()),
+                ),
+                // Not a socket: nothing is passed in for it.
+                ("WAYLAND_DISPLAY", &not_a_socket.display().to_string()),
+            ],
         );
         let a = args(&plan).join(" ");
         assert!(

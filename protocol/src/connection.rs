@@ -871,6 +871,18 @@ async fn write_with_fd<W: FrameSink>(
     sink.get_mut().flush().await
 }
 
+/// Resolves once the connection has a close reason (or is gone).
+async fn closed_locally(closed: &mut watch::Receiver<Option<CloseReason>>) {
+    loop {
+        if closed.borrow_and_update().is_some() {
+            return;
+        }
+        if closed.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 async fn read_loop<R>(
     mut stream: FramedRead<R, FrameCodec>,
     incoming: mpsc::Sender<Incoming>,
@@ -879,11 +891,20 @@ async fn read_loop<R>(
     R: AsyncRead + Unpin,
 {
     let frame_timeout = inner.upgrade().and_then(|i| i.frame_timeout);
+    // Closed from this side (`Connection::close`): stop reading at once, so that the read
+    // half (and with it the descriptor) is released even when the peer never sends again.
+    let mut closed = match inner.upgrade() {
+        Some(i) => i.closed.subscribe(),
+        None => return,
+    };
     // When a frame's first bytes were seen (checked at each tick while waiting).
     let mut partial_since: Option<tokio::time::Instant> = None;
     let reason = loop {
         let item = match frame_timeout {
-            None => stream.next().await,
+            None => tokio::select! {
+                item = stream.next() => item,
+                _ = closed_locally(&mut closed) => return,
+            },
             Some(limit) => {
                 // `next` keeps its progress in the codec, so waking up to look at the buffer
                 // loses nothing.
@@ -892,6 +913,7 @@ async fn read_loop<R>(
                 let item = loop {
                     tokio::select! {
                         item = stream.next() => break item,
+                        _ = closed_locally(&mut closed) => return,
                         _ = tokio::time::sleep(tick) => {
                             let partial = !stream.read_buffer().is_empty() || stream.decoder().skipping();
                             if !partial {

@@ -24,6 +24,23 @@ pub fn kinds() -> &'static [String] {
     })
 }
 
+/// The permission names the manifest schema allows (`properties.permissions.items.enum`
+/// of `plugin.schema.json`): the one list of permissions.
+pub fn permission_names() -> &'static [String] {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        serde_json::from_str::<serde_json::Value>(MANIFEST_SCHEMA_JSON)
+            .ok()
+            .and_then(|schema| {
+                schema
+                    .pointer("/properties/permissions/items/enum")
+                    .cloned()
+            })
+            .and_then(|names| serde_json::from_value(names).ok())
+            .unwrap_or_default()
+    })
+}
+
 /// An error in a manifest: where it is and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ManifestError {

@@ -57,7 +57,9 @@ fn migrate(args: &MigrateArgs, config: Option<PathBuf>) -> u8 {
         );
         return exit::USAGE;
     };
-    let text = match std::fs::read_to_string(&path) {
+    // A link is written through to its target (a dotfile manager's link stays a link).
+    let path = std::fs::canonicalize(&path).unwrap_or(path);
+    let text = match utter_core::paths::read_regular_file(&path, config::MAX_CONFIG_BYTES) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             eprintln!(
@@ -84,7 +86,16 @@ fn migrate(args: &MigrateArgs, config: Option<PathBuf>) -> u8 {
             return exit::CONFIG;
         }
     };
-    let backup = PathBuf::from(format!("{}.v{}.bak", path.display(), migration.from));
+    // An earlier backup is never overwritten: the next free name is used.
+    let backup = (0..)
+        .map(|n| {
+            PathBuf::from(match n {
+                0 => format!("{}.v{}.bak", path.display(), migration.from),
+                n => format!("{}.v{}.bak.{n}", path.display(), migration.from),
+            })
+        })
+        .find(|p| p.symlink_metadata().is_err())
+        .expect("a free backup name");
     let write = !args.dry_run && !migration.changes.is_empty();
     if write {
         let mode = std::fs::metadata(&path)

@@ -138,9 +138,16 @@ pub async fn run(args: &Args, config_path: Option<&Path>, socket: Option<&Path>)
 
     // The plugins, started here as `utter plugins` does, against the lockfile.
     let lock_path = dirs.state_dir().map(|d| utter_core::lockfile::path_in(&d));
-    let locked = match lock_path.as_deref().map(Lockfile::read) {
+    // With --write-lock the file is replaced, whatever it held.
+    let mut lock_unreadable = false;
+    let locked = match lock_path
+        .as_deref()
+        .filter(|_| !args.write_lock)
+        .map(Lockfile::read)
+    {
         Some(Ok(lock)) => lock,
         Some(Err(e)) => {
+            lock_unreadable = true;
             checks.push(fail(
                 "lockfile",
                 e,
@@ -200,6 +207,18 @@ pub async fn run(args: &Args, config_path: Option<&Path>, socket: Option<&Path>)
             .filter(|p| p["lock"] == "drift")
             .map(|p| format!("{}: {}", p["id"].as_str().unwrap_or(""), p["drift"]))
             .collect();
+        let unlocked: Vec<&str> = plugins_json
+            .iter()
+            .filter(|p| p["lock"] == "unlocked")
+            .filter_map(|p| p["id"].as_str())
+            .collect();
+        if args.write_lock && lock_path.is_none() {
+            checks.push(fail(
+                "lockfile",
+                "no state directory for the install lockfile: neither XDG_STATE_HOME nor HOME is set (or it is not absolute)",
+                "set HOME (or XDG_STATE_HOME), then utter doctor --write-lock",
+            ));
+        }
         if args.write_lock {
             if let Some(path) = &lock_path {
                 match lock_of(now).write(path) {
@@ -210,22 +229,34 @@ pub async fn run(args: &Args, config_path: Option<&Path>, socket: Option<&Path>)
                     Err(e) => checks.push(fail(
                         "lockfile",
                         format!("cannot write {}: {e}", path.display()),
-                        format!("check the permissions of {}", path.display()),
+                        format!(
+                            "check that {} is a directory you can write",
+                            path.parent().unwrap_or(path).display()
+                        ),
                     )),
                 }
             }
+        } else if lock_unreadable {
+            // Said above.
         } else if locked.is_none() {
             checks.push(warn(
                 "lockfile",
                 "no install lockfile: drift cannot be told",
                 "utter doctor --write-lock",
             ));
-        } else if drifted.is_empty() {
+        } else if drifted.is_empty() && unlocked.is_empty() {
             checks.push(pass(
                 "lockfile",
                 "every plugin matches the install lockfile",
             ));
         } else {
+            if !unlocked.is_empty() {
+                checks.push(warn(
+                    "lockfile",
+                    format!("not in the install lockfile: {}", unlocked.join(", ")),
+                    "if they were added on purpose: utter doctor --write-lock",
+                ));
+            }
             for d in drifted {
                 checks.push(warn(
                     "lockfile",
@@ -242,7 +273,18 @@ pub async fn run(args: &Args, config_path: Option<&Path>, socket: Option<&Path>)
                 format!("utter models pull {}", config.stt.model.trim()),
             ));
         } else {
-            checks.push(pass("speech-model", "the configured speech model is there"));
+            match config.stt.model_path() {
+                Some(path) if !Path::new(&path).exists() => checks.push(warn(
+                    "speech-model",
+                    format!("the speech model {path} does not exist"),
+                    "point [stt] model at a model directory (or a name that utter models pull installs)",
+                )),
+                Some(path) => checks.push(pass(
+                    "speech-model",
+                    format!("the speech model {path} is there"),
+                )),
+                None => checks.push(pass("speech-model", "no speech model is configured")),
+            }
         }
     } else {
         checks.push(fail(
@@ -287,7 +329,7 @@ pub async fn run(args: &Args, config_path: Option<&Path>, socket: Option<&Path>)
             "service": {"socket": socket_path.display().to_string(), "running": running, "detail": service_detail},
             "lockfile": {
                 "path": lock_path.as_ref().map(|p| p.display().to_string()),
-                "present": locked.is_some() || written,
+                "present": lock_path.as_ref().is_some_and(|p| p.exists()),
                 "written": written,
             },
             "plugins": plugins_json,
