@@ -24,7 +24,9 @@ fuzz_target!(|data: &[u8]| {
                 Ok(Some(InboundFrame::Body(body))) => {
                     assert!(body.len() <= LIMIT);
                     let mut again = BytesMut::from(&encode_frame(&body)[..]);
-                    let decoded = FrameCodec::new(LIMIT).decode(&mut again).expect("re-decode");
+                    let decoded = FrameCodec::new(LIMIT)
+                        .decode(&mut again)
+                        .expect("re-decode");
                     assert_eq!(decoded, Some(InboundFrame::Body(body)));
                 }
                 Ok(Some(InboundFrame::Oversized { limit, .. })) => assert_eq!(limit, LIMIT),

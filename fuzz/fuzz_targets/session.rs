@@ -38,7 +38,10 @@ fuzz_target!(|data: &[u8]| {
             while let Some(message) = incoming.recv().await {
                 if let Incoming::Request(request) = message {
                     let _ = conn
-                        .respond(request.id, Err(ErrorObject::method_not_found(&request.method)))
+                        .respond(
+                            request.id,
+                            Err(ErrorObject::method_not_found(&request.method)),
+                        )
                         .await;
                 }
             }
