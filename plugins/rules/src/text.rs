@@ -132,8 +132,6 @@ const LEADING_FILLERS: &[&str] = &[
     "i need to",
     "go ahead and",
     "just",
-    // Whisper often hears an article before a short command ("The next track.").
-    "the",
 ];
 
 /// Politeness dropped from the end of an utterance.
@@ -331,8 +329,6 @@ mod tests {
     fn fillers_are_dropped_at_both_ends() {
         assert_eq!(strip_fillers("hey utter could you please pause"), "pause");
         assert_eq!(strip_fillers("open youtube please"), "open youtube");
-        assert_eq!(strip_fillers("the next track"), "next track");
-        assert_eq!(strip_fillers("theme"), "theme");
         assert_eq!(
             strip_fillers("can you open youtube for me thanks"),
             "open youtube"
