@@ -152,6 +152,15 @@ pub fn read_regular_file(path: &Path, max_bytes: u64) -> std::io::Result<String>
     })
 }
 
+/// `program` as `execvp` would run it: a path as given, a bare name as found on `PATH`
+/// (as given when it is not there).
+pub fn executable_path(program: &Path) -> std::path::PathBuf {
+    if program.components().count() > 1 {
+        return program.to_path_buf();
+    }
+    find_on_path(&program.to_string_lossy()).unwrap_or_else(|| program.to_path_buf())
+}
+
 /// The first executable file called `name` in a directory of `PATH`, as `execvp` would
 /// find it; `None` when there is none.
 pub fn find_on_path(name: &str) -> Option<std::path::PathBuf> {

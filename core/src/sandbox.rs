@@ -399,12 +399,7 @@ fn allowed_paths(start: &Start<'_>) -> (Vec<String>, Vec<String>) {
         .filter(|d| Path::new(d).is_dir())
         .map(|d| d.to_string())
         .collect();
-    let program = if start.program.components().count() > 1 {
-        start.program.to_path_buf()
-    } else {
-        crate::paths::find_on_path(&start.program.to_string_lossy())
-            .unwrap_or_else(|| start.program.to_path_buf())
-    };
+    let program = crate::paths::executable_path(start.program);
     let named = start.entry.entrypoint.to_vec()[1..]
         .iter()
         .map(PathBuf::from)

@@ -432,12 +432,10 @@ fn program_of(config: &Config, id: &str) -> PathBuf {
         return PathBuf::new();
     };
     let argv = entry.entrypoint.to_vec();
-    let program = resolve_program(argv.first().map(String::as_str).unwrap_or(""), None);
-    if program.components().count() > 1 {
-        program
-    } else {
-        utter_core::paths::find_on_path(&program.to_string_lossy()).unwrap_or(program)
-    }
+    utter_core::paths::executable_path(&resolve_program(
+        argv.first().map(String::as_str).unwrap_or(""),
+        None,
+    ))
 }
 
 fn plugin_json(report: &PluginReport, now: &LockedPlugin, lock: Option<&Lockfile>) -> Value {
