@@ -212,7 +212,7 @@ impl Client {
         // The runner says why it refused before it closes; writing our request may have
         // failed first (a broken pipe), before that frame was read: give the reader a moment.
         let mut said = self.conn.last_peer_report();
-        for _ in 0..20 {
+        for _ in 0..100 {
             if said.is_some() {
                 break;
             }

@@ -871,14 +871,33 @@ async fn write_with_fd<W: FrameSink>(
     sink.get_mut().flush().await
 }
 
-/// Resolves once the connection has a close reason (or is gone).
-async fn closed_locally(closed: &mut watch::Receiver<Option<CloseReason>>) {
+/// How long the reader goes on after a write failed: the peer may have said why it closed
+/// (a refusal's reason) in a frame that is still waiting to be read.
+const READ_AFTER_WRITE_FAILURE: Duration = Duration::from_secs(2);
+
+/// Resolves when reading should stop although the peer has not closed its side: at once
+/// after [`Connection::close`]; [`READ_AFTER_WRITE_FAILURE`] after any other close reason
+/// (a failed write), counted from the first time it is seen (`deadline` keeps it).
+async fn stop_reading(
+    closed: &mut watch::Receiver<Option<CloseReason>>,
+    deadline: &mut Option<tokio::time::Instant>,
+) {
     loop {
-        if closed.borrow_and_update().is_some() {
+        if let Some(at) = *deadline {
+            tokio::time::sleep_until(at).await;
             return;
         }
-        if closed.changed().await.is_err() {
-            return;
+        let reason = closed.borrow_and_update().clone();
+        match reason {
+            Some(CloseReason::Local) => return,
+            Some(_) => {
+                *deadline = Some(tokio::time::Instant::now() + READ_AFTER_WRITE_FAILURE);
+            }
+            None => {
+                if closed.changed().await.is_err() {
+                    return;
+                }
+            }
         }
     }
 }
@@ -893,17 +912,19 @@ async fn read_loop<R>(
     let frame_timeout = inner.upgrade().and_then(|i| i.frame_timeout);
     // Closed from this side (`Connection::close`): stop reading at once, so that the read
     // half (and with it the descriptor) is released even when the peer never sends again.
+    // After a failed write, read on a little: the peer's last frame may say why.
     let mut closed = match inner.upgrade() {
         Some(i) => i.closed.subscribe(),
         None => return,
     };
+    let mut stop_deadline = None;
     // When a frame's first bytes were seen (checked at each tick while waiting).
     let mut partial_since: Option<tokio::time::Instant> = None;
     let reason = loop {
         let item = match frame_timeout {
             None => tokio::select! {
                 item = stream.next() => item,
-                _ = closed_locally(&mut closed) => return,
+                _ = stop_reading(&mut closed, &mut stop_deadline) => return,
             },
             Some(limit) => {
                 // `next` keeps its progress in the codec, so waking up to look at the buffer
@@ -913,7 +934,7 @@ async fn read_loop<R>(
                 let item = loop {
                     tokio::select! {
                         item = stream.next() => break item,
-                        _ = closed_locally(&mut closed) => return,
+                        _ = stop_reading(&mut closed, &mut stop_deadline) => return,
                         _ = tokio::time::sleep(tick) => {
                             let partial = !stream.read_buffer().is_empty() || stream.decoder().skipping();
                             if !partial {
@@ -1147,6 +1168,58 @@ mod tests {
             }
         });
         seen_rx
+    }
+
+    /// A writer whose peer is gone: every write fails with a broken pipe.
+    struct BrokenPipe;
+
+    impl AsyncWrite for BrokenPipe {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            _: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A peer that refuses says why and closes; our request's write may fail first. The
+    /// reason must still be read (it was lost when the reader stopped at the write error).
+    #[tokio::test]
+    async fn a_refusal_read_after_a_failed_write_is_kept() {
+        let (read, mut peer) = tokio::io::duplex(4096);
+        let (conn, _rx) = Connection::spawn(read, BrokenPipe, opts("runner", None));
+        let err = conn
+            .request("runner.status", json!({}), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorCode::PluginError, "{err:?}");
+        assert!(conn.is_closed());
+        // The refusal arrives only now, after the write failed.
+        let refusal = error_response_bytes(
+            None,
+            &ErrorObject::new(ErrorCode::Denied, "too many connections"),
+        );
+        peer.write_all(&crate::frame::encode_frame(&refusal))
+            .await
+            .unwrap();
+        let mut said = None;
+        for _ in 0..100 {
+            said = conn.last_peer_report();
+            if said.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let said = said.expect("the refusal is read after the write failed");
+        assert_eq!(said.kind(), ErrorCode::Denied);
+        assert_eq!(said.message, "too many connections");
     }
 
     #[tokio::test]
