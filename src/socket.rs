@@ -171,18 +171,9 @@ pub fn default_path() -> PathBuf {
 }
 
 /// The socket path: `explicit`, else `[runner] socket_path`, else `$UTTER_RUNNER_SOCK`, else
-/// [`default_path`].
+/// [`default_path`] ([`Config::client_socket`]).
 pub fn resolve_path(explicit: Option<&Path>, config: &Config) -> PathBuf {
-    if let Some(p) = explicit {
-        return p.to_path_buf();
-    }
-    if !config.runner.socket_path.is_empty() {
-        return PathBuf::from(&config.runner.socket_path);
-    }
-    if let Some(p) = std::env::var_os("UTTER_RUNNER_SOCK").filter(|v| !v.is_empty()) {
-        return PathBuf::from(p);
-    }
-    default_path()
+    config.client_socket(explicit)
 }
 
 /// The socket file and the lock that makes it ours. Dropping it removes the socket file

@@ -896,3 +896,95 @@ async fn config_migrate_refuses_special_files_and_keeps_links_and_backups() {
         "# only a comment, no newline"
     );
 }
+
+/// `utter config set` changes one value in place, comments kept; a value the checker refuses,
+/// a key through an array of tables and a broken file are refused with file:line and nothing
+/// is written; a missing file is created as a valid config.
+#[tokio::test]
+async fn config_set_edits_in_place_and_writes_nothing_it_would_refuse() {
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+    let text = "config_version = 1\n# mine\n[ptt]\nevdev = false   # not yet\nevdev_key = \"KEY_F13\"  # thumb\n";
+    let path = sb.write("edit.toml", text);
+    let config = path.display().to_string();
+    let set = |args: &[&str]| {
+        let mut all = vec!["config", "set"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--config", &config]);
+        all.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+
+    let run = run_utter(&set(&["ptt.evdev", "true"]), &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(run.stdout.contains("set ptt.evdev = true"), "{run}");
+    let run = run_utter(&set(&["ptt.evdev_key", "KEY_PAUSE", "--json"]), &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert_eq!(run.json()["written"], true, "{run}");
+    assert_eq!(run.json()["value"], "\"KEY_PAUSE\"", "{run}");
+    let now = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(
+        now,
+        text.replace("evdev = false   # not yet", "evdev = true   # not yet")
+            .replace("\"KEY_F13\"  # thumb", "\"KEY_PAUSE\"  # thumb")
+    );
+    // The same value again: nothing to do.
+    let run = run_utter(&set(&["ptt.evdev", "true"]), &env).await;
+    assert!(run.stdout.contains("already"), "{run}");
+    // A dry run prints the text and writes nothing.
+    let run = run_utter(&set(&["ptt.min_hold_ms", "200", "--dry-run"]), &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(run.stdout.contains("min_hold_ms = 200"), "{run}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), now);
+
+    // Refused, with the line, and nothing written.
+    for (args, needle) in [
+        (&["ptt.evdev", "yes"][..], "edit.toml:4"),
+        (&["ptt.min_hold_ms", "-5"][..], "edit.toml"),
+        (&["plugin.id", "x"][..], "edit.toml"),
+        (&["ptt", "1"][..], "names a table"),
+        (&["ptt..evdev", "1"][..], "dotted key"),
+    ] {
+        let run = run_utter(&set(args), &env).await;
+        assert_eq!(run.code, Some(3), "{args:?}: {run}");
+        assert!(run.stderr.contains(needle), "{args:?}: {run}");
+        assert!(run.stderr.contains("nothing was written"), "{run}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), now, "{args:?}");
+    }
+    let broken = sb.write("broken.toml", "config_version = 1\n[ptt\n");
+    let run = run_utter(
+        &[
+            "config",
+            "set",
+            "ptt.evdev",
+            "true",
+            "--config",
+            &broken.display().to_string(),
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(run.code, Some(3), "{run}");
+    assert!(run.stderr.contains("broken.toml:2"), "{run}");
+    assert_eq!(
+        std::fs::read_to_string(&broken).unwrap(),
+        "config_version = 1\n[ptt\n"
+    );
+
+    // A file that does not exist yet is created, as a config the runner accepts.
+    let fresh = sb.path("new/config.toml");
+    let run = run_utter(
+        &[
+            "config",
+            "set",
+            "ptt.evdev",
+            "true",
+            "--config",
+            &fresh.display().to_string(),
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let check = run_utter(&["check-config", &fresh.display().to_string()], &env).await;
+    assert_eq!(check.code, Some(0), "{check}");
+}

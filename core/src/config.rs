@@ -783,6 +783,23 @@ pub struct LoadedConfig {
 pub const VOICE_KINDS: &[&str] = &["audio", "stt", "tts"];
 
 impl Config {
+    /// The client socket: `explicit` (`--socket`), else `[runner] socket_path`, else
+    /// `$UTTER_RUNNER_SOCK`, else `$XDG_RUNTIME_DIR/utter/runner.sock`
+    /// ([`crate::paths::BaseDirs::socket`]; reference §9.1). The runner binds it, and every
+    /// client (the CLI, the settings app) looks for it, here.
+    pub fn client_socket(&self, explicit: Option<&Path>) -> PathBuf {
+        if let Some(p) = explicit {
+            return p.to_path_buf();
+        }
+        if !self.runner.socket_path.is_empty() {
+            return PathBuf::from(&self.runner.socket_path);
+        }
+        if let Some(p) = std::env::var_os("UTTER_RUNNER_SOCK").filter(|v| !v.is_empty()) {
+            return PathBuf::from(p);
+        }
+        crate::paths::BaseDirs::from_env().socket()
+    }
+
     /// This config without the plugins of [`VOICE_KINDS`] (they stay listed, disabled), for
     /// a one-shot command that needs a router and action plugins only.
     pub fn without_voice(mut self) -> Config {
@@ -1068,6 +1085,169 @@ pub fn migrate(text: &str, origin: &str) -> Result<Migration, ConfigError> {
         text: migrated,
         changes,
     })
+}
+
+/// A config with some values changed ([`set_values`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edited {
+    /// The whole new text.
+    pub text: String,
+    /// The dotted keys whose value changed, in the order given (a key set to the value it
+    /// already had is not listed).
+    pub changed: Vec<String>,
+}
+
+/// Set each dotted key of `edits` (`"ptt.evdev"`, `"audio.vad.trim"`) to its TOML value in
+/// the config `text`, keeping comments, order and layout (`toml_edit`): a key that exists
+/// keeps its place, its spacing and the comment after it; a missing key is appended to its
+/// table, and a missing table is added at the end. The edited text must pass the checks the
+/// runner applies when it loads a config ([`parse`]), so a value of the wrong type or out of
+/// range is refused here, before anything is written. Used by `utter config set` and the
+/// settings app.
+///
+/// # Errors
+/// `text` is not TOML; a key is empty, goes through something that is not a table (such as
+/// the `[[plugin]]` array, which is edited by hand) or names a table; or the edited config
+/// fails [`parse`]. Each issue names `origin` and, where known, the line.
+pub fn set_values(
+    text: &str,
+    origin: &str,
+    edits: &[(String, toml_edit::Value)],
+) -> Result<Edited, ConfigError> {
+    let refuse = |key: &str, message: String| {
+        ConfigError::one(ConfigIssue {
+            file: origin.to_owned(),
+            line: None,
+            key: Some(key.to_owned()),
+            message,
+        })
+    };
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
+        ConfigError::one(ConfigIssue {
+            file: origin.to_owned(),
+            line: e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].lines().count().max(1)),
+            key: None,
+            message: format!("not TOML: {}", e.message()),
+        })
+    })?;
+    let mut changed = Vec::new();
+    for (key, value) in edits {
+        let parts: Vec<&str> = key.split('.').map(str::trim).collect();
+        if parts.iter().any(|p| p.is_empty()) {
+            return Err(refuse(
+                key,
+                "is not a dotted key such as ptt.evdev".to_owned(),
+            ));
+        }
+        let (name, tables) = parts.split_last().expect("split gives one part at least");
+        let mut table = doc.as_table_mut();
+        for part in tables {
+            let item = table
+                .entry(part)
+                .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()));
+            table = match item {
+                toml_edit::Item::Table(t) => t,
+                _ => {
+                    return Err(refuse(
+                        key,
+                        format!(
+                            "{part} is not a table here (an array of tables or an inline table is edited by hand)"
+                        ),
+                    ));
+                }
+            };
+        }
+        match table.get_mut(name) {
+            Some(toml_edit::Item::Value(old)) => {
+                if same_value(old, value) {
+                    continue;
+                }
+                let mut new = value.clone();
+                *new.decor_mut() = old.decor().clone();
+                *old = new;
+            }
+            Some(toml_edit::Item::None) | None => {
+                table.insert(name, toml_edit::Item::Value(value.clone()));
+            }
+            Some(_) => {
+                return Err(refuse(key, "names a table, not a value".to_owned()));
+            }
+        }
+        changed.push(key.clone());
+    }
+    let text = doc.to_string();
+    parse(&text, origin)?;
+    Ok(Edited { text, changed })
+}
+
+/// [`set_values`] on the config file at `path`, written back atomically when `write` is set
+/// and something changed. A link is written through to its target, the file keeps its mode,
+/// and a file that does not exist yet starts as `config_version = 1` (its directory is
+/// created).
+///
+/// # Errors
+/// As [`set_values`] (nothing is written); a file that cannot be read (not a regular file,
+/// too large) or written, as an issue of that file.
+pub fn set_in_file(
+    path: &Path,
+    edits: &[(String, toml_edit::Value)],
+    write: bool,
+) -> Result<Edited, ConfigError> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let origin = path.display().to_string();
+    let io = |what: &str, e: std::io::Error| {
+        ConfigError::one(ConfigIssue {
+            file: origin.clone(),
+            line: None,
+            key: None,
+            message: format!("cannot {what} it: {e}"),
+        })
+    };
+    let text = match crate::paths::read_regular_file(&path, MAX_CONFIG_BYTES) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            format!("config_version = {CONFIG_VERSION}\n")
+        }
+        Err(e) => return Err(io("read", e)),
+    };
+    let edited = set_values(&text, &origin, edits)?;
+    if write && !edited.changed.is_empty() {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io("create the directory of", e))?;
+        }
+        let mode = std::fs::metadata(&path)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0o600);
+        crate::paths::write_atomic(&path, edited.text.as_bytes(), mode)
+            .map_err(|e| io("write", e))?;
+    }
+    Ok(edited)
+}
+
+/// Whether two TOML values are equal, whatever their spelling (`'a'` and `"a"`, `1_000` and
+/// `1000`) and the comments around them.
+fn same_value(a: &toml_edit::Value, b: &toml_edit::Value) -> bool {
+    use toml_edit::Value as V;
+    match (a, b) {
+        (V::String(x), V::String(y)) => x.value() == y.value(),
+        (V::Integer(x), V::Integer(y)) => x.value() == y.value(),
+        (V::Float(x), V::Float(y)) => x.value() == y.value(),
+        (V::Boolean(x), V::Boolean(y)) => x.value() == y.value(),
+        (V::Array(x), V::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| same_value(p, q))
+        }
+        (x, y) => {
+            let bare = |v: &toml_edit::Value| {
+                let mut v = v.clone();
+                v.decor_mut().clear();
+                v.to_string()
+            };
+            bare(x) == bare(y)
+        }
+    }
 }
 
 /// The file [`load`] reads: `path`, else the user's config file when there is one (a link
@@ -2602,5 +2782,96 @@ mod tests {
             "{:?}",
             loaded.warnings
         );
+    }
+
+    fn set(text: &str, edits: &[(&str, toml_edit::Value)]) -> Result<Edited, ConfigError> {
+        let edits: Vec<(String, toml_edit::Value)> = edits
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect();
+        set_values(text, "test.toml", &edits)
+    }
+
+    #[test]
+    fn set_values_changes_only_the_values_in_place_with_their_comments() {
+        let text = "config_version = 1\n# mine\n[ptt]\nportal = false   # none here\nevdev = false     # not yet\nevdev_key = 'KEY_F13' # thumb\n\n[audio]\nmax_seconds = 30\n";
+        let edited = set(
+            text,
+            &[
+                ("ptt.evdev", true.into()),
+                ("ptt.evdev_key", "KEY_PAUSE".into()),
+                ("ptt.portal", false.into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(edited.changed, ["ptt.evdev", "ptt.evdev_key"]);
+        assert_eq!(
+            edited.text,
+            text.replace("evdev = false     # not yet", "evdev = true     # not yet")
+                .replace(
+                    "evdev_key = 'KEY_F13' # thumb",
+                    "evdev_key = \"KEY_PAUSE\" # thumb"
+                )
+        );
+        // The same value, spelled otherwise, is no change.
+        let same = set(
+            text,
+            &[
+                ("ptt.evdev_key", "KEY_F13".into()),
+                ("audio.max_seconds", 30.into()),
+            ],
+        )
+        .unwrap();
+        assert!(same.changed.is_empty());
+        assert_eq!(same.text, text);
+    }
+
+    #[test]
+    fn set_values_adds_missing_keys_and_tables() {
+        let text = "config_version = 1\n[ptt]\nevdev = false\n";
+        let edited = set(
+            text,
+            &[
+                ("ptt.min_hold_ms", 200.into()),
+                ("audio.vad.trim", false.into()),
+            ],
+        )
+        .unwrap();
+        let loaded = parse(&edited.text, "test.toml").unwrap();
+        assert_eq!(loaded.config.ptt.min_hold_ms, 200);
+        assert!(!loaded.config.audio.vad.trim);
+        assert!(
+            edited
+                .text
+                .starts_with("config_version = 1\n[ptt]\nevdev = false\nmin_hold_ms = 200\n"),
+            "{}",
+            edited.text
+        );
+        // An empty file gets what it needs, and stays a valid config.
+        let fresh = set("", &[("ptt.evdev", true.into())]).unwrap();
+        assert!(parse(&fresh.text, "test.toml").unwrap().config.ptt.evdev);
+    }
+
+    #[test]
+    fn set_values_refuses_what_the_runner_would_refuse_and_says_where() {
+        let text = "config_version = 1\n[ptt]\nevdev = false\n";
+        // A value of the wrong type: the checker's own error, with the line.
+        let e = set(text, &[("ptt.evdev", "yes".into())]).unwrap_err();
+        assert_eq!(e.errors[0].line, Some(3), "{e:?}");
+        assert!(e.errors[0].to_string().contains("test.toml:3"), "{e:?}");
+        // Through something that is not a table.
+        let e = set(
+            "config_version = 1\n[[plugin]]\nid = \"x\"\nkind = \"router\"\nentrypoint = [\"x\"]\n",
+            &[("plugin.id", "y".into())],
+        )
+        .unwrap_err();
+        assert!(e.errors[0].message.contains("not a table"), "{e:?}");
+        // A table is not a value; an empty part is not a key.
+        assert!(set(text, &[("ptt", true.into())]).is_err());
+        assert!(set(text, &[("ptt..evdev", true.into())]).is_err());
+        assert!(set(text, &[("", true.into())]).is_err());
+        // Text that is not TOML: its line.
+        let e = set("config_version = 1\n[ptt\n", &[("ptt.evdev", true.into())]).unwrap_err();
+        assert_eq!(e.errors[0].line, Some(2), "{e:?}");
     }
 }

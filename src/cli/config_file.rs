@@ -5,6 +5,11 @@
 //! changes and the new text and writes nothing (`--json`: `{path, from, to, changes, written,
 //! backup, text}`). A file whose migrated form would still be
 //! invalid is never written (exit 3, with `file:line: key` errors).
+//!
+//! `utter config set KEY VALUE [--dry-run] [--json]`: change one value in place
+//! ([`utter_core::config::set_in_file`]): comments, order and layout stay, and nothing is
+//! written when the result would not pass `utter check-config` (exit 3). `--json`:
+//! `{path, key, value, changed, written, text?}`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -22,6 +27,31 @@ pub enum Action {
     ///
     /// Example: utter config migrate --dry-run
     Migrate(MigrateArgs),
+    /// Change one value of the config file in place, keeping its comments; nothing is
+    /// written when the result would not pass check-config. The running service reads it on
+    /// `utter reload`.
+    ///
+    /// Examples: utter config set ptt.evdev true;
+    /// utter config set ptt.evdev_key KEY_PAUSE;
+    /// utter config set policy.enabled_ops '["terminal"]'
+    Set(SetArgs),
+}
+
+/// The arguments of `utter config set`.
+#[derive(clap::Args)]
+pub struct SetArgs {
+    /// The dotted key: ptt.evdev, audio.vad.trim, policy.enabled_ops, ...
+    key: String,
+    /// The value, read as TOML (true, 200, "text", ["a", "b"]); anything that is not TOML is
+    /// taken as a string (KEY_PAUSE).
+    #[arg(allow_hyphen_values = true)]
+    value: String,
+    /// Print the new text; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print JSON: {path, key, value, changed, written, text} (text with --dry-run).
+    #[arg(long)]
+    json: bool,
 }
 
 /// The arguments of `utter config migrate`.
@@ -42,7 +72,65 @@ pub struct MigrateArgs {
 pub fn run(action: &Action, config: Option<PathBuf>) -> u8 {
     match action {
         Action::Migrate(args) => migrate(args, config),
+        Action::Set(args) => set(args, config),
     }
+}
+
+fn set(args: &SetArgs, config: Option<PathBuf>) -> u8 {
+    let Some(path) = config.or_else(config::user_config_path) else {
+        eprintln!("utter config set: XDG_CONFIG_HOME and HOME are unset; pass --config PATH");
+        return exit::USAGE;
+    };
+    // TOML when it reads as a TOML value, else the words as they are.
+    let value: toml_edit::Value = args
+        .value
+        .parse()
+        .unwrap_or_else(|_| toml_edit::Value::from(args.value.as_str()));
+    let edits = [(args.key.clone(), value.clone())];
+    let edited = match config::set_in_file(&path, &edits, !args.dry_run) {
+        Ok(edited) => edited,
+        Err(e) => {
+            for issue in &e.errors {
+                eprintln!("error: {issue}");
+            }
+            eprintln!("utter config set: nothing was written");
+            return exit::CONFIG;
+        }
+    };
+    let changed = !edited.changed.is_empty();
+    let written = changed && !args.dry_run;
+    let shown = {
+        let mut v = value.clone();
+        v.decor_mut().clear();
+        v.to_string()
+    };
+    if args.json {
+        out!(
+            "{}",
+            json!({
+                "path": path.display().to_string(),
+                "key": args.key,
+                "value": shown,
+                "changed": changed,
+                "written": written,
+                "text": args.dry_run.then_some(&edited.text),
+            })
+        );
+        return exit::OK;
+    }
+    if args.dry_run {
+        out!("{}", edited.text.trim_end());
+    }
+    match (changed, written) {
+        (false, _) => out!("{} = {shown} already in {}", args.key, path.display()),
+        (true, true) => out!(
+            "set {} = {shown} in {} (the running service reads it on `utter reload`)",
+            args.key,
+            path.display()
+        ),
+        (true, false) => out!("would set {} = {shown} in {}", args.key, path.display()),
+    }
+    exit::OK
 }
 
 fn migrate(args: &MigrateArgs, config: Option<PathBuf>) -> u8 {

@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+"""Drive an application through AT-SPI for tests/settings.rs, as a screen reader would.
+
+Reads one JSON command per line on stdin and answers each with one JSON line on stdout:
+  {"op": "wait", "role": R, "name": N, "timeout": S}       -> {"ok": true} once it exists
+  {"op": "set_text", "role": R, "name": N, "text": T}      -> EditableText.setTextContents
+  {"op": "action", "role": R, "name": N}                   -> Action.doAction(0)
+  {"op": "read", "role": R, "name": N}                     -> {"ok": true, "text": ...}
+  {"op": "names", "role": R}                               -> every name with that role
+  {"op": "tree"}                                           -> the whole tree, one line a node
+R is pyatspi's role name ("push button", "text", "check box", "label", ...); N may end in
+"*" to match a prefix. Instead of "name", "near": L finds the nearest node of role R around
+the label L (a switch in a settings row is announced with its row's title). Errors are {"ok": false, "error": ...}; the driver never exits on one.
+"""
+import json
+import sys
+import time
+
+import pyatspi
+
+
+def walk(node, out):
+    try:
+        out.append(node)
+        for i in range(node.childCount):
+            child = node.getChildAtIndex(i)
+            if child is not None:
+                walk(child, out)
+    except Exception:
+        pass
+    return out
+
+
+def nodes():
+    desktop = pyatspi.Registry.getDesktop(0)
+    return walk(desktop, [])
+
+
+def matches(node, role, name):
+    try:
+        if role and node.getRoleName() != role:
+            return False
+        if name is None:
+            return True
+        if name.endswith("*"):
+            return (node.name or "").startswith(name[:-1])
+        return node.name == name
+    except Exception:
+        return False
+
+
+def find(role, name, timeout=10.0):
+    deadline = time.time() + timeout
+    while True:
+        for node in nodes():
+            if matches(node, role, name):
+                return node
+        if time.time() >= deadline:
+            raise LookupError(f"no {role!r} named {name!r} within {timeout} s")
+        time.sleep(0.2)
+
+
+def descendants_with_role(node, role):
+    return [n for n in walk(node, []) if matches(n, role, None)]
+
+
+def find_near(role, label, timeout=10.0):
+    """The node of `role` in the smallest subtree around the label named `label`."""
+    deadline = time.time() + timeout
+    while True:
+        for node in nodes():
+            if matches(node, "label", label):
+                # The label's own widget first (a button's label), then the smallest
+                # subtree around it, but never beyond the label's row or group.
+                up = node.parent
+                while up is not None:
+                    if matches(up, role, None):
+                        return up
+                    up = up.parent
+                up = node.parent
+                for _ in range(4):
+                    if up is None:
+                        break
+                    found = descendants_with_role(up, role)
+                    if found:
+                        return found[0]
+                    up = up.parent
+        if time.time() >= deadline:
+            raise LookupError(f"no {role!r} near the label {label!r} within {timeout} s")
+        time.sleep(0.2)
+
+
+def run(cmd):
+    op = cmd["op"]
+    role = cmd.get("role")
+    name = cmd.get("name")
+    timeout = float(cmd.get("timeout", 10))
+    if op == "tree":
+        lines = []
+
+        def dump(node, depth):
+            try:
+                lines.append("  " * depth + f"{node.getRoleName()} {node.name!r}")
+                for i in range(node.childCount):
+                    child = node.getChildAtIndex(i)
+                    if child is not None:
+                        dump(child, depth + 1)
+            except Exception:
+                pass
+
+        dump(pyatspi.Registry.getDesktop(0), 0)
+        return {"ok": True, "tree": lines}
+    if op == "names":
+        return {"ok": True, "names": [n.name for n in nodes() if matches(n, role, None)]}
+    if "near" in cmd:
+        node = find_near(role, cmd["near"], timeout)
+    else:
+        node = find(role, name, timeout)
+    if op == "wait":
+        return {"ok": True}
+    if op == "set_text":
+        done = node.queryEditableText().setTextContents(cmd["text"])
+        return {"ok": bool(done)}
+    if op == "action":
+        done = node.queryAction().doAction(0)
+        return {"ok": bool(done)}
+    if op == "read":
+        text = node.queryText()
+        return {"ok": True, "text": text.getText(0, text.characterCount)}
+    return {"ok": False, "error": f"unknown op {op}"}
+
+
+for line in sys.stdin:
+    line = line.strip()
+    if not line:
+        continue
+    try:
+        answer = run(json.loads(line))
+    except Exception as e:  # the test reads the error; the driver goes on
+        answer = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+    print(json.dumps(answer), flush=True)
