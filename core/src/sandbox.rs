@@ -35,6 +35,16 @@
 //! so the report says `tcp-denied`). It cannot give a private `/tmp` or restrict unix
 //! sockets, and says so. With neither, plugins run unconfined and every permission is
 //! reported advisory with the reason.
+//!
+//! `systemd-run --user` is not a fallback, for reasons measured with systemd 252: a scope
+//! (`--scope`, which keeps the plugin the runner's child) accepts only resource-control and
+//! kill settings, and refuses the sandbox ones (`-p PrivateNetwork=yes` and
+//! `-p ProtectHome=yes` both end in "Unknown assignment"); a transient service (`--pipe`)
+//! takes them, but its process is the user manager's child, not the runner's (the
+//! supervisor's kill, epoch and parent-death rules need its own child), and under a user
+//! manager `PrivateNetwork=yes` was not applied (the service still saw the host's
+//! interfaces) while the file-system settings were. A report built from such a unit could
+//! not be exactly what is in force, so Landlock is the fallback where bwrap is missing.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
