@@ -14,7 +14,6 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use utter_protocol::Incoming;
 use utter_protocol::serde_json::{self, Value, json};
 
 fn root() -> PathBuf {
@@ -193,23 +192,9 @@ async fn the_widget_follows_a_real_runner_through_voice_and_a_confirmation() {
 
     // A step that needs a yes: asked of a client that does not answer.
     let mut asker = daemon.client().await;
-    let command = tokio::spawn({
-        let conn = asker.conn.clone();
-        async move {
-            conn.request(
-                "runner.command",
-                json!({"utterance": "terminal echo from the bar"}),
-                Some(LIMIT),
-            )
-            .await
-        }
-    });
-    loop {
-        if let Incoming::Request(r) = asker.next_incoming().await {
-            assert_eq!(r.method, "host.confirm");
-            break;
-        }
-    }
+    let command = asker
+        .command_waiting_for_a_yes("terminal echo from the bar")
+        .await;
     wait_for(&mut lines, &|e| e["event"] == "confirmation_requested");
     let pending = daemon.utter(&sb, &["pending", "--json"]).await;
     assert_eq!(pending.code, Some(0), "{pending}");

@@ -26,7 +26,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 use sway_session::SwaySession;
-use utter_protocol::Incoming;
 use utter_protocol::serde_json::{Value, json};
 
 /// The app, killed on drop.
@@ -253,23 +252,9 @@ async fn the_app_edits_the_config_in_place_and_approves_a_step() {
 
     // A step that waits for a yes: Approve on the Safety page runs it.
     let mut asker = daemon.client().await;
-    let command = tokio::spawn({
-        let conn = asker.conn.clone();
-        async move {
-            conn.request(
-                "runner.command",
-                json!({"utterance": "terminal echo approved in the app"}),
-                Some(LIMIT),
-            )
-            .await
-        }
-    });
-    loop {
-        if let Incoming::Request(r) = asker.next_incoming().await {
-            assert_eq!(r.method, "host.confirm");
-            break;
-        }
-    }
+    let command = asker
+        .command_waiting_for_a_yes("terminal echo approved in the app")
+        .await;
     driver.must(
         json!({"op": "action", "role": "page tab", "name": "Safety"}),
         &mut app,

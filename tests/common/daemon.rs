@@ -214,6 +214,34 @@ impl TestClient {
             .expect("the connection is open")
     }
 
+    /// Run `utterance` (a step that needs a yes) as `runner.command` from this client, which
+    /// never answers the runner's `host.confirm`, and return once the runner has asked: the
+    /// step then waits in `runner.pending` for another door. Keep the client alive while it
+    /// waits (closing it withdraws the question); the handle gives the command's result.
+    pub async fn command_waiting_for_a_yes(
+        &mut self,
+        utterance: &str,
+    ) -> tokio::task::JoinHandle<Result<Value, ErrorObject>> {
+        let command = tokio::spawn({
+            let conn = self.conn.clone();
+            let utterance = utterance.to_owned();
+            async move {
+                conn.request(
+                    "runner.command",
+                    json!({"utterance": utterance}),
+                    Some(LIMIT),
+                )
+                .await
+            }
+        });
+        loop {
+            if let Incoming::Request(r) = self.next_incoming().await {
+                assert_eq!(r.method, "host.confirm");
+                return command;
+            }
+        }
+    }
+
     /// The next `runner.event`'s event object.
     pub async fn next_event(&mut self) -> Value {
         loop {
