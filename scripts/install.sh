@@ -86,6 +86,19 @@ as_root() {
     fi
 }
 
+# --- What was asked ----------------------------------------------------------------------
+# Checked before anything runs. A package file must be one.
+if [[ -n $package && ! -f $package ]]; then
+    echo "install.sh: --package $package is not a file (build one with cargo deb or cargo generate-rpm, see README.md)" >&2
+    exit 2
+fi
+# os-release is read, never run; only a regular file (or a link to one) is read at all, so a
+# FIFO or a device cannot make the script wait for ever.
+if [[ -e $os_release && ! -f $os_release ]]; then
+    echo "install.sh: $os_release is not a regular file" >&2
+    exit 2
+fi
+
 # --- Which distribution -------------------------------------------------------------------
 if [[ ! -r $os_release ]]; then
     echo "install.sh: cannot read $os_release, so the distribution is unknown; install the packages listed in README.md yourself and run with --no-system-packages" >&2
@@ -177,10 +190,6 @@ fi
 
 # --- Utter itself --------------------------------------------------------------------------
 if [[ -n $package ]]; then
-    if [[ ! -f $package ]]; then
-        echo "install.sh: $package is not a file" >&2
-        exit 1
-    fi
     case "$package:$family" in
     *.deb:apt)
         # apt resolves the package's own dependencies; a path needs the ./ form.

@@ -987,4 +987,79 @@ async fn config_set_edits_in_place_and_writes_nothing_it_would_refuse() {
     assert_eq!(run.code, Some(0), "{run}");
     let check = run_utter(&["check-config", &fresh.display().to_string()], &env).await;
     assert_eq!(check.code, Some(0), "{check}");
+
+    // Quoted or bracketed keys are not read as TOML key syntax: refused.
+    for key in ["\"ptt\".evdev", "plugin[0].id", "ptt. evdev"] {
+        let run = run_utter(&set(&[key, "true"]), &env).await;
+        assert_eq!(run.code, Some(3), "{key}: {run}");
+        assert!(run.stderr.contains("dotted key"), "{key}: {run}");
+    }
+    // An unknown key is written (as in any file) with the checker's warning.
+    let run = run_utter(&set(&["ptt.evdev_kye", "KEY_PAUSE"]), &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(run.stderr.contains("warning:"), "{run}");
+    assert!(run.stderr.contains("ptt.evdev_kye"), "{run}");
+
+    // A link is written through; a link to nothing is refused and stays a link.
+    let target = sb.write("target.toml", "config_version = 1\n");
+    let link = sb.path("link.toml");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let dangling = sb.path("dangling.toml");
+    std::os::unix::fs::symlink(sb.path("missing.toml"), &dangling).unwrap();
+    for (path, code) in [(&link, 0), (&dangling, 3)] {
+        let run = run_utter(
+            &[
+                "config",
+                "set",
+                "ptt.evdev",
+                "true",
+                "--config",
+                &path.display().to_string(),
+            ],
+            &env,
+        )
+        .await;
+        assert_eq!(run.code, Some(code), "{run}");
+        assert!(
+            std::fs::symlink_metadata(path)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "{}",
+            path.display()
+        );
+    }
+    assert!(
+        std::fs::read_to_string(&target)
+            .unwrap()
+            .contains("evdev = true")
+    );
+    assert!(!sb.path("missing.toml").exists());
+
+    // Edits at the same time all land (the directory is locked from read to rename).
+    let shared = sb.write("shared.toml", "config_version = 1\n[plugins]\n");
+    let shared = shared.display().to_string();
+    let runs = (0..12).map(|i| {
+        let env = env.clone();
+        let args = vec![
+            "config".to_owned(),
+            "set".to_owned(),
+            format!("x{i}.y"),
+            i.to_string(),
+            "--config".to_owned(),
+            shared.clone(),
+        ];
+        tokio::spawn(async move { run_utter(&args, &env).await })
+    });
+    for run in futures::future::join_all(runs).await {
+        let run = run.unwrap();
+        assert_eq!(run.code, Some(0), "{run}");
+    }
+    let text = std::fs::read_to_string(&shared).unwrap();
+    for i in 0..12 {
+        assert!(
+            text.contains(&format!("[x{i}]\ny = {i}")),
+            "x{i} lost:\n{text}"
+        );
+    }
 }

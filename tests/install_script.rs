@@ -226,3 +226,36 @@ fn hostile_os_release_values_are_read_not_run() {
     assert_eq!(run.code, Some(0), "{run}");
     assert!(run.stdout.contains("using apt"), "{run}");
 }
+
+#[test]
+fn only_regular_files_are_read_and_a_missing_package_is_refused_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // A FIFO, a device or a directory would block or confuse the reader: refused at once.
+    for path in [
+        fifo.display().to_string(),
+        "/dev/zero".to_owned(),
+        dir.path().display().to_string(),
+    ] {
+        let run = install_sh(&["--dry-run", "--os-release", &path]);
+        assert_eq!(run.code, Some(2), "{path}: {run}");
+        assert!(run.stderr.contains("not a regular file"), "{run}");
+    }
+    // A package that is not there: refused before any command is printed.
+    let run = install_sh(&[
+        "--dry-run",
+        "--os-release",
+        &fixture("debian-12"),
+        "--package",
+        "/nonexistent/utter.deb",
+    ]);
+    assert_eq!(run.code, Some(2), "{run}");
+    assert!(commands(&run).is_empty(), "{run}");
+}

@@ -1095,6 +1095,9 @@ pub struct Edited {
     /// The dotted keys whose value changed, in the order given (a key set to the value it
     /// already had is not listed).
     pub changed: Vec<String>,
+    /// What the checker warns about the edited keys (an unknown key is written, and ignored
+    /// by the runner, as in any config file).
+    pub warnings: Vec<ConfigIssue>,
 }
 
 /// Set each dotted key of `edits` (`"ptt.evdev"`, `"audio.vad.trim"`) to its TOML value in
@@ -1134,11 +1137,17 @@ pub fn set_values(
     })?;
     let mut changed = Vec::new();
     for (key, value) in edits {
-        let parts: Vec<&str> = key.split('.').map(str::trim).collect();
-        if parts.iter().any(|p| p.is_empty()) {
+        let parts: Vec<&str> = key.split('.').collect();
+        let bare = |p: &&str| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        if !parts.iter().all(bare) {
             return Err(refuse(
                 key,
-                "is not a dotted key such as ptt.evdev".to_owned(),
+                "is not a dotted key such as ptt.evdev (letters, digits, _ and - between the dots)"
+                    .to_owned(),
             ));
         }
         let (name, tables) = parts.split_last().expect("split gives one part at least");
@@ -1153,7 +1162,7 @@ pub fn set_values(
                     return Err(refuse(
                         key,
                         format!(
-                            "{part} is not a table here (an array of tables or an inline table is edited by hand)"
+                            "{part} is not a table (a value, an array of tables such as [[plugin]], or an inline table, which are edited by hand)"
                         ),
                     ));
                 }
@@ -1178,8 +1187,21 @@ pub fn set_values(
         changed.push(key.clone());
     }
     let text = doc.to_string();
-    parse(&text, origin)?;
-    Ok(Edited { text, changed })
+    let loaded = parse(&text, origin)?;
+    let warnings = loaded
+        .warnings
+        .into_iter()
+        .filter(|w| {
+            w.key
+                .as_deref()
+                .is_some_and(|k| edits.iter().any(|(e, _)| e == k))
+        })
+        .collect();
+    Ok(Edited {
+        text,
+        changed,
+        warnings,
+    })
 }
 
 /// [`set_values`] on the config file at `path`, written back atomically when `write` is set
@@ -1196,7 +1218,25 @@ pub fn set_in_file(
     write: bool,
 ) -> Result<Edited, ConfigError> {
     use std::os::unix::fs::PermissionsExt;
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let path = match std::fs::canonicalize(path) {
+        Ok(real) => real,
+        // A link whose target is missing: writing would replace the link with a file.
+        Err(_) if link => {
+            return Err(ConfigError::one(ConfigIssue {
+                file: path.display().to_string(),
+                line: None,
+                key: None,
+                message: format!(
+                    "is a link to {}, which does not exist: create that file, or name another with --config",
+                    std::fs::read_link(path)
+                        .map(|t| t.display().to_string())
+                        .unwrap_or_default()
+                ),
+            }));
+        }
+        Err(_) => path.to_path_buf(),
+    };
     let origin = path.display().to_string();
     let io = |what: &str, e: std::io::Error| {
         ConfigError::one(ConfigIssue {
@@ -1205,6 +1245,22 @@ pub fn set_in_file(
             key: None,
             message: format!("cannot {what} it: {e}"),
         })
+    };
+    // One writer at a time: the directory is locked from the read to the rename, so two
+    // edits at once both land (each reads what the other wrote).
+    let _lock = if write {
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(|e| io("create the directory of", e))?;
+        let handle = std::fs::File::open(dir).map_err(|e| io("open the directory of", e))?;
+        Some(
+            nix::fcntl::Flock::lock(handle, nix::fcntl::FlockArg::LockExclusive)
+                .map_err(|(_, e)| io("lock the directory of", e.into()))?,
+        )
+    } else {
+        None
     };
     let text = match crate::paths::read_regular_file(&path, MAX_CONFIG_BYTES) {
         Ok(text) => text,
@@ -1215,9 +1271,6 @@ pub fn set_in_file(
     };
     let edited = set_values(&text, &origin, edits)?;
     if write && !edited.changed.is_empty() {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| io("create the directory of", e))?;
-        }
         let mode = std::fs::metadata(&path)
             .map(|m| m.permissions().mode() & 0o7777)
             .unwrap_or(0o600);

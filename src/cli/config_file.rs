@@ -97,6 +97,9 @@ fn set(args: &SetArgs, config: Option<PathBuf>) -> u8 {
             return exit::CONFIG;
         }
     };
+    for issue in &edited.warnings {
+        eprintln!("warning: {issue}");
+    }
     let changed = !edited.changed.is_empty();
     let written = changed && !args.dry_run;
     let shown = {
