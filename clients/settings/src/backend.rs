@@ -9,7 +9,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use serde_json::Value;
 use utter_ipc::client::{Client, client_token};
 use utter_ipc::{CommandOutcome, Event, PendingConfirmation, Status};
 
@@ -157,25 +156,14 @@ pub fn save_config(
 ) -> Result<Vec<String>, String> {
     utter_core::config::set_in_file(path, edits, true)
         .map(|edited| edited.changed)
-        .map_err(|e| {
-            e.errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
+        .map_err(|e| e.to_string())
 }
 
 /// What the config file says now (for the forms), or why it cannot be read.
 pub fn read_config(path: &Path) -> Result<utter_core::config::Config, String> {
     match utter_core::config::load(Some(path)) {
         Ok(loaded) => Ok(loaded.config),
-        Err(e) => Err(e
-            .errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -188,57 +176,43 @@ pub async fn systemd(verb: &'static str) -> Result<String, String> {
     let conn = zbus::Connection::session()
         .await
         .map_err(|e| format!("no session bus: {e}"))?;
-    let call = |method: &'static str, body: Value| {
-        let conn = conn.clone();
+    let manager = zbus::Proxy::new(
+        &conn,
+        "org.freedesktop.systemd1",
+        "/org/freedesktop/systemd1",
+        "org.freedesktop.systemd1.Manager",
+    )
+    .await
+    .map_err(|e| format!("no systemd user manager: {e}"))?;
+    let refused = |method: &str, e: zbus::Error| {
+        format!(
+            "systemd's user manager refused {method} {UNIT}: {e} (is `systemctl --user` working in this session?)"
+        )
+    };
+    let unit_job = |method: &'static str, done: &'static str| {
+        let manager = manager.clone();
         async move {
-            let reply = match body {
-                Value::Null => {
-                    conn.call_method(
-                        Some("org.freedesktop.systemd1"),
-                        "/org/freedesktop/systemd1",
-                        Some("org.freedesktop.systemd1.Manager"),
-                        method,
-                        &(UNIT, "replace"),
-                    )
-                    .await
-                }
-                _ => {
-                    conn.call_method(
-                        Some("org.freedesktop.systemd1"),
-                        "/org/freedesktop/systemd1",
-                        Some("org.freedesktop.systemd1.Manager"),
-                        method,
-                        &(vec![UNIT], false, true),
-                    )
-                    .await
-                }
-            };
-            reply.map(|_| ()).map_err(|e| {
-                format!("systemd's user manager refused {method} {UNIT}: {e} (is `systemctl --user` working in this session?)")
-            })
+            manager
+                .call_method(method, &(UNIT, "replace"))
+                .await
+                .map(|_| done.to_owned())
+                .map_err(|e| refused(method, e))
         }
     };
     match verb {
-        "start" => call("StartUnit", Value::Null)
-            .await
-            .map(|()| "started".into()),
-        "stop" => call("StopUnit", Value::Null)
-            .await
-            .map(|()| "stopped".into()),
-        "restart" => call("RestartUnit", Value::Null)
-            .await
-            .map(|()| "restarted".into()),
+        "start" => unit_job("StartUnit", "started").await,
+        "stop" => unit_job("StopUnit", "stopped").await,
+        "restart" => unit_job("RestartUnit", "restarted").await,
         "enable" => {
-            call("EnableUnitFiles", Value::Bool(true)).await?;
-            conn.call_method(
-                Some("org.freedesktop.systemd1"),
-                "/org/freedesktop/systemd1",
-                Some("org.freedesktop.systemd1.Manager"),
-                "Reload",
-                &(),
-            )
-            .await
-            .map_err(|e| format!("systemd's user manager did not reload: {e}"))?;
+            // EnableUnitFiles(files, runtime = false, force = true), then Reload.
+            manager
+                .call_method("EnableUnitFiles", &(vec![UNIT], false, true))
+                .await
+                .map_err(|e| refused("EnableUnitFiles", e))?;
+            manager
+                .call_method("Reload", &())
+                .await
+                .map_err(|e| refused("Reload", e))?;
             Ok("enabled (starts with the graphical session)".into())
         }
         other => Err(format!("unknown systemd action {other}")),
