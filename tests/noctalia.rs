@@ -10,7 +10,7 @@ mod common;
 
 use common::Sandbox;
 use common::daemon::{Daemon, LIMIT, TERMINAL_ON, write_config};
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -152,18 +152,7 @@ async fn the_widget_follows_a_real_runner_through_voice_and_a_confirmation() {
         .stderr(Stdio::null());
     common::daemon::env(&sb, "client-state").apply(&mut cmd);
     let mut events = cmd.spawn().expect("utter events starts");
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let stdout = events.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let rx = common::stdout_lines(events.stdout.take().unwrap());
     let mut lines: Vec<String> = Vec::new();
     let wait_for = |lines: &mut Vec<String>, what: &dyn Fn(&Value) -> bool| {
         let deadline = std::time::Instant::now() + LIMIT;

@@ -323,18 +323,7 @@ async fn utter_ptt_drives_the_running_daemon_and_events_and_status_show_it() {
         .stderr(Stdio::null())
         .spawn()
         .expect("utter events runs");
-    let (line_tx, line_rx) = std::sync::mpsc::channel::<String>();
-    let stdout = events.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if line_tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let line_rx = common::stdout_lines(events.stdout.take().unwrap());
     let first = line_rx.recv_timeout(LIMIT).expect("the snapshot");
     assert_eq!(json(&first)["event"], "snapshot", "{first}");
     assert_eq!(json(&first)["status"]["ptt"]["listening"], false, "{first}");
