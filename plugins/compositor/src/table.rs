@@ -463,14 +463,20 @@ impl Table {
         self.actions.iter().find(|a| a.name == name)
     }
 
-    /// Up to five names close to `name` (sharing a word, or a small edit distance).
+    /// Up to five names close to `name` (sharing a word, or at most 3 edits away).
+    ///
+    /// A name longer than [`MAX_HINTED_NAME`] bytes gets no hints: no action name is
+    /// that long, and the cost of comparing must not grow with a hostile caller's input.
     pub fn close_names(&self, name: &str) -> Vec<&str> {
+        if name.len() > MAX_HINTED_NAME {
+            return Vec::new();
+        }
         let query = name.to_ascii_lowercase();
         let mut scored: Vec<(usize, &str)> = self
             .actions
             .iter()
             .filter_map(|a| {
-                let distance = edit_distance(&query, &a.name);
+                let distance = strsim::levenshtein(&query, &a.name);
                 let shares_word = query
                     .split(['-', '_', ' '])
                     .filter(|w| w.len() >= 3)
@@ -854,6 +860,9 @@ fn sway_value(arg: &Arg, param: &Param) -> Result<String, String> {
     })
 }
 
+/// Longest name, in bytes, that [`Table::close_names`] compares with the table.
+pub const MAX_HINTED_NAME: usize = 64;
+
 fn truncate(s: &str) -> String {
     if s.chars().count() > 40 {
         let head: String = s.chars().take(40).collect();
@@ -1119,21 +1128,6 @@ fn parse_size(s: &str) -> Result<SizeChange, String> {
             SizeChange::SetFixed(value)
         })
     }
-}
-
-/// Levenshtein distance over bytes (names are ASCII).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 #[cfg(test)]
@@ -1687,9 +1681,14 @@ mod tests {
     }
 
     #[test]
-    fn edit_distance_counts_edits() {
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("same", "same"), 0);
+    fn close_names_hint_near_misses_and_skip_huge_names() {
+        assert!(
+            TABLE
+                .close_names("focus-workspac")
+                .contains(&"focus-workspace")
+        );
+        assert!(TABLE.close_names(&"x".repeat(200_000)).is_empty());
+        let long_miss = format!("focus-workspace{}", "-".repeat(MAX_HINTED_NAME));
+        assert!(TABLE.close_names(&long_miss).is_empty());
     }
 }
