@@ -10,6 +10,7 @@
 //! * [`systemd`]: readiness and status notification for the user unit.
 //! * [`triggers`]: push-to-talk triggers that need I/O (the GlobalShortcuts portal, evdev).
 //! * [`daemon`]: `utter daemon`, the session service with all of the above.
+//! * [`logs`]: the daemon's log lines as data for the clients that follow them.
 //!
 //! The client of the socket is the `utter-ipc` crate.
 //!
@@ -20,6 +21,7 @@
 
 pub mod daemon;
 pub mod dbus;
+pub mod logs;
 pub mod socket;
 pub mod systemd;
 pub mod triggers;

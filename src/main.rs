@@ -15,8 +15,10 @@ use tracing_subscriber::EnvFilter;
 
 /// Log to stderr; or, for `utter daemon` whose stderr systemd connected to the journal
 /// (`JOURNAL_STREAM`), natively to journald, with each event's fields as journal fields
-/// (`UTTER_PLUGIN=`, `UTTER_EPOCH=`, ...). Without a journal socket, stderr it is.
-fn init_logging(level: Option<&str>, default: &str, journal: bool) {
+/// (`UTTER_PLUGIN=`, `UTTER_EPOCH=`, ...). Without a journal socket, stderr it is. `daemon`
+/// (the `utter daemon` command) also publishes its lines to the clients that follow them
+/// ([`utter::logs`]).
+fn init_logging(level: Option<&str>, default: &str, daemon: bool) {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = match level {
@@ -55,7 +57,7 @@ fn init_logging(level: Option<&str>, default: &str, journal: bool) {
     } else {
         filter.add_directive("zbus::proxy=error".parse().expect("a valid directive"))
     };
-    let journal_error = if journal && utter::systemd::stderr_is_journal() {
+    let journal_error = if daemon && utter::systemd::stderr_is_journal() {
         match tracing_journald::layer() {
             Ok(layer) => {
                 let layer = layer
@@ -64,6 +66,7 @@ fn init_logging(level: Option<&str>, default: &str, journal: bool) {
                 tracing_subscriber::registry()
                     .with(filter)
                     .with(layer)
+                    .with(daemon.then(utter::logs::layer))
                     .init();
                 return;
             }
@@ -72,10 +75,16 @@ fn init_logging(level: Option<&str>, default: &str, journal: bool) {
     } else {
         None
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+    // The daemon's followers (`runner.subscribe {logs: true}`) get the same lines as data.
+    let tap = daemon.then(utter::logs::layer);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal()),
+        )
+        .with(tap)
         .init();
     if let Some(e) = journal_error {
         tracing::warn!(

@@ -856,6 +856,135 @@ async fn events_start_with_a_snapshot_then_follow_the_plugins() {
     assert_eq!(again.code, -32602);
 }
 
+/// A typed client (`utter_ipc::Client`, as the settings app uses) that is dropped closes its
+/// connection: a hundred of them, one after the other, never fill the runner's connection
+/// limits (64 unauthenticated, 16 more), and the next one is served.
+#[tokio::test]
+async fn dropped_clients_free_their_connections() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, "");
+    let socket = sb.path("sock/runner.sock");
+    let daemon = Daemon::start(&sb, &config, Some(&socket)).await;
+    let token = Some(daemon.token());
+    for n in 0..100 {
+        let client = utter_ipc::Client::connect(&socket, token.clone(), None)
+            .await
+            .unwrap_or_else(|e| panic!("connection {n}: {e}"));
+        client
+            .status()
+            .await
+            .unwrap_or_else(|e| panic!("call {n}: {}", e.message));
+    }
+    let last = utter_ipc::Client::connect(&socket, token, None)
+        .await
+        .expect("connects");
+    assert!(last.status().await.is_ok());
+}
+
+/// `runner.subscribe {logs: true}` adds the runner's log lines (the last ones kept, then each
+/// new one) for that subscriber only; `utter events --logs` prints them.
+#[tokio::test]
+async fn log_lines_go_only_to_those_who_ask_for_them() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, "");
+    let socket = sb.path("sock/runner.sock");
+    let daemon = Daemon::start(&sb, &config, Some(&socket)).await;
+
+    let mut logs = daemon.client().await;
+    logs.call("runner.subscribe", json!({"logs": true}))
+        .await
+        .unwrap();
+    let mut plain = daemon.client().await;
+    plain
+        .call("runner.subscribe", json!({"logs": null}))
+        .await
+        .unwrap();
+    assert_eq!(logs.next_event().await["event"], "snapshot");
+    assert_eq!(plain.next_event().await["event"], "snapshot");
+    // The lines logged before the subscription come first: the daemon said it was ready.
+    let ready = loop {
+        let event = logs.next_event().await;
+        assert_eq!(
+            event["event"], "log",
+            "the kept lines come right after the snapshot"
+        );
+        if event["message"] == "ready" {
+            break event;
+        }
+    };
+    assert_eq!(ready["level"], "INFO", "{ready}");
+    assert!(
+        ready["time_ms"]
+            .as_u64()
+            .is_some_and(|t| t > 1_700_000_000_000),
+        "{ready}"
+    );
+    assert!(
+        ready["target"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("utter")),
+        "{ready}"
+    );
+
+    // A reload is logged, with its fields, to the one that asked.
+    let reloaded = daemon.client().await;
+    reloaded.call("runner.reload", json!({})).await.unwrap();
+    let line = loop {
+        let event = logs.next_event().await;
+        if event["event"] == "log" && event["message"] == "config reloaded" {
+            break event;
+        }
+    };
+    assert_eq!(line["fields"]["unchanged"], "2", "{line}");
+    loop {
+        let event = plain.next_event().await;
+        assert_ne!(event["event"], "log", "not asked for: {event}");
+        if event["event"] == "reloaded" {
+            break;
+        }
+    }
+
+    // Anything but true or false is refused, and the connection goes on.
+    for bad in [json!("yes"), json!(1), json!({"all": true})] {
+        let e = plain
+            .call("runner.subscribe", json!({"logs": bad}))
+            .await
+            .expect_err("not a boolean");
+        assert_eq!(e.code, -32602, "{bad}: {e:?}");
+        assert!(e.message.contains("params.logs"), "{}", e.message);
+    }
+    assert!(plain.call("runner.version", json!({})).await.is_ok());
+
+    // The CLI prints them as lines for people.
+    let mut cli = tokio::process::Command::new(bin("utter"));
+    cli.args(["events", "--logs", "--socket"])
+        .arg(&socket)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    env(&sb, "client-state").apply(cli.as_std_mut());
+    let mut cli = cli.spawn().expect("utter events runs");
+    let mut lines = {
+        use tokio::io::AsyncBufReadExt;
+        tokio::io::BufReader::new(cli.stdout.take().unwrap()).lines()
+    };
+    let mut printed = Vec::new();
+    while let Ok(Ok(Some(line))) = tokio::time::timeout(LIMIT, lines.next_line()).await {
+        let done = line.starts_with("log ") && line.contains("INFO") && line.ends_with(": ready");
+        printed.push(line);
+        if done {
+            break;
+        }
+    }
+    assert!(
+        printed.last().is_some_and(|l| l.ends_with(": ready")),
+        "{printed:#?}"
+    );
+    let _ = cli.kill().await;
+}
+
 // ---------------------------------------------------------------------------------------
 // Bad input, limits, and the CLI's errors
 

@@ -358,7 +358,17 @@ impl Client {
     /// # Errors
     /// As [`Client::call`].
     pub async fn subscribe(&self) -> Result<String, ErrorObject> {
-        let result = self.call(methods::SUBSCRIBE, json!({})).await?;
+        self.subscribe_with(false).await
+    }
+
+    /// As [`Client::subscribe`]; with `logs`, the runner's log lines come too
+    /// ([`crate::Event::Log`]): the last ones it kept right after the snapshot, then each new
+    /// one.
+    ///
+    /// # Errors
+    /// As [`Client::call`].
+    pub async fn subscribe_with(&self, logs: bool) -> Result<String, ErrorObject> {
+        let result = self.call(methods::SUBSCRIBE, json!({"logs": logs})).await?;
         result
             .get("subscription")
             .and_then(Value::as_str)
@@ -374,6 +384,20 @@ impl Client {
 
     /// Close the connection.
     pub fn close(&self) {
+        self.conn.close();
+    }
+
+    /// Whether the connection is closed or closing (on either side); a long-lived client
+    /// connects again when it is.
+    pub fn is_closed(&self) -> bool {
+        self.conn.is_closed()
+    }
+}
+
+/// Dropping the client closes its connection at once, so the runner frees its slot
+/// (the connection's reader task would otherwise keep the socket open).
+impl Drop for Client {
+    fn drop(&mut self) {
         self.conn.close();
     }
 }

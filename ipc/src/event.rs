@@ -82,9 +82,46 @@ pub enum Event {
         /// Why.
         reason: String,
     },
+    /// One line of the runner's own log, sent only to subscribers that asked for them
+    /// (`runner.subscribe {logs: true}`): `{"event":"log","time_ms":…,"level":"INFO",
+    /// "target":"utter_core::runner","message":"config reloaded","fields":{…}}` ([`LogLine`]).
+    Log(LogLine),
     /// An event this version does not know (a newer runner's); clients skip it.
     #[serde(other)]
     Unknown,
+}
+
+/// One line of the runner's log ([`Event::Log`]): what the journal (or stderr) gets, as
+/// data. Text is untrusted where it quotes a plugin (its stderr lines, window titles).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    /// When it was logged: milliseconds since the Unix epoch (UTC).
+    pub time_ms: u64,
+    /// `ERROR`, `WARN`, `INFO`, `DEBUG` or `TRACE` (`tracing`'s level names).
+    pub level: String,
+    /// The module that logged it, e.g. `utter_core::runner` (`utter::plugin` for a plugin's
+    /// stderr lines).
+    pub target: String,
+    /// The message, at most [`LogLine::MAX_TEXT`] bytes (longer ones end with `…`).
+    pub message: String,
+    /// The event's other fields (`plugin`, `epoch`, …) as text, each at most
+    /// [`LogLine::MAX_TEXT`] bytes; left out when there are none.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub fields: std::collections::BTreeMap<String, String>,
+}
+
+impl LogLine {
+    /// The longest message or field value a log event carries, in bytes.
+    pub const MAX_TEXT: usize = 4096;
+
+    /// The line for people: `LEVEL target: message key=value …` (no time).
+    pub fn display(&self) -> String {
+        let mut line = format!("{} {}: {}", self.level, self.target, self.message);
+        for (k, v) in &self.fields {
+            line.push_str(&format!(" {k}={v}"));
+        }
+        line
+    }
 }
 /// Why a hold did not become an utterance. Serialised kebab-case: `too-short`, `stuck`,
 /// `device-lost`, `cancelled`.

@@ -37,7 +37,8 @@ pub const INVOKE: &str = "runner.invoke";
 pub const RELOAD: &str = "runner.reload";
 /// `runner.ptt {action}` → [`PttReply`].
 pub const PTT: &str = "runner.ptt";
-/// `runner.subscribe {}` → `{subscription}`; then `runner.event` notifications.
+/// `runner.subscribe {logs?}` → `{subscription}`; then `runner.event` notifications (with
+/// `logs: true` also the runner's log lines, [`crate::Event::Log`]).
 pub const SUBSCRIBE: &str = "runner.subscribe";
 /// `runner.unsubscribe {subscription}` → `{}`.
 pub const UNSUBSCRIBE: &str = "runner.unsubscribe";

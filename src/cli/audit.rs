@@ -97,7 +97,7 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
 }
 
 /// A Unix time as the local `YYYY-MM-DD HH:MM:SS`.
-fn local_time(seconds: u64, tz: &jiff::tz::TimeZone) -> String {
+pub(super) fn local_time(seconds: u64, tz: &jiff::tz::TimeZone) -> String {
     i64::try_from(seconds)
         .ok()
         .and_then(|s| jiff::Timestamp::from_second(s).ok())

@@ -3,6 +3,8 @@
 //! state, confirmations asked and answered, finished commands, reloads, push-to-talk and its
 //! triggers, spoken commands), or, with `--json`, one event object per line. A subscription
 //! the runner drops because this reader fell behind is started again, with a fresh snapshot.
+//! With `--logs` the runner's own log lines (INFO and above) are followed too: the last ones
+//! it kept first, then each new one (`{"event":"log",...}` with `--json`).
 //! Exit 0 on Ctrl-C, 4 when the runner goes away or stdout cannot be written.
 
 use serde_json::Value;
@@ -18,6 +20,10 @@ pub struct Args {
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
+    /// Follow the runner's log lines (INFO, WARN, ERROR) too, starting with the last ones
+    /// it kept.
+    #[arg(long)]
+    logs: bool,
 }
 
 /// Run `utter events`.
@@ -26,7 +32,7 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    if let Err(e) = client.subscribe().await {
+    if let Err(e) = client.subscribe_with(args.logs).await {
         return call_failed("events", &e);
     }
     let interrupted = tokio::signal::ctrl_c();
@@ -52,7 +58,7 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         if matches!(event, Event::Dropped { .. }) {
             // Fell behind: start again with a fresh snapshot (when the runner is stopping,
             // the connection closes and the loop ends above).
-            if let Err(e) = client.subscribe().await {
+            if let Err(e) = client.subscribe_with(args.logs).await {
                 return call_failed("events", &e);
             }
         }
@@ -125,6 +131,11 @@ fn describe(event: &Event) -> String {
         Event::PttTrigger(t) => format!(
             "push-to-talk trigger {}: {} ({})",
             t.trigger, t.state, t.detail
+        ),
+        Event::Log(line) => format!(
+            "log {} {}",
+            super::audit::local_time(line.time_ms / 1000, &jiff::tz::TimeZone::system()),
+            sanitize(&line.display())
         ),
         Event::PluginEvent { .. } | Event::Unknown => answer_line(event),
     }

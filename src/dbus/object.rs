@@ -355,8 +355,11 @@ pub(super) async fn follow_events(
                 let transcript = report.transcript.as_deref().unwrap_or("");
                 RunnerObject::voice_finished(emitter, &report.outcome, transcript, &json).await
             }
-            // Subscription bookkeeping of the socket, never broadcast by the runner.
-            Event::Snapshot { .. } | Event::Dropped { .. } | Event::Unknown => Ok(()),
+            // Subscription bookkeeping of the socket (and the log lines a socket subscriber
+            // asks for), never broadcast by the runner.
+            Event::Snapshot { .. } | Event::Dropped { .. } | Event::Log(_) | Event::Unknown => {
+                Ok(())
+            }
         };
         if let Err(e) = sent {
             tracing::debug!(error = %e, "D-Bus: could not emit a signal");

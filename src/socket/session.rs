@@ -38,6 +38,7 @@ use utter_core::policy::Provenance;
 use utter_core::runner::host;
 use utter_core::runner::invoke::find_plugin;
 use utter_core::runner::{EVENT_BACKLOG, Runner, VERSION};
+use utter_ipc::LogLine;
 
 /// The largest frame body a client may send before it authenticated, in bytes (64 KiB): a
 /// `runner.auth` is a few dozen. Larger frames are skipped unread and answered `-32700`.
@@ -503,7 +504,13 @@ impl Session {
             "runner.confirm" => self.confirm(&params),
             "runner.validate_plugin" => validate_plugin(&runner, &params),
             "runner.subscribe" => {
-                self.subscribe(id).await;
+                // `logs: true` asks for the runner's log lines too.
+                match optional_bool(&params, "logs") {
+                    Ok(logs) => self.subscribe(id, logs).await,
+                    Err(e) => {
+                        let _ = self.conn.respond(id, Err(e)).await;
+                    }
+                }
                 return;
             }
             "runner.unsubscribe" => self.unsubscribe(&params),
@@ -690,8 +697,9 @@ impl Session {
         Ok(json!({}))
     }
 
-    /// Answer `{subscription}`, then start forwarding: a snapshot first, then each event.
-    async fn subscribe(&mut self, id: RequestId) {
+    /// Answer `{subscription}`, then start forwarding: a snapshot first, then each event
+    /// (with `logs`, the runner's last log lines after the snapshot, then each new one).
+    async fn subscribe(&mut self, id: RequestId, logs: bool) {
         if self.subscriptions.lock().expect("subscription lock").len() >= MAX_SUBSCRIPTIONS {
             let _ = self
                 .conn
@@ -708,6 +716,7 @@ impl Session {
         let runner = &self.shared.runner;
         // Subscribe before the snapshot, so nothing between the two is lost.
         let events = runner.subscribe();
+        let logs = logs.then(crate::logs::follow);
         let snapshot = runner.status();
         self.next_subscription += 1;
         let subscription = format!("sub-{}", self.next_subscription);
@@ -725,6 +734,7 @@ impl Session {
             subscription.clone(),
             serde_json::to_value(snapshot).unwrap_or(Value::Null),
             events,
+            logs,
             self.subscriptions.clone(),
         ));
         subscriptions.insert(subscription, task.abort_handle());
@@ -763,11 +773,16 @@ impl Session {
 /// Events are queued without waiting on the client (`try_notify`), so a subscriber that
 /// never reads holds at most that many bytes of the daemon's memory, whatever its socket's
 /// write is doing; the final `dropped` notice is queued past the bound (it is small).
+///
+/// With `logs` (the last lines and a receiver, [`crate::logs::follow`]), log lines go out as
+/// `{event: "log", ...}` too; a follower that falls behind the log misses the oldest lines
+/// and is told how many in a line of its own, and stays subscribed.
 async fn forward_events(
     conn: Connection,
     subscription: String,
     snapshot: Value,
     mut events: broadcast::Receiver<utter_core::events::Event>,
+    logs: Option<(Vec<LogLine>, broadcast::Receiver<LogLine>)>,
     subscriptions: Arc<Mutex<HashMap<String, AbortHandle>>>,
 ) {
     let send = |event: Value| {
@@ -785,9 +800,52 @@ async fn forward_events(
             json!({"subscription": subscription, "event": {"event": "dropped", "reason": reason}}),
         );
     };
+    let log_event = |line: LogLine| {
+        serde_json::to_value(utter_core::events::Event::Log(line)).unwrap_or(Value::Null)
+    };
     let mut outcome = send(json!({"event": "snapshot", "status": snapshot}));
+    let mut log_lines = None;
+    if let Some((recent, receiver)) = logs {
+        for line in recent {
+            if outcome.is_ok() {
+                outcome = send(log_event(line));
+            }
+        }
+        log_lines = Some(receiver);
+    }
     while outcome.is_ok() {
-        outcome = match events.recv().await {
+        let next = match log_lines.as_mut() {
+            Some(lines) => tokio::select! {
+                event = events.recv() => Either::Event(event),
+                line = lines.recv() => Either::Log(line),
+            },
+            None => Either::Event(events.recv().await),
+        };
+        let event = match next {
+            Either::Event(event) => event,
+            Either::Log(Ok(line)) => {
+                outcome = send(log_event(line));
+                continue;
+            }
+            Either::Log(Err(broadcast::error::RecvError::Lagged(missed))) => {
+                outcome = send(log_event(LogLine {
+                    time_ms: 0,
+                    level: "WARN".into(),
+                    target: "utter::logs".into(),
+                    message: format!(
+                        "{missed} log lines were skipped: this subscriber fell more than {} lines behind",
+                        crate::logs::BACKLOG
+                    ),
+                    fields: Default::default(),
+                }));
+                continue;
+            }
+            Either::Log(Err(broadcast::error::RecvError::Closed)) => {
+                log_lines = None;
+                continue;
+            }
+        };
+        outcome = match event {
             Ok(event) => send(serde_json::to_value(&event).unwrap_or(Value::Null)),
             Err(broadcast::error::RecvError::Lagged(missed)) => {
                 tracing::warn!(%subscription, missed, "event subscriber too far behind; dropped");
@@ -821,6 +879,12 @@ async fn forward_events(
         .lock()
         .expect("subscription lock")
         .remove(&subscription);
+}
+
+/// What a subscription's forwarder woke up for.
+enum Either {
+    Event(Result<utter_core::events::Event, broadcast::error::RecvError>),
+    Log(Result<LogLine, broadcast::error::RecvError>),
 }
 
 /// The requesting client's confirmation door: `host.confirm` on its connection, with no
@@ -1051,6 +1115,7 @@ mod tests {
             "sub-1".into(),
             json!({"state": "ready"}),
             receiver,
+            None,
             subscriptions,
         )
         .await;
@@ -1068,6 +1133,59 @@ mod tests {
         assert_eq!(notes[1].params["event"]["event"], "dropped");
         let reason = notes[1].params["event"]["reason"].as_str().unwrap();
         assert!(reason.contains("behind"), "{reason}");
+    }
+
+    /// A log follower that falls behind misses the oldest lines, is told how many, and
+    /// stays subscribed; events still reach it.
+    #[tokio::test]
+    async fn a_log_follower_that_falls_behind_is_told_and_kept() {
+        let ((runner_side, _runner_rx), (_client, mut client_rx)) =
+            memory_pair(ConnectionOptions::default(), ConnectionOptions::default());
+        let (events, receiver) = backlog(4, 0);
+        let line = |n: usize| LogLine {
+            time_ms: 1,
+            level: "INFO".into(),
+            target: "test".into(),
+            message: format!("line {n}"),
+            fields: Default::default(),
+        };
+        let (lines, lines_rx) = broadcast::channel(2);
+        for n in 1..=5 {
+            lines.send(line(n)).unwrap();
+        }
+        let subscriptions = Arc::new(Mutex::new(HashMap::new()));
+        let task = tokio::spawn(forward_events(
+            runner_side,
+            "sub-1".into(),
+            json!({"state": "ready"}),
+            receiver,
+            Some((vec![line(0)], lines_rx)),
+            subscriptions,
+        ));
+        let mut next = async || match client_rx.recv().await.unwrap() {
+            Incoming::Notification(n) => n.params["event"].clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(next().await["event"], "snapshot");
+        assert_eq!(next().await["message"], "line 0", "the kept lines first");
+        let skipped = next().await;
+        assert_eq!(skipped["level"], "WARN");
+        assert!(
+            skipped["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("3 log lines were skipped"),
+            "{skipped}"
+        );
+        assert_eq!(next().await["message"], "line 4");
+        assert_eq!(next().await["message"], "line 5");
+        events
+            .send(Event::State {
+                state: ServiceState::Ready,
+            })
+            .unwrap();
+        assert_eq!(next().await["event"], "state", "still subscribed");
+        task.abort();
     }
 
     /// Many small events fill the queue's frame slots long before its byte bound: the
@@ -1095,6 +1213,7 @@ mod tests {
                 "sub-1".into(),
                 json!({"state": "ready"}),
                 receiver,
+                None,
                 subscriptions,
             ),
         )
