@@ -307,7 +307,14 @@ pub struct CaptureStatus {
     pub channels: u32,
     /// Frames received since the stream started.
     pub frames: u64,
+    /// The RMS level of the last [`LEVEL_WINDOW_MS`] of audio received, in dBFS (the same
+    /// measure as `vad.silence_threshold_db`); `None` before that much arrived or without a
+    /// pre-roll ring to read it from (`pre_roll_ms = 0` and not recording). A meter polls it.
+    pub level_db: Option<f32>,
 }
+
+/// The span of audio [`CaptureStatus::level_db`] measures, in milliseconds.
+pub const LEVEL_WINDOW_MS: u32 = 100;
 
 /// A running capture stream from one source; see the module docs.
 ///
@@ -558,6 +565,7 @@ impl AudioCapture {
             rate: s.rate,
             channels: s.channels,
             frames: s.frames_seen,
+            level_db: s.recent_level_db(),
         }
     }
 }

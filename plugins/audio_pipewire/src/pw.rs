@@ -66,6 +66,35 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The RMS in dBFS of the last [`crate::capture::LEVEL_WINDOW_MS`] of samples (the
+    /// recording's tail while recording, else the ring's), `None` while fewer are at hand.
+    pub fn recent_level_db(&self) -> Option<f32> {
+        let wanted = usize::try_from(
+            u64::from(self.rate)
+                * u64::from(self.channels.max(1))
+                * u64::from(crate::capture::LEVEL_WINDOW_MS)
+                / 1000,
+        )
+        .ok()
+        .filter(|n| *n > 0)?;
+        let level = match &self.recording {
+            Some(recording) if recording.len() >= wanted => {
+                crate::dsp::rms_db(&recording[recording.len() - wanted..])
+            }
+            Some(_) => return None,
+            None if self.ring.len() >= wanted => {
+                let tail: Vec<f32> = self
+                    .ring
+                    .range(self.ring.len() - wanted..)
+                    .copied()
+                    .collect();
+                crate::dsp::rms_db(&tail)
+            }
+            None => return None,
+        };
+        Some((level * 10.0).round() / 10.0)
+    }
+
     pub fn new(pre_roll_ms: u32, max_seconds: u32) -> Shared {
         Shared {
             phase: StreamPhase::Connecting,

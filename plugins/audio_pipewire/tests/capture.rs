@@ -215,7 +215,27 @@ async fn capture_over_the_protocol_on_real_pipewire() {
     let status = host.call("audio.status", json!({})).await.unwrap();
     assert_eq!(status["recording"], "utterance", "{status}");
     assert_eq!(status["state"], "recording", "{status}");
-    pw.speak(&wav).await;
+    // The silent mic reads low on the level meter, the speech high, while it plays.
+    let quiet = status["capture"]["level_db"].as_f64().expect("a level");
+    assert!(quiet < -60.0, "silence at {quiet} dBFS: {status}");
+    let mut player = pw.play(&wav);
+    let mut loudest = f64::MIN;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline && player.try_wait().expect("pw-play").is_none() {
+        let status = host.call("audio.status", json!({})).await.unwrap();
+        loudest = loudest.max(status["capture"]["level_db"].as_f64().unwrap_or(f64::MIN));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let played = tokio::task::spawn_blocking(move || player.wait())
+        .await
+        .expect("join")
+        .expect("pw-play ends");
+    assert!(played.success(), "pw-play failed: {played}");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert!(
+        loudest > -40.0,
+        "the speech peaked at {loudest} dBFS on the meter"
+    );
     let asked = Instant::now();
     let spoken = host.call("audio.end", json!({})).await.unwrap();
     let round_trip = asked.elapsed();
