@@ -43,6 +43,7 @@ pub mod commands;
 pub mod context;
 pub mod decide;
 pub mod eval;
+pub mod examples;
 pub mod inapp;
 pub mod language;
 pub mod niri_config;
@@ -84,6 +85,10 @@ const PLAN: &str = "router.plan";
 /// players, words}}`: the names this router acts on,
 /// for a speech recogniser's prompt ([`vocabulary`]).
 const VOCABULARY: &str = "router.vocabulary";
+
+/// `router.examples {}` → `{categories: [{name, about, examples: [{say, op, focused?}]}]}`:
+/// what a person can say, by kind ([`examples`]).
+const EXAMPLES_METHOD: &str = "router.examples";
 
 /// The longest utterance planned, in bytes; a longer one is refused as invalid params.
 pub const MAX_UTTERANCE: usize = 4096;
@@ -578,11 +583,11 @@ fn focused_after(
 
 impl Handler for RulesRouter {
     fn methods(&self) -> Vec<String> {
-        vec![PLAN.into(), VOCABULARY.into()]
+        vec![PLAN.into(), VOCABULARY.into(), EXAMPLES_METHOD.into()]
     }
 
     fn side_effect_free(&self) -> Vec<String> {
-        vec![PLAN.into(), VOCABULARY.into()]
+        vec![PLAN.into(), VOCABULARY.into(), EXAMPLES_METHOD.into()]
     }
 
     async fn health(&self) -> HealthResult {
@@ -648,6 +653,9 @@ impl Handler for RulesRouter {
                     .await
                     .map_err(|e| ErrorObject::internal(format!("router.vocabulary failed: {e}")))
             }
+            EXAMPLES_METHOD => examples::Examples::builtin()
+                .map(|e| json!(e))
+                .map_err(ErrorObject::internal),
             other => Err(ErrorObject::method_not_found(other)),
         }
     }
@@ -861,6 +869,49 @@ mod tests {
     fn plan(params: Value) -> Result<Value, ErrorObject> {
         let request = PlanRequest::from_params(&params)?;
         Ok(state().plan(&request))
+    }
+
+    /// Every example of "what can I say" plans as it says, in the window it names, with a
+    /// few applications installed.
+    #[test]
+    fn every_example_plans_to_its_op() {
+        let apps = tempfile::tempdir().expect("a temporary directory");
+        for (id, name) in [
+            ("firefox", "Firefox"),
+            ("org.gnome.Calculator", "Calculator"),
+        ] {
+            std::fs::write(
+                apps.path().join(format!("{id}.desktop")),
+                format!("[Desktop Entry]\nType=Application\nName={name}\nExec={id}\n"),
+            )
+            .expect("a desktop entry");
+        }
+        let state = State {
+            apps: AppScanner::new(vec![apps.path().to_path_buf()]),
+            ..state()
+        };
+        let examples = examples::Examples::builtin().expect("parses");
+        let mut wrong = Vec::new();
+        for category in &examples.categories {
+            for example in &category.examples {
+                let mut params = json!({"utterance": example.say});
+                if let Some(app_id) = &example.focused {
+                    params["context"] = json!({"focused": {"app_id": app_id}});
+                }
+                let request = PlanRequest::from_params(&params).expect("params");
+                let planned = state.plan(&request);
+                if planned["steps"][0]["op"] != example.op.as_str() {
+                    wrong.push(format!("{:?} ({}): {planned}", example.say, category.name));
+                }
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "examples that plan otherwise:\n{}",
+            wrong.join("\n")
+        );
+        let answer = utter_protocol::serde_json::to_value(&examples).expect("serialises");
+        assert!(answer["categories"][0]["examples"][0]["say"].is_string());
     }
 
     #[test]
