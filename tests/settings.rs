@@ -18,8 +18,9 @@ mod desktop;
 #[path = "../plugins/compositor/tests/sway_session/mod.rs"]
 mod sway_session;
 
-use common::Sandbox;
 use common::daemon::{Daemon, LIMIT, write_config};
+use common::voice::VoiceDaemon;
+use common::{ChildEnv, PipeWireSession, Sandbox, espeak_wav, whisper_model};
 use desktop::SessionBus;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -43,10 +44,24 @@ impl App {
         socket: &Path,
         page: &str,
     ) -> App {
+        App::start_with(sway, bus, sb, config, socket, page, &ChildEnv::new())
+    }
+
+    /// [`App::start`] with `extra` in its environment.
+    fn start_with(
+        sway: &SwaySession,
+        bus: &SessionBus,
+        sb: &Sandbox,
+        config: &Path,
+        socket: &Path,
+        page: &str,
+        extra: &ChildEnv,
+    ) -> App {
         let log = sb.path(&format!("settings-{page}.log"));
         let home = sb.path("settings-home");
         std::fs::create_dir_all(&home).unwrap();
-        let child = Command::new(common::bin("utter-settings"))
+        let mut command = Command::new(common::bin("utter-settings"));
+        command
             .arg("--config")
             .arg(config)
             .arg("--socket")
@@ -63,9 +78,9 @@ impl App {
             .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("utter-settings starts");
+            .stderr(std::fs::File::create(&log).unwrap());
+        extra.apply(&mut command);
+        let child = command.spawn().expect("utter-settings starts");
         App { child, log }
     }
 
@@ -129,6 +144,45 @@ impl Driver {
             app.log()
         );
         answer
+    }
+}
+
+impl Driver {
+    /// The text of every node of `role` (e.g. the Events and Logs pages' text views).
+    fn texts(&mut self, role: &str) -> Vec<String> {
+        let answer = self.ask(json!({"op": "texts", "role": role}));
+        answer["texts"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| t.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The text of the label whose name matches `name` (`*` as in drive.py), once one does;
+    /// the failure shows the labels and buttons there were.
+    fn label(&mut self, what: &str, name: &str) -> String {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            let said = self.ask(json!({"op": "read", "role": "label", "name": name, "timeout": 0}));
+            if let Some(text) = said["text"].as_str() {
+                return text.to_owned();
+            }
+            if Instant::now() > deadline {
+                let tree = self.ask(json!({"op": "tree"}));
+                let shown: Vec<&str> = tree["tree"]
+                    .as_array()
+                    .map(|t| t.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                panic!(
+                    "{what}: no label {name:?} within {LIMIT:?}; the tree:\n{}",
+                    shown.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 
@@ -274,6 +328,9 @@ async fn the_app_edits_the_config_in_place_and_approves_a_step() {
         .unwrap()
         .expect("the command ran");
     assert_eq!(outcome["results"][0]["ok"], true, "{outcome}");
+    // The audit log on the same page says who approved it.
+    let decision = driver.label("the decision is listed", "confirmed: terminal*");
+    assert!(decision.contains("echo approved in the app"), "{decision}");
 
     // A dry run from the Commands page shows the plan and runs nothing.
     driver.must(
@@ -306,6 +363,25 @@ async fn the_app_edits_the_config_in_place_and_approves_a_step() {
         std::thread::sleep(Duration::from_millis(500));
         screenshot(&sway, &sb, &page.to_lowercase());
     }
+
+    // The Logs page has the runner's own lines, the reload among them.
+    driver.must(
+        json!({"op": "action", "role": "page tab", "name": "Logs"}),
+        &mut app,
+    );
+    let logged = wait_until("the reload is in the log", || {
+        let texts = driver.texts("text");
+        texts
+            .into_iter()
+            .find(|t| t.contains("INFO") && t.contains("config reloaded"))
+    });
+    assert!(
+        logged
+            .lines()
+            .any(|l| l.contains("config reloaded") && l.contains("unchanged=")),
+        "{logged}"
+    );
+    screenshot(&sway, &sb, "logs");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -351,5 +427,349 @@ async fn a_broken_config_is_shown_with_its_line_and_never_written() {
         std::fs::read_to_string(&config).unwrap(),
         text,
         "the file was written"
+    );
+}
+
+/// The Commands page with the real rules router: "What can I say?" lists its kinds of
+/// command and an example shows its plan; a shortcut added in the profile editor lands in the
+/// user's copy of the profile with every built-in comment kept, and a chord the router would
+/// refuse is shown with its place and not written.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_commands_page_says_what_to_say_and_edits_a_profile() {
+    let sb = Sandbox::new();
+    let config = sb.write(
+        "utter.toml",
+        &format!(
+            "config_version = 1\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [{utter:?}, \"plugin\", \"rules\"]\n\n[[plugin]]\nid = \"desktop\"\nkind = \"action\"\nentrypoint = [{utter:?}, \"plugin\", \"desktop\"]\n",
+            utter = common::bin("utter").display().to_string()
+        ),
+    );
+    let daemon = Daemon::start(&sb, &config, None).await;
+    let sway = SwaySession::start();
+    let bus = SessionBus::start();
+    let profiles = sb.path("settings-config/utter/profiles");
+    let env = ChildEnv::new().with("XDG_CONFIG_HOME", sb.path("settings-config"));
+    let mut app = App::start_with(&sway, &bus, &sb, &config, &daemon.socket, "commands", &env);
+    let mut driver = Driver::start(&bus);
+
+    // What can I say: the kinds, each with examples that show their plan.
+    driver.must(
+        json!({"op": "wait", "role": "label", "name": "Websites", "timeout": 30}),
+        &mut app,
+    );
+    // The first kind is open from the start.
+    driver.must(
+        json!({"op": "action", "role": "push button", "near": "“open youtube”"}),
+        &mut app,
+    );
+    let plan = driver.label("the example's plan", "1 step*");
+    assert!(plan.contains("ensure_url"), "{plan}");
+    assert!(plan.contains("youtube.com"), "{plan}");
+    screenshot(&sway, &sb, "commands-examples");
+
+    // The profile editor: foot's shortcuts, then one more.
+    driver.must(
+        json!({"op": "action", "role": "push button", "near": "foot"}),
+        &mut app,
+    );
+    driver.must(
+        json!({"op": "wait", "role": "label", "name": "Shortcuts of foot", "timeout": 20}),
+        &mut app,
+    );
+    let builtin = include_str!("../data/profiles/foot.toml");
+    // A chord the router refuses: shown with file:line:column, nothing written.
+    driver.must(
+        json!({"op": "set_text", "role": "text", "name": "Shortcut name", "text": "explode"}),
+        &mut app,
+    );
+    driver.must(
+        json!({"op": "set_text", "role": "text", "name": "Keys", "text": "ctrl+nosuchkey"}),
+        &mut app,
+    );
+    driver.must(
+        json!({"op": "action", "role": "push button", "name": "Add shortcut"}),
+        &mut app,
+    );
+    let refusal = driver.label("the refusal", "Not saved*");
+    let file = profiles.join("foot.toml");
+    assert!(
+        refusal.contains(&format!("{}:", file.display())) && refusal.contains("nosuchkey"),
+        "{refusal}"
+    );
+    assert!(!file.exists(), "nothing was written");
+
+    driver.must(
+        json!({"op": "set_text", "role": "text", "name": "Shortcut name", "text": "scroll to the top"}),
+        &mut app,
+    );
+    driver.must(
+        json!({"op": "set_text", "role": "text", "name": "Keys", "text": "shift+Home"}),
+        &mut app,
+    );
+    driver.must(
+        json!({"op": "action", "role": "push button", "name": "Add shortcut"}),
+        &mut app,
+    );
+    let written = wait_until("the profile is written", || {
+        std::fs::read_to_string(&file).ok()
+    });
+    assert_eq!(
+        written.replace("\"scroll to the top\" = \"shift+Home\"\n", ""),
+        builtin,
+        "only the new shortcut is new"
+    );
+    driver.must(
+        json!({"op": "wait", "role": "label", "name": "scroll to the top", "timeout": 20}),
+        &mut app,
+    );
+    screenshot(&sway, &sb, "commands-profile");
+
+    // The router plans with it (it reads the directory again by itself).
+    let planned = wait_until("the router uses the new shortcut", || {
+        let out = Command::new(common::bin("utter"))
+            .args(["profiles", "--json", "--dir"])
+            .arg(&profiles)
+            .output()
+            .ok()?;
+        let list: Value = utter_protocol::serde_json::from_slice(&out.stdout).ok()?;
+        let foot = list["profiles"]
+            .as_array()?
+            .iter()
+            .find(|p| p["id"] == "foot")?
+            .clone();
+        (foot["shortcuts"]["scroll to the top"] == "shift+Home").then_some(foot)
+    });
+    assert!(
+        planned["source"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("foot.toml"))
+    );
+}
+
+/// A small HTTP server (python3's http.server) that sends one file in 32 KiB pieces, 60 ms
+/// apart, so a download takes a few seconds and its progress can be watched. Killed on drop.
+struct SlowServer {
+    child: Child,
+    port: u16,
+}
+
+impl SlowServer {
+    fn start(file: &Path) -> SlowServer {
+        let script = r#"
+import http.server, os, sys, time
+path = sys.argv[1]
+class Slow(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path != "/" + os.path.basename(path):
+            self.send_error(404)
+            return
+        data = open(path, "rb").read()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        for i in range(0, len(data), 32768):
+            self.wfile.write(data[i:i + 32768])
+            self.wfile.flush()
+            time.sleep(0.06)
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Slow)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+        let mut child = Command::new("/usr/bin/python3")
+            .args(["-c", script])
+            .arg(file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().expect("the server's port");
+        SlowServer { child, port }
+    }
+}
+
+impl Drop for SlowServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The Voice page's model list: Download shows the progress of `utter models pull` as it
+/// goes, the verified model is installed, and Use names it in `[stt] model`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_voice_page_downloads_a_model_with_progress_and_uses_it() {
+    use sha2::Digest as _;
+    let sb = Sandbox::new();
+    // 2 MiB of bytes that are not all alike, pinned by size and SHA-256 in a catalog.
+    let bytes: Vec<u8> = (0..2u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let weights = sb.path("served/model.bin");
+    std::fs::create_dir_all(weights.parent().unwrap()).unwrap();
+    std::fs::write(&weights, &bytes).unwrap();
+    let server = SlowServer::start(&weights);
+    let catalog = sb.write(
+        "catalog.toml",
+        &format!(
+            "[[model]]\nname = \"tiny-test\"\ndescription = \"a model for this test\"\nsource = \"http://127.0.0.1:{}/\"\n\n[[model.file]]\nname = \"model.bin\"\nsize = {}\nsha256 = \"{}\"\n",
+            server.port,
+            bytes.len(),
+            sha2::Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        ),
+    );
+    let config = write_config(&sb, "# speech\n[stt]\nmodel = \"\"   # none yet\n");
+    let before = std::fs::read_to_string(&config).unwrap();
+    let daemon = Daemon::start(&sb, &config, None).await;
+    let sway = SwaySession::start();
+    let bus = SessionBus::start();
+    let env = ChildEnv::new()
+        .with("XDG_DATA_HOME", sb.path("settings-data"))
+        .with("UTTER_MODELS_CATALOG", &catalog);
+    let mut app = App::start_with(&sway, &bus, &sb, &config, &daemon.socket, "voice", &env);
+    let mut driver = Driver::start(&bus);
+
+    driver.must(
+        json!({"op": "wait", "role": "label", "name": "tiny-test", "timeout": 30}),
+        &mut app,
+    );
+    driver.must(
+        json!({"op": "action", "role": "push button", "near": "tiny-test"}),
+        &mut app,
+    );
+    // The bar moves while the file comes in: some reading between none and all of it.
+    let midway = wait_until("the download shows its progress", || {
+        let values = driver.ask(json!({"op": "values", "role": "progress bar"}));
+        values["values"]
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_f64)
+            .find(|v| *v > 0.0 && *v < 1.0)
+    });
+    assert!(midway > 0.0 && midway < 1.0, "{midway}");
+    screenshot(&sway, &sb, "voice-download");
+    let done = driver.label("the download ends", "Downloaded and verified tiny-test*");
+    assert!(done.contains("Use"), "{done}");
+    let installed = sb.path("settings-data/utter/models/tiny-test/model.bin");
+    assert_eq!(
+        std::fs::read(&installed).unwrap(),
+        bytes,
+        "the verified file is in place"
+    );
+
+    driver.must(
+        json!({"op": "action", "role": "push button", "near": "tiny-test"}),
+        &mut app,
+    );
+    let after = wait_until("the config names the model", || {
+        let now = std::fs::read_to_string(&config).unwrap();
+        (now != before).then_some(now)
+    });
+    assert_eq!(
+        after,
+        before.replace(
+            "model = \"\"   # none yet",
+            "model = \"tiny-test\"   # none yet"
+        )
+    );
+}
+
+/// The Voice page on a real PipeWire with the Whisper plugin: the microphones are listed with
+/// the one in use, the level meter rises while speech plays into the virtual microphone,
+/// "Use" on another source saves it, and Talk, speech, Talk shows what was heard, the plan
+/// and the timings.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_voice_page_meters_the_microphone_and_tries_a_spoken_command() {
+    let pw = PipeWireSession::start();
+    let model = whisper_model();
+    let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
+    wait_until("the voice loop is ready", || {
+        let out = daemon.command(&["status", "--json"]).output().ok()?;
+        let status: Value = utter_protocol::serde_json::from_slice(&out.stdout).ok()?;
+        matches!(
+            status["voice"]["state"].as_str(),
+            Some("ready" | "degraded")
+        )
+        .then_some(())
+    });
+    let sb = Sandbox::new();
+    let wav = sb.path("open-youtube.wav");
+    espeak_wav("open youtube", &wav);
+    let sway = SwaySession::start();
+    let bus = SessionBus::start();
+    let config = daemon.config();
+    let before = std::fs::read_to_string(&config).unwrap();
+    let env = ChildEnv::new().with("XDG_STATE_HOME", daemon.state_home());
+    let mut app = App::start_with(&sway, &bus, &sb, &config, daemon.socket(), "voice", &env);
+    let mut driver = Driver::start(&bus);
+
+    // The meter reads the microphone: low in silence, high while speech plays.
+    let quiet = driver.label("the meter reads", "*dBFS from*");
+    assert!(
+        quiet.ends_with(&format!("dBFS from {}", common::FAKE_MIC)),
+        "{quiet}"
+    );
+    let level = |text: &str| -> f64 {
+        text.split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(f64::MIN)
+    };
+    assert!(level(&quiet) < -50.0, "silence reads {quiet}");
+    let mut player = pw.play(&wav);
+    let mut loudest = f64::MIN;
+    while player.try_wait().unwrap().is_none() {
+        let said =
+            driver.ask(json!({"op": "read", "role": "label", "name": "*dBFS from*", "timeout": 0}));
+        loudest = loudest.max(level(said["text"].as_str().unwrap_or_default()));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        loudest > -40.0,
+        "the speech peaked at {loudest} dBFS on the meter"
+    );
+    screenshot(&sway, &sb, "voice-microphone");
+
+    // Talk, speak, Talk: what was heard, the plan and the timings.
+    driver.must(
+        json!({"op": "action", "role": "push button", "name": "Talk"}),
+        &mut app,
+    );
+    driver.label("it listens", "Listening*");
+    common::voice::speak_into_mic(&pw, &wav);
+    driver.must(
+        json!({"op": "action", "role": "push button", "name": "Talk"}),
+        &mut app,
+    );
+    let heard = driver.label("the spoken command's report", "Heard:*");
+    assert!(heard.to_lowercase().contains("youtube"), "{heard}");
+    assert!(heard.contains("ensure_url"), "{heard}");
+    assert!(heard.contains("Timings: held"), "{heard}");
+    screenshot(&sway, &sb, "voice-try");
+
+    // Use the session's default microphone instead: the file says so, comments kept.
+    driver.must(
+        json!({"op": "action", "role": "push button", "near": "The session's default microphone"}),
+        &mut app,
+    );
+    let after = wait_until("the config names the source", || {
+        let now = std::fs::read_to_string(&config).unwrap();
+        (now != before).then_some(now)
+    });
+    assert_eq!(
+        after,
+        before.replace(
+            &format!("source = \"{}\"", common::FAKE_MIC),
+            "source = \"\""
+        )
     );
 }

@@ -114,6 +114,24 @@ entrypoint = ["{audio}"]
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Its client socket.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Its `$XDG_STATE_HOME` (where its token file is), for a client that is not `utter`.
+    pub fn state_home(&self) -> PathBuf {
+        match self.env.get("XDG_STATE_HOME") {
+            Some(state) => PathBuf::from(state),
+            None => PathBuf::from(self.env.get("HOME").expect("a HOME")).join(".local/state"),
+        }
+    }
+
+    /// Its config file.
+    pub fn config(&self) -> PathBuf {
+        self._dir.path().join("utter.toml")
+    }
+
     pub fn args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
         let mut all = vec!["--socket", self.socket.to_str().expect("utf-8 path")];
         all.extend_from_slice(args);

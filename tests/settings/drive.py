@@ -7,9 +7,11 @@ Reads one JSON command per line on stdin and answers each with one JSON line on 
   {"op": "action", "role": R, "name": N}                   -> Action.doAction(0)
   {"op": "read", "role": R, "name": N}                     -> {"ok": true, "text": ...}
   {"op": "names", "role": R}                               -> every name with that role
+  {"op": "texts", "role": R}                               -> the text of every node with that role
+  {"op": "values", "role": R}                              -> the Value of every node with that role
   {"op": "tree"}                                           -> the whole tree, one line a node
 R is pyatspi's role name ("push button", "text", "check box", "label", ...); N may end in
-"*" to match a prefix. Instead of "name", "near": L finds the nearest node of role R around
+"*" to match a prefix, or start and end with "*" to match a part. Instead of "name", "near": L finds the nearest node of role R around
 the label L (a switch in a settings row is announced with its row's title). Errors are {"ok": false, "error": ...}; the driver never exits on one.
 """
 import json
@@ -42,6 +44,8 @@ def matches(node, role, name):
             return False
         if name is None:
             return True
+        if len(name) > 1 and name.startswith("*") and name.endswith("*"):
+            return name[1:-1] in (node.name or "")
         if name.endswith("*"):
             return (node.name or "").startswith(name[:-1])
         return node.name == name
@@ -112,6 +116,25 @@ def run(cmd):
         return {"ok": True, "tree": lines}
     if op == "names":
         return {"ok": True, "names": [n.name for n in nodes() if matches(n, role, None)]}
+    if op == "texts":
+        texts = []
+        for n in nodes():
+            if matches(n, role, None):
+                try:
+                    t = n.queryText()
+                    texts.append(t.getText(0, t.characterCount))
+                except Exception:
+                    pass
+        return {"ok": True, "texts": texts}
+    if op == "values":
+        values = []
+        for n in nodes():
+            if matches(n, role, None):
+                try:
+                    values.append(n.queryValue().currentValue)
+                except Exception:
+                    pass
+        return {"ok": True, "values": values}
     if "near" in cmd:
         node = find_near(role, cmd["near"], timeout)
     else:

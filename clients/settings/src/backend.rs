@@ -1,16 +1,22 @@
 //! What the app talks to, off the GTK main thread: the runner through the typed client
-//! (`utter-ipc`, a new connection per call, so a restarted runner is found again), the
+//! (`utter-ipc`, one shared connection made again when it closed, so a restarted runner is
+//! found again, and one more for the event subscription), the
 //! systemd user manager over D-Bus (`org.freedesktop.systemd1.Manager`), and the config file
-//! through the runner's own editor and checker (`utter_core::config::set_values`).
+//! through the runner's own editor and checker (`utter_core::config::set_values`). Speech
+//! models are listed from the runner's catalog (`utter_core::models`) and downloaded by the
+//! `utter` binary (`utter models pull NAME --json`, run with a list of arguments, its JSON
+//! progress lines read as data); profiles are read and checked by the rules router's own
+//! library (`utter_rules::profiles`).
 //!
 //! Every call runs on one tokio runtime; the GTK side awaits its [`tokio::task::JoinHandle`]
 //! from `glib::spawn_future_local`.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
+use serde_json::Value;
 use utter_ipc::client::{Client, client_token};
-use utter_ipc::{CommandOutcome, Event, PendingConfirmation, Status};
+use utter_ipc::{AuditEntry, CommandOutcome, Event, PendingConfirmation, Status};
 
 /// The systemd unit the app drives.
 pub const UNIT: &str = "utter.service";
@@ -37,7 +43,7 @@ where
 
 /// Where the runner and the config are: `--socket`/`--config`, else the config's
 /// `[runner] socket_path`, else the default paths (as the CLI finds them).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Target {
     /// The client socket.
     pub socket: PathBuf,
@@ -45,6 +51,9 @@ pub struct Target {
     pub config: PathBuf,
     /// `[socket] token` from the config, when set (else the token file is read).
     pub token: Option<String>,
+    /// The connection the calls share (the level meter calls ten times a second); made
+    /// again when it closed, so a restarted runner is found.
+    shared: Arc<tokio::sync::Mutex<Option<Arc<Client>>>>,
 }
 
 impl Target {
@@ -68,13 +77,26 @@ impl Target {
             socket,
             config,
             token,
+            shared: Arc::default(),
         })
     }
 
-    async fn client(&self) -> Result<Client, String> {
+    /// A connection of its own (for a subscription, which reads its events alone).
+    async fn connect(&self) -> Result<Client, String> {
         Client::connect(&self.socket, client_token(self.token.as_deref()), None)
             .await
             .map_err(|e| e.to_string())
+    }
+
+    /// The shared connection, made again when it closed.
+    async fn client(&self) -> Result<Arc<Client>, String> {
+        let mut shared = self.shared.lock().await;
+        if let Some(client) = shared.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(client.clone());
+        }
+        let client = Arc::new(self.connect().await?);
+        *shared = Some(client.clone());
+        Ok(client)
     }
 
     /// `runner.status`.
@@ -123,12 +145,34 @@ impl Target {
         client.reload().await.map(|_| ()).map_err(|e| e.message)
     }
 
-    /// Follow the runner's events, sending each to `tx` until it is closed; reconnects
-    /// every 2 s while the runner is away (sending `None` once each time it goes).
+    /// `runner.invoke {plugin, method, params}`, for the side-effect-free methods the pages
+    /// read (`audio.sources`, `audio.status`, `router.examples`).
+    pub async fn invoke(
+        &self,
+        plugin: String,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, String> {
+        let client = self.client().await?;
+        client
+            .invoke(&plugin, method, params)
+            .await
+            .map_err(|e| e.message)
+    }
+
+    /// `runner.audit {}`: the recent decisions, oldest first.
+    pub async fn audit(&self) -> Result<Vec<AuditEntry>, String> {
+        let client = self.client().await?;
+        client.audit(None).await.map_err(|e| e.message)
+    }
+
+    /// Follow the runner's events and log lines (`runner.subscribe {logs: true}`), sending
+    /// each to `tx` until it is closed; reconnects every 2 s while the runner is away
+    /// (sending `None` once each time it goes).
     pub async fn follow(self, tx: tokio::sync::mpsc::Sender<Option<Event>>) {
         loop {
-            if let Ok(mut client) = self.client().await
-                && client.subscribe().await.is_ok()
+            if let Ok(mut client) = self.connect().await
+                && client.subscribe_with(true).await.is_ok()
             {
                 while let Some(params) = client.next_event().await {
                     if tx.send(Some(params.event)).await.is_err() {
@@ -217,4 +261,145 @@ pub async fn systemd(verb: &'static str) -> Result<String, String> {
         }
         other => Err(format!("unknown systemd action {other}")),
     }
+}
+
+/// One model of the catalog and how much of it is installed.
+#[derive(Debug, Clone)]
+pub struct ModelRow {
+    /// Its name (`[stt] model`).
+    pub name: String,
+    /// One line for people.
+    pub description: String,
+    /// The size of its files, in bytes.
+    pub size: u64,
+    /// `installed`, `incomplete` or `not-installed` ([`utter_core::models::InstallState`]).
+    pub state: &'static str,
+}
+
+/// The speech models of the catalog (`$UTTER_MODELS_CATALOG`, else the built-in one) and
+/// their state in the models directory.
+///
+/// # Errors
+/// An unreadable catalog, or no `XDG_DATA_HOME`/`HOME` to find the models directory.
+pub fn models() -> Result<Vec<ModelRow>, String> {
+    let catalog = utter_core::models::Catalog::from_env()?;
+    let dir = utter_core::models::models_dir()
+        .ok_or("neither XDG_DATA_HOME nor HOME is set, so there is no models directory")?;
+    Ok(catalog
+        .models
+        .iter()
+        .map(|m| ModelRow {
+            name: m.name.clone(),
+            description: m.description.clone(),
+            size: m.size(),
+            state: m.state(&dir.join(&m.name)).as_str(),
+        })
+        .collect())
+}
+
+/// What a download reports ([`pull_model`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pull {
+    /// `bytes` of `size` of `file` are there.
+    Progress {
+        /// The file's name.
+        file: String,
+        /// Bytes downloaded so far.
+        bytes: u64,
+        /// The file's size.
+        size: u64,
+    },
+    /// It ended: `Ok(status)` (`installed`, `already-installed`) or why it failed.
+    Done(Result<String, String>),
+}
+
+/// The `utter` binary: the one beside this app, else the one on `PATH`.
+fn utter_binary() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join("utter")))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("utter"))
+}
+
+/// Download, verify and install the model `name` with `utter --config CONFIG models pull
+/// NAME --json` (arguments as a list, never a shell line), sending its progress to `tx`
+/// and then one [`Pull::Done`].
+pub async fn pull_model(config: PathBuf, name: String, tx: tokio::sync::mpsc::Sender<Pull>) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let spawned = tokio::process::Command::new(utter_binary())
+        .arg("--config")
+        .arg(&config)
+        .args(["models", "pull", &name, "--json"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = tx
+                .send(Pull::Done(Err(format!(
+                    "cannot run utter ({e}); is it installed on PATH?"
+                ))))
+                .await;
+            return;
+        }
+    };
+    let mut stderr = child.stderr.take();
+    let stderr_text = tokio::spawn(async move {
+        let mut text = String::new();
+        if let Some(stderr) = stderr.as_mut() {
+            let _ = stderr.take(64 * 1024).read_to_string(&mut text).await;
+        }
+        text
+    });
+    let mut outcome = None;
+    if let Some(stdout) = child.stdout.take() {
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let Ok(event) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            let text = |k: &str| event[k].as_str().unwrap_or_default().to_owned();
+            let number = |k: &str| event[k].as_u64().unwrap_or(0);
+            let report = match event["event"].as_str() {
+                Some("start") => Pull::Progress {
+                    file: text("file"),
+                    bytes: number("offset"),
+                    size: number("size"),
+                },
+                Some("progress") => Pull::Progress {
+                    file: text("file"),
+                    bytes: number("bytes"),
+                    size: number("size"),
+                },
+                Some("result") if event["ok"] == true => {
+                    outcome = Some(Ok(text("status")));
+                    continue;
+                }
+                Some("result") => {
+                    outcome = Some(Err(text("error")));
+                    continue;
+                }
+                _ => continue,
+            };
+            if tx.send(report).await.is_err() {
+                return;
+            }
+        }
+    }
+    let status = child.wait().await;
+    let stderr = stderr_text.await.unwrap_or_default();
+    let outcome = outcome.unwrap_or_else(|| {
+        Err(match stderr.trim() {
+            "" => format!(
+                "utter models pull ended ({}) without a result",
+                status.map_or_else(|e| e.to_string(), |s| s.to_string())
+            ),
+            said => said.to_owned(),
+        })
+    });
+    let _ = tx.send(Pull::Done(outcome)).await;
 }

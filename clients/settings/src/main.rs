@@ -4,11 +4,15 @@
 //! - **Status**: the service (start, stop, restart, enable through systemd's user manager),
 //!   the runner's state and every plugin with its kind, epoch, status, restarts and the
 //!   reason of one that is not running;
-//! - **Voice**: push-to-talk (the portal shortcut, evdev and its key) saved to the config
-//!   file, and a "Try it" button that toggles listening and shows what was heard;
-//! - **Commands**: a phrase box that dry-runs a command and shows the plan;
-//! - **Safety**: the confirmations waiting, with Approve and Deny, and the enabled ops;
-//! - **Events**: the runner's events as they happen.
+//! - **Voice** ([`voice`]): push-to-talk (the portal shortcut, evdev and its key), the
+//!   microphone with a live level meter, the speech model with its download progress, and a
+//!   "Try it" button that shows what was heard, the plan and the timings;
+//! - **Commands** ([`commands`]): a phrase box that dry-runs a command and shows the plan,
+//!   "What can I say?", and the application profiles with a shortcut editor;
+//! - **Safety**: the confirmations waiting, with Approve and Deny, the enabled ops and the
+//!   audit log of recent decisions;
+//! - **Events**: the runner's events as they happen;
+//! - **Logs**: the runner's own log lines as they happen (INFO and above).
 //!
 //! It talks to the runner through `utter-ipc` (never by parsing CLI text) and edits
 //! `~/.config/utter/config.toml` through the runner's own comment-preserving editor and
@@ -17,6 +21,9 @@
 //! (for example written by a matugen template) is loaded on top when present.
 
 mod backend;
+mod commands;
+mod profile_edit;
+mod voice;
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -42,7 +49,7 @@ struct Args {
     /// The runner's client socket (default: as `utter` finds it).
     #[arg(long)]
     socket: Option<PathBuf>,
-    /// Open on this page: status, voice, commands, safety or events.
+    /// Open on this page: status, voice, commands, safety, events or logs.
     #[arg(long, default_value = "status")]
     page: String,
 }
@@ -84,15 +91,24 @@ fn button(label: &str) -> gtk::Button {
         .build()
 }
 
-/// Shared widgets the event stream updates.
+/// Shared widgets the event stream updates, and what the pages learnt of the runner.
 struct Live {
+    stack: adw::ViewStack,
     state_row: adw::ActionRow,
     plugins: adw::PreferencesGroup,
     plugin_rows: RefCell<Vec<adw::ActionRow>>,
     pending: adw::PreferencesGroup,
     pending_rows: RefCell<Vec<adw::ActionRow>>,
-    heard: gtk::Label,
+    audit: adw::PreferencesGroup,
+    audit_rows: RefCell<Vec<adw::ActionRow>>,
+    voice: voice::VoiceWidgets,
+    commands: commands::CommandsWidgets,
     events: gtk::TextBuffer,
+    logs: gtk::TextBuffer,
+    /// The running capture plugin's id (kind `audio`), once the status named one.
+    audio_plugin: RefCell<Option<String>>,
+    /// The running router's id (kind `router`), once the status named one.
+    router_plugin: RefCell<Option<String>>,
     target: Target,
     message: gtk::Label,
 }
@@ -116,6 +132,7 @@ fn build(app: &adw::Application, target: Target, first_page: &str) {
     content.append(&stack);
 
     let live = Rc::new(Live {
+        stack: stack.clone(),
         state_row: adw::ActionRow::builder()
             .title("Runner")
             .subtitle("connecting…")
@@ -127,8 +144,17 @@ fn build(app: &adw::Application, target: Target, first_page: &str) {
             .description("Steps that run only when you approve them")
             .build(),
         pending_rows: RefCell::new(Vec::new()),
-        heard: text("Nothing heard yet."),
+        audit: adw::PreferencesGroup::builder()
+            .title("Recent decisions")
+            .description("The audit log: what ran, what was refused and who said yes")
+            .build(),
+        audit_rows: RefCell::new(Vec::new()),
+        voice: voice::VoiceWidgets::new(),
+        commands: commands::CommandsWidgets::new(),
         events: gtk::TextBuffer::new(None),
+        logs: gtk::TextBuffer::new(None),
+        audio_plugin: RefCell::new(None),
+        router_plugin: RefCell::new(None),
         target: target.clone(),
         message: message.clone(),
     });
@@ -140,13 +166,13 @@ fn build(app: &adw::Application, target: Target, first_page: &str) {
         "utilities-system-monitor-symbolic",
     );
     stack.add_titled_with_icon(
-        &voice_page(&live),
+        &voice::page(&live),
         Some("voice"),
         "Voice",
         "audio-input-microphone-symbolic",
     );
     stack.add_titled_with_icon(
-        &commands_page(&live),
+        &commands::page(&live),
         Some("commands"),
         "Commands",
         "system-run-symbolic",
@@ -158,10 +184,16 @@ fn build(app: &adw::Application, target: Target, first_page: &str) {
         "security-high-symbolic",
     );
     stack.add_titled_with_icon(
-        &events_page(&live),
+        &text_page(&live.events),
         Some("events"),
         "Events",
         "view-list-symbolic",
+    );
+    stack.add_titled_with_icon(
+        &text_page(&live.logs),
+        Some("logs"),
+        "Logs",
+        "text-x-generic-symbolic",
     );
     stack.set_visible_child_name(first_page);
 
@@ -176,7 +208,8 @@ fn build(app: &adw::Application, target: Target, first_page: &str) {
 
     follow_events(live.clone());
     refresh_status(live.clone());
-    refresh_pending(live);
+    refresh_pending(live.clone());
+    refresh_audit(live);
 }
 
 /// Show `text` above the pages (an error in the error style).
@@ -255,6 +288,25 @@ fn refresh_status(live: Rc<Live>) {
         for row in live.plugin_rows.borrow_mut().drain(..) {
             live.plugins.remove(&row);
         }
+        let running_of = |status: &utter_ipc::Status, kind: &str| {
+            status
+                .plugins
+                .iter()
+                .find(|p| p.kind == kind && p.status.as_str() == "ok")
+                .map(|p| p.id.clone())
+        };
+        if let Ok(Ok(status)) = &status {
+            let audio = running_of(status, "audio");
+            if *live.audio_plugin.borrow() != audio {
+                live.audio_plugin.replace(audio);
+                voice::refresh_sources(live.clone());
+            }
+            let router = running_of(status, "router");
+            if *live.router_plugin.borrow() != router {
+                live.router_plugin.replace(router);
+                commands::refresh_examples(live.clone());
+            }
+        }
         match status {
             Ok(Ok(status)) => {
                 live.state_row.set_subtitle(&format!(
@@ -292,196 +344,6 @@ fn refresh_status(live: Rc<Live>) {
     });
 }
 
-// ---------------------------------------------------------------------------------------
-// Voice
-
-/// A row with a title, a line that explains it and a switch.
-fn switch_row(title: &str, subtitle: &str, active: bool) -> (adw::ActionRow, gtk::Switch) {
-    let switch = gtk::Switch::builder()
-        .active(active)
-        .valign(gtk::Align::Center)
-        .build();
-    let row = adw::ActionRow::builder()
-        .title(title)
-        .subtitle(subtitle)
-        .activatable_widget(&switch)
-        .build();
-    row.add_suffix(&switch);
-    (row, switch)
-}
-
-fn voice_page(live: &Rc<Live>) -> adw::PreferencesPage {
-    let page = adw::PreferencesPage::new();
-    let config = backend::read_config(&live.target.config);
-    let (ptt, broken) = match &config {
-        Ok(c) => (c.ptt.clone(), None),
-        Err(e) => (Default::default(), Some(e.clone())),
-    };
-    let group = adw::PreferencesGroup::builder()
-        .title("Push-to-talk")
-        .description(format!("Saved to {}", live.target.config.display()))
-        .build();
-    let (portal_row, portal) = switch_row(
-        "Desktop portal shortcut",
-        "Bind the key through the GlobalShortcuts portal (KDE, GNOME 48+, Hyprland)",
-        ptt.portal,
-    );
-    let shortcut = adw::EntryRow::builder()
-        .title("Portal shortcut")
-        .text(&ptt.shortcut)
-        .build();
-    let (evdev_row, evdev) = switch_row(
-        "Read the key from evdev",
-        "From /dev/input keyboards; needs membership of the group input",
-        ptt.evdev,
-    );
-    let evdev_key = adw::EntryRow::builder()
-        .title("evdev key")
-        .text(&ptt.evdev_key)
-        .build();
-    group.add(&portal_row);
-    group.add(&shortcut);
-    group.add(&evdev_row);
-    group.add(&evdev_key);
-    let save = button("Save");
-    save.add_css_class("suggested-action");
-    group.set_header_suffix(Some(&save));
-    page.add(&group);
-    if let Some(e) = broken {
-        say(
-            live,
-            &format!("The config file is invalid; nothing will be saved until it is fixed:\n{e}"),
-            true,
-        );
-    }
-    {
-        let live = live.clone();
-        // What the file held when the page opened or was last saved.
-        let initial = Rc::new(RefCell::new(ptt.clone()));
-        save.connect_clicked(move |_| {
-            let mut initial = initial.borrow_mut();
-            // Only what the person changed: a key the file does not have stays out of it.
-            let mut edits: Vec<(String, toml_edit::Value)> = Vec::new();
-            if portal.is_active() != initial.portal {
-                edits.push(("ptt.portal".into(), portal.is_active().into()));
-            }
-            if shortcut.text() != initial.shortcut {
-                edits.push(("ptt.shortcut".into(), shortcut.text().as_str().into()));
-            }
-            if evdev.is_active() != initial.evdev {
-                edits.push(("ptt.evdev".into(), evdev.is_active().into()));
-            }
-            if evdev_key.text() != initial.evdev_key {
-                edits.push(("ptt.evdev_key".into(), evdev_key.text().as_str().into()));
-            }
-            match backend::save_config(&live.target.config, &edits) {
-                Ok(changed) if changed.is_empty() => say(&live, "Nothing changed.", false),
-                Ok(changed) => {
-                    initial.portal = portal.is_active();
-                    initial.shortcut = shortcut.text().to_string();
-                    initial.evdev = evdev.is_active();
-                    initial.evdev_key = evdev_key.text().to_string();
-                    say(
-                        &live,
-                        &format!("Saved: {}. Reloading the runner…", changed.join(", ")),
-                        false,
-                    );
-                    let live = live.clone();
-                    glib::spawn_future_local(async move {
-                        let target = live.target.clone();
-                        match backend::spawn(async move { target.reload().await }).await {
-                            Ok(Ok(())) => say(&live, "Saved and reloaded.", false),
-                            Ok(Err(e)) => say(
-                                &live,
-                                &format!("Saved; the runner did not reload: {e}"),
-                                true,
-                            ),
-                            Err(e) => say(&live, &e.to_string(), true),
-                        }
-                    });
-                }
-                Err(e) => say(&live, &format!("Not saved:\n{e}"), true),
-            }
-        });
-    }
-
-    let try_group = adw::PreferencesGroup::builder()
-        .title("Try it")
-        .description("Starts listening; press again (or stay silent) to stop")
-        .build();
-    let try_button = button("Talk");
-    {
-        let live = live.clone();
-        try_button.connect_clicked(move |_| {
-            let live = live.clone();
-            glib::spawn_future_local(async move {
-                let target = live.target.clone();
-                match backend::spawn(async move { target.toggle_ptt().await }).await {
-                    Ok(Ok(true)) => say(&live, "Listening…", false),
-                    Ok(Ok(false)) => say(&live, "Stopped listening.", false),
-                    Ok(Err(e)) => say(&live, &e, true),
-                    Err(e) => say(&live, &e.to_string(), true),
-                }
-            });
-        });
-    }
-    try_group.set_header_suffix(Some(&try_button));
-    let heard_row = adw::PreferencesRow::new();
-    live.heard.set_margin_top(8);
-    live.heard.set_margin_bottom(8);
-    live.heard.set_margin_start(12);
-    live.heard.set_margin_end(12);
-    heard_row.set_child(Some(&live.heard));
-    try_group.add(&heard_row);
-    page.add(&try_group);
-    page
-}
-
-// ---------------------------------------------------------------------------------------
-// Commands
-
-fn commands_page(live: &Rc<Live>) -> adw::PreferencesPage {
-    let page = adw::PreferencesPage::new();
-    let group = adw::PreferencesGroup::builder()
-        .title("What would it do?")
-        .description("Type what you would say; nothing runs (a dry run)")
-        .build();
-    let phrase = adw::EntryRow::builder()
-        .title("Phrase")
-        .show_apply_button(true)
-        .build();
-    let plan = text("");
-    plan.set_margin_top(8);
-    plan.set_margin_bottom(8);
-    plan.set_margin_start(12);
-    plan.set_margin_end(12);
-    let plan_row = adw::PreferencesRow::new();
-    plan_row.set_child(Some(&plan));
-    group.add(&phrase);
-    group.add(&plan_row);
-    page.add(&group);
-    let dry_run = button("Dry run");
-    group.set_header_suffix(Some(&dry_run));
-    let show_plan = {
-        let live = live.clone();
-        let phrase = phrase.clone();
-        move || {
-            let utterance = phrase.text().to_string();
-            let plan = plan.clone();
-            let live = live.clone();
-            glib::spawn_future_local(async move {
-                let target = live.target.clone();
-                let outcome = backend::spawn(async move { target.dry_run(utterance).await }).await;
-                plan.set_label(&describe_outcome(outcome));
-            });
-        }
-    };
-    let again = show_plan.clone();
-    phrase.connect_apply(move |_| again());
-    dry_run.connect_clicked(move |_| show_plan());
-    page
-}
-
 /// The plan of a dry run, one line per step, for people.
 fn describe_outcome(
     outcome: Result<Result<utter_ipc::CommandOutcome, String>, tokio::task::JoinError>,
@@ -508,7 +370,7 @@ fn describe_outcome(
                 if !r.detail.is_empty() {
                     lines.push(format!("    {}", r.detail));
                 }
-                if let Some(e) = &r.error {
+                if let Some(e) = r.error.as_ref().filter(|e| e.message != r.detail) {
                     lines.push(format!("    {}", e.message));
                 }
             }
@@ -536,7 +398,54 @@ fn safety_page(live: &Rc<Live>) -> adw::PreferencesPage {
     };
     ops.add(&adw::ActionRow::builder().title(&enabled).build());
     page.add(&ops);
+    page.add(&live.audit);
     page
+}
+
+/// How many of the latest decisions the Safety page lists.
+const AUDIT_SHOWN: usize = 30;
+
+/// List the latest decisions again, newest first.
+fn refresh_audit(live: Rc<Live>) {
+    glib::spawn_future_local(async move {
+        let target = live.target.clone();
+        let audit = backend::spawn(async move { target.audit().await }).await;
+        for row in live.audit_rows.borrow_mut().drain(..) {
+            live.audit.remove(&row);
+        }
+        let entries = match audit {
+            Ok(Ok(entries)) => entries,
+            Ok(Err(e)) => {
+                live.audit
+                    .set_description(Some(&format!("The audit log cannot be read: {e}")));
+                return;
+            }
+            Err(_) => return,
+        };
+        for e in entries.iter().rev().take(AUDIT_SHOWN) {
+            let when = glib::DateTime::from_unix_local(i64::try_from(e.time).unwrap_or(0))
+                .and_then(|t| t.format("%Y-%m-%d %H:%M:%S"))
+                .map(|t| t.to_string())
+                .unwrap_or_default();
+            let mut about = vec![when, format!("{}", e.provenance)];
+            if let Some(by) = &e.by {
+                about.push(format!("by {by}"));
+            }
+            if let Some(code) = e.code {
+                about.push(format!("code {code}"));
+            }
+            if !e.utterance.is_empty() {
+                about.push(format!("“{}”", e.utterance));
+            }
+            let row = adw::ActionRow::builder()
+                .title(format!("{}: {} {}", e.decision, e.op, e.args))
+                .subtitle(about.join(" · "))
+                .subtitle_lines(2)
+                .build();
+            live.audit.add(&row);
+            live.audit_rows.borrow_mut().push(row);
+        }
+    });
 }
 
 fn refresh_pending(live: Rc<Live>) {
@@ -598,11 +507,12 @@ fn refresh_pending(live: Rc<Live>) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Events
+// Events and logs
 
-fn events_page(live: &Rc<Live>) -> gtk::ScrolledWindow {
+/// A read-only, scrolling page of lines.
+fn text_page(buffer: &gtk::TextBuffer) -> gtk::ScrolledWindow {
     let view = gtk::TextView::builder()
-        .buffer(&live.events)
+        .buffer(buffer)
         .editable(false)
         .monospace(true)
         .wrap_mode(gtk::WrapMode::WordChar)
@@ -625,32 +535,32 @@ fn follow_events(live: Rc<Live>) {
                     .set_subtitle("not running (retrying every 2 s)");
                 continue;
             };
-            let line = serde_json::to_string(&event).unwrap_or_default();
-            let mut end = live.events.end_iter();
-            live.events.insert(&mut end, &format!("{line}\n"));
-            // Keep the last 500 lines.
-            if live.events.line_count() > 500 {
-                let mut start = live.events.start_iter();
-                let mut cut = live
-                    .events
-                    .iter_at_line(live.events.line_count() - 500)
-                    .unwrap_or_else(|| live.events.start_iter());
-                live.events.delete(&mut start, &mut cut);
+            if let Event::Log(line) = &event {
+                let when = glib::DateTime::from_unix_local(
+                    i64::try_from(line.time_ms / 1000).unwrap_or(0),
+                )
+                .and_then(|t| t.format("%H:%M:%S"))
+                .map(|t| t.to_string())
+                .unwrap_or_default();
+                append_line(&live.logs, &format!("{when} {}", line.display()));
+                continue;
             }
+            append_line(
+                &live.events,
+                &serde_json::to_string(&event).unwrap_or_default(),
+            );
             match &event {
                 Event::Voice(report) => {
-                    live.heard
-                        .set_label(&match (&report.transcript, &report.error) {
-                            (Some(t), _) if !t.is_empty() => {
-                                format!("Heard: “{t}” ({})", report.outcome)
-                            }
-                            (_, Some(e)) => format!("{}: {e}", report.outcome),
-                            _ => report.outcome.clone(),
-                        });
+                    live.voice.heard.set_label(&voice::describe_voice(report));
+                    // "Listening…" is over; the report is under Try it.
+                    say(&live, "", false);
+                    refresh_audit(live.clone());
                 }
                 Event::ConfirmationRequested(_) | Event::ConfirmationResolved { .. } => {
                     refresh_pending(live.clone());
+                    refresh_audit(live.clone());
                 }
+                Event::CommandFinished { .. } => refresh_audit(live.clone()),
                 Event::Snapshot { .. }
                 | Event::PluginState { .. }
                 | Event::State { .. }
@@ -659,4 +569,20 @@ fn follow_events(live: Rc<Live>) {
             }
         }
     });
+}
+
+/// The most lines the Events and Logs pages keep.
+const LINES_KEPT: i32 = 500;
+
+/// Append `line` to `buffer`, keeping its last [`LINES_KEPT`] lines.
+fn append_line(buffer: &gtk::TextBuffer, line: &str) {
+    let mut end = buffer.end_iter();
+    buffer.insert(&mut end, &format!("{line}\n"));
+    if buffer.line_count() > LINES_KEPT {
+        let mut start = buffer.start_iter();
+        let mut cut = buffer
+            .iter_at_line(buffer.line_count() - LINES_KEPT)
+            .unwrap_or_else(|| buffer.start_iter());
+        buffer.delete(&mut start, &mut cut);
+    }
 }
