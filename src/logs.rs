@@ -59,6 +59,14 @@ fn publish(line: LogLine) {
     let _ = tap.sender.send(line);
 }
 
+/// Now, in milliseconds since the Unix epoch (0 before it).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 /// The layer that feeds [`follow`]; see the module docs.
 pub fn layer() -> LogTap {
     LogTap
@@ -76,12 +84,8 @@ impl<S: Subscriber> Layer<S> for LogTap {
         }
         let mut fields = Fields::default();
         event.record(&mut fields);
-        let time_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .unwrap_or(0);
         publish(LogLine {
-            time_ms,
+            time_ms: now_ms(),
             level: meta.level().as_str().to_owned(),
             target: meta.target().to_owned(),
             message: fields.message,

@@ -110,6 +110,41 @@ pub struct LogLine {
     pub fields: std::collections::BTreeMap<String, String>,
 }
 
+/// Which log lines a follower has shown, so that the lines a new subscription replays
+/// (`runner.subscribe {logs: true}` starts with the last ones the runner kept) are not shown
+/// twice: a line older than the newest one taken, or the same as one taken in that same
+/// millisecond, is old.
+#[derive(Debug, Clone, Default)]
+pub struct LogCursor {
+    last_ms: u64,
+    at_last: Vec<LogLine>,
+}
+
+impl LogCursor {
+    /// The most lines of one millisecond remembered.
+    const AT_ONCE: usize = 256;
+
+    /// Whether `line` is new; a new line is taken (remembered as shown).
+    pub fn take(&mut self, line: &LogLine) -> bool {
+        match line.time_ms.cmp(&self.last_ms) {
+            std::cmp::Ordering::Less => false,
+            std::cmp::Ordering::Equal if self.at_last.contains(line) => false,
+            std::cmp::Ordering::Equal => {
+                if self.at_last.len() < Self::AT_ONCE {
+                    self.at_last.push(line.clone());
+                }
+                true
+            }
+            std::cmp::Ordering::Greater => {
+                self.last_ms = line.time_ms;
+                self.at_last.clear();
+                self.at_last.push(line.clone());
+                true
+            }
+        }
+    }
+}
+
 impl LogLine {
     /// The longest message or field value a log event carries, in bytes.
     pub const MAX_TEXT: usize = 4096;
@@ -259,6 +294,25 @@ impl VoiceReport {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_log_cursor_skips_what_a_new_subscription_replays() {
+        let line = |ms: u64, m: &str| LogLine {
+            time_ms: ms,
+            level: "INFO".into(),
+            target: "t".into(),
+            message: m.into(),
+            fields: Default::default(),
+        };
+        let mut cursor = LogCursor::default();
+        let first = [line(1, "a"), line(2, "b"), line(2, "c")];
+        assert!(first.iter().all(|l| cursor.take(l)));
+        // The replay after a resubscription: all old, then one new line.
+        assert!(!first.iter().any(|l| cursor.take(l)));
+        assert!(cursor.take(&line(2, "d")));
+        assert!(cursor.take(&line(3, "a")));
+        assert!(!cursor.take(&line(2, "e")), "older than the newest taken");
+    }
 
     #[test]
     fn events_round_trip_and_unknown_ones_are_kept_apart() {

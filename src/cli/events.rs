@@ -35,6 +35,9 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
     if let Err(e) = client.subscribe_with(args.logs).await {
         return call_failed("events", &e);
     }
+    // A resubscription starts with the log lines the runner kept; those already shown stay
+    // out.
+    let mut shown = utter_ipc::LogCursor::default();
     let interrupted = tokio::signal::ctrl_c();
     tokio::pin!(interrupted);
     loop {
@@ -47,6 +50,11 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
             return exit::RUNNER;
         };
         let event = &params.event;
+        if let Event::Log(line) = event
+            && !shown.take(line)
+        {
+            continue;
+        }
         if args.json {
             out!("{}", answer_line(event));
         } else {

@@ -829,7 +829,7 @@ async fn forward_events(
             }
             Either::Log(Err(broadcast::error::RecvError::Lagged(missed))) => {
                 outcome = send(log_event(LogLine {
-                    time_ms: 0,
+                    time_ms: crate::logs::now_ms(),
                     level: "WARN".into(),
                     target: "utter::logs".into(),
                     message: format!(

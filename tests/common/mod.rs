@@ -22,6 +22,7 @@
 
 pub mod daemon;
 pub mod portal;
+pub mod systemd;
 pub mod voice;
 
 use std::ffi::OsStr;

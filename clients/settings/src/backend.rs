@@ -169,16 +169,28 @@ impl Target {
     /// Follow the runner's events and log lines (`runner.subscribe {logs: true}`), sending
     /// each to `tx` until it is closed; reconnects every 2 s while the runner is away
     /// (sending `None` once each time it goes).
+    ///
+    /// A subscription the runner dropped (this app fell behind) is made again at once on a
+    /// fresh connection, starting with a new snapshot.
     pub async fn follow(self, tx: tokio::sync::mpsc::Sender<Option<Event>>) {
         loop {
+            let mut dropped = false;
             if let Ok(mut client) = self.connect().await
                 && client.subscribe_with(true).await.is_ok()
             {
                 while let Some(params) = client.next_event().await {
+                    dropped = matches!(params.event, Event::Dropped { .. });
                     if tx.send(Some(params.event)).await.is_err() {
                         return;
                     }
+                    if dropped {
+                        break;
+                    }
                 }
+            }
+            if dropped {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                continue;
             }
             if tx.send(None).await.is_err() {
                 return;
@@ -211,42 +223,107 @@ pub fn read_config(path: &Path) -> Result<utter_core::config::Config, String> {
     }
 }
 
-/// One of `StartUnit`, `StopUnit`, `RestartUnit` on the user manager, or enabling the unit
-/// (`EnableUnitFiles`, then `Reload`).
+/// systemd's well-known name and its manager object.
+const SYSTEMD: &str = "org.freedesktop.systemd1";
+const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
+
+/// The user manager (`org.freedesktop.systemd1.Manager`) on the session bus.
+///
+/// (systemd's private socket, `$XDG_RUNTIME_DIR/systemd/private`, is not used: zbus 5.19
+/// panics on the sender field of systemd's replies there, "Invalid unique name".)
 ///
 /// # Errors
-/// Without a session bus or a user manager on it, or when systemd refuses: its message.
-pub async fn systemd(verb: &'static str) -> Result<String, String> {
-    let conn = zbus::Connection::session()
+/// No session bus, or no systemd on it: what to run instead.
+async fn user_manager() -> Result<zbus::Proxy<'static>, String> {
+    let conn = zbus::Connection::session().await.map_err(|e| {
+        format!("no session bus ({e}); use `systemctl --user start|stop|restart {UNIT}`")
+    })?;
+    let dbus = zbus::fdo::DBusProxy::new(&conn)
         .await
-        .map_err(|e| format!("no session bus: {e}"))?;
-    let manager = zbus::Proxy::new(
-        &conn,
-        "org.freedesktop.systemd1",
-        "/org/freedesktop/systemd1",
-        "org.freedesktop.systemd1.Manager",
+        .map_err(|e| e.to_string())?;
+    let on_bus = dbus
+        .name_has_owner(SYSTEMD.try_into().expect("a valid bus name"))
+        .await
+        .unwrap_or(false);
+    if !on_bus {
+        return Err(format!(
+            "systemd's user manager is not on this session bus; use `systemctl --user start|stop|restart {UNIT}`"
+        ));
+    }
+    manager_proxy(&conn).await
+}
+
+async fn manager_proxy(conn: &zbus::Connection) -> Result<zbus::Proxy<'static>, String> {
+    let path = zbus::zvariant::ObjectPath::from_static_str_unchecked(MANAGER_PATH);
+    systemd_proxy(conn, path, "org.freedesktop.systemd1.Manager")
+        .await
+        .map_err(|e| format!("no systemd user manager: {e}"))
+}
+
+/// A proxy to one of systemd's objects that reads each property when asked (the app reads
+/// one or two, once).
+async fn systemd_proxy(
+    conn: &zbus::Connection,
+    path: zbus::zvariant::ObjectPath<'static>,
+    interface: &'static str,
+) -> Result<zbus::Proxy<'static>, String> {
+    zbus::proxy::Builder::new(conn)
+        .destination(SYSTEMD)
+        .and_then(|b| b.path(path))
+        .and_then(|b| b.interface(interface))
+        .map_err(|e| e.to_string())?
+        .cache_properties(zbus::proxy::CacheProperties::No)
+        .build()
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The unit's `ActiveState` (`active`, `inactive`, `failed`, `activating`, ...) and
+/// `Result` (`success`, `exit-code`, ...).
+async fn unit_state(manager: &zbus::Proxy<'static>) -> Result<(String, String), String> {
+    let path: zbus::zvariant::OwnedObjectPath = manager
+        .call("LoadUnit", &(UNIT,))
+        .await
+        .map_err(|e| format!("systemd does not know {UNIT}: {e}"))?;
+    let unit = systemd_proxy(
+        manager.connection(),
+        path.clone().into_inner(),
+        "org.freedesktop.systemd1.Unit",
     )
-    .await
-    .map_err(|e| format!("no systemd user manager: {e}"))?;
+    .await?;
+    let service = systemd_proxy(
+        manager.connection(),
+        path.into_inner(),
+        "org.freedesktop.systemd1.Service",
+    )
+    .await?;
+    let active: String = unit
+        .get_property("ActiveState")
+        .await
+        .map_err(|e| e.to_string())?;
+    let result: String = service.get_property("Result").await.unwrap_or_default();
+    Ok((active, result))
+}
+
+/// How long a start, stop or restart may take before the app says it is still going on.
+const JOB_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// One of `StartUnit`, `StopUnit`, `RestartUnit` on the user manager, then waiting until
+/// the unit is there (`active` after a start or restart, `inactive` after a stop); or
+/// enabling the unit (`EnableUnitFiles`, then `Reload`).
+///
+/// # Errors
+/// No user manager ([`user_manager`]), systemd refused the job, or the unit ended
+/// `failed` (with its `Result` and the command that shows its log).
+pub async fn systemd(verb: &'static str) -> Result<String, String> {
+    let manager = user_manager().await?;
     let refused = |method: &str, e: zbus::Error| {
-        format!(
-            "systemd's user manager refused {method} {UNIT}: {e} (is `systemctl --user` working in this session?)"
-        )
+        format!("systemd's user manager refused {method} {UNIT}: {e}")
     };
-    let unit_job = |method: &'static str, done: &'static str| {
-        let manager = manager.clone();
-        async move {
-            manager
-                .call_method(method, &(UNIT, "replace"))
-                .await
-                .map(|_| done.to_owned())
-                .map_err(|e| refused(method, e))
-        }
-    };
-    match verb {
-        "start" => unit_job("StartUnit", "started").await,
-        "stop" => unit_job("StopUnit", "stopped").await,
-        "restart" => unit_job("RestartUnit", "restarted").await,
+    let (method, wanted) = match verb {
+        "start" => ("StartUnit", "active"),
+        "stop" => ("StopUnit", "inactive"),
+        "restart" => ("RestartUnit", "active"),
         "enable" => {
             // EnableUnitFiles(files, runtime = false, force = true), then Reload.
             manager
@@ -257,9 +334,33 @@ pub async fn systemd(verb: &'static str) -> Result<String, String> {
                 .call_method("Reload", &())
                 .await
                 .map_err(|e| refused("Reload", e))?;
-            Ok("enabled (starts with the graphical session)".into())
+            return Ok("enabled (starts with the graphical session)".into());
         }
-        other => Err(format!("unknown systemd action {other}")),
+        other => return Err(format!("unknown systemd action {other}")),
+    };
+    manager
+        .call_method(method, &(UNIT, "replace"))
+        .await
+        .map_err(|e| refused(method, e))?;
+    // The job is queued; say what the unit became, not that it was asked.
+    let deadline = tokio::time::Instant::now() + JOB_WAIT;
+    loop {
+        let (active, result) = unit_state(&manager).await?;
+        if active == wanted {
+            return Ok(format!("is {active}"));
+        }
+        if active == "failed" {
+            return Err(format!(
+                "{UNIT} failed ({result}); `journalctl --user -u {UNIT}` shows why"
+            ));
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!(
+                "{UNIT} is still {active} after {} s",
+                JOB_WAIT.as_secs()
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
 
@@ -313,6 +414,9 @@ pub enum Pull {
     Done(Result<String, String>),
 }
 
+/// How long a download may go without a line of progress before it is stopped.
+const PULL_STALL: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// The `utter` binary: the one beside this app, else the one on `PATH`.
 fn utter_binary() -> PathBuf {
     std::env::current_exe()
@@ -324,13 +428,23 @@ fn utter_binary() -> PathBuf {
 
 /// Download, verify and install the model `name` with `utter --config CONFIG models pull
 /// NAME --json` (arguments as a list, never a shell line), sending its progress to `tx`
-/// and then one [`Pull::Done`].
+/// and then one [`Pull::Done`]. Lines longer than 64 KiB and lines that are not JSON are
+/// skipped; a child silent for [`PULL_STALL`] is killed.
 pub async fn pull_model(config: PathBuf, name: String, tx: tokio::sync::mpsc::Sender<Pull>) {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
-    let spawned = tokio::process::Command::new(utter_binary())
+    let mut command = tokio::process::Command::new(utter_binary());
+    command
         .arg("--config")
         .arg(&config)
-        .args(["models", "pull", &name, "--json"])
+        .args(["models", "pull", &name, "--json"]);
+    follow_pull(command, tx).await;
+}
+
+/// Run `command` (an `utter models pull --json`) and report its JSON lines to `tx`.
+async fn follow_pull(mut command: tokio::process::Command, tx: tokio::sync::mpsc::Sender<Pull>) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    const MAX_LINE: u64 = 64 * 1024;
+    const MAX_STDERR: u64 = 64 * 1024;
+    let spawned = command
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -347,19 +461,47 @@ pub async fn pull_model(config: PathBuf, name: String, tx: tokio::sync::mpsc::Se
             return;
         }
     };
+    // Stderr: the first 64 KiB kept (as text, whatever its bytes), the rest read and
+    // dropped so that the child never writes into a closed pipe.
     let mut stderr = child.stderr.take();
     let stderr_text = tokio::spawn(async move {
-        let mut text = String::new();
+        let mut kept = Vec::new();
         if let Some(stderr) = stderr.as_mut() {
-            let _ = stderr.take(64 * 1024).read_to_string(&mut text).await;
+            let _ = (&mut *stderr).take(MAX_STDERR).read_to_end(&mut kept).await;
+            let _ = tokio::io::copy(stderr, &mut tokio::io::sink()).await;
         }
-        text
+        String::from_utf8_lossy(&kept).into_owned()
     });
     let mut outcome = None;
     if let Some(stdout) = child.stdout.take() {
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            let Ok(event) = serde_json::from_str::<Value>(&line) else {
+        let mut reader = tokio::io::BufReader::new(stdout);
+        let mut line = Vec::new();
+        // Inside a line longer than MAX_LINE: its rest is skipped.
+        let mut skipping = false;
+        loop {
+            line.clear();
+            let read = tokio::time::timeout(
+                PULL_STALL,
+                (&mut reader).take(MAX_LINE).read_until(b'\n', &mut line),
+            )
+            .await;
+            match read {
+                Err(_) => {
+                    let _ = child.start_kill();
+                    outcome = Some(Err(format!(
+                        "utter models pull said nothing for {} s, so it was stopped; what it downloaded is kept to resume",
+                        PULL_STALL.as_secs()
+                    )));
+                    break;
+                }
+                Ok(Err(_) | Ok(0)) => break,
+                Ok(Ok(_)) => {}
+            }
+            let whole = line.ends_with(b"\n");
+            if std::mem::replace(&mut skipping, !whole) || !whole {
+                continue;
+            }
+            let Ok(event) = serde_json::from_slice::<Value>(&line) else {
                 continue;
             };
             let text = |k: &str| event[k].as_str().unwrap_or_default().to_owned();
@@ -402,4 +544,58 @@ pub async fn pull_model(config: PathBuf, name: String, tx: tokio::sync::mpsc::Se
         })
     });
     let _ = tx.send(Pull::Done(outcome)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a pull reports for a child that prints `script`'s output.
+    async fn reports(script: &str) -> Vec<Pull> {
+        let mut command = tokio::process::Command::new("/bin/sh");
+        command.args(["-c", script]);
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        tokio::spawn(follow_pull(command, tx));
+        let mut all = Vec::new();
+        while let Some(r) = rx.recv().await {
+            all.push(r);
+        }
+        all
+    }
+
+    #[tokio::test]
+    async fn garbage_long_lines_and_bad_bytes_are_skipped_and_the_result_kept() {
+        let got = reports(
+            r#"echo 'not json'; printf '\377\376{"event":"progress"}\n'
+               head -c 300000 /dev/zero | tr '\0' x; echo '{"event":"result","ok":false}'
+               echo '{"event":"progress","file":"m.bin","bytes":5,"size":10}'
+               echo '{"event":"result","ok":true,"status":"installed"}'"#,
+        )
+        .await;
+        assert_eq!(
+            got,
+            vec![
+                Pull::Progress {
+                    file: "m.bin".into(),
+                    bytes: 5,
+                    size: 10
+                },
+                Pull::Done(Ok("installed".into()))
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_result_stderr_says_why_whatever_its_bytes() {
+        let got = reports(r#"printf 'caf\351: no such model\n' >&2; exit 2"#).await;
+        assert_eq!(
+            got,
+            vec![Pull::Done(Err("caf\u{fffd}: no such model".into()))]
+        );
+        let got = reports("exit 3").await;
+        assert!(
+            matches!(&got[..], [Pull::Done(Err(e))] if e.contains("without a result")),
+            "{got:?}"
+        );
+    }
 }

@@ -529,6 +529,7 @@ fn follow_events(live: Rc<Live>) {
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
     backend::spawn(live.target.clone().follow(tx));
     glib::spawn_future_local(async move {
+        let mut shown = utter_ipc::LogCursor::default();
         while let Some(event) = rx.recv().await {
             let Some(event) = event else {
                 live.state_row
@@ -536,6 +537,10 @@ fn follow_events(live: Rc<Live>) {
                 continue;
             };
             if let Event::Log(line) = &event {
+                // A new subscription replays the kept lines; those shown stay out.
+                if !shown.take(line) {
+                    continue;
+                }
                 let when = glib::DateTime::from_unix_local(
                     i64::try_from(line.time_ms / 1000).unwrap_or(0),
                 )

@@ -51,12 +51,29 @@ pub fn open(id: &str, user_dir: &Path) -> Result<Editable, String> {
         .iter()
         .find(|(name, _)| profile.source == format!("data/profiles/{name} (built in)"));
     match builtin {
-        Some((name, text)) => Ok(Editable {
-            id: id.to_owned(),
-            path: user_dir.join(name),
-            text: (*text).to_owned(),
-            from_builtin: true,
-        }),
+        Some((name, text)) => {
+            let path = user_dir.join(name);
+            // A file of that name that is not this profile (another id, or one the router
+            // skipped) is the person's own work: never replaced by a copy of the built-in.
+            if std::fs::symlink_metadata(&path).is_ok() {
+                let why = loaded
+                    .problems
+                    .iter()
+                    .find(|p| p.starts_with(&path.display().to_string()))
+                    .cloned()
+                    .unwrap_or_else(|| "it holds another profile".to_owned());
+                return Err(format!(
+                    "{} exists but is not the {id} profile ({why}); fix or rename it, then edit again",
+                    path.display()
+                ));
+            }
+            Ok(Editable {
+                id: id.to_owned(),
+                path,
+                text: (*text).to_owned(),
+                from_builtin: true,
+            })
+        }
         None => {
             let path = PathBuf::from(&profile.source);
             let text = utter_core::paths::read_regular_file(&path, MAX_FILE)
@@ -228,5 +245,22 @@ mod tests {
         assert!(foot.with_shortcut("no such one", None).is_err());
         assert!(open("nobody", dir.path()).is_err());
         assert!(!foot.path.exists(), "nothing was written");
+    }
+
+    #[test]
+    fn a_file_of_the_builtin_name_that_is_not_that_profile_is_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let foot = dir.path().join("foot.toml");
+        // The person's kitty profile in a file named foot.toml, then a broken file.
+        let kitty = BUILTIN.iter().find(|(n, _)| *n == "kitty.toml").unwrap().1;
+        for text in [kitty.to_owned(), "id = \"foot\"\nkind = [".to_owned()] {
+            std::fs::write(&foot, &text).unwrap();
+            let err = open("foot", dir.path()).expect_err("refused");
+            assert!(
+                err.contains("foot.toml exists but is not the foot profile"),
+                "{err}"
+            );
+            assert_eq!(std::fs::read_to_string(&foot).unwrap(), text, "untouched");
+        }
     }
 }
