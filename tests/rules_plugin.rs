@@ -55,8 +55,23 @@ async fn plans_sites_apps_and_media_keys() {
         .expect("describe");
     assert_eq!(
         describe["methods"],
-        json!(["router.plan", "router.vocabulary"])
+        json!(["router.plan", "router.vocabulary", "router.examples"])
     );
+    // "What can I say?" from the real binary: kinds with examples, whatever the params.
+    for params in [json!({}), json!(null), json!({"unknown": [1, 2]})] {
+        let examples = plugin
+            .call("router.examples", params.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{params}: {e:?}"));
+        let kinds = examples["categories"].as_array().expect("categories");
+        assert!(kinds.len() >= 10, "{examples}");
+        assert!(
+            kinds
+                .iter()
+                .any(|k| k["examples"][0]["say"] == "open youtube"),
+            "{examples}"
+        );
+    }
     let health = plugin
         .call("plugin.health", json!({}))
         .await
