@@ -39,7 +39,9 @@ use backend::Target;
 /// The application id (also the `.desktop` and metainfo file names).
 const APP_ID: &str = "dev.utter.Settings";
 
-/// Utter's settings: service state, push-to-talk, commands, confirmations and live events.
+/// Utter's settings: the service and its plugins, push-to-talk, the microphone and speech
+/// model, what you can say and the profiles, confirmations and the audit log, live events
+/// and logs.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
@@ -49,8 +51,9 @@ struct Args {
     /// The runner's client socket (default: as `utter` finds it).
     #[arg(long)]
     socket: Option<PathBuf>,
-    /// Open on this page: status, voice, commands, safety, events or logs.
-    #[arg(long, default_value = "status")]
+    /// Open on this page.
+    #[arg(long, default_value = "status",
+        value_parser = ["status", "voice", "commands", "safety", "events", "logs"])]
     page: String,
 }
 
