@@ -791,6 +791,10 @@ fn unknown_names_bad_sources_and_refused_connections_are_said() {
     assert_eq!(run.code, Some(2), "{run}");
     assert!(run.stderr.contains("unknown model \"huge.en\""), "{run}");
     assert!(run.stderr.contains("known models: test.tiny"), "{run}");
+    // A name with a terminal escape in it is shown escaped, never sent to the terminal.
+    let run = home.utter(&["models", "pull", "a\u{1b}[2Jb"], &[]);
+    assert_eq!(run.code, Some(2), "{run}");
+    assert!(!run.stderr.contains('\u{1b}'), "{run}");
 
     let run = home.utter(
         &["models", "pull", "test.tiny", "--source", "ftp://h/"],

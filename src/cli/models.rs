@@ -27,7 +27,7 @@ use utter_core::models::{
 };
 
 use super::check_config;
-use super::output::{exit, out, print_json};
+use super::output::{exit, out, print_json, sanitize};
 
 /// Examples and notes at the end of `utter models --help`.
 pub const MODELS_HELP: &str = "\
@@ -446,7 +446,7 @@ impl Report {
                 exit::OK
             }
             Err(f) => {
-                eprintln!("utter: models pull {name}: {}", f.message);
+                eprintln!("utter: models pull {}: {}", sanitize(name), f.message);
                 if self.json {
                     out!(
                         "{}",
