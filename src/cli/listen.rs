@@ -8,6 +8,7 @@
 //! or the service is gone.
 
 use std::time::Duration;
+use tokio::signal::unix::{SignalKind, signal};
 use utter_ipc::client::Client;
 use utter_ipc::{Event, PluginStatus, PttEvent, Status, VoiceReport};
 
@@ -132,8 +133,16 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
     if let Err(e) = client.subscribe().await {
         return call_failed("listen", &e);
     }
-    let interrupted = tokio::signal::ctrl_c();
-    tokio::pin!(interrupted);
+    // SIGINT is taken over now, before the press: `tokio::signal::ctrl_c()` would only take
+    // it over when first polled, and a Ctrl-C between the press and that poll killed the
+    // process with the hold still down.
+    let mut interrupt = match signal(SignalKind::interrupt()) {
+        Ok(interrupt) => interrupt,
+        Err(e) => {
+            eprintln!("utter listen: cannot handle Ctrl-C ({e})");
+            return exit::RUNNER;
+        }
+    };
     if once {
         match client.ptt("press").await {
             Ok(reply) if reply.listening => {}
@@ -159,7 +168,7 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
                 eprintln!("listening for {s} s… (Ctrl-C cancels)");
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs_f64(s)) => Stop::Release,
-                    _ = &mut interrupted => Stop::Cancel,
+                    _ = interrupt.recv() => Stop::Cancel,
                 }
             }
             None => {
@@ -171,7 +180,7 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
                         Ok(0) | Err(_) => Stop::NoInput,
                         Ok(_) => Stop::Release,
                     },
-                    _ = &mut interrupted => Stop::Cancel,
+                    _ = interrupt.recv() => Stop::Cancel,
                 }
             }
         };
@@ -202,7 +211,7 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
     loop {
         let params = tokio::select! {
             params = client.next_event() => params,
-            _ = &mut interrupted => return if once { exit::NOT_DONE } else { exit::OK },
+            _ = interrupt.recv() => return if once { exit::NOT_DONE } else { exit::OK },
         };
         let Some(params) = params else {
             eprintln!("utter listen: the runner closed the connection");
