@@ -758,6 +758,30 @@ async fn a_client_that_goes_away_cancels_its_work() {
 // ---------------------------------------------------------------------------------------
 // Events
 
+/// `utter events FLAG --socket SOCKET`, killed on drop, and its stdout lines.
+fn utter_events(
+    sb: &Sandbox,
+    socket: &Path,
+    flag: &str,
+) -> (
+    tokio::process::Child,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) {
+    use tokio::io::AsyncBufReadExt;
+    let mut cli = tokio::process::Command::new(bin("utter"));
+    cli.args(["events", flag, "--socket"])
+        .arg(socket)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    env(sb, "client-state").apply(cli.as_std_mut());
+    let mut cli = cli.spawn().expect("utter events runs");
+    let lines = tokio::io::BufReader::new(cli.stdout.take().unwrap()).lines();
+    (cli, lines)
+}
+
 #[tokio::test]
 async fn events_start_with_a_snapshot_then_follow_the_plugins() {
     let sb = Sandbox::new();
@@ -766,20 +790,7 @@ async fn events_start_with_a_snapshot_then_follow_the_plugins() {
     let daemon = Daemon::start(&sb, &config, Some(&socket)).await;
 
     // The CLI: the first line is the snapshot.
-    let mut cli = tokio::process::Command::new(bin("utter"));
-    cli.args(["events", "--json", "--socket"])
-        .arg(&socket)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    env(&sb, "client-state").apply(cli.as_std_mut());
-    let mut cli = cli.spawn().expect("utter events runs");
-    let mut lines = {
-        use tokio::io::AsyncBufReadExt;
-        tokio::io::BufReader::new(cli.stdout.take().unwrap()).lines()
-    };
+    let (mut cli, mut lines) = utter_events(&sb, &socket, "--json");
     let first = tokio::time::timeout(LIMIT, lines.next_line())
         .await
         .expect("a line in time")
@@ -956,20 +967,7 @@ async fn log_lines_go_only_to_those_who_ask_for_them() {
     assert!(plain.call("runner.version", json!({})).await.is_ok());
 
     // The CLI prints them as lines for people.
-    let mut cli = tokio::process::Command::new(bin("utter"));
-    cli.args(["events", "--logs", "--socket"])
-        .arg(&socket)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    env(&sb, "client-state").apply(cli.as_std_mut());
-    let mut cli = cli.spawn().expect("utter events runs");
-    let mut lines = {
-        use tokio::io::AsyncBufReadExt;
-        tokio::io::BufReader::new(cli.stdout.take().unwrap()).lines()
-    };
+    let (mut cli, mut lines) = utter_events(&sb, &socket, "--logs");
     let mut printed = Vec::new();
     while let Ok(Ok(Some(line))) = tokio::time::timeout(LIMIT, lines.next_line()).await {
         let done = line.starts_with("log ") && line.contains("INFO") && line.ends_with(": ready");
