@@ -634,18 +634,7 @@ impl EventsTail {
             .stderr(Stdio::null())
             .spawn()
             .expect("utter events runs");
-        let (tx, lines) = std::sync::mpsc::channel::<String>();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = common::stdout_lines(child.stdout.take().unwrap());
         let first = lines.recv_timeout(LIMIT).expect("the snapshot");
         assert_eq!(json(&first)["event"], "snapshot", "{first}");
         EventsTail { child, lines }

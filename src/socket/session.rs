@@ -807,9 +807,7 @@ async fn forward_events(
     let mut log_lines = None;
     if let Some((recent, receiver)) = logs {
         for line in recent {
-            if outcome.is_ok() {
-                outcome = send(log_event(line));
-            }
+            outcome = outcome.and_then(|()| send(log_event(line)));
         }
         log_lines = Some(receiver);
     }

@@ -2,7 +2,6 @@
 //! (`tests/voice.rs`) and the voice benchmark (`benches/voice.rs`) run it.
 
 use super::{ChildEnv, FAKE_MIC, PipeWireSession, Sandbox, UtterRun, bin, run_utter, terminate};
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -179,18 +178,7 @@ pub struct Follower {
 impl Follower {
     pub fn start(daemon: &VoiceDaemon) -> Follower {
         let mut child = daemon.spawn_utter(&["listen", "--json"]);
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = super::stdout_lines(child.stdout.take().expect("stdout"));
         Follower { child, lines }
     }
 
