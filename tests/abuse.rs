@@ -577,3 +577,104 @@ async fn connections_the_runner_closes_release_their_descriptors() {
     assert!(released, "{after} descriptors, {before} before");
     drop(strangers);
 }
+
+/// Log floods are cut to their bound and summarised. A plugin that writes 200,000 lines to
+/// stderr gets at most 50 of them into the runner's log per 10 s, and when that instance
+/// ends one line says how many were left out. Peers without the token that send 2,000
+/// malformed frames cause at most the process-wide bound of lines about them (20 per 10 s).
+/// Before these bounds, a stderr flood wrote 1.17 GB of log in 14 s.
+#[tokio::test(flavor = "multi_thread")]
+async fn log_floods_are_cut_to_the_bound_and_summarised() {
+    const FLOOD: u64 = 200_000;
+    let sb = Sandbox::new();
+    let config = sb.write(
+        "utter.toml",
+        &format!(
+            "config_version = 1\n[[plugin]]\nid = \"test\"\nkind = \"router\"\nentrypoint = {}\n",
+            json!([common::bin("utter-test-plugin").display().to_string()])
+        ),
+    );
+    let daemon = Daemon::start(&sb, &config, None).await;
+    let client = daemon.client().await;
+    let answer = client
+        .call(
+            "runner.invoke",
+            json!({"plugin": "test", "method": "test.stderr_flood", "params": {"lines": FLOOD}}),
+        )
+        .await
+        .expect("the flooding plugin answers");
+    assert_eq!(answer["written"], FLOOD, "{answer}");
+
+    // The instance ends, so its reader reaches the end of the pipe and sums up.
+    let _ = client
+        .call(
+            "runner.invoke",
+            json!({"plugin": "test", "method": "test.die", "params": {}}),
+        )
+        .await;
+    let deadline = std::time::Instant::now() + LIMIT;
+    while !daemon
+        .log()
+        .contains("stderr lines of this instance were not logged")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no summary line in the daemon's log:\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let log = daemon.log();
+    let flood_lines = log
+        .lines()
+        .filter(|l| l.contains("flood line") && !l.contains("last stderr lines"))
+        .count();
+    let summary = log
+        .lines()
+        .find(|l| l.contains("stderr lines of this instance were not logged"))
+        .unwrap();
+    let left_out: u64 = summary
+        .split_whitespace()
+        .find_map(|w| w.parse().ok())
+        .expect("a count in the summary");
+    println!(
+        "plugin stderr flood: {FLOOD} lines written, {flood_lines} logged, {left_out} summed up; daemon log {} bytes",
+        log.len()
+    );
+    assert!(
+        (1..=50).contains(&flood_lines),
+        "{flood_lines} flood lines logged"
+    );
+    assert!(
+        left_out + flood_lines as u64 >= FLOOD - 100 && left_out < FLOOD,
+        "the summary says {left_out} of {FLOOD} were left out: {summary}"
+    );
+
+    // Peers without the token, each sending malformed frames (a bad header, invalid JSON).
+    let before = daemon.log().lines().count();
+    for _ in 0..40 {
+        let Ok(mut peer) = tokio::net::UnixStream::connect(&daemon.socket).await else {
+            continue;
+        };
+        let mut garbage = Vec::new();
+        for _ in 0..50 {
+            garbage.extend_from_slice(b"Content-Length: 7\r\n\r\n{nope!}");
+        }
+        garbage.extend_from_slice(b"Content-Length: banana\r\n\r\n");
+        let _ = peer.write_all(&garbage).await;
+        let mut sink = vec![0u8; 1 << 16];
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
+            while let Ok(n) = peer.read(&mut sink).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+    let caused = daemon.log().lines().count() - before;
+    println!("2,040 malformed frames from 40 peers without the token: {caused} log lines");
+    assert!(caused <= 30, "{caused} log lines:\n{}", daemon.log());
+    let run = daemon.utter(&sb, &["status", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+}

@@ -47,7 +47,8 @@
 //! before answering), `test.hang` (never answers), `test.badjson` (writes a frame of
 //! invalid JSON, then answers normally), `test.garbage` (writes a broken header,
 //! so the stream cannot be resynchronised), `test.oversized` (declares a 100 MB body it never
-//! sends), `action.capabilities`, `action.invoke` (records
+//! sends), `test.stderr_flood {lines}` (writes that many short lines to stderr, then
+//! answers), `action.capabilities`, `action.invoke` (records
 //! and answers `{ok: true}`), `router.plan` (one `open_url` step to the URL in the utterance).
 
 use std::io::Write;
@@ -413,6 +414,16 @@ async fn main() -> ExitCode {
                         "handle.fetch" => {
                             let key = r.params["handle"].as_str().unwrap_or("").to_owned();
                             Ok(json!({"data_b64": blobs.lock().expect("lock").get(&key).cloned()}))
+                        }
+                        "test.stderr_flood" => {
+                            // Many short lines, written as fast as the pipe takes them.
+                            let lines = r.params["lines"].as_u64().unwrap_or(0);
+                            let mut err = std::io::BufWriter::new(std::io::stderr().lock());
+                            for n in 0..lines {
+                                let _ = writeln!(err, "flood line {n}");
+                            }
+                            let _ = err.flush();
+                            Ok(json!({"written": lines}))
                         }
                         "test.die" => std::process::exit(7),
                         "test.drop_socket" if socket_fd.is_some() => {
