@@ -957,6 +957,8 @@ const OLDER_BOOLEAN_KEYS: &[(&str, &str)] = &[
 /// A [`ConfigError`]: the text is not TOML, its version is newer than this runner reads, or
 /// the migrated text still has errors (which migration cannot decide for the user).
 pub fn migrate(text: &str, origin: &str) -> Result<Migration, ConfigError> {
+    // Line ends and a byte-order mark are given back as the file had them.
+    let (style, text) = crate::text_style::TextStyle::of(text);
     let at_line = |message: String, offset: Option<usize>| {
         ConfigError::one(ConfigIssue {
             file: origin.to_owned(),
@@ -1082,7 +1084,7 @@ pub fn migrate(text: &str, origin: &str) -> Result<Migration, ConfigError> {
     Ok(Migration {
         from,
         to: CONFIG_VERSION,
-        text: migrated,
+        text: style.apply(migrated),
         changes,
     })
 }
@@ -1117,6 +1119,8 @@ pub fn set_values(
     origin: &str,
     edits: &[(String, toml_edit::Value)],
 ) -> Result<Edited, ConfigError> {
+    // Line ends and a byte-order mark are given back as the file had them.
+    let (style, text) = crate::text_style::TextStyle::of(text);
     let refuse = |key: &str, message: String| {
         ConfigError::one(ConfigIssue {
             file: origin.to_owned(),
@@ -1198,7 +1202,7 @@ pub fn set_values(
         })
         .collect();
     Ok(Edited {
-        text,
+        text: style.apply(text),
         changed,
         warnings,
     })
@@ -2877,6 +2881,29 @@ mod tests {
         .unwrap();
         assert!(same.changed.is_empty());
         assert_eq!(same.text, text);
+    }
+
+    #[test]
+    fn edits_keep_the_files_line_ends_and_byte_order_mark() {
+        // Written on Windows, or by an editor set to CRLF: toml_edit alone would give back
+        // every line with "\n" and drop the mark.
+        let text = "\u{feff}config_version = 1\r\n# mine\r\n[ptt]\r\nevdev = false # not yet\r\n";
+        let edited = set(
+            text,
+            &[("ptt.evdev", true.into()), ("audio.max_seconds", 20.into())],
+        )
+        .unwrap();
+        assert_eq!(
+            edited.text,
+            "\u{feff}config_version = 1\r\n# mine\r\n[ptt]\r\nevdev = true # not yet\r\n\r\n[audio]\r\nmax_seconds = 20\r\n"
+        );
+        let old = "\u{feff}# old\r\n[security]\r\nenforce = \"true\"\r\n";
+        let m = migrate(old, "c.toml").unwrap();
+        assert_eq!(
+            m.text,
+            "\u{feff}# old\r\nconfig_version = 1\r\n\r\n[security]\r\nenforce = true\r\n"
+        );
+        assert_eq!(migrate(&m.text, "c.toml").unwrap().text, m.text);
     }
 
     #[test]

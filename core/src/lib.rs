@@ -56,6 +56,7 @@ pub mod runner;
 pub mod sandbox;
 pub mod streams;
 pub mod supervisor;
+pub mod text_style;
 pub mod transport;
 
 pub use runner::{Runner, VERSION};

@@ -106,8 +106,9 @@ impl Editable {
     /// key name in the chord).
     pub fn with_shortcut(&self, name: &str, chord: Option<&str>) -> Result<String, String> {
         let name = checked_field("shortcut name", name)?;
-        let mut doc: toml_edit::DocumentMut = self
-            .text
+        // Line ends and a byte-order mark are given back as the file had them.
+        let (style, text) = utter_core::text_style::TextStyle::of(&self.text);
+        let mut doc: toml_edit::DocumentMut = text
             .parse()
             .map_err(|e| format!("{}: {e}", self.path.display()))?;
         let table = doc
@@ -145,7 +146,7 @@ impl Editable {
         }
         let text = doc.to_string();
         profiles::parse(&text, &self.path.display().to_string()).map_err(|e| e.to_string())?;
-        Ok(text)
+        Ok(style.apply(text))
     }
 
     /// Write `text` (from [`Editable::with_shortcut`]) to the user's file, atomically,
@@ -216,6 +217,23 @@ mod tests {
         .with_shortcut("copy", None)
         .unwrap();
         assert!(!text.contains("\"copy\""), "{text}");
+    }
+
+    #[test]
+    fn a_crlf_file_with_a_byte_order_mark_keeps_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let foot = open("foot", dir.path()).unwrap();
+        let text = format!("\u{feff}{}", foot.text.replace('\n', "\r\n"));
+        let edited = Editable {
+            text: text.clone(),
+            ..foot
+        }
+        .with_shortcut("scroll to the top", Some("shift+Home"))
+        .unwrap();
+        assert_eq!(
+            edited.replace("\"scroll to the top\" = \"shift+Home\"\r\n", ""),
+            text
+        );
     }
 
     #[test]
