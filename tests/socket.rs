@@ -892,6 +892,85 @@ async fn dropped_clients_free_their_connections() {
     assert!(last.status().await.is_ok());
 }
 
+/// Several subscriptions with logs on one connection, from a client that reads: each gets its
+/// snapshot and every kept log line, and none is dropped. Their first bursts together pass the
+/// connection's frame slots (6 × 201 frames against 1024), which once dropped the later ones
+/// as "stopped reading".
+#[tokio::test(flavor = "multi_thread")]
+async fn many_log_subscriptions_on_one_reading_connection_are_all_served() {
+    const SUBSCRIPTIONS: usize = 6;
+    let sb = Sandbox::new();
+    let plugin = |id: &str| {
+        format!(
+            "[[plugin]]\nid = \"{id}\"\nkind = \"router\"\nentrypoint = {}\n",
+            json!([bin("utter-test-plugin").display().to_string()])
+        )
+    };
+    let ids = ["t1", "t2", "t3", "t4", "t5"];
+    let config = sb.write(
+        "utter.toml",
+        &format!(
+            "config_version = 1\n{}",
+            ids.iter().map(|id| plugin(id)).collect::<String>()
+        ),
+    );
+    let daemon = Daemon::start(&sb, &config, None).await;
+    // 5 × 50 plain stderr lines are logged at INFO: the runner keeps its last 200 lines.
+    let setup = daemon.client().await;
+    for id in ids {
+        setup
+            .call(
+                "runner.invoke",
+                json!({"plugin": id, "method": "test.stderr_flood", "params": {"lines": 50}}),
+            )
+            .await
+            .unwrap();
+    }
+    let kept = wait_for(LIMIT, || {
+        daemon
+            .log()
+            .lines()
+            .filter(|l| l.contains("flood line 49"))
+            .count()
+            == ids.len()
+    })
+    .await;
+    assert!(kept, "the lines reached the log: {}", daemon.log());
+
+    let common::daemon::TestClient { conn, mut incoming } = daemon.client().await;
+    // A client that reads: everything that arrives is taken off the socket at once.
+    let reader = tokio::spawn(async move {
+        let mut logs = std::collections::HashMap::<String, usize>::new();
+        let mut dropped = Vec::new();
+        while let Ok(Some(message)) =
+            tokio::time::timeout(Duration::from_secs(3), incoming.recv()).await
+        {
+            if let Incoming::Notification(n) = message {
+                let sub = n.params["subscription"].as_str().unwrap_or("").to_owned();
+                match n.params["event"]["event"].as_str() {
+                    Some("log") => *logs.entry(sub).or_default() += 1,
+                    Some("dropped") => dropped.push(n.params["event"].clone()),
+                    _ => {}
+                }
+            }
+        }
+        (logs, dropped)
+    });
+    // Sent together, as a client that follows several views at once does.
+    let asked: Vec<_> = (0..SUBSCRIPTIONS)
+        .map(|_| conn.request("runner.subscribe", json!({"logs": true}), Some(LIMIT)))
+        .collect();
+    for answer in futures::future::join_all(asked).await {
+        answer.expect("subscribed");
+    }
+    let (logs, dropped) = reader.await.unwrap();
+    assert!(dropped.is_empty(), "dropped: {dropped:?}");
+    assert_eq!(logs.len(), SUBSCRIPTIONS, "{logs:?}");
+    for (sub, count) in &logs {
+        assert!(*count >= 200, "{sub} got {count} log lines");
+    }
+}
+
 /// `runner.subscribe {logs: true}` adds the runner's log lines (the last ones kept, then each
 /// new one) for that subscriber only; `utter events --logs` prints them.
 #[tokio::test]

@@ -56,6 +56,10 @@ const EVENT_METHOD: &str = "runner.event";
 /// (the events of a client that stops reading would otherwise pile up in the daemon).
 pub(crate) const SUBSCRIBER_QUEUE_BYTES: usize = 8 * 1024 * 1024;
 
+/// How long a subscription's first burst (the snapshot and the kept log lines) waits for
+/// room in a full queue before the subscriber is dropped as one that does not read.
+const REPLAY_PATIENCE: Duration = Duration::from_secs(5);
+
 /// The message of the `-32003` sent before authentication.
 pub(crate) const AUTH_REQUIRED: &str = "authentication required (send runner.auth {token})";
 
@@ -803,11 +807,34 @@ async fn forward_events(
     let log_event = |line: LogLine| {
         serde_json::to_value(utter_core::events::Event::Log(line)).unwrap_or(Value::Null)
     };
-    let mut outcome = send(json!({"event": "snapshot", "status": snapshot}));
+    // The snapshot and the kept log lines go out in one burst the client has had no chance
+    // to read yet (several subscriptions with logs on one connection pass the frame queue's
+    // slots at once): a full queue here is waited on, for a while, before the subscriber is
+    // called one that does not read.
+    let send_patiently = |event: Value| {
+        let send = &send;
+        async move {
+            let deadline = tokio::time::Instant::now() + REPLAY_PATIENCE;
+            loop {
+                match send(event.clone()) {
+                    Err(TrySendError::Full { .. } | TrySendError::Frames { .. })
+                        if tokio::time::Instant::now() < deadline =>
+                    {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    outcome => return outcome,
+                }
+            }
+        }
+    };
+    let mut outcome = send_patiently(json!({"event": "snapshot", "status": snapshot})).await;
     let mut log_lines = None;
     if let Some((recent, receiver)) = logs {
         for line in recent {
-            outcome = outcome.and_then(|()| send(log_event(line)));
+            if outcome.is_err() {
+                break;
+            }
+            outcome = send_patiently(log_event(line)).await;
         }
         log_lines = Some(receiver);
     }
