@@ -2099,8 +2099,46 @@ fn toml_error(text: &str, origin: &str, e: &toml::de::Error) -> ConfigError {
         file: origin.to_owned(),
         line,
         key,
-        message,
+        message: in_toml_words(&message),
     })
+}
+
+/// serde's type names in a message in TOML's words: `expected struct PttSection` is
+/// "expected a table", `expected u32` "expected a whole number from 0 to 4294967295",
+/// `map` a table and `sequence` an array, so an error names no Rust type.
+fn in_toml_words(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find("expected ") {
+        let (before, after) = rest.split_at(at + "expected ".len());
+        out.push_str(before);
+        let word_end = |s: &str| {
+            s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(s.len())
+        };
+        let (said, used) = if let Some(name) = after.strip_prefix("struct ") {
+            ("a table", "struct ".len() + word_end(name))
+        } else {
+            let word = &after[..word_end(after)];
+            let said = match word {
+                "u8" => "a whole number from 0 to 255",
+                "u16" => "a whole number from 0 to 65535",
+                "u32" => "a whole number from 0 to 4294967295",
+                "u64" | "usize" => "a whole number, 0 or more",
+                "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
+                "f32" | "f64" => "a number",
+                "map" => "a table",
+                _ => "",
+            };
+            (said, if said.is_empty() { 0 } else { word.len() })
+        };
+        out.push_str(said);
+        rest = &after[used..];
+    }
+    out.push_str(rest);
+    out.replace("invalid type: map", "invalid type: table")
+        .replace("expected a sequence", "expected an array")
+        .replace("invalid type: sequence", "invalid type: array")
 }
 
 /// The dotted key whose value starts at or contains `offset`, for type errors.
@@ -2881,6 +2919,37 @@ mod tests {
         .unwrap();
         assert!(same.changed.is_empty());
         assert_eq!(same.text, text);
+    }
+
+    #[test]
+    fn type_errors_name_toml_types_not_rust_ones() {
+        for (text, line, said) in [
+            (
+                "config_version = 1\n\nptt = 3\n",
+                3,
+                "invalid type: integer `3`, expected a table",
+            ),
+            (
+                "config_version = 1\n[audio]\nmax_seconds = -4\n",
+                3,
+                "invalid value: integer `-4`, expected a whole number from 0 to 4294967295",
+            ),
+            (
+                "config_version = 1\n[policy]\nenabled_ops = \"terminal\"\n",
+                3,
+                "invalid type: string \"terminal\", expected an array",
+            ),
+        ] {
+            let e = parse(text, "c.toml").unwrap_err();
+            assert_eq!(e.errors[0].line, Some(line), "{e}");
+            assert_eq!(e.errors[0].message, said, "{e}");
+        }
+        assert_eq!(
+            in_toml_words("expected struct X or u64"),
+            "expected a table or u64"
+        );
+        assert_eq!(in_toml_words("expected something"), "expected something");
+        assert_eq!(in_toml_words("expected "), "expected ");
     }
 
     #[test]
