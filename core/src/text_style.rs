@@ -37,20 +37,24 @@ impl TextStyle {
         (TextStyle { bom, crlf }, body)
     }
 
-    /// `text` in this style: every line end as this style spells it (a `\r\n` already there
-    /// is not doubled), and the byte-order mark first when there was one.
+    /// `text` (TOML, as `toml_edit` printed it) in this style: every line end as this style
+    /// spells it (a `\r\n` already there is not doubled), and the byte-order mark first when
+    /// there was one.
+    ///
+    /// A line end inside a multi-line string (`"""…"""` or `'''…'''`, TOML 1.0 §String) is
+    /// part of the string's value, so it is left as written: `utter config set` given a value
+    /// with a newline must not find `\r\n` in it afterwards. As a backstop, when the restyled
+    /// text would not read as the same TOML (text this scan does not understand), the line
+    /// ends stay as `\n` and only the mark is given back.
     pub fn apply(self, text: String) -> String {
         let text = if self.crlf {
-            let mut out = String::with_capacity(text.len() + text.len() / 16);
-            let mut rest = text.as_str();
-            while let Some(at) = rest.find('\n') {
-                let line = &rest[..at];
-                out.push_str(line.strip_suffix('\r').unwrap_or(line));
-                out.push_str("\r\n");
-                rest = &rest[at + 1..];
-            }
-            out.push_str(rest);
-            out
+            let styled = crlf_outside_strings(&text);
+            let same = match (text.parse::<toml::Table>(), styled.parse::<toml::Table>()) {
+                (Ok(before), Ok(after)) => before == after,
+                (Err(_), Err(_)) => true,
+                _ => false,
+            };
+            if same { styled } else { text }
         } else {
             text
         };
@@ -59,6 +63,67 @@ impl TextStyle {
             _ => text,
         }
     }
+}
+
+/// Where a scan of TOML text is, for [`crlf_outside_strings`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scan {
+    /// Keys, values other than strings, punctuation, whitespace.
+    Plain,
+    /// After `#`, to the end of the line.
+    Comment,
+    /// Inside `"…"`: `\` escapes the next character.
+    Basic,
+    /// Inside `'…'`: no escapes.
+    Literal,
+    /// Inside `"""…"""`: line ends are the value's.
+    MultiBasic,
+    /// Inside `'''…'''`: line ends are the value's.
+    MultiLiteral,
+}
+
+/// `text` with each `\n` outside multi-line strings written `\r\n` (one already preceded by
+/// `\r` is left alone).
+fn crlf_outside_strings(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 16);
+    let mut scan = Scan::Plain;
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        let opens_three = rest.starts_with("\"\"\"") || rest.starts_with("'''");
+        // How many bytes to copy as they are, and the state after them.
+        let (take, next) = match (scan, c) {
+            (Scan::MultiBasic | Scan::MultiLiteral, '\n') => (1, scan),
+            (_, '\n') => {
+                if !out.ends_with('\r') {
+                    out.push('\r');
+                }
+                // A line end closes a comment, and a (broken) one-line string.
+                (1, Scan::Plain)
+            }
+            (Scan::Plain, '#') => (1, Scan::Comment),
+            (Scan::Plain, '"') if opens_three => (3, Scan::MultiBasic),
+            (Scan::Plain, '\'') if opens_three => (3, Scan::MultiLiteral),
+            (Scan::Plain, '"') => (1, Scan::Basic),
+            (Scan::Plain, '\'') => (1, Scan::Literal),
+            (Scan::Basic | Scan::MultiBasic, '\\') => {
+                // The escaped character goes with its backslash: an escaped quote does not
+                // close, and a backslash before a line end is TOML's line-ending backslash.
+                let escaped = rest[1..].chars().next().map_or(0, char::len_utf8);
+                (1 + escaped, scan)
+            }
+            (Scan::Basic, '"') | (Scan::Literal, '\'') => (1, Scan::Plain),
+            (Scan::MultiBasic, '"') | (Scan::MultiLiteral, '\'') if opens_three => {
+                // Up to two more quotes before the closing three belong to the value.
+                let run = rest.bytes().take_while(|&q| q == c as u8).count().min(5);
+                (run, Scan::Plain)
+            }
+            _ => (c.len_utf8(), scan),
+        };
+        out.push_str(&rest[..take]);
+        rest = &rest[take..];
+        scan = next;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -95,5 +160,50 @@ mod tests {
         let (style, body) = TextStyle::of("a\u{feff}");
         assert!(!style.bom);
         assert_eq!(body, "a\u{feff}");
+    }
+
+    #[test]
+    fn line_ends_inside_multi_line_strings_are_the_values_and_stay() {
+        let style = TextStyle {
+            bom: false,
+            crlf: true,
+        };
+        // What toml_edit prints for a value with a newline, beside comments and one-line
+        // strings that hold quotes (an escaped quote, three quotes in a comment).
+        let printed = concat!(
+            "# a \"\"\" in a comment\n",
+            "a = \"\"\"\nline one\nline two\"\"\"\n",
+            "b = '''\nx\ny'''\n",
+            "c = \"say \\\"hi\\\"\"\n",
+            "d = \"\"\"two quotes at the end\"\"\"\"\"\n",
+            "e = 1\n",
+        );
+        let styled = style.apply(printed.to_owned());
+        assert_eq!(
+            styled,
+            concat!(
+                "# a \"\"\" in a comment\r\n",
+                "a = \"\"\"\nline one\nline two\"\"\"\r\n",
+                "b = '''\nx\ny'''\r\n",
+                "c = \"say \\\"hi\\\"\"\r\n",
+                "d = \"\"\"two quotes at the end\"\"\"\"\"\r\n",
+                "e = 1\r\n",
+            )
+        );
+        let before: toml::Table = printed.parse().unwrap();
+        let after: toml::Table = styled.parse().unwrap();
+        assert_eq!(before, after);
+        assert_eq!(after["a"].as_str(), Some("line one\nline two"));
+        assert_eq!(after["d"].as_str(), Some("two quotes at the end\"\""));
+    }
+
+    #[test]
+    fn text_that_is_not_toml_is_still_restyled() {
+        let style = TextStyle {
+            bom: true,
+            crlf: true,
+        };
+        // Nothing to compare, so the scan's result stands.
+        assert_eq!(style.apply("a = [\n".into()), "\u{feff}a = [\r\n");
     }
 }
