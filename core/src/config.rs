@@ -13,6 +13,7 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use utter_protocol::capability::Capability;
+use utter_protocol::manifest::Entrypoint;
 
 /// The embedded default configuration.
 pub const DEFAULT_CONFIG: &str = include_str!("../../data/config.default.toml");
@@ -103,26 +104,6 @@ pub enum Runtime {
     Wasm,
     /// Reserved.
     Native,
-}
-
-/// `entrypoint`: an argv list, or one program path given as a string (never split).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
-pub enum Argv {
-    /// `["prog", "arg"]`
-    List(Vec<String>),
-    /// `"prog"`
-    One(String),
-}
-
-impl Argv {
-    /// The argv list.
-    pub fn to_vec(&self) -> Vec<String> {
-        match self {
-            Argv::List(v) => v.clone(),
-            Argv::One(s) => vec![s.clone()],
-        }
-    }
 }
 
 /// `[runner]`.
@@ -460,7 +441,7 @@ pub struct PluginEntry {
     pub transport: Transport,
     /// argv; a bare program name is looked up next to the `utter` binary first, then on PATH.
     #[serde(alias = "argv")]
-    pub entrypoint: Argv,
+    pub entrypoint: Entrypoint,
     /// Permissions (merged with the plugin's hello).
     #[serde(default)]
     pub permissions: Vec<String>,
@@ -1532,7 +1513,7 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                 ),
             ));
         }
-        if let Argv::One(program) = &p.entrypoint {
+        if let Entrypoint::Program(program) = &p.entrypoint {
             if program.contains(' ') {
                 warnings.push(issue_at(
                     text,
@@ -1555,7 +1536,7 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                     .into(),
             ));
         }
-        let argv = p.entrypoint.to_vec();
+        let argv = p.entrypoint.argv();
         let words: Vec<&str> = argv.iter().map(String::as_str).collect();
         let starts_apps = words.ends_with(&["plugin", "desktop"])
             || words.first().and_then(|a| a.rsplit('/').next()) == Some("utter-desktop");
@@ -1624,7 +1605,7 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                 }
             }
         }
-        let argv = p.entrypoint.to_vec();
+        let argv = p.entrypoint.argv();
         if argv.is_empty() || argv[0].trim().is_empty() {
             errors.push(issue_at(
                 text,
@@ -2137,6 +2118,7 @@ fn in_toml_words(message: &str) -> String {
     }
     out.push_str(rest);
     out.replace("invalid type: map", "invalid type: table")
+        .replace("expected a map", "expected a table")
         .replace("expected a sequence", "expected an array")
         .replace("invalid type: sequence", "invalid type: array")
 }
@@ -2335,7 +2317,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            loaded.config.plugin[0].entrypoint.to_vec(),
+            loaded.config.plugin[0].entrypoint.argv(),
             vec!["/usr/bin/my plugin"]
         );
     }
@@ -2939,6 +2921,16 @@ mod tests {
                 3,
                 "invalid type: string \"terminal\", expected an array",
             ),
+            (
+                "config_version = 1\n[[plugin]]\nid = \"a\"\nentrypoint = 5\n",
+                4,
+                "invalid type: integer `5`, expected a string (one program) or an array of strings (the program and its arguments)",
+            ),
+            (
+                "config_version = 1\n[[plugin]]\nid = \"a\"\nentrypoint = \"a\"\nenv = 2\n",
+                5,
+                "invalid type: integer `2`, expected a table",
+            ),
         ] {
             let e = parse(text, "c.toml").unwrap_err();
             assert_eq!(e.errors[0].line, Some(line), "{e}");
@@ -2973,6 +2965,11 @@ mod tests {
             "\u{feff}# old\r\nconfig_version = 1\r\n\r\n[security]\r\nenforce = true\r\n"
         );
         assert_eq!(migrate(&m.text, "c.toml").unwrap().text, m.text);
+        // A value's own line ends are its own: not made "\r\n" with the file's.
+        let edited = set(text, &[("llm.api_model", "first\nsecond".into())]).unwrap();
+        assert!(edited.text.contains("\r\n[llm]\r\n"), "{:?}", edited.text);
+        let read: toml::Table = edited.text.trim_start_matches('\u{feff}').parse().unwrap();
+        assert_eq!(read["llm"]["api_model"].as_str(), Some("first\nsecond"));
     }
 
     #[test]

@@ -410,7 +410,7 @@ fn allowed_paths(start: &Start<'_>) -> (Vec<String>, Vec<String>) {
         .map(|d| d.to_string())
         .collect();
     let program = crate::paths::executable_path(start.program);
-    let named = start.entry.entrypoint.to_vec()[1..]
+    let named = start.entry.entrypoint.argv()[1..]
         .iter()
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())

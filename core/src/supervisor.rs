@@ -1135,7 +1135,7 @@ impl Shared {
             ))));
         }
         let options = self.options();
-        let argv = entry.entrypoint.to_vec();
+        let argv = entry.entrypoint.argv();
         let program = resolve_program(&argv[0], options.bin_dir.as_deref());
         // A socket plugin's socket: the directory made safe, a stale file removed; for
         // `connect` the runner binds before spawning, so the plugin can dial at once.

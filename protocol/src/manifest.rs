@@ -70,14 +70,47 @@ pub enum ManifestError {
     },
 }
 
-/// `entrypoint`: an argv list, or a single string (a path with no arguments).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `entrypoint` (of a manifest, and of a config's `[[plugin]]`): an argv list, or a single
+/// string (a path with no arguments).
+///
+/// Read by hand rather than as an untagged enum, so that a wrong type is reported the way
+/// any other key's is ("invalid type: integer `5`, expected a string (one program) or an
+/// array of strings …") instead of serde's "data did not match any variant".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Entrypoint {
     /// `["prog", "arg", ...]`
     Argv(Vec<String>),
     /// `"prog"`: one program, no arguments (never split on spaces).
     Program(String),
+}
+
+impl<'de> Deserialize<'de> for Entrypoint {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Entrypoint;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a string (one program) or an array of strings (the program and its arguments)",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Entrypoint, E> {
+                Ok(Entrypoint::Program(v.to_owned()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Entrypoint, A::Error> {
+                let mut argv = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(arg) = seq.next_element::<String>()? {
+                    argv.push(arg);
+                }
+                Ok(Entrypoint::Argv(argv))
+            }
+        }
+        deserializer.deserialize_any(Visit)
+    }
 }
 
 impl Entrypoint {

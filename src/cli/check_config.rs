@@ -79,7 +79,7 @@ fn entrypoint_issues(loaded: &LoadedConfig) -> (Vec<ConfigIssue>, Vec<ConfigIssu
         });
     }
     for entry in config.active_plugins() {
-        let argv = entry.entrypoint.to_vec();
+        let argv = entry.entrypoint.argv();
         let Some(first) = argv.first() else { continue };
         let index = config
             .plugin

@@ -431,7 +431,7 @@ fn program_of(config: &Config, id: &str) -> PathBuf {
     let Some(entry) = config.plugin.iter().find(|p| p.id == id) else {
         return PathBuf::new();
     };
-    let argv = entry.entrypoint.to_vec();
+    let argv = entry.entrypoint.argv();
     utter_core::paths::executable_path(&resolve_program(
         argv.first().map(String::as_str).unwrap_or(""),
         None,
