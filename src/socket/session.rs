@@ -56,8 +56,11 @@ const EVENT_METHOD: &str = "runner.event";
 /// (the events of a client that stops reading would otherwise pile up in the daemon).
 pub(crate) const SUBSCRIBER_QUEUE_BYTES: usize = 8 * 1024 * 1024;
 
-/// How long a subscription's first burst (the snapshot and the kept log lines) waits for
-/// room in a full queue before the subscriber is dropped as one that does not read.
+/// How long each message of a subscription's first burst (the snapshot and the kept log
+/// lines) may wait for room in a full queue before the subscriber is dropped as one that
+/// does not read. Per message, not per burst: a client that reads, however slowly, makes
+/// room within this time and keeps its subscription; one that stops reading is dropped
+/// this long after it stopped.
 const REPLAY_PATIENCE: Duration = Duration::from_secs(5);
 
 /// The message of the `-32003` sent before authentication.
@@ -810,7 +813,8 @@ async fn forward_events(
     // The snapshot and the kept log lines go out in one burst the client has had no chance
     // to read yet (several subscriptions with logs on one connection pass the frame queue's
     // slots at once): a full queue here is waited on, for a while, before the subscriber is
-    // called one that does not read.
+    // called one that does not read. (Polled: the byte bound drains as the writer hands
+    // frames to the socket, which wakes no one.)
     let send_patiently = |event: Value| {
         let send = &send;
         async move {
