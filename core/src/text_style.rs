@@ -50,7 +50,8 @@ impl TextStyle {
         let text = if self.crlf {
             let styled = crlf_outside_strings(&text);
             let same = match (text.parse::<toml::Table>(), styled.parse::<toml::Table>()) {
-                (Ok(before), Ok(after)) => before == after,
+                // Compared as printed: `nan` is not equal to itself as a float.
+                (Ok(before), Ok(after)) => before.to_string() == after.to_string(),
                 (Err(_), Err(_)) => true,
                 _ => false,
             };
@@ -195,6 +196,8 @@ mod tests {
         assert_eq!(before, after);
         assert_eq!(after["a"].as_str(), Some("line one\nline two"));
         assert_eq!(after["d"].as_str(), Some("two quotes at the end\"\""));
+        // A value that is not equal to itself (NaN) does not make the text look changed.
+        assert_eq!(style.apply("x = nan\n".into()), "x = nan\r\n");
     }
 
     #[test]
