@@ -46,8 +46,10 @@ impl fmt::Display for ConfigIssue {
         if let Some(line) = self.line {
             write!(f, ":{line}")?;
         }
+        // A quoted key may hold any character: shown escaped, so that a key cannot forge
+        // another line or move the cursor.
         if let Some(key) = &self.key {
-            write!(f, ": {key}")?;
+            write!(f, ": {}", utter_protocol::text::clip(key, 200))?;
         }
         write!(f, ": {}", self.message)
     }
@@ -73,8 +75,11 @@ impl ConfigError {
 }
 
 /// How a plugin process is reached.
+///
+/// Read from a string only (`transport = "stdio"`): anything else is "expected a string",
+/// and an unknown word names the ones there are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", try_from = "String")]
 pub enum Transport {
     /// Frames over the child's stdin/stdout.
     Stdio,
@@ -94,9 +99,23 @@ impl fmt::Display for Transport {
     }
 }
 
-/// How a plugin is run.
+impl TryFrom<String> for Transport {
+    type Error = String;
+    fn try_from(word: String) -> Result<Self, String> {
+        match word.as_str() {
+            "stdio" => Ok(Transport::Stdio),
+            "connect" => Ok(Transport::Connect),
+            "listen" => Ok(Transport::Listen),
+            _ => Err(format!(
+                "unknown transport {word:?}: use \"stdio\", \"connect\" or \"listen\""
+            )),
+        }
+    }
+}
+
+/// How a plugin is run. Read from a string only, as [`Transport`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", try_from = "String")]
 pub enum Runtime {
     /// A child process (the only runtime that runs today).
     Subprocess,
@@ -104,6 +123,20 @@ pub enum Runtime {
     Wasm,
     /// Reserved.
     Native,
+}
+
+impl TryFrom<String> for Runtime {
+    type Error = String;
+    fn try_from(word: String) -> Result<Self, String> {
+        match word.as_str() {
+            "subprocess" => Ok(Runtime::Subprocess),
+            "wasm" => Ok(Runtime::Wasm),
+            "native" => Ok(Runtime::Native),
+            _ => Err(format!(
+                "unknown runtime {word:?}: use \"subprocess\" (\"wasm\" and \"native\" are reserved)"
+            )),
+        }
+    }
 }
 
 /// `[runner]`.
@@ -119,7 +152,7 @@ pub struct RunnerSection {
     pub drain_timeout_ms: u64,
     /// After SIGTERM, how long to wait before SIGKILL, in ms (1 000).
     pub kill_timeout_ms: u64,
-    /// Handle lifetime in seconds (300).
+    /// Handle lifetime in seconds (300; 1 to 604 800).
     pub handle_ttl: f64,
     /// Handle store root ("" = `$XDG_RUNTIME_DIR/utter/handles`).
     pub handle_root: String,
@@ -943,7 +976,7 @@ pub fn migrate(text: &str, origin: &str) -> Result<Migration, ConfigError> {
     let at_line = |message: String, offset: Option<usize>| {
         ConfigError::one(ConfigIssue {
             file: origin.to_owned(),
-            line: offset.map(|o| text[..o.min(text.len())].lines().count().max(1)),
+            line: offset.map(|o| line_of(text, o)),
             key: None,
             message,
         })
@@ -1113,9 +1146,7 @@ pub fn set_values(
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
         ConfigError::one(ConfigIssue {
             file: origin.to_owned(),
-            line: e
-                .span()
-                .map(|s| text[..s.start.min(text.len())].lines().count().max(1)),
+            line: e.span().map(|s| line_of(text, s.start)),
             key: None,
             message: format!("not TOML: {}", e.message()),
         })
@@ -1401,6 +1432,71 @@ fn issue_at(text: &str, origin: &str, path: &[Seg], message: String) -> ConfigIs
     }
 }
 
+/// The sections (tables of keys), as dotted paths: serde would also fill one from an
+/// array, by position (`runner = [30000, 2000]`), which no one means.
+const SECTIONS: &[&str] = &[
+    "runner",
+    "socket",
+    "security",
+    "policy",
+    "plugins",
+    "ptt",
+    "audio",
+    "audio.vad",
+    "stt",
+    "tts",
+    "decide",
+    "llm",
+    "models",
+];
+
+/// Refuse a section written as an array, and `[plugin]` written as a single table, with
+/// what to write instead (other wrong types are the deserializer's to report).
+fn shapes_of_sections(text: &str, origin: &str) -> Result<(), ConfigError> {
+    use toml::de::{DeTable, DeValue};
+    let Ok(doc) = DeTable::parse(text) else {
+        return Ok(());
+    };
+    let mut errors = Vec::new();
+    for section in SECTIONS {
+        let path: Vec<Seg> = section.split('.').map(|k| Seg::Key(k.into())).collect();
+        let mut table = doc.get_ref();
+        let mut value = None;
+        for seg in &path {
+            let Seg::Key(k) = seg else { unreachable!() };
+            value = table.get(k.as_str()).map(|v| v.get_ref());
+            match value {
+                Some(DeValue::Table(t)) => table = t,
+                _ => break,
+            }
+        }
+        if let Some(DeValue::Array(_)) = value {
+            errors.push(issue_at(
+                text,
+                origin,
+                &path,
+                format!("must be a table, not an array: write it as [{section}] with its keys on the lines below"),
+            ));
+        }
+    }
+    if let Some(DeValue::Table(_)) = doc.get_ref().get("plugin").map(|v| v.get_ref()) {
+        errors.push(issue_at(
+            text,
+            origin,
+            &[Seg::Key("plugin".into())],
+            "must be an array of tables: write each plugin as [[plugin]] (two brackets), not [plugin]".into(),
+        ));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError {
+            errors,
+            warnings: Vec::new(),
+        })
+    }
+}
+
 /// Parse and validate config text; `origin` names it in messages.
 ///
 /// # Errors
@@ -1409,6 +1505,7 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
     let mut warnings = Vec::new();
     let mut unknown: Vec<String> = Vec::new();
     let deserializer = toml::Deserializer::parse(text).map_err(|e| toml_error(text, origin, &e))?;
+    shapes_of_sections(text, origin)?;
     let mut config: Config = serde_ignored::deserialize(deserializer, |path| {
         unknown.push(path.to_string());
     })
@@ -1753,6 +1850,18 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                 format!("must be at least {min}, got {value}"),
             ));
         }
+    }
+    // NaN fails the range test too.
+    if !(1.0..=604_800.0).contains(&r.handle_ttl) {
+        errors.push(issue_at(
+            text,
+            origin,
+            &[Seg::Key("runner".into()), Seg::Key("handle_ttl".into())],
+            format!(
+                "must be between 1 and 604800 (seconds, a week), got {}",
+                r.handle_ttl
+            ),
+        ));
     }
     if let Some(socket) = &config.socket {
         for (key, value) in [
@@ -2119,6 +2228,9 @@ fn in_toml_words(message: &str) -> String {
     out.push_str(rest);
     out.replace("invalid type: map", "invalid type: table")
         .replace("expected a map", "expected a table")
+        .replace(" as i128,", " (past what TOML holds),")
+        .replace("floating point `", "float `")
+        .replace("unknown variant", "unknown value")
         .replace("expected a sequence", "expected an array")
         .replace("invalid type: sequence", "invalid type: array")
 }
@@ -2945,6 +3057,77 @@ mod tests {
     }
 
     #[test]
+    fn shapes_and_words_serde_would_get_wrong() {
+        let plugin = "[[plugin]]\nid = \"a\"\nentrypoint = \"a\"\n";
+        for (text, line, key, said) in [
+            (
+                format!("config_version = 1\n{plugin}transport = \"udp\"\n"),
+                5,
+                "plugin[0].transport",
+                "unknown transport \"udp\": use \"stdio\", \"connect\" or \"listen\"",
+            ),
+            (
+                format!("config_version = 1\n{plugin}transport = {{ stdio = {{}} }}\n"),
+                5,
+                "plugin[0].transport",
+                "invalid type: table, expected a string",
+            ),
+            (
+                format!("config_version = 1\n{plugin}runtime = \"Subprocess\"\n"),
+                5,
+                "plugin[0].runtime",
+                "unknown runtime \"Subprocess\": use \"subprocess\" (\"wasm\" and \"native\" are reserved)",
+            ),
+            (
+                "config_version = 1\nrunner = [30000, 2000]\n".to_owned(),
+                2,
+                "runner",
+                "must be a table, not an array: write it as [runner] with its keys on the lines below",
+            ),
+            (
+                "config_version = 1\n[audio]\nvad = []\n".to_owned(),
+                3,
+                "audio.vad",
+                "must be a table, not an array: write it as [audio.vad] with its keys on the lines below",
+            ),
+            (
+                "config_version = 1\n[plugin]\nid = \"a\"\n".to_owned(),
+                2,
+                "plugin",
+                "must be an array of tables: write each plugin as [[plugin]] (two brackets), not [plugin]",
+            ),
+            (
+                "config_version = 1\n[runner]\nhandle_ttl = nan\n".to_owned(),
+                3,
+                "runner.handle_ttl",
+                "must be between 1 and 604800 (seconds, a week), got NaN",
+            ),
+            (
+                "config_version = 1\n[runner]\nhandle_quota = 18446744073709551616\n".to_owned(),
+                3,
+                "runner.handle_quota",
+                "invalid type: integer `18446744073709551616` (past what TOML holds), expected a whole number, 0 or more",
+            ),
+        ] {
+            let e = parse(&text, "c.toml").unwrap_err();
+            assert_eq!(e.errors[0].line, Some(line), "{e}");
+            assert_eq!(e.errors[0].key.as_deref(), Some(key), "{e}");
+            assert_eq!(e.errors[0].message, said, "{e}");
+        }
+        // A quoted key holds anything: printed escaped, it cannot forge a line of its own.
+        let loaded = parse(
+            "config_version = 1\n[ptt]\n\"x\\nerror: forged\\u001b[31m\" = []\n",
+            "c.toml",
+        )
+        .unwrap();
+        let shown: String = loaded.warnings.iter().map(ToString::to_string).collect();
+        assert!(
+            !shown.contains('\u{1b}') && shown.contains("x\\nerror: forged\\u{1b}[31m"),
+            "{shown}"
+        );
+    }
+
+    #[test]
     fn edits_keep_the_files_line_ends_and_byte_order_mark() {
         // Written on Windows, or by an editor set to CRLF: toml_edit alone would give back
         // every line with "\n" and drop the mark.
@@ -3019,5 +3202,13 @@ mod tests {
         // Text that is not TOML: its line.
         let e = set("config_version = 1\n[ptt\n", &[("ptt.evdev", true.into())]).unwrap_err();
         assert_eq!(e.errors[0].line, Some(2), "{e:?}");
+        // An error at the start of a line is on that line (not the one before), as in
+        // check-config.
+        let bad = "config_version = 1\n\n\n= 3\n";
+        let e = set(bad, &[("ptt.evdev", true.into())]).unwrap_err();
+        assert_eq!(e.errors[0].line, Some(4), "{e:?}");
+        let e = migrate(bad, "test.toml").unwrap_err();
+        assert_eq!(e.errors[0].line, Some(4), "{e:?}");
+        assert_eq!(parse(bad, "test.toml").unwrap_err().errors[0].line, Some(4));
     }
 }
