@@ -1460,14 +1460,19 @@ fn shapes_of_sections(text: &str, origin: &str) -> Result<(), ConfigError> {
     let mut errors = Vec::new();
     for section in SECTIONS {
         let path: Vec<Seg> = section.split('.').map(|k| Seg::Key(k.into())).collect();
+        // The value at the whole path; a parent that is not a table is its own error.
         let mut table = doc.get_ref();
         let mut value = None;
-        for seg in &path {
+        for (i, seg) in path.iter().enumerate() {
             let Seg::Key(k) = seg else { unreachable!() };
             value = table.get(k.as_str()).map(|v| v.get_ref());
             match value {
                 Some(DeValue::Table(t)) => table = t,
-                _ => break,
+                _ if i + 1 < path.len() => value = None,
+                _ => {}
+            }
+            if value.is_none() {
+                break;
             }
         }
         if let Some(DeValue::Array(_)) = value {
@@ -1479,13 +1484,27 @@ fn shapes_of_sections(text: &str, origin: &str) -> Result<(), ConfigError> {
             ));
         }
     }
-    if let Some(DeValue::Table(_)) = doc.get_ref().get("plugin").map(|v| v.get_ref()) {
-        errors.push(issue_at(
+    match doc.get_ref().get("plugin").map(|v| v.get_ref()) {
+        Some(DeValue::Table(_)) => errors.push(issue_at(
             text,
             origin,
             &[Seg::Key("plugin".into())],
             "must be an array of tables: write each plugin as [[plugin]] (two brackets), not [plugin]".into(),
-        ));
+        )),
+        // An entry that is itself an array would be filled by position.
+        Some(DeValue::Array(entries)) => {
+            for (i, entry) in entries.iter().enumerate() {
+                if !matches!(entry.get_ref(), DeValue::Table(_)) {
+                    errors.push(issue_at(
+                        text,
+                        origin,
+                        &[Seg::Key("plugin".into()), Seg::Index(i)],
+                        "must be a table of keys (id, entrypoint, ...): write each plugin as [[plugin]] with its keys below".into(),
+                    ));
+                }
+            }
+        }
+        _ => {}
     }
     if errors.is_empty() {
         Ok(())
@@ -2229,6 +2248,7 @@ fn in_toml_words(message: &str) -> String {
     out.replace("invalid type: map", "invalid type: table")
         .replace("expected a map", "expected a table")
         .replace(" as i128,", " (past what TOML holds),")
+        .replace(" as u128,", " (past what TOML holds),")
         .replace("floating point `", "float `")
         .replace("unknown variant", "unknown value")
         .replace("expected a sequence", "expected an array")
@@ -3091,6 +3111,18 @@ mod tests {
                 "must be a table, not an array: write it as [audio.vad] with its keys on the lines below",
             ),
             (
+                "config_version = 1\naudio = []\n".to_owned(),
+                2,
+                "audio",
+                "must be a table, not an array: write it as [audio] with its keys on the lines below",
+            ),
+            (
+                "config_version = 1\nplugin = [[\"a\", \"router\"]]\n".to_owned(),
+                2,
+                "plugin[0]",
+                "must be a table of keys (id, entrypoint, ...): write each plugin as [[plugin]] with its keys below",
+            ),
+            (
                 "config_version = 1\n[plugin]\nid = \"a\"\n".to_owned(),
                 2,
                 "plugin",
@@ -3110,6 +3142,7 @@ mod tests {
             ),
         ] {
             let e = parse(&text, "c.toml").unwrap_err();
+            assert_eq!(e.errors.len(), 1, "{e}");
             assert_eq!(e.errors[0].line, Some(line), "{e}");
             assert_eq!(e.errors[0].key.as_deref(), Some(key), "{e}");
             assert_eq!(e.errors[0].message, said, "{e}");
