@@ -22,8 +22,8 @@ const BOM: char = '\u{feff}';
 pub struct TextStyle {
     /// The file starts with a byte-order mark.
     pub bom: bool,
-    /// The file's first line ends in `\r\n` (CRLF); it is the style the whole file gets back.
-    /// A file without any line end counts as `\n`.
+    /// The file's first line ends in `\r\n` (CRLF); it is the style every line end outside
+    /// multi-line strings gets back. A file without any line end counts as `\n`.
     pub crlf: bool,
 }
 

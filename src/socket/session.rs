@@ -60,7 +60,7 @@ pub(crate) const SUBSCRIBER_QUEUE_BYTES: usize = 8 * 1024 * 1024;
 /// lines) may wait for room in a full queue before the subscriber is dropped as one that
 /// does not read. Per message, not per burst: a client that reads, however slowly, makes
 /// room within this time and keeps its subscription; one that stops reading is dropped
-/// this long after it stopped.
+/// this long after its queue filled.
 const REPLAY_PATIENCE: Duration = Duration::from_secs(5);
 
 /// The message of the `-32003` sent before authentication.
