@@ -675,15 +675,16 @@ async fn log_floods_are_cut_to_the_bound_and_summarised() {
         .await;
     }
     let caused = daemon.log().lines().count() - before;
-    // The bound is 20 lines and one summary per 10 s window; a slow machine may cross
-    // windows while the peers run.
+    // The bound is 20 lines per 10 s window (the count of those left out rides on the next
+    // line let through); a slow machine may cross windows while the peers run, and the
+    // plugin's restart after test.die logs a few lines of its own meanwhile.
     let windows = started.elapsed().as_secs() / 10 + 1;
     println!(
         "2,040 malformed frames from 40 peers without the token: {caused} log lines in {:.1} s",
         started.elapsed().as_secs_f64()
     );
     assert!(
-        caused as u64 <= 21 * windows + 1,
+        caused as u64 <= 20 * windows + 10,
         "{caused} log lines in {windows} windows of 10 s:\n{}",
         daemon.log()
     );
