@@ -994,11 +994,17 @@ async fn config_set_edits_in_place_and_writes_nothing_it_would_refuse() {
         assert_eq!(run.code, Some(3), "{key}: {run}");
         assert!(run.stderr.contains("dotted key"), "{key}: {run}");
     }
-    // An unknown key is written (as in any file) with the checker's warning.
+    // A key the runner does not read is refused: setting it would change nothing.
+    let before = std::fs::read(&path).unwrap();
     let run = run_utter(&set(&["ptt.evdev_kye", "KEY_PAUSE"]), &env).await;
-    assert_eq!(run.code, Some(0), "{run}");
-    assert!(run.stderr.contains("warning:"), "{run}");
-    assert!(run.stderr.contains("ptt.evdev_kye"), "{run}");
+    assert_eq!(run.code, Some(3), "{run}");
+    assert!(
+        run.stderr
+            .contains("ptt.evdev_kye: is not a key utter reads"),
+        "{run}"
+    );
+    assert!(run.stderr.contains("nothing was written"), "{run}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
 
     // A link is written through; a link to nothing is refused and stays a link.
     let target = sb.write("target.toml", "config_version = 1\n");
@@ -1039,13 +1045,28 @@ async fn config_set_edits_in_place_and_writes_nothing_it_would_refuse() {
     // Edits at the same time all land (the directory is locked from read to rename).
     let shared = sb.write("shared.toml", "config_version = 1\n[plugins]\n");
     let shared = shared.display().to_string();
-    let runs = (0..12).map(|i| {
+    // Twelve keys the runner reads, each in range at 100 + i.
+    const KEYS: [&str; 12] = [
+        "runner.rpc_timeout_ms",
+        "runner.confirm_timeout_ms",
+        "runner.drain_timeout_ms",
+        "runner.kill_timeout_ms",
+        "runner.lossy_queue",
+        "runner.credit_window",
+        "audio.pre_roll_ms",
+        "audio.end_silence_ms",
+        "audio.vad.margin_ms",
+        "audio.vad.min_speech_ms",
+        "socket.idle_timeout_ms",
+        "socket.frame_timeout_ms",
+    ];
+    let runs = KEYS.iter().enumerate().map(|(i, key)| {
         let env = env.clone();
         let args = vec![
             "config".to_owned(),
             "set".to_owned(),
-            format!("x{i}.y"),
-            i.to_string(),
+            (*key).to_owned(),
+            (100 + i).to_string(),
             "--config".to_owned(),
             shared.clone(),
         ];
@@ -1056,10 +1077,21 @@ async fn config_set_edits_in_place_and_writes_nothing_it_would_refuse() {
         assert_eq!(run.code, Some(0), "{run}");
     }
     let text = std::fs::read_to_string(&shared).unwrap();
-    for i in 0..12 {
-        assert!(
-            text.contains(&format!("[x{i}]\ny = {i}")),
-            "x{i} lost:\n{text}"
+    let read: toml::Table = text.parse().unwrap();
+    for (i, key) in KEYS.iter().enumerate() {
+        let value = key
+            .split('.')
+            .try_fold(&read, |table, part| match table.get(part) {
+                Some(toml::Value::Table(t)) => Ok(t),
+                Some(v) => Err(Some(v)),
+                None => Err(None),
+            })
+            .err()
+            .flatten();
+        assert_eq!(
+            value.and_then(toml::Value::as_integer),
+            Some(100 + i as i64),
+            "{key} lost:\n{text}"
         );
     }
 }

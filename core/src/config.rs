@@ -961,6 +961,84 @@ const OLDER_BOOLEAN_KEYS: &[(&str, &str)] = &[
     ("plugin", "enabled"),
 ];
 
+/// In a version-0 document, the [`OLDER_BOOLEAN_KEYS`] written as strings that say a
+/// boolean (`"true"`, `"yes"`, `"on"`, `"1"`; `"false"`, `"no"`, `"off"`, `"0"`, `""`, any
+/// case) become that boolean, in place (comments and spacing kept). Returns each change:
+/// its key path, the word and the boolean. Other strings are left for the checker to
+/// refuse. Used by [`migrate`] (written to the file) and [`parse`] (read so, with a warning),
+/// so that what the runner reads from an older file is what migration writes.
+fn older_booleans(doc: &mut toml_edit::DocumentMut) -> Vec<(Vec<Seg>, String, bool)> {
+    let mut changes = Vec::new();
+    let mut fix = |table: &mut toml_edit::Table, path: Vec<Seg>| {
+        let Some(Seg::Key(key)) = path.last() else {
+            return;
+        };
+        let Some(item) = table.get_mut(key) else {
+            return;
+        };
+        let Some(value) = item.as_value() else { return };
+        let Some(word) = value.as_str() else { return };
+        let flag = match word.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "1" => true,
+            "false" | "no" | "off" | "0" | "" => false,
+            _ => return,
+        };
+        let word = word.to_owned();
+        let decor = value.decor().clone();
+        let mut new = toml_edit::Value::from(flag);
+        *new.decor_mut() = decor;
+        *item = toml_edit::Item::Value(new);
+        changes.push((path, word, flag));
+    };
+    for (table, key) in OLDER_BOOLEAN_KEYS {
+        let key_seg = || Seg::Key((*key).to_owned());
+        if *table == "plugin" {
+            if let Some(plugins) = doc
+                .get_mut("plugin")
+                .and_then(toml_edit::Item::as_array_of_tables_mut)
+            {
+                for (i, plugin) in plugins.iter_mut().enumerate() {
+                    fix(
+                        plugin,
+                        vec![Seg::Key("plugin".into()), Seg::Index(i), key_seg()],
+                    );
+                }
+            }
+        } else if let Some(t) = doc.get_mut(table).and_then(toml_edit::Item::as_table_mut) {
+            fix(t, vec![Seg::Key((*table).to_owned()), key_seg()]);
+        }
+    }
+    changes
+}
+
+/// `text` with [`older_booleans`] applied when it is version 0 (no `config_version`) and
+/// has any, and a warning for each; `None` when there is nothing to change (or the text is
+/// not TOML, which [`parse`] reports itself). Values change in place, so lines stay.
+fn read_older_booleans(text: &str, origin: &str) -> Option<(String, Vec<ConfigIssue>)> {
+    let mut doc: toml_edit::DocumentMut = text.parse().ok()?;
+    if doc.contains_key("config_version") {
+        return None;
+    }
+    let changes = older_booleans(&mut doc);
+    if changes.is_empty() {
+        return None;
+    }
+    let notes = changes
+        .into_iter()
+        .map(|(path, word, flag)| {
+            issue_at(
+                text,
+                origin,
+                &path,
+                format!(
+                    "the string {word:?} is read as the boolean {flag} (the older runner read every non-empty string as true); `utter config migrate` writes it as a boolean"
+                ),
+            )
+        })
+        .collect();
+    Some((doc.to_string(), notes))
+}
+
 /// Rewrite `text` (from `origin`, for messages) to [`CONFIG_VERSION`] with `toml_edit`, so
 /// that comments, order and formatting stay as they were. Version 0 (no `config_version`,
 /// the older runner's format, same keys) gets `config_version = 1` after its leading
@@ -1018,38 +1096,11 @@ pub fn migrate(text: &str, origin: &str) -> Result<Migration, ConfigError> {
     if from == 0 {
         // Strings where the older runner read booleans: as written, not as it read them.
         let mut doc = doc;
-        let mut fix = |table: &mut toml_edit::Table, path: String, key: &str| {
-            let Some(item) = table.get_mut(key) else {
-                return;
-            };
-            let Some(value) = item.as_value() else { return };
-            let Some(word) = value.as_str() else { return };
-            let flag = match word.trim().to_ascii_lowercase().as_str() {
-                "true" | "yes" | "1" => true,
-                "false" | "no" | "0" | "" => false,
-                _ => return,
-            };
-            let decor = value.decor().clone();
-            let mut new = toml_edit::Value::from(flag);
-            *new.decor_mut() = decor;
+        for (path, word, flag) in older_booleans(&mut doc) {
             changes.push(format!(
-                "{path}: the string {word:?} is now the boolean {flag} (the older runner read every non-empty string as true)"
+                "{}: the string {word:?} is now the boolean {flag} (the older runner read every non-empty string as true)",
+                path_string(&path)
             ));
-            *item = toml_edit::Item::Value(new);
-        };
-        for (table, key) in OLDER_BOOLEAN_KEYS {
-            if *table == "plugin" {
-                if let Some(plugins) = doc
-                    .get_mut("plugin")
-                    .and_then(toml_edit::Item::as_array_of_tables_mut)
-                {
-                    for (i, plugin) in plugins.iter_mut().enumerate() {
-                        fix(plugin, format!("plugin[{i}].{key}"), key);
-                    }
-                }
-            } else if let Some(t) = doc.get_mut(table).and_then(toml_edit::Item::as_table_mut) {
-                fix(t, format!("{table}.{key}"), key);
-            }
         }
         migrated = doc.to_string();
         // The version goes first, after the file's leading comments and blank lines.
@@ -1204,15 +1255,35 @@ pub fn set_values(
     }
     let text = doc.to_string();
     let loaded = parse(&text, origin)?;
-    let warnings = loaded
-        .warnings
-        .into_iter()
-        .filter(|w| {
-            w.key
-                .as_deref()
-                .is_some_and(|k| edits.iter().any(|(e, _)| e == k))
+    // The warnings about what was set (`policy.enabled_ops[0]` for `policy.enabled_ops`).
+    let about_edits = |w: &ConfigIssue| {
+        w.key.as_deref().is_some_and(|k| {
+            // At or under an edited key, or a table (unknown) that holds one.
+            let under = |inner: &str, outer: &str| {
+                inner
+                    .strip_prefix(outer)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(['[', '.']))
+            };
+            edits.iter().any(|(e, _)| under(k, e) || under(e, k))
         })
-        .collect();
+    };
+    let warnings: Vec<ConfigIssue> = loaded.warnings.into_iter().filter(about_edits).collect();
+    // Setting a key the runner does not read would change nothing: refused, not written.
+    if let Some(unknown) = warnings
+        .iter()
+        .find(|w| w.message.starts_with("unknown key"))
+    {
+        return Err(ConfigError::one(ConfigIssue {
+            line: None,
+            message: format!(
+                "{} (setting it would change nothing)",
+                unknown
+                    .message
+                    .replacen("unknown key; ignored", "is not a key utter reads", 1)
+            ),
+            ..unknown.clone()
+        }));
+    }
     Ok(Edited {
         text: style.apply(text),
         changed,
@@ -1450,6 +1521,15 @@ const SECTIONS: &[&str] = &[
     "models",
 ];
 
+/// The keys a config may have at its top level: [`SECTIONS`] without dots, and the rest.
+fn top_level_keys() -> impl Iterator<Item = &'static str> {
+    SECTIONS
+        .iter()
+        .copied()
+        .filter(|s| !s.contains('.'))
+        .chain(["config_version", "plugin", "start_capture"])
+}
+
 /// Refuse a section written as an array, and `[plugin]` written as a single table, with
 /// what to write instead (other wrong types are the deserializer's to report).
 fn shapes_of_sections(text: &str, origin: &str) -> Result<(), ConfigError> {
@@ -1523,6 +1603,15 @@ fn shapes_of_sections(text: &str, origin: &str) -> Result<(), ConfigError> {
 pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
     let mut warnings = Vec::new();
     let mut unknown: Vec<String> = Vec::new();
+    // An older file's booleans written as strings are read as what they say.
+    let older = read_older_booleans(text, origin);
+    let text = match &older {
+        Some((converted, notes)) => {
+            warnings.extend(notes.iter().cloned());
+            converted.as_str()
+        }
+        None => text,
+    };
     let deserializer = toml::Deserializer::parse(text).map_err(|e| toml_error(text, origin, &e))?;
     shapes_of_sections(text, origin)?;
     let mut config: Config = serde_ignored::deserialize(deserializer, |path| {
@@ -1538,11 +1627,21 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
 
     for key in unknown {
         let path = parse_ignored_path(&key);
+        // A misspelt section ([secruity]) would leave what it holds at its default: say
+        // which one was meant.
+        let near = match path.as_slice() {
+            [Seg::Key(name)] => crate::ops::nearest_of(name, top_level_keys())
+                .map(|near| format!("; did you mean {near:?}?")),
+            _ => None,
+        }
+        .unwrap_or_default();
         warnings.push(issue_at(
             text,
             origin,
             &path,
-            "unknown key; ignored (check its spelling against data/config.default.toml)".into(),
+            format!(
+                "unknown key; ignored{near} (check its spelling against data/config.default.toml)"
+            ),
         ));
     }
     match config.config_version {
@@ -1550,7 +1649,7 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             file: origin.to_owned(),
             line: None,
             key: None,
-            message: "no config_version: read as the older runner's format (same keys); add `config_version = 1` at the top".into(),
+            message: "no config_version: read as the older runner's format (same keys); `utter config migrate` brings it up to date, keeping its comments".into(),
         }),
         Some(0) => {
             return Err(ConfigError {
@@ -2426,6 +2525,51 @@ mod tests {
     fn older_format_is_accepted_with_a_note() {
         let loaded = parse("[[plugin]]\nid = \"x\"\nentrypoint = [\"x\"]\n", "old.toml").unwrap();
         assert!(loaded.warnings[0].message.contains("older"));
+        assert!(
+            loaded.warnings[0].message.contains("utter config migrate"),
+            "{:?}",
+            loaded.warnings
+        );
+    }
+
+    #[test]
+    fn an_older_files_string_booleans_are_read_as_what_they_say() {
+        // As the older runner wrote them; it read every non-empty string as true.
+        let text = "# mine\n[security]\nenforce = \"true\" # on\n[socket]\nallow_same_uid = \"Off\"\n[[plugin]]\nid = \"x\"\nentrypoint = [\"x\"]\nenabled = \"no\"\n";
+        let loaded = parse(text, "old.toml").unwrap();
+        assert!(loaded.config.security.enforce);
+        assert!(!loaded.config.socket.as_ref().unwrap().allow_same_uid);
+        assert!(!loaded.config.plugin[0].enabled);
+        let notes: Vec<_> = loaded
+            .warnings
+            .iter()
+            .filter(|w| w.message.contains("is read as the boolean"))
+            .map(|w| (w.key.clone().unwrap(), w.line.unwrap()))
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                ("security.enforce".to_owned(), 3),
+                ("socket.allow_same_uid".to_owned(), 5),
+                ("plugin[0].enabled".to_owned(), 9),
+            ]
+        );
+        // What the runner reads is what migration writes.
+        let migrated = migrate(text, "old.toml").unwrap();
+        let mut read = parse(&migrated.text, "new.toml").unwrap().config;
+        read.config_version = None;
+        assert_eq!(read, loaded.config);
+        // A word that says no boolean is still refused, where it is.
+        let e = parse("[security]\nenforce = \"maybe\"\n", "old.toml").unwrap_err();
+        assert_eq!(e.errors[0].line, Some(2), "{e}");
+        // A current file's strings are not booleans.
+        assert!(
+            parse(
+                "config_version = 1\n[security]\nenforce = \"true\"\n",
+                "c.toml"
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -3232,6 +3376,34 @@ mod tests {
         assert!(set(text, &[("ptt", true.into())]).is_err());
         assert!(set(text, &[("ptt..evdev", true.into())]).is_err());
         assert!(set(text, &[("", true.into())]).is_err());
+        // A key the runner does not read is not written: it would change nothing.
+        let e = set(text, &[("ptt.evdevv", true.into())]).unwrap_err();
+        assert_eq!(e.errors[0].key.as_deref(), Some("ptt.evdevv"), "{e:?}");
+        assert!(
+            e.errors[0].message.starts_with("is not a key utter reads"),
+            "{e:?}"
+        );
+        let e = set(text, &[("secruity.enforce", true.into())]).unwrap_err();
+        assert!(
+            e.errors[0].message.contains("did you mean \"security\"?"),
+            "{e:?}"
+        );
+        // Warnings about what was set are shown, down to its elements.
+        let edited = set(
+            text,
+            &[(
+                "policy.enabled_ops",
+                toml_edit::Value::from_iter(["termnal"]),
+            )],
+        )
+        .unwrap();
+        assert!(
+            edited.warnings[0]
+                .message
+                .contains("did you mean \"terminal\""),
+            "{:?}",
+            edited.warnings
+        );
         // Text that is not TOML: its line.
         let e = set("config_version = 1\n[ptt\n", &[("ptt.evdev", true.into())]).unwrap_err();
         assert_eq!(e.errors[0].line, Some(2), "{e:?}");

@@ -64,11 +64,17 @@ pub fn builtin_names() -> impl Iterator<Item = &'static str> {
 /// The built-in op nearest to `name` by spelling (Jaro-Winkler similarity at least 0.8),
 /// for "did you mean" hints; `None` when nothing is near.
 pub fn nearest(name: &str) -> Option<&'static str> {
-    builtin_names()
-        .map(|op| (strsim::jaro_winkler(name, op), op))
+    nearest_of(name, builtin_names())
+}
+
+/// The word of `candidates` nearest to `name` by spelling (Jaro-Winkler similarity at least
+/// 0.8), for "did you mean" hints (ops, config sections); `None` when nothing is near.
+pub fn nearest_of<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .map(|word| (strsim::jaro_winkler(name, word), word))
         .filter(|(score, _)| *score >= 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, op)| op)
+        .map(|(_, word)| word)
 }
 
 #[cfg(test)]
