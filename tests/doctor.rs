@@ -175,9 +175,13 @@ async fn doctor_fields_are_stable_and_the_lockfile_shows_drift() {
 
     // A plugin whose program is not installed is a warning with the command that installs
     // it, not a failure (the default config names optional plugins).
+    let router = format!(
+        "[[plugin]]\nid = \"test\"\nkind = \"router\"\nentrypoint = {}\n",
+        json!([bin("utter-test-plugin").display().to_string()])
+    );
     let missing = sb.write(
         "missing.toml",
-        "config_version = 1\n[[plugin]]\nid = \"keys\"\nkind = \"action\"\nentrypoint = [\"utter-no-such-plugin\"]\n",
+        &format!("config_version = 1\n{router}[[plugin]]\nid = \"keys\"\nkind = \"action\"\nentrypoint = [\"utter-no-such-plugin\"]\n"),
     );
     let run = run_utter(
         &[
@@ -206,6 +210,68 @@ async fn doctor_fields_are_stable_and_the_lockfile_shows_drift() {
         check["fix"]
             .as_str()
             .is_some_and(|f| f.contains("install it") && f.contains("[plugins] disabled")),
+        "{check}"
+    );
+
+    // A degraded plugin is said in the text too, not hidden in "started and answered".
+    let degraded = sb.write(
+        "degraded.toml",
+        &format!(
+            "config_version = 1\n[[plugin]]\nid = \"test\"\nkind = \"router\"\nentrypoint = {}\n",
+            json!([
+                bin("utter-test-plugin").display().to_string(),
+                "--degraded",
+                "no compositor socket"
+            ])
+        ),
+    );
+    let run = run_utter(
+        &["doctor", "--config", &degraded.display().to_string()],
+        &env,
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "a degraded plugin is a warning: {run}");
+    assert!(
+        run.stdout
+            .contains("1 plugins started and answered, 1 of them degraded")
+            && run
+                .stdout
+                .contains("test is degraded: no compositor socket"),
+        "{run}"
+    );
+
+    // Without a router nothing can be planned: a failure, with what to add.
+    let no_router = sb.write(
+        "no-router.toml",
+        &format!(
+            "config_version = 1\n[[plugin]]\nid = \"act\"\nkind = \"action\"\nentrypoint = {}\n",
+            json!([bin("utter-test-plugin").display().to_string()])
+        ),
+    );
+    let run = run_utter(
+        &[
+            "doctor",
+            "--json",
+            "--config",
+            &no_router.display().to_string(),
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(run.code, Some(1), "{run}");
+    let report = run.json();
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| {
+            c["detail"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("no router plugin"))
+        })
+        .unwrap_or_else(|| panic!("no router check: {report:#}"));
+    assert!(
+        check["fix"].as_str().unwrap().contains("kind = \"router\""),
         "{check}"
     );
 

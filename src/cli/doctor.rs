@@ -168,12 +168,43 @@ pub async fn run(args: &Args, config_path: Option<&Path>, socket: Option<&Path>)
             .iter()
             .filter(|p| !p.status.is_running() && p.status != utter_ipc::PluginStatus::Stopped)
             .collect();
+        let degraded: Vec<&PluginReport> = reports
+            .iter()
+            .filter(|p| p.status == utter_ipc::PluginStatus::Degraded)
+            .collect();
         if down.is_empty() {
             checks.push(pass(
                 "plugins",
-                format!("{} plugins started and answered", reports.len()),
+                match degraded.len() {
+                    0 => format!("{} plugins started and answered", reports.len()),
+                    n => format!(
+                        "{} plugins started and answered, {n} of them degraded (below)",
+                        reports.len()
+                    ),
+                },
             ));
-        } else {
+        }
+        // Running without a part they need here: said, as `utter status` does.
+        for p in &degraded {
+            let why = p.health.strip_prefix("degraded: ").unwrap_or(&p.health);
+            checks.push(warn(
+                "plugins",
+                format!("{} is degraded: {why}", p.id),
+                "it runs without that part; `utter plugins` shows each plugin's state",
+            ));
+        }
+        // Nothing plans a command without a router.
+        if !reports
+            .iter()
+            .any(|p| p.kind == "router" && p.status.is_running())
+        {
+            checks.push(fail(
+                "plugins",
+                "no router plugin is running: no command can be planned",
+                "add to the config: [[plugin]] id = \"rules\" kind = \"router\" entrypoint = [\"utter\", \"plugin\", \"rules\"] (the built-in rules router)",
+            ));
+        }
+        if !down.is_empty() {
             for p in down {
                 let why = p.last_error.as_deref().unwrap_or("no reason given");
                 let detail = format!("{} is {}: {why}", p.id, p.status.as_str());
