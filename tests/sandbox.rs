@@ -181,6 +181,19 @@ async fn plugins_run_in_the_sandbox_the_runner_reports(mechanism: &str) {
         "tcp-denied"
     };
     assert_eq!(jail["network"], denied, "{jail}");
+    // What the mechanism leaves open is said with it.
+    let limits = jail["limits"].as_array().map_or(0, Vec::len);
+    if mechanism == "bwrap" {
+        assert_eq!(limits, 0, "{jail}");
+    } else {
+        assert!(
+            jail["limits"][0]
+                .as_str()
+                .unwrap()
+                .contains("UDP and unix sockets"),
+            "{jail}"
+        );
+    }
     let listed = |key: &str, path: &std::path::Path| {
         jail[key]
             .as_array()
@@ -221,6 +234,17 @@ async fn plugins_run_in_the_sandbox_the_runner_reports(mechanism: &str) {
         .cloned()
         .unwrap_or_else(|| panic!("{listed}"));
     assert_eq!(jail["sandbox"]["network"], denied, "{jail}");
+    // And in words, under the plugin's row.
+    let run = common::run_utter(
+        &["plugins", "--config", &config.display().to_string()],
+        &common::daemon::env(&sb, "client-state"),
+    )
+    .await;
+    assert!(
+        run.stdout
+            .contains(&format!("sandbox: {mechanism}, network {denied}")),
+        "{run}"
+    );
     let _ = LIMIT;
 }
 

@@ -244,6 +244,7 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
             write_paths: Vec::new(),
             sockets: Vec::new(),
             permissions: Vec::new(),
+            limits: Vec::new(),
         },
     };
     let bwrap = match mechanism {
@@ -395,6 +396,7 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
             write_paths: write,
             sockets,
             permissions: Vec::new(),
+            limits: Vec::new(),
         },
     }
 }
@@ -476,6 +478,11 @@ fn landlock_plan(start: Start<'_>) -> Plan {
             write_paths: write,
             sockets: Vec::new(),
             permissions: Vec::new(),
+            limits: vec![
+                "UDP and unix sockets are not restricted (Landlock rules cover TCP only)".into(),
+                "/tmp is the shared one, readable and writable only where listed above".into(),
+                "no mount, network, PID or IPC namespace of its own (bwrap gives those)".into(),
+            ],
         },
     }
 }

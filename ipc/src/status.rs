@@ -211,6 +211,11 @@ pub struct SandboxReport {
     pub sockets: Vec<String>,
     /// Each permission of the plugin (config ∪ hello): enforced or advisory, and why.
     pub permissions: Vec<PermissionReport>,
+    /// What this mechanism leaves unconfined, in words (Landlock: UDP and unix sockets, a
+    /// shared `/tmp`, no namespaces of its own). Empty (and absent from JSON) for bwrap and
+    /// for no sandbox, whose `why` says it all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<String>,
 }
 
 /// One permission in a [`SandboxReport`] (and `runner.validate_plugin`'s `permissions`).

@@ -515,9 +515,16 @@ async fn sandbox_check(config: &Config) -> Vec<Check> {
             "sandbox",
             format!("plugins run under {}", path.display()),
         )],
+        // Chosen, or the fallback where bwrap is missing or does not work.
+        utter_core::sandbox::Mechanism::Landlock if config.security.sandbox == "landlock" => {
+            vec![pass(
+                "sandbox",
+                "plugins run under Landlock rules ([security] sandbox = \"landlock\"; UDP, unix sockets and /tmp are not confined)",
+            )]
+        }
         utter_core::sandbox::Mechanism::Landlock => vec![pass(
             "sandbox",
-            "plugins run under Landlock rules (bwrap is not used: install bubblewrap for mount and network namespaces)",
+            "plugins run under Landlock rules: bwrap is missing or does not work here (install bubblewrap for mount and network namespaces)",
         )],
         utter_core::sandbox::Mechanism::Unavailable(why) => vec![fail(
             "sandbox",

@@ -47,8 +47,8 @@ pub async fn run(args: &Args, config: Option<&Path>) -> u8 {
     }
 }
 
-/// The plugin table: id, kind, epoch, status, what each provides and requires, and its last
-/// error under it.
+/// The plugin table: id, kind, epoch, status, what each provides and requires, and under
+/// it its last error and its sandbox (when `[security] enforce` asks for one).
 pub fn print_plugins(reports: &[PluginReport]) {
     let list = |items: &[String], none: &str| {
         if items.is_empty() {
@@ -77,6 +77,29 @@ pub fn print_plugins(reports: &[PluginReport]) {
         );
         if let Some(e) = &p.last_error {
             out!("{:>14}last error: {}", "", sanitize(e));
+        }
+        // The sandbox, when one is asked for (`--json` has the whole report).
+        match &p.sandbox {
+            Some(jail) if jail.enforced => out!(
+                "{:>14}sandbox: {}, network {}{}",
+                "",
+                sanitize(&jail.mechanism),
+                sanitize(&jail.network),
+                match jail.limits.len() {
+                    0 => String::new(),
+                    n => format!(" ({n} limits: see --json)"),
+                }
+            ),
+            Some(jail) => {
+                if let Some(why) = jail
+                    .why
+                    .as_deref()
+                    .filter(|w| !w.contains("enforce is off"))
+                {
+                    out!("{:>14}sandbox: none: {}", "", sanitize(why));
+                }
+            }
+            None => {}
         }
     }
 }
