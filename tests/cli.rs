@@ -1095,3 +1095,29 @@ async fn config_set_edits_in_place_and_writes_nothing_it_would_refuse() {
         );
     }
 }
+
+/// A reader that closed the pipe (`utter … | head -1`) took what it wanted: the command still
+/// exits 0, where a failed write used to report 4 ("the runner could not do its job").
+#[test]
+fn a_closed_pipe_on_stdout_is_not_a_failure() {
+    let sb = Sandbox::new();
+    let config = sb.write(
+        "utter.toml",
+        &format!(
+            "config_version = 1\n[[plugin]]\nid = \"t\"\nkind = \"router\"\nentrypoint = {}\n",
+            json!([bin("utter-test-plugin").display().to_string()])
+        ),
+    );
+    // The read end is closed before the program starts: its first write fails with EPIPE.
+    let (read, write) = nix::unistd::pipe().unwrap();
+    drop(read);
+    let mut command = std::process::Command::new(bin("utter"));
+    command.args(["check-config", &config.display().to_string()]);
+    sb.env(None).apply(&mut command);
+    let status = command
+        .stdout(std::process::Stdio::from(write))
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{status}");
+}

@@ -9,7 +9,8 @@ use serde::Serialize;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Set when writing to stdout failed (a closed pipe, a full disk): reported as exit code 4.
+/// Set when writing to stdout failed (a full disk; not a pipe its reader closed): reported
+/// as exit code 4.
 pub static STDOUT_FAILED: AtomicBool = AtomicBool::new(false);
 
 /// Whether a write to stdout has failed.
@@ -22,8 +23,13 @@ pub fn stdout_failed() -> bool {
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        if writeln!(std::io::stdout(), $($arg)*).is_err() {
-            $crate::cli::output::STDOUT_FAILED.store(true, std::sync::atomic::Ordering::Relaxed);
+        // A reader that closed the pipe (`utter status | head -3`) took what it wanted: not
+        // a failure. Any other failed write (a full disk) is.
+        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                $crate::cli::output::STDOUT_FAILED
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }};
 }
