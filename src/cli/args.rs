@@ -100,7 +100,13 @@ pub enum Command {
     ///
     /// Example: utter doctor --json
     Doctor(doctor::Args),
-    /// Validate a configuration file (default: the one `utter` would use).
+    /// Validate a configuration file (default: the one `utter` would use): every error with
+    /// file:line and key, warnings (unknown keys, unknown ops), and whether each plugin's
+    /// program can start.
+    ///
+    /// Exit 0 when the runner would accept it (warnings allowed), 3 when it would not.
+    ///
+    /// Examples: utter check-config; utter check-config ~/.config/utter/config.toml --json
     CheckConfig(check_config::Args),
     /// Work on the configuration file: `utter config migrate` rewrites an older format to
     /// the current config_version, keeping its comments.
