@@ -671,11 +671,21 @@ async fn desktop_checks() -> Vec<Check> {
         },
     );
     match zbus::Connection::session().await {
-        Err(e) => checks.push(warn(
-            "session-bus",
-            format!("no session bus: {e}"),
-            "run utter in your desktop session (DBUS_SESSION_BUS_ADDRESS)",
-        )),
+        Err(e) => {
+            checks.push(warn(
+                "session-bus",
+                format!("no session bus: {e}"),
+                "run utter doctor from a terminal of your desktop session (where DBUS_SESSION_BUS_ADDRESS is set)",
+            ));
+            // What is found on the bus cannot be checked without it: said, not left out.
+            for name in ["portal", "accessibility", "notifications"] {
+                checks.push(warn(
+                    name,
+                    "not checked: no session bus",
+                    "run utter doctor from a terminal of your desktop session",
+                ));
+            }
+        }
         Ok(conn) => {
             checks.push(pass("session-bus", "reachable"));
             let bus = zbus::fdo::DBusProxy::new(&conn).await.ok();
