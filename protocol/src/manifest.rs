@@ -166,13 +166,58 @@ pub struct Manifest {
     pub extra: serde_json::Map<String, Value>,
 }
 
+/// The manifest schema, parsed (`plugin.schema.json`, compiled in).
+fn schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        serde_json::from_str(MANIFEST_SCHEMA_JSON).expect("plugin.schema.json is JSON")
+    })
+}
+
 fn validator() -> &'static jsonschema::Validator {
     static VALIDATOR: OnceLock<jsonschema::Validator> = OnceLock::new();
     VALIDATOR.get_or_init(|| {
-        let schema: Value =
-            serde_json::from_str(MANIFEST_SCHEMA_JSON).expect("plugin.schema.json is JSON");
-        jsonschema::validator_for(&schema).expect("plugin.schema.json is a valid schema")
+        jsonschema::validator_for(schema()).expect("plugin.schema.json is a valid schema")
     })
+}
+
+/// One schema error in words: an enum's allowed values in full (the validator's text says
+/// "or 10 other candidates"), and for a pattern the field's `description` from the schema
+/// instead of the regular expression.
+fn schema_error_words(e: &jsonschema::ValidationError<'_>) -> String {
+    use jsonschema::error::ValidationErrorKind as Kind;
+    let shown = crate::text::clip(&e.instance().to_string(), 80);
+    match e.kind() {
+        Kind::Enum { options } => {
+            let allowed: Vec<String> = options
+                .as_array()
+                .map(|a| a.iter().map(Value::to_string).collect())
+                .unwrap_or_default();
+            format!("{shown} is not one of {}", allowed.join(", "))
+        }
+        Kind::Pattern { .. } => {
+            // `/properties/name/pattern` → `/properties/name/description`; an array's
+            // `…/items/pattern` → the array's description.
+            let at = e.schema_path().to_string();
+            let mut parent = at.rsplit_once('/').map(|(p, _)| p);
+            let mut description = None;
+            for _ in 0..2 {
+                let Some(p) = parent else { break };
+                description = schema()
+                    .pointer(&format!("{p}/description"))
+                    .and_then(Value::as_str);
+                if description.is_some() {
+                    break;
+                }
+                parent = p.rsplit_once('/').map(|(p, _)| p);
+            }
+            match description {
+                Some(d) => format!("{shown} is not valid here: {d}"),
+                None => e.to_string(),
+            }
+        }
+        _ => e.to_string(),
+    }
 }
 
 /// What the runner makes of a manifest that passed the schema (PROTOCOL.md §4, §5, §11):
@@ -271,10 +316,11 @@ impl Manifest {
             .map(|e| {
                 let path = e.instance_path().to_string();
                 let field = path.trim_start_matches('/').replace('/', ".");
+                let said = schema_error_words(&e);
                 if field.is_empty() {
-                    format!("manifest: {e}")
+                    format!("manifest: {said}")
                 } else {
-                    format!("field `{field}`: {e}")
+                    format!("field `{field}`: {said}")
                 }
             })
             .collect();
@@ -353,6 +399,36 @@ provides = ["action.open_url@1", "experimental/fake_rs@1"]
             .to_string();
         assert!(err.contains("flavour"), "{err}");
         assert!(err.contains("field `requires.0`"), "{err}");
+    }
+
+    #[test]
+    fn schema_errors_are_in_words() {
+        let err = |text: &str| {
+            Manifest::from_toml_str(text, "m.toml")
+                .unwrap_err()
+                .to_string()
+        };
+        // An enum lists every allowed value, not "or 10 other candidates".
+        let said = err(&GOOD.replace("kind = \"action\"", "kind = \"acton\""));
+        assert!(
+            said.contains("\"acton\" is not one of \"stt\", \"router\"")
+                && said.contains("\"action\"")
+                && !said.contains("candidates"),
+            "{said}"
+        );
+        // A pattern is explained by the field's description, not shown as a regex.
+        let said = err(&GOOD.replace("version = \"0.1.0\"", "version = \"0.1\""));
+        assert!(
+            said.contains(
+                "\"0.1\" is not valid here: The plugin's own semantic version, MAJOR.MINOR.PATCH"
+            ),
+            "{said}"
+        );
+        let said = err(&GOOD.replace("\"action.open_url@1\"", "\"no version\""));
+        assert!(
+            said.contains("is not valid here: Capabilities the plugin offers"),
+            "{said}"
+        );
     }
 
     #[test]
