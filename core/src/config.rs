@@ -1617,7 +1617,7 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
     let mut config: Config = serde_ignored::deserialize(deserializer, |path| {
         unknown.push(path.to_string());
     })
-    .map_err(|e| toml_error(text, origin, &e))?;
+    .map_err(|e| wrong_types(text, origin, &e))?;
     // `~/` in a sandbox path is the home directory, as in [stt] model.
     for p in &mut config.plugin {
         for path in p.read_paths.iter_mut().chain(p.write_paths.iter_mut()) {
@@ -2283,6 +2283,50 @@ fn parse_ignored_path(path: &str) -> Vec<Seg> {
             Err(_) => Seg::Key(part.to_owned()),
         })
         .collect()
+}
+
+/// Values of the wrong type that the deserializer would stop at, up to 16, so one run of
+/// check-config names them all: after `first`, the line it points at is blanked (in a copy,
+/// so lines keep their numbers) and the text read again, while the error is on a line of
+/// its own that can go without breaking the TOML. An error that blanking a line causes
+/// ("missing field") is not reported.
+fn wrong_types(text: &str, origin: &str, first: &toml::de::Error) -> ConfigError {
+    let mut errors = toml_error(text, origin, first).errors;
+    let mut copy = text.to_owned();
+    let mut at = first.span().map(|s| s.start);
+    for _ in 0..15 {
+        let Some(offset) = at.filter(|&o| o <= copy.len() && copy.is_char_boundary(o)) else {
+            break;
+        };
+        let start = copy[..offset].rfind('\n').map_or(0, |i| i + 1);
+        let end = copy[offset..].find('\n').map_or(copy.len(), |i| offset + i);
+        // A table header holds the rest of its table: not blanked.
+        if copy[start..end].trim_start().starts_with('[') {
+            break;
+        }
+        copy.replace_range(start..end, &" ".repeat(end - start));
+        let Ok(deserializer) = toml::Deserializer::parse(&copy) else {
+            break;
+        };
+        let Err(e) = serde_ignored::deserialize::<_, _, Config>(deserializer, |_| {}) else {
+            break;
+        };
+        if e.message().starts_with("missing field") {
+            break;
+        }
+        let next = toml_error(&copy, origin, &e).errors;
+        if next.iter().any(|n| errors.iter().any(|o| o.line == n.line)) {
+            break;
+        }
+        errors.extend(next);
+        at = e.span().map(|s| s.start);
+    }
+    // In file order, as every other list of issues.
+    errors.sort_by_key(|e| e.line.unwrap_or(0));
+    ConfigError {
+        errors,
+        warnings: Vec::new(),
+    }
 }
 
 fn toml_error(text: &str, origin: &str, e: &toml::de::Error) -> ConfigError {
@@ -3218,6 +3262,40 @@ mod tests {
         );
         assert_eq!(in_toml_words("expected something"), "expected something");
         assert_eq!(in_toml_words("expected "), "expected ");
+    }
+
+    #[test]
+    fn every_wrong_type_is_named_in_one_run() {
+        let text = "config_version = 1\n[runner]\nrpc_timeout_ms = \"soon\"\n[ptt]\nevdev = 3\nmin_hold_ms = 150\n[audio]\nmax_seconds = 1.5\n";
+        let e = parse(text, "c.toml").unwrap_err();
+        let found: Vec<_> = e
+            .errors
+            .iter()
+            .map(|i| (i.line, i.key.clone().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (Some(3), "runner.rpc_timeout_ms".to_owned()),
+                (Some(5), "ptt.evdev".to_owned()),
+                (Some(8), "audio.max_seconds".to_owned()),
+            ],
+            "{e}"
+        );
+        // A required field of the wrong type is one error, not also "missing field".
+        let e = parse(
+            "config_version = 1\n[[plugin]]\nid = 5\nentrypoint = \"x\"\n",
+            "c.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.errors.len(), 1, "{e}");
+        // An array over several lines cannot go alone: the first error stands by itself.
+        let e = parse(
+            "config_version = 1\n[policy]\nenabled_ops = [\n1,\n]\n[ptt]\nevdev = 3\n",
+            "c.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.errors[0].line, Some(4), "{e}");
     }
 
     #[test]
