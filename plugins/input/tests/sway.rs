@@ -203,7 +203,21 @@ async fn types_presses_chords_scrolls_and_clicks_in_a_real_window() {
             .filter(|&v| v > 0)
     });
     assert!(moved.is_some(), "the scrolled area did not move");
-    let down = moved.unwrap();
+    // Where it comes to rest: the first value read may be mid-scroll (smooth scrolling runs
+    // on after the event), and scrolling up must be compared with where it ended.
+    let mut down = moved.unwrap();
+    let settle = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < settle {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = desktop
+            .read("scroll")
+            .and_then(|s| s.parse::<i64>().ok())
+            .unwrap_or(down);
+        if now == down {
+            break;
+        }
+        down = now;
+    }
     invoke(
         &plugin,
         "scroll",
