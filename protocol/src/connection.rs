@@ -398,6 +398,28 @@ impl Connection {
         Self::start(read, write, true, options)
     }
 
+    /// Like [`Connection::spawn_unix`], and every read also records which process wrote
+    /// the bytes ([`crate::senders`]): a door that admitted the connection for who connected
+    /// can check, per request, that nobody else writes on it.
+    ///
+    /// # Errors
+    /// Setting `SO_PASSCRED` failed.
+    pub fn spawn_unix_tracking_senders(
+        stream: tokio::net::UnixStream,
+        options: ConnectionOptions,
+    ) -> std::io::Result<(
+        Connection,
+        mpsc::Receiver<Incoming>,
+        crate::senders::Senders,
+    )> {
+        crate::senders::pass_credentials(&stream)?;
+        let (read, write) = stream.into_split();
+        let senders = crate::senders::Senders::default();
+        let read = crate::senders::TrackedRead::new(read, senders.clone());
+        let (conn, incoming) = Self::start(read, write, true, options);
+        Ok((conn, incoming, senders))
+    }
+
     fn start<R, W>(
         reader: R,
         writer: W,
@@ -871,6 +893,9 @@ async fn write_with_fd<W: FrameSink>(
     sink.get_mut().flush().await
 }
 
+/// The longest error message kept from a peer's response, in characters (escaped).
+const MAX_PEER_ERROR_CHARS: usize = 4000;
+
 /// How long the reader goes on after a write failed: the peer may have said why it closed
 /// (a refusal's reason) in a frame that is still waiting to be read.
 const READ_AFTER_WRITE_FAILURE: Duration = Duration::from_secs(2);
@@ -1035,10 +1060,37 @@ async fn read_loop<R>(
                 if rejected.reply {
                     inner.try_send_bytes(rejected.to_bytes());
                 }
+                // An answer of ours that is not JSON (a NaN in it) still ends its request,
+                // at once rather than at its timeout.
+                let answered = std::str::from_utf8(&body)
+                    .ok()
+                    .and_then(crate::message::salvage_response_id);
+                if let Some(id) = answered {
+                    let waiter = inner.pending.lock().expect("pending map lock").remove(&id);
+                    if let Some(waiter) = waiter {
+                        let _ = waiter.send(Err(ErrorObject::new(
+                            ErrorCode::ParseError,
+                            format!(
+                                "{} answered with a frame that is not valid JSON-RPC: {}",
+                                inner.label,
+                                crate::text::clip(&rejected.error.message, 300)
+                            ),
+                        )));
+                    }
+                }
             }
-            Ok(Message::Response(response)) => {
+            Ok(Message::Response(mut response)) => {
                 // The peer answers: an earlier report of its is no reason for what comes.
                 *inner.last_peer_report.lock().expect("peer report lock") = None;
+                // A peer's error text is shown and logged wherever it goes: escaped and cut
+                // here, once, so no log line or terminal obeys an escape it carries.
+                if let Err(e) = &mut response.result {
+                    if e.message.chars().any(crate::text::is_unprintable)
+                        || e.message.len() > MAX_PEER_ERROR_CHARS
+                    {
+                        e.message = crate::text::clip(&e.message, MAX_PEER_ERROR_CHARS);
+                    }
+                }
                 let waiter = inner
                     .pending
                     .lock()

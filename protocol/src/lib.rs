@@ -19,6 +19,7 @@
 //! * [`plugin`]: serve a Rust plugin with one call.
 //! * [`ring`]: `memfd.ring`, a shared-memory single-producer/single-consumer frame ring.
 //! * [`fd`]: receive descriptors (`fd.pass`) on a socket.
+//! * [`senders`]: which processes write to a unix socket connection (`SCM_CREDENTIALS`).
 //! * [`stream`]: the plugin side of streams (frame numbering, credit, stop).
 //! * [`provenance`]: where a value came from; only `user` is trusted.
 //! * [`digest`]: SHA-256 as lowercase hex, for handles and step digests.
@@ -41,6 +42,7 @@ pub mod message;
 pub mod plugin;
 pub mod provenance;
 pub mod ring;
+pub mod senders;
 pub mod stream;
 #[cfg(feature = "testkit")]
 pub mod testkit;

@@ -61,6 +61,90 @@ impl RequestId {
     }
 }
 
+/// The `id` of a frame that is not valid JSON but reads as a response to a request of
+/// ours: `{"jsonrpc":"2.0","id":"3:7","result":{"probability":NaN}}`. A tolerant scan of the
+/// object's top level finds an `"id"` key with a number or string value and no `"method"`
+/// key. `None` for anything else. The reader then fails that request at once instead of
+/// leaving it to its timeout: the peer did answer, just not in JSON.
+pub fn salvage_response_id(text: &str) -> Option<RequestId> {
+    let b = text.as_bytes();
+    let ws = |mut i: usize| {
+        while b.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        i
+    };
+    // The end of the string starting at `i` (a `"`): the index after its closing quote.
+    let string_end = |mut i: usize| -> Option<usize> {
+        i += 1;
+        while let Some(&c) = b.get(i) {
+            match c {
+                b'\\' => i += 2,
+                b'"' => return Some(i + 1),
+                _ => i += 1,
+            }
+        }
+        None
+    };
+    let mut i = ws(0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    let mut id = None;
+    loop {
+        i = ws(i);
+        match b.get(i)? {
+            b'}' => break,
+            b',' => {
+                i += 1;
+                continue;
+            }
+            b'"' => {}
+            _ => return None,
+        }
+        let key_end = string_end(i)?;
+        let key = &text[i + 1..key_end - 1];
+        i = ws(key_end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i = ws(i + 1);
+        let start = i;
+        // Skip the value: strings whole, nested brackets counted.
+        let mut depth = 0usize;
+        while let Some(&c) = b.get(i) {
+            match c {
+                b'"' => {
+                    i = string_end(i)?;
+                    continue;
+                }
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' if depth == 0 => break,
+                b'}' | b']' => depth -= 1,
+                b',' if depth == 0 => break,
+                _ => {}
+            }
+            i += 1;
+        }
+        let value = text[start..i].trim();
+        match key {
+            "method" => return None,
+            "id" => {
+                id = if value.starts_with('"') {
+                    serde_json::from_str::<String>(value)
+                        .ok()
+                        .map(RequestId::String)
+                } else {
+                    value.parse::<i64>().ok().map(RequestId::Number)
+                };
+            }
+            _ => {}
+        }
+    }
+    id
+}
+
 /// A request: a method call that expects exactly one response with the same id.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
@@ -489,5 +573,30 @@ mod tests {
         let v: Value = serde_json::from_slice(&err.to_bytes()).unwrap();
         assert_eq!(v["id"], Value::Null);
         assert_eq!(v["error"]["code"], -32700);
+    }
+    #[test]
+    fn a_response_that_is_not_json_still_names_its_id() {
+        assert_eq!(
+            salvage_response_id(
+                r#"{"jsonrpc":"2.0","id":"3:7","result":{"choice_id":"a","probability":NaN}}"#
+            ),
+            Some(RequestId::String("3:7".into()))
+        );
+        assert_eq!(
+            salvage_response_id(r#"{"result": [1, {"x": "}\"],"}], "id": 12}"#),
+            Some(RequestId::Number(12))
+        );
+        // A request is not a response; garbage names nothing.
+        assert_eq!(
+            salvage_response_id(r#"{"id":1,"method":"x","params":NaN}"#),
+            None
+        );
+        assert_eq!(salvage_response_id("NaN"), None);
+        assert_eq!(
+            salvage_response_id(r#"{"id": null, "error": Infinity}"#),
+            None
+        );
+        assert_eq!(salvage_response_id(r#"{"id":"unterminated"#), None);
+        assert_eq!(salvage_response_id(""), None);
     }
 }
