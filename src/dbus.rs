@@ -117,8 +117,14 @@ impl Error {
     }
 }
 
+/// Every JSON text the interface sends (replies, signal arguments), made safe to show
+/// ([`utter_protocol::text::json_display_safe`]: the same value, with no raw control, bidi
+/// or invisible character a window title or app id could carry into a script's terminal or
+/// a settings window).
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
-    serde_json::to_string(value).map_err(|e| Error::Failed(format!("cannot encode JSON: {e}")))
+    serde_json::to_string(value)
+        .map(|text| utter_protocol::text::json_display_safe(&text))
+        .map_err(|e| Error::Failed(format!("cannot encode JSON: {e}")))
 }
 
 /// Read `Command`'s `a{sv}` options. Unknown keys are refused by name.

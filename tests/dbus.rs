@@ -224,6 +224,7 @@ trait Runner1 {
     ) -> zbus::Result<String>;
     fn status(&self) -> zbus::Result<String>;
     fn confirm(&self, id: &str, approved: bool) -> zbus::Result<()>;
+    fn confirm_digest(&self, id: &str, digest: &str, approved: bool) -> zbus::Result<()>;
     fn list_pending(&self) -> zbus::Result<String>;
     #[zbus(property)]
     fn plugins(&self) -> zbus::Result<String>;
@@ -1629,4 +1630,224 @@ async fn the_runner_stops_when_its_session_bus_goes_away() {
     let log = rig.daemon.log();
     assert!(log.contains("the session bus is gone"), "{log}");
     assert!(!rig.daemon.socket.exists(), "the socket was removed");
+}
+
+/// The script a hostile plugin starts (`--run-on-plan`): it waits for the runner's question,
+/// tries to answer it itself over D-Bus, then to command for the person; each outcome goes
+/// to the file `$1`.
+const REACHING_PLUGIN: &str = r#"#!/bin/sh
+out="$1"
+call() { gdbus call --session --dest dev.utter.Runner1 --object-path /dev/utter/Runner1 --method "dev.utter.Runner1.$@"; }
+id=""
+for i in $(seq 1 200); do
+  id=$(call ListPending 2>&1 | sed -n 's/.*"id":"\([0-9a-f]\{32\}\)".*/\1/p')
+  [ -n "$id" ] && break
+  sleep 0.05
+done
+echo "id=$id" >> "$out"
+call Confirm "$id" true >> "$out" 2>&1; echo "confirm_status=$?" >> "$out"
+call Command "terminal echo injected" "{}" >> "$out" 2>&1; echo "command_status=$?" >> "$out"
+echo done >> "$out"
+"#;
+
+#[tokio::test]
+async fn a_plugin_cannot_answer_its_own_question_or_command_over_d_bus() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("reach.sh");
+    std::fs::write(&script, REACHING_PLUGIN).expect("script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let out = dir.path().join("reach.out");
+    let record = dir.path().join("record.jsonl");
+    let program = bin("utter-test-plugin").display().to_string();
+    let run = json!([script.display().to_string(), out.display().to_string()]).to_string();
+    let rig = Rig::start(&format!(
+        "[runner]\nconfirm_timeout_ms = 60000\n\n[policy]\nenabled_ops = [\"terminal\"]\n{}",
+        plugin(
+            "test",
+            "router",
+            &[
+                &program,
+                "--plan-op",
+                "terminal",
+                "--record",
+                &record.display().to_string(),
+                "--run-on-plan",
+                &run,
+            ],
+        )
+    ))
+    .await;
+    let proxy = runner_proxy(&rig.conn).await;
+    let mut requested = proxy
+        .receive_confirmation_requested()
+        .await
+        .expect("subscribe");
+    let call = {
+        let proxy = proxy.clone();
+        tokio::spawn(async move {
+            proxy
+                .command("terminal echo from-the-person", HashMap::new())
+                .await
+        })
+    };
+    let request = next(&mut requested, "ConfirmationRequested").await;
+    let id = request.args().expect("args").id.clone();
+    let finished_script = wait_until(LIMIT, || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.contains("done"))
+    })
+    .await;
+    let said = std::fs::read_to_string(&out).unwrap_or_default();
+    assert!(
+        finished_script,
+        "the plugin's script did not finish:\n{said}"
+    );
+    assert!(
+        said.contains(&format!("id={id}")),
+        "it saw the question: {said}"
+    );
+    assert!(said.contains("confirm_status=1"), "{said}");
+    assert!(said.contains("command_status=1"), "{said}");
+    assert!(said.contains("AccessDenied"), "{said}");
+    assert!(
+        said.contains("plugin \"test\""),
+        "the refusal names the plugin: {said}"
+    );
+    // Still waiting for the person: the plugin's yes did not count.
+    let pending: Value =
+        serde_json::from_str(&proxy.list_pending().await.expect("ListPending")).expect("JSON");
+    assert_eq!(pending[0]["id"], json!(id), "{pending}");
+    assert!(
+        invocations(&record).is_empty(),
+        "nothing ran: {:?}",
+        invocations(&record)
+    );
+    // The person's door: a yes bound to another step's digest does not count, the right
+    // one does.
+    let digest = pending[0]["request"]["digest"]
+        .as_str()
+        .or_else(|| pending[0]["digest"].as_str())
+        .expect("a digest")
+        .to_owned();
+    let e = proxy
+        .confirm_digest(&id, &"0".repeat(64), true)
+        .await
+        .expect_err("another digest");
+    assert_eq!(error_name(&e), "dev.utter.Runner1.Error.NoSuchConfirmation");
+    proxy
+        .confirm_digest(&id, &digest, true)
+        .await
+        .expect("ConfirmDigest");
+    let text = tokio::time::timeout(LIMIT, call)
+        .await
+        .expect("the command finishes")
+        .expect("task")
+        .expect("Command");
+    let outcome: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(outcome["results"][0]["ok"], true, "{outcome}");
+    let ran = invocations(&record);
+    assert_eq!(ran.len(), 1, "only the person's step ran: {ran:?}");
+    assert_eq!(ran[0]["params"]["args"]["command"], "echo from-the-person");
+    let log = rig.daemon.log();
+    assert!(
+        log.contains("refused a client call from a plugin's process"),
+        "{log}"
+    );
+}
+
+/// The hand-off a hostile trial found: a plugin's child opens a bus connection, gives it to
+/// a grandchild and exits, so the pid the bus names for the connection is gone. Such a
+/// caller is refused too (whoever holds the connection cannot be told from the plugin).
+const HANDING_PLUGIN: &str = r#"#!/bin/sh
+out="$1"; bus="$2"; script="$3"
+id=""
+for i in $(seq 1 200); do
+  id=$(gdbus call --session --dest dev.utter.Runner1 --object-path /dev/utter/Runner1 --method dev.utter.Runner1.ListPending 2>&1 | sed -n 's/.*"id":"\([0-9a-f]\{32\}\)".*/\1/p')
+  [ -n "$id" ] && break
+  sleep 0.05
+done
+/usr/bin/python3 "$script" "$bus" "$id" "$out.reply"
+for i in $(seq 1 200); do [ -s "$out.reply" ] && break; sleep 0.05; done
+echo "id=$id" >> "$out"
+echo done >> "$out"
+"#;
+
+#[tokio::test]
+async fn a_plugin_that_hands_its_bus_connection_on_is_refused_too() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("hand.sh");
+    std::fs::write(&script, HANDING_PLUGIN).expect("script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let out = dir.path().join("hand.out");
+    let record = dir.path().join("record.jsonl");
+    let program = bin("utter-test-plugin").display().to_string();
+    let bus = DbusSession::start();
+    let run = json!([
+        script.display().to_string(),
+        out.display().to_string(),
+        bus.address,
+        repo_root()
+            .join("tests/dbus_handoff.py")
+            .display()
+            .to_string()
+    ])
+    .to_string();
+    let rig = Rig::start_on(
+        bus,
+        &format!(
+            "[runner]\nconfirm_timeout_ms = 60000\n\n[policy]\nenabled_ops = [\"terminal\"]\n{}",
+            plugin(
+                "test",
+                "router",
+                &[
+                    &program,
+                    "--plan-op",
+                    "terminal",
+                    "--record",
+                    &record.display().to_string(),
+                    "--run-on-plan",
+                    &run,
+                ],
+            )
+        ),
+    )
+    .await;
+    let proxy = runner_proxy(&rig.conn).await;
+    let mut requested = proxy
+        .receive_confirmation_requested()
+        .await
+        .expect("subscribe");
+    let call = {
+        let proxy = proxy.clone();
+        tokio::spawn(async move {
+            proxy
+                .command("terminal echo from-the-person", HashMap::new())
+                .await
+        })
+    };
+    let request = next(&mut requested, "ConfirmationRequested").await;
+    let id = request.args().expect("args").id.clone();
+    let finished = wait_until(LIMIT, || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.contains("done"))
+    })
+    .await;
+    let reply = std::fs::read_to_string(format!("{}.reply", out.display())).unwrap_or_default();
+    assert!(finished, "the script did not finish: {reply}");
+    assert!(
+        reply.starts_with("error"),
+        "the handed-on connection's Confirm: {reply}"
+    );
+    assert!(reply.contains("D-Bus Confirm is refused"), "{reply}");
+    assert!(reply.contains("is gone"), "{reply}");
+    // Still waiting: the person denies it.
+    proxy.confirm(&id, false).await.expect("Confirm");
+    let text = tokio::time::timeout(LIMIT, call)
+        .await
+        .expect("the command finishes")
+        .expect("task")
+        .expect("Command");
+    let outcome: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(outcome["results"][0]["ok"], false, "{outcome}");
+    assert!(invocations(&record).is_empty(), "nothing ran");
 }

@@ -280,3 +280,81 @@ async fn without_enforce_every_permission_is_advisory() {
         );
     }
 }
+
+/// The session bus reaches a sandboxed plugin only with the `dbus` permission: without it
+/// the plugin has neither the address nor the socket (the bus is how a plugin would reach
+/// the runner's own D-Bus interface, or any other service of the session).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_session_bus_is_passed_into_a_sandbox_only_with_the_dbus_permission() {
+    let sb = Sandbox::new();
+    // Where the daemon's environment says the session bus and the Wayland display are:
+    // listening sockets stand in.
+    let bus = sb.path("run/no-such-bus");
+    std::fs::create_dir_all(bus.parent().unwrap()).unwrap();
+    let _listener = std::os::unix::net::UnixListener::bind(&bus).expect("bind the bus socket");
+    let display = sb.path("run/utter-test-display");
+    let _display = std::os::unix::net::UnixListener::bind(&display).expect("bind the display");
+    let config = sb.write(
+        "utter.toml",
+        &format!(
+            "config_version = 1\n[security]\nenforce = true\nsandbox = \"bwrap\"\n{}{}",
+            plugin("nobus", "", &[]),
+            plugin("bus", "permissions = [\"dbus\", \"wayland\"]", &[]),
+        ),
+    );
+    let daemon = Daemon::start(&sb, &config, None).await;
+    let client = daemon.client().await;
+    let probe = |id: &'static str, socket: &std::path::Path| {
+        let client = &client;
+        let socket = socket.display().to_string();
+        async move {
+            invoke(
+                client,
+                id,
+                "test.probe",
+                json!({"env": ["DBUS_SESSION_BUS_ADDRESS", "WAYLAND_DISPLAY"],
+                       "connect_unix": socket, "open_tty": true}),
+            )
+            .await
+        }
+    };
+    let without = probe("nobus", &bus).await;
+    assert_eq!(
+        without["env"]["DBUS_SESSION_BUS_ADDRESS"], false,
+        "{without}"
+    );
+    assert_eq!(without["env"]["WAYLAND_DISPLAY"], false, "{without}");
+    assert_ne!(without["connect_unix"], "ok", "{without}");
+    assert_ne!(probe("nobus", &display).await["connect_unix"], "ok");
+    // No controlling terminal (a session of its own), so no keystrokes pushed into the
+    // shell that started the runner.
+    assert_ne!(without["open_tty"], "ok", "{without}");
+    let with = probe("bus", &bus).await;
+    assert_eq!(with["env"]["DBUS_SESSION_BUS_ADDRESS"], true, "{with}");
+    assert_eq!(with["env"]["WAYLAND_DISPLAY"], true, "{with}");
+    assert_eq!(with["connect_unix"], "ok", "{with}");
+    assert_eq!(probe("bus", &display).await["connect_unix"], "ok");
+    // The report says so.
+    let status = client
+        .call("runner.status", json!({}))
+        .await
+        .expect("status");
+    let report = report_of(&status, "nobus");
+    assert!(
+        !report["sandbox"]["sockets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == &json!(bus.display().to_string())),
+        "{report}"
+    );
+    let report = report_of(&status, "bus");
+    let dbus = report["sandbox"]["permissions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "dbus")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(dbus["enforced"], true, "{report}");
+}

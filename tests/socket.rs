@@ -1467,3 +1467,238 @@ async fn audit_reads_since_as_a_span_or_a_local_time_and_prints_local_times() {
         "{run}"
     );
 }
+
+/// A client admitted for its executable hands its connection to a process that is not
+/// admitted (here by inheritance, as `pidfd_getfd` would take it): the second process's
+/// first write closes the connection.
+const PY_STOLEN: &str = r#"
+import json, socket, subprocess, sys
+path = sys.argv[1]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(30)
+s.connect(path)
+buf = b""
+def frame():
+    global buf
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(4096)
+        if not chunk:
+            return None
+        buf += chunk
+    head, buf = buf.split(b"\r\n\r\n", 1)
+    n = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0]
+    while len(buf) < n:
+        chunk = s.recv(4096)
+        if not chunk:
+            return None
+        buf += chunk
+    body, buf = buf[:n], buf[n:]
+    return json.loads(body)
+def send(body):
+    s.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "runner.status", "params": {}}).encode())
+print(json.dumps(frame()), flush=True)
+body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "runner.status", "params": {}})
+sh = subprocess.run(["/bin/sh", "-c", 'printf "Content-Length: %d\r\n\r\n%s" "$1" "$2" >&"$3"', "sh",
+                     str(len(body)), body, str(s.fileno())],
+                    pass_fds=[s.fileno()], stdin=subprocess.DEVNULL)
+print(json.dumps({"sh": sh.returncode}), flush=True)
+while True:
+    f = frame()
+    if f is None:
+        break
+    print(json.dumps(f), flush=True)
+print(json.dumps({"eof": True}))
+"#;
+
+#[tokio::test]
+async fn a_connection_admitted_for_its_peer_is_closed_when_another_process_writes_on_it() {
+    let sb = Sandbox::new();
+    let exe = python_exe().await;
+    let config = write_config(
+        &sb,
+        &format!(
+            "[socket]\nallow_binaries = [{:?}]\n",
+            exe.display().to_string()
+        ),
+    );
+    let socket = sb.path("sock/runner.sock");
+    let daemon = Daemon::start(&sb, &config, Some(&socket)).await;
+    let out = tokio::time::timeout(
+        LIMIT,
+        tokio::process::Command::new(&exe)
+            .arg("-c")
+            .arg(PY_STOLEN)
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("python finishes")
+    .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replies: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(
+        replies[0]["result"]["plugins"].is_array(),
+        "admitted: {replies:?}"
+    );
+    assert_eq!(replies[1], json!({"sh": 0}), "{replies:?}");
+    assert_eq!(replies[2]["error"]["code"], -32003, "{replies:?}");
+    let message = replies[2]["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("which is not admitted, wrote on a connection"),
+        "{message}"
+    );
+    assert_eq!(
+        replies.last(),
+        Some(&json!({"eof": true})),
+        "closed: {replies:?}"
+    );
+    assert_eq!(
+        replies.len(),
+        4,
+        "the stranger's request got no answer: {replies:?}"
+    );
+    assert!(
+        daemon.log().contains("which is not admitted"),
+        "{}",
+        daemon.log()
+    );
+}
+
+#[tokio::test]
+async fn a_token_file_others_could_read_is_replaced_and_the_old_token_refused() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, "");
+    let socket = sb.path("sock/runner.sock");
+    let daemon = Daemon::start(&sb, &config, Some(&socket)).await;
+    let old = daemon.token();
+    std::fs::set_permissions(&daemon.token_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let replies = python(
+        &[],
+        "python3",
+        &socket,
+        json!([
+            rpc(1, "runner.auth", json!({"token": old})),
+            rpc(2, "runner.status", json!({}))
+        ]),
+        false,
+    )
+    .await;
+    assert_eq!(replies[0]["error"]["code"], -32003, "{replies:?}");
+    assert_eq!(replies[1]["error"]["code"], -32003, "{replies:?}");
+    let new = daemon.token();
+    assert_ne!(new, old, "a new token");
+    assert_eq!(mode(&daemon.token_file), 0o600);
+    let replies = python(
+        &[],
+        "python3",
+        &socket,
+        json!([
+            rpc(1, "runner.auth", json!({"token": new})),
+            rpc(2, "runner.status", json!({}))
+        ]),
+        false,
+    )
+    .await;
+    assert_eq!(replies[0]["result"], json!({}), "{replies:?}");
+    assert!(replies[1]["result"]["plugins"].is_array(), "{replies:?}");
+    assert!(
+        daemon.log().contains("replaced with a new token"),
+        "{}",
+        daemon.log()
+    );
+}
+
+/// The script a hostile plugin starts (`--run-on-plan`): it waits for the question the
+/// runner asks, then answers it with the utter CLI (which the socket admits by itself) and
+/// tries a command of its own. `$1` the output file, `$2` the utter binary, `$3` the socket.
+const REACHING_CLI: &str = r#"#!/bin/sh
+out="$1"; utter="$2"; socket="$3"
+id=""
+for i in $(seq 1 200); do
+  id=$("$utter" pending --json --socket "$socket" 2>/dev/null | sed -n 's/.*"id": "\([0-9a-f]\{32\}\)".*/\1/p' | head -n 1)
+  [ -n "$id" ] && break
+  sleep 0.05
+done
+echo "id=$id" >> "$out"
+"$utter" confirm "$id" yes --socket "$socket" >> "$out" 2>&1; echo "confirm_status=$?" >> "$out"
+"$utter" say "terminal echo injected" --socket "$socket" >> "$out" 2>&1; echo "say_status=$?" >> "$out"
+echo done >> "$out"
+"#;
+
+#[tokio::test]
+async fn a_plugin_cannot_confirm_or_command_through_the_socket() {
+    let sb = Sandbox::new();
+    let script = sb.write_script("reach.sh", REACHING_CLI);
+    let out = sb.path("reach.out");
+    let socket = sb.path("sock/runner.sock");
+    let run = json!([
+        script.display().to_string(),
+        out.display().to_string(),
+        bin("utter").display().to_string(),
+        socket.display().to_string()
+    ]);
+    let config = sb.write(
+        "utter.toml",
+        &format!(
+            "config_version = 1\n[runner]\nconfirm_timeout_ms = 60000\n{TERMINAL_ON}\n[[plugin]]\nid = \"test\"\nkind = \"router\"\nentrypoint = {}\n[[plugin]]\nid = \"fake_rs\"\nkind = \"action\"\nentrypoint = {}\n",
+            json!([
+                bin("utter-test-plugin").display().to_string(),
+                "--record",
+                sb.path("record.jsonl").display().to_string(),
+                "--plan-op",
+                "terminal",
+                "--run-on-plan",
+                run.to_string()
+            ]),
+            json!([bin("fake_rs").display().to_string()]),
+        ),
+    );
+    let daemon = Daemon::start(&sb, &config, Some(&socket)).await;
+    let mut client = daemon.client().await;
+    let command = client
+        .command_waiting_for_a_yes("terminal echo from-the-person")
+        .await;
+    let finished = wait_for(LIMIT, || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.contains("done"))
+    })
+    .await;
+    let said = std::fs::read_to_string(&out).unwrap_or_default();
+    assert!(finished, "the plugin's script did not finish:\n{said}");
+    assert!(!said.contains("id=\n"), "it saw the question: {said}");
+    assert!(
+        said.contains("plugin \"test\""),
+        "refused, naming the plugin: {said}"
+    );
+    assert!(!said.contains("confirm_status=0"), "{said}");
+    assert!(!said.contains("say_status=0"), "{said}");
+    // Still pending: the person answers no from a proper client.
+    let pending = client
+        .call("runner.pending", json!({}))
+        .await
+        .expect("pending");
+    let id = pending[0]["id"].as_str().expect("still pending").to_owned();
+    client
+        .call("runner.confirm", json!({"id": id, "approved": false}))
+        .await
+        .expect("answered");
+    let outcome = tokio::time::timeout(LIMIT, command)
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the command ends");
+    assert_eq!(outcome["results"][0]["ok"], false, "{outcome}");
+    assert!(
+        !record(&sb).iter().any(|r| r["method"] == "action.invoke"),
+        "nothing ran"
+    );
+}

@@ -38,6 +38,11 @@ pub type DoorAnswer = Pin<Box<dyn Future<Output = Option<bool>> + Send>>;
 /// confirmation, it returns its answer. Dropping the future withdraws the question.
 pub type Door = Arc<dyn Fn(PendingConfirmation) -> DoorAnswer + Send + Sync>;
 
+/// Something that can ask a person: resolves to the answer and the door that gave it. Only an
+/// explicit yes approves.
+pub type Confirmer =
+    Arc<dyn Fn(ConfirmRequest) -> Pin<Box<dyn Future<Output = Resolution> + Send>> + Send + Sync>;
+
 /// The outcome of one confirmation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Resolution {

@@ -90,8 +90,27 @@ impl Context {
         timeout: Duration,
         exclude: Option<&str>,
     ) -> ContextRead {
+        self.read_with(supervisor, timeout, exclude, json!({}))
+            .await
+    }
+
+    /// [`Context::read`] with `refresh: true`: the context plugin reads the compositor's
+    /// state afresh instead of serving what its events kept (sway sends no event when a
+    /// floating window moves). What a plugin-written point is checked against.
+    pub async fn read_refreshed(&self, supervisor: &Supervisor, timeout: Duration) -> ContextRead {
+        self.read_with(supervisor, timeout, None, json!({"refresh": true}))
+            .await
+    }
+
+    async fn read_with(
+        &self,
+        supervisor: &Supervisor,
+        timeout: Duration,
+        exclude: Option<&str>,
+        params: Value,
+    ) -> ContextRead {
         let Some(source) = supervisor
-            .find_provider("context.live", "context.snapshot")
+            .find_context_source()
             .filter(|s| Some(s.as_str()) != exclude)
         else {
             return ContextRead::NoPlugin;
@@ -100,7 +119,7 @@ impl Context {
             .call_as(
                 &source,
                 "context.snapshot",
-                json!({}),
+                params,
                 timeout.min(READ_TIMEOUT),
                 Provenance::Screen,
             )

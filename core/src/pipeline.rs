@@ -13,9 +13,6 @@
 //! focus that moved asks again (at most [`MAX_CONFIRM_ROUNDS`] times).
 
 use serde_json::{Value, json};
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 use utter_protocol::{ErrorCode, ErrorObject};
 
 use crate::audit::{Audit, AuditEntry};
@@ -46,10 +43,7 @@ pub struct CommandOptions {
     pub decide: Option<crate::config::DecideSection>,
 }
 
-/// Something that can ask a person: resolves to the answer and the door that gave it. Only an
-/// explicit yes approves.
-pub type Confirmer =
-    Arc<dyn Fn(ConfirmRequest) -> Pin<Box<dyn Future<Output = Resolution> + Send>> + Send + Sync>;
+pub use crate::confirm::Confirmer;
 
 /// Where a step goes once it passed the gate.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,6 +93,42 @@ pub const FOCUS_DEPENDENT_OPS: &[&str] = &[
     "scroll",
     "close_app",
 ];
+
+/// Ops whose arguments are a point of the screen. When a plugin writes one (`host.action`,
+/// e.g. screen grounding's click on a vision model's answer), the point came from what the
+/// plugin saw, not from the person: the gate asks every time, names the window it lands in,
+/// and refuses when that window is not what is at the point, or the layout or focus moved
+/// while asking ([`point_target`]).
+pub const POINT_OPS: &[&str] = &["click_point", "pointer_move"];
+
+/// Who wrote a step's arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Author {
+    /// The person: a client's request (`runner.invoke`).
+    Person,
+    /// The router, planning the person's words (a plan's step, a candidate it prepared).
+    Router {
+        /// The router's id.
+        plugin: String,
+    },
+    /// A plugin, through `host.action`, while the runner had it serving `serving` (the
+    /// policy's summary of the step it was asked to do, when the runner can tell).
+    Plugin {
+        /// The plugin's id.
+        plugin: String,
+        /// What it was serving.
+        serving: Option<String>,
+    },
+}
+
+impl Author {
+    /// Whether a plugin (a router included: a point is never words the person said) wrote a
+    /// point the gate must place before anything acts on it.
+    fn wrote_a_point(&self, op: &str) -> bool {
+        !matches!(self, Author::Person) && POINT_OPS.contains(&op)
+    }
+}
 
 /// Everything one command needs: the supervisor, a policy *provider* (read again after every
 /// confirmation, so a reload in between applies), the confirmer, and the audit trail.
@@ -328,7 +358,7 @@ impl Pipeline<'_> {
             (steps, planned)
         };
         let plan = Plan {
-            router,
+            router: router.clone(),
             rule: planned
                 .get("rule")
                 .and_then(Value::as_str)
@@ -349,8 +379,16 @@ impl Pipeline<'_> {
         let mut prepared: Vec<Result<Prepared, Box<StepResult>>> = Vec::with_capacity(steps.len());
         for (i, step) in steps.iter().enumerate() {
             prepared.push(
-                self.prepare_step(&policy, utterance, i, step, provenance, selected_by.clone())
-                    .await,
+                self.prepare_step(
+                    &policy,
+                    &router,
+                    utterance,
+                    i,
+                    step,
+                    provenance,
+                    selected_by.clone(),
+                )
+                .await,
             );
         }
         let refused: Vec<usize> = prepared
@@ -414,7 +452,8 @@ impl Pipeline<'_> {
 
     /// Run one step that did not come from a plan (a plugin's `host.action`, a client's
     /// `runner.invoke`) through the same gate as a plan's steps: provenance, enabled, URL
-    /// scheme, args schema, confirmation, re-validation after approval, audit.
+    /// scheme, args schema, confirmation, re-validation after approval, audit. `author`
+    /// says who wrote the arguments ([`Author::Plugin`] for `host.action`).
     #[allow(clippy::too_many_arguments)]
     pub async fn run_one(
         &self,
@@ -424,6 +463,7 @@ impl Pipeline<'_> {
         provenance: Provenance,
         confirm_requested: bool,
         target: Target,
+        author: Author,
         options: &CommandOptions,
     ) -> StepResult {
         let timeout = self.supervisor.effective_timeout(options.timeout_ms);
@@ -434,6 +474,7 @@ impl Pipeline<'_> {
             provenance,
             confirm_requested,
             target,
+            author,
         };
         match self.admit(&policy, label, step, None).await {
             Ok(prepared) => {
@@ -481,6 +522,13 @@ impl Pipeline<'_> {
                     .iter()
                     .map(
                         |s| match (s.get("op").and_then(Value::as_str), s.get("args")) {
+                            // Only the ops it was offered: anything else is a planner
+                            // reaching for what it was not given, and the plan is refused.
+                            (Some(op), _) if !PLANNER_OPS.contains(&normalise_op(op)) => Err(format!(
+                                "proposed the op {:?}, which is not one of the ops it was offered ({})",
+                                utter_protocol::text::clip(op, 40),
+                                PLANNER_OPS.join(", ")
+                            )),
                             (Some(op), Some(args)) if args.is_object() => Ok(json!({
                                 "op": op,
                                 "args": args,
@@ -679,8 +727,12 @@ impl Pipeline<'_> {
             provenance,
             confirm_requested,
             target,
+            author,
         } = step;
         let mut decision = policy.check(op, args, *provenance, *confirm_requested)?;
+        // A point a plugin wrote is asked about every time, whatever the plugin or its
+        // model thought of it.
+        decision.needs_confirm |= author.wrote_a_point(op);
         let found = match target {
             Target::Action => self.supervisor.find_action_spec(op).await,
             Target::Relay { plugin, method, .. } if method == "action.invoke" => {
@@ -706,9 +758,11 @@ impl Pipeline<'_> {
     }
 
     /// Read one step of a plan and run the gate on it.
+    #[allow(clippy::too_many_arguments)]
     async fn prepare_step(
         &self,
         policy: &Policy,
+        router: &str,
         utterance: &str,
         index: usize,
         step: &Value,
@@ -748,6 +802,7 @@ impl Pipeline<'_> {
                 provenance,
                 confirm_requested: false,
                 target: Target::Action,
+                author: Author::Person,
             }
             .blank_result();
             blank.selected_by = selected_by;
@@ -758,8 +813,8 @@ impl Pipeline<'_> {
         let ask: Option<String> = step
             .get("ask")
             .and_then(Value::as_str)
-            .map(|a| a.chars().filter(|c| !c.is_control()).take(200).collect())
-            .filter(|a: &String| !a.trim().is_empty());
+            .filter(|a| !a.trim().is_empty())
+            .map(|a| utter_protocol::text::clip(a.trim(), 200));
         let step = Step {
             op: normalise_op(&op).to_owned(),
             args,
@@ -769,6 +824,9 @@ impl Pipeline<'_> {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             target: Target::Action,
+            author: Author::Router {
+                plugin: router.to_owned(),
+            },
         };
         let mut prepared = self.admit(policy, utterance, step, selected_by).await?;
         if let Some(ask) = ask
@@ -802,7 +860,6 @@ impl Pipeline<'_> {
                 Ok(Prepared {
                     step,
                     decision,
-                    plugin,
                     selected_by,
                 })
             }
@@ -819,43 +876,102 @@ impl Pipeline<'_> {
         }
     }
 
-    /// The context for a confirmation's drift check ([`crate::context::ContextRead::for_drift`]).
-    async fn read_context(&self, timeout: std::time::Duration) -> Option<Value> {
-        self.context
-            .read(self.supervisor, timeout, None)
-            .await
-            .for_drift()
+    /// Refuse a plugin-written point that is not on the focused window's surface (or whose
+    /// window moved while asking): nothing is clicked, and the audit says why.
+    fn refuse_point(
+        &self,
+        utterance: &str,
+        step: &Step,
+        result: StepResult,
+        why: String,
+    ) -> StepResult {
+        let by = match &step.author {
+            Author::Plugin { plugin, .. } | Author::Router { plugin } => {
+                format!("context (a point plugin {plugin} wrote)")
+            }
+            Author::Person => "context".to_owned(),
+        };
+        let e = ErrorObject::new(
+            ErrorCode::Denied,
+            format!("not done: {why}; nothing was clicked"),
+        )
+        .with_data(json!({"op": step.op, "args": step.args}));
+        self.record(
+            AuditEntry::new(utterance, &step.op, &step.args, step.provenance, "denied")
+                .code(e.code)
+                .by(by),
+        );
+        result.failed(e)
     }
 
-    /// Confirm (when needed, re-validating after every approval), then invoke. `context` is
-    /// the desktop context the step runs in (sent along as `action.invoke`'s `context`).
+    /// The context for a confirmation's drift check ([`crate::context::ContextRead::for_drift`]);
+    /// read afresh from the compositor for a plugin-written point (`fresh`), whose check
+    /// must not rest on geometry the compositor's events left out.
+    async fn read_context(&self, timeout: std::time::Duration, fresh: bool) -> Option<Value> {
+        let read = if fresh {
+            self.context.read_refreshed(self.supervisor, timeout).await
+        } else {
+            self.context.read(self.supervisor, timeout, None).await
+        };
+        read.for_drift()
+    }
+
+    /// Gate again, confirm (when needed, re-validating after every approval), then invoke.
+    /// `context` is the desktop context the step runs in (sent along as `action.invoke`'s
+    /// `context`).
     async fn run_step(
         &self,
         utterance: &str,
-        step: Prepared,
+        prepared: Prepared,
         options: &CommandOptions,
         timeout: std::time::Duration,
         context: Option<&Value>,
     ) -> StepResult {
-        let mut plugin = step.plugin.clone();
-        let mut decision = step.decision.clone();
-        let mut result = step.result();
-        let Prepared { step, .. } = step;
+        let mut result = prepared.result();
+        let Prepared {
+            step,
+            decision: planned,
+            ..
+        } = prepared;
         let (op, args, provenance) = (step.op.clone(), step.args.clone(), step.provenance);
+        // The policy in force when the step runs, not when its plan was checked: a reload
+        // while an earlier step waited for its yes applies to this one. What the plan
+        // asked for (a confirmation, the router's question) stays.
+        let (mut decision, mut plugin) = match self.gates(&(self.policy)(), &step, false).await {
+            Ok((mut fresh, plugin)) => {
+                fresh.needs_confirm |= planned.needs_confirm;
+                fresh.summary = planned.summary;
+                (fresh, plugin)
+            }
+            Err(e) => {
+                self.record(
+                    AuditEntry::new(utterance, &op, &args, provenance, "denied")
+                        .code(e.code)
+                        .by("policy (when the step ran)"),
+                );
+                return result.failed(e);
+            }
+        };
+        let point = step.author.wrote_a_point(&op);
         if decision.needs_confirm && !options.dry_run {
             let mut round = 0;
             loop {
                 round += 1;
-                let before = self.read_context(timeout).await;
+                let before = self.read_context(timeout, point).await;
+                if point {
+                    match point_target(&args, before.as_ref()) {
+                        Ok(window) => {
+                            decision.summary = point_summary(&op, &args, &window, &step.author)
+                        }
+                        Err(why) => return self.refuse_point(utterance, &step, result, why),
+                    }
+                }
                 let request = ConfirmRequest::new(&op, &args, provenance, &decision.summary);
                 let resolution = (self.confirmer)(request.clone()).await;
                 if !resolution.approved {
                     let e = ErrorObject::new(
                         ErrorCode::Denied,
-                        format!(
-                            "confirmation denied: {} (denied, timed out, or nobody could answer)",
-                            request.summary
-                        ),
+                        refusal_text(&resolution, &request.summary),
                     )
                     .with_data(serde_json::to_value(&request).unwrap_or(Value::Null));
                     self.record(
@@ -882,10 +998,8 @@ impl Pipeline<'_> {
                     ))
                 };
                 match regated {
-                    Ok((d, p)) => {
-                        decision = d;
-                        plugin = p;
-                    }
+                    // Approved: it stays a confirmed step with the summary the person saw.
+                    Ok((_, p)) => plugin = p,
                     Err(e) => {
                         self.record(
                             AuditEntry::new(utterance, &op, &args, provenance, "denied")
@@ -895,7 +1009,16 @@ impl Pipeline<'_> {
                         return result.failed(e);
                     }
                 }
-                let after = self.read_context(timeout).await;
+                let after = self.read_context(timeout, point).await;
+                if point {
+                    // A point aims at what was on the screen when it was found: once the
+                    // window moved, resized or lost the focus, it aims at something else,
+                    // and asking again would approve a stale aim.
+                    let moved = point_moved(before.as_ref(), after.as_ref());
+                    if let Some(why) = moved.or_else(|| point_target(&args, after.as_ref()).err()) {
+                        return self.refuse_point(utterance, &step, result, why);
+                    }
+                }
                 match context_drift(&op, &args, before.as_ref(), after.as_ref()) {
                     None => {
                         result.confirmed_by = Some(resolution.by);
@@ -982,7 +1105,14 @@ impl Pipeline<'_> {
         };
         let outcome = match self
             .supervisor
-            .call_as(&plugin, &method, params, timeout, provenance)
+            .call_serving(
+                &plugin,
+                &method,
+                params,
+                timeout,
+                provenance,
+                Some(self.confirmer.clone()),
+            )
             .await
         {
             Ok(value) if method != "action.invoke" => {
@@ -1099,6 +1229,180 @@ pub fn context_drift(
     None
 }
 
+/// Why a confirmation was not a yes, for the step's error: a denial says who denied it, a
+/// timeout says nobody answered (`Resolution::by` tells them apart).
+fn refusal_text(resolution: &Resolution, summary: &str) -> String {
+    match resolution.by.as_str() {
+        "timeout" => format!(
+            "confirmation timed out: nobody answered within the confirmation time ([runner] confirm_timeout_ms); {summary}"
+        ),
+        "cancelled" => {
+            format!("confirmation withdrawn: the request that asked was cancelled; {summary}")
+        }
+        by => format!(
+            "confirmation denied: {summary} (answered no through {})",
+            utter_protocol::text::clip(by, 60)
+        ),
+    }
+}
+
+/// A context snapshot's focused window.
+fn focused_window(context: Option<&Value>) -> Option<&Value> {
+    context?.get("focused").filter(|f| f.is_object())
+}
+
+/// A window's rectangle `key` (`rect`: its content; `frame`: with its title bar and
+/// borders) as `(x, y, width, height)`, when the compositor gave one.
+fn rect_of(window: &Value, key: &str) -> Option<(i64, i64, i64, i64)> {
+    let r = window.get(key)?;
+    let n = |k: &str| r.get(k).and_then(Value::as_i64);
+    Some((n("x")?, n("y")?, n("width")?, n("height")?))
+}
+
+/// A window's content rectangle ([`rect_of`] `rect`).
+fn window_rect(window: &Value) -> Option<(i64, i64, i64, i64)> {
+    rect_of(window, "rect")
+}
+
+/// A window's id (`id`, or `window_id`).
+fn window_id(window: &Value) -> Option<&Value> {
+    window.get("id").or_else(|| window.get("window_id"))
+}
+
+/// A window as the person knows it: `foot "~/src"` (app id and title, escaped and cut).
+fn describe_window(window: &Value) -> String {
+    let field = |k: &str| window.get(k).and_then(Value::as_str).unwrap_or("");
+    let app = utter_protocol::text::clip(field("app_id"), 80);
+    let title = utter_protocol::text::clip(field("title"), 80);
+    match (app.is_empty(), title.is_empty()) {
+        (false, false) => format!("{app} {title:?}"),
+        (false, true) => app,
+        (true, false) => format!("the window {title:?}"),
+        (true, true) => "the focused window".to_owned(),
+    }
+}
+
+/// Where a plugin-written point (`click_point`/`pointer_move {x, y}`) lands: the focused
+/// window, described for the question, when the point lies inside that window's `rect`
+/// and no other window shown (on a workspace that is visible) covers it; else why not. A
+/// floating window is taken to lie over tiled ones; two windows of the same layer that
+/// overlap at the point count as covering (the stacking order among them is not in the
+/// context), so the answer errs on the side of not clicking. Layer-shell surfaces (panels,
+/// notifications) are not in the context and are not seen.
+///
+/// # Errors
+/// Why the point cannot be placed: no context, no focused window, no geometry, outside the
+/// window, another window over it.
+pub fn point_target(args: &Value, context: Option<&Value>) -> Result<String, String> {
+    let (Some(x), Some(y)) = (
+        args.get("x").and_then(Value::as_i64),
+        args.get("y").and_then(Value::as_i64),
+    ) else {
+        return Err("the point has no whole-number x and y".into());
+    };
+    let Some(focused) = focused_window(context) else {
+        return Err(format!(
+            "the desktop context shows no focused window to check the point ({x}, {y}) against"
+        ));
+    };
+    let name = describe_window(focused);
+    let Some(rect) = window_rect(focused) else {
+        return Err(format!(
+            "the compositor gives no geometry for the focused window {name}, so the point ({x}, {y}) cannot be checked against it"
+        ));
+    };
+    let inside = |(rx, ry, w, h): (i64, i64, i64, i64)| {
+        x >= rx && y >= ry && x < rx.saturating_add(w) && y < ry.saturating_add(h)
+    };
+    if !inside(rect) {
+        return Err(format!(
+            "the point ({x}, {y}) lies outside the focused window {name} (at {}, {}, {}x{})",
+            rect.0, rect.1, rect.2, rect.3
+        ));
+    }
+    let context = context.unwrap_or(&Value::Null);
+    let visible_workspaces: Option<Vec<&Value>> = context
+        .get("workspaces")
+        .and_then(Value::as_array)
+        .map(|w| {
+            w.iter()
+                .filter(|w| w.get("active").and_then(Value::as_bool) != Some(false))
+                .filter_map(|w| w.get("id"))
+                .collect()
+        });
+    let floating = |w: &Value| w.get("floating").and_then(Value::as_bool);
+    let own_id = window_id(focused);
+    let windows = context.get("windows").and_then(Value::as_array);
+    for other in windows.into_iter().flatten() {
+        if window_id(other) == own_id {
+            continue;
+        }
+        if other.get("visible").and_then(Value::as_bool) == Some(false) {
+            continue;
+        }
+        let shown = match (&visible_workspaces, other.get("workspace_id")) {
+            (Some(visible), Some(ws)) => visible.contains(&ws),
+            _ => true,
+        };
+        // A tiled window lies under a floating focused one.
+        let below = floating(focused) == Some(true) && floating(other) == Some(false);
+        // Its frame (title bar and borders) covers as much as its content.
+        let covers = rect_of(other, "frame").or_else(|| window_rect(other));
+        if shown && !below && covers.is_some_and(inside) {
+            return Err(format!(
+                "another window, {}, lies over the point ({x}, {y}) of the focused window {name}",
+                describe_window(other)
+            ));
+        }
+    }
+    Ok(name)
+}
+
+/// Why a plugin-written point no longer aims where it did: the focused window is another
+/// one, or it moved or was resized, between `before` and `after`.
+fn point_moved(before: Option<&Value>, after: Option<&Value>) -> Option<String> {
+    let (b, a) = (focused_window(before), focused_window(after));
+    if b.and_then(window_id) != a.and_then(window_id) {
+        return Some("the focus moved to another window while asking".into());
+    }
+    if b.and_then(window_rect) != a.and_then(window_rect) {
+        return Some(
+            "the focused window moved or was resized while asking, so the point no longer aims at what was found"
+                .into(),
+        );
+    }
+    None
+}
+
+/// The question for a plugin-written point: what happens, where, and for what.
+fn point_summary(op: &str, args: &Value, window: &str, author: &Author) -> String {
+    let n = |k: &str| args.get(k).and_then(Value::as_i64).unwrap_or(0);
+    let button = match args.get("button").and_then(Value::as_str) {
+        Some(b) if b != "left" => format!("{} ", utter_protocol::text::clip(b, 10)),
+        _ => String::new(),
+    };
+    let times = match args.get("count").and_then(Value::as_i64) {
+        Some(2) => "double-".to_owned(),
+        Some(3) => "triple-".to_owned(),
+        Some(c) if c > 3 => format!("{c} times "),
+        _ => String::new(),
+    };
+    let verb = match op {
+        "pointer_move" => "move the pointer to".to_owned(),
+        _ => format!("{button}{times}click at"),
+    };
+    let why = match author {
+        Author::Plugin {
+            plugin,
+            serving: Some(serving),
+        } => format!("; plugin {plugin} placed it from the screen for {serving}"),
+        Author::Plugin { plugin, .. } => format!("; plugin {plugin} placed it from the screen"),
+        Author::Router { plugin } => format!("; the router {plugin} planned it"),
+        Author::Person => String::new(),
+    };
+    format!("{verb} ({}, {}) in {window}{why}", n("x"), n("y"))
+}
+
 /// One step as the gate sees it: the op (normalised), its exact arguments, their
 /// provenance, whether the step itself asks for a confirmation, and where it goes.
 struct Step {
@@ -1107,6 +1411,7 @@ struct Step {
     provenance: Provenance,
     confirm_requested: bool,
     target: Target,
+    author: Author,
 }
 
 impl Step {
@@ -1133,7 +1438,6 @@ impl Step {
 struct Prepared {
     step: Step,
     decision: Decision,
-    plugin: Option<String>,
     selected_by: Option<Value>,
 }
 
@@ -1229,6 +1533,64 @@ mod tests {
                 &json!({"app": "vlc"}),
                 Some(&both),
                 Some(&both)
+            )
+            .is_some()
+        );
+    }
+
+    #[test]
+    fn a_point_must_land_on_the_focused_windows_own_surface() {
+        let window = |id: i64, rect: (i64, i64, i64, i64), floating: bool| {
+            json!({"id": id, "app_id": format!("app{id}"), "floating": floating, "workspace_id": 1,
+                   "rect": {"x": rect.0, "y": rect.1, "width": rect.2, "height": rect.3}})
+        };
+        let mut focused = window(1, (0, 0, 1000, 800), false);
+        let mut over = window(2, (400, 100, 200, 100), true);
+        // Its title bar (frame) reaches above its content, over the point (450, 90).
+        over["frame"] = json!({"x": 400, "y": 80, "width": 200, "height": 120});
+        let context = json!({"focused": focused, "windows": [focused, over],
+                             "workspaces": [{"id": 1, "active": true}]});
+        let at = |x: i64, y: i64| json!({"x": x, "y": y});
+        assert_eq!(point_target(&at(10, 10), Some(&context)), Ok("app1".into()));
+        let under = point_target(&at(450, 150), Some(&context)).unwrap_err();
+        assert!(under.contains("another window, app2"), "{under}");
+        let title_bar = point_target(&at(450, 90), Some(&context)).unwrap_err();
+        assert!(title_bar.contains("another window, app2"), "{title_bar}");
+        assert!(
+            point_target(&at(2000, 10), Some(&context))
+                .unwrap_err()
+                .contains("outside")
+        );
+        assert!(point_target(&at(10, 10), None).is_err());
+        // A floating focused window lies over tiled ones; a window on a hidden workspace or
+        // behind another tab covers nothing.
+        focused["floating"] = json!(true);
+        let tiled = window(3, (0, 0, 1000, 800), false);
+        let mut hidden = window(4, (0, 0, 1000, 800), true);
+        hidden["workspace_id"] = json!(2);
+        let mut tab = window(5, (0, 0, 1000, 800), true);
+        tab["visible"] = json!(false);
+        let context = json!({"focused": focused, "windows": [focused, tiled, hidden, tab],
+                             "workspaces": [{"id": 1, "active": true}, {"id": 2, "active": false}]});
+        assert_eq!(point_target(&at(10, 10), Some(&context)), Ok("app1".into()));
+        // The question says how often and with which button.
+        let author = Author::Router {
+            plugin: "rules".into(),
+        };
+        let asked = point_summary(
+            "click_point",
+            &json!({"x": 1, "y": 2, "count": 3, "button": "right"}),
+            "app1",
+            &author,
+        );
+        assert_eq!(
+            asked,
+            "right triple-click at (1, 2) in app1; the router rules planned it"
+        );
+        assert!(
+            point_moved(
+                Some(&json!({"focused": window(1, (0, 0, 10, 10), false)})),
+                Some(&json!({"focused": window(1, (5, 0, 10, 10), false)}))
             )
             .is_some()
         );

@@ -172,6 +172,13 @@ impl Policy {
                 });
             }
         }
+        if let Some((field, c)) = unprintable_name(arg_map) {
+            return Err(Denial::UnprintableName {
+                op: rule.op,
+                field,
+                character: format!("U+{:04X}", u32::from(c)),
+            });
+        }
         if !rule.enabled {
             return Err(Denial::Disabled { op: rule.op });
         }
@@ -196,10 +203,47 @@ impl Policy {
             }
         }
         Ok(Decision {
-            needs_confirm: rule.needs_confirm || confirm_requested,
+            needs_confirm: rule.needs_confirm || confirm_requested || runs_a_program(op, args),
             summary: summary(&rule.op, args),
         })
     }
+}
+
+/// Argument keys that hold a person's own words (typed text, a query, what to click), shown
+/// escaped but taken as they are. Every other string argument is a name (an app id, a
+/// workspace, an output, a player, a chord, an action), and names never hold
+/// [`utter_protocol::text::is_unprintable`] characters.
+pub const FREE_TEXT_KEYS: &[&str] = &["text", "query", "q", "description"];
+
+/// The first argument (outside [`FREE_TEXT_KEYS`]) holding a control or invisible formatting
+/// character, and that character: a window's `app_id` such as `"spotify\n\n✅\u{202e}"`
+/// copied into `close_app` would otherwise forge what the person reads before approving.
+fn unprintable_name(args: &serde_json::Map<String, Value>) -> Option<(String, char)> {
+    fn find(value: &Value) -> Option<char> {
+        match value {
+            Value::String(s) => utter_protocol::text::first_outside_names(s),
+            Value::Array(items) => items.iter().find_map(find),
+            Value::Object(map) => map.values().find_map(find),
+            _ => None,
+        }
+    }
+    args.iter()
+        .filter(|(k, _)| !FREE_TEXT_KEYS.contains(&k.as_str()))
+        .find_map(|(k, v)| find(v).map(|c| (k.clone(), c)))
+}
+
+/// Whether the step starts a program through the compositor: `niri` with `spawn` or
+/// `spawn-sh` (sway's `exec`; `spawn-sh` is a shell in all but name). Such a step is
+/// confirmed every time, like `terminal`, whoever planned it.
+pub fn runs_a_program(op: &str, args: &Value) -> bool {
+    if normalise_op(op) != "niri" {
+        return false;
+    }
+    let command = args.get("command").and_then(Value::as_str).unwrap_or("");
+    let first = command.split_whitespace().next().unwrap_or("");
+    ["spawn", "spawn-sh", "exec"]
+        .iter()
+        .any(|p| first.eq_ignore_ascii_case(p))
 }
 
 /// Why the policy refused a step (PROTOCOL.md §9). Each has its JSON-RPC code
@@ -234,6 +278,20 @@ pub enum Denial {
         /// What was given.
         op: String,
     },
+    /// A name that becomes an argument (an app id, a workspace or output name) holds a
+    /// control or invisible formatting character (`-32602`): no real name has one, and shown
+    /// in a confirmation it could fake what is being approved.
+    #[error(
+        "op {op:?}: args.{field} holds the character {character}, a control or invisible formatting character no app, workspace or output name has; refused"
+    )]
+    UnprintableName {
+        /// The op.
+        op: String,
+        /// The argument's key.
+        field: String,
+        /// The character, as `U+202E`.
+        character: String,
+    },
     /// A URL op without a URL (`-32602`).
     #[error("op {op:?} needs args.url, a non-empty string")]
     MissingUrl {
@@ -256,7 +314,9 @@ impl Denial {
         match self {
             Denial::UntrustedArguments { .. } => ErrorCode::UntrustedArgument,
             Denial::Disabled { .. } | Denial::SchemeNotAllowed { .. } => ErrorCode::Denied,
-            Denial::MissingUrl { .. } | Denial::BadOpName { .. } => ErrorCode::InvalidParams,
+            Denial::MissingUrl { .. }
+            | Denial::BadOpName { .. }
+            | Denial::UnprintableName { .. } => ErrorCode::InvalidParams,
         }
     }
 }
@@ -269,6 +329,11 @@ impl From<Denial> for ErrorObject {
             }
             Denial::Disabled { op } => Some(json!({"op": op})),
             Denial::MissingUrl { .. } => None,
+            Denial::UnprintableName {
+                op,
+                field,
+                character,
+            } => Some(json!({"op": op, "field": field, "character": character})),
             Denial::BadOpName { op } => Some(json!({"op": op})),
             Denial::SchemeNotAllowed { url, allowed } => {
                 Some(json!({"allowed": allowed, "url": url}))
@@ -295,7 +360,9 @@ fn url_scheme(url: &str) -> Option<String> {
     Some(scheme.to_ascii_lowercase())
 }
 
-/// A one-line, argument-bearing description of a step.
+/// A one-line, argument-bearing description of a step, escaped for showing
+/// ([`utter_protocol::text::escape_unprintable`]; at most 400 characters): an argument
+/// cannot move the cursor, add a line or reverse what the person reads.
 pub fn summary(op: &str, args: &Value) -> String {
     let s = |k: &str| {
         args.get(k)
@@ -303,20 +370,24 @@ pub fn summary(op: &str, args: &Value) -> String {
             .unwrap_or("?")
             .to_owned()
     };
-    match op {
+    let json = |v: Option<&Value>| v.map(Value::to_string).unwrap_or_default();
+    let text = match op {
         "open_url" | "ensure_url" => format!("open URL {}", s("url")),
         "launch_app" => format!("launch app {}", s("app_id")),
         "media" => format!("media: {}", s("command")),
         "terminal" => format!(
             "run command {}",
-            args.get("command")
-                .or(args.get("argv"))
-                .map(Value::to_string)
-                .unwrap_or_default()
+            json(args.get("command").or(args.get("argv")))
         ),
         "close_app" => format!("close app {}", s("app")),
+        "niri" if runs_a_program(op, args) => format!(
+            "start a program through the compositor ({}): {}",
+            s("command"),
+            json(args.get("args"))
+        ),
         _ => format!("{op} {args}"),
-    }
+    };
+    utter_protocol::text::clip(&text, 400)
 }
 
 pub use utter_protocol::digest::{canonical_json, step_digest, value_digest};
@@ -384,6 +455,71 @@ mod tests {
             off.check("terminal", &json!({}), Provenance::User, false)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn names_with_controls_or_bidi_are_refused_and_free_text_is_not() {
+        let forged = json!({"app": "spotify\n\n\u{2705} \u{2714}\u{202e}"});
+        assert_eq!(check("close_app", forged, Provenance::User), Err(-32602));
+        let workspace = json!({"command": "focus-workspace", "args": ["chat\u{2066}"]});
+        assert_eq!(check("niri", workspace, Provenance::User), Err(-32602));
+        let e = Policy::default()
+            .check(
+                "focus_app",
+                &json!({"app": "a\u{e0041}"}),
+                Provenance::User,
+                false,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("U+E0041"), "{e}");
+        // A person's own words may hold a newline or an emoji joiner.
+        assert!(
+            check(
+                "type_text",
+                json!({"text": "a\nb \u{1f469}\u{200d}\u{1f4bb}"}),
+                Provenance::User
+            )
+            .is_ok()
+        );
+        assert!(
+            check(
+                "close_app",
+                json!({"app": "org.gnome.Terminal"}),
+                Provenance::User
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn spawning_through_the_compositor_is_always_confirmed() {
+        for command in ["spawn", "spawn-sh"] {
+            let d = Policy::default()
+                .check(
+                    "niri",
+                    &json!({"command": command, "args": ["sh", "-c", "rm -rf ~"]}),
+                    Provenance::User,
+                    false,
+                )
+                .unwrap();
+            assert!(d.needs_confirm, "{command}");
+            assert!(d.summary.starts_with("start a program"), "{}", d.summary);
+        }
+        let d = Policy::default()
+            .check(
+                "niri",
+                &json!({"command": "focus-workspace", "args": [2]}),
+                Provenance::User,
+                false,
+            )
+            .unwrap();
+        assert!(!d.needs_confirm);
+    }
+
+    #[test]
+    fn summaries_are_escaped() {
+        let s = summary("close_app", &json!({"app": "x\u{1b}[2J\u{202e}"}));
+        assert_eq!(s, "close app x\\u{1b}[2J\\u{202e}");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::confirm::{Confirmations, Door};
 use crate::events::{Event, ServiceState};
 use crate::handles::HandleStore;
 use crate::pipeline::{CommandOptions, CommandOutcome, ConfirmRequest, Confirmer, Pipeline};
-use crate::policy::Policy;
+use crate::policy::{Policy, Provenance};
 use crate::ptt::Ptt;
 use crate::supervisor::{PluginReport, ReloadReport, Supervisor, SupervisorOptions};
 
@@ -379,6 +379,51 @@ impl Runner {
     /// The audit trail the gate writes to.
     pub(crate) fn audit_trail(&self) -> &Audit {
         &self.audit
+    }
+
+    /// Refuse a door's caller that is one of this runner's plugins or was started by one
+    /// ([`crate::groups::plugin_of_process`]): a plugin may not command, confirm, invoke, talk
+    /// or reload through a client door (PROTOCOL.md §9.8); it acts only through `host.*`,
+    /// where the gate knows it is a plugin. `what` names the refused member for the error.
+    ///
+    /// # Errors
+    /// `-32003` naming the plugin; the refusal is logged and audited.
+    pub fn refuse_plugin_caller(&self, pid: Option<u32>, what: &str) -> Result<(), ErrorObject> {
+        let Some(pid) = pid else {
+            return Ok(());
+        };
+        let plugin = match crate::groups::owner_of_process(pid) {
+            crate::groups::ProcessOwner::Other => return Ok(()),
+            crate::groups::ProcessOwner::Plugin(plugin) => plugin,
+            crate::groups::ProcessOwner::Gone => {
+                tracing::warn!(pid, what, "refused a client call whose process is gone");
+                return Err(ErrorObject::new(
+                    utter_protocol::ErrorCode::Denied,
+                    format!(
+                        "{what} is refused: the process that opened this connection (pid {pid}) is gone, so whoever holds the connection now cannot be told from a plugin; connect again"
+                    ),
+                ));
+            }
+        };
+        tracing::warn!(plugin = %plugin, pid, what, "refused a client call from a plugin's process");
+        self.audit.record(
+            AuditEntry::new(
+                &format!("{what} from pid {pid}"),
+                what,
+                &serde_json::json!({"pid": pid}),
+                Provenance::Screen,
+                "denied",
+            )
+            .code(utter_protocol::ErrorCode::Denied.code())
+            .by("door")
+            .plugin(plugin.clone()),
+        );
+        Err(ErrorObject::new(
+            utter_protocol::ErrorCode::Denied,
+            format!(
+                "{what} is refused: the caller (pid {pid}) is plugin {plugin:?} or a process it started; plugins act only through host.action, where the gate asks the person"
+            ),
+        ))
     }
 
     /// The plugins and their states.

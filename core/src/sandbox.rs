@@ -16,11 +16,13 @@
 //!   namespaces, no capabilities (`--cap-drop ALL`), no new privileges
 //!   (bubblewrap sets `PR_SET_NO_NEW_PRIVS` itself), and death with the runner
 //!   (`--die-with-parent`, on top of the runner's `PR_SET_PDEATHSIG` on `bwrap` itself);
-//! - the session sockets its environment names, bound one by one: the session bus
-//!   (`DBUS_SESSION_BUS_ADDRESS`, a `unix:path=` address), the Wayland display, the
-//!   compositor's IPC socket (`NIRI_SOCKET`, `SWAYSOCK`, `I3SOCK`), the accessibility bus with
-//!   `accessibility`, PipeWire with `microphone`, `/dev/uinput` with `input-injection`, and
-//!   the plugin socket directory for the `connect` and `listen` transports.
+//! - the session sockets its environment names that its permissions grant, bound one by
+//!   one: the session bus (`DBUS_SESSION_BUS_ADDRESS`, a `unix:path=` address) with `dbus`,
+//!   the Wayland display with `wayland`, the compositor's IPC socket (`NIRI_SOCKET`,
+//!   `SWAYSOCK`, `I3SOCK`) with `compositor`, the accessibility bus with `accessibility`,
+//!   PipeWire with `microphone`, `/dev/uinput` with `input-injection`, and the plugin
+//!   socket directory for the `connect` and `listen` transports. The variables naming
+//!   what is not passed in are withheld;
 //!
 //! Permissions are granted by the `[[plugin]]` entry only; what a plugin declares in its
 //! hello never widens its sandbox (the older runner's weakness, reference §12 item 40).
@@ -53,6 +55,9 @@ use std::time::Duration;
 use utter_ipc::status::{PermissionReport, SandboxReport};
 
 use crate::config::PluginEntry;
+
+/// The variables that name a compositor's IPC socket.
+const COMPOSITOR_VARIABLES: [&str; 3] = ["NIRI_SOCKET", "SWAYSOCK", "I3SOCK"];
 
 /// System directories every sandboxed plugin may read (those that exist; a symbolic link,
 /// such as `/bin` → `usr/bin` on merged-/usr systems, is recreated as a link).
@@ -214,6 +219,14 @@ pub struct Plan {
     pub landlock: Option<LandlockRules>,
     /// What is in force (its `permissions` are filled per report, see [`permissions`]).
     pub report: SandboxReport,
+    /// Environment variables the plugin does not get, because what they name is not passed
+    /// in (`DBUS_SESSION_BUS_ADDRESS` without the `dbus` permission), so it says "no session
+    /// bus" instead of failing to connect to a path that is not there.
+    pub withheld_env: Vec<&'static str>,
+    /// Environment variables the plugin gets from the sandbox: `AT_SPI_BUS_ADDRESS` (the
+    /// accessibility bus's socket, passed in with `accessibility`), which a plugin without
+    /// the session bus cannot ask `org.a11y.Bus` for.
+    pub extra_env: Vec<(&'static str, String)>,
 }
 
 /// What the plugin is started in: the environment it gets (to find the session sockets),
@@ -246,6 +259,8 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
             permissions: Vec::new(),
             limits: Vec::new(),
         },
+        withheld_env: Vec::new(),
+        extra_env: Vec::new(),
     };
     let bwrap = match mechanism {
         Mechanism::Off => return unconfined("[security] enforce is off".into()),
@@ -263,6 +278,8 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
     let mut args: Vec<OsString> = vec![bwrap.clone().into()];
     let mut arg = |a: &str| args.push(a.into());
     arg("--die-with-parent");
+    // A session of its own inside too: no controlling terminal to push keystrokes into.
+    arg("--new-session");
     arg("--cap-drop");
     arg("ALL");
     arg("--unshare-pid");
@@ -320,27 +337,45 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
             binds.push(("--bind", path));
         }
     };
-    if let Some(bus) = (start.env)("DBUS_SESSION_BUS_ADDRESS") {
-        for part in bus.split(';') {
-            if let Some(path) = part
-                .strip_prefix("unix:")
-                .and_then(|rest| rest.split(',').find_map(|kv| kv.strip_prefix("path=")))
-            {
-                socket(PathBuf::from(path), &mut binds);
+    // The session bus only with `dbus`: over it a plugin could reach every service of the
+    // session, the runner's own D-Bus interface among them.
+    let mut withheld_env = Vec::new();
+    let mut extra_env = Vec::new();
+    match (start.env)("DBUS_SESSION_BUS_ADDRESS") {
+        Some(bus) if granted("dbus") => {
+            for part in bus.split(';') {
+                if let Some(path) = part
+                    .strip_prefix("unix:")
+                    .and_then(|rest| rest.split(',').find_map(|kv| kv.strip_prefix("path=")))
+                {
+                    socket(PathBuf::from(path), &mut binds);
+                }
             }
         }
+        Some(_) => withheld_env.push("DBUS_SESSION_BUS_ADDRESS"),
+        None => {}
     }
-    if let Some(display) = (start.env)("WAYLAND_DISPLAY") {
-        let path = PathBuf::from(&display);
-        match (&runtime, path.is_absolute()) {
-            (_, true) => socket(path, &mut binds),
-            (Some(dir), false) => socket(dir.join(display), &mut binds),
-            (None, false) => {}
+    // The Wayland display only with `wayland` (a Wayland client can type and click through
+    // the virtual keyboard and pointer protocols, and read the screen), the compositor's
+    // IPC only with `compositor` (over it a plugin could run any program: sway's `exec`,
+    // niri's `spawn`).
+    match (start.env)("WAYLAND_DISPLAY") {
+        Some(display) if granted("wayland") => {
+            let path = PathBuf::from(&display);
+            match (&runtime, path.is_absolute()) {
+                (_, true) => socket(path, &mut binds),
+                (Some(dir), false) => socket(dir.join(display), &mut binds),
+                (None, false) => {}
+            }
         }
+        Some(_) => withheld_env.push("WAYLAND_DISPLAY"),
+        None => {}
     }
-    for name in ["NIRI_SOCKET", "SWAYSOCK", "I3SOCK"] {
-        if let Some(path) = (start.env)(name) {
-            socket(PathBuf::from(path), &mut binds);
+    for name in COMPOSITOR_VARIABLES {
+        match (start.env)(name) {
+            Some(path) if granted("compositor") => socket(PathBuf::from(path), &mut binds),
+            Some(_) => withheld_env.push(name),
+            None => {}
         }
     }
     if granted("microphone") {
@@ -358,6 +393,9 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
             .map(|d| d.join("at-spi"))
             .filter(|d| d.is_dir())
         {
+            if let Some(bus) = accessibility_bus_socket(&dir) {
+                extra_env.push(("AT_SPI_BUS_ADDRESS", format!("unix:path={}", bus.display())));
+            }
             sockets.push(dir.display().to_string());
             binds.push(("--bind", dir));
         }
@@ -398,7 +436,28 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
             permissions: Vec::new(),
             limits: Vec::new(),
         },
+        withheld_env,
+        extra_env,
     }
+}
+
+/// The accessibility bus's socket in `dir` (`$XDG_RUNTIME_DIR/at-spi`): `bus`, or the
+/// `bus_<display>` at-spi2-core 2.47 and later make; the first such socket by name.
+fn accessibility_bus_socket(dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name == "bus" || name.starts_with("bus_")
+        })
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found.into_iter().next()
 }
 
 /// The paths a plugin's sandbox lets it read and write, the same under either mechanism:
@@ -482,8 +541,19 @@ fn landlock_plan(start: Start<'_>) -> Plan {
                 "UDP and unix sockets are not restricted (Landlock rules cover TCP only)".into(),
                 "/tmp is the shared one, readable and writable only where listed above".into(),
                 "no mount, network, PID or IPC namespace of its own (bwrap gives those)".into(),
+                "the session bus, the Wayland display and the compositor's IPC stay reachable (unix sockets) whatever the dbus, wayland and compositor permissions say".into(),
             ],
         },
+        withheld_env: [
+            ("dbus", &["DBUS_SESSION_BUS_ADDRESS"][..]),
+            ("wayland", &["WAYLAND_DISPLAY"][..]),
+            ("compositor", &COMPOSITOR_VARIABLES[..]),
+        ]
+        .into_iter()
+        .filter(|(permission, _)| !granted(permission))
+        .flat_map(|(_, names)| names.iter().copied())
+        .collect(),
+        extra_env: Vec::new(),
     }
 }
 
@@ -540,6 +610,12 @@ pub fn permissions(
                 "microphone" => enforced("not granted: no PipeWire socket"),
                 "accessibility" if granted => enforced("granted: the accessibility bus is passed in"),
                 "accessibility" => enforced("not granted: no accessibility bus"),
+                "dbus" if granted => enforced("granted: the session bus is passed in"),
+                "dbus" => enforced("not granted: no session bus"),
+                "wayland" if granted => enforced("granted: the Wayland display is passed in"),
+                "wayland" => enforced("not granted: no Wayland display"),
+                "compositor" if granted => enforced("granted: the compositor's IPC socket is passed in"),
+                "compositor" => enforced("not granted: no compositor IPC"),
                 _ => advisory(
                     "reached over the session bus or the Wayland socket, which the sandbox passes in whole: not enforced"
                         .into(),
@@ -615,7 +691,7 @@ mod tests {
         std::fs::create_dir(&out).unwrap();
         let plan = plan_for(
             &format!(
-                "read_paths = [\"{}\", \"/nonexistent/dir\"]\nwrite_paths = [\"{}\"]\n",
+                "read_paths = [\"{}\", \"/nonexistent/dir\"]\nwrite_paths = [\"{}\"]\npermissions = [\"dbus\"]\n",
                 models.display(),
                 out.display()
             ),
@@ -643,8 +719,40 @@ mod tests {
         );
         assert!(plan.report.write_paths.contains(&out.display().to_string()));
         assert_eq!(plan.report.sockets, vec![bus.display().to_string()]);
+        assert_eq!(
+            plan.withheld_env,
+            ["WAYLAND_DISPLAY"],
+            "no wayland permission"
+        );
         // Paths that do not exist are not bound.
         assert!(!a.contains("/nonexistent/script"), "{a}");
+        // Without `dbus` the session bus is neither bound nor named.
+        let env = [(
+            "DBUS_SESSION_BUS_ADDRESS",
+            format!("unix:path={},guid=1", bus.display()),
+        )];
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let plan = plan_for("", &env);
+        let a = args(&plan).join(" ");
+        assert!(!a.contains(&bus.display().to_string()), "{a}");
+        assert!(plan.report.sockets.is_empty());
+        assert_eq!(plan.withheld_env, ["DBUS_SESSION_BUS_ADDRESS"]);
+        // The compositor's IPC only with `compositor`: over it any program could be run.
+        let sway = dir.path().join("sway.sock");
+        let _sway = std::os::unix::net::UnixListener::bind(&sway).unwrap();
+        let sway_env = [("SWAYSOCK", sway.display().to_string())];
+        let sway_env: Vec<(&str, &str)> = sway_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let plan = plan_for("", &sway_env);
+        assert!(!args(&plan).join(" ").contains(&sway.display().to_string()));
+        assert_eq!(plan.withheld_env, ["SWAYSOCK"]);
+        let plan = plan_for("permissions = [\"compositor\"]\n", &sway_env);
+        assert!(
+            args(&plan)
+                .join(" ")
+                .contains(&format!("--bind {0} {0}", sway.display()))
+        );
+        assert!(plan.withheld_env.is_empty());
+        assert!(args(&plan).contains(&"--new-session".to_owned()));
     }
 
     #[test]

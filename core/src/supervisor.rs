@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
@@ -154,8 +154,54 @@ struct Instance {
     /// Ops from `action.capabilities`, fetched on first need, per instance (a respawn may
     /// change them); their argument schemas are compiled once, here.
     action_ops: tokio::sync::OnceCell<Arc<Vec<OpSpec>>>,
-    /// Provenance of the runner→plugin requests in flight (one entry per request).
-    in_flight: Arc<Mutex<Vec<Provenance>>>,
+    /// The runner→plugin requests in flight (one entry per request).
+    in_flight: InFlightList,
+}
+
+/// The runner→plugin requests of one instance in flight: a number for each, its provenance,
+/// and for the step of a command (`action.invoke`) the step and who asks the person about it.
+type InFlightList = Arc<Mutex<Vec<(u64, Provenance, Option<Serving>)>>>;
+
+/// The step of a command an `action.invoke` carries: its summary, and the command's
+/// confirmer (its requesting client's door, then the passive ones).
+#[derive(Clone)]
+pub struct Serving {
+    /// The policy's summary of the step.
+    pub step: String,
+    /// Who asks the person for the command the step belongs to.
+    pub confirmer: Option<crate::confirm::Confirmer>,
+}
+
+impl std::fmt::Debug for Serving {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Serving")
+            .field("step", &self.step)
+            .field("confirmer", &self.confirmer.is_some())
+            .finish()
+    }
+}
+
+/// Whose request a plugin's `host.*` callback serves, as far as the runner can tell.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Caller {
+    /// The least trusted provenance of the runner→plugin requests the plugin is serving right
+    /// now (`screen` when none is in flight).
+    pub provenance: Provenance,
+    /// The one step (`action.invoke` of a command) the plugin is serving, as the policy
+    /// summarises it (`click_element {"description":"the purple gizmo"}`), with the
+    /// command's confirmer, when exactly one is in flight.
+    pub serving: Option<Serving>,
+}
+
+impl Caller {
+    /// A caller of `provenance` serving nothing the runner knows of.
+    pub fn new(provenance: Provenance) -> Caller {
+        Caller {
+            provenance,
+            serving: None,
+        }
+    }
 }
 
 /// One op as an action plugin advertises it in `action.capabilities`
@@ -281,16 +327,15 @@ fn read_op_specs(result: &Value) -> Vec<OpSpec> {
 /// Answers plugin→runner requests (`host.*`, PROTOCOL.md §9). Set with
 /// [`Supervisor::set_host`] once the runner exists.
 pub trait HostHandler: Send + Sync {
-    /// Serve `method` for plugin `plugin` (instance `epoch`). `provenance` is the least trusted
-    /// provenance of the runner→plugin requests that plugin is serving right now (`screen`
-    /// when none is in flight).
+    /// Serve `method` for plugin `plugin` (instance `epoch`) on behalf of `caller`: what the
+    /// plugin is serving right now, and with what trust.
     fn handle(
         &self,
         plugin: String,
         epoch: u64,
         method: String,
         params: Value,
-        provenance: Provenance,
+        caller: Caller,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, ErrorObject>> + Send>>;
 
     /// A notification from plugin `plugin` (instance `epoch`), e.g. a stream frame. Called on
@@ -314,29 +359,55 @@ pub trait HostHandler: Send + Sync {
 
 type HostSlot = Arc<std::sync::RwLock<Option<Arc<dyn HostHandler>>>>;
 
-/// Removes one in-flight provenance entry when the call ends (or is dropped).
+/// Removes one in-flight entry when the call ends (or is dropped).
 struct InFlight {
-    list: Arc<Mutex<Vec<Provenance>>>,
-    provenance: Provenance,
+    list: InFlightList,
+    number: u64,
+}
+
+impl InFlight {
+    /// Record a call of `provenance` (serving `step`, for `action.invoke`).
+    fn start(list: &InFlightList, provenance: Provenance, step: Option<Serving>) -> InFlight {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let number = NEXT.fetch_add(1, Ordering::Relaxed);
+        list.lock()
+            .expect("in-flight lock")
+            .push((number, provenance, step));
+        InFlight {
+            list: list.clone(),
+            number,
+        }
+    }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         let mut list = self.list.lock().expect("in-flight lock");
-        if let Some(i) = list.iter().position(|p| *p == self.provenance) {
+        if let Some(i) = list.iter().position(|(n, ..)| *n == self.number) {
             list.swap_remove(i);
         }
     }
 }
 
-/// The least trusted provenance in flight; `screen` when nothing is.
-fn least_trusted_in_flight(list: &Mutex<Vec<Provenance>>) -> Provenance {
+/// Who a host callback serves: the least trusted provenance in flight (`screen` when nothing
+/// is), and the step when exactly one `action.invoke` is in flight.
+fn caller_in_flight(list: &InFlightList) -> Caller {
     let list = list.lock().expect("in-flight lock");
     if list.is_empty() {
-        return Provenance::Screen;
+        return Caller::new(Provenance::Screen);
     }
-    list.iter()
-        .fold(Provenance::User, |acc, p| acc.least_trusted(*p))
+    let provenance = list
+        .iter()
+        .fold(Provenance::User, |acc, (_, p, _)| acc.least_trusted(*p));
+    let mut steps = list.iter().filter_map(|(_, _, s)| s.as_ref());
+    let serving = match (steps.next(), steps.next()) {
+        (Some(one), None) => Some(one.clone()),
+        _ => None,
+    };
+    Caller {
+        provenance,
+        serving,
+    }
 }
 
 /// The child process of an instance, owned by the slot's watch task.
@@ -766,16 +837,36 @@ impl Supervisor {
         timeout: Duration,
         provenance: Provenance,
     ) -> Result<Value, ErrorObject> {
+        self.call_serving(id, method, params, timeout, provenance, None)
+            .await
+    }
+
+    /// [`Supervisor::call_as`] of a command's step: for `action.invoke`, the plugin's
+    /// `host.*` callbacks while it runs are told the step and `confirmer` (the command's
+    /// way of asking the person), so a question the runner asks for the plugin goes to the
+    /// person who gave the command ([`Caller::serving`]).
+    ///
+    /// # Errors
+    /// As [`Supervisor::call`].
+    pub async fn call_serving(
+        &self,
+        id: &str,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        provenance: Provenance,
+        confirmer: Option<crate::confirm::Confirmer>,
+    ) -> Result<Value, ErrorObject> {
         let instance = self.instance(id)?;
-        instance
-            .in_flight
-            .lock()
-            .expect("in-flight lock")
-            .push(provenance);
-        let _guard = InFlight {
-            list: instance.in_flight.clone(),
-            provenance,
-        };
+        let step = (method == "action.invoke").then(|| {
+            let op = params.get("op").and_then(Value::as_str).unwrap_or("?");
+            let args = params.get("args").cloned().unwrap_or(Value::Null);
+            Serving {
+                step: crate::policy::summary(op, &args),
+                confirmer,
+            }
+        });
+        let _guard = InFlight::start(&instance.in_flight, provenance, step);
         // One span per request: `plugin`, `epoch`, `method`, so a command can be followed
         // from the socket through every plugin it reached.
         let span = tracing::debug_span!(
@@ -818,6 +909,32 @@ impl Supervisor {
                 conn: inst.conn.clone(),
                 credit: inst.describe.stream_credit,
             })
+    }
+
+    /// The plugin the desktop context is read from: the first running plugin that declares
+    /// the capability `context.live` (config order), else the first that lists
+    /// `context.snapshot` in its `plugin.describe`. The context is what a plugin-written
+    /// point is checked against, so a plugin that merely serves the method does not come
+    /// before the one that declares the capability (the compositor plugin).
+    pub fn find_context_source(&self) -> Option<String> {
+        let running = self.running();
+        running
+            .iter()
+            .find(|(slot, _)| {
+                has_capability(
+                    &slot.state.lock().expect("slot lock").provides,
+                    "context.live",
+                )
+            })
+            .or_else(|| {
+                running.iter().find(|(_, inst)| {
+                    inst.describe
+                        .methods
+                        .iter()
+                        .any(|m| m == "context.snapshot")
+                })
+            })
+            .map(|(slot, _)| slot.entry.id.clone())
     }
 
     /// The first running plugin that provides capability `name` (any version) or lists
@@ -1194,22 +1311,29 @@ impl Shared {
             .env_clear()
             .envs(std::env::vars().filter(|(k, _)| passes_env(k)))
             .envs(&entry.env)
+            .envs(plan.extra_env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("UTTER_PLUGIN_ID", &entry.id)
             .env("UTTER_PLUGIN_TRANSPORT", entry.transport.to_string())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            // Its own process group: a terminal's Ctrl-C reaches the runner, which drains.
-            .process_group(0);
+            .kill_on_drop(true);
+        for key in &plan.withheld_env {
+            cmd.env_remove(key);
+        }
         // The plugin dies with the runner, even when the runner is killed with SIGKILL (which
         // no drain can follow): the kernel sends it SIGKILL when its parent thread ends. The
         // runner's runtime spawns on one thread that lives as long as the process. What the
         // plugin started itself is in its process group, which a drain stops; under systemd
         // the service's cgroup is stopped as a whole as well.
         let parent = nix::unistd::getpid();
-        // SAFETY: between fork and exec the closure only makes two system calls
-        // (prctl, getppid), which are async-signal-safe, and allocates nothing.
+        // SAFETY: between fork and exec the closure only makes three system calls (setsid,
+        // prctl, getppid), which are async-signal-safe, and allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
+                // A session of its own, and so a process group of its own whose id is its pid:
+                // a terminal's Ctrl-C reaches the runner, which drains, and the plugin has no
+                // controlling terminal, so it cannot push keystrokes into the person's shell
+                // (TIOCSTI) or open /dev/tty.
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
                 nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
                     .map_err(std::io::Error::from)?;
                 // The runner may have died before the line above: then nobody would stop us.
@@ -1359,7 +1483,7 @@ impl Shared {
             PluginStream::Pipes(reader, writer) => Connection::spawn(reader, writer, conn_options),
             PluginStream::Socket(socket) => Connection::spawn_unix(socket, conn_options),
         };
-        let in_flight: Arc<Mutex<Vec<Provenance>>> = Arc::default();
+        let in_flight: InFlightList = Arc::default();
         tokio::spawn(
             serve_plugin_requests(
                 conn.clone(),
@@ -1466,7 +1590,7 @@ async fn serve_plugin_requests(
     id: String,
     epoch: u64,
     host: HostSlot,
-    in_flight: Arc<Mutex<Vec<Provenance>>>,
+    in_flight: InFlightList,
 ) {
     let busy = Arc::new(AtomicUsize::new(0));
     while let Some(msg) = incoming.recv().await {
@@ -1534,14 +1658,14 @@ async fn serve_plugin_requests(
                     continue;
                 }
                 busy.fetch_add(1, Ordering::SeqCst);
-                let provenance = least_trusted_in_flight(&in_flight);
+                let caller = caller_in_flight(&in_flight);
                 let conn = conn.clone();
                 let id = id.clone();
                 let busy = busy.clone();
                 tokio::spawn(async move {
-                    debug!(plugin = %id, method = %req.method, %provenance, "host callback");
+                    debug!(plugin = %id, method = %req.method, provenance = %caller.provenance, "host callback");
                     let result = handler
-                        .handle(id, epoch, req.method, req.params, provenance)
+                        .handle(id, epoch, req.method, req.params, caller)
                         .await;
                     busy.fetch_sub(1, Ordering::SeqCst);
                     let _ = conn.respond(req.id, result).await;
@@ -2128,24 +2252,40 @@ mod tests {
 
     #[test]
     fn callbacks_run_with_the_least_trusted_request_in_flight() {
-        let list: Arc<Mutex<Vec<Provenance>>> = Arc::default();
+        let list: InFlightList = Arc::default();
+        let step = |text: &str| {
+            Some(Serving {
+                step: text.to_owned(),
+                confirmer: None,
+            })
+        };
+        let serving = |c: Caller| c.serving.map(|s| s.step);
         assert_eq!(
-            least_trusted_in_flight(&list),
+            caller_in_flight(&list).provenance,
             Provenance::Screen,
             "none in flight"
         );
-        list.lock().unwrap().push(Provenance::User);
-        assert_eq!(least_trusted_in_flight(&list), Provenance::User);
-        let guard = {
-            list.lock().unwrap().push(Provenance::Clipboard);
-            InFlight {
-                list: list.clone(),
-                provenance: Provenance::Clipboard,
-            }
-        };
-        assert_eq!(least_trusted_in_flight(&list), Provenance::Clipboard);
+        assert_eq!(serving(caller_in_flight(&list)), None);
+        let user = InFlight::start(&list, Provenance::User, step("click_element {}"));
+        assert_eq!(caller_in_flight(&list).provenance, Provenance::User);
+        assert_eq!(
+            serving(caller_in_flight(&list)).as_deref(),
+            Some("click_element {}")
+        );
+        let guard = InFlight::start(&list, Provenance::Clipboard, None);
+        assert_eq!(caller_in_flight(&list).provenance, Provenance::Clipboard);
+        assert_eq!(
+            serving(caller_in_flight(&list)).as_deref(),
+            Some("click_element {}")
+        );
+        // Two steps in flight: which one a callback serves cannot be told.
+        let other = InFlight::start(&list, Provenance::User, step("type_text {}"));
+        assert_eq!(serving(caller_in_flight(&list)), None);
+        drop(other);
         drop(guard);
-        assert_eq!(least_trusted_in_flight(&list), Provenance::User);
+        assert_eq!(caller_in_flight(&list).provenance, Provenance::User);
+        drop(user);
+        assert_eq!(caller_in_flight(&list).provenance, Provenance::Screen);
     }
 
     #[test]

@@ -92,15 +92,6 @@ pub fn bind(path: &Path) -> Result<UnixListener, String> {
         .map_err(|e| format!("cannot listen on {}: {e}", path.display()))
 }
 
-/// The parent process id of `pid`, from `/proc/<pid>/stat`.
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may itself hold spaces and parentheses: the
-    // fields after the last ')' are "state ppid ...".
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Whether `pid` is `ancestor` or one of its descendants.
 pub fn is_same_or_descendant(pid: i32, ancestor: i32) -> bool {
     let mut current = pid;
@@ -113,7 +104,7 @@ pub fn is_same_or_descendant(pid: i32, ancestor: i32) -> bool {
         if current <= 1 {
             return false;
         }
-        match parent_of(current) {
+        match crate::groups::parent_of(current) {
             Some(parent) => current = parent,
             None => return false,
         }
@@ -250,7 +241,7 @@ mod tests {
     fn this_process_descends_from_itself_not_from_its_child() {
         let me = std::process::id() as i32;
         assert!(is_same_or_descendant(me, me));
-        let parent = parent_of(me).expect("a parent");
+        let parent = crate::groups::parent_of(me).expect("a parent");
         assert!(is_same_or_descendant(me, parent));
         assert!(!is_same_or_descendant(parent, me));
     }

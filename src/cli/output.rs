@@ -68,11 +68,15 @@ Logs go to stderr (`utter daemon` started by systemd logs to the journal); set t
 --log-level or RUST_LOG.";
 
 /// Print any serialisable value as pretty JSON on stdout, fields in declaration order (for
-/// `--json` of what this process found itself: `say --local`, `plugins`, `install`).
+/// `--json` of what this process found itself: `say --local`, `plugins`, `install`). Like
+/// every JSON this CLI prints, display-safe ([`utter_protocol::text::json_display_safe`]):
+/// the same value, with no raw control or bidi character of a title or an app id.
 pub fn print_json(value: &impl Serialize) {
     out!(
         "{}",
-        serde_json::to_string_pretty(value).unwrap_or_default()
+        utter_protocol::text::json_display_safe(
+            &serde_json::to_string_pretty(value).unwrap_or_default()
+        )
     );
 }
 
@@ -81,13 +85,15 @@ pub fn print_json(value: &impl Serialize) {
 pub fn print_answer(value: &impl Serialize) {
     out!(
         "{}",
-        serde_json::to_string_pretty(&sorted(value)).unwrap_or_default()
+        utter_protocol::text::json_display_safe(
+            &serde_json::to_string_pretty(&sorted(value)).unwrap_or_default()
+        )
     );
 }
 
 /// One of the runner's answers (an event, a voice report) as one line of JSON, keys sorted.
 pub fn answer_line(value: &impl Serialize) -> String {
-    sorted(value).to_string()
+    utter_protocol::text::json_display_safe(&sorted(value).to_string())
 }
 
 /// `value` as a JSON tree; `serde_json`'s maps keep their keys sorted.

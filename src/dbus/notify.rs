@@ -57,15 +57,22 @@ pub fn door(conn: Connection) -> Door {
 
 /// The prompt's summary line.
 pub fn summary_of(pending: &PendingConfirmation) -> String {
-    format!("Confirm: {}", pending.request.op)
+    format!(
+        "Confirm: {}",
+        utter_protocol::text::clip(&pending.request.op, 64)
+    )
 }
 
-/// The prompt's body: the summary, the exact arguments as JSON, the provenance.
+/// The prompt's body: the summary, the exact arguments as JSON, the provenance. All of it
+/// escaped ([`utter_protocol::text`]): a summary or an argument cannot add a line, reverse
+/// the text or hide a word in what the person approves.
 pub fn body_of(pending: &PendingConfirmation) -> String {
     let args = serde_json::to_string(&pending.request.args).unwrap_or_default();
     format!(
         "{}\n{}\nfrom {}",
-        pending.request.summary, args, pending.request.provenance
+        utter_protocol::text::clip(&pending.request.summary, 600),
+        utter_protocol::text::json_display_safe(&args),
+        pending.request.provenance
     )
 }
 
@@ -414,5 +421,25 @@ mod tests {
             escape_markup(&body),
             "run command\n{\"command\":\"echo &lt;b&gt;&amp;&lt;/b&gt;\"}\nfrom user"
         );
+    }
+
+    #[test]
+    fn a_crafted_app_id_cannot_forge_the_prompt() {
+        let pending = PendingConfirmation {
+            id: "0".repeat(32),
+            request: ConfirmRequest::new(
+                "close_app",
+                &json!({"app": "spotify\n\n\u{2705} approved\u{202e}"}),
+                Provenance::User,
+                "close app spotify\n\n\u{2705} approved\u{202e}",
+            ),
+            created: 0,
+            expires: 30,
+        };
+        let body = body_of(&pending);
+        assert_eq!(body.lines().count(), 3, "{body}");
+        assert!(!body.contains('\u{202e}'), "{body}");
+        assert!(body.contains("\\u{202e}"), "{body}");
+        assert!(body.contains("\\u202e"), "{body}");
     }
 }

@@ -71,6 +71,33 @@ impl Gate {
         Ok(())
     }
 
+    /// [`Gate::admit`] for a member that acts (command, confirm, push-to-talk, reload): the
+    /// caller must also not be one of the runner's plugins or a process one started
+    /// ([`Runner::refuse_plugin_caller`]; the bus tells its pid).
+    async fn admit_actor(
+        &self,
+        header: &Header<'_>,
+        runner: &Runner,
+        member: &str,
+    ) -> Result<(), Error> {
+        self.admit(header).await?;
+        let Some(sender) = header.sender() else {
+            return Err(Error::AccessDenied("the call has no sender".into()));
+        };
+        let pid = self
+            .bus
+            .get_connection_unix_process_id(BusName::Unique(sender.clone()))
+            .await
+            .map_err(|e| {
+                Error::AccessDenied(format!(
+                    "cannot learn the process of caller {sender}, so {member} is refused: {e}"
+                ))
+            })?;
+        runner
+            .refuse_plugin_caller(Some(pid), &format!("D-Bus {member}"))
+            .map_err(|e| Error::AccessDenied(e.message))
+    }
+
     /// [`Gate::admit`] for a property read (`org.freedesktop.DBus.Properties.Get`/`GetAll`),
     /// which answers with the standard `org.freedesktop.DBus.Error.AccessDenied`. No header
     /// means the runner itself reads the value (to send `PropertiesChanged`).
@@ -102,7 +129,9 @@ impl RunnerObject {
         utterance: String,
         options: HashMap<String, OwnedValue>,
     ) -> Result<String, Error> {
-        self.gate.admit(&header).await?;
+        self.gate
+            .admit_actor(&header, &self.runner, "Command")
+            .await?;
         let options = command_options(&options)?;
         let outcome = self
             .runner
@@ -123,7 +152,9 @@ impl RunnerObject {
     /// unchanged} as JSON; an invalid file is refused and the running config stays.
     #[zbus(out_args("report"))]
     async fn reload(&self, #[zbus(header)] header: Header<'_>) -> Result<String, Error> {
-        self.gate.admit(&header).await?;
+        self.gate
+            .admit_actor(&header, &self.runner, "Reload")
+            .await?;
         match self.runner.reload().await {
             Ok(report) => to_json(&report),
             Err(e) => Err(Error::ConfigInvalid(
@@ -136,17 +167,40 @@ impl RunnerObject {
         }
     }
 
-    /// Answer a pending confirmation: approved true runs the step, false denies it.
+    /// Answer a pending confirmation: approved true runs the step, false denies it. Prefer
+    /// ConfirmDigest, which binds the answer to the step that was shown.
     async fn confirm(
         &self,
         #[zbus(header)] header: Header<'_>,
         id: String,
         approved: bool,
     ) -> Result<(), Error> {
-        self.gate.admit(&header).await?;
+        self.gate
+            .admit_actor(&header, &self.runner, "Confirm")
+            .await?;
         self.runner
             .confirmations
             .answer(&id, approved, "dbus")
+            .map_err(|e| Error::NoSuchConfirmation(e.message))
+    }
+
+    /// Answer a pending confirmation only if it is still for the step with this digest (the
+    /// digest field of ListPending and of ConfirmationRequested): approved true runs the
+    /// step, false denies it. A different digest is refused (NoSuchConfirmation) and the
+    /// confirmation keeps waiting.
+    async fn confirm_digest(
+        &self,
+        #[zbus(header)] header: Header<'_>,
+        id: String,
+        digest: String,
+        approved: bool,
+    ) -> Result<(), Error> {
+        self.gate
+            .admit_actor(&header, &self.runner, "ConfirmDigest")
+            .await?;
+        self.runner
+            .confirmations
+            .answer_digest(&id, &digest, approved, "dbus")
             .map_err(|e| Error::NoSuchConfirmation(e.message))
     }
 
@@ -167,7 +221,9 @@ impl RunnerObject {
         #[zbus(header)] header: Header<'_>,
         pressed: bool,
     ) -> Result<String, Error> {
-        self.gate.admit(&header).await?;
+        self.gate
+            .admit_actor(&header, &self.runner, "PushToTalk")
+            .await?;
         let action = if pressed {
             utter_core::ptt::Action::Press
         } else {
@@ -183,7 +239,9 @@ impl RunnerObject {
         &self,
         #[zbus(header)] header: Header<'_>,
     ) -> Result<String, Error> {
-        self.gate.admit(&header).await?;
+        self.gate
+            .admit_actor(&header, &self.runner, "TogglePushToTalk")
+            .await?;
         to_json(&self.runner.ptt.act(
             utter_core::ptt::Action::Toggle,
             utter_core::ptt::Source::Dbus,
@@ -205,7 +263,7 @@ impl RunnerObject {
         #[zbus(header)] header: Option<Header<'_>>,
     ) -> fdo::Result<String> {
         self.gate.admit_reader(header.as_ref()).await?;
-        Ok(serde_json::to_string(&self.runner.ptt.state()).unwrap_or_else(|_| "{}".to_owned()))
+        Ok(to_json(&self.runner.ptt.state()).unwrap_or_else(|_| "{}".to_owned()))
     }
 
     /// The runner's version.
@@ -226,7 +284,7 @@ impl RunnerObject {
     #[zbus(property)]
     async fn plugins(&self, #[zbus(header)] header: Option<Header<'_>>) -> fdo::Result<String> {
         self.gate.admit_reader(header.as_ref()).await?;
-        Ok(serde_json::to_string(&self.runner.plugins()).unwrap_or_else(|_| "[]".to_owned()))
+        Ok(to_json(&self.runner.plugins()).unwrap_or_else(|_| "[]".to_owned()))
     }
 
     /// A step waits for a person's yes; args is the JSON text of its exact arguments.
@@ -319,7 +377,7 @@ pub(super) async fn follow_events(
             Event::State { .. } => iface.get().await.state_changed(emitter).await,
             Event::Reloaded { .. } => iface.get().await.plugins_changed(emitter).await,
             Event::ConfirmationRequested(pending) => {
-                let args = serde_json::to_string(&pending.request.args).unwrap_or_default();
+                let args = to_json(&pending.request.args).unwrap_or_default();
                 RunnerObject::confirmation_requested(
                     emitter,
                     &pending.id,
@@ -333,7 +391,8 @@ pub(super) async fn follow_events(
                 RunnerObject::confirmation_resolved(emitter, &id, approved, &by).await
             }
             Event::CommandFinished { utterance, results } => {
-                let results = serde_json::to_string(&results).unwrap_or_default();
+                let results = to_json(&results).unwrap_or_default();
+                let utterance = utter_protocol::text::clip(&utterance, 2000);
                 RunnerObject::command_finished(emitter, &utterance, &results).await
             }
             Event::PluginEvent {
@@ -341,7 +400,8 @@ pub(super) async fn follow_events(
                 event,
                 data,
             } => {
-                let data = serde_json::to_string(&data).unwrap_or_default();
+                let data = to_json(&data).unwrap_or_default();
+                let event = utter_protocol::text::clip(&event, 200);
                 RunnerObject::plugin_event(emitter, &plugin, &event, &data).await
             }
             Event::Ptt(_) => {
@@ -351,9 +411,10 @@ pub(super) async fn follow_events(
             }
             Event::PttTrigger(_) => iface.get().await.push_to_talk_status_changed(emitter).await,
             Event::Voice(report) => {
-                let json = serde_json::to_string(&report).unwrap_or_default();
-                let transcript = report.transcript.as_deref().unwrap_or("");
-                RunnerObject::voice_finished(emitter, &report.outcome, transcript, &json).await
+                let json = to_json(&report).unwrap_or_default();
+                let transcript =
+                    utter_protocol::text::clip(report.transcript.as_deref().unwrap_or(""), 2000);
+                RunnerObject::voice_finished(emitter, &report.outcome, &transcript, &json).await
             }
             // Subscription bookkeeping of the socket (and the log lines a socket subscriber
             // asks for), never broadcast by the runner.

@@ -250,8 +250,26 @@ impl Shared {
     }
 
     /// The token in force: `[socket] token` when set (written to the token file when it
-    /// changed), else the token file's.
+    /// changed), else the token file's. A token file found readable by others is replaced
+    /// first ([`ensure_token_file`]), so the token it held is refused from then on.
     pub fn token(&self) -> Option<String> {
+        if let Some(path) = &self.token_file {
+            let exposed =
+                std::fs::symlink_metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 != 0);
+            if exposed {
+                let configured = self
+                    .runner
+                    .config()
+                    .config
+                    .socket
+                    .map(|s| s.token.trim().to_owned())
+                    .unwrap_or_default();
+                match ensure_token_file(path, &configured) {
+                    Ok(token) => *self.file_token.lock().expect("token lock") = Some(token),
+                    Err(e) => tracing::warn!(token_file = %path.display(), "{e}"),
+                }
+            }
+        }
         let configured = self
             .runner
             .config()
@@ -321,7 +339,15 @@ fn ensure_token_file(path: &Path, configured: &str) -> Result<String, String> {
                 ));
             }
             if meta.permissions().mode() & 0o077 != 0 {
-                tracing::warn!(token_file = %path.display(), "the token file was readable by others; set to 0600 (consider `[socket] token` rotation)");
+                // Whoever could read it may hold it: a new one replaces it (the old one is
+                // refused from now on), unless the config fixes the token.
+                if configured.is_empty() {
+                    tracing::warn!(token_file = %path.display(), "the token file was readable by others: replaced with a new token (clients read the new one; the old one is refused)");
+                    let token = new_token()?;
+                    write_token_atomically(path, &token)?;
+                    return Ok(token);
+                }
+                tracing::warn!(token_file = %path.display(), "the token file was readable by others; set to 0600, but the token is fixed by [socket] token: change it there, it may have been read");
                 std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
                     .map_err(|e| format!("cannot set {} to 0600: {e}", path.display()))?;
             }
@@ -522,9 +548,20 @@ mod tests {
             "from-config"
         );
         assert_eq!(read_token(&path).as_deref(), Some("from-config"));
-        // A file others can read is made private.
+        // A file others can read is made private; a configured token cannot be replaced.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        ensure_token_file(&path, "").unwrap();
+        assert_eq!(
+            ensure_token_file(&path, "from-config").unwrap(),
+            "from-config"
+        );
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // A generated token others could read is replaced by a new one.
+        let before = ensure_token_file(&path, "").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let after = ensure_token_file(&path, "").unwrap();
+        assert_ne!(after, before, "an exposed token is rotated");
+        assert_eq!(read_token(&path).as_deref(), Some(after.as_str()));
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
     }

@@ -63,6 +63,16 @@ pub(crate) const SUBSCRIBER_QUEUE_BYTES: usize = 8 * 1024 * 1024;
 /// this long after its queue filled.
 const REPLAY_PATIENCE: Duration = Duration::from_secs(5);
 
+/// The methods that act or answer for the person: refused to plugins and what they start
+/// ([`utter_core::runner::Runner::refuse_plugin_caller`]).
+const ACTING_METHODS: &[&str] = &[
+    "runner.command",
+    "runner.confirm",
+    "runner.invoke",
+    "runner.reload",
+    "runner.ptt",
+];
+
 /// The message of the `-32003` sent before authentication.
 pub(crate) const AUTH_REQUIRED: &str = "authentication required (send runner.auth {token})";
 
@@ -155,7 +165,9 @@ pub(super) async fn serve_connection(arrival: Arrival, shared: Arc<Shared>) {
     } else {
         PRE_AUTH_MAX_BODY
     });
-    let (conn, incoming) = Connection::spawn_unix(
+    // Every read names the process that wrote it: a connection admitted for its peer's
+    // executable is only that peer's (a process that takes its descriptor gains nothing).
+    let spawned = Connection::spawn_unix_tracking_senders(
         stream,
         ConnectionOptions {
             id_prefix: Some("0:".into()),
@@ -165,12 +177,22 @@ pub(super) async fn serve_connection(arrival: Arrival, shared: Arc<Shared>) {
             ..Default::default()
         },
     );
+    let (conn, incoming, senders) = match spawned {
+        Ok(spawned) => spawned,
+        Err(e) => {
+            tracing::warn!(pid, error = %e, "client refused: SO_PASSCRED cannot be set on its connection");
+            return;
+        }
+    };
     let connection = next_connection();
     let session = Session {
         shared,
         conn,
         peer,
         authenticated: admitted,
+        admitted_as_peer: admitted,
+        senders,
+        writers: Vec::new(),
         body_limit,
         recent: VecDeque::new(),
         limited: false,
@@ -195,6 +217,13 @@ struct Session {
     conn: Connection,
     peer: Peer,
     authenticated: bool,
+    /// Admitted for who connected (its executable), not for a token: then only that process
+    /// may write on the connection.
+    admitted_as_peer: bool,
+    /// The processes that wrote on the connection ([`utter_protocol::senders`]).
+    senders: utter_protocol::senders::Senders,
+    /// Writers other than the connecting peer seen so far (pids), at most 16.
+    writers: Vec<u32>,
     /// The inbound frame limit: [`PRE_AUTH_MAX_BODY`] until the client authenticated.
     body_limit: BodyLimit,
     /// When the requests of the last [`RATE_WINDOW`] arrived.
@@ -458,8 +487,88 @@ impl Session {
         Ok(())
     }
 
+    /// Look at who wrote since the last request: another user, or (on a connection admitted
+    /// for its peer) a process the access rules would not admit, ends the connection.
+    fn check_writers(&mut self) -> Result<(), ErrorObject> {
+        let (writers, overflowed) = self.senders.take();
+        let own = self.peer.pid.and_then(|p| u32::try_from(p).ok());
+        let rules = self.shared.rules();
+        for w in writers {
+            // 0: bytes written before the kernel was asked for credentials (the peer's
+            // first request, raced with the accept).
+            if w.pid == 0 || Some(w.pid) == own {
+                continue;
+            }
+            if w.uid != self.peer.uid {
+                return Err(ErrorObject::new(
+                    ErrorCode::Denied,
+                    format!(
+                        "a process of uid {} wrote on this connection; closed",
+                        w.uid
+                    ),
+                ));
+            }
+            if self.admitted_as_peer {
+                let other = Peer::identify(i32::try_from(w.pid).ok(), w.uid);
+                if !matches!(rules.admit(&other), Admission::Admitted(_)) {
+                    return Err(ErrorObject::new(
+                        ErrorCode::Denied,
+                        format!(
+                            "pid {} ({}), which is not admitted, wrote on a connection admitted for pid {}; closed",
+                            w.pid,
+                            other.exe.as_ref().map_or_else(
+                                || "?".to_owned(),
+                                |e| utter_protocol::text::clip(&e.display().to_string(), 200)
+                            ),
+                            own.unwrap_or(0)
+                        ),
+                    ));
+                }
+            }
+            if self.writers.len() < 16 && !self.writers.contains(&w.pid) {
+                self.writers.push(w.pid);
+            }
+        }
+        if overflowed && self.admitted_as_peer {
+            return Err(ErrorObject::new(
+                ErrorCode::Denied,
+                "more than 16 processes wrote on this connection; closed",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuse an acting method (command, confirm, invoke, reload, push-to-talk) when any
+    /// process that wrote on this connection is a plugin of this runner or one it started.
+    fn refuse_plugins(&self, method: &str) -> Result<(), ErrorObject> {
+        let connected = self.peer.pid.and_then(|p| u32::try_from(p).ok());
+        for pid in connected.into_iter().chain(self.writers.iter().copied()) {
+            self.shared.runner.refuse_plugin_caller(Some(pid), method)?;
+        }
+        Ok(())
+    }
+
     async fn on_request(&mut self, request: Request) {
+        if let Err(e) = self.check_writers() {
+            if let Some(suppressed) = self.shared.logs.refused.allow() {
+                tracing::warn!(
+                    pid = self.peer.pid.unwrap_or(0),
+                    suppressed,
+                    "{}",
+                    e.message
+                );
+            }
+            let _ = self.conn.respond(request.id, Err(e)).await;
+            self.conn.close();
+            return;
+        }
         let Request { id, method, params } = request;
+        if ACTING_METHODS.contains(&method.as_str()) {
+            if let Err(e) = self.refuse_plugins(&method) {
+                let _ = self.conn.respond(id, Err(e)).await;
+                return;
+            }
+        }
         // Acks are constant work and come at the frame rate of a reliable stream: they do not
         // count against the rate limit.
         let rate = if method == "stream.ack" && self.authenticated {

@@ -17,10 +17,10 @@ use crate::context::ContextRead;
 use crate::events::Event;
 use crate::handles::{Scope, b64_decode, b64_encode};
 use crate::params::required_str;
-use crate::pipeline::{CommandOptions, ConfirmRequest, Pipeline, Target};
+use crate::pipeline::{Author, CommandOptions, ConfirmRequest, Pipeline, Target};
 use crate::policy::Provenance;
 use crate::runner::Runner;
-use crate::supervisor::HostHandler;
+use crate::supervisor::{Caller, HostHandler};
 
 /// Serves plugins' `host.*` callbacks (PROTOCOL.md §9.6) on behalf of the runner.
 pub(crate) struct RunnerHost {
@@ -34,7 +34,7 @@ impl HostHandler for RunnerHost {
         epoch: u64,
         method: String,
         params: Value,
-        provenance: Provenance,
+        caller: Caller,
     ) -> Pin<Box<dyn Future<Output = Result<Value, ErrorObject>> + Send>> {
         let runner = self.runner.clone();
         Box::pin(async move {
@@ -43,7 +43,7 @@ impl HostHandler for RunnerHost {
             };
             let span = tracing::debug_span!("host", plugin = %plugin, epoch, method = %method);
             tracing::Instrument::instrument(
-                runner.host_call(&plugin, epoch, &method, params, provenance),
+                runner.host_call(&plugin, epoch, &method, params, caller),
                 span,
             )
             .await
@@ -218,16 +218,17 @@ impl Runner {
         Ok(reply)
     }
 
-    /// Serve one `host.*` callback of plugin `plugin`. `provenance` is the least trusted
-    /// provenance of the requests that plugin is serving.
+    /// Serve one `host.*` callback of plugin `plugin` on behalf of `caller` (what the plugin
+    /// is serving, and the least trusted provenance among it).
     pub(crate) async fn host_call(
         &self,
         plugin: &str,
         epoch: u64,
         method: &str,
         params: Value,
-        provenance: Provenance,
+        caller: Caller,
     ) -> Result<Value, ErrorObject> {
+        let provenance = caller.provenance;
         let timeout = self.supervisor.rpc_timeout();
         let text = |key: &str| {
             params
@@ -301,7 +302,12 @@ impl Runner {
                 }
                 let args = params.get("args").cloned().unwrap_or_else(|| json!({}));
                 let confirm_requested = crate::params::optional_bool(&params, "confirm")?;
-                let confirmer = self.confirmer(None, None);
+                // Asked of the person who gave the command the plugin is serving (their door
+                // first), else of the passive doors.
+                let confirmer = match caller.serving.as_ref().and_then(|s| s.confirmer.clone()) {
+                    Some(confirmer) => confirmer,
+                    None => self.confirmer(None, None),
+                };
                 let policy = || self.policy();
                 let label = format!("host.action from plugin {plugin} (epoch {epoch})");
                 // The action gets the desktop context as a plan's step does (the input
@@ -331,6 +337,10 @@ impl Runner {
                     provenance,
                     confirm_requested,
                     Target::Action,
+                    Author::Plugin {
+                        plugin: plugin.to_owned(),
+                        serving: caller.serving.as_ref().map(|s| s.step.clone()),
+                    },
                     &options,
                 )
                 .await;
@@ -347,7 +357,12 @@ impl Runner {
                     ));
                 }
                 let args = params.get("args").cloned().unwrap_or_else(|| json!({}));
-                let summary = format!("plugin {plugin} asks: {}", text("summary"));
+                // The plugin's own words, shown escaped: its question binds to nothing the
+                // runner runs (an acting step goes through host.action, which asks itself).
+                let summary = format!(
+                    "plugin {plugin} asks: {}",
+                    utter_protocol::text::clip(&text("summary"), 300)
+                );
                 let request = ConfirmRequest::new(&op, &args, provenance, &summary);
                 let resolution = self.confirmations.ask(request, None).await;
                 self.audit_trail().record(

@@ -11,7 +11,7 @@ use crate::audit::AuditEntry;
 use crate::confirm::Door;
 use crate::handles::Scope;
 use crate::params::{optional_bool, required_str, timeout_ms};
-use crate::pipeline::{CommandOptions, Pipeline, Target};
+use crate::pipeline::{Author, CommandOptions, Pipeline, Target};
 use crate::policy::Provenance;
 use crate::runner::Runner;
 use crate::supervisor::PluginReport;
@@ -246,6 +246,7 @@ impl Runner {
             provenance,
             confirm_requested,
             target,
+            Author::Person,
             &options,
         )
         .await;

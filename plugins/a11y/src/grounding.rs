@@ -37,8 +37,6 @@ pub const MAX_RESPONSE: u64 = 4 << 20;
 pub const MAX_SCAN: usize = 64 * 1024;
 /// How many `{` of the model's text [`parse_answer`] tries to read an object at.
 const MAX_OBJECTS: usize = 256;
-/// Below this confidence (or without one) the person confirms the click first.
-pub const MIN_CONFIDENCE: f64 = 0.5;
 /// How long `grim` may take.
 const SCREENSHOT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest window side accepted from the context, in layout pixels.

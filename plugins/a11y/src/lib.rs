@@ -15,11 +15,16 @@
 //! # The focused application
 //!
 //! The runner sends the desktop context with each `action.invoke` as `context` (untrusted;
-//! `perception.a11y` takes the same optional `context`). The application is, in this order:
+//! `perception.a11y` takes the same optional `context`). With a context, the application is
 //! the one whose connection to the accessibility bus belongs to the focused window's `pid`
-//! (`GetConnectionUnixProcessID` on the accessibility bus); else the first one with an
-//! `ACTIVE` window; else the first one with a `FOCUSED` accessible. The result's `app`
-//! says which rule found it (`found_by`).
+//! (`GetConnectionUnixProcessID` on the accessibility bus), or to a process that pid started;
+//! no other: an application's own claim to be active or focused is not believed, since a
+//! background application could make it and receive what the person types. When the
+//! focused window has no accessibility connection, `type_text` types keystrokes into the
+//! focused window instead, and `click_element` says so. Only without a context (no
+//! compositor plugin runs) is the first application with an `ACTIVE` window taken, else
+//! the first with a `FOCUSED` accessible. The result's `app` says which rule found it
+//! (`found_by`).
 //!
 //! # Methods
 //!
@@ -70,8 +75,10 @@
 //!     from image to layout pixels (grim scales on HiDPI outputs) and clicked through the
 //!     runner's gate (`host.action click_point`, the input plugin) → `{ok, path: "screen",
 //!     verified: false, point: {x, y}, image: {width, height}, image_point, confidence,
-//!     detail, provenance: "screen"}`. Below confidence 0.5 (or without one) the person is
-//!     asked first (`host.confirm {op: "click_point"}`); a refusal is `-32003`. The model's
+//!     detail, confirmed_by, provenance: "screen"}`. The runner asks the person before every
+//!     such click, whatever the model's confidence, naming the window it lands in, and
+//!     refuses it when another window lies over the point or the window moved while asking
+//!     (PROTOCOL.md §9.8); a refusal is `-32003`. The model's
 //!     answer is untrusted: it only selects a point inside the focused window's screenshot;
 //!     a point outside it, or no point, is `-32000` quoting what it said (escaped, cut to 200
 //!     characters), and nothing is clicked. Limits: plain http only (no TLS; an `https://`
@@ -88,8 +95,9 @@
 //!
 //! Errors: `-32602` bad arguments (the message names the bound), `-32601` an unknown op or
 //! method, `-32000` no accessibility bus, no focused application, no field or element (or
-//! screen grounding could not run or named no point), `-32003` the person declined an
-//! unsure screen-grounded click.
+//! screen grounding could not run or named no point), `-32003` the runner refused a
+//! screen-grounded click (the person declined it, or it would not land in the focused
+//! window).
 //!
 //! Module map: [`tree`] is the bus and the bounded walk, [`matching`] chooses an element for
 //! a description, [`grounding`] finds one on a screenshot (T3), [`service`] serves the

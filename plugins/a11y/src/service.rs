@@ -143,12 +143,21 @@ impl Service {
         match self.bus().await {
             Ok(bus) => {
                 let apps = bus.applications().await.map(|a| a.len()).unwrap_or(0);
-                HealthResult {
-                    status: HealthStatus::Ok,
-                    detail: format!(
-                        "accessibility on; a11y bus at {} with {apps} application(s)",
-                        bus.address
-                    ),
+                match &bus.not_enabled {
+                    None => HealthResult {
+                        status: HealthStatus::Ok,
+                        detail: format!(
+                            "accessibility on; a11y bus at {} with {apps} application(s)",
+                            bus.address
+                        ),
+                    },
+                    Some(why) => HealthResult {
+                        status: HealthStatus::Degraded,
+                        detail: format!(
+                            "a11y bus at {} with {apps} application(s), but {why}",
+                            bus.address
+                        ),
+                    },
                 }
             }
             Err(reason) => HealthResult {
@@ -158,11 +167,21 @@ impl Service {
         }
     }
 
-    /// Find the focused application (see the crate docs for the order).
+    /// Find the focused application (see the crate docs for the order). With a desktop
+    /// context only the application the compositor says is focused counts: the one whose
+    /// accessibility connection belongs to the focused window's pid (or a process it
+    /// started); any other application's claim to be active is not believed, since a
+    /// background application that says so would otherwise receive what the person types.
+    /// Only without a context (no compositor plugin) are the active frame and the focused
+    /// accessible asked.
     async fn focused_app(&self, bus: &Bus, context: Option<&Value>) -> Result<App, ErrorObject> {
         let apps = bus.applications().await.map_err(plugin_error)?;
-        let wanted_pid = context
+        let desktop =
+            context.filter(|c| c.get("compositor").is_some() || c.get("focused").is_some());
+        let focused = desktop
             .and_then(|c| c.get("focused"))
+            .filter(|f| f.is_object());
+        let wanted_pid = focused
             .and_then(|f| f.get("pid"))
             .and_then(Value::as_u64)
             .and_then(|p| u32::try_from(p).ok())
@@ -177,10 +196,41 @@ impl Service {
             pid: pids[i],
             found_by,
         };
-        if let Some(pid) = wanted_pid
-            && let Some(i) = pids.iter().position(|p| *p == Some(pid))
-        {
-            return Ok(make(i, "pid", bus.app_name(&apps[i]).await));
+        if let Some(pid) = wanted_pid {
+            if let Some(i) = pids.iter().position(|p| *p == Some(pid)) {
+                return Ok(make(i, "pid", bus.app_name(&apps[i]).await));
+            }
+            if let Some(i) = pids
+                .iter()
+                .position(|p| p.is_some_and(|p| descends_from(p, pid)))
+            {
+                return Ok(make(
+                    i,
+                    "pid (a process of the focused window's)",
+                    bus.app_name(&apps[i]).await,
+                ));
+            }
+        }
+        if desktop.is_some() {
+            let window = focused
+                .map(|f| {
+                    let app = f.get("app_id").and_then(Value::as_str).unwrap_or("?");
+                    utter_protocol::text::clip(app, 80)
+                })
+                .unwrap_or_default();
+            let message = match (focused, wanted_pid) {
+                (None, _) => {
+                    "no window is focused, so there is no application to act in".to_owned()
+                }
+                (Some(_), None) => format!(
+                    "the compositor gives no pid for the focused window ({window}), so its application on the accessibility bus cannot be told from the others"
+                ),
+                (Some(_), Some(pid)) => format!(
+                    "the focused window ({window}, pid {pid}) has no connection to the accessibility bus ({} other application(s) there are not it)",
+                    apps.len()
+                ),
+            };
+            return Err(plugin_error(message));
         }
         for (i, name) in apps.iter().enumerate() {
             if bus.has_active_frame(name).await {
@@ -193,15 +243,10 @@ impl Service {
                 return Ok(make(i, "focused accessible", bus.app_name(name).await));
             }
         }
-        let mut message = format!(
-            "no application on the accessibility bus is focused ({} registered",
+        Err(plugin_error(format!(
+            "no application on the accessibility bus is focused ({} registered)",
             apps.len()
-        );
-        if let Some(pid) = wanted_pid {
-            message.push_str(&format!("; none has the focused window's pid {pid}"));
-        }
-        message.push(')');
-        Err(plugin_error(message))
+        )))
     }
 
     /// `perception.a11y {max_depth?, max_nodes?, context?}`.
@@ -717,11 +762,9 @@ async fn type_by_keystrokes(
     }))
 }
 
-/// How long clicking through the runner's gate (`host.action click_point`) may take.
-const CLICK_WAIT: Duration = Duration::from_secs(30);
-/// How long the person may take to confirm an unsure click (the runner's own
-/// `confirm_timeout_ms` usually ends the question first, as a refusal).
-const CONFIRM_WAIT: Duration = Duration::from_secs(120);
+/// How long clicking through the runner's gate (`host.action click_point`) may take: the
+/// runner asks the person first, within its own `confirm_timeout_ms` (30 s by default).
+const CLICK_WAIT: Duration = Duration::from_secs(150);
 
 /// T3 screen grounding for one `click_element` that accessibility could not serve: a
 /// screenshot of the focused window, a point from the grounding model, and a click there
@@ -789,9 +832,6 @@ impl Grounding<'_> {
             )));
         };
         let (x, y) = grounding::to_layout(rect, image, pixel);
-        let sure = answer
-            .confidence
-            .is_some_and(|c| c >= grounding::MIN_CONFIDENCE);
         let confidence = match answer.confidence {
             Some(c) => format!("confidence {c:.2}"),
             None => "no confidence given".to_owned(),
@@ -812,57 +852,32 @@ impl Grounding<'_> {
         if dry_run {
             result["dry_run"] = json!(true);
             result["would_click"] = json!({"x": x, "y": y});
-            result["needs_confirm"] = json!(!sure);
+            // The runner asks before every click a plugin places, whatever the model's
+            // confidence: the point is the model's, not the person's.
+            result["needs_confirm"] = json!(true);
             result["detail"] = json!(format!(
-                "{}; {found}; would click at ({x}, {y}) in layout pixels{}",
-                self.why,
-                if sure {
-                    ""
-                } else {
-                    " once the person confirms"
-                }
+                "{}; {found}; would click at ({x}, {y}) in layout pixels once the person confirms",
+                self.why
             ));
             return Ok(result);
         }
-        if !sure {
-            let summary = format!(
-                "click at ({x}, {y}) on the screen, where the grounding model guesses {:?} is ({confidence})",
-                utter_protocol::text::escape_unprintable(self.description, 256).0
-            );
-            let answer = peer
-                .request(
-                    "host.confirm",
-                    json!({"op": "click_point", "args": {"x": x, "y": y}, "summary": summary}),
-                    Some(CONFIRM_WAIT),
-                )
-                .await
-                .map_err(|e| {
-                    plugin_error(format!(
-                        "{}; {found}, but asking the person to confirm the click failed: {}",
-                        self.why, e.message
-                    ))
-                })?;
-            let approved = match &answer {
-                Value::Bool(b) => *b,
-                other => other.get("approved") == Some(&Value::Bool(true)),
+        // The runner's refusal (the person said no, another window lies over the point)
+        // stays a refusal, whether it comes as the call's error or as a failed step.
+        let not_done = |code: Option<i64>, why: &str| {
+            let code = match code {
+                Some(c) if c == ErrorCode::Denied.code() => ErrorCode::Denied,
+                _ => ErrorCode::PluginError,
             };
-            if !approved {
-                let by = answer
-                    .get("by")
-                    .and_then(Value::as_str)
-                    .unwrap_or("the person");
-                return Err(ErrorObject::new(
-                    ErrorCode::Denied,
-                    format!(
-                        "{}; {found}, and the person declined clicking at ({x}, {y}) (answered by {})",
-                        self.why,
-                        utter_protocol::text::escape_unprintable(by, 40).0
-                    ),
-                )
-                .with_data(json!({"point": {"x": x, "y": y}, "path": "screen", "verified": false, "provenance": "screen"})));
-            }
-            result["confirmed"] = json!(true);
-        }
+            ErrorObject::new(
+                code,
+                format!(
+                    "{}; {found}, and clicking at ({x}, {y}) was not done: {}",
+                    self.why,
+                    utter_protocol::text::escape_unprintable(why, 400).0
+                ),
+            )
+            .with_data(json!({"point": {"x": x, "y": y}, "path": "screen", "verified": false, "provenance": "screen"}))
+        };
         let step = peer
             .request(
                 "host.action",
@@ -870,23 +885,18 @@ impl Grounding<'_> {
                 Some(CLICK_WAIT),
             )
             .await
-            .map_err(|e| {
-                plugin_error(format!(
-                    "{}; {found}, and clicking at ({x}, {y}) failed: {}",
-                    self.why, e.message
-                ))
-            })?;
+            .map_err(|e| not_done(Some(e.code), &e.message))?;
         if let Some(inner) = utter_protocol::plugin::step_failure(&step) {
-            return Err(plugin_error(format!(
-                "{}; {found}, and clicking at ({x}, {y}) failed: {}",
-                self.why,
-                utter_protocol::text::escape_unprintable(inner, 300).0
-            )));
+            return Err(not_done(
+                step.pointer("/error/code").and_then(Value::as_i64),
+                inner,
+            ));
         }
         let inner = step
             .pointer("/result/detail")
             .and_then(Value::as_str)
             .unwrap_or("");
+        result["confirmed_by"] = step.get("confirmed_by").cloned().unwrap_or(Value::Null);
         result["backend"] = step
             .pointer("/result/backend")
             .cloned()
@@ -898,6 +908,31 @@ impl Grounding<'_> {
         ));
         Ok(result)
     }
+}
+
+/// Whether process `pid` was started by process `ancestor` (its chain of parents in
+/// `/proc` reaches it): a window's application whose accessibility lives in a child process.
+fn descends_from(pid: u32, ancestor: u32) -> bool {
+    let mut current = pid;
+    for _ in 0..64 {
+        if current == ancestor {
+            return true;
+        }
+        if current <= 1 {
+            return false;
+        }
+        let Some(parent) = std::fs::read_to_string(format!("/proc/{current}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let rest = &stat[stat.rfind(')')? + 1..];
+                rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+            })
+        else {
+            return false;
+        };
+        current = parent;
+    }
+    false
 }
 
 /// The focused node that takes text: `EditableText` and `Text`, focused, editable.

@@ -3,7 +3,11 @@
 //! [`Bus::connect`] reaches the session bus (`$DBUS_SESSION_BUS_ADDRESS`), turns session
 //! accessibility on (`org.a11y.Status.IsEnabled`; Chromium and Electron build their tree
 //! only then), asks `org.a11y.Bus.GetAddress` for the accessibility bus and connects to it.
-//! Every D-Bus call is bounded by [`CALL_TIMEOUT`].
+//! `$AT_SPI_BUS_ADDRESS`, when set (libatspi's own variable; the runner's sandbox sets it
+//! when it passes the accessibility bus in), names the accessibility bus instead; then the
+//! session bus is optional (a sandboxed plugin without the `dbus` permission has none, and
+//! cannot switch accessibility on for Chromium and Electron, which the health says). Every
+//! D-Bus call is bounded by [`CALL_TIMEOUT`].
 
 use atspi::proxy::accessible::AccessibleProxy;
 use atspi::proxy::action::ActionProxy;
@@ -24,7 +28,11 @@ const ROOT: &str = "/org/a11y/atspi/accessible/root";
 
 /// A connection to the session bus and to the accessibility bus it names.
 pub struct Bus {
-    session: zbus::Connection,
+    /// The session bus; `None` when it is out of reach and `$AT_SPI_BUS_ADDRESS` named the
+    /// accessibility bus.
+    session: Option<zbus::Connection>,
+    /// Why session accessibility could not be switched on, when it could not.
+    pub not_enabled: Option<String>,
     /// The accessibility bus.
     pub a11y: zbus::Connection,
     /// The accessibility bus's address, for health reports.
@@ -47,7 +55,8 @@ async fn bounded<T, E: std::fmt::Display>(
 }
 
 impl Bus {
-    /// Connect to the session bus, enable accessibility and connect to the a11y bus.
+    /// Connect to the session bus, enable accessibility and connect to the a11y bus (see the
+    /// module docs for `$AT_SPI_BUS_ADDRESS`).
     pub async fn connect() -> Result<Bus, BusError> {
         let session = bounded("cannot reach the session bus", CONNECT_TIMEOUT, async {
             zbus::connection::Builder::session()?
@@ -55,14 +64,35 @@ impl Bus {
                 .build()
                 .await
         })
-        .await?;
-        ensure_enabled(&session).await?;
-        let address = bounded(
-            "the session bus has no accessibility bus (org.a11y.Bus; is at-spi2-core installed?)",
-            CALL_TIMEOUT,
-            async { BusProxy::new(&session).await?.get_address().await },
-        )
-        .await?;
+        .await;
+        let named = std::env::var("AT_SPI_BUS_ADDRESS")
+            .ok()
+            .filter(|a| !a.trim().is_empty());
+        let (session, not_enabled, address) = match (session, named) {
+            (Ok(session), named) => {
+                ensure_enabled(&session).await?;
+                let address = match named {
+                    Some(address) => address,
+                    None => {
+                        bounded(
+                            "the session bus has no accessibility bus (org.a11y.Bus; is at-spi2-core installed?)",
+                            CALL_TIMEOUT,
+                            async { BusProxy::new(&session).await?.get_address().await },
+                        )
+                        .await?
+                    }
+                };
+                (Some(session), None, address)
+            }
+            (Err(why), Some(address)) => (
+                None,
+                Some(format!(
+                    "session accessibility was not switched on ({why}; a sandboxed plugin needs the dbus permission): Chromium and Electron apps may show no tree"
+                )),
+                address,
+            ),
+            (Err(why), None) => return Err(why),
+        };
         let a11y = bounded(
             &format!("cannot connect to the accessibility bus at {address}"),
             CONNECT_TIMEOUT,
@@ -76,14 +106,19 @@ impl Bus {
         .await?;
         Ok(Bus {
             session,
+            not_enabled,
             a11y,
             address,
         })
     }
 
-    /// Make sure session accessibility is still on (someone may have turned it off).
+    /// Make sure session accessibility is still on (someone may have turned it off); without
+    /// a session bus there is nothing to check.
     pub async fn ensure_enabled(&self) -> Result<(), BusError> {
-        ensure_enabled(&self.session).await
+        match &self.session {
+            Some(session) => ensure_enabled(session).await,
+            None => Ok(()),
+        }
     }
 
     /// An `Accessible` proxy for the object `path` of the connection `name`.

@@ -586,7 +586,8 @@ fn step_error(out: &Value) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn utter_say_clicks_what_screen_grounding_finds_where_accessibility_names_nothing() {
+async fn utter_say_asks_before_clicking_what_screen_grounding_finds_and_nobody_at_a_pipe_approves()
+{
     let desktop = Desktop::start();
     let context = desktop.context();
     let (size, red) = widget_centre(&desktop, &context, "Red Button");
@@ -595,44 +596,33 @@ async fn utter_say_clicks_what_screen_grounding_finds_where_accessibility_names_
     server.answer_point(red.0, red.1, 0.9);
 
     // No accessible element is named "big red square": T1 finds nothing, T3 asks the
-    // server, which points at the Red Button's centre in the screenshot.
+    // server, which points at the Red Button's centre in the screenshot. The runner then
+    // asks the person before clicking (whatever the model's confidence); `utter say` with
+    // no terminal on stdin cannot ask, so it is a no, and nothing is clicked. (The approved
+    // click is tests/trust_desktop.rs.)
     let (code, out) = say_with_env(
         &desktop,
         "click the big red square",
         &[("UTTER_GROUNDING_URL", &server.url)],
     );
-    let error = out["results"][0]["error"]["message"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(
-        !error.contains("needs the desktop context"),
-        "the runner runs the plugin's host.action click_point without the desktop context, \
-         so the input plugin cannot place the point (core/src/runner/host.rs): {error}"
-    );
-    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(code, Some(1), "{out}");
     let step = &out["results"][0];
     assert_eq!(step["op"], "click_element", "{out}");
     assert_eq!(step["plugin"], "a11y", "{out}");
-    let result = &step["result"];
-    assert_eq!(result["path"], "screen", "{out}");
-    assert_eq!(result["verified"], false, "{out}");
-    assert_eq!(result["provenance"], "screen", "{out}");
-    assert_eq!(result["confidence"], 0.9, "{out}");
-    assert_eq!(
-        result["image"],
-        json!({"width": size.0, "height": size.1}),
-        "{out}"
-    );
-    assert_eq!(result["point"], on_screen(&context, red), "{out}");
+    assert_eq!(step["error"]["code"], -32003, "{out}");
+    let message = step["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("confirmation denied"), "{message}");
     assert!(
-        wait_for_file(&desktop, "red-clicked", "1").await,
-        "the grounded click did not press the Red Button: {out}"
+        message.contains(&format!(
+            "click at ({}, {})",
+            on_screen(&context, red)["x"],
+            on_screen(&context, red)["y"]
+        )),
+        "{message}"
     );
-    assert_eq!(
-        desktop.read("blue-clicked"),
-        None,
-        "the click hit the wrong button"
-    );
+    assert!(message.contains("big red square"), "{message}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(desktop.read("red-clicked"), None, "nothing was clicked");
 
     let seen = server.seen();
     assert_eq!(seen.len(), 1, "{seen:?}");
@@ -735,8 +725,9 @@ async fn utter_say_refuses_answers_that_place_no_point_in_the_window_and_clicks_
 /// What the stand-in runner saw of the plugin's `host.*` requests.
 type HostLog = Arc<Mutex<Vec<(String, Value)>>>;
 
-/// A stand-in runner: records `host.*` requests, answers `host.confirm` with `approve`,
-/// and `host.action` with a successful step (without clicking).
+/// A stand-in runner: records `host.*` requests and answers `host.action` as the runner's
+/// gate would once the person answered `approve`: a confirmed successful step (without
+/// clicking), or the step refused with `-32003`.
 fn recording_host(log: &HostLog, approve: &Arc<Mutex<bool>>) -> HostHandler {
     let log = log.clone();
     let approve = approve.clone();
@@ -748,9 +739,15 @@ fn recording_host(log: &HostLog, approve: &Arc<Mutex<bool>>) -> HostHandler {
                 .unwrap()
                 .push((request.method.clone(), request.params.clone()));
             match request.method.as_str() {
-                "host.confirm" => Ok(json!({"approved": *approve.lock().unwrap(), "by": "test"})),
-                "host.action" => Ok(json!({"ok": true, "plugin": "input",
-                    "result": {"ok": true, "path": "pointer", "backend": "test", "detail": "left click"}})),
+                "host.action" if *approve.lock().unwrap() => {
+                    Ok(json!({"ok": true, "plugin": "input",
+                    "needs_confirm": true, "confirmed_by": "test",
+                    "result": {"ok": true, "path": "pointer", "backend": "test", "detail": "left click"}}))
+                }
+                "host.action" => Ok(
+                    json!({"ok": false, "op": "click_point", "needs_confirm": true,
+                    "error": {"code": -32003, "message": "confirmation denied: click at … (answered no through test)"}}),
+                ),
                 other => Err(ErrorObject::method_not_found(other)),
             }
         }
@@ -758,7 +755,7 @@ fn recording_host(log: &HostLog, approve: &Arc<Mutex<bool>>) -> HostHandler {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn screen_grounding_asks_before_an_unsure_click_and_a_dry_run_clicks_nothing() {
+async fn screen_grounding_leaves_every_click_to_the_runners_gate_and_a_dry_run_clicks_nothing() {
     let desktop = Desktop::start();
     let context = desktop.context();
     let (size, red) = widget_centre(&desktop, &context, "Red Button");
@@ -780,7 +777,7 @@ async fn screen_grounding_asks_before_an_unsure_click_and_a_dry_run_clicks_nothi
     wait_for_tree(&plugin, &context).await;
     let args = json!({"description": "the big red square"});
 
-    // A dry run grounds but neither asks nor clicks.
+    // A dry run grounds but clicks nothing, and says the runner would ask.
     server.answer_point(red.0, red.1, 0.9);
     let dry = invoke(&plugin, "click_element", args.clone(), &context, true)
         .await
@@ -789,65 +786,60 @@ async fn screen_grounding_asks_before_an_unsure_click_and_a_dry_run_clicks_nothi
     assert_eq!(dry["path"], "screen", "{dry}");
     assert_eq!(dry["verified"], false, "{dry}");
     assert_eq!(dry["would_click"], want, "{dry}");
+    assert_eq!(dry["needs_confirm"], true, "{dry}");
     assert!(log.lock().unwrap().is_empty(), "{:?}", log.lock().unwrap());
     assert_eq!(server.seen().len(), 1);
     assert_eq!(server.seen()[0].model.as_deref(), Some("test-model"));
 
-    // Unsure (confidence 0.3): the person is asked, says no, nothing is clicked.
-    server.answer_point(red.0, red.1, 0.3);
-    let e = invoke(&plugin, "click_element", args.clone(), &context, false)
-        .await
-        .expect_err("a declined click");
-    assert_eq!(e.code, -32003, "{e}");
-    assert!(e.message.contains("declined"), "{}", e.message);
-    {
-        let log = log.lock().unwrap();
-        assert_eq!(log.len(), 1, "{log:?}");
-        assert_eq!(log[0].0, "host.confirm");
-        assert_eq!(log[0].1["op"], "click_point");
-        assert_eq!(log[0].1["args"], want);
-        assert!(
-            log[0].1["summary"]
-                .as_str()
-                .is_some_and(|s| s.contains("big red square")),
-            "{:?}",
-            log[0]
-        );
+    // Whatever the model's confidence, the plugin never decides whether to ask: it hands the
+    // point to the runner's gate (host.action) and nothing else. Refused there (the person
+    // said no): -32003, nothing clicked.
+    for (answer, confidence) in [
+        (
+            json!({"x": red.0, "y": red.1, "confidence": 0.3}).to_string(),
+            json!(0.3),
+        ),
+        (
+            json!({"x": red.0, "y": red.1, "confidence": 0.99}).to_string(),
+            json!(0.99),
+        ),
+        (
+            format!("click(start_box='({},{})')", red.0, red.1),
+            Value::Null,
+        ),
+    ] {
+        *approve.lock().unwrap() = false;
+        log.lock().unwrap().clear();
+        server.answer(&answer);
+        let e = invoke(&plugin, "click_element", args.clone(), &context, false)
+            .await
+            .expect_err("a refused click");
+        assert_eq!(e.code, -32003, "{e}");
+        assert!(e.message.contains("was not done"), "{}", e.message);
+        {
+            let log = log.lock().unwrap();
+            let methods: Vec<&str> = log.iter().map(|(m, _)| m.as_str()).collect();
+            assert_eq!(methods, ["host.action"], "{log:?}");
+            assert_eq!(
+                log[0].1,
+                json!({"op": "click_point", "args": want}),
+                "only the point comes from the model, and no confirm flag of the plugin's"
+            );
+        }
+        // Approved by the person: clicked, and the result says who confirmed.
+        *approve.lock().unwrap() = true;
+        log.lock().unwrap().clear();
+        let clicked = invoke(&plugin, "click_element", args.clone(), &context, false)
+            .await
+            .unwrap_or_else(|e| panic!("confirmed click failed: {e}"));
+        assert_eq!(clicked["path"], "screen", "{clicked}");
+        assert_eq!(clicked["verified"], false, "{clicked}");
+        assert_eq!(clicked["confirmed_by"], "test", "{clicked}");
+        assert_eq!(clicked["point"], want, "{clicked}");
+        assert_eq!(clicked["confidence"], confidence, "{clicked}");
+        let methods: Vec<String> = log.lock().unwrap().iter().map(|(m, _)| m.clone()).collect();
+        assert_eq!(methods, ["host.action"]);
     }
-
-    // No confidence at all (the UI-TARS form): asked too; approved, then clicked through
-    // host.action.
-    *approve.lock().unwrap() = true;
-    log.lock().unwrap().clear();
-    server.answer(&format!("click(start_box='({},{})')", red.0, red.1));
-    let clicked = invoke(&plugin, "click_element", args.clone(), &context, false)
-        .await
-        .unwrap_or_else(|e| panic!("confirmed click failed: {e}"));
-    assert_eq!(clicked["path"], "screen", "{clicked}");
-    assert_eq!(clicked["verified"], false, "{clicked}");
-    assert_eq!(clicked["confirmed"], true, "{clicked}");
-    assert_eq!(clicked["point"], want, "{clicked}");
-    assert_eq!(clicked["confidence"], Value::Null, "{clicked}");
-    {
-        let log = log.lock().unwrap();
-        let methods: Vec<&str> = log.iter().map(|(m, _)| m.as_str()).collect();
-        assert_eq!(methods, ["host.confirm", "host.action"], "{log:?}");
-        assert_eq!(
-            log[1].1,
-            json!({"op": "click_point", "args": want}),
-            "only the point comes from the model"
-        );
-    }
-
-    // Sure (0.9): clicked without asking.
-    log.lock().unwrap().clear();
-    server.answer_point(red.0, red.1, 0.9);
-    let clicked = invoke(&plugin, "click_element", args.clone(), &context, false)
-        .await
-        .expect("a sure click");
-    assert_eq!(clicked["point"], want, "{clicked}");
-    let methods: Vec<String> = log.lock().unwrap().iter().map(|(m, _)| m.clone()).collect();
-    assert_eq!(methods, ["host.action"]);
 
     // Without the window's geometry (niri today) grounding says why it cannot run, and
     // asks the server nothing.

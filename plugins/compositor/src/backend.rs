@@ -184,6 +184,17 @@ impl Backend {
         self.state().borrow().clone()
     }
 
+    /// Read the compositor's state again before the next [`Backend::snapshot`], when its
+    /// events may not have told a change (sway sends none for a floating window moved or
+    /// resized); niri's event stream covers window layouts, so there it is the snapshot as
+    /// it is. `false` when the re-read did not finish within `limit`.
+    pub async fn resync(&self, limit: std::time::Duration) -> bool {
+        match self {
+            Backend::Niri(_) => true,
+            Backend::Sway(s) => s.resync(limit).await,
+        }
+    }
+
     /// The event connection's state.
     pub fn link(&self) -> LinkState {
         match self {

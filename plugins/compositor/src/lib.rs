@@ -8,7 +8,10 @@
 //!
 //! Methods:
 //!
-//! * `context.snapshot {sources?}` → the cached [`model::Snapshot`] (side-effect free).
+//! * `context.snapshot {sources?, refresh?}` → the cached [`model::Snapshot`] (side-effect
+//!   free); with `refresh: true` the state is read from the compositor first (sway sends no
+//!   event when a floating window moves; the runner asks so before it checks a click
+//!   against the focused window's geometry).
 //! * `action.capabilities {}` → `{ops: [{op, side_effect, needs_confirm, args_schema}],
 //!   niri_commands: [{name, doc, params, options, sway}]}`.
 //! * `action.invoke {op, args, provenance, dry_run?}` with the ops

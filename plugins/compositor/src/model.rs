@@ -115,6 +115,16 @@ pub struct Window {
     /// `click_point`, `scroll` and screen grounding aim at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rect: Option<Rect>,
+    /// Where the whole window is, its title bar and borders with it, when the compositor
+    /// reports more than the content (sway: `rect` with the `deco_rect` title bar above it).
+    /// Another window's frame is what covers a point of the focused one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame: Option<Rect>,
+    /// Whether it is shown on its output, when the compositor says (sway's `visible`: a
+    /// window behind another tab of a tabbed container, or on a workspace not shown, is
+    /// not). A point is checked against the windows shown only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visible: Option<bool>,
 }
 
 /// A rectangle in the output layout's logical pixels: its top-left corner and size.

@@ -704,6 +704,8 @@ impl Live {
                                     .as_ref()?
                                     .rect((l.x.unwrap_or(0), l.y.unwrap_or(0)))
                             }),
+                        frame: None,
+                        visible: None,
                     }
                 })
                 .collect(),

@@ -51,6 +51,8 @@ pub const FIRST_WAIT: Duration = Duration::from_millis(1500);
 /// How long `context.snapshot` still serves the last state (marked
 /// `compositor.connected: false`) after the event connection was lost.
 pub const GRACE: Duration = Duration::from_secs(2);
+/// How long `context.snapshot {refresh: true}` waits for the compositor's state read afresh.
+const REFRESH_WAIT: Duration = Duration::from_secs(2);
 /// The longest app name, id or class accepted.
 const MAX_NAME: usize = 256;
 
@@ -227,10 +229,28 @@ impl Service {
                 )));
             }
         }
+        let refresh = match params.get("refresh") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(invalid_params(format!(
+                    "\"refresh\" must be true or false, not {}",
+                    short(other)
+                )));
+            }
+        };
         let backend = self.backend().await?;
         let link = backend.link();
         if !link.connected && link.since.elapsed() > GRACE {
             return Err(plugin_error(self.lost(&backend, &link)));
+        }
+        // Asked for before a click is checked against the geometry: read afresh.
+        if refresh && !backend.resync(REFRESH_WAIT).await {
+            return Err(plugin_error(format!(
+                "{} did not answer a fresh read of its windows within {} ms",
+                backend.name(),
+                REFRESH_WAIT.as_millis()
+            )));
         }
         let mut snapshot = backend.snapshot();
         snapshot.compositor.connected = link.connected;

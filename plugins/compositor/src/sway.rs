@@ -128,6 +128,11 @@ pub struct Sway {
     version: Option<String>,
     link: Link,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// What the refresh task must re-read, and its wake-up.
+    dirty: Arc<AtomicU8>,
+    wake: Arc<Notify>,
+    /// How many refreshes the refresh task has finished.
+    refreshed: watch::Receiver<u64>,
 }
 
 impl std::fmt::Debug for Sway {
@@ -205,14 +210,16 @@ impl Sway {
             link.clone(),
             tx.clone(),
         ));
+        let (done, refreshed) = watch::channel(0u64);
         let refresher = tokio::spawn(refresh_loop(
             commands.clone(),
             socket.clone(),
             parts,
             info,
             tx,
-            dirty,
-            wake,
+            dirty.clone(),
+            wake.clone(),
+            done,
         ));
         Ok(Sway {
             socket,
@@ -221,7 +228,23 @@ impl Sway {
             version,
             link,
             tasks: vec![reader, refresher],
+            dirty,
+            wake,
+            refreshed,
         })
+    }
+
+    /// Re-read the tree now and wait (up to `limit`) until the snapshot holds it: sway sends
+    /// no event when a floating window is moved or resized, so what a click is checked
+    /// against must be read afresh. `false` when the re-read did not finish in time.
+    pub async fn resync(&self, limit: Duration) -> bool {
+        let mut refreshed = self.refreshed.clone();
+        let before = *refreshed.borrow_and_update();
+        self.dirty.fetch_or(DIRTY_TREE, Ordering::SeqCst);
+        self.wake.notify_one();
+        tokio::time::timeout(limit, refreshed.wait_for(|n| *n > before))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     /// The snapshot channel, kept fresh from the event stream.
@@ -383,6 +406,7 @@ async fn refresh_loop(
     tx: Arc<watch::Sender<Snapshot>>,
     dirty: Arc<AtomicU8>,
     wake: Arc<Notify>,
+    done: watch::Sender<u64>,
 ) {
     let mut last_refresh: Option<Instant> = None;
     let mut truncation_logged = false;
@@ -439,6 +463,7 @@ async fn refresh_loop(
                         true
                     }
                 });
+                done.send_modify(|n| *n += 1);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "re-reading sway state failed; retrying");
@@ -610,6 +635,18 @@ fn walk(
                 width: i64::from(node.window_rect.width),
                 height: i64::from(node.window_rect.height),
             }),
+            // sway's `rect` holds the borders, and the title bar (`deco_rect`, relative to
+            // the parent) sits just above it.
+            frame: (node.rect.width > 0 && node.rect.height > 0).then(|| {
+                let title = i64::from(node.deco_rect.height.max(0));
+                Rect {
+                    x: i64::from(node.rect.x),
+                    y: i64::from(node.rect.y) - title,
+                    width: i64::from(node.rect.width),
+                    height: i64::from(node.rect.height) + title,
+                }
+            }),
+            visible: node.visible,
         });
     }
     for child in &node.nodes {

@@ -52,6 +52,8 @@ fn window(id: u64, app_id: &str, title: &str, ws: &str, ws_id: u64, output: &str
         fullscreen: None,
         floating: Some(false),
         rect: None,
+        frame: None,
+        visible: None,
     }
 }
 

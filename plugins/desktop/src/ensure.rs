@@ -831,7 +831,7 @@ mod tests {
         assert_eq!(result["reused"], false, "{result}");
         let detail = result["detail"].as_str().unwrap_or_default();
         assert!(
-            detail.contains("no desktop context: compositor [2Jgone"),
+            detail.contains("no desktop context: compositor \\u{1b}[2Jgone"),
             "{detail}"
         );
         assert!(!detail.chars().any(char::is_control), "{detail:?}");
@@ -874,7 +874,9 @@ mod tests {
         );
         assert_eq!(
             focus(&runner, &choice).await,
-            Err("focusing firefox window 7 failed: focus_app is disabled".into())
+            // The runner's error text arrives escaped (the connection escapes every peer's
+            // error message once, at receipt).
+            Err("focusing firefox window 7 failed: focus_app is disabled\\u{7}".into())
         );
         let (runner, _seen) = fake_runner(
             Ok(json!({})),

@@ -86,20 +86,18 @@ pub async fn run(args: LaunchArgs, dry_run: bool) -> Result<Value, ErrorObject> 
             "program": plan.program,
         }));
     }
-    let child = spawn::start(&spawn::Detached {
+    let what = spawn::Detached {
         program: &plan.program,
         argv: &plan.argv,
         cwd: plan.cwd.as_deref(),
-    })
-    .map_err(|e| {
+    };
+    let pid = Some(spawn::launch(&what).map_err(|e| {
         plugin_error(format!(
             "cannot start {} ({}) from {entry}: {e}",
             plan.display_name,
             plan.program.display()
         ))
-    })?;
-    let pid = child.id();
-    spawn::reap_in_background(child, plan.display_name.clone());
+    })?);
     Ok(json!({
         "ok": true,
         "dry_run": false,

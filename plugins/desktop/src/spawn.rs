@@ -1,6 +1,9 @@
 //! Finding programs and starting them detached: no shell, stdin/stdout/stderr on
 //! `/dev/null`, a process group of their own (so a signal to the plugin's group does not
 //! reach them), and a background task that reaps them when they exit so no zombie is left.
+//! Applications the person launches are started by [`launch`]: a session of their own and
+//! not the plugin's children (a double fork), so the runner does not take them, or a
+//! terminal in them, for the plugin's own processes (PROTOCOL.md §9.8).
 
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
@@ -72,6 +75,73 @@ pub fn start(what: &Detached<'_>) -> std::io::Result<Child> {
     cmd.spawn()
 }
 
+/// The variables the runner sets for the plugin itself, which the person's applications
+/// must not carry.
+const PLUGIN_VARIABLES: &[&str] = &[
+    "UTTER_PLUGIN_ID",
+    "UTTER_PLUGIN_TRANSPORT",
+    "UTTER_PLUGIN_SOCKET",
+];
+
+/// Start the person's application `what`: detached from this plugin (a double fork; its
+/// parent is then the session's reaper, not the plugin), in a session of its own, without
+/// the plugin's own variables. Returns its pid once it runs `what.program` (an exec that
+/// fails is this call's error).
+///
+/// # Errors
+/// The `spawn` error (program vanished, not executable, working directory missing...).
+pub fn launch(what: &Detached<'_>) -> std::io::Result<u32> {
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills the two descriptors it creates; both are owned below.
+    if unsafe { nix::libc::pipe2(fds.as_mut_ptr(), nix::libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptors from pipe2, owned by nothing else.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let mut cmd = std::process::Command::new(what.program);
+    if let Some((arg0, rest)) = what.argv.split_first() {
+        cmd.arg0(OsStr::new(arg0)).args(rest);
+    }
+    for key in PLUGIN_VARIABLES {
+        cmd.env_remove(key);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(dir) = what.cwd {
+        cmd.current_dir(dir);
+    }
+    let pid_pipe = write_end.as_raw_fd();
+    // SAFETY: between fork and exec the closure calls only fork, setsid, write and _exit,
+    // which are async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || match nix::libc::fork() {
+            -1 => Err(std::io::Error::last_os_error()),
+            0 => {
+                nix::libc::setsid();
+                Ok(())
+            }
+            pid => {
+                let bytes = pid.to_ne_bytes();
+                nix::libc::write(pid_pipe, bytes.as_ptr().cast(), bytes.len());
+                nix::libc::_exit(0)
+            }
+        });
+    }
+    // Returns once the grandchild ran the program (or failed to: its error).
+    let mut middle = cmd.spawn()?;
+    drop(write_end);
+    let _ = middle.wait();
+    let mut bytes = [0u8; 4];
+    std::fs::File::from(read_end).read_exact(&mut bytes)?;
+    u32::try_from(i32::from_ne_bytes(bytes))
+        .map_err(|_| std::io::Error::other("the launched program's pid did not come back"))
+}
+
 /// Wait for `child` in a background task so that it is reaped when it exits.
 pub fn reap_in_background(mut child: Child, label: String) {
     tokio::spawn(async move {
@@ -95,6 +165,54 @@ pub fn describe_status(status: ExitStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn launched_programs_are_not_the_plugins_children_and_lose_its_variables() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("env");
+        // SAFETY: a test of this process's own environment, set before any thread reads it.
+        unsafe { std::env::set_var("UTTER_PLUGIN_ID", "desktop") };
+        let argv = vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            format!(
+                "(cat /proc/$$/stat; env) > {}.tmp; mv {0}.tmp {0}; sleep 1",
+                out.display()
+            ),
+        ];
+        let pid = launch(&Detached {
+            program: Path::new("/bin/sh"),
+            argv: &argv,
+            cwd: None,
+        })
+        .unwrap();
+        let text = (0..100)
+            .find_map(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                std::fs::read_to_string(&out).ok()
+            })
+            .expect("the program ran");
+        let stat = text.lines().next().unwrap();
+        let rest = &stat[stat.rfind(')').unwrap() + 1..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        assert_eq!(
+            fields[1]
+                .parse::<u32>()
+                .ok()
+                .map(|p| p == std::process::id()),
+            Some(false),
+            "{stat}"
+        );
+        // Its own session: the session id is its own pid.
+        assert_eq!(fields[3].parse::<u32>().unwrap(), pid, "{stat}");
+        assert!(!text.contains("UTTER_PLUGIN_ID"), "{text}");
+        let missing = launch(&Detached {
+            program: Path::new("/no/such/program"),
+            argv: &["x".to_owned()],
+            cwd: None,
+        });
+        assert!(missing.is_err());
+    }
 
     #[test]
     fn programs_are_found_in_path_or_by_path() {

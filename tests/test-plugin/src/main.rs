@@ -18,6 +18,12 @@
 //! * `--plan-op OP`: an utterance whose first word is OP is planned as one step
 //!   `{op: OP, args: {command: <the rest>}}`, and `action.capabilities` lists OP too.
 //!
+//! * `--answer METHOD=JSON`: answer METHOD with JSON (and list it in `plugin.describe`).
+//! * `--answer-raw METHOD=TEXT`: answer METHOD with a frame whose body is TEXT, `$ID`
+//!   replaced by the request's id (stdio only): e.g. a result holding `NaN`.
+//! * `--run-on-plan JSON`: at each `router.plan`, start the program of the argv JSON as a
+//!   child (stdin and stdout on /dev/null, stderr inherited, reaped in the background;
+//!   recorded as `{"ran": pid}`).
 //! * `--plan-file FILE`: `router.plan` answers the JSON object in FILE, read at each call
 //!   (`{steps}` or `{candidates, choose}`).
 //! * `--ops JSON`: entries put first in `action.capabilities` (e.g. with `args_schema`).
@@ -86,6 +92,14 @@ struct Options {
     choose_from_context: bool,
     dial_delay_ms: u64,
     streams: Vec<String>,
+    /// `--run-on-plan JSON`: a program (argv) started at each `router.plan`, as this
+    /// plugin's child, not waited for: a plugin that reaches for the runner's doors.
+    run_on_plan: Vec<String>,
+    /// `--answer METHOD=JSON` (repeatable): answer METHOD with JSON (listed in describe).
+    answers: Vec<(String, Value)>,
+    /// `--answer-raw METHOD=TEXT` (repeatable): answer METHOD with a frame whose body is
+    /// TEXT, `$ID` replaced by the request's id (stdio only): JSON-RPC that is not JSON.
+    raw_answers: Vec<(String, String)>,
 }
 
 fn parse_args() -> Options {
@@ -129,6 +143,22 @@ fn parse_args() -> Options {
             "--choose-from-context" => o.choose_from_context = true,
             "--dial-delay-ms" => o.dial_delay_ms = value().parse().unwrap_or(0),
             "--stream" => o.streams.push(value()),
+            "--answer" => {
+                let text = value();
+                if let Some((method, json)) = text.split_once('=') {
+                    let answer = utter_protocol::serde_json::from_str(json).unwrap_or(Value::Null);
+                    o.answers.push((method.to_owned(), answer));
+                }
+            }
+            "--answer-raw" => {
+                let text = value();
+                if let Some((method, body)) = text.split_once('=') {
+                    o.raw_answers.push((method.to_owned(), body.to_owned()));
+                }
+            }
+            "--run-on-plan" => {
+                o.run_on_plan = utter_protocol::serde_json::from_str(&value()).unwrap_or_default()
+            }
             other => eprintln!("utter-test-plugin: unknown option {other}"),
         }
     }
@@ -261,6 +291,18 @@ async fn main() -> ExitCode {
                 let streams = streams.clone();
                 let inbox = inbox.clone();
                 tokio::spawn(async move {
+                    if let Some((_, text)) = o.raw_answers.iter().find(|(m, _)| *m == r.method) {
+                        let body = text.replace("$ID", &r.id.to_value().to_string());
+                        let mut out = tokio::io::stdout();
+                        let frame = format!("Content-Length: {}\r\n\r\n{body}", body.len());
+                        let _ = out.write_all(frame.as_bytes()).await;
+                        let _ = out.flush().await;
+                        return;
+                    }
+                    if let Some((_, answer)) = o.answers.iter().find(|(m, _)| *m == r.method) {
+                        let _ = conn.respond(r.id, Ok(answer.clone())).await;
+                        return;
+                    }
                     let result: Result<Value, ErrorObject> = match r.method.as_str() {
                         "protocol.hello" => {
                             *epoch.lock().expect("lock") = r.params["epoch"].as_u64().unwrap_or(0);
@@ -279,6 +321,12 @@ async fn main() -> ExitCode {
                             }
                             if o.choose.is_some() || o.choose_from_context {
                                 methods.push("llm.choose");
+                            }
+                            for (m, _) in &o.answers {
+                                methods.push(m.as_str());
+                            }
+                            for (m, _) in &o.raw_answers {
+                                methods.push(m.as_str());
                             }
                             if !o.streams.is_empty() {
                                 methods.push("stream.subscribe");
@@ -377,15 +425,16 @@ async fn main() -> ExitCode {
                             None => json!({"status": "ok", "detail": "misbehaving on request"}),
                         }),
                         // What this process may do where it runs (a sandbox test looks from
-                        // outside): connect to `connect` (host:port), read each of `read`,
-                        // create a file in each directory of `write`. Each answer is "ok" or
-                        // the error.
+                        // outside): connect to `connect` (host:port) and to the unix socket
+                        // `connect_unix`, read each of `read`, create a file in each
+                        // directory of `write`, and which variables of `env` it has. Each
+                        // answer is "ok" or the error (`env`: true or false).
                         "test.probe" => {
                             let outcome = |r: std::io::Result<()>| match r {
                                 Ok(()) => json!("ok"),
                                 Err(e) => json!(e.to_string()),
                             };
-                            let mut answer = json!({"read": {}, "write": {}});
+                            let mut answer = json!({"read": {}, "write": {}, "env": {}});
                             if let Some(addr) = r.params["connect"].as_str() {
                                 let connected = tokio::time::timeout(
                                     std::time::Duration::from_secs(5),
@@ -398,6 +447,18 @@ async fn main() -> ExitCode {
                             for path in r.params["read"].as_array().into_iter().flatten() {
                                 let path = path.as_str().unwrap_or("");
                                 answer["read"][path] = outcome(std::fs::read(path).map(|_| ()));
+                            }
+                            if r.params["open_tty"] == json!(true) {
+                                // A controlling terminal would let it push keystrokes.
+                                answer["open_tty"] = outcome(std::fs::File::open("/dev/tty").map(|_| ()));
+                            }
+                            if let Some(path) = r.params["connect_unix"].as_str() {
+                                let connected = std::os::unix::net::UnixStream::connect(path);
+                                answer["connect_unix"] = outcome(connected.map(|_| ()));
+                            }
+                            for name in r.params["env"].as_array().into_iter().flatten() {
+                                let name = name.as_str().unwrap_or("");
+                                answer["env"][name] = json!(std::env::var_os(name).is_some());
                             }
                             for dir in r.params["write"].as_array().into_iter().flatten() {
                                 let dir = dir.as_str().unwrap_or("");
@@ -491,6 +552,22 @@ async fn main() -> ExitCode {
                             json!({"ok": true, "detail": format!("test plugin got {}", r.params)})
                         })),
                         "router.plan" => {
+                            if let Some((program, rest)) = o.run_on_plan.split_first() {
+                                // Not on the protocol's stdin and stdout.
+                                let started = std::process::Command::new(program)
+                                    .args(rest)
+                                    .stdin(std::process::Stdio::null())
+                                    .stdout(std::process::Stdio::null())
+                                    .spawn();
+                                match started {
+                                    Ok(mut child) => {
+                                        record(&o.record, json!({"ran": child.id()}));
+                                        // Reaped when it exits, as a careful plugin would.
+                                        std::thread::spawn(move || child.wait());
+                                    }
+                                    Err(e) => record(&o.record, json!({"ran_error": e.to_string()})),
+                                }
+                            }
                             if let Some(path) = &o.plan_file {
                                 let text = std::fs::read_to_string(path).unwrap_or_default();
                                 let plan = utter_protocol::serde_json::from_str::<Value>(&text)
