@@ -105,6 +105,7 @@ async fn unknown_keys_are_warnings_with_their_lines() {
          [[plugin]]\n\
          id = \"rules\"\n\
          entrypoint = \"utter-rules\"\n\
+         kind = \"router\"\n\
          flavour = \"mint\"\n",
     );
     let file_str = file.display().to_string();
@@ -112,7 +113,7 @@ async fn unknown_keys_are_warnings_with_their_lines() {
     let run = run_utter(&["check-config", &file_str], &env).await;
     assert_eq!(run.code, Some(0), "{run}");
     let first = format!("warning: {file_str}:3: runner.rpc_timeout: unknown key");
-    let second = format!("warning: {file_str}:7: plugin[0].flavour: unknown key");
+    let second = format!("warning: {file_str}:8: plugin[0].flavour: unknown key");
     assert_mentions(&run.stdout, &[&first, &second, "config OK"], &run);
 
     let run = run_utter(&["check-config", &file_str, "--json"], &env).await;
@@ -131,7 +132,7 @@ async fn unknown_keys_are_warnings_with_their_lines() {
         warnings,
         [
             (&json!(file_str), &json!("runner.rpc_timeout"), &json!(3)),
-            (&json!(file_str), &json!("plugin[0].flavour"), &json!(7)),
+            (&json!(file_str), &json!("plugin[0].flavour"), &json!(8)),
         ],
         "{run}"
     );
@@ -1120,4 +1121,90 @@ fn a_closed_pipe_on_stdout_is_not_a_failure() {
         .status()
         .unwrap();
     assert_eq!(status.code(), Some(0), "{status}");
+}
+
+/// The first day (issue 30): on a fresh account `utter config set` of one key writes the
+/// whole default with that key changed, and a reload keeps every plugin; a file written by
+/// hand with one setting runs the built-in plugins too; a config that would leave no router
+/// is refused by `utter reload`, and the running one stays.
+#[tokio::test]
+async fn one_changed_setting_never_stops_the_assistant() {
+    let sb = Sandbox::new();
+    let env = common::daemon::env(&sb, "state");
+    let daemon = common::daemon::Daemon::start_default(&sb).await;
+    let plugins = |status: &Value| -> Vec<String> {
+        status["plugins"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let before = run_utter(&["status", "--json"], &env).await;
+    assert_eq!(before.code, Some(0), "{before}");
+    let before = plugins(&before.json());
+    assert!(before.contains(&"rules".to_owned()), "{before:?}");
+
+    // 1. One key, on a fresh account (no config file yet).
+    // (A directory that is not there: the speech plugins stay off, as before.)
+    let model = sb.path("models/my-whisper");
+    let set = run_utter(
+        &["config", "set", "stt.model", &model.display().to_string()],
+        &env,
+    )
+    .await;
+    assert_eq!(set.code, Some(0), "{set}");
+    let file = sb.path("config/utter/config.toml");
+    let text = std::fs::read_to_string(&file).expect("config set wrote the file");
+    assert!(
+        text.contains("id = \"rules\""),
+        "the default's plugins: {text}"
+    );
+    let check = run_utter(&["check-config", "--json"], &env).await;
+    assert_eq!(check.json()["ok"], true, "{check}");
+    let reload = run_utter(&["reload", "--json"], &env).await;
+    assert_eq!(reload.code, Some(0), "{reload}");
+    assert_eq!(reload.json()["removed"], json!([]), "{reload}");
+    // Nothing that ran before is gone (a model directory now named starts the speech
+    // plugins as well).
+    let after = run_utter(&["status", "--json"], &env).await;
+    let now = plugins(&after.json());
+    assert!(before.iter().all(|p| now.contains(p)), "{before:?} {now:?}");
+    let say = run_utter(&["say", "open youtube", "--dry-run", "--json"], &env).await;
+    assert_eq!(say.json()["plan"]["router"], "rules", "{say}");
+
+    // 2. A file written by hand with one setting: the built-in plugins run.
+    std::fs::write(&file, "config_version = 1\n[ptt]\nmin_hold_ms = 200\n").unwrap();
+    let reload = run_utter(&["reload", "--json"], &env).await;
+    assert_eq!(reload.code, Some(0), "{reload}");
+    let after = run_utter(&["status", "--json"], &env).await;
+    assert_eq!(plugins(&after.json()), before, "{after}");
+
+    // 3. A config with no router: refused, and the running config stays.
+    std::fs::write(
+        &file,
+        format!(
+            "config_version = 1\n{}",
+            plugin_entry(
+                "fake_rs",
+                "action",
+                &bin("fake_rs").display().to_string(),
+                &[]
+            )
+        ),
+    )
+    .unwrap();
+    let check = run_utter(&["check-config"], &env).await;
+    assert!(
+        check.stdout.contains("no [[plugin]] of kind \"router\""),
+        "{check}"
+    );
+    let reload = run_utter(&["reload"], &env).await;
+    assert_eq!(reload.code, Some(3), "{reload}");
+    assert!(reload.stderr.contains("runs no router plugin"), "{reload}");
+    let after = run_utter(&["status", "--json"], &env).await;
+    assert_eq!(plugins(&after.json()), before, "{after}");
+    let say = run_utter(&["say", "open youtube", "--dry-run", "--json"], &env).await;
+    assert_eq!(say.json()["plan"]["router"], "rules", "{say}");
+    drop(daemon);
 }

@@ -41,7 +41,18 @@ impl Daemon {
         let dir = tempfile::tempdir().expect("temp dir");
         let sandbox = Sandbox::new();
         let config = dir.path().join("utter.toml");
-        std::fs::write(&config, format!("config_version = 1\n{config_body}")).expect("config");
+        // Push-to-talk needs no plugin: without [[plugin]] entries of its own, the config
+        // says `plugin = []` (a file that names no plugins would run the built-in ones).
+        let plugins = if config_body.contains("[[plugin]]") {
+            ""
+        } else {
+            "plugin = []\n"
+        };
+        std::fs::write(
+            &config,
+            format!("config_version = 1\n{plugins}{config_body}"),
+        )
+        .expect("config");
         let log = dir.path().join("runner.log");
         let socket = dir.path().join("runner.sock");
         let mut cmd = std::process::Command::new(bin("utter"));

@@ -779,6 +779,10 @@ pub struct Config {
     /// never read from a file).
     #[serde(skip)]
     pub start_capture: bool,
+    /// The file had no `plugin` key, so its plugins are the built-in default's
+    /// ([`default_plugins`]); never read from a file.
+    #[serde(skip)]
+    pub plugins_inherited: bool,
 }
 
 /// A config that loaded, with where it came from and the warnings found.
@@ -882,6 +886,13 @@ impl Config {
         self.plugin_for(&self.audio.plugin, "audio")
     }
 
+    /// Whether a plugin that can plan runs (one of kind `router`, or a `bundle`, which may
+    /// serve `router.plan`): without one every command fails.
+    pub fn runs_a_router(&self) -> bool {
+        self.active_plugins()
+            .any(|p| matches!(p.kind.as_str(), "router" | "bundle"))
+    }
+
     /// The plugin entries that will run: enabled and not in `[plugins] disabled`.
     ///
     /// A capture plugin (kind `audio`) serves only the voice loop, so it runs only when a
@@ -908,6 +919,41 @@ impl Config {
 /// `$HOME/.config/utter/config.toml`.
 pub fn user_config_path() -> Option<PathBuf> {
     crate::paths::BaseDirs::from_env().config_file()
+}
+
+/// The built-in default config ([`DEFAULT_CONFIG`]) as a TOML table, which every file is
+/// layered over ([`layered`]).
+fn default_table() -> &'static toml::Table {
+    static DEFAULT: std::sync::OnceLock<toml::Table> = std::sync::OnceLock::new();
+    DEFAULT.get_or_init(|| DEFAULT_CONFIG.parse().unwrap_or_default())
+}
+
+/// `own` layered over `base`: tables merged key by key, at every depth; any other value
+/// (a number, a string, an array, the `[[plugin]]` array of tables) is `own`'s where it
+/// has one, else `base`'s.
+fn layered(base: &toml::Table, own: &toml::Table) -> toml::Table {
+    let mut out = base.clone();
+    for (key, value) in own {
+        let merged = match (out.get(key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => {
+                toml::Value::Table(layered(b, o))
+            }
+            _ => value.clone(),
+        };
+        out.insert(key.clone(), merged);
+    }
+    out
+}
+
+/// The `[[plugin]]` entries of the built-in default config ([`DEFAULT_CONFIG`]), which a
+/// config without a `plugin` key runs.
+pub fn default_plugins() -> &'static [PluginEntry] {
+    static DEFAULTS: std::sync::OnceLock<Vec<PluginEntry>> = std::sync::OnceLock::new();
+    DEFAULTS.get_or_init(|| {
+        toml::from_str::<Config>(DEFAULT_CONFIG)
+            .map(|c| c.plugin)
+            .unwrap_or_default()
+    })
 }
 
 /// Load `path`, or the user's config, or the embedded default when neither exists.
@@ -1349,14 +1395,43 @@ pub fn set_in_file(
     } else {
         None
     };
+    // A file that does not exist yet starts as the built-in default, comments and all: the
+    // one value set changes that value only, and everything else runs as before.
     let text = match crate::paths::read_regular_file(&path, MAX_CONFIG_BYTES) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            format!("config_version = {CONFIG_VERSION}\n")
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => DEFAULT_CONFIG.to_owned(),
         Err(e) => return Err(io("read", e)),
     };
-    let edited = set_values(&text, &origin, edits)?;
+    let before = parse(&text, &origin).ok();
+    let mut edited = set_values(&text, &origin, edits)?;
+    // Say when the change leaves a plugin that ran before out.
+    if let (Some(before), Ok(after)) = (before, parse(&edited.text, &origin)) {
+        let ran: Vec<String> = before
+            .config
+            .active_plugins()
+            .map(|p| p.id.clone())
+            .collect();
+        let runs: Vec<String> = after
+            .config
+            .active_plugins()
+            .map(|p| p.id.clone())
+            .collect();
+        let lost: Vec<&String> = ran.iter().filter(|id| !runs.contains(id)).collect();
+        if !lost.is_empty() {
+            edited.warnings.push(ConfigIssue {
+                file: origin.clone(),
+                line: None,
+                key: None,
+                message: format!(
+                    "after this change these plugins no longer run: {}",
+                    lost.iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+    }
     if write && !edited.changed.is_empty() {
         let mode = std::fs::metadata(&path)
             .map(|m| m.permissions().mode() & 0o7777)
@@ -1618,6 +1693,25 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
         unknown.push(path.to_string());
     })
     .map_err(|e| wrong_types(text, origin, &e))?;
+    // The file is layered over the built-in default: what it leaves out is the default's
+    // (a file holding one setting changes that setting only, and runs the built-in
+    // plugins); `[[plugin]]` entries, or `plugin = []`, choose the plugins. The file alone
+    // was checked above, so errors name its own lines.
+    if origin != DEFAULT_CONFIG_ORIGIN {
+        if let Ok(own) = text.parse::<toml::Table>() {
+            let version = config.config_version;
+            match toml::Value::Table(layered(default_table(), &own)).try_into::<Config>() {
+                Ok(mut merged) => {
+                    merged.config_version = version;
+                    merged.plugins_inherited = !own.contains_key("plugin");
+                    config = merged;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the config could not be layered over the default; read as it is")
+                }
+            }
+        }
+    }
     // `~/` in a sandbox path is the home directory, as in [stt] model.
     for p in &mut config.plugin {
         for path in p.read_paths.iter_mut().chain(p.write_paths.iter_mut()) {
@@ -1941,7 +2035,7 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             file: origin.to_owned(),
             line: None,
             key: None,
-            message: "no [[plugin]] entries: nothing will run".into(),
+            message: "plugin = [] names no plugin: nothing will run (remove the key to run the built-in plugins, or add [[plugin]] entries)".into(),
         });
     }
     let r = &config.runner;
@@ -3039,8 +3133,9 @@ mod tests {
             format!("[[plugin]]\nid = \"{id}\"\nkind = \"{kind}\"\nentrypoint = [\"x\"]\n")
         };
         let ids = |c: &Config| c.active_plugins().map(|p| p.id.clone()).collect::<Vec<_>>();
+        // (No model named: the stt plugin's own setting, so it runs.)
         let text = format!(
-            "config_version = 1\n{}{}",
+            "config_version = 1\n[stt]\nmodel = \"\"\n{}{}",
             entry("rules", "router"),
             entry("mic", "audio")
         );
@@ -3408,6 +3503,114 @@ mod tests {
         assert!(edited.text.contains("\r\n[llm]\r\n"), "{:?}", edited.text);
         let read: toml::Table = edited.text.trim_start_matches('\u{feff}').parse().unwrap();
         assert_eq!(read["llm"]["api_model"].as_str(), Some("first\nsecond"));
+    }
+
+    #[test]
+    fn a_file_with_nothing_but_its_version_is_the_built_in_default() {
+        // Every value a file leaves out is the built-in default's: one key changes one key.
+        let embedded = parse(DEFAULT_CONFIG, DEFAULT_CONFIG_ORIGIN).unwrap().config;
+        let mut bare = parse("config_version = 1\n", "bare.toml").unwrap().config;
+        assert!(bare.plugins_inherited);
+        bare.plugins_inherited = false;
+        // A missing [socket] table reads as an empty one (it opens nothing either way).
+        bare.socket = bare.socket.or_else(|| Some(SocketSection::default()));
+        let mut differ = Vec::new();
+        macro_rules! same {
+            ($($field:ident),*) => {$(
+                if embedded.$field != bare.$field {
+                    differ.push(format!("{}: {:?} != {:?}", stringify!($field), embedded.$field, bare.$field));
+                }
+            )*};
+        }
+        same!(
+            runner, socket, security, policy, plugins, ptt, audio, stt, tts, decide, llm, models,
+            plugin
+        );
+        assert!(
+            differ.is_empty(),
+            "the struct defaults differ from data/config.default.toml:\n{}",
+            differ.join("\n")
+        );
+    }
+
+    #[test]
+    fn a_file_that_names_no_plugins_runs_the_built_in_ones() {
+        let one_key = parse("config_version = 1\n[ptt]\nevdev = true\n", "one.toml").unwrap();
+        assert!(one_key.config.ptt.evdev);
+        assert!(one_key.config.plugins_inherited);
+        let ids: Vec<&str> = one_key
+            .config
+            .plugin
+            .iter()
+            .map(|p| p.id.as_str())
+            .collect();
+        let defaults: Vec<&str> = default_plugins().iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(ids, defaults);
+        assert!(ids.contains(&"rules") && ids.contains(&"a11y"), "{ids:?}");
+        assert!(
+            !one_key
+                .warnings
+                .iter()
+                .any(|w| w.message.contains("nothing will run")),
+            "{:?}",
+            one_key.warnings
+        );
+        // `[[plugin]]` entries choose; `plugin = []` chooses none, and says so.
+        let own = parse(
+            "config_version = 1\n[[plugin]]\nid = \"mine\"\nkind = \"router\"\nentrypoint = [\"/bin/true\"]\n",
+            "own.toml",
+        )
+        .unwrap();
+        assert_eq!(own.config.plugin.len(), 1);
+        assert!(!own.config.plugins_inherited);
+        let none = parse("config_version = 1\nplugin = []\n", "none.toml").unwrap();
+        assert!(none.config.plugin.is_empty());
+        assert!(
+            none.warnings
+                .iter()
+                .any(|w| w.message.contains("nothing will run")),
+            "{:?}",
+            none.warnings
+        );
+    }
+
+    #[test]
+    fn setting_a_key_of_a_file_that_does_not_exist_starts_from_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("utter/config.toml");
+        let edited = set_in_file(
+            &path,
+            &[("stt.model".into(), toml_edit::Value::from("/models/tiny"))],
+            true,
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, edited.text);
+        // The default's comments and plugins are there; only the one value differs.
+        assert!(text.contains("[[plugin]]\nid = \"rules\""), "{text}");
+        assert!(text.contains("# What it may reach when [security] enforce = true"));
+        let loaded = parse(&text, "x").unwrap().config;
+        assert_eq!(loaded.stt.model, "/models/tiny");
+        let default = parse(DEFAULT_CONFIG, DEFAULT_CONFIG_ORIGIN).unwrap().config;
+        assert_eq!(loaded.plugin, default.plugin);
+        // A change that leaves a plugin out says so.
+        let edited = set_in_file(
+            &path,
+            &[(
+                "plugins.disabled".into(),
+                "[\"a11y\"]".parse::<toml_edit::Value>().unwrap(),
+            )],
+            false,
+        )
+        .unwrap();
+        assert!(
+            edited
+                .warnings
+                .iter()
+                .any(|w| w.message.contains("no longer run: a11y")),
+            "{:?}",
+            edited.warnings
+        );
     }
 
     #[test]

@@ -534,6 +534,24 @@ impl Runner {
     pub async fn reload(&self) -> Result<ReloadReport, ConfigError> {
         let _guard = self.reload_lock.lock().await;
         let loaded = config::load(self.config_path.as_deref())?;
+        // A config that would leave no router stops every command: keep the one in force.
+        let had_one = self
+            .config
+            .read()
+            .expect("config lock")
+            .config
+            .runs_a_router();
+        if had_one && !loaded.config.runs_a_router() {
+            return Err(ConfigError {
+                errors: vec![config::ConfigIssue {
+                    file: loaded.origin.clone(),
+                    line: None,
+                    key: None,
+                    message: "this config runs no router plugin (kind \"router\"), so every command would fail with \"no router plugin is running\"; the running config is kept. Add the built-in one ([[plugin]] id = \"rules\", kind = \"router\", entrypoint = [\"utter\", \"plugin\", \"rules\"]), or remove every [[plugin]] entry to run the built-in plugins".into(),
+                }],
+                warnings: loaded.warnings,
+            });
+        }
         for warning in &loaded.warnings {
             tracing::warn!("config: {warning}");
         }

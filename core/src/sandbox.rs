@@ -7,7 +7,8 @@
 //! - a root of its own: the system directories (`/usr`, `/etc`, `/lib*`, `/bin`, `/sbin`,
 //!   `/opt`) read-only, its program and the absolute paths its entrypoint names read-only,
 //!   its `read_paths` and the user's utter configuration (`$XDG_CONFIG_HOME/utter`, where
-//!   the router's profiles are) read-only, its `write_paths` writable; `/proc`, a minimal
+//!   the router's profiles are) read-only (a plugin of kind `stt` also the speech models,
+//!   `$XDG_DATA_HOME/utter/models`), its `write_paths` writable; `/proc`, a minimal
 //!   `/dev` and a private `/tmp`. Nothing else: not the rest of the home directory, not
 //!   `$XDG_RUNTIME_DIR`;
 //! - a network namespace of its own (no network at all, not even the host's loopback) unless
@@ -481,13 +482,17 @@ fn allowed_paths(start: &Start<'_>) -> (Vec<String>, Vec<String>) {
         .map(PathBuf::from);
     // The user's utter configuration ($XDG_CONFIG_HOME/utter: the router's profiles), which
     // holds nothing secret (the token lives in the state directory).
-    let utter_config = utter_ipc::paths::BaseDirs::from_lookup(|name| {
+    let dirs = utter_ipc::paths::BaseDirs::from_lookup(|name| {
         (start.env)(name).map(std::ffi::OsString::from)
-    })
-    .config_file()
-    .and_then(|f| f.parent().map(Path::to_path_buf));
+    });
+    let utter_config = dirs
+        .config_file()
+        .and_then(|f| f.parent().map(Path::to_path_buf));
+    // A speech-to-text plugin reads the models `utter models pull` installs.
+    let models = dirs.models_dir().filter(|_| start.entry.kind == "stt");
     let extra = std::iter::once(program)
         .chain(utter_config)
+        .chain(models)
         .chain(named)
         .chain(start.entry.read_paths.iter().map(PathBuf::from))
         .chain(cwd);

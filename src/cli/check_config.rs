@@ -78,6 +78,14 @@ fn entrypoint_issues(loaded: &LoadedConfig) -> (Vec<ConfigIssue>, Vec<ConfigIssu
             message: format!("plugins {} will not start: {why}", ids.join(", ")),
         });
     }
+    if !config.plugin.is_empty() && !config.runs_a_router() {
+        warnings.push(ConfigIssue {
+            file: loaded.origin.clone(),
+            line: None,
+            key: Some("plugin".into()),
+            message: "no [[plugin]] of kind \"router\" runs: every command will fail with \"no router plugin is running\" (and `utter reload` refuses this config); the built-in one is [[plugin]] id = \"rules\", kind = \"router\", entrypoint = [\"utter\", \"plugin\", \"rules\"]".into(),
+        });
+    }
     for entry in config.active_plugins() {
         let argv = entry.entrypoint.argv();
         let Some(first) = argv.first() else { continue };

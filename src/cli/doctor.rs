@@ -296,7 +296,7 @@ pub async fn run(args: &Args, config_path: Option<&Path>, socket: Option<&Path>)
                 ));
             }
         }
-        checks.extend(sandbox_check(config).await);
+        checks.extend(sandbox_check(config, &reports).await);
         if let Some(missing) = config.stt.missing_model() {
             checks.push(warn(
                 "speech-model",
@@ -502,14 +502,96 @@ fn plugin_json(report: &PluginReport, now: &LockedPlugin, lock: Option<&Lockfile
     })
 }
 
-async fn sandbox_check(config: &Config) -> Vec<Check> {
+/// The permissions a sandbox decides that each sandboxed plugin declares (its hello) but
+/// its `[[plugin]]` entry does not grant: what the sandbox would take from it.
+fn ungranted(config: &Config, reports: &[PluginReport]) -> Vec<(String, Vec<String>)> {
+    const DECIDED: &[&str] = &[
+        "network",
+        "microphone",
+        "accessibility",
+        "dbus",
+        "wayland",
+        "compositor",
+        "input-injection",
+    ];
+    reports
+        .iter()
+        .filter_map(|r| {
+            let entry = config.plugin.iter().find(|e| e.id == r.id)?;
+            if !entry.sandbox {
+                return None;
+            }
+            let missing: Vec<String> = r
+                .permissions
+                .iter()
+                .filter(|p| DECIDED.contains(&p.as_str()) && !entry.permissions.contains(p))
+                .cloned()
+                .collect();
+            (!missing.is_empty()).then(|| (r.id.clone(), missing))
+        })
+        .collect()
+}
+
+/// "a11y (accessibility, dbus), input (dbus)".
+fn describe_ungranted(list: &[(String, Vec<String>)]) -> String {
+    list.iter()
+        .map(|(id, missing)| format!("{id} ({})", missing.join(", ")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+async fn sandbox_check(config: &Config, reports: &[PluginReport]) -> Vec<Check> {
+    let ungranted = ungranted(config, reports);
     if !config.security.enforce {
+        // Recommend the switch only when it keeps everything working.
+        if ungranted.is_empty() {
+            return vec![warn(
+                "sandbox",
+                "[security] enforce is off: plugins run unconfined",
+                "set [security] enforce = true in the config (needs bubblewrap); every plugin's entry grants what it declares",
+            )];
+        }
         return vec![warn(
             "sandbox",
-            "[security] enforce is off: plugins run unconfined",
-            "set [security] enforce = true in the config (needs bubblewrap)",
+            format!(
+                "[security] enforce is off: plugins run unconfined; turned on now, the sandbox would withhold what these declare: {}",
+                describe_ungranted(&ungranted)
+            ),
+            "grant each of them first (permissions = [...] in its [[plugin]] entry), then set [security] enforce = true",
         )];
     }
+    let mut checks = Vec::new();
+    for (id, missing) in &ungranted {
+        let degraded = reports
+            .iter()
+            .any(|r| &r.id == id && r.status != utter_ipc::status::PluginStatus::Ok);
+        let detail = format!(
+            "{id} declares {} but its [[plugin]] entry does not grant it, so its sandbox withholds it{}",
+            missing.join(", "),
+            if degraded {
+                " (and it is degraded)"
+            } else {
+                ""
+            }
+        );
+        checks.push(warn(
+            "sandbox",
+            detail,
+            format!(
+                "add permissions = [{}] to its [[plugin]] entry",
+                missing
+                    .iter()
+                    .map(|m| format!("{m:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    checks.extend(sandbox_mechanism(config).await);
+    checks
+}
+
+async fn sandbox_mechanism(config: &Config) -> Vec<Check> {
     match utter_core::sandbox::Mechanism::detect(true, &config.security.sandbox).await {
         utter_core::sandbox::Mechanism::Bwrap(path) => vec![pass(
             "sandbox",

@@ -59,13 +59,23 @@ impl Daemon {
     /// Start `utter daemon --no-dbus --config CONFIG [--socket SOCKET]` in `sb` and wait
     /// until it answers on its socket.
     pub async fn start(sb: &Sandbox, config: &Path, socket: Option<&Path>) -> Daemon {
+        Daemon::start_with(sb, Some(config), socket).await
+    }
+
+    /// Start `utter daemon --no-dbus` with no `--config`: the user's config file in `sb`
+    /// (`$XDG_CONFIG_HOME/utter/config.toml`) when there is one, else the built-in default.
+    pub async fn start_default(sb: &Sandbox) -> Daemon {
+        Daemon::start_with(sb, None, None).await
+    }
+
+    async fn start_with(sb: &Sandbox, config: Option<&Path>, socket: Option<&Path>) -> Daemon {
         let log = sb.path(&format!("daemon-{}.log", unique()));
         let mut cmd = std::process::Command::new(bin("utter"));
-        cmd.arg("daemon")
-            .arg("--no-dbus")
-            .arg("--config")
-            .arg(config)
-            .env_clear()
+        cmd.arg("daemon").arg("--no-dbus");
+        if let Some(config) = config {
+            cmd.arg("--config").arg(config);
+        }
+        cmd.env_clear()
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("daemon log"));

@@ -64,6 +64,51 @@ fn plugin_error(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::PluginError, message)
 }
 
+/// The program a terminal's argv runs (`foot -e claude`, `kitty codex`, `gnome-terminal --
+/// aider`), when it names one: what a coding agent's step starts inside the terminal.
+fn run_in_terminal(argv: &[String]) -> Option<&str> {
+    let after_flag = argv
+        .iter()
+        .position(|a| matches!(a.as_str(), "-e" | "-x" | "--" | "--command" | "--exec"))
+        .and_then(|i| argv.get(i + 1));
+    let terminal = argv
+        .first()
+        .and_then(|p| std::path::Path::new(p).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    // These take the program as their argument (`kitty codex`); with options before it,
+    // which of them take a value is not known here, so only the plain form is read.
+    let positional = (matches!(terminal, "foot" | "footclient" | "kitty") && argv.len() == 2)
+        .then(|| argv.get(1).filter(|a| !a.starts_with('-')))
+        .flatten();
+    after_flag.or(positional).map(String::as_str)
+}
+
+/// A program that is not installed fails before anything is sent (a dry run says the
+/// same): the compositor would only log `exec: firefox: not found`, and the step would look
+/// like an application that is slow to start. Looked up as `execvp` would, in this
+/// plugin's `PATH` (the runner's).
+fn check_installed(argv: &[String]) -> Result<(), ErrorObject> {
+    let program = argv.first().map(String::as_str).unwrap_or("");
+    let missing = std::iter::once(program)
+        .chain(run_in_terminal(argv))
+        .find(|p| utter_desktop::spawn::find_program(p, None).is_none());
+    let Some(program) = missing else {
+        return Ok(());
+    };
+    let shown = crate::backend::clean(program);
+    let path = std::env::var("PATH").unwrap_or_default();
+    Err(plugin_error(if program.contains('/') {
+        format!("{shown} is not installed: there is no executable file at that path")
+    } else {
+        format!(
+            "{shown} is not installed: no program {shown} in PATH ({}); install it (on Debian: apt install {shown}, or the package that provides it), or give its full path",
+            crate::backend::clean(&path)
+        )
+    })
+    .with_data(json!({"program": shown, "installed": false})))
+}
+
 /// What the background connector has achieved so far.
 #[derive(Default, Clone)]
 struct Connection {
@@ -336,6 +381,18 @@ impl Service {
                 }
             },
         };
+        // What would be sent is well formed; is the program there?
+        if action.name == "spawn" {
+            let argv: Vec<String> = args
+                .args
+                .iter()
+                .map(|a| match a {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            check_installed(&argv)?;
+        }
         let mut result = json!({
             "ok": true,
             "dry_run": dry_run,
@@ -693,6 +750,7 @@ impl Service {
         let sent = backend
             .spawn(&argv)
             .map_err(|e| invalid_params(format!("ensure_app: {e}")))?;
+        check_installed(&argv)?;
         let mut result = json!({
             "ok": true,
             "dry_run": dry_run,

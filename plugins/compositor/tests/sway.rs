@@ -841,3 +841,53 @@ async fn a_dead_sway_is_reported_not_served_as_connected() {
     assert_eq!(e.code, -32000);
     assert!(e.message.contains("reconnecting"), "{}", e.message);
 }
+
+/// A program that is not installed is a failure before anything is sent (issue 30): sway
+/// would only log `exec: firefox: not found`, and the step would read as a slow start. The
+/// dry run says the same; a coding agent inside a terminal's argv is looked up too.
+#[tokio::test]
+async fn starting_a_program_that_is_not_installed_fails_and_says_what_to_install() {
+    let sway = SwaySession::start();
+    let plugin = start_plugin(Some(&sway.socket)).await;
+    let windows_before = sway.views().len();
+    for dry_run in [true, false] {
+        let e = plugin
+            .request(
+                "action.invoke",
+                json!({"op": "ensure_app", "dry_run": dry_run,
+                       "args": {"app": "firefox", "argv": ["no-such-browser-utter"]}}),
+            )
+            .await
+            .expect_err("not installed");
+        assert_eq!(e.code, -32000, "{}", e.message);
+        assert!(
+            e.message.contains("no-such-browser-utter is not installed")
+                && e.message.contains("apt install"),
+            "{}",
+            e.message
+        );
+        let e = plugin
+            .request(
+                "action.invoke",
+                json!({"op": "niri", "dry_run": dry_run,
+                       "args": {"command": "spawn", "args": ["foot", "-e", "no-such-agent-utter"]}}),
+            )
+            .await
+            .expect_err("the agent is not installed");
+        assert!(
+            e.message.contains("no-such-agent-utter is not installed"),
+            "{}",
+            e.message
+        );
+    }
+    // An installed one is found (a dry run: nothing starts).
+    let ok = plugin
+        .request(
+            "action.invoke",
+            json!({"op": "ensure_app", "dry_run": true, "args": {"app": "nothing-open", "argv": ["foot"]}}),
+        )
+        .await
+        .expect("foot is installed");
+    assert_eq!(ok["ok"], true, "{ok}");
+    assert_eq!(sway.views().len(), windows_before, "nothing was started");
+}
