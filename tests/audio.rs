@@ -174,3 +174,69 @@ async fn record_writes_a_16k_mono_wav_of_what_was_spoken() {
     let n = reader.len();
     assert!((15_000..=17_000).contains(&n), "{n} samples for 1 s");
 }
+
+/// "volume up" with no player named is the desktop's sound (issue 30): the default audio
+/// sink's volume changes, read back with `wpctl` here as the test's own oracle; "mute" and
+/// "unmute" likewise.
+#[tokio::test]
+async fn volume_up_and_mute_change_the_default_sink_under_a_real_pipewire() {
+    let pw = PipeWireSession::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "config_version = 1\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n\n[[plugin]]\nid = \"desktop\"\nkind = \"action\"\nentrypoint = [\"utter\", \"plugin\", \"desktop\"]\n",
+    )
+    .unwrap();
+    let level = || {
+        let out = pw
+            .command("wpctl")
+            .args(["get-volume", "@DEFAULT_AUDIO_SINK@"])
+            .output()
+            .expect("wpctl runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let volume = |text: &str| -> f64 {
+        text.split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("wpctl said {text:?}"))
+    };
+    // A known start: 50%, not muted.
+    let set = pw
+        .command("wpctl")
+        .args(["set-volume", "@DEFAULT_AUDIO_SINK@", "0.5"])
+        .status()
+        .expect("wpctl runs");
+    assert!(set.success(), "the test sink takes a volume: {}", level());
+    let config = config.display().to_string();
+    let say = |words: &'static str| {
+        let config = config.clone();
+        let env = pw.env();
+        async move { run_utter(&["--config", &config, "say", words, "--json"], &env).await }
+    };
+    let run = say("volume up").await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let step = &run.json()["results"][0];
+    assert_eq!(step["op"], "media", "{run}");
+    assert_eq!(step["result"]["target"], "system", "{run}");
+    assert_eq!(step["verified"], true, "{run}");
+    assert!(
+        (volume(&level()) - 0.55).abs() < 0.011,
+        "{} after: {run}",
+        level()
+    );
+    let run = say("turn the volume down").await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(
+        (volume(&level()) - 0.50).abs() < 0.011,
+        "{} after: {run}",
+        level()
+    );
+    let run = say("mute").await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(level().contains("[MUTED]"), "{} after: {run}", level());
+    let run = say("unmute").await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(!level().contains("[MUTED]"), "{} after: {run}", level());
+}

@@ -8,7 +8,8 @@
 //!   site (read with `host.context`, focused with `host.action focus_app`), else open the URL
 //!   like `open_url`.
 //! * `launch_app {app_id, name?}`: [`launch`] (desktop entry, `Exec` expansion, detached).
-//! * `media {command, player?}`: [`media`] (MPRIS over the session bus).
+//! * `media {command, player?}`: [`media`] (MPRIS over the session bus; the volume with no
+//!   player named: the default audio sink, [`volume`]).
 //!
 //! Errors: `-32601` for an unknown op, `-32602` for bad arguments, `-32000` when the action
 //! could not be done (the message says what to fix). `plugin.health` is always `ok`; its
@@ -23,6 +24,7 @@ pub mod media;
 pub mod open_url;
 pub mod portal;
 pub mod spawn;
+pub mod volume;
 
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};

@@ -14,9 +14,12 @@
 //! `PropertiesChanged` from the plugin's start), whichever came later: with one player
 //! paused by "pause" and another idle, "play" resumes the first.
 //!
-//! Volume (`volume_up`, `volume_down`: a step of [`VOLUME_STEP`]; `mute`; `unmute`: the
-//! volume before the mute, else half): the `Volume` property (0.0 to 1.0), read back after
-//! it is set, so the result says whether the player took it (`verified`).
+//! Volume with no `player` named is the system's: the default audio sink ([`crate::volume`],
+//! WirePlumber's `wpctl`). A player's own volume (`volume_up`, `volume_down`: a step of
+//! [`VOLUME_STEP`]; `mute`; `unmute`: the volume before the mute, else half) is its `Volume`
+//! property (0.0 to 1.0), read back after it is set, so the result says whether the player
+//! took it (`verified`); it is used when a player is named, or when the system volume cannot
+//! be reached.
 
 use crate::bus::{self, bounded};
 use crate::plugin_error;
@@ -177,7 +180,7 @@ impl Command {
     }
 
     /// Whether it sets the volume.
-    fn is_volume(self) -> bool {
+    pub fn is_volume(self) -> bool {
         matches!(
             self,
             Command::VolumeUp | Command::VolumeDown | Command::Mute | Command::Unmute
@@ -271,6 +274,34 @@ pub fn choose<'a>(
 ///
 /// `-32000` when there is no session bus, no (matching) player, or the player refused.
 pub async fn run(args: MediaArgs, dry_run: bool) -> Result<Value, ErrorObject> {
+    // "volume up" with no player named is the desktop's sound: the default audio sink.
+    // Only where that cannot be reached (no PipeWire, no WirePlumber) is a player's own
+    // volume changed instead, and the result says why.
+    let mut system_unreachable = None;
+    if args.command.is_volume() && args.player.is_none() {
+        match crate::volume::level().await {
+            Ok(_) => return crate::volume::run(args.command, dry_run).await,
+            Err(why) => system_unreachable = Some(why),
+        }
+    }
+    let result = player_run(args, dry_run).await;
+    match (result, system_unreachable) {
+        (Ok(mut result), Some(why)) => {
+            let detail = result["detail"].as_str().unwrap_or("").to_owned();
+            result["detail"] = json!(format!(
+                "{detail} (the system volume could not be reached: {why})"
+            ));
+            Ok(result)
+        }
+        (Err(mut e), Some(why)) => {
+            e.message = format!("{why}; and no player's volume instead: {}", e.message);
+            Err(e)
+        }
+        (result, None) => result,
+    }
+}
+
+async fn player_run(args: MediaArgs, dry_run: bool) -> Result<Value, ErrorObject> {
     let (conn, _address) = bus::connect()
         .await
         .map_err(|e| plugin_error(e.to_string()))?;

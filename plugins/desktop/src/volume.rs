@@ -1,0 +1,220 @@
+//! The system volume: the default audio sink of PipeWire, through WirePlumber's `wpctl`
+//! (`get-volume`, `set-volume`, `set-mute` on `@DEFAULT_AUDIO_SINK@`). What "volume up",
+//! "mute" and "unmute" mean when no player is named: the sound of the whole desktop, not
+//! one player's own volume slider.
+//!
+//! Every change is read back (`wpctl get-volume`), so the result says whether the sink took
+//! it (`verified`). Up and down move by [`STEP`] and never above 100%.
+
+use crate::media::Command;
+use crate::plugin_error;
+use serde_json::{Value, json};
+use std::time::Duration;
+use utter_protocol::ErrorObject;
+
+/// One step of "volume up" and "volume down", as a fraction of full volume.
+pub const STEP: f64 = 0.05;
+/// The sink `wpctl` acts on.
+const SINK: &str = "@DEFAULT_AUDIO_SINK@";
+/// The longest one `wpctl` call may take.
+const WPCTL_WAIT: Duration = Duration::from_secs(5);
+
+/// What `wpctl get-volume` said: `Volume: 0.40 [MUTED]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Level {
+    /// The volume, 0.0 to 1.0 (or above, when something raised it past 100%).
+    pub volume: f64,
+    /// Whether the sink is muted.
+    pub muted: bool,
+}
+
+/// Read `wpctl get-volume`'s answer (`Volume: 0.40`, `Volume: 0.40 [MUTED]`).
+pub fn parse_level(text: &str) -> Option<Level> {
+    let rest = text.trim().strip_prefix("Volume:")?.trim();
+    let mut words = rest.split_whitespace();
+    let volume: f64 = words.next()?.parse().ok()?;
+    if !volume.is_finite() || volume < 0.0 {
+        return None;
+    }
+    Some(Level {
+        volume,
+        muted: words.any(|w| w == "[MUTED]"),
+    })
+}
+
+/// Run `wpctl ARGS`; its standard output, or why it failed in words.
+async fn wpctl(args: &[&str]) -> Result<String, String> {
+    let Some(program) = crate::spawn::find_program("wpctl", None) else {
+        return Err(
+            "wpctl is not installed (Debian: apt install wireplumber), so the system volume cannot be set"
+                .into(),
+        );
+    };
+    let run = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(WPCTL_WAIT, run)
+        .await
+        .map_err(|_| format!("wpctl {} did not answer within 5 s", args.join(" ")))?
+        .map_err(|e| format!("wpctl could not run: {e}"))?;
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "wpctl {} failed ({}): {}; is PipeWire with WirePlumber running, with an audio output?",
+            args.join(" "),
+            crate::spawn::describe_status(out.status),
+            utter_protocol::text::clip(said.trim(), 300)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The default sink's level now.
+///
+/// # Errors
+/// Why it could not be read (no wpctl, no PipeWire, no sink), in words.
+pub async fn level() -> Result<Level, String> {
+    let said = wpctl(&["get-volume", SINK]).await?;
+    parse_level(&said).ok_or_else(|| {
+        format!(
+            "wpctl get-volume answered {:?}, which is no volume",
+            utter_protocol::text::clip(said.trim(), 120)
+        )
+    })
+}
+
+/// Change the system volume by `command` (a volume command) and read it back.
+///
+/// Result: `{ok, dry_run, target: "system", sink: "@DEFAULT_AUDIO_SINK@", volume_before,
+/// volume_after, muted_before, muted_after, verified, detail}`.
+///
+/// # Errors
+/// `-32000` when the level cannot be read or set (with the reason and what to install).
+pub async fn run(command: Command, dry_run: bool) -> Result<Value, ErrorObject> {
+    let before = level().await.map_err(plugin_error)?;
+    let percent = |v: f64| (v * 100.0).round();
+    // The wpctl arguments, the level wanted, and what is done in words (to do, done).
+    let (args, wanted, to_do, done): (Vec<String>, Level, String, String) = match command {
+        Command::VolumeUp | Command::VolumeDown => {
+            let up = command == Command::VolumeUp;
+            let volume = if up {
+                (before.volume + STEP).min(1.0_f64.max(before.volume))
+            } else {
+                (before.volume - STEP).max(0.0)
+            };
+            let mut args = vec!["set-volume".to_owned()];
+            if up {
+                args.extend(["-l".to_owned(), "1.0".to_owned()]);
+            }
+            args.push(SINK.to_owned());
+            args.push(format!("{}%{}", percent(STEP), if up { '+' } else { '-' }));
+            let change = format!(
+                "the system volume from {:.0}% to {:.0}%",
+                percent(before.volume),
+                percent(volume)
+            );
+            let (to_do, done) = if up {
+                (format!("raise {change}"), format!("raised {change}"))
+            } else {
+                (format!("lower {change}"), format!("lowered {change}"))
+            };
+            let wanted = Level {
+                volume,
+                muted: before.muted,
+            };
+            (args, wanted, to_do, done)
+        }
+        Command::Mute | Command::Unmute => {
+            let mute = command == Command::Mute;
+            let args = vec![
+                "set-mute".to_owned(),
+                SINK.to_owned(),
+                if mute { "1" } else { "0" }.to_owned(),
+            ];
+            let (to_do, done) = if mute {
+                ("mute the system sound", "muted the system sound")
+            } else {
+                ("unmute the system sound", "unmuted the system sound")
+            };
+            let wanted = Level {
+                muted: mute,
+                ..before
+            };
+            (args, wanted, to_do.to_owned(), done.to_owned())
+        }
+        other => {
+            return Err(ErrorObject::invalid_params(format!(
+                "{} is not a volume command",
+                other.method()
+            )));
+        }
+    };
+    let mut result = json!({
+        "ok": true,
+        "dry_run": dry_run,
+        "target": "system",
+        "sink": SINK,
+        "volume_before": before.volume,
+        "muted_before": before.muted,
+    });
+    if dry_run {
+        result["detail"] = json!(format!(
+            "would {to_do} (the default audio sink, with wpctl)"
+        ));
+        return Ok(result);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    wpctl(&args).await.map_err(plugin_error)?;
+    let after = level().await.ok();
+    let verified =
+        after.is_some_and(|a| a.muted == wanted.muted && (a.volume - wanted.volume).abs() < 0.011);
+    result["volume_after"] = json!(after.map(|a| a.volume));
+    result["muted_after"] = json!(after.map(|a| a.muted));
+    result["verified"] = json!(verified);
+    let read_back = match after {
+        Some(_) if verified => "read back from the default audio sink".to_owned(),
+        Some(a) => format!(
+            "but the default audio sink reads {:.0}%{}",
+            percent(a.volume),
+            if a.muted { ", muted" } else { "" }
+        ),
+        None => "but its level could not be read back".to_owned(),
+    };
+    result["detail"] = json!(format!("{done}; {read_back}"));
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wpctl_levels_are_read_and_anything_else_is_not() {
+        assert_eq!(
+            parse_level("Volume: 0.40\n"),
+            Some(Level {
+                volume: 0.40,
+                muted: false
+            })
+        );
+        assert_eq!(
+            parse_level("Volume: 1.00 [MUTED]"),
+            Some(Level {
+                volume: 1.0,
+                muted: true
+            })
+        );
+        for bad in [
+            "",
+            "Volume:",
+            "Volume: loud",
+            "Volume: -1",
+            "Volume: NaN",
+            "0.4",
+        ] {
+            assert_eq!(parse_level(bad), None, "{bad:?}");
+        }
+    }
+}
