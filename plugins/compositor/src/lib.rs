@@ -54,6 +54,7 @@ pub mod apps;
 pub mod backend;
 pub mod model;
 pub mod niri;
+pub mod screenshot;
 pub mod service;
 pub mod sway;
 pub mod table;

@@ -371,6 +371,10 @@ impl Service {
         } else {
             before.focused.clone()
         };
+        // sway has no screenshot action: grim takes it (wlr-screencopy).
+        if matches!(backend.as_ref(), Backend::Sway(_)) && action.name.starts_with("screenshot") {
+            return crate::screenshot::take(&action.name, &before, dry_run).await;
+        }
         let sent = match backend.as_ref() {
             Backend::Niri(_) => Sent::Niri(resolved.niri()),
             Backend::Sway(_) => match resolved.sway() {

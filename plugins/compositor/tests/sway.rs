@@ -891,3 +891,49 @@ async fn starting_a_program_that_is_not_installed_fails_and_says_what_to_install
     assert_eq!(ok["ok"], true, "{ok}");
     assert_eq!(sway.views().len(), windows_before, "nothing was started");
 }
+
+/// sway has no screenshot action: "take a screenshot" (niri's screenshot-screen) is taken
+/// with grim into ~/Pictures/Screenshots and read back as a PNG (issue 30); a dry run only
+/// says where it would go.
+#[tokio::test]
+async fn screenshots_on_sway_are_taken_with_grim_and_checked() {
+    let mut sway = SwaySession::start();
+    sway.open_window("alpha");
+    let home = tempfile::tempdir().expect("home");
+    let runtime = sway.runtime_dir().to_path_buf();
+    let plugin = start_plugin_with(
+        Some(&sway.socket),
+        vec![
+            ("HOME".into(), home.path().into()),
+            ("XDG_RUNTIME_DIR".into(), runtime.into()),
+            ("WAYLAND_DISPLAY".into(), "wayland-1".into()),
+        ],
+    )
+    .await;
+    let dir = home.path().join("Pictures/Screenshots");
+    let dry = plugin
+        .request(
+            "action.invoke",
+            json!({"op": "niri", "dry_run": true, "args": {"command": "screenshot-screen"}}),
+        )
+        .await
+        .expect("a dry run");
+    assert_eq!(dry["tool"], "grim", "{dry}");
+    assert!(!dir.exists(), "a dry run takes nothing");
+    for command in ["screenshot-screen", "screenshot-window", "screenshot"] {
+        let taken = plugin
+            .request(
+                "action.invoke",
+                json!({"op": "niri", "args": {"command": command}}),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{command}: {}", e.message));
+        assert_eq!(taken["verified"], true, "{command}: {taken}");
+        let path = taken["path"].as_str().expect("a path");
+        assert!(path.starts_with(&dir.display().to_string()), "{path}");
+        let bytes = std::fs::read(path).expect("the screenshot file");
+        assert!(bytes.starts_with(b"\x89PNG"), "{command}: not a PNG");
+    }
+    // Each got a file of its own, even within one second.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 3);
+}

@@ -1,0 +1,187 @@
+//! Screenshots on sway, which has no screenshot action of its own: niri's `screenshot`,
+//! `screenshot-screen` and `screenshot-window` done with `grim` (wlr-screencopy, which sway
+//! serves), saved where niri saves them by default
+//! (`~/Pictures/Screenshots/Screenshot from YYYY-MM-DD HH-MM-SS.png`), and checked: the
+//! result is `verified` once the file is there and is a PNG.
+//!
+//! `screenshot` (niri's interactive picker) and `screenshot-screen` take the focused output;
+//! `screenshot-window` the focused window's content rectangle.
+
+use crate::model::Snapshot;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use utter_protocol::{ErrorCode, ErrorObject};
+
+/// The longest `grim` may take.
+const GRIM_WAIT: Duration = Duration::from_secs(15);
+
+/// The file a screenshot taken now goes to, under `home`.
+pub fn target_path(home: &Path, now: &str) -> PathBuf {
+    home.join("Pictures/Screenshots")
+        .join(format!("Screenshot from {now}.png"))
+}
+
+/// What `grim` is told to capture for `action`, from `snapshot`: `-o OUTPUT` or
+/// `-g "X,Y WxH"`.
+///
+/// # Errors
+/// Why nothing can be captured (no focused output or window, no geometry), in words.
+pub fn grim_target(action: &str, snapshot: &Snapshot) -> Result<Vec<String>, String> {
+    if action == "screenshot-window" {
+        let window = snapshot
+            .focused
+            .as_ref()
+            .ok_or("no window is focused, so there is no window to take")?;
+        let rect = window
+            .rect
+            .ok_or("sway gives no geometry for the focused window")?;
+        return Ok(vec![
+            "-g".into(),
+            format!("{},{} {}x{}", rect.x, rect.y, rect.width, rect.height),
+        ]);
+    }
+    let output = snapshot
+        .outputs
+        .iter()
+        .find(|o| o.focused)
+        .or_else(|| snapshot.outputs.first())
+        .ok_or("sway reports no output to take")?;
+    Ok(vec!["-o".into(), output.name.clone()])
+}
+
+/// Whether `bytes` start like a PNG file.
+fn is_png(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\x89PNG\r\n\x1a\n")
+}
+
+fn failed(message: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(ErrorCode::PluginError, message)
+}
+
+/// Take `action`'s screenshot on sway with grim (see the module docs).
+///
+/// Result: `{ok, dry_run, command, compositor: "sway", tool: "grim", grim_args, path,
+/// verified, detail}`.
+///
+/// # Errors
+/// `-32000` when grim is missing, nothing can be captured, grim fails, or no home directory
+/// is known.
+pub async fn take(action: &str, snapshot: &Snapshot, dry_run: bool) -> Result<Value, ErrorObject> {
+    let grim = utter_desktop::spawn::find_program("grim", None).ok_or_else(|| {
+        failed(format!(
+            "sway has no screenshot action and grim is not installed (Debian: apt install grim), so {action} cannot be done"
+        ))
+    })?;
+    let target = grim_target(action, snapshot).map_err(|why| failed(format!("{action}: {why}")))?;
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .ok_or_else(|| failed("HOME is not set, so there is no Pictures folder to save into"))?;
+    let now = jiff::Zoned::now().strftime("%Y-%m-%d %H-%M-%S").to_string();
+    let mut path = target_path(&home, &now);
+    // Two in one second: the second is "… (2).png", never written over the first.
+    let mut n = 1;
+    while path.exists() && n < 100 {
+        n += 1;
+        path = target_path(&home, &format!("{now} ({n})"));
+    }
+    let mut result = json!({
+        "ok": true,
+        "dry_run": dry_run,
+        "command": action,
+        "compositor": "sway",
+        "tool": "grim",
+        "grim_args": target,
+        "path": path.display().to_string(),
+    });
+    if dry_run {
+        result["detail"] = json!(format!(
+            "would take the screenshot with grim {} into {}",
+            target.join(" "),
+            path.display()
+        ));
+        return Ok(result);
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| failed(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let run = tokio::process::Command::new(&grim)
+        .args(&target)
+        .arg(&path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(GRIM_WAIT, run)
+        .await
+        .map_err(|_| failed("grim did not finish within 15 s"))?
+        .map_err(|e| failed(format!("grim could not run: {e}")))?;
+    if !out.status.success() {
+        return Err(failed(format!(
+            "grim failed ({}): {}",
+            utter_desktop::spawn::describe_status(out.status),
+            crate::backend::clean(String::from_utf8_lossy(&out.stderr).trim())
+        )));
+    }
+    let verified = std::fs::read(&path).is_ok_and(|b| is_png(&b));
+    result["verified"] = json!(verified);
+    result["detail"] = json!(if verified {
+        format!("took the screenshot with grim into {}", path.display())
+    } else {
+        format!(
+            "grim ran, but {} is not there as a PNG file",
+            path.display()
+        )
+    });
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Output, Rect, Window};
+
+    #[test]
+    fn the_window_or_the_focused_output_is_what_grim_takes() {
+        let mut snapshot = Snapshot {
+            outputs: vec![
+                Output {
+                    name: "HEADLESS-1".into(),
+                    ..Default::default()
+                },
+                Output {
+                    name: "HEADLESS-2".into(),
+                    focused: true,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            grim_target("screenshot-screen", &snapshot).unwrap(),
+            ["-o", "HEADLESS-2"]
+        );
+        assert!(grim_target("screenshot-window", &snapshot).is_err());
+        snapshot.focused = Some(Window {
+            rect: Some(Rect {
+                x: 10,
+                y: 20,
+                width: 300,
+                height: 200,
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            grim_target("screenshot-window", &snapshot).unwrap(),
+            ["-g", "10,20 300x200"]
+        );
+        assert_eq!(
+            target_path(Path::new("/home/u"), "2026-12-04 10-00-00"),
+            PathBuf::from("/home/u/Pictures/Screenshots/Screenshot from 2026-12-04 10-00-00.png")
+        );
+        assert!(is_png(b"\x89PNG\r\n\x1a\nrest"));
+        assert!(!is_png(b"GIF89a"));
+    }
+}
