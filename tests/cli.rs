@@ -1208,3 +1208,47 @@ async fn one_changed_setting_never_stops_the_assistant() {
     assert_eq!(say.json()["plan"]["router"], "rules", "{say}");
     drop(daemon);
 }
+
+/// The person's own commands (issue 30): `~/.config/utter/commands.toml` names a phrase once,
+/// and the router plans it whatever is focused (a browser, a terminal, nothing), before its
+/// own rules; `utter profiles` shows the file.
+#[tokio::test]
+async fn a_global_command_of_ones_own_plans_in_any_focused_app() {
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+    sb.write(
+        "config/utter/commands.toml",
+        "[commands]\n\"run tests\" = { op = \"terminal\", args = { command = \"cargo test\" } }\n\"ship it\" = \"ctrl+shift+p\"\n",
+    );
+    let mut corpus = String::new();
+    for focused in ["", "firefox", "foot", "code"] {
+        let focus = if focused.is_empty() {
+            String::new()
+        } else {
+            format!("focused = \"{focused}\"\n")
+        };
+        corpus.push_str(&format!(
+            "[[case]]\ncategory = \"own\"\nsay = \"run tests\"\n{focus}expect = [{{ op = \"terminal\", args = {{ command = \"cargo test\" }} }}]\n\n\
+             [[case]]\ncategory = \"own\"\nsay = \"ship it\"\n{focus}expect = [{{ op = \"key\", args = {{ chord = \"ctrl+shift+p\" }} }}]\n\n"
+        ));
+    }
+    let corpus = sb.write("own.toml", &corpus);
+    let run = run_utter(&["eval", corpus.to_str().unwrap(), "--json"], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert_eq!(run.json()["total"]["right"], 8, "{run}");
+    let listed = run_utter(&["profiles", "--json"], &env).await;
+    assert_eq!(listed.code, Some(0), "{listed}");
+    assert_eq!(
+        listed.json()["commands"],
+        json!(["run tests", "ship it"]),
+        "{listed}"
+    );
+    // A bad file is named with its line, and `utter profiles` exits 3.
+    sb.write(
+        "config/utter/commands.toml",
+        "[commands]\n\"x\" = \"ctrl+nokey\"\n",
+    );
+    let listed = run_utter(&["profiles"], &env).await;
+    assert_eq!(listed.code, Some(3), "{listed}");
+    assert!(listed.stderr.contains("commands.toml:2:"), "{listed}");
+}

@@ -1,9 +1,10 @@
 //! `utter profiles`: the application profiles the rules router plans with: the built-in
 //! ones (`data/profiles/`) and the user's (`$XDG_CONFIG_HOME/utter/profiles/*.toml`, which
 //! replace a built-in one of the same id), each with its kind, window `app_id`s and how many
-//! shortcuts and commands it names; files that do not load are listed with `file:line:
-//! column: problem`. `--json` prints `{profiles: [...], problems: [...], dir}`. Exit 0 when
-//! every file loaded, 3 when one did not.
+//! shortcuts and commands it names, and the person's own commands (`commands.toml` beside the
+//! directory, meant in any application); files that do not load are listed with `file:line:
+//! column: problem`. `--json` prints `{profiles: [...], problems: [...], dir, commands_file,
+//! commands}`. Exit 0 when every file loaded, 3 when one did not.
 
 use std::path::PathBuf;
 use utter_rules::profiles::{self, Profiles};
@@ -54,6 +55,8 @@ pub fn run(args: &Args) -> u8 {
             "profiles": list,
             "problems": loaded.problems,
             "dir": dir,
+            "commands_file": dir.as_deref().and_then(profiles::commands_file),
+            "commands": loaded.global().map(|g| g.commands.keys().collect::<Vec<_>>()),
         }));
     } else {
         out!(
@@ -81,6 +84,25 @@ pub fn run(args: &Args) -> u8 {
                 dir.display()
             ),
             None => out!("your profiles: none (neither XDG_CONFIG_HOME nor HOME is set)"),
+        }
+        if let Some(file) = dir.as_deref().and_then(profiles::commands_file) {
+            match loaded.global() {
+                Some(g) => out!(
+                    "your commands: {} ({} phrases, meant in any application: {})",
+                    file.display(),
+                    g.commands.len(),
+                    g.commands
+                        .keys()
+                        .take(8)
+                        .map(|k| sanitize(k))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => out!(
+                    "your commands: {} (none yet: a [commands] table of \"phrase\" = chord or {{ op, args }}, meant in any application)",
+                    file.display()
+                ),
+            }
         }
         for problem in &loaded.problems {
             eprintln!("utter profiles: {}", sanitize(problem));

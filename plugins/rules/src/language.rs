@@ -340,12 +340,20 @@ fn command_step(command: Command, phrase: &str, owner: &str, app: Option<&str>) 
 }
 
 /// Rule `app_phrase`: a phrase the focused application's profile names exactly, as a
-/// command or a shortcut (by name or synonym). Tried before every other rule, so "search"
-/// in Spotify is Spotify's search field and "clear" in a terminal clears it.
+/// command or a shortcut (by name or synonym), else one of the person's own commands
+/// (`commands.toml`, in any application). Tried before every other rule, so "search" in
+/// Spotify is Spotify's search field, "clear" in a terminal clears it, and the person's
+/// "run tests" is theirs.
 pub fn focused_phrase(text: &str, sources: &Sources<'_>) -> Option<Matched> {
-    let profile = focused_profile(sources)?;
-    let command = in_profile(text, profile, sources)?;
-    command_step(command, text, &profile.name, None)
+    if let Some(profile) = focused_profile(sources)
+        && let Some(command) = in_profile(text, profile, sources)
+    {
+        return command_step(command, text, &profile.name, None);
+    }
+    // The person's own commands (`commands.toml`), whatever is focused.
+    let global = sources.profiles.global()?;
+    let command = global.commands.get(text)?.clone();
+    command_step(command, text, &global.name, None)
 }
 
 /// Rule `shortcut`: a phrase aimed at a named application's profile ("firefox new tab",

@@ -17,6 +17,11 @@
 //! | `[shortcuts]` | name → chord (X keysym names, `ctrl+shift+t`); said by name or a synonym of `data/commands.toml` |
 //! | `[commands]` | spoken phrase → chord, or `{op, args}` for any other step |
 //!
+//! The person's own phrases for any application live in `commands.toml` beside the
+//! directory (`$XDG_CONFIG_HOME/utter/commands.toml`): a `[commands]` table of the same form
+//! ("run tests" = `{ op = "terminal", args = { command = "cargo test" } }`), checked the
+//! same way ([`parse_commands`]) and planned whatever is focused, before the built-in rules.
+//!
 //! Every chord is checked with the input plugin's own parser (`utter-keys`), every template
 //! and argv when the file is read; a bad file is skipped with `file:line:column: problem`
 //! (the plugin's health says so) and the others still load. [`ProfilesSource`] reads the
@@ -183,6 +188,14 @@ struct ProfileFile {
     commands: BTreeMap<String, Spanned<CommandFile>>,
 }
 
+/// `~/.config/utter/commands.toml`: the person's own phrases, meant in any application.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommandsFile {
+    #[serde(default)]
+    commands: BTreeMap<String, Spanned<CommandFile>>,
+}
+
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum CommandFile {
@@ -316,8 +329,74 @@ pub fn parse(text: &str, source: &str) -> Result<Profile, ProfileError> {
         }
         shortcuts.insert(name, chord(value, &format!("shortcut {key:?}"))?);
     }
+    let commands = read_commands(&file.commands, file.kind, &at)?;
+    Ok(Profile {
+        id,
+        name,
+        kind: file.kind,
+        spoken,
+        app_ids,
+        launch,
+        run,
+        search_url,
+        shortcuts,
+        commands,
+        source: source.to_owned(),
+    })
+}
+
+/// Parse the person's own commands (`~/.config/utter/commands.toml`: a `[commands]` table
+/// of phrase → chord or `{op, args}`, checked as a profile's are, `terminal` steps allowed)
+/// into a profile of no application, which the router plans in any application.
+///
+/// # Errors
+/// The first problem, with its line and column.
+pub fn parse_commands(text: &str, source: &str) -> Result<Profile, ProfileError> {
+    let at = |offset: usize, message: String| ProfileError {
+        path: source.to_owned(),
+        line: line_of(text, offset),
+        column: column_of(text, offset),
+        message,
+    };
+    let file: CommandsFile = toml::from_str(text).map_err(|e| {
+        let offset = e.span().map_or(0, |s| s.start);
+        at(offset, e.message().trim().to_owned())
+    })?;
+    // Checked as a terminal's commands are: a "run tests" that types into the focused
+    // terminal is what people write here most.
+    let commands = read_commands(&file.commands, Kind::Terminal, &at)?;
+    Ok(Profile {
+        id: GLOBAL_ID.to_owned(),
+        name: "your commands".to_owned(),
+        kind: Kind::App,
+        spoken: Vec::new(),
+        app_ids: Vec::new(),
+        launch: Vec::new(),
+        run: Vec::new(),
+        search_url: None,
+        shortcuts: BTreeMap::new(),
+        commands,
+        source: source.to_owned(),
+    })
+}
+
+/// The id of the person's own commands ([`parse_commands`]).
+pub const GLOBAL_ID: &str = "your-commands";
+
+/// The `[commands]` of a file, checked: phrase (normalised) → command.
+fn read_commands(
+    table: &BTreeMap<String, Spanned<CommandFile>>,
+    kind: Kind,
+    at: &dyn Fn(usize, String) -> ProfileError,
+) -> Result<BTreeMap<String, Command>, ProfileError> {
+    let chord = |value: &Spanned<String>, what: &str| -> Result<String, ProfileError> {
+        let text = value.get_ref().trim();
+        utter_keys::parse_chord(text)
+            .map(|_| text.to_owned())
+            .map_err(|e| at(value.span().start, format!("{what}: {e}")))
+    };
     let mut commands = BTreeMap::new();
-    for (key, value) in &file.commands {
+    for (key, value) in table {
         let phrase = normalize(key);
         if phrase.is_empty() {
             return Err(at(
@@ -346,7 +425,7 @@ pub fn parse(text: &str, source: &str) -> Result<Profile, ProfileError> {
                         at(value.span().start, format!("command {key:?}: args: {e}"))
                     })?,
                 };
-                if let Err(problem) = check_step(known, &args, file.kind) {
+                if let Err(problem) = check_step(known, &args, kind) {
                     return Err(at(
                         value.span().start,
                         format!("command {key:?}: {problem}"),
@@ -360,19 +439,7 @@ pub fn parse(text: &str, source: &str) -> Result<Profile, ProfileError> {
         };
         commands.insert(phrase, command);
     }
-    Ok(Profile {
-        id,
-        name,
-        kind: file.kind,
-        spoken,
-        app_ids,
-        launch,
-        run,
-        search_url,
-        shortcuts,
-        commands,
-        source: source.to_owned(),
-    })
+    Ok(commands)
 }
 
 /// What is wrong with a profile command's step, if anything: the same rules as the router's
@@ -420,6 +487,9 @@ fn check_step(op: &str, args: &Value, kind: Kind) -> Result<(), String> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Profiles {
     list: Vec<Profile>,
+    /// The person's own commands, meant in any application (`commands.toml` beside the
+    /// profile directory), when the file is there and loads.
+    global: Option<Profile>,
     /// Files that did not load (`path:line:column: problem`), and an unreadable directory.
     pub problems: Vec<String>,
 }
@@ -447,6 +517,16 @@ impl Profiles {
         let Some(dir) = user_dir else {
             return profiles;
         };
+        if let Some(path) = commands_file(dir).filter(|p| p.exists()) {
+            let shown = path.display().to_string();
+            match read_limited(&path) {
+                Ok(text) => match parse_commands(&text, &shown) {
+                    Ok(global) => profiles.global = Some(global),
+                    Err(e) => profiles.problems.push(format!("{e} (file skipped)")),
+                },
+                Err(e) => profiles.problems.push(format!("{shown}: {e}; skipped")),
+            }
+        }
         let files = match user_files(dir) {
             Ok((files, skipped)) => {
                 profiles.problems.extend(skipped);
@@ -520,6 +600,17 @@ impl Profiles {
     pub fn by_id(&self, id: &str) -> Option<&Profile> {
         self.list.iter().find(|p| p.id == id)
     }
+
+    /// The person's own commands, meant in any application ([`parse_commands`]).
+    pub fn global(&self) -> Option<&Profile> {
+        self.global.as_ref()
+    }
+}
+
+/// The person's own commands file for the profile directory `dir`: `commands.toml` in the
+/// directory above it (`~/.config/utter/commands.toml`).
+pub fn commands_file(dir: &Path) -> Option<PathBuf> {
+    Some(dir.parent()?.join("commands.toml"))
 }
 
 /// The profile files of a directory with their modification time and size.
@@ -600,7 +691,9 @@ pub fn default_user_dir() -> Option<PathBuf> {
 /// The profiles, read again when the user's directory changed.
 pub struct ProfilesSource {
     dir: Option<PathBuf>,
-    current: Mutex<(Option<Stamp>, Arc<Profiles>)>,
+    /// The stamps of the profile files and of the commands file last read, and what they
+    /// held.
+    current: Mutex<(Option<(Stamp, Option<(SystemTime, u64)>)>, Arc<Profiles>)>,
 }
 
 impl ProfilesSource {
@@ -621,8 +714,13 @@ impl ProfilesSource {
     /// was added, removed or changed (size or modification time) since.
     pub fn current(&self) -> Arc<Profiles> {
         let stamp = match &self.dir {
-            Some(dir) => user_files(dir),
-            None => Ok(Default::default()),
+            Some(dir) => (
+                user_files(dir),
+                commands_file(dir)
+                    .and_then(|f| std::fs::metadata(f).ok())
+                    .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len())),
+            ),
+            None => (Ok(Default::default()), None),
         };
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         if current.0.as_ref() != Some(&stamp) {
@@ -725,6 +823,53 @@ mod tests {
             assert_eq!(e.line, line, "{text}: {e}");
             assert!(e.message.contains(needle), "{text}: {e}");
             assert!(e.to_string().starts_with(&format!("p.toml:{line}:")), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_persons_own_commands_load_from_commands_toml_and_are_checked() {
+        let config = tempfile::tempdir().unwrap();
+        let dir = config.path().join("profiles");
+        std::fs::create_dir(&dir).unwrap();
+        let file = config.path().join("commands.toml");
+        std::fs::write(
+            &file,
+            "[commands]\n\"run tests\" = { op = \"terminal\", args = { command = \"cargo test\" } }\n\"save everything\" = \"ctrl+shift+s\"\n",
+        )
+        .unwrap();
+        let source = ProfilesSource::new(Some(dir.clone()));
+        let global = source.current().global().cloned().expect("loaded");
+        assert_eq!(global.id, GLOBAL_ID);
+        assert_eq!(
+            global.commands["run tests"],
+            Command::Step {
+                op: "terminal".into(),
+                args: serde_json::json!({"command": "cargo test"})
+            }
+        );
+        assert_eq!(
+            global.commands["save everything"],
+            Command::Chord("ctrl+shift+s".into())
+        );
+        // Checked as a profile is: a bad chord names the line, and nothing of it loads.
+        std::fs::write(&file, "[commands]\n\"x\" = \"ctrl+nosuchkey\"\n").unwrap();
+        let reread = source.current();
+        assert!(reread.global().is_none());
+        assert!(
+            reread
+                .problems
+                .iter()
+                .any(|p| p.contains("commands.toml:2:")),
+            "{:?}",
+            reread.problems
+        );
+        // An address op must be http(s); unknown fields are refused.
+        for bad in [
+            "[commands]\n\"x\" = { op = \"open_url\", args = { url = \"file:///etc/passwd\" } }\n",
+            "[commands]\n\"x\" = { op = \"rm\" }\n",
+            "[shortcuts]\n\"x\" = \"ctrl+a\"\n",
+        ] {
+            assert!(parse_commands(bad, "c.toml").is_err(), "{bad}");
         }
     }
 
