@@ -148,6 +148,11 @@ async fn install_puts_four_files_in_place_and_uninstall_removes_exactly_them() {
     let at = Installed::in_sandbox(&sb);
     // Something of the user's own beside our unit, which uninstall must leave.
     let neighbour = sb.write("config/systemd/user/other.service", "[Service]\n");
+    // Only built-in plugins: no program of a plugin's to install (that is the next test).
+    sb.write(
+        "config/utter/config.toml",
+        "config_version = 1\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n",
+    );
 
     let run = run_utter(&["install", "--user", "--json"], &env).await;
     assert_eq!(run.code, Some(0), "{run}");
@@ -329,6 +334,89 @@ async fn install_puts_four_files_in_place_and_uninstall_removes_exactly_them() {
     let run = run_utter(&["uninstall", "--user"], &env).await;
     assert_eq!(run.code, Some(0), "{run}");
     assert!(run.stdout.contains("nothing to uninstall"), "{run}");
+}
+
+/// `utter install --user` installs what runs (issue 30): the programs of the config's
+/// plugins (the default config's `utter-input`, `utter-audio-pipewire`, `utter-stt-whisper`,
+/// found beside the running `utter`) go beside the installed binary, the lockfile records
+/// them there, and the installed `utter doctor` then sees no drift. A program that is not
+/// there is named with how to get it; uninstall removes what install put.
+#[tokio::test]
+async fn install_installs_the_plugin_programs_and_the_installed_doctor_sees_no_drift() {
+    let sb = Sandbox::new();
+    let env = install_env(&sb);
+    let at = Installed::in_sandbox(&sb);
+    let run = run_utter(&["install", "--user", "--json"], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let report = run.json();
+    let bin_dir = at.binary.parent().unwrap();
+    let plugins: Vec<&Value> = report["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "plugin")
+        .collect();
+    for program in ["utter-input", "utter-audio-pipewire", "utter-stt-whisper"] {
+        let installed = bin_dir.join(program);
+        assert!(
+            plugins
+                .iter()
+                .any(|f| f["path"] == installed.to_str().unwrap()),
+            "{program} was not installed: {run}"
+        );
+        assert_eq!(
+            sha256_hex(&installed),
+            sha256_hex(&bin(program)),
+            "{program}"
+        );
+        assert_eq!(mode(&installed), 0o755);
+    }
+    assert_eq!(report["missing_plugins"], Value::Array(Vec::new()), "{run}");
+    // The lockfile records the installed programs, not the build's.
+    let lock = read(&sb.path("state/utter/install.lock"));
+    assert!(
+        lock.contains(&bin_dir.join("utter-input").display().to_string()),
+        "{lock}"
+    );
+    assert!(!lock.contains("target/debug"), "{lock}");
+    // The installed doctor (the service's binary) finds them where the lockfile says.
+    let mut doctor = std::process::Command::new(&at.binary);
+    doctor
+        .args(["doctor", "--json"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(Stdio::null());
+    env.apply(&mut doctor);
+    let doctor = tokio::process::Command::from(doctor)
+        .output()
+        .await
+        .expect("the installed utter runs");
+    let stdout = String::from_utf8_lossy(&doctor.stdout);
+    let doctor: Value = utter_protocol::serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("doctor printed no JSON ({e}): {stdout}"));
+    let drift: Vec<&Value> = doctor["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["lock"] == "drift")
+        .collect();
+    assert!(drift.is_empty(), "drift after install: {drift:#?}");
+    // A program the config names that is not beside utter is reported, not invented.
+    sb.write(
+        "config/utter/config.toml",
+        "config_version = 1\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n[[plugin]]\nid = \"x\"\nkind = \"action\"\nentrypoint = [\"utter-nowhere\"]\n",
+    );
+    let run = run_utter(&["install", "--user", "--json"], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let missing = &run.json()["missing_plugins"];
+    assert_eq!(missing[0]["plugin"], "x", "{run}");
+    assert_eq!(missing[0]["program"], "utter-nowhere", "{run}");
+    let run = run_utter(&["uninstall", "--user", "--json"], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(
+        !bin_dir.join("utter-input").exists(),
+        "uninstall removes the plugins too"
+    );
 }
 
 #[tokio::test]

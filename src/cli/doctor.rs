@@ -160,7 +160,7 @@ pub async fn run(args: &Args, config_path: Option<&Path>, socket: Option<&Path>)
     let mut plugins_json = Vec::new();
     let mut written = false;
     if let (Ok(loaded), Some(config)) = (&loaded, &config) {
-        let (reports, now) = current_plugins(loaded).await;
+        let (reports, now) = current_plugins(loaded, None).await;
         for (report, entry) in reports.iter().zip(&now) {
             plugins_json.push(plugin_json(report, entry, locked.as_ref()));
         }
@@ -208,7 +208,7 @@ pub async fn run(args: &Args, config_path: Option<&Path>, socket: Option<&Path>)
             for p in down {
                 let why = p.last_error.as_deref().unwrap_or("no reason given");
                 let detail = format!("{} is {}: {why}", p.id, p.status.as_str());
-                let program = program_of(config, &p.id);
+                let program = program_of(config, &p.id, None);
                 // A plugin whose program is not installed is an optional part left out (the
                 // default config names `input`, the speech plugins); one that fails is not.
                 checks.push(if why.contains("program not found") {
@@ -401,14 +401,22 @@ pub async fn run(args: &Args, config_path: Option<&Path>, socket: Option<&Path>)
 
 /// Start the plugins of `loaded` as `utter plugins` does, and stop them: their reports and
 /// their lockfile entries (programs hashed now), in config order.
-async fn current_plugins(loaded: &LoadedConfig) -> (Vec<PluginReport>, Vec<LockedPlugin>) {
-    let options = SupervisorOptions::from_config(&loaded.config);
+/// The config's plugins, started and asked, and their lock entries; bare program names are
+/// looked up in `bin_dir` first (default: beside this executable), as the supervisor does.
+async fn current_plugins(
+    loaded: &LoadedConfig,
+    bin_dir: Option<&Path>,
+) -> (Vec<PluginReport>, Vec<LockedPlugin>) {
+    let mut options = SupervisorOptions::from_config(&loaded.config);
+    if let Some(dir) = bin_dir {
+        options.bin_dir = Some(dir.to_path_buf());
+    }
     let runner = Runner::start(loaded.clone(), options, None).await;
     let reports = runner.plugins();
     runner.shutdown().await;
     let entries = reports
         .iter()
-        .map(|r| LockedPlugin::of(r, &program_of(&loaded.config, &r.id)))
+        .map(|r| LockedPlugin::of(r, &program_of(&loaded.config, &r.id, bin_dir)))
         .collect();
     (reports, entries)
 }
@@ -428,7 +436,10 @@ fn lock_of(plugins: Vec<LockedPlugin>) -> Lockfile {
 ///
 /// # Errors
 /// A sentence: the config is invalid, there is no state directory, or the write failed.
-pub async fn record_lock(config: Option<&Path>) -> Result<(PathBuf, usize), String> {
+pub async fn record_lock(
+    config: Option<&Path>,
+    bin_dir: Option<&Path>,
+) -> Result<(PathBuf, usize), String> {
     let loaded = config::load(config).map_err(|e| {
         format!(
             "the configuration is invalid ({}), so its plugins were not recorded",
@@ -442,7 +453,7 @@ pub async fn record_lock(config: Option<&Path>) -> Result<(PathBuf, usize), Stri
         .state_dir()
         .map(|d| utter_core::lockfile::path_in(&d))
         .ok_or("neither XDG_STATE_HOME nor HOME is set")?;
-    let (_, now) = current_plugins(&loaded).await;
+    let (_, now) = current_plugins(&loaded, bin_dir).await;
     let count = now.len();
     lock_of(now)
         .write(&path)
@@ -458,14 +469,14 @@ fn issues(list: &[ConfigIssue]) -> Vec<Value> {
 
 /// The program of the plugin `id`, resolved as the supervisor does (and as execvp would,
 /// for a bare name on `PATH`).
-fn program_of(config: &Config, id: &str) -> PathBuf {
+fn program_of(config: &Config, id: &str, bin_dir: Option<&Path>) -> PathBuf {
     let Some(entry) = config.plugin.iter().find(|p| p.id == id) else {
         return PathBuf::new();
     };
     let argv = entry.entrypoint.argv();
     utter_core::paths::executable_path(&resolve_program(
         argv.first().map(String::as_str).unwrap_or(""),
-        None,
+        bin_dir,
     ))
 }
 

@@ -352,6 +352,8 @@ fn rewrite_line(
 pub enum FileKind {
     /// The `utter` binary.
     Binary,
+    /// A plugin's program the config names (`utter-input`, `utter-stt-whisper`, ...).
+    Plugin,
     /// `utter-session-env`.
     Wrapper,
     /// `utter.service`.
@@ -365,6 +367,7 @@ impl FileKind {
     pub fn as_str(self) -> &'static str {
         match self {
             FileKind::Binary => "binary",
+            FileKind::Plugin => "plugin",
             FileKind::Wrapper => "wrapper",
             FileKind::Unit => "unit",
             FileKind::DbusService => "dbus-service",
@@ -576,6 +579,22 @@ pub struct InstallOptions {
     pub dry_run: bool,
     /// Run `systemctl --user daemon-reload` afterwards.
     pub run_systemctl: bool,
+    /// The programs of the config's plugins (bare names of their entrypoints other than
+    /// `utter`, which is the binary): `(plugin id, program name)`. Each found beside
+    /// [`InstallOptions::executable`] is installed beside the binary; the others are listed
+    /// in the report as missing, with how to get them.
+    pub plugin_programs: Vec<(String, String)>,
+}
+
+/// A plugin program the config names that was not beside `utter` to install.
+#[derive(Debug, Clone, Serialize)]
+pub struct MissingPlugin {
+    /// The plugin's id.
+    pub plugin: String,
+    /// The program's name.
+    pub program: String,
+    /// How to get it.
+    pub how: String,
 }
 
 /// What happened (or, in a dry run, would happen) to one file.
@@ -623,6 +642,8 @@ pub struct InstallReport {
     pub next_steps: Vec<String>,
     /// Anything else worth knowing.
     pub notes: Vec<String>,
+    /// Plugin programs the config names that were not found beside `utter`.
+    pub missing_plugins: Vec<MissingPlugin>,
 }
 
 /// Install for the current user.
@@ -636,7 +657,7 @@ pub fn install(dirs: &Dirs, options: &InstallOptions) -> Result<InstallReport, I
     let binary_hash = sha256_file(executable).map_err(io_error("read", executable))?;
     let unit = render_unit(&layout.wrapper, &layout.binary)?;
     let dbus = render_dbus_service(&layout.binary)?;
-    let planned = vec![
+    let mut planned = vec![
         Planned {
             kind: FileKind::Binary,
             path: layout.binary.clone(),
@@ -666,6 +687,38 @@ pub fn install(dirs: &Dirs, options: &InstallOptions) -> Result<InstallReport, I
             mode: 0o644,
         },
     ];
+
+    // The plugins' programs, from beside the running binary (`cargo build --release
+    // --workspace --bins` puts them there) to beside the installed one, where the service
+    // looks for a bare name first.
+    let mut missing_plugins = Vec::new();
+    let here = executable.parent().unwrap_or(Path::new("."));
+    let bin_dir = layout.binary.parent().unwrap_or(Path::new("."));
+    let mut seen = Vec::new();
+    for (plugin, program) in &options.plugin_programs {
+        if seen.contains(program) {
+            continue;
+        }
+        seen.push(program.clone());
+        let source = here.join(program);
+        let usable =
+            fs::metadata(&source).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+        if !usable {
+            missing_plugins.push(MissingPlugin {
+                plugin: plugin.clone(),
+                program: program.clone(),
+                how: utter_core::supervisor::install_hint(Path::new(program)),
+            });
+            continue;
+        }
+        planned.push(Planned {
+            kind: FileKind::Plugin,
+            path: bin_dir.join(program),
+            sha256: sha256_file(&source).map_err(io_error("read", &source))?,
+            source: Source::File(source),
+            mode: 0o755,
+        });
+    }
 
     // Files of an earlier install stay listed until uninstall removes them.
     let mut manifest = Manifest::read(&layout.manifest)?.unwrap_or(Manifest {
@@ -743,6 +796,15 @@ pub fn install(dirs: &Dirs, options: &InstallOptions) -> Result<InstallReport, I
             ));
         }
     }
+    for m in &missing_plugins {
+        notes.push(format!(
+            "plugin {:?} runs {}, which is not beside {} and was not installed: {}; it stays off until it is on PATH or beside utter",
+            m.plugin,
+            m.program,
+            executable.display(),
+            m.how
+        ));
+    }
     Ok(InstallReport {
         dry_run: options.dry_run,
         version: utter_core::VERSION,
@@ -751,6 +813,7 @@ pub fn install(dirs: &Dirs, options: &InstallOptions) -> Result<InstallReport, I
         daemon_reload,
         next_steps,
         notes,
+        missing_plugins,
     })
 }
 
@@ -1143,12 +1206,33 @@ pub async fn run_install(args: InstallArgs, config: Option<&Path>) -> u8 {
             return exit::RUNNER;
         }
     };
+    // The programs the config's plugins run (the service's config: the file, else the
+    // built-in default).
+    let plugin_programs: Vec<(String, String)> = utter_core::config::load(config)
+        .map(|loaded| {
+            loaded
+                .config
+                .plugin
+                .iter()
+                .filter(|p| p.enabled)
+                .filter_map(|p| {
+                    let program = p.entrypoint.argv().first()?.clone();
+                    (!program.contains('/') && program != "utter").then(|| (p.id.clone(), program))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let options = InstallOptions {
         executable,
         bin_dir: args.bin_dir,
         dry_run: args.dry_run,
         run_systemctl: !args.no_systemctl,
+        plugin_programs,
     };
+    let installed_bin = Dirs::from_env()
+        .and_then(|dirs| Layout::new(&dirs, options.bin_dir.as_deref()))
+        .ok()
+        .and_then(|l| l.binary.parent().map(Path::to_path_buf));
     match Dirs::from_env().and_then(|dirs| install(&dirs, &options)) {
         Ok(report) => {
             if args.json {
@@ -1157,7 +1241,9 @@ pub async fn run_install(args: InstallArgs, config: Option<&Path>) -> u8 {
                 out!("{}", report.to_text().trim_end());
             }
             if !args.dry_run {
-                match super::doctor::record_lock(config).await {
+                // Recorded as the installed service finds its plugins: beside the installed
+                // binary, not where this one was built.
+                match super::doctor::record_lock(config, installed_bin.as_deref()).await {
                     Ok((path, n)) if !args.json => {
                         out!("install lockfile: {} ({n} plugins)", path.display())
                     }
