@@ -965,6 +965,12 @@ impl Pipeline<'_> {
                         }
                         Err(why) => return self.refuse_point(utterance, &step, result, why),
                     }
+                } else if round == 1 {
+                    // The question names the window the step acts on, as the desktop shows
+                    // it now ("close app foot — foot \"~/src\"").
+                    if let Some(window) = acts_on(&op, &args, before.as_ref()) {
+                        decision.summary = format!("{} — {window}", decision.summary);
+                    }
                 }
                 let request = ConfirmRequest::new(&op, &args, provenance, &decision.summary);
                 let resolution = (self.confirmer)(request.clone()).await;
@@ -1370,6 +1376,46 @@ fn point_moved(before: Option<&Value>, after: Option<&Value>) -> Option<String> 
             "the focused window moved or was resized while asking, so the point no longer aims at what was found"
                 .into(),
         );
+    }
+    None
+}
+
+/// The window a step acts on, as the person knows it, from `context`: the window it names
+/// (`window_id`), else the windows of the app it names (`app`), else for a focus-dependent
+/// op the focused window. `None` when the context does not tell.
+fn acts_on(op: &str, args: &Value, context: Option<&Value>) -> Option<String> {
+    let context = context?;
+    let windows: Vec<&Value> = context
+        .get("windows")
+        .and_then(Value::as_array)
+        .map(|w| w.iter().collect())
+        .unwrap_or_default();
+    if let Some(id) = args.get("window_id").filter(|v| !v.is_null()) {
+        let window = windows.iter().find(|w| window_id(w) == Some(id))?;
+        return Some(describe_window(window));
+    }
+    if let Some(app) = args.get("app").and_then(Value::as_str) {
+        let of_app: Vec<&&Value> = windows
+            .iter()
+            .filter(|w| w.get("app_id").and_then(Value::as_str) == Some(app))
+            .collect();
+        return match of_app.as_slice() {
+            [] => None,
+            [one] => Some(describe_window(one)),
+            many => Some(format!(
+                "{} windows of {}: {}",
+                many.len(),
+                utter_protocol::text::clip(app, 80),
+                many.iter()
+                    .take(3)
+                    .map(|w| describe_window(w))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        };
+    }
+    if FOCUS_DEPENDENT_OPS.contains(&op) {
+        return focused_window(Some(context)).map(|w| format!("in {}", describe_window(w)));
     }
     None
 }

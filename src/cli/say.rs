@@ -206,19 +206,22 @@ pub fn print_outcome(outcome: &CommandOutcome) {
         out!("  {}", sanitize(message));
     }
     for (i, step) in plan.steps.iter().enumerate() {
-        // A step is as the router returned it: `{op, args}`, unchecked.
-        let op = sanitize(step.get("op").and_then(Value::as_str).unwrap_or("?"));
-        let args = sanitize(
-            &step
-                .get("args")
-                .map_or_else(|| "{}".to_owned(), Value::to_string),
-        );
         let ask = step
             .get("ask")
             .and_then(Value::as_str)
             .map(|q| format!(" — asks \"{}\"", sanitize(q)))
             .unwrap_or_default();
-        out!("  {}. {op} {args}{ask}", i + 1);
+        let words = compositor_words(step, outcome.results.get(i)).unwrap_or_else(|| {
+            // A step is as the router returned it: `{op, args}`, unchecked.
+            let op = sanitize(step.get("op").and_then(Value::as_str).unwrap_or("?"));
+            let args = sanitize(
+                &step
+                    .get("args")
+                    .map_or_else(|| "{}".to_owned(), Value::to_string),
+            );
+            format!("{op} {args}")
+        });
+        out!("  {}. {words}{ask}", i + 1);
     }
     out!(
         "results{}:",
@@ -256,4 +259,40 @@ pub fn print_outcome(outcome: &CommandOutcome) {
             sanitize(&r.detail)
         );
     }
+}
+
+/// A compositor step (op `niri`) in the words of the compositor that ran it: `sway: workspace
+/// number 2` on sway (the command the compositor plugin sent), `niri: focus-workspace 2` on
+/// niri; `None` for other steps, or when nothing was sent (a refused step: then its op and
+/// arguments as planned).
+fn compositor_words(
+    step: &Value,
+    result: Option<&utter_core::pipeline::StepResult>,
+) -> Option<String> {
+    if step.get("op").and_then(Value::as_str) != Some("niri") {
+        return None;
+    }
+    let ran = result?.result.as_ref()?;
+    let compositor = ran.get("compositor").and_then(Value::as_str)?;
+    let sent = match ran.get("sent")? {
+        Value::String(command) => command.clone(),
+        // niri's own request: its action name and values as the step gave them.
+        _ => {
+            let args = step.get("args")?;
+            let mut words = vec![args.get("command")?.as_str()?.to_owned()];
+            for value in args
+                .get("args")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                words.push(match value {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                });
+            }
+            words.join(" ")
+        }
+    };
+    Some(format!("{}: {}", sanitize(compositor), sanitize(&sent)))
 }
