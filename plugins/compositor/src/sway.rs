@@ -398,6 +398,7 @@ async fn read_events(
 }
 
 /// Re-read what events invalidated and publish the new snapshot when it changed.
+#[allow(clippy::too_many_arguments)]
 async fn refresh_loop(
     commands: Arc<Mutex<Option<Connection>>>,
     socket: PathBuf,
