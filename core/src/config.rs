@@ -629,7 +629,8 @@ impl SttSection {
 #[serde(default)]
 pub struct ModelsSection {
     /// A mirror: an `http://` or `https://` base address that holds the catalog's file names
-    /// (a file's URL is this followed by its name), used instead of each model's own source.
+    /// (a file's URL is this followed by its name), or a local directory of them as
+    /// `file:///DIR/`, used instead of each model's own source.
     /// Empty = the model's own source. `utter models pull --source URL` and
     /// `$UTTER_MODELS_SOURCE` come before it.
     pub source: String,

@@ -3,7 +3,10 @@
 //!
 //! A model is a directory of files, `<models_dir>/<name>/` (`$XDG_DATA_HOME/utter/models`,
 //! [`BaseDirs::models_dir`]); each file is pinned by its size and SHA-256, and its URL is the
-//! source (the model's own, or a mirror's) followed by the file's name. `[stt] model =
+//! source (the model's own, or a mirror's: `http(s)://`, or `file://` for a local directory,
+//! [`local_source_dir`]) followed by the file's name. `utter models import` checks a model it
+//! installs from a local directory or archive against the same pins, and one the catalog does
+//! not know against [`STT_FILES`]. `[stt] model =
 //! "tiny.en"` names an installed model by its name ([`crate::config::SttSection`]).
 //!
 //! For a mirror with other models, and for tests, `$UTTER_MODELS_CATALOG` names a catalog file
@@ -55,8 +58,8 @@ pub struct Model {
     /// One line for people.
     #[serde(default)]
     pub description: String,
-    /// The base address of its files (`http://` or `https://`); a file's URL is this
-    /// followed by the file's name.
+    /// The base address of its files (`http://`, `https://`, or `file://` for a local
+    /// directory); a file's URL is this followed by the file's name.
     pub source: String,
     /// Its files (`[[model.file]]`).
     #[serde(rename = "file")]
@@ -277,18 +280,22 @@ pub fn check_file_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Why `source` is not a usable base address (`http://` or `https://` followed by a host);
-/// `None` when it is one, or empty (not set).
+/// Why `source` is not a usable base address (`http://` or `https://` followed by a host, or
+/// `file://` followed by an absolute path, [`local_source_dir`]); `None` when it is one, or
+/// empty (not set).
 pub fn source_problem(source: &str) -> Option<String> {
     if source.is_empty() {
         return None;
+    }
+    if source.starts_with("file:") {
+        return local_source(source).err();
     }
     let rest = source
         .strip_prefix("https://")
         .or_else(|| source.strip_prefix("http://"));
     let Some(rest) = rest else {
         return Some(format!(
-            "{source:?} is not an http:// or https:// address (e.g. \"https://example.org/models/tiny.en/\")"
+            "{source:?} is not an http://, https:// or file:// address (e.g. \"https://example.org/models/tiny.en/\" or \"file:///media/usb/tiny.en/\")"
         ));
     };
     let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
@@ -298,6 +305,96 @@ pub fn source_problem(source: &str) -> Option<String> {
         ));
     }
     None
+}
+
+/// The local directory a `file://` source names (`file:///media/usb/tiny.en/`, or
+/// `file://localhost/...`; `%XX` escapes decoded), for `utter models pull --source
+/// file:///...`; `None` for any other source, or a `file:` source that is not usable
+/// ([`source_problem`] says why).
+pub fn local_source_dir(source: &str) -> Option<PathBuf> {
+    local_source(source).ok()
+}
+
+fn local_source(source: &str) -> Result<PathBuf, String> {
+    let example = "e.g. \"file:///media/usb/tiny.en/\": three slashes, then the absolute path";
+    let Some(rest) = source.strip_prefix("file://") else {
+        return Err(format!("{source:?} is not a file:// address ({example})"));
+    };
+    let path = if rest.starts_with('/') {
+        rest
+    } else if let Some(path) = rest
+        .strip_prefix("localhost")
+        .filter(|p| p.starts_with('/'))
+    {
+        path
+    } else {
+        return Err(format!(
+            "{source:?} names no local absolute path: a file:// source is a directory on this machine ({example})"
+        ));
+    };
+    if path.contains(['?', '#']) {
+        return Err(format!(
+            "{source:?} has a query or fragment ('?', '#'); write those characters of a directory name as %3F and %23"
+        ));
+    }
+    let decoded = percent_decode(path).ok_or_else(|| {
+        format!("{source:?} has a '%' that is not followed by two hexadecimal digits")
+    })?;
+    use std::os::unix::ffi::OsStringExt;
+    Ok(PathBuf::from(std::ffi::OsString::from_vec(decoded)))
+}
+
+/// `%XX` escapes decoded; `None` for a `%` without two hexadecimal digits after it.
+fn percent_decode(text: &str) -> Option<Vec<u8>> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// The `file://` URL of a local `path` (bytes other than letters, digits and `/-._~` written as
+/// `%XX`), as events and results name a local file.
+pub fn file_url_of(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut url = String::from("file://");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~+".contains(&b) {
+            url.push(b as char);
+        } else {
+            url.push_str(&format!("%{b:02X}"));
+        }
+    }
+    url
+}
+
+/// The files the speech plugin (`plugins/stt_whisper`, `model.rs` `REQUIRED`) loads from a
+/// model directory: each entry is satisfied by any one of its names. A model the catalog does
+/// not know is installed by `utter models import` only when its directory has them.
+pub const STT_FILES: &[&[&str]] = &[
+    &["model.bin"],
+    &["config.json"],
+    &["vocabulary.json", "vocabulary.txt"],
+    &["tokenizer.json"],
+];
+
+/// The entries of [`STT_FILES`] that `has` (whether a file of that name is there) finds none
+/// of, e.g. `["tokenizer.json", "vocabulary.json or vocabulary.txt"]`.
+pub fn missing_stt_files(has: impl Fn(&str) -> bool) -> Vec<String> {
+    STT_FILES
+        .iter()
+        .filter(|names| !names.iter().any(|n| has(n)))
+        .map(|names| names.join(" or "))
+        .collect()
 }
 
 /// The URL of `file` at `source`: the source with a trailing `/`, then the file's name.
@@ -373,15 +470,45 @@ mod tests {
     }
 
     #[test]
-    fn sources_are_http_or_https_base_addresses() {
+    fn sources_are_http_https_or_file_base_addresses() {
         for ok in [
             "",
             "http://127.0.0.1:8000/",
             "https://example.org/m",
             "http://h",
+            "file:///media/usb/tiny.en/",
+            "file://localhost/m",
+            "file:///my%20models",
         ] {
             assert_eq!(source_problem(ok), None, "{ok}");
         }
+        for bad in [
+            "file://models/",
+            "file:/m",
+            "file://",
+            "file:///a?b",
+            "file:///a%2",
+            "file:///a%zz",
+        ] {
+            assert!(source_problem(bad).is_some(), "{bad}");
+        }
+        assert_eq!(
+            local_source_dir("file:///my%20models/tiny.en/"),
+            Some(PathBuf::from("/my models/tiny.en/"))
+        );
+        assert_eq!(
+            local_source_dir("file://localhost/m"),
+            Some(PathBuf::from("/m"))
+        );
+        assert_eq!(local_source_dir("http://h/m"), None);
+        assert_eq!(
+            file_url_of(Path::new("/a b/%/tiny.en")),
+            "file:///a%20b/%25/tiny.en"
+        );
+        assert_eq!(
+            local_source_dir(&file_url_of(Path::new("/a b/%/é"))),
+            Some(PathBuf::from("/a b/%/é"))
+        );
         for bad in [
             "example.org",
             "ftp://h/",
@@ -392,7 +519,37 @@ mod tests {
             assert!(source_problem(bad).is_some(), "{bad}");
         }
         assert_eq!(file_url("http://h/m", "a"), "http://h/m/a");
+        assert_eq!(file_url("file:///m/", "a"), "file:///m/a");
         assert_eq!(file_url("http://h/m/", "a"), "http://h/m/a");
+    }
+
+    #[test]
+    fn the_stt_files_are_the_plugins() {
+        // The list the speech plugin checks a directory against (it cannot be shared: the
+        // plugin depends on no crate of the runner).
+        let plugin = include_str!("../../plugins/stt_whisper/src/model.rs");
+        let required = &plugin[plugin.find("const REQUIRED").unwrap()..];
+        let required = &required[..required.find("];").unwrap()];
+        let in_plugin: Vec<&str> = required
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("names: &["))
+            .collect();
+        let ours: Vec<String> = STT_FILES
+            .iter()
+            .map(|names| {
+                let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+                format!("{}],", quoted.join(", "))
+            })
+            .collect();
+        assert_eq!(in_plugin, ours);
+        assert_eq!(
+            missing_stt_files(|n| n == "model.bin" || n == "vocabulary.txt"),
+            ["config.json", "tokenizer.json"]
+        );
+        assert_eq!(
+            missing_stt_files(|_| false)[2],
+            "vocabulary.json or vocabulary.txt"
+        );
     }
 
     #[test]
