@@ -167,11 +167,13 @@ pub enum Command {
         action: audio::Action,
     },
     /// The speech models: list the catalog and what is installed, download and verify one
-    /// (resumable), remove one.
+    /// (resumable), import one from a local directory or archive, remove one.
     ///
     /// A model is a directory in $XDG_DATA_HOME/utter/models/ that [stt] model names, e.g.
-    /// [stt] model = "tiny.en" (the default config's). Every file is pinned by its size and
-    /// SHA-256 in the catalog, and nothing unverified is installed.
+    /// [stt] model = "tiny.en" (the default config's). Every file of a catalog model is pinned
+    /// by its size and SHA-256, whether it is downloaded, read from a file:// source or
+    /// imported; only `import` under a name the catalog does not know installs a model
+    /// unverified, and says so.
     #[command(after_help = models::MODELS_HELP)]
     Models {
         #[command(subcommand)]

