@@ -168,12 +168,13 @@ async fn utter_ptt_press_speech_release_opens_youtube() {
     assert!(audit.stdout.contains("https://www.youtube.com"), "{audit}");
 }
 
-/// Poll `utter status --json` until `voice.state` is `state`.
+/// Poll `utter status --json` until the runner answers with `voice.state` `state`.
 async fn wait_voice_state(daemon: &VoiceDaemon, state: &str) {
     let deadline = std::time::Instant::now() + LIMIT;
     loop {
         let status = daemon.utter(&["status", "--json"]).await;
-        if status.json()["voice"]["state"] == state {
+        // Exit 4 before the runner's socket is up.
+        if status.code == Some(0) && status.json()["voice"]["state"] == state {
             return;
         }
         assert!(
@@ -527,4 +528,95 @@ async fn utter_listen_refuses_at_once_when_the_microphone_is_gone() {
         false,
         "the hold was dropped: {state}"
     );
+}
+
+/// Voice state follows what happens, not what was true at the start: PipeWire starting
+/// after the runner makes the voice loop `ready` without a reload, and a press while the
+/// microphone cannot open fails `utter ptt toggle` (exit 1, the reason, the hold dropped)
+/// instead of saying "listening".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipewire_starting_late_is_seen_and_a_press_without_a_microphone_fails() {
+    let model = whisper_model();
+    let mut pw = PipeWireSession::prepare();
+    let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
+    wait_voice_state(&daemon, "unavailable").await;
+    let status = daemon.utter(&["status"]).await;
+    assert!(
+        status.stdout.contains("PipeWire is not running"),
+        "{status}"
+    );
+
+    let toggle = daemon.utter(&["ptt", "toggle"]).await;
+    assert_eq!(toggle.code, Some(1), "{toggle}\n{}", daemon.log());
+    assert!(
+        toggle.stderr.contains("the microphone could not be opened")
+            && toggle.stderr.contains("PipeWire is not running"),
+        "{toggle}"
+    );
+    let state = daemon.utter(&["ptt", "state", "--json"]).await;
+    assert_eq!(
+        state.json()["listening"],
+        false,
+        "the hold was dropped: {state}"
+    );
+
+    // PipeWire comes up; nobody reloads or presses.
+    pw.run();
+    wait_voice_state(&daemon, "ready").await;
+    let status = daemon.utter(&["status"]).await;
+    assert!(
+        !status.stdout.contains("PipeWire is not running"),
+        "{status}"
+    );
+    assert!(!status.stdout.contains("null"), "{status}");
+    let mic = status
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("mic "))
+        .unwrap_or_else(|| panic!("no microphone line: {status}"));
+    assert!(
+        mic.contains(common::FAKE_MIC) && mic.contains("Hz"),
+        "{mic}"
+    );
+
+    // Now a toggle listens, and the next one releases.
+    let toggle = daemon.utter(&["ptt", "toggle", "--json"]).await;
+    assert_eq!(toggle.code, Some(0), "{toggle}\n{}", daemon.log());
+    assert_eq!(toggle.json()["listening"], true, "{toggle}");
+    let cancel = daemon.utter(&["ptt", "cancel"]).await;
+    assert_eq!(cancel.code, Some(0), "{cancel}");
+}
+
+/// A reload that adds the stt plugin starts the voice loop: `listen` no longer says "no stt
+/// plugin is configured" while status shows the plugin running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_adds_the_stt_plugin_starts_the_voice_loop() {
+    let model = whisper_model();
+    let pw = PipeWireSession::start();
+    let daemon =
+        VoiceDaemon::start_without_stt(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
+    wait_voice_state(&daemon, "off").await;
+    let listen = daemon
+        .utter(&["listen", "--once", "--seconds", "0.5"])
+        .await;
+    assert_eq!(listen.code, Some(4), "{listen}");
+    assert!(
+        listen.stderr.contains("no stt plugin is configured"),
+        "{listen}"
+    );
+
+    let mut config = std::fs::read_to_string(daemon.config()).unwrap();
+    config.push('\n');
+    config.push_str(&VoiceDaemon::stt_plugin());
+    std::fs::write(daemon.config(), config).unwrap();
+    let reload = daemon.utter(&["reload"]).await;
+    assert_eq!(reload.code, Some(0), "{reload}\n{}", daemon.log());
+    wait_ready(&daemon, None).await;
+
+    // Silence now reaches the voice loop and is reported as such.
+    let listen = daemon
+        .utter(&["listen", "--once", "--seconds", "0.5", "--json"])
+        .await;
+    assert_eq!(listen.code, Some(1), "{listen}\n{}", daemon.log());
+    assert_eq!(listen.json()["outcome"], "no-speech", "{listen}");
 }

@@ -140,7 +140,8 @@ pub enum Command {
     /// Bind `utter ptt press` to the key's press and `utter ptt release` to its release (or
     /// `utter ptt toggle` where the compositor only runs a command on press, as niri does).
     /// A release sooner than [ptt] min_hold_ms is cancelled as too-short; a hold longer than
-    /// max_hold_ms is released automatically as stuck. Exit 0 when the runner answered.
+    /// max_hold_ms is released automatically as stuck. Exit 0 when the runner answered, 1
+    /// when a press could not open the microphone (the reason is printed).
     ///
     /// Example (niri): F13 { spawn "utter" "ptt" "toggle"; }
     Ptt(ptt::Args),

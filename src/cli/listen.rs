@@ -9,7 +9,6 @@
 
 use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
-use utter_ipc::client::Client;
 use utter_ipc::{Event, PluginStatus, PttEvent, Status, VoiceReport};
 
 use super::connect::{Service, call_failed};
@@ -83,21 +82,6 @@ fn voice_problem(status: &Status) -> Option<String> {
     None
 }
 
-/// After a press: wait until the voice loop has handled it (its `presses` passed `before`)
-/// and return why not when it found the microphone `unavailable`. Gives up waiting (and lets
-/// the hold go on) after 10 s, the runner's default call timeout.
-async fn microphone_refused(client: &Client, before: u64) -> Option<String> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while tokio::time::Instant::now() < deadline {
-        let voice = client.status().await.ok()?.voice;
-        if voice.presses > before {
-            return (voice.state == "unavailable").then(|| sanitize(&voice.detail));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    None
-}
-
 /// Run `utter listen`.
 pub async fn run(args: &Args, service: Service<'_>) -> u8 {
     let once = args.once;
@@ -157,7 +141,7 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         }
         // The press reaches the microphone a moment later; when it cannot, say so now
         // rather than after the whole listening time.
-        if let Some(problem) = microphone_refused(&client, status.voice.presses).await {
+        if let Some(problem) = ptt::microphone_refused(&client, status.voice.presses).await {
             let _ = client.ptt("cancel").await;
             eprintln!("utter listen: the microphone could not be opened: {problem}");
             return exit::RUNNER;

@@ -1,10 +1,13 @@
 //! `utter ptt press|release|toggle|cancel|state`: push-to-talk for a compositor key binding,
 //! through the running service (`runner.ptt`). Prints the transition it caused and the state
 //! after it (who holds it, the hold limits, each trigger), or, with `--json`, the reply
-//! `{action, transition, listening, state}`. Exit 0 when the runner answered. The two
+//! `{action, transition, listening, state}`. Exit 0 when the runner answered, 1 when a press
+//! could not open the microphone. The two
 //! printers, [`print_state`] and [`describe_transition`], also serve `status`, `events` and
 //! `listen`.
 
+use std::time::Duration;
+use utter_ipc::client::Client;
 use utter_ipc::{PttEvent, PttState, Source};
 
 use super::connect::{Service, call_failed};
@@ -48,16 +51,42 @@ impl Action {
     }
 }
 
-/// Run `utter ptt`.
+/// Run `utter ptt`. A press (or a toggle that pressed) waits until the voice loop took it
+/// and exits 1 with why when the microphone could not be opened; with the voice loop off it
+/// says so on stderr (the key still reaches `utter events` followers).
 pub async fn run(args: &Args, service: Service<'_>) -> u8 {
     let client = match service.connect("ptt").await {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let presses = matches!(args.action, Action::Press | Action::Toggle);
+    let before = match presses {
+        true => match client.status().await {
+            Ok(status) => Some(status.voice),
+            Err(e) => return call_failed("ptt", &e),
+        },
+        false => None,
+    };
     let reply = match client.ptt(args.action.as_str()).await {
         Ok(reply) => reply,
         Err(e) => return call_failed("ptt", &e),
     };
+    let mut code = exit::OK;
+    if let (Some(voice), Some(PttEvent::Pressed { .. })) = (&before, &reply.transition) {
+        if voice.state == "off" {
+            eprintln!(
+                "utter ptt: nothing will be heard: the voice loop is off ({})",
+                sanitize(&voice.detail)
+            );
+        } else if let Some(why) = microphone_refused(&client, voice.presses).await {
+            // Nothing can be heard: the hold is dropped, so the next toggle presses again.
+            let _ = client.ptt("cancel").await;
+            eprintln!(
+                "utter ptt: the microphone could not be opened, so the press was cancelled: {why}"
+            );
+            code = exit::NOT_DONE;
+        }
+    }
     client.close();
     if args.json {
         print_answer(&reply);
@@ -67,7 +96,22 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         }
         print_state(&reply.state);
     }
-    exit::OK
+    code
+}
+
+/// After a press: wait until the voice loop has handled it (its `presses` passed `before`)
+/// and return why not when it found the microphone `unavailable`. Gives up waiting (and lets
+/// the hold go on) after 10 s, the runner's default call timeout.
+pub async fn microphone_refused(client: &Client, before: u64) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::time::Instant::now() < deadline {
+        let voice = client.status().await.ok()?.voice;
+        if voice.presses > before {
+            return (voice.state == "unavailable").then(|| sanitize(&voice.detail));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
 }
 
 /// The push-to-talk lines: held or idle, the limits, then one line per trigger.

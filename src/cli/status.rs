@@ -123,19 +123,64 @@ fn print_voice(voice: &VoiceStatus) {
             .unwrap_or_default();
         out!("  stt     {}{model}", sanitize(plugin));
     }
-    // The capture plugin's own report (`audio.status`), as it gave it.
+    // The capture plugin's own report (`audio.status`): its state, and the stream's source
+    // and format when a stream is open (`capture`); what it does not know is left out.
     if let Some(mic) = voice.microphone.as_ref().filter(|m| !m.is_null()) {
-        let source = mic["linked_source"]
-            .as_str()
-            .or(mic["configured_source"].as_str())
-            .filter(|s| !s.is_empty())
-            .unwrap_or("(default source)");
-        out!(
-            "  mic     {} {} ({} Hz, {} ch)",
-            sanitize(source),
-            sanitize(mic["state"].as_str().unwrap_or("")),
-            mic["rate"],
-            mic["channels"]
+        out!("  mic     {}", microphone_line(mic));
+    }
+}
+
+/// `audio.status` in a few words: "alsa_input.usb streaming, 48000 Hz, 1 ch", "failed:
+/// PipeWire is not running …", "(default source) unconfigured".
+fn microphone_line(mic: &serde_json::Value) -> String {
+    let stream = &mic["capture"];
+    let source = [
+        &stream["linked_source"],
+        &stream["configured_source"],
+        &mic["settings"]["source"],
+    ]
+    .into_iter()
+    .find_map(|v| v.as_str().filter(|s| !s.is_empty()))
+    .unwrap_or("(default source)");
+    let state = mic["state"]
+        .as_str()
+        .or(stream["state"].as_str())
+        .unwrap_or("state unknown");
+    let mut line = format!("{} {}", sanitize(source), sanitize(state));
+    let format = [(&stream["rate"], "Hz"), (&stream["channels"], "ch")]
+        .into_iter()
+        .filter_map(|(v, unit)| v.as_u64().map(|n| format!("{n} {unit}")))
+        .collect::<Vec<_>>();
+    if !format.is_empty() {
+        line += &format!(", {}", format.join(", "));
+    }
+    if let Some(error) = mic["error"].as_str().or(mic["last_error"].as_str()) {
+        line += &format!(": {}", sanitize(error));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::microphone_line;
+    use serde_json::json;
+
+    #[test]
+    fn the_microphone_line_says_only_what_the_plugin_knows() {
+        let streaming = json!({"state": "streaming", "capture": {
+            "linked_source": "alsa_input.usb", "rate": 48000, "channels": 1}});
+        assert_eq!(
+            microphone_line(&streaming),
+            "alsa_input.usb streaming, 48000 Hz, 1 ch"
         );
+        let failed = json!({"state": "failed", "capture": null,
+            "last_error": "PipeWire is not running"});
+        assert_eq!(
+            microphone_line(&failed),
+            "(default source) failed: PipeWire is not running"
+        );
+        let hostile = json!({"state": "ok\u{1b}[2J", "capture": {"rate": "lots"}});
+        let line = microphone_line(&hostile);
+        assert!(!line.contains('\u{1b}') && !line.contains("null"), "{line}");
     }
 }

@@ -700,6 +700,14 @@ pub struct PipeWireSession {
 impl PipeWireSession {
     /// Start it all and wait (up to 20 s) until `fake_mic` is in the graph.
     pub fn start() -> PipeWireSession {
+        let mut session = PipeWireSession::prepare();
+        session.run();
+        session
+    }
+
+    /// Its directory and D-Bus bus, with PipeWire not started yet: a child started with
+    /// [`env`](Self::env) finds no PipeWire until [`run`](Self::run).
+    pub fn prepare() -> PipeWireSession {
         for (program, package) in [
             ("dbus-daemon", "dbus-daemon"),
             ("pipewire", "pipewire-bin"),
@@ -714,11 +722,17 @@ impl PipeWireSession {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
             .expect("chmod 700");
         let bus = DbusSession::start();
-        let mut session = PipeWireSession {
+        PipeWireSession {
             dir,
             bus,
             children: Vec::new(),
-        };
+        }
+    }
+
+    /// Start PipeWire, WirePlumber and the virtual microphone and wait (up to 20 s) until
+    /// `fake_mic` is in the graph.
+    pub fn run(&mut self) {
+        let session = self;
         session.spawn("pipewire", &[]);
         let socket = session.dir.path().join("pipewire-0");
         let up = poll(Duration::from_secs(20), || socket.exists());
@@ -751,7 +765,6 @@ impl PipeWireSession {
             "the virtual microphone {FAKE_MIC} did not appear within 20 s; wireplumber log:\n{}",
             session.log("wireplumber")
         );
-        session
     }
 
     /// The environment that points a child at this session (and nowhere else).

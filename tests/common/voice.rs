@@ -33,14 +33,30 @@ impl VoiceDaemon {
     /// [`VoiceDaemon::start`] with `stt` lines added to the `[stt]` table (e.g.
     /// `window = "full"`).
     pub fn start_with(pw: &PipeWireSession, model: &Path, ptt: &str, stt: &str) -> VoiceDaemon {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let sandbox = Sandbox::new();
-        let recorded = sandbox.install_url_recorder();
-        let config = dir.path().join("utter.toml");
-        std::fs::write(
-            &config,
-            format!(
-                r#"config_version = 1
+        VoiceDaemon::spawn(pw, &VoiceDaemon::config_text(model, ptt, stt))
+    }
+
+    /// [`VoiceDaemon::start`] with no stt plugin in the config: the voice loop is off until
+    /// [`VoiceDaemon::stt_plugin`] is added to the file and the runner reloads.
+    pub fn start_without_stt(pw: &PipeWireSession, model: &Path, ptt: &str) -> VoiceDaemon {
+        let config = VoiceDaemon::config_text(model, ptt, "");
+        let without = config.replace(&VoiceDaemon::stt_plugin(), "");
+        assert_ne!(config, without, "the stt plugin's table is in the config");
+        VoiceDaemon::spawn(pw, &without)
+    }
+
+    /// The `[[plugin]]` table of the Whisper plugin, as the config holds it.
+    pub fn stt_plugin() -> String {
+        format!(
+            "[[plugin]]\nid = \"stt\"\nkind = \"stt\"\nentrypoint = [\"{}\"]\n",
+            bin("utter-stt-whisper").display()
+        )
+    }
+
+    /// The config file of a voice daemon.
+    fn config_text(model: &Path, ptt: &str, stt: &str) -> String {
+        format!(
+            r#"config_version = 1
 {ptt}
 
 [audio]
@@ -61,24 +77,26 @@ id = "desktop"
 kind = "action"
 entrypoint = ["{utter}", "plugin", "desktop"]
 
-[[plugin]]
-id = "stt"
-kind = "stt"
-entrypoint = ["{stt}"]
-
+{stt_plugin}
 [[plugin]]
 id = "audio"
 kind = "audio"
 entrypoint = ["{audio}"]
 "#,
-                model = model.display(),
-                stt_extra = stt,
-                utter = bin("utter").display(),
-                stt = bin("utter-stt-whisper").display(),
-                audio = bin("utter-audio-pipewire").display(),
-            ),
+            model = model.display(),
+            stt_extra = stt,
+            utter = bin("utter").display(),
+            stt_plugin = VoiceDaemon::stt_plugin(),
+            audio = bin("utter-audio-pipewire").display(),
         )
-        .expect("config");
+    }
+
+    fn spawn(pw: &PipeWireSession, config_text: &str) -> VoiceDaemon {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let sandbox = Sandbox::new();
+        let recorded = sandbox.install_url_recorder();
+        let config = dir.path().join("utter.toml");
+        std::fs::write(&config, config_text).expect("config");
         let log = dir.path().join("runner.log");
         let socket = dir.path().join("runner.sock");
         // The sandbox's desktop (xdg-open's handler, XDG dirs) on the PipeWire session's bus,

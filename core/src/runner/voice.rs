@@ -113,6 +113,18 @@ impl Voice {
         status.detail = detail.into();
     }
 
+    /// [`Voice::set_state`] only while the state is still `from` (a press may have changed
+    /// it since it was read); true when it was set.
+    fn set_state_if(&self, from: &str, state: &str, detail: impl Into<String>) -> bool {
+        let mut status = self.status.lock().expect("voice status");
+        if status.state != from {
+            return false;
+        }
+        status.state = state.into();
+        status.detail = detail.into();
+        true
+    }
+
     /// The model did not load: `ready` becomes `degraded` with the reason, so `utter status`
     /// shows it before the first utterance fails on it.
     fn model_error(&self, message: &str) {
@@ -130,7 +142,8 @@ impl Voice {
         let config = runner.config().config;
         let pending = self.pending_start.lock().expect("pending start").take();
         if let Some(weak) = pending {
-            // The loop never started: the model was missing. Start it now if it is there.
+            // The loop never started: the model or the stt plugin was missing. Start it now
+            // if both are there (start_voice waits again when the plugin is still missing).
             match weak.upgrade() {
                 Some(runner) if config.stt.missing_model().is_none() => runner.start_voice(),
                 Some(_) => {
@@ -237,6 +250,68 @@ impl Voice {
     /// Forget the configuration (the stream failed), so the next press configures again.
     async fn drop_capture(&self) {
         *self.configured.lock().await = None;
+    }
+
+    /// Between presses, look at the microphone again so status follows it: while
+    /// `unavailable`, try to open it (PipeWire may have started since) and say `ready` when
+    /// it opens; while `ready`, read the capture plugin's `audio.status` and say
+    /// `unavailable` with its error when the stream failed (PipeWire went away).
+    async fn look_at_microphone(&self, runner: &Runner) {
+        let stt = self.status().stt_plugin.unwrap_or_default();
+        match self.state().as_str() {
+            "unavailable" => match self.capture(runner).await {
+                Ok(_) => {
+                    if self.set_state_if(
+                        "unavailable",
+                        "ready",
+                        format!("push-to-talk → {stt} (the microphone opened again)"),
+                    ) {
+                        tracing::info!("the microphone can be opened again");
+                    }
+                }
+                Err(e) => {
+                    self.set_state_if("unavailable", "unavailable", e);
+                }
+            },
+            "ready" => {
+                let config = runner.config().config;
+                let Some(plugin) = plugin_of_kind(runner, &config.audio.plugin, "audio") else {
+                    return;
+                };
+                let Ok(status) = capture_call(runner, &plugin, "audio.status").await else {
+                    // The plugin itself is down: `utter plugins` and the next press say so.
+                    return;
+                };
+                let failed = status["state"] == "failed";
+                let error = status["error"]
+                    .as_str()
+                    .or(status["last_error"].as_str())
+                    .unwrap_or("the capture stream failed")
+                    .to_owned();
+                self.set_microphone(Some(status));
+                if failed && self.set_state_if("ready", "unavailable", format!("{plugin}: {error}"))
+                {
+                    tracing::warn!(plugin, error, "the microphone stream failed");
+                    self.drop_capture().await;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// How often [`Voice::look_at_microphone`] runs between presses.
+const MICROPHONE_WATCH: Duration = Duration::from_secs(3);
+
+/// Run [`Voice::look_at_microphone`] every [`MICROPHONE_WATCH`] while the runner lives.
+async fn watch_microphone(weak: Weak<Runner>) {
+    let mut tick = tokio::time::interval(MICROPHONE_WATCH);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(runner) = weak.upgrade() else { return };
+        runner.voice.look_at_microphone(&runner).await;
     }
 }
 
@@ -359,6 +434,8 @@ impl Runner {
                 "off",
                 "no stt plugin is configured (add a [[plugin]] of kind \"stt\", see the README)",
             );
+            // A reload that adds one starts the loop.
+            *self.voice.pending_start.lock().expect("pending start") = Some(Arc::downgrade(self));
             return;
         };
         {
@@ -383,6 +460,7 @@ impl Runner {
             open_microphone(&weak, &stt).await;
             let preload = weak.clone();
             tokio::spawn(async move { load_model(&preload, &stt).await });
+            tokio::spawn(watch_microphone(weak.clone()));
             voice_loop(weak, events).await;
         });
         self.speak_confirmations();
