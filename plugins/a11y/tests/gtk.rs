@@ -477,6 +477,67 @@ async fn utter_say_types_and_clicks_through_the_runner_in_the_focused_window() {
     );
 }
 
+/// `[security] enforce = true` over the default config: every built-in plugin runs in its
+/// bwrap sandbox with the permissions the default gives it, and typing still goes through
+/// the accessibility bus (read back), not keystrokes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_sandbox_enforced_the_default_config_still_types_through_accessibility() {
+    assert!(
+        sway_session::which("bwrap").is_some(),
+        "bwrap is not installed (Debian: bubblewrap)"
+    );
+    let desktop = Desktop::start();
+    let config = desktop.out.path().join("home/config/utter");
+    std::fs::create_dir_all(&config).expect("config dir");
+    std::fs::write(config.join("config.toml"), "[security]\nenforce = true\n").expect("config");
+    // On a desktop sway and the plugins are one user. Here sway is `nobody` and the plugins
+    // root, and root in a bwrap sandbox has no capabilities: it reaches nobody's sockets only
+    // as any other user would, so they are opened to others.
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let runtime = desktop.sway.runtime_dir();
+    std::fs::set_permissions(runtime, std::fs::Permissions::from_mode(0o711)).expect("chmod");
+    for entry in std::fs::read_dir(runtime).expect("runtime dir").flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_socket()) {
+            std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o777))
+                .expect("chmod");
+        }
+    }
+    // Every plugin of the default config starts in its sandbox but the desktop plugin
+    // (whose launched apps would inherit it), and each reaches what it needs.
+    let (code, plugins) = desktop::utter_json(&desktop, &["plugins", "--json"], &[]);
+    assert_eq!(code, Some(0), "{plugins}");
+    for plugin in plugins.as_array().expect("a list") {
+        let id = plugin["id"].as_str().unwrap_or_default();
+        let sandboxed = plugin["sandbox"]["enforced"] == true;
+        assert_eq!(sandboxed, id != "desktop", "{plugin:#}");
+        let health = plugin["health"].as_str().unwrap_or_default();
+        match id {
+            "compositor" => assert!(!health.starts_with("degraded"), "{plugin:#}"),
+            "a11y" => assert!(health.starts_with("accessibility on"), "{plugin:#}"),
+            "input" => assert!(health.contains("wayland-virtual-keyboard"), "{plugin:#}"),
+            _ => {}
+        }
+    }
+
+    let (code, out) = say(&desktop, "type hello world");
+    assert_eq!(code, Some(0), "{out}");
+    let step = &out["results"][0];
+    assert_eq!(step["plugin"], "a11y", "{out}");
+    assert_eq!(
+        step["result"]["path"], "a11y",
+        "typed through accessibility: {out}"
+    );
+    assert_eq!(step["verified"], true, "{out}");
+    assert!(
+        wait_for_file(&desktop, "entry.txt", "hello world").await,
+        "the entry holds {:?}",
+        desktop.read("entry.txt")
+    );
+    // Nothing warned that a plugin could not reach what it needs.
+    let warnings = out["warnings"].to_string();
+    assert!(!warnings.contains("sandbox"), "{out}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn utter_say_presses_keys_scrolls_and_falls_back_to_keystrokes_through_the_runner() {
     let desktop = Desktop::start();

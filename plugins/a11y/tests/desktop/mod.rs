@@ -1,7 +1,8 @@
 //! A GTK desktop for the in-app action tests: headless sway (as the user `nobody` under
 //! root, see `plugins/compositor/tests/sway_session`), a private session `dbus-daemon` (its
-//! own `HOME` and `XDG_RUNTIME_DIR`, so the accessibility bus that `at-spi-bus-launcher`
-//! starts on demand is private too), and `plugins/a11y/tests/fixtures/form.py` on that bus
+//! own `HOME`, and sway's `XDG_RUNTIME_DIR`, so the accessibility bus that
+//! `at-spi-bus-launcher` starts on demand is private too and its socket sits beside the
+//! Wayland socket, as on a desktop), and `plugins/a11y/tests/fixtures/form.py` on that bus
 //! and that Wayland display. Effects are read from the files the fixture writes.
 //!
 //! Included with `#[path]` by the a11y plugin's tests, the input plugin's tests and the
@@ -29,7 +30,15 @@ pub struct SessionBus {
 }
 
 impl SessionBus {
+    /// A bus in its own directory, which is also its `XDG_RUNTIME_DIR`.
     pub fn start() -> SessionBus {
+        SessionBus::start_in(None)
+    }
+
+    /// A bus whose services (the accessibility bus launcher) get `runtime` as their
+    /// `XDG_RUNTIME_DIR`, as on a desktop where the session's runtime directory holds the
+    /// Wayland socket and `at-spi/` alike; `None`: the bus's own directory.
+    pub fn start_in(runtime: Option<&Path>) -> SessionBus {
         assert!(
             which("dbus-daemon").is_some(),
             "dbus-daemon is not installed (Debian: dbus-daemon)"
@@ -46,7 +55,7 @@ impl SessionBus {
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", dir.path())
-            .env("XDG_RUNTIME_DIR", dir.path())
+            .env("XDG_RUNTIME_DIR", runtime.unwrap_or(dir.path()))
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
@@ -124,7 +133,9 @@ impl Desktop {
             has_keyboard.is_some(),
             "the virtual keyboard did not reach sway's seat"
         );
-        let bus = SessionBus::start();
+        // The accessibility bus's socket lands in sway's runtime directory beside the
+        // Wayland socket, where a sandboxed plugin is given it.
+        let bus = SessionBus::start_in(Some(sway.runtime_dir()));
         let out = tempfile::tempdir().expect("temp dir");
         let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
             .ancestors()
@@ -262,10 +273,16 @@ pub fn say(desktop: &Desktop, words: &str) -> (Option<i32>, Value) {
 /// [`say`] with extra environment variables for `utter` (the runner passes its `UTTER_*`
 /// variables on to the plugins, e.g. `UTTER_GROUNDING_URL` to the a11y plugin).
 pub fn say_with_env(desktop: &Desktop, words: &str, env: &[(&str, &str)]) -> (Option<i32>, Value) {
+    utter_json(desktop, &["say", "--local", "--json", words], env)
+}
+
+/// `utter ARGS…` (which should print JSON) in the desktop's session, as [`say`] runs it:
+/// the exit code and what it printed.
+pub fn utter_json(desktop: &Desktop, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Value) {
     let home = desktop.out.path().join("home");
     std::fs::create_dir_all(home.join("config")).expect("home");
     let output = Command::new(utter_binary())
-        .args(["say", "--local", "--json", words])
+        .args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", &home)
@@ -280,7 +297,7 @@ pub fn say_with_env(desktop: &Desktop, words: &str, env: &[(&str, &str)]) -> (Op
         .expect("run utter");
     let outcome = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
-            "utter say {words:?} printed no JSON ({e}):\n{}\n{}",
+            "utter {args:?} printed no JSON ({e}):\n{}\n{}",
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         )
