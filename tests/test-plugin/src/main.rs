@@ -9,6 +9,8 @@
 //! * `--exit-before-hello`: exit with status 3 at once.
 //! * `--pid-file FILE`: write the process id there at start.
 //! * `--degraded DETAIL`: `plugin.health` answers `{status: "degraded", detail: DETAIL}`.
+//! * `--health DETAIL`: `plugin.health` answers `{status: "ok", detail: DETAIL}` (what a
+//!   healthy plugin of its kind would say, e.g. `model /path` for an stt plugin).
 //! * `--stderr-noise`: at start, write invalid UTF-8 and a 100 KiB line without a newline
 //!   to stderr.
 //! * `--spawn-sleeper FILE`: start `sleep 1000` in the plugin's process group and write its
@@ -81,6 +83,7 @@ struct Options {
     plan_op: Option<String>,
     stderr_noise: bool,
     degraded: Option<String>,
+    health: Option<String>,
     spawn_sleeper: Option<String>,
     invoke_result: Option<Value>,
     plan: Option<Value>,
@@ -125,6 +128,7 @@ fn parse_args() -> Options {
             "--exit-before-hello" => o.exit_before_hello = true,
             "--stderr-noise" => o.stderr_noise = true,
             "--degraded" => o.degraded = Some(value()),
+            "--health" => o.health = Some(value()),
             "--spawn-sleeper" => o.spawn_sleeper = Some(value()),
             "--invoke-result" => {
                 o.invoke_result = utter_protocol::serde_json::from_str(&value()).ok()
@@ -422,7 +426,7 @@ async fn main() -> ExitCode {
                         }
                         "plugin.health" => Ok(match &o.degraded {
                             Some(detail) => json!({"status": "degraded", "detail": detail}),
-                            None => json!({"status": "ok", "detail": "misbehaving on request"}),
+                            None => json!({"status": "ok", "detail": o.health.as_deref().unwrap_or("misbehaving on request")}),
                         }),
                         // What this process may do where it runs (a sandbox test looks from
                         // outside): connect to `connect` (host:port) and to the unix socket
