@@ -10,9 +10,23 @@ Reads one JSON command per line on stdin and answers each with one JSON line on 
   {"op": "texts", "role": R}                               -> the text of every node with that role
   {"op": "values", "role": R}                              -> the Value of every node with that role
   {"op": "tree"}                                           -> the whole tree, one line a node
+  {"op": "state", "role": R, "name": N}                    -> {"ok": true, "name", "description",
+                                                              "states": [...], "actions": [...],
+                                                              "shown": bool}
+  {"op": "row", "name": N}                                 -> the list item (a settings row)
+                                                              named N: {"labels": [...],
+                                                              "buttons": [...]}
+  {"op": "tabs"}                                           -> every page tab: {"tabs": [{"name",
+                                                              "selected", "shown", "actions"}]}
+  {"op": "controls"}                                       -> every control (buttons, switches,
+                                                              tabs, entries, bars): role, name,
+                                                              actions
 R is pyatspi's role name ("push button", "text", "check box", "label", ...); N may end in
 "*" to match a prefix, or start and end with "*" to match a part. Instead of "name", "near": L finds the nearest node of role R around
-the label L (a switch in a settings row is announced with its row's title). Errors are {"ok": false, "error": ...}; the driver never exits on one.
+the label L (a switch in a settings row is announced with its row's title). Where several
+nodes match, one that is shown is taken (GTK keeps a stack's hidden pages on the bus, with
+no size). "shown" is what a person sees: the node has a size on screen (GTK 4.8 sets no
+"showing" state). Errors are {"ok": false, "error": ...}; the driver never exits on one.
 """
 import json
 import sys
@@ -53,12 +67,42 @@ def matches(node, role, name):
         return False
 
 
+def window_of(node):
+    up = node
+    while up is not None:
+        try:
+            if up.getRoleName() in ("frame", "window", "dialog"):
+                return up
+            up = up.parent
+        except Exception:
+            return None
+    return None
+
+
+def shown(node):
+    """Whether the node takes room inside its window: a stack's page never shown and an
+    unrevealed widget have no size, a squeezed-out one keeps a place outside the window.
+    (A page shown once and hidden since keeps its place: which page is shown is said by the
+    window's title.)"""
+    try:
+        e = node.queryComponent().getExtents(pyatspi.WINDOW_COORDS)
+        if e.width <= 0 or e.height <= 0:
+            return False
+        window = window_of(node)
+        if window is None:
+            return True
+        w = window.queryComponent().getExtents(pyatspi.WINDOW_COORDS)
+        return e.x >= 0 and e.y >= 0 and e.x + e.width <= w.width and e.y + e.height <= w.height
+    except Exception:
+        return False
+
+
 def find(role, name, timeout=10.0):
     deadline = time.time() + timeout
     while True:
-        for node in nodes():
-            if matches(node, role, name):
-                return node
+        found = [node for node in nodes() if matches(node, role, name)]
+        if found:
+            return next((n for n in found if shown(n)), found[0])
         if time.time() >= deadline:
             raise LookupError(f"no {role!r} named {name!r} within {timeout} s")
         time.sleep(0.2)
@@ -92,6 +136,38 @@ def find_near(role, label, timeout=10.0):
         if time.time() >= deadline:
             raise LookupError(f"no {role!r} near the label {label!r} within {timeout} s")
         time.sleep(0.2)
+
+
+CONTROLS = {"push button", "toggle button", "check box", "radio button", "page tab", "text",
+            "entry", "password text", "spin button", "slider", "combo box", "level bar",
+            "progress bar"}
+
+
+def actions(node):
+    try:
+        a = node.queryAction()
+        return [a.getName(i) for i in range(a.nActions)]
+    except Exception:
+        return []
+
+
+def states(node):
+    try:
+        return sorted(pyatspi.stateToString(s) for s in node.getState().getStates())
+    except Exception:
+        return []
+
+
+def labels_under(node):
+    out = []
+    for n in walk(node, []):
+        if matches(n, "label", None):
+            try:
+                t = n.queryText()
+                out.append(t.getText(0, t.characterCount))
+            except Exception:
+                pass
+    return out
 
 
 def run(cmd):
@@ -135,12 +211,33 @@ def run(cmd):
                 except Exception:
                     pass
         return {"ok": True, "values": values}
+    if op == "tabs":
+        tabs = [{"name": n.name, "selected": "selected" in states(n), "shown": shown(n),
+                 "actions": actions(n)} for n in nodes() if matches(n, "page tab", None)]
+        return {"ok": True, "tabs": tabs}
+    if op == "controls":
+        found = []
+        for n in nodes():
+            try:
+                r = n.getRoleName()
+            except Exception:
+                continue
+            if r in CONTROLS:
+                found.append({"role": r, "name": n.name or "", "actions": actions(n)})
+        return {"ok": True, "controls": found}
+    if op == "row":
+        row = find("list item", name, timeout)
+        buttons = [n.name for n in walk(row, []) if matches(n, "push button", None)]
+        return {"ok": True, "labels": labels_under(row), "buttons": buttons}
     if "near" in cmd:
         node = find_near(role, cmd["near"], timeout)
     else:
         node = find(role, name, timeout)
     if op == "wait":
         return {"ok": True}
+    if op == "state":
+        return {"ok": True, "name": node.name, "description": node.description or "",
+                "states": states(node), "actions": actions(node), "shown": shown(node)}
     if op == "set_text":
         done = node.queryEditableText().setTextContents(cmd["text"])
         return {"ok": bool(done)}

@@ -375,6 +375,8 @@ pub struct ModelRow {
     pub size: u64,
     /// `installed`, `incomplete` or `not-installed` ([`utter_core::models::InstallState`]).
     pub state: &'static str,
+    /// Where it is (or would be) installed: `<models dir>/<name>`.
+    pub dir: PathBuf,
 }
 
 /// The speech models of the catalog (`$UTTER_MODELS_CATALOG`, else the built-in one) and
@@ -394,6 +396,7 @@ pub fn models() -> Result<Vec<ModelRow>, String> {
             description: m.description.clone(),
             size: m.size(),
             state: m.state(&dir.join(&m.name)).as_str(),
+            dir: dir.join(&m.name),
         })
         .collect())
 }

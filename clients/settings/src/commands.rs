@@ -11,7 +11,7 @@ use gtk::glib;
 use serde_json::{Value, json};
 
 use crate::profile_edit::{self, Editable};
-use crate::{Live, backend, button, describe_outcome, say, text};
+use crate::{Live, backend, button, button_for, describe_outcome, say, text};
 
 /// The page's widgets the rest of the app updates.
 pub struct CommandsWidgets {
@@ -162,7 +162,7 @@ fn example_row(live: &Rc<Live>, category: &Value) -> adw::ExpanderRow {
             None => format!("“{say_it}”"),
         };
         let line = adw::ActionRow::builder().title(&title).build();
-        let try_it = button("Show the plan");
+        let try_it = button_for("Show the plan", &format!("Show the plan of {title}"));
         {
             let live = live.clone();
             try_it.connect_clicked(move |_| {
@@ -216,7 +216,7 @@ pub fn refresh_profiles(live: &Rc<Live>) {
             ))
             .build();
         if let Some(dir) = dir.clone() {
-            let edit = button("Edit");
+            let edit = button_for("Edit", &format!("Edit the shortcuts of {}", p.name));
             let live = live.clone();
             let id = p.id.clone();
             edit.connect_clicked(move |_| match profile_edit::open(&id, &dir) {
@@ -265,7 +265,7 @@ fn show_editor(live: &Rc<Live>, editable: Editable) {
             .title(name)
             .subtitle(chord)
             .build();
-        let remove = button("Remove");
+        let remove = button_for("Remove", &format!("Remove the shortcut {name}"));
         remove.add_css_class("destructive-action");
         let live_ = live.clone();
         let name = name.clone();
@@ -284,7 +284,7 @@ fn show_editor(live: &Rc<Live>, editable: Editable) {
             edit_shortcut(&live, name.text().as_str(), Some(keys.text().as_str()));
         });
     }
-    let close = button("Close");
+    let close = button_for("Close", "Close the editor");
     {
         let live = live.clone();
         close.connect_clicked(move |_| {

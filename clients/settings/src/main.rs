@@ -4,9 +4,12 @@
 //! - **Status**: the service (start, stop, restart, enable through systemd's user manager),
 //!   the runner's state and every plugin with its kind, epoch, status, restarts and the
 //!   reason of one that is not running;
-//! - **Voice** ([`voice`]): push-to-talk (the portal shortcut, evdev and its key), the
-//!   microphone with a live level meter, the speech model with its download progress, and a
-//!   "Try it" button that shows what was heard, the plan and the timings;
+//! - **Voice** ([`voice`]): push-to-talk (the portal shortcut, the keyboard monitor, evdev,
+//!   their keys, and what the runner says of each: one the desktop does not have is
+//!   insensitive with the reason), the capture plugin's state and the microphone with a live
+//!   level meter, the speech model in use (a catalog name or a model directory) and the
+//!   catalog with its download progress, and a "Try it" button that shows what was heard,
+//!   the plan and the timings;
 //! - **Commands** ([`commands`]): a phrase box that dry-runs a command and shows the plan,
 //!   "What can I say?", and the application profiles with a shortcut editor;
 //! - **Safety**: the confirmations waiting, with Approve and Deny, the enabled ops and the
@@ -17,7 +20,9 @@
 //! It talks to the runner through `utter-ipc` (never by parsing CLI text) and edits
 //! `~/.config/utter/config.toml` through the runner's own comment-preserving editor and
 //! checker: a change that would make the file invalid is shown with file:line and not
-//! written. Colours follow libadwaita's style manager; a `colors.css` beside the config
+//! written. The page tabs are one bar under the header at any width, and every control has
+//! an accessible name and action (the settings test drives them through AT-SPI). Colours
+//! follow libadwaita's style manager; a `colors.css` beside the config
 //! (for example written by a matugen template) is loaded on top when present.
 
 mod backend;
@@ -94,6 +99,66 @@ fn button(label: &str) -> gtk::Button {
         .build()
 }
 
+/// Set `what` of `widget`'s accessible properties (its name or description, as a screen
+/// reader says it) to `text`.
+///
+/// gtk4-rs binds `GtkAccessible` only from GTK 4.10 on, and Debian 12 has 4.8; the function
+/// this calls, `gtk_accessible_update_property_value`, is GTK's own since 4.0 (in the
+/// libgtk-4 that gtk4-sys links), declared here as GTK's header declares it.
+fn accessible(widget: &impl IsA<gtk::Widget>, what: gtk::AccessibleProperty, text: &str) {
+    use gtk::glib::translate::{IntoGlib, ToGlibPtr};
+    unsafe extern "C" {
+        fn gtk_accessible_update_property_value(
+            accessible: *mut gtk::ffi::GtkWidget,
+            n_properties: std::ffi::c_int,
+            properties: *mut gtk::ffi::GtkAccessibleProperty,
+            values: *const gtk::glib::gobject_ffi::GValue,
+        );
+    }
+    let value = text.to_value();
+    let mut properties = [what.into_glib()];
+    let widget: &gtk::Widget = widget.as_ref();
+    // SAFETY: a widget is a GtkAccessible; one property and one value, both alive for the
+    // call (GTK copies the string).
+    unsafe {
+        gtk_accessible_update_property_value(
+            widget.to_glib_none().0,
+            1,
+            properties.as_mut_ptr(),
+            value.to_glib_none().0,
+        );
+    }
+}
+
+/// The accessible name of `widget` (what a screen reader calls it).
+fn name(widget: &impl IsA<gtk::Widget>, text: &str) {
+    accessible(widget, gtk::AccessibleProperty::Label, text);
+}
+
+/// The accessible description of `widget` (what a screen reader adds after its name).
+fn describe(widget: &impl IsA<gtk::Widget>, text: &str) {
+    accessible(widget, gtk::AccessibleProperty::Description, text);
+}
+
+/// A button whose visible label is short ("Use", "Edit") and whose accessible name says what
+/// it acts on ("Use tiny.en"), so a screen reader tells one row's button from another's.
+fn button_for(label: &str, name: &str) -> gtk::Button {
+    let b = button(label);
+    crate::name(&b, name);
+    b
+}
+
+/// `widget`'s descendants, depth first.
+fn descendants(widget: &gtk::Widget) -> impl Iterator<Item = gtk::Widget> {
+    let mut stack: Vec<gtk::Widget> = widget.first_child().into_iter().collect();
+    std::iter::from_fn(move || {
+        let next = stack.pop()?;
+        stack.extend(next.next_sibling());
+        stack.extend(next.first_child());
+        Some(next)
+    })
+}
+
 /// Shared widgets the event stream updates, and what the pages learnt of the runner.
 struct Live {
     stack: adw::ViewStack,
@@ -108,8 +173,10 @@ struct Live {
     commands: commands::CommandsWidgets,
     events: gtk::TextBuffer,
     logs: gtk::TextBuffer,
-    /// The running capture plugin's id (kind `audio`), once the status named one.
-    audio_plugin: RefCell<Option<String>>,
+    /// The runner's last status (`None` until one came, or while the runner is away).
+    status: RefCell<Option<utter_ipc::Status>>,
+    /// Why there is no status: the runner could not be asked.
+    runner_error: RefCell<Option<String>>,
     /// The running router's id (kind `router`), once the status named one.
     router_plugin: RefCell<Option<String>>,
     target: Target,
@@ -120,17 +187,27 @@ fn build(app: &adw::Application, target: Target, first_page: &str) {
     load_palette(&target);
     let stack = adw::ViewStack::new();
     stack.set_vexpand(true);
-    let title = adw::ViewSwitcherTitle::builder()
-        .title("Utter")
-        .stack(&stack)
-        .build();
+    // The header names the page shown; the page tabs are one bar that is always there, at
+    // any width (a tiled window is often narrow, where a switcher in the header would give
+    // way to the title and leave no tabs at all), and one set of tabs on the accessibility
+    // bus, each a "page tab" with its name and a click action.
+    let title = adw::WindowTitle::new("Utter", "");
     let header = adw::HeaderBar::builder().title_widget(&title).build();
+    let tabs = adw::ViewSwitcherBar::builder()
+        .stack(&stack)
+        .reveal(true)
+        .build();
+    // The tab list is the bar's switcher, which a screen reader announces with the tabs.
+    if let Some(switcher) = descendants(tabs.upcast_ref()).find(|w| w.is::<adw::ViewSwitcher>()) {
+        crate::name(&switcher, "Pages");
+    }
     let message = text("");
     message.set_margin_start(12);
     message.set_margin_end(12);
     message.set_visible(false);
     let content = gtk::Box::new(gtk::Orientation::Vertical, 0);
     content.append(&header);
+    content.append(&tabs);
     content.append(&message);
     content.append(&stack);
 
@@ -156,7 +233,8 @@ fn build(app: &adw::Application, target: Target, first_page: &str) {
         commands: commands::CommandsWidgets::new(),
         events: gtk::TextBuffer::new(None),
         logs: gtk::TextBuffer::new(None),
-        audio_plugin: RefCell::new(None),
+        status: RefCell::new(None),
+        runner_error: RefCell::new(None),
         router_plugin: RefCell::new(None),
         target: target.clone(),
         message: message.clone(),
@@ -187,19 +265,18 @@ fn build(app: &adw::Application, target: Target, first_page: &str) {
         "security-high-symbolic",
     );
     stack.add_titled_with_icon(
-        &text_page(&live.events),
+        &text_page(&live.events, "Events"),
         Some("events"),
         "Events",
         "view-list-symbolic",
     );
     stack.add_titled_with_icon(
-        &text_page(&live.logs),
+        &text_page(&live.logs, "Logs"),
         Some("logs"),
         "Logs",
         "text-x-generic-symbolic",
     );
     stack.set_visible_child_name(first_page);
-
     let window = adw::ApplicationWindow::builder()
         .application(app)
         .title("Utter Settings")
@@ -207,10 +284,36 @@ fn build(app: &adw::Application, target: Target, first_page: &str) {
         .default_height(620)
         .content(&content)
         .build();
+    // The page shown is named in the header and in the window's title, which is what a
+    // screen reader says of the window (GTK 4.8 tells it nothing else of which page is
+    // shown: the hidden pages stay on the accessibility bus).
+    let named = window.downgrade();
+    let shown = move |stack: &adw::ViewStack| {
+        let page = stack
+            .visible_child()
+            .and_then(|child| stack.page(&child).title())
+            .unwrap_or_default();
+        title.set_subtitle(&page);
+        if let Some(window) = named.upgrade() {
+            window.set_title(Some(&format!("Utter Settings: {page}")));
+        }
+    };
+    shown(&stack);
+    stack.connect_visible_child_notify(shown);
     window.present();
 
     follow_events(live.clone());
     refresh_status(live.clone());
+    // A plugin's health is asked afresh at each `runner.status` and changes without an event
+    // of its own (a capture plugin whose PipeWire went away): ask again now and then, so the
+    // pages do not go on showing a state that is over.
+    {
+        let live = live.clone();
+        glib::timeout_add_local(STATUS_EVERY, move || {
+            refresh_status(live.clone());
+            glib::ControlFlow::Continue
+        });
+    }
     refresh_pending(live.clone());
     refresh_audit(live);
 }
@@ -249,6 +352,9 @@ fn load_palette(target: &Target) {
 // ---------------------------------------------------------------------------------------
 // Status
 
+/// How often the status is asked for besides the runner's events.
+const STATUS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn status_page(live: &Rc<Live>) -> adw::PreferencesPage {
     let page = adw::PreferencesPage::new();
     let service = adw::PreferencesGroup::builder()
@@ -284,65 +390,70 @@ fn status_page(live: &Rc<Live>) -> adw::PreferencesPage {
     page
 }
 
+/// Ask the runner for its status and show it: the Status page (its plugin rows made again
+/// only when a plugin changed), the router the Commands page asks, and the Voice page when
+/// what it shows changed.
 fn refresh_status(live: Rc<Live>) {
     glib::spawn_future_local(async move {
         let target = live.target.clone();
-        let status = backend::spawn(async move { target.status().await }).await;
-        for row in live.plugin_rows.borrow_mut().drain(..) {
-            live.plugins.remove(&row);
-        }
-        let running_of = |status: &utter_ipc::Status, kind: &str| {
-            status
+        let status = match backend::spawn(async move { target.status().await }).await {
+            Ok(status) => status,
+            Err(e) => Err(e.to_string()),
+        };
+        let before = live.status.replace(status.as_ref().ok().cloned());
+        live.runner_error.replace(status.as_ref().err().cloned());
+        if let Ok(status) = &status {
+            let router = status
                 .plugins
                 .iter()
-                .find(|p| p.kind == kind && p.status.as_str() == "ok")
-                .map(|p| p.id.clone())
-        };
-        if let Ok(Ok(status)) = &status {
-            let audio = running_of(status, "audio");
-            if *live.audio_plugin.borrow() != audio {
-                live.audio_plugin.replace(audio);
-                voice::refresh_sources(live.clone());
-            }
-            let router = running_of(status, "router");
+                .find(|p| p.kind == "router" && p.status.as_str() == "ok")
+                .map(|p| p.id.clone());
             if *live.router_plugin.borrow() != router {
                 live.router_plugin.replace(router);
                 commands::refresh_examples(live.clone());
             }
         }
-        match status {
-            Ok(Ok(status)) => {
-                live.state_row.set_subtitle(&format!(
-                    "{} · version {} · config {}",
-                    status.state.as_str(),
-                    status.version,
-                    status.config
-                ));
-                for p in &status.plugins {
-                    let mut subtitle = format!(
-                        "{} · {} · epoch {} · {} restart{}",
-                        p.kind,
-                        p.status.as_str(),
-                        p.epoch,
-                        p.restarts,
-                        if p.restarts == 1 { "" } else { "s" }
-                    );
-                    let why = p.last_error.as_deref().unwrap_or(p.health.as_str());
-                    if p.status.as_str() != "ok" && !why.is_empty() {
-                        subtitle.push_str(" · ");
-                        subtitle.push_str(why);
-                    }
-                    let row = adw::ActionRow::builder()
-                        .title(&p.id)
-                        .subtitle(&subtitle)
-                        .subtitle_lines(3)
-                        .build();
-                    live.plugins.add(&row);
-                    live.plugin_rows.borrow_mut().push(row);
-                }
+        voice::status_changed(&live, before.as_ref(), status.as_ref().ok());
+        let subtitle = match &status {
+            Ok(status) => format!(
+                "{} · version {} · config {}",
+                status.state.as_str(),
+                status.version,
+                status.config
+            ),
+            Err(e) => format!("not running: {e}"),
+        };
+        if live.state_row.subtitle().as_deref() != Some(subtitle.as_str()) {
+            live.state_row.set_subtitle(&subtitle);
+        }
+        let plugins = status.as_ref().ok().map(|s| &s.plugins);
+        if before.as_ref().map(|s| &s.plugins) == plugins {
+            return;
+        }
+        for row in live.plugin_rows.borrow_mut().drain(..) {
+            live.plugins.remove(&row);
+        }
+        for p in plugins.into_iter().flatten() {
+            let mut subtitle = format!(
+                "{} · {} · epoch {} · {} restart{}",
+                p.kind,
+                p.status.as_str(),
+                p.epoch,
+                p.restarts,
+                if p.restarts == 1 { "" } else { "s" }
+            );
+            let why = p.last_error.as_deref().unwrap_or(p.health.as_str());
+            if p.status.as_str() != "ok" && !why.is_empty() {
+                subtitle.push_str(" · ");
+                subtitle.push_str(why);
             }
-            Ok(Err(e)) => live.state_row.set_subtitle(&format!("not running: {e}")),
-            Err(e) => live.state_row.set_subtitle(&e.to_string()),
+            let row = adw::ActionRow::builder()
+                .title(&p.id)
+                .subtitle(&subtitle)
+                .subtitle_lines(3)
+                .build();
+            live.plugins.add(&row);
+            live.plugin_rows.borrow_mut().push(row);
         }
     });
 }
@@ -476,7 +587,7 @@ fn refresh_pending(live: Rc<Live>) {
                 .subtitle_lines(2)
                 .build();
             for (label, approved) in [("Approve", true), ("Deny", false)] {
-                let b = button(label);
+                let b = button_for(label, &format!("{label}: {}", p.request.summary));
                 if approved {
                     b.add_css_class("suggested-action");
                 } else {
@@ -512,8 +623,8 @@ fn refresh_pending(live: Rc<Live>) {
 // ---------------------------------------------------------------------------------------
 // Events and logs
 
-/// A read-only, scrolling page of lines.
-fn text_page(buffer: &gtk::TextBuffer) -> gtk::ScrolledWindow {
+/// A read-only, scrolling page of lines, named `name` on the accessibility bus.
+fn text_page(buffer: &gtk::TextBuffer, name: &str) -> gtk::ScrolledWindow {
     let view = gtk::TextView::builder()
         .buffer(buffer)
         .editable(false)
@@ -523,6 +634,7 @@ fn text_page(buffer: &gtk::TextBuffer) -> gtk::ScrolledWindow {
         .left_margin(12)
         .right_margin(12)
         .build();
+    crate::name(&view, name);
     gtk::ScrolledWindow::builder().child(&view).build()
 }
 
