@@ -427,7 +427,20 @@ async fn a_dry_run_writes_nothing_and_says_what_it_would_do() {
     let run = run_utter(&["install", "--user", "--dry-run"], &env).await;
     assert_eq!(run.code, Some(0), "{run}");
     assert!(run.stdout.contains("dry run: nothing was written"), "{run}");
-    assert_eq!(run.stdout.matches("  create ").count(), 4, "{run}");
+    // The four files, and the plugin programs of the default config (built beside utter).
+    let creates: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("  create "))
+        .collect();
+    let plugins = creates.iter().filter(|l| l.contains(" plugin ")).count();
+    assert_eq!(creates.len() - plugins, 4, "{run}");
+    for program in ["utter-input", "utter-audio-pipewire", "utter-stt-whisper"] {
+        assert!(
+            creates.iter().any(|l| l.ends_with(&format!("/{program}"))),
+            "{program}: {run}"
+        );
+    }
     for p in at.all() {
         assert!(!p.exists(), "{} was written", p.display());
         assert!(run.stdout.contains(p.to_str().unwrap()), "{run}");

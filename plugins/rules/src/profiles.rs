@@ -688,12 +688,15 @@ pub fn default_user_dir() -> Option<PathBuf> {
         .map(|c| c.join("utter").join("profiles"))
 }
 
+/// The stamps of the profile files and of the commands file (modification time and size).
+type SourceStamp = (Stamp, Option<(SystemTime, u64)>);
+
 /// The profiles, read again when the user's directory changed.
 pub struct ProfilesSource {
     dir: Option<PathBuf>,
     /// The stamps of the profile files and of the commands file last read, and what they
     /// held.
-    current: Mutex<(Option<(Stamp, Option<(SystemTime, u64)>)>, Arc<Profiles>)>,
+    current: Mutex<(Option<SourceStamp>, Arc<Profiles>)>,
 }
 
 impl ProfilesSource {
