@@ -398,6 +398,49 @@ fn candidates(class: Class, sources: &Sources<'_>) -> Vec<Candidate> {
     out
 }
 
+/// True when a phrase may be what was heard as `spoken`: every object and direction word
+/// said is in the phrase, and each object or direction word of the phrase that was not said
+/// stands where a word the grammar does not know was heard (a mishearing: "focus lift" may
+/// be "focus left"). "move the window down" is no mishearing of "move the window to
+/// workspace down": its words name another action, and asking about it would be a wrong
+/// question.
+fn same_frame(spoken: &str, phrase: &str) -> bool {
+    let grammar = crate::grammar::Grammar::builtin();
+    let framing = |word: &str| {
+        matches!(
+            grammar.word(word),
+            Some(crate::grammar::Token::Object(_) | crate::grammar::Token::Direction(_))
+        )
+    };
+    let words = |text: &str| -> Vec<String> {
+        normalize(text)
+            .split(' ')
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let said = words(spoken);
+    let candidate = words(phrase);
+    let candidate_compact = compact(&candidate.join(" "));
+    let said_compact = compact(&said.join(" "));
+    if said
+        .iter()
+        .filter(|w| framing(w))
+        .any(|w| !candidate_compact.contains(w.as_str()))
+    {
+        return false;
+    }
+    let unsaid = candidate
+        .iter()
+        .filter(|w| framing(w) && !said_compact.contains(w.as_str()))
+        .count();
+    let unknown = said
+        .iter()
+        .filter(|w| !grammar.knows(w) && !w.chars().all(|c| c.is_ascii_digit()))
+        .count();
+    unsaid <= unknown
+}
+
 fn profile_names(profile: &crate::profiles::Profile) -> Vec<String> {
     std::iter::once(profile.name.clone())
         .chain(profile.spoken.iter().cloned())
@@ -431,6 +474,7 @@ pub fn decide(text: &str, sources: &Sources<'_>, thresholds: Thresholds) -> Opti
             (best, c)
         })
         .filter(|(s, _)| *s > 0.0)
+        .filter(|(_, c)| class != Class::Phrase || same_frame(spoken, &c.names[0]))
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0));
     // The same label from two sources (a site and an app called alike, an open window and its

@@ -44,6 +44,7 @@ pub mod context;
 pub mod decide;
 pub mod eval;
 pub mod examples;
+pub mod grammar;
 pub mod inapp;
 pub mod language;
 pub mod niri_config;
@@ -52,6 +53,7 @@ pub mod phrases;
 pub mod profiles;
 pub mod rules;
 pub mod sites;
+pub mod space;
 pub mod text;
 pub mod vocabulary;
 

@@ -501,6 +501,9 @@ fn plan_head(
     {
         return Some(niri("niri_bind", found));
     }
+    if let Some(m) = crate::space::plan(text) {
+        return Some(m);
+    }
     if let Some(m) = settle(language::shortcut(text, sources), pending) {
         return Some(m);
     }
@@ -2267,15 +2270,21 @@ mod tests {
     #[test]
     fn niri_bindings_on_sway_are_explained() {
         let (binds, _) = crate::niri_config::parse(
-            "binds {\n  Mod+Left { focus-column-left; }\n  \
+            "binds {\n  Mod+Escape { toggle-keyboard-shortcuts-inhibit; }\n  \
              Mod+T hotkey-overlay-title=\"Open a Terminal\" { spawn \"foot\"; }\n}\n",
         )
         .expect("parses");
         let sway = context(json!({"compositor": {"name": "sway"}}));
         assert_eq!(
-            explain_with("focus column left", &apps(), Some(&sway), &binds).as_deref(),
+            explain_with(
+                "toggle keyboard shortcuts inhibit",
+                &apps(),
+                Some(&sway),
+                &binds
+            )
+            .as_deref(),
             Some(
-                "\"focus column left\" is one of your niri key bindings, but this session runs sway"
+                "\"toggle keyboard shortcuts inhibit\" is one of your niri key bindings, but this session runs sway"
             )
         );
         assert_eq!(

@@ -242,7 +242,7 @@ async fn destructive_steps_ask_first_and_empty_plans_say_why() {
     let home = Home::new();
     std::fs::write(
         home.niri_config(),
-        "binds {\n    Mod+Left { focus-column-left; }\n    \
+        "binds {\n    Mod+Escape { toggle-keyboard-shortcuts-inhibit; }\n    \
          Mod+Shift+E hotkey-overlay-title=\"Leave the Session\" { quit; }\n}\n",
     )
     .expect("write config");
@@ -293,11 +293,11 @@ async fn destructive_steps_ask_first_and_empty_plans_say_why() {
         message(
             plan(
                 &plugin,
-                json!({"utterance": "focus column left", "context": sway})
+                json!({"utterance": "toggle keyboard shortcuts inhibit", "context": sway})
             )
             .await
         ),
-        "\"focus column left\" is one of your niri key bindings, but this session runs sway"
+        "\"toggle keyboard shortcuts inhibit\" is one of your niri key bindings, but this session runs sway"
     );
     // A misheard name is the decision head's: "firefix" is Firefox, sure enough to act.
     let misheard = plan(
