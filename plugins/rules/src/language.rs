@@ -169,6 +169,30 @@ const SEARCH_VERBS: &[&str] = &[
     "google",
     "look up",
     "lookup",
+    "find me",
+];
+
+/// Verbs that search a site named after "on" ("find cat videos on youtube", "play lofi on
+/// youtube"): only with a site of the catalog that has a search.
+const SITE_SEARCH_VERBS: &[&str] = &[
+    "look for",
+    "listen to",
+    "search for",
+    "find",
+    "play",
+    "watch",
+    "show me",
+];
+
+/// Words that end an utterance asking to search for what came before them ("what does
+/// ephemeral mean, look it up").
+const TRAILING_SEARCH: &[&str] = &[
+    "look it up",
+    "look that up",
+    "search for it",
+    "search for that",
+    "google it",
+    "google that",
 ];
 
 /// Rule `search`: "search youtube for cats", "search for rust on github", "look up the
@@ -177,6 +201,9 @@ const SEARCH_VERBS: &[&str] = &[
 /// focused browser's profile, else `data/commands.toml`'s engine (or `UTTER_SEARCH_URL`).
 pub fn search(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escalation>> {
     let spoken = Spoken::new(raw);
+    if let Some(found) = site_search(sources, &spoken) {
+        return Some(found);
+    }
     let after = spoken.after_verb(SEARCH_VERBS)?;
     let verb = spoken.text(spoken.first)[..after - spoken.first].join(" ");
     let words = spoken.text(after);
@@ -186,7 +213,7 @@ pub fn search(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escala
             let site_words = words[..for_at].join(" ");
             if let Some(site) = sources
                 .catalog
-                .lookup(&site_words)
+                .lookup_web(&site_words)
                 .filter(|s| s.search.is_some())
             {
                 let start = after + for_at + 1;
@@ -205,7 +232,7 @@ pub fn search(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escala
         let site_words = words[on_at + 1..].join(" ");
         if let Some(site) = sources
             .catalog
-            .lookup(&site_words)
+            .lookup_web(&site_words)
             .filter(|s| s.search.is_some())
         {
             return Some(query_step(
@@ -237,6 +264,72 @@ pub fn search(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escala
         (search_engine(sources), "the web".to_owned())
     };
     Some(query_step(&spoken, after, spoken.last, &template, &engine))
+}
+
+/// The site searches that do not open with a search verb: "youtube search rust tutorial"
+/// (a site, then "search"), "find cat videos on youtube" and "play lofi on youtube" (a verb
+/// of [`SITE_SEARCH_VERBS`], the query, "on" and a site with a search), and "what does
+/// ephemeral mean, look it up" (the query, then [`TRAILING_SEARCH`]: the default engine).
+fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matched, Escalation>> {
+    let words = spoken.text(spoken.first);
+    // "youtube search rust tutorial", "wikipedia search for quantum computing".
+    for k in 1..=4.min(words.len()) {
+        if words.get(k) != Some(&"search") {
+            continue;
+        }
+        let Some(site) = sources
+            .catalog
+            .lookup_web(&words[..k].join(" "))
+            .filter(|s| s.search.is_some())
+        else {
+            continue;
+        };
+        let mut start = spoken.first + k + 1;
+        if words.get(k + 1) == Some(&"for") {
+            start += 1;
+        }
+        return Some(query_step(
+            spoken,
+            start,
+            spoken.last,
+            site.search.as_deref()?,
+            &site.name,
+        ));
+    }
+    // "find cat videos on youtube", "play lofi on youtube".
+    if let Some(after) = spoken.after_verb(SITE_SEARCH_VERBS) {
+        let rest = spoken.text(after);
+        if let Some(on_at) = rest.iter().rposition(|w| *w == "on") {
+            if let Some(site) = sources
+                .catalog
+                .lookup_web(&rest[on_at + 1..].join(" "))
+                .filter(|s| s.search.is_some())
+            {
+                return Some(query_step(
+                    spoken,
+                    after,
+                    after + on_at,
+                    site.search.as_deref()?,
+                    &site.name,
+                ));
+            }
+        }
+    }
+    // "what does ephemeral mean, look it up".
+    for tail in TRAILING_SEARCH {
+        let tail: Vec<&str> = tail.split(' ').collect();
+        if words.len() > tail.len() && words.ends_with(&tail) {
+            let end = spoken.last - tail.len();
+            return Some(query_step(
+                spoken,
+                spoken.first,
+                end,
+                &search_engine(sources),
+                "the web",
+            ));
+        }
+    }
+    None
 }
 
 /// The default search template: `UTTER_SEARCH_URL` when it is a valid one, else the table's.

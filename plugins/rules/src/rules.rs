@@ -135,14 +135,77 @@ const SITE_VERBS: &[&str] = &[
     "navigate to",
     "take me to",
     "browse to",
+    "check out",
     "show me",
     "open up",
+    "pull up",
     "go to",
     "goto",
     "visit",
+    "check",
     "open",
     "show",
 ];
+
+/// Words after a site that ask for a new tab ("open reddit in a new tab"): the step is
+/// `open_url` (a new tab) instead of `ensure_url` (the tab showing it, if one does).
+const NEW_TAB: &[&str] = &["in a new tab", "in new tab", "in another tab", "in a tab"];
+
+/// Words after a name that say the web is meant ("open spotify in the browser"): the site's
+/// `web_names` count too ([`Catalog::lookup_web`]).
+const ON_THE_WEB: &[&str] = &[
+    "in the browser",
+    "in a browser",
+    "in my browser",
+    "on the web",
+    "website",
+    "web site",
+    "web app",
+];
+
+/// The site a target names ("reddit", "reddit in a new tab", "spotify in the browser") and
+/// whether a new tab was asked for.
+fn site_target<'c>(target: &str, catalog: &'c Catalog) -> Option<(&'c crate::sites::Site, bool)> {
+    let mut target = target;
+    let mut new_tab = false;
+    for words in NEW_TAB {
+        if let Some(rest) = strip_word_suffix(target, words).filter(|r| !r.is_empty()) {
+            target = rest;
+            new_tab = true;
+            break;
+        }
+    }
+    for words in ON_THE_WEB {
+        if let Some(rest) = strip_word_suffix(target, words).filter(|r| !r.is_empty()) {
+            return catalog.lookup_web(rest).map(|s| (s, new_tab));
+        }
+    }
+    catalog
+        .lookup(target)
+        .or_else(|| new_tab.then(|| catalog.lookup_web(target)).flatten())
+        .map(|s| (s, new_tab))
+}
+
+/// The step that opens `site`: in a new tab (`open_url`), or the tab showing it if a browser
+/// has one, else a new one (`ensure_url`).
+fn open_site(site: &crate::sites::Site, new_tab: bool) -> Matched {
+    if new_tab {
+        return Matched {
+            rule: "open_site",
+            op: "open_url",
+            args: json!({"url": site.url}),
+            message: format!("open {} ({}) in a new tab", site.name, site.url),
+            confirm: false,
+        };
+    }
+    Matched {
+        rule: "open_site",
+        op: "ensure_url",
+        args: json!({"url": site.url, "site": site.name}),
+        message: format!("open {} ({})", site.name, site.url),
+        confirm: false,
+    }
+}
 
 /// Verbs that launch an application, longest first.
 pub(crate) const APP_VERBS: &[&str] = &[
@@ -474,14 +537,8 @@ fn plan_head(
         return Some(m);
     }
     for target in targets(text, SITE_VERBS) {
-        if let Some(site) = sources.catalog.lookup(target) {
-            return Some(Matched {
-                rule: "open_site",
-                op: "ensure_url",
-                args: json!({"url": site.url, "site": site.name}),
-                message: format!("open {} ({})", site.name, site.url),
-                confirm: false,
-            });
+        if let Some((site, new_tab)) = site_target(target, sources.catalog) {
+            return Some(open_site(site, new_tab));
         }
     }
     let canonical = numbers::digits(text);
@@ -520,6 +577,13 @@ fn plan_tail(
     for target in targets(text, &sources.curated.focus_verbs) {
         if let Some(matched) = switch_to(target, sources) {
             return Some(matched);
+        }
+    }
+    // "switch to github": no application or window is called so, the site is (its tab is
+    // focused when a browser shows it, else it opens).
+    for target in targets(text, &sources.curated.focus_verbs) {
+        if let Some((site, new_tab)) = site_target(target, sources.catalog) {
+            return Some(open_site(site, new_tab));
         }
     }
     for target in targets(text, &sources.curated.close_verbs) {
@@ -573,6 +637,15 @@ fn plan_tail(
         return Some(matched);
     }
     for target in targets(text, SITE_VERBS) {
+        if let Some(url) = local_address(target) {
+            return Some(Matched {
+                rule: "open_domain",
+                op: "ensure_url",
+                message: format!("open {url}"),
+                args: json!({"url": url, "site": url.trim_start_matches("http://")}),
+                confirm: false,
+            });
+        }
         if let Some(host) = site_forms(target).into_iter().find(|f| is_hostname(f)) {
             let url = format!("https://{host}");
             return Some(Matched {
@@ -585,6 +658,18 @@ fn plan_tail(
         }
     }
     None
+}
+
+/// "localhost port 3000", "localhost colon 8080", "local host 5173": the development server
+/// on this machine, over plain http (what `npm run dev` and the like print).
+fn local_address(target: &str) -> Option<String> {
+    let rest = strip_word_prefix(target, "localhost")
+        .or_else(|| strip_word_prefix(target, "local host"))?;
+    let rest = ["port ", "colon ", "on port ", ""]
+        .iter()
+        .find_map(|p| rest.strip_prefix(p))?;
+    let port: u16 = numbers::digits(rest).parse().ok().filter(|p| *p > 0)?;
+    Some(format!("http://localhost:{port}"))
 }
 
 /// Why [`plan`] found no step for `text`, when a rule came close enough to say so:

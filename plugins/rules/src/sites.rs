@@ -29,6 +29,9 @@ pub struct Site {
     /// Normalised name, aliases and (for a URL without a path) the host, with and without
     /// `www.`: the exact forms an utterance is compared with.
     keys: Vec<String>,
+    /// Normalised `web_names`: names of the site only where the web is meant
+    /// ([`Catalog::lookup_web`]).
+    web_keys: Vec<String>,
 }
 
 impl Site {
@@ -93,6 +96,8 @@ struct SiteEntry {
     #[serde(default)]
     aliases: Vec<Spanned<String>>,
     search: Option<Spanned<String>>,
+    #[serde(default)]
+    web_names: Vec<Spanned<String>>,
 }
 
 impl Catalog {
@@ -144,7 +149,12 @@ impl Catalog {
                 ));
             };
             let mut keys = Vec::new();
-            for spoken in std::iter::once(&entry.name).chain(&entry.aliases) {
+            let mut web_keys = Vec::new();
+            let named = std::iter::once(&entry.name).chain(&entry.aliases);
+            for (web, spoken) in named
+                .map(|s| (false, s))
+                .chain(entry.web_names.iter().map(|s| (true, s)))
+            {
                 let key = normalize(spoken.get_ref());
                 if key.is_empty() {
                     return Err(invalid(
@@ -159,7 +169,11 @@ impl Catalog {
                     ));
                 }
                 claimed.push((key.clone(), name.clone()));
-                keys.push(key);
+                if web {
+                    web_keys.push(key);
+                } else {
+                    keys.push(key);
+                }
             }
             if url_has_no_path(&url) {
                 keys.push(host.clone());
@@ -185,6 +199,7 @@ impl Catalog {
                 url,
                 search,
                 keys,
+                web_keys,
             });
         }
         Ok(Catalog {
@@ -226,6 +241,23 @@ impl Catalog {
             }
         }
         None
+    }
+}
+
+impl Catalog {
+    /// [`Catalog::lookup`], else a site one of whose `web_names` `target` is: for where the
+    /// web is meant ("search spotify for X", "spotify in the browser").
+    pub fn lookup_web(&self, target: &str) -> Option<&Site> {
+        if let Some(site) = self.lookup(target) {
+            return Some(site);
+        }
+        let forms = site_forms(target);
+        forms.iter().find_map(|form| {
+            let wanted = compact(form);
+            self.sites
+                .iter()
+                .find(|s| s.web_keys.iter().any(|k| k == form || compact(k) == wanted))
+        })
     }
 }
 
