@@ -553,11 +553,19 @@ async fn pipewire_starting_late_is_seen_and_a_press_without_a_microphone_fails()
             && toggle.stderr.contains("PipeWire is not running"),
         "{toggle}"
     );
+    assert!(!toggle.stdout.contains(": listening"), "{toggle}");
     let state = daemon.utter(&["ptt", "state", "--json"]).await;
     assert_eq!(
         state.json()["listening"],
         false,
         "the hold was dropped: {state}"
+    );
+    let toggle = daemon.utter(&["ptt", "toggle", "--json"]).await;
+    assert_eq!(toggle.code, Some(1), "{toggle}");
+    assert_eq!(
+        toggle.json()["listening"],
+        false,
+        "what is printed is the state after the cancel: {toggle}"
     );
 
     // PipeWire comes up; nobody reloads or presses.
@@ -619,4 +627,65 @@ async fn a_reload_that_adds_the_stt_plugin_starts_the_voice_loop() {
         .await;
     assert_eq!(listen.code, Some(1), "{listen}\n{}", daemon.log());
     assert_eq!(listen.json()["outcome"], "no-speech", "{listen}");
+}
+
+/// The same under `[security] enforce = true`: the capture plugin's sandbox can pass in
+/// PipeWire's socket only once it exists, so the plugin is started again when it appears,
+/// and the voice loop becomes ready without a reload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_the_sandbox_pipewire_starting_late_restarts_the_capture_plugin() {
+    common::require_program("bwrap", "bubblewrap");
+    let model = whisper_model();
+    let mut pw = PipeWireSession::prepare();
+    let audio = common::bin("utter-audio-pipewire").display().to_string();
+    let config = VoiceDaemon::config_text(
+        &model,
+        "[security]\nenforce = true\n[ptt]\nportal = false\nmin_hold_ms = 0",
+        "",
+    )
+    .replace(
+        &format!("entrypoint = [\"{audio}\"]"),
+        &format!("entrypoint = [\"{audio}\"]\npermissions = [\"microphone\"]"),
+    )
+    .replace(
+        "kind = \"stt\"\n",
+        &format!("kind = \"stt\"\nread_paths = [\"{}\"]\n", model.display()),
+    );
+    assert!(
+        config.contains("microphone") && config.contains("read_paths"),
+        "{config}"
+    );
+    let daemon = VoiceDaemon::spawn(&pw, &config);
+    wait_voice_state(&daemon, "unavailable").await;
+    let plugins = daemon.utter(&["status", "--json"]).await;
+    let audio_plugin = plugins.json()["plugins"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["id"] == "audio").cloned())
+        .unwrap_or_else(|| panic!("no audio plugin: {plugins}"));
+    assert_eq!(
+        audio_plugin["sandbox"]["mechanism"], "bwrap",
+        "{audio_plugin:#}"
+    );
+    let epoch = audio_plugin["epoch"].as_u64().unwrap();
+
+    pw.run();
+    wait_voice_state(&daemon, "ready").await;
+    let plugins = daemon.utter(&["status", "--json"]).await;
+    let audio_plugin = plugins.json()["plugins"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["id"] == "audio").cloned())
+        .unwrap();
+    assert!(
+        audio_plugin["epoch"].as_u64().unwrap() > epoch,
+        "started again: {audio_plugin:#}"
+    );
+    assert!(
+        audio_plugin["sandbox"]["sockets"]
+            .as_array()
+            .is_some_and(|s| s
+                .iter()
+                .any(|s| s.as_str().unwrap_or("").ends_with("pipewire-0"))),
+        "{audio_plugin:#}"
+    );
+    assert!(audio_plugin["last_error"].is_null(), "{audio_plugin:#}");
 }

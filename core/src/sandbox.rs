@@ -228,6 +228,21 @@ pub struct Plan {
     /// accessibility bus's socket, passed in with `accessibility`), which a plugin without
     /// the session bus cannot ask `org.a11y.Bus` for.
     pub extra_env: Vec<(&'static str, String)>,
+    /// Session sockets a permission grants that did not exist when the plugin started
+    /// (PipeWire or the compositor started after the runner): a bind needs the socket, so
+    /// the plugin has to start again once it appears ([`Plan::appeared`]).
+    pub awaited: Vec<PathBuf>,
+}
+
+impl Plan {
+    /// The first of [`Plan::awaited`] that exists now.
+    pub fn appeared(awaited: &[PathBuf]) -> Option<&Path> {
+        use std::os::unix::fs::FileTypeExt;
+        awaited
+            .iter()
+            .find(|p| std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket()))
+            .map(PathBuf::as_path)
+    }
 }
 
 /// What the plugin is started in: the environment it gets (to find the session sockets),
@@ -262,6 +277,7 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
         },
         withheld_env: Vec::new(),
         extra_env: Vec::new(),
+        awaited: Vec::new(),
     };
     let bwrap = match mechanism {
         Mechanism::Off => return unconfined("[security] enforce is off".into()),
@@ -330,12 +346,15 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
     // Session sockets, each one by one.
     let runtime = (start.env)("XDG_RUNTIME_DIR").map(PathBuf::from);
     // Only sockets: a variable naming a directory or a file passes nothing in.
+    let mut awaited = Vec::new();
     let mut socket = |path: PathBuf, binds: &mut Vec<(&'static str, PathBuf)>| {
         use std::os::unix::fs::FileTypeExt;
         let is_socket = std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_socket());
         if path.is_absolute() && is_socket {
             sockets.push(path.display().to_string());
             binds.push(("--bind", path));
+        } else if path.is_absolute() && !path.exists() {
+            awaited.push(path);
         }
     };
     // The session bus only with `dbus`: over it a plugin could reach every service of the
@@ -439,6 +458,7 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
         },
         withheld_env,
         extra_env,
+        awaited,
     }
 }
 
@@ -559,6 +579,7 @@ fn landlock_plan(start: Start<'_>) -> Plan {
         .flat_map(|(_, names)| names.iter().copied())
         .collect(),
         extra_env: Vec::new(),
+        awaited: Vec::new(),
     }
 }
 

@@ -440,6 +440,10 @@ struct SlotState {
     sandbox: Option<SandboxReport>,
     /// What the last successful handshake declared.
     declared: Option<DeclaredAxes>,
+    /// Sockets its sandbox would pass in but that did not exist when the current instance
+    /// started ([`crate::sandbox::Plan::awaited`]): when one appears, the instance is started
+    /// again so that it gets it.
+    awaited: Vec<PathBuf>,
 }
 
 struct Slot {
@@ -1280,6 +1284,26 @@ impl Shared {
             }
             _ => None,
         };
+        // A write path under the home directory that does not exist yet (~/Pictures/Screenshots
+        // before the first screenshot) is made, so that the sandbox can pass it in.
+        if matches!(
+            options.sandbox,
+            crate::sandbox::Mechanism::Bwrap(_) | crate::sandbox::Mechanism::Landlock
+        ) && entry.sandbox
+        {
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            for path in entry.write_paths.iter().map(Path::new) {
+                if home
+                    .as_ref()
+                    .is_some_and(|h| h.is_absolute() && path.starts_with(h) && path != h)
+                    && !path.exists()
+                {
+                    if let Err(e) = std::fs::create_dir_all(path) {
+                        warn!(plugin = %entry.id, path = %path.display(), error = %e, "cannot make a write path for the sandbox");
+                    }
+                }
+            }
+        }
         let plan = {
             let env = |name: &str| {
                 entry
@@ -1298,7 +1322,11 @@ impl Shared {
                 },
             )
         };
-        slot.state.lock().expect("slot lock").sandbox = Some(plan.report.clone());
+        {
+            let mut state = slot.state.lock().expect("slot lock");
+            state.sandbox = Some(plan.report.clone());
+            state.awaited = plan.awaited.clone();
+        }
         let mut cmd = match plan.prefix.split_first() {
             Some((wrapper, args)) => {
                 let mut cmd = Command::new(wrapper);
@@ -1718,10 +1746,16 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
         return;
     }
     loop {
+        // An instance started again because a socket it awaited appeared: no crash, no delay.
+        let mut requested = false;
         if let Some((mut process, started)) = current.take() {
             let epoch = slot.state.lock().expect("slot lock").epoch;
             let conn = process.conn.clone();
             let reason = tokio::select! {
+                appeared = awaited_socket(&slot) => {
+                    requested = true;
+                    format!("is started again: {} appeared after it started, and its sandbox passes it in only at the start", appeared.display())
+                }
                 status = process.child.wait() => {
                     format!("exited with {}", status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string()))
                 }
@@ -1743,28 +1777,36 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
                 }
             };
             conn.close();
-            warn!(plugin = %slot.entry.id, epoch, "plugin {reason}");
-            if started.elapsed() >= CRASH_WINDOW {
-                delay = shared.options().restart_delay;
+            if requested {
+                info!(plugin = %slot.entry.id, epoch, "plugin {reason}");
+            } else {
+                warn!(plugin = %slot.entry.id, epoch, "plugin {reason}");
+                if started.elapsed() >= CRASH_WINDOW {
+                    delay = shared.options().restart_delay;
+                }
+                crashes.push_back(Instant::now());
+                prune(&mut crashes);
+                looping |= crashes.len() >= CRASH_LOOP_COUNT;
             }
-            crashes.push_back(Instant::now());
-            prune(&mut crashes);
-            looping |= crashes.len() >= CRASH_LOOP_COUNT;
             // Down from this moment on: say so before the drain, which may take seconds.
             {
                 let mut state = slot.state.lock().expect("slot lock");
                 state.instance = None;
-                state.last_error = Some(format!("epoch {epoch} {reason}"));
+                if !requested {
+                    state.last_error = Some(format!("epoch {epoch} {reason}"));
+                }
             }
             shared.set_status(&slot, epoch, down_status(looping));
             let mut stderr = process.stderr.take();
             drain(process, shared.options()).await;
             // What this instance said last, not an earlier one.
             await_stderr_eof(&mut stderr).await;
-            slot.state.lock().expect("slot lock").last_error = Some(format!(
-                "epoch {epoch} {reason}{}",
-                slot.stderr_summary(epoch)
-            ));
+            if !requested {
+                slot.state.lock().expect("slot lock").last_error = Some(format!(
+                    "epoch {epoch} {reason}{}",
+                    slot.stderr_summary(epoch)
+                ));
+            }
         }
         prune(&mut crashes);
         // Once crash-looping, it stays so (retried at the longest delay) until a start works.
@@ -1773,24 +1815,23 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
         if looping {
             delay = max;
         }
-        let epoch = {
-            let mut state = slot.state.lock().expect("slot lock");
-            if let Some(error) = &mut state.last_error {
+        let epoch = slot.state.lock().expect("slot lock").epoch;
+        if !requested {
+            if let Some(error) = &mut slot.state.lock().expect("slot lock").last_error {
                 if !error.contains("; restarting in ") {
                     error.push_str(&format!("; restarting in {} ms", delay.as_millis()));
                 }
             }
-            state.epoch
-        };
-        shared.set_status(&slot, epoch, down_status(looping));
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = stop_requested(&mut shutdown) => {
-                shared.set_status(&slot, epoch, PluginStatus::Stopped);
-                return;
+            shared.set_status(&slot, epoch, down_status(looping));
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = stop_requested(&mut shutdown) => {
+                    shared.set_status(&slot, epoch, PluginStatus::Stopped);
+                    return;
+                }
             }
+            delay = (delay * 2).min(max);
         }
-        delay = (delay * 2).min(max);
         let epoch = epoch + 1;
         slot.state.lock().expect("slot lock").restarts += 1;
         match shared.spawn_instance(&slot, epoch).await {
@@ -1825,6 +1866,24 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
                 }
                 crashes.push_back(Instant::now());
             }
+        }
+    }
+}
+
+/// How often a slot looks whether a socket its sandbox awaited has appeared.
+const AWAITED_EVERY: Duration = Duration::from_secs(2);
+
+/// The first socket the slot's instance awaited (see [`SlotState::awaited`]) once it exists;
+/// never, when it awaits none.
+async fn awaited_socket(slot: &Slot) -> PathBuf {
+    loop {
+        let awaited = slot.state.lock().expect("slot lock").awaited.clone();
+        if awaited.is_empty() {
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(AWAITED_EVERY).await;
+        if let Some(path) = crate::sandbox::Plan::appeared(&awaited) {
+            return path.to_path_buf();
         }
     }
 }

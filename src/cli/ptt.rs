@@ -67,7 +67,7 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         },
         false => None,
     };
-    let reply = match client.ptt(args.action.as_str()).await {
+    let mut reply = match client.ptt(args.action.as_str()).await {
         Ok(reply) => reply,
         Err(e) => return call_failed("ptt", &e),
     };
@@ -79,8 +79,12 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
                 sanitize(&voice.detail)
             );
         } else if let Some(why) = microphone_refused(&client, voice.presses).await {
-            // Nothing can be heard: the hold is dropped, so the next toggle presses again.
-            let _ = client.ptt("cancel").await;
+            // Nothing can be heard: the hold is dropped, so the next toggle presses again,
+            // and what is printed is the state after that.
+            if let Ok(cancelled) = client.ptt("cancel").await {
+                reply.listening = cancelled.listening;
+                reply.state = cancelled.state;
+            }
             eprintln!(
                 "utter ptt: the microphone could not be opened, so the press was cancelled: {why}"
             );
@@ -92,7 +96,11 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         print_answer(&reply);
     } else {
         if !matches!(args.action, Action::State) {
-            out!("{}", describe_transition(reply.transition.as_ref()));
+            let mut line = describe_transition(reply.transition.as_ref());
+            if code != exit::OK {
+                line = line.replace(": listening", ", then cancelled: no microphone");
+            }
+            out!("{line}");
         }
         print_state(&reply.state);
     }

@@ -54,7 +54,7 @@ impl VoiceDaemon {
     }
 
     /// The config file of a voice daemon.
-    fn config_text(model: &Path, ptt: &str, stt: &str) -> String {
+    pub fn config_text(model: &Path, ptt: &str, stt: &str) -> String {
         format!(
             r#"config_version = 1
 {ptt}
@@ -91,7 +91,8 @@ entrypoint = ["{audio}"]
         )
     }
 
-    fn spawn(pw: &PipeWireSession, config_text: &str) -> VoiceDaemon {
+    /// A voice daemon with the config file `config_text` (see [`VoiceDaemon::config_text`]).
+    pub fn spawn(pw: &PipeWireSession, config_text: &str) -> VoiceDaemon {
         let dir = tempfile::tempdir().expect("temp dir");
         let sandbox = Sandbox::new();
         let recorded = sandbox.install_url_recorder();
