@@ -536,6 +536,21 @@ async fn with_the_sandbox_enforced_the_default_config_still_types_through_access
     // Nothing warned that a plugin could not reach what it needs.
     let warnings = out["warnings"].to_string();
     assert!(!warnings.contains("sandbox"), "{out}");
+
+    // A screenshot on sway: grim, run by the sandboxed compositor plugin, reaches the display
+    // and writes into ~/Pictures/Screenshots, which the sandbox passes in.
+    let (code, out) = say(&desktop, "take a screenshot");
+    assert_eq!(code, Some(0), "{out}");
+    let step = &out["results"][0]["result"];
+    assert_eq!(step["verified"], true, "{out}");
+    let path = std::path::PathBuf::from(step["path"].as_str().expect("a path"));
+    assert!(
+        path.starts_with(desktop.out.path().join("home/Pictures/Screenshots")),
+        "{}",
+        path.display()
+    );
+    let png = std::fs::read(&path).expect("the screenshot is there outside the sandbox");
+    assert!(png.starts_with(b"\x89PNG"), "{}", path.display());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -102,11 +102,30 @@ fn check_installed(argv: &[String]) -> Result<(), ErrorObject> {
         format!("{shown} is not installed: there is no executable file at that path")
     } else {
         format!(
-            "{shown} is not installed: no program {shown} in PATH ({}); install it (on Debian: apt install {shown}, or the package that provides it), or give its full path",
-            crate::backend::clean(&path)
+            "{shown} is not installed: no program {shown} in PATH ({}); install it ({}), or give its full path",
+            crate::backend::clean(&path),
+            how_to_install(program).unwrap_or_else(|| format!("on Debian: apt install {shown}, or the package that provides it"))
         )
     })
     .with_data(json!({"program": shown, "installed": false})))
+}
+
+/// How to install a program whose package is not called as the program is (Debian ships
+/// Firefox as firefox-esr) or that no distribution ships (the coding agents).
+fn how_to_install(program: &str) -> Option<String> {
+    Some(
+        match program {
+            "firefox" => "on Debian: apt install firefox-esr, whose program is firefox-esr; elsewhere the firefox package",
+            "code" => "Visual Studio Code comes from Microsoft's package repository or as a .deb from code.visualstudio.com",
+            "claude" => "Claude Code: npm install -g @anthropic-ai/claude-code",
+            "codex" => "Codex CLI: npm install -g @openai/codex",
+            "gemini" => "Gemini CLI: npm install -g @google/gemini-cli",
+            "opencode" => "opencode: npm install -g opencode-ai",
+            "aider" => "aider: pipx install aider-chat",
+            _ => return None,
+        }
+        .to_owned(),
+    )
 }
 
 /// What the background connector has achieved so far.
