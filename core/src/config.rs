@@ -1396,11 +1396,12 @@ pub fn set_in_file(
     } else {
         None
     };
-    // A file that does not exist yet starts as the built-in default, comments and all: the
-    // one value set changes that value only, and everything else runs as before.
+    // A file that does not exist yet starts with nothing but its version: it is layered over
+    // the built-in default, so the one value set changes that value only, and the default's
+    // plugins (and later versions' defaults) still run.
     let text = match crate::paths::read_regular_file(&path, MAX_CONFIG_BYTES) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => DEFAULT_CONFIG.to_owned(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => NEW_FILE.to_owned(),
         Err(e) => return Err(io("read", e)),
     };
     let before = parse(&text, &origin).ok();
@@ -1442,6 +1443,14 @@ pub fn set_in_file(
     }
     Ok(edited)
 }
+
+/// What [`set_in_file`] starts a config file that does not exist with.
+pub const NEW_FILE: &str = "\
+# Utter's configuration. Each value here changes the built-in default's; what is left out
+# is the default's (`utter config default` prints it, with a comment for every key). Without
+# [[plugin]] entries the default's plugins run; with any, exactly those listed.
+config_version = 1
+";
 
 /// Whether two TOML values are equal, whatever their spelling (`'a'` and `"a"`, `1_000` and
 /// `1000`) and the comments around them.
@@ -1833,7 +1842,13 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
                 ));
             }
         }
-        if !config.security.enforce && (!p.read_paths.is_empty() || !p.write_paths.is_empty()) {
+        // The default's own entries (inherited, not written here) say what they need under a
+        // sandbox in case one is switched on: nothing to warn about.
+        if !config.security.enforce
+            && !config.plugins_inherited
+            && origin != DEFAULT_CONFIG_ORIGIN
+            && (!p.read_paths.is_empty() || !p.write_paths.is_empty())
+        {
             warnings.push(issue_at(
                 text,
                 origin,

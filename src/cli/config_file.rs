@@ -10,6 +10,8 @@
 //! ([`utter_core::config::set_in_file`]): comments, order and layout stay, and nothing is
 //! written when the result would not pass `utter check-config` (exit 3). `--json`:
 //! `{path, key, value, changed, written, text?}`.
+//!
+//! `utter config default`: the built-in default config, which every file is layered over.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -35,6 +37,11 @@ pub enum Action {
     /// utter config set ptt.evdev_key KEY_PAUSE;
     /// utter config set policy.enabled_ops '["terminal"]'
     Set(SetArgs),
+    /// Print the built-in default config, every key with its comment: what a config file is
+    /// layered over (a key the file leaves out has the value printed here).
+    ///
+    /// Example: utter config default > ~/.config/utter/config.toml
+    Default,
 }
 
 /// The arguments of `utter config set`.
@@ -73,6 +80,10 @@ pub fn run(action: &Action, config: Option<PathBuf>) -> u8 {
     match action {
         Action::Migrate(args) => migrate(args, config),
         Action::Set(args) => set(args, config),
+        Action::Default => {
+            print!("{}", config::DEFAULT_CONFIG);
+            exit::OK
+        }
     }
 }
 
