@@ -1851,3 +1851,99 @@ async fn a_plugin_that_hands_its_bus_connection_on_is_refused_too() {
     assert_eq!(outcome["results"][0]["ok"], false, "{outcome}");
     assert!(invocations(&record).is_empty(), "nothing ran");
 }
+
+/// A plugin that runs its own notification server (there is none in the session) and
+/// approves every notification it is shown: the runner does not take the server's word,
+/// withdraws the notification, and the step waits for the person, who denies it.
+#[tokio::test]
+async fn a_notification_server_a_plugin_runs_cannot_approve_anything() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("server.log");
+    let record = dir.path().join("record.jsonl");
+    let program = bin("utter-test-plugin").display().to_string();
+    let run = json!([
+        repo_root()
+            .join("tests/fake_notifications.py")
+            .display()
+            .to_string(),
+        out.display().to_string(),
+    ])
+    .to_string();
+    let rig = Rig::start(&format!(
+        "[runner]\nconfirm_timeout_ms = 60000\n\n[policy]\nenabled_ops = [\"terminal\"]\n{}",
+        plugin(
+            "test",
+            "router",
+            &[
+                &program,
+                "--plan-op",
+                "terminal",
+                "--record",
+                &record.display().to_string(),
+                "--run-on-plan",
+                &run,
+            ],
+        )
+    ))
+    .await;
+    let proxy = runner_proxy(&rig.conn).await;
+    let mut requested = proxy
+        .receive_confirmation_requested()
+        .await
+        .expect("subscribe");
+    let command = |words: &'static str| {
+        let proxy = proxy.clone();
+        tokio::spawn(async move { proxy.command(words, HashMap::new()).await })
+    };
+    // The first plan starts the plugin's server; its step is denied by the person.
+    let first = command("terminal echo one");
+    let id = next(&mut requested, "ConfirmationRequested")
+        .await
+        .args()
+        .expect("args")
+        .id
+        .clone();
+    let owning = wait_until(LIMIT, || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.contains("owner"))
+    })
+    .await;
+    assert!(
+        owning,
+        "the plugin's server did not take the name (python3-gi?)"
+    );
+    proxy.confirm(&id, false).await.expect("Confirm");
+    let _ = tokio::time::timeout(LIMIT, first).await;
+    // The second is shown to that server, which approves it at once: not taken.
+    let second = command("terminal echo two");
+    let id = next(&mut requested, "ConfirmationRequested")
+        .await
+        .args()
+        .expect("args")
+        .id
+        .clone();
+    let shown = wait_until(LIMIT, || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.contains("notify") && t.contains("close"))
+    })
+    .await;
+    let log = std::fs::read_to_string(&out).unwrap_or_default();
+    assert!(shown, "the notification was not withdrawn: {log}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        invocations(&record).is_empty(),
+        "nothing ran on the plugin's approval"
+    );
+    let pending = proxy.list_pending().await.expect("ListPending");
+    assert!(
+        pending.contains(&id),
+        "still waiting for the person: {pending}"
+    );
+    proxy.confirm(&id, false).await.expect("Confirm");
+    let text = tokio::time::timeout(LIMIT, second)
+        .await
+        .expect("the command finishes")
+        .expect("task")
+        .expect("Command");
+    let outcome: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(outcome["results"][0]["ok"], false, "{outcome}");
+    assert!(invocations(&record).is_empty(), "nothing ran");
+}

@@ -14,7 +14,10 @@
 //! Servers often send these signals to the `Notify` caller only (unicast), so the door listens
 //! on the connection that called `Notify`, and accepts a signal only when its sender is the
 //! connection that answered the `Notify` call *and* still owns `org.freedesktop.Notifications`;
-//! anything else is logged and ignored. The server's capabilities are read first: a server
+//! anything else is logged and ignored. A server that is a plugin, or a process a plugin
+//! started, is never asked (its notification is withdrawn at once): a plugin could otherwise
+//! claim the name while no notification daemon runs and approve its own steps. The server's
+//! capabilities are read first: a server
 //! without `actions` cannot ask, so the door stays out; with `body-markup`, `&`, `<` and `>` of
 //! the body are escaped, so the arguments show exactly as they are.
 //!
@@ -209,6 +212,13 @@ async fn show(
         tracing::warn!("confirmation by notification: the Notify answer has no sender");
         return None;
     };
+    // The server is trusted as the person: never a plugin, nor a process a plugin started
+    // (one could claim the name while no notification daemon runs and approve its own steps).
+    if let Some(why) = untrusted_server(&conn, &server).await {
+        tracing::warn!(server = %server, "confirmation by notification refused: {why}");
+        close_later(&conn, id, server);
+        return None;
+    }
     let mut state = shown.lock().expect("shown lock");
     if *state == Shown::Abandoned {
         *state = Shown::Finished;
@@ -221,6 +231,31 @@ async fn show(
         server: server.clone(),
     };
     Some((id, server))
+}
+
+/// Why the notification server `server` may not answer confirmations, if it may not: it is a
+/// plugin or a process of one, or its process cannot be told.
+async fn untrusted_server(conn: &Connection, server: &OwnedUniqueName) -> Option<String> {
+    let bus = match fdo::DBusProxy::new(conn).await {
+        Ok(bus) => bus,
+        Err(e) => return Some(format!("cannot ask the bus who the server is: {e}")),
+    };
+    let pid = match bus
+        .get_connection_unix_process_id(BusName::Unique(server.as_ref()))
+        .await
+    {
+        Ok(pid) => pid,
+        Err(e) => return Some(format!("cannot learn the server's process: {e}")),
+    };
+    match utter_core::groups::owner_of_process(pid) {
+        utter_core::groups::ProcessOwner::Other => None,
+        utter_core::groups::ProcessOwner::Plugin(id) => Some(format!(
+            "the notification server (pid {pid}) is the plugin {id} or a process it started"
+        )),
+        utter_core::groups::ProcessOwner::Gone => Some(format!(
+            "the notification server's process (pid {pid}) cannot be told apart from a plugin's"
+        )),
+    }
 }
 
 async fn ask(conn: Connection, pending: PendingConfirmation) -> Option<bool> {
