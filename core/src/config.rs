@@ -1492,7 +1492,7 @@ fn chosen_path(path: Option<&Path>) -> Option<PathBuf> {
 pub fn salvage_client_settings(path: Option<&Path>) -> Config {
     let mut config = Config::default();
     let Some(table) = chosen_path(path)
-        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|p| crate::paths::read_regular_file(&p, MAX_CONFIG_BYTES).ok())
         .and_then(|text| text.parse::<toml::Table>().ok())
     else {
         return config;

@@ -129,7 +129,7 @@ impl Catalog {
     /// A sentence naming the file and what is wrong with it.
     pub fn read(path: &Path) -> Result<Catalog, String> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
+        let text = crate::paths::read_regular_file(path, 4 * 1024 * 1024)
             .map_err(|e| format!("cannot read the model catalog {origin} (${CATALOG_ENV}): {e}"))?;
         Catalog::parse(&text, &origin)
     }

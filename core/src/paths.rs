@@ -94,63 +94,10 @@ pub fn write_atomic_with(
     Ok(())
 }
 
-/// The text of a regular file of at most `max_bytes` (a configuration, a lockfile), read
-/// without ever blocking on a FIFO or reading a device without end: anything else (a
-/// directory, a FIFO, `/dev/zero`, a socket) is refused before it is opened. Symbolic links
-/// are followed.
-///
-/// # Errors
-/// `InvalidInput` naming what the path is, or that it is over the limit; the I/O error of
-/// opening or reading; `InvalidData` for text that is not UTF-8.
-pub fn read_regular_file(path: &Path, max_bytes: u64) -> std::io::Result<String> {
-    use std::io::Read as _;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, what);
-    let meta = std::fs::metadata(path)?;
-    let kind = meta.file_type();
-    if !kind.is_file() {
-        let what = if kind.is_dir() {
-            "a directory"
-        } else if kind.is_fifo() {
-            "a FIFO (named pipe)"
-        } else if kind.is_socket() {
-            "a socket"
-        } else if kind.is_char_device() || kind.is_block_device() {
-            "a device"
-        } else {
-            "not a regular file"
-        };
-        return Err(invalid(format!(
-            "{} is {what}, not a regular file",
-            path.display()
-        )));
-    }
-    if meta.len() > max_bytes {
-        return Err(invalid(format!(
-            "{} is {} bytes, more than the {max_bytes} accepted",
-            path.display(),
-            meta.len()
-        )));
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)?;
-    let mut bytes = Vec::new();
-    file.take(max_bytes + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(invalid(format!(
-            "{} grew past the {max_bytes} bytes accepted while it was read",
-            path.display()
-        )));
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("{} is not UTF-8 text: {e}", path.display()),
-        )
-    })
-}
+/// Read a regular file of at most `max_bytes` as UTF-8 (see
+/// [`utter_protocol::files::read_regular_file`]: a FIFO, device or directory is refused
+/// without being opened for a blocking read).
+pub use utter_protocol::files::read_regular_file;
 
 /// `program` as `execvp` would run it: a path as given, a bare name as found on `PATH`
 /// (as given when it is not there).

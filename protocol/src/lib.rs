@@ -34,6 +34,7 @@ pub mod connection;
 pub mod digest;
 pub mod error;
 pub mod fd;
+pub mod files;
 pub mod frame;
 pub mod handshake;
 pub mod host;

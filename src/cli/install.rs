@@ -460,7 +460,7 @@ impl Manifest {
     /// # Errors
     /// [`InstallError::Manifest`] when it cannot be read or parsed.
     pub fn read(path: &Path) -> Result<Option<Manifest>, InstallError> {
-        let text = match fs::read_to_string(path) {
+        let text = match utter_core::paths::read_regular_file(path, 4 * 1024 * 1024) {
             Ok(text) => text,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => {

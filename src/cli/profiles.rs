@@ -98,6 +98,10 @@ pub fn run(args: &Args) -> u8 {
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
+                None if file.exists() || file.is_symlink() => out!(
+                    "your commands: {} (not loaded: see the problem below)",
+                    file.display()
+                ),
                 None => out!(
                     "your commands: {} (none yet: a [commands] table of \"phrase\" = chord or {{ op, args }}, meant in any application)",
                     file.display()

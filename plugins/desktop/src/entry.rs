@@ -163,13 +163,20 @@ pub enum ReadError {
     },
 }
 
+/// The largest desktop entry read (real ones are a few kilobytes).
+pub const MAX_ENTRY_BYTES: u64 = 1024 * 1024;
+
 /// Read and parse the desktop entry at `path`, keeping only [`KEYS`] of `[Desktop Entry]`
 /// (with all their translations).
 pub fn read(path: &Path) -> Result<DesktopEntry, ReadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ReadError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
+    // A FIFO or a device named *.desktop is refused by its type, never read.
+    let text =
+        utter_protocol::files::read_regular_file(path, MAX_ENTRY_BYTES).map_err(|source| {
+            ReadError::Io {
+                path: path.to_owned(),
+                source,
+            }
+        })?;
     let text = only_known_keys(&text);
     DesktopEntry::from_str(path, &text, None::<&[&str]>).map_err(|e| ReadError::Invalid {
         path: path.to_owned(),

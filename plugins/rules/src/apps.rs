@@ -325,7 +325,10 @@ fn walk(dir: &Path, prefix: &str, depth: usize, out: &mut Vec<FoundFile>) {
 /// Read one `.desktop` file; `None` for files that are not shown as applications (wrong
 /// `Type`, `Hidden`, `NoDisplay`, no `Name`) or cannot be read or parsed.
 fn read_entry(file: &FoundFile) -> Option<AppEntry> {
-    let text = std::fs::read_to_string(&file.path).ok()?;
+    // A FIFO or a device named *.desktop would block the router or never end: refused.
+    let text =
+        utter_protocol::files::read_regular_file(&file.path, utter_desktop::entry::MAX_ENTRY_BYTES)
+            .ok()?;
     // No locale filter and no locales asked for below: only the unlocalised values are used.
     let entry = DesktopEntry::from_str(&file.path, &text, None::<&[&str]>).ok()?;
     if entry.type_() != Some("Application") || entry.hidden() || entry.no_display() {

@@ -663,16 +663,11 @@ fn user_files(dir: &Path) -> Stamp {
 }
 
 fn read_limited(path: &Path) -> Result<String, String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read it: {e}"))?;
-    let mut text = String::new();
-    file.take(MAX_FILE + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read it as UTF-8 text: {e}"))?;
-    if text.len() as u64 > MAX_FILE {
-        return Err(format!("larger than {MAX_FILE} bytes; not read"));
-    }
-    Ok(text)
+    // A FIFO or a device is refused by its type (it would block the router, or never end).
+    utter_protocol::files::read_regular_file(path, MAX_FILE).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => e.to_string(),
+        _ => format!("cannot read it: {e}"),
+    })
 }
 
 /// The user's profile directory: `$XDG_CONFIG_HOME/utter/profiles`, else
@@ -758,6 +753,33 @@ mod tests {
         let foot = profiles.by_id("foot").unwrap();
         assert_eq!(foot.run, ["foot", "-e"]);
         assert_eq!(foot.commands["clear"], Command::Chord("ctrl+l".into()));
+    }
+
+    /// A named pipe or a device where the commands file should be is a problem, never a
+    /// read that waits for a writer or never ends (the router would be stuck for good).
+    #[test]
+    fn a_fifo_or_a_device_as_the_commands_file_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let profiles_dir = dir.path().join("profiles");
+        std::fs::create_dir(&profiles_dir).unwrap();
+        let file = dir.path().join("commands.toml");
+        let made = std::process::Command::new("mkfifo").arg(&file).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        let loaded = Profiles::load(Some(&profiles_dir));
+        assert!(loaded.global().is_none());
+        assert!(
+            loaded.problems.iter().any(|p| p.contains("FIFO")),
+            "{:?}",
+            loaded.problems
+        );
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &file).unwrap();
+        let loaded = Profiles::load(Some(&profiles_dir));
+        assert!(
+            loaded.problems.iter().any(|p| p.contains("device")),
+            "{:?}",
+            loaded.problems
+        );
     }
 
     #[test]

@@ -41,6 +41,9 @@ impl Site {
     }
 }
 
+/// The largest site catalog read.
+pub const MAX_CATALOG_BYTES: u64 = 4 * 1024 * 1024;
+
 /// Every site of one catalog file, in file order.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
@@ -106,13 +109,15 @@ impl Catalog {
         Catalog::parse(BUILTIN_TOML, BUILTIN_NAME)
     }
 
-    /// Read and parse a catalog file.
+    /// Read and parse a catalog file (a regular file of at most [`MAX_CATALOG_BYTES`]).
     pub fn load(path: &Path) -> Result<Catalog, CatalogError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Read {
-            path: shown.clone(),
-            source,
-        })?;
+        let text = utter_protocol::files::read_regular_file(path, MAX_CATALOG_BYTES).map_err(
+            |source| CatalogError::Read {
+                path: shown.clone(),
+                source,
+            },
+        )?;
         Catalog::parse(&text, &shown)
     }
 
