@@ -419,6 +419,42 @@ async fn install_installs_the_plugin_programs_and_the_installed_doctor_sees_no_d
     );
 }
 
+/// A file of the person's where a plugin program would go is left as it is (and so is not
+/// removed by uninstall), and a plugin run by an interpreter is never copied over theirs.
+#[tokio::test]
+async fn install_never_takes_over_a_file_of_the_persons() {
+    let sb = Sandbox::new();
+    let env = install_env(&sb);
+    let at = Installed::in_sandbox(&sb);
+    let bin_dir = at.binary.parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let own = bin_dir.join("utter-input");
+    std::fs::write(&own, "#!/bin/sh\necho mine\n").unwrap();
+    std::fs::write(bin_dir.join("python3"), "#!/bin/sh\necho my python\n").unwrap();
+    sb.write(
+        "config/utter/config.toml",
+        "config_version = 1\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n[[plugin]]\nid = \"input\"\nkind = \"action\"\nentrypoint = [\"utter-input\"]\n[[plugin]]\nid = \"py\"\nkind = \"action\"\nentrypoint = [\"python3\", \"x.py\"]\n",
+    );
+    let run = run_utter(&["install", "--user", "--json"], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(run.stdout.contains("left as it is"), "{run}");
+    assert_eq!(
+        read(&own),
+        "#!/bin/sh\necho mine\n",
+        "their utter-input is untouched"
+    );
+    assert_eq!(
+        read(&bin_dir.join("python3")),
+        "#!/bin/sh\necho my python\n"
+    );
+    let run = run_utter(&["uninstall", "--user", "--json"], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(
+        own.exists() && bin_dir.join("python3").exists(),
+        "uninstall keeps them"
+    );
+}
+
 #[tokio::test]
 async fn a_dry_run_writes_nothing_and_says_what_it_would_do() {
     let sb = Sandbox::new();

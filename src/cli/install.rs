@@ -727,6 +727,8 @@ pub fn install(dirs: &Dirs, options: &InstallOptions) -> Result<InstallReport, I
         files: Vec::new(),
     });
     manifest.utter_version = utter_core::VERSION.to_owned();
+    let ours: Vec<PathBuf> = manifest.files.iter().map(|e| e.path.clone()).collect();
+    let mut left_alone = Vec::new();
     manifest
         .files
         .retain(|e| e.path.exists() && !planned.iter().any(|p| p.path == e.path));
@@ -737,6 +739,12 @@ pub fn install(dirs: &Dirs, options: &InstallOptions) -> Result<InstallReport, I
             None => (FileAction::Created, None),
             Some((hash, mode)) if hash == file.sha256 && mode == file.mode => {
                 (FileAction::Unchanged, None)
+            }
+            // A plugin program's name in the bin directory that an earlier install did not
+            // write is the person's own file: never replaced (and so never removed later).
+            Some(_) if file.kind == FileKind::Plugin && !ours.contains(&file.path) => {
+                left_alone.push(file.path.clone());
+                continue;
             }
             Some((hash, mode)) => {
                 let mut why = Vec::new();
@@ -781,6 +789,12 @@ pub fn install(dirs: &Dirs, options: &InstallOptions) -> Result<InstallReport, I
     };
 
     let mut notes = Vec::new();
+    for path in &left_alone {
+        notes.push(format!(
+            "{} is a file this installer did not write, so it was left as it is; remove it and install again to put the plugin program there",
+            path.display()
+        ));
+    }
     if !options.dry_run && files.iter().any(|f| f.action == FileAction::Replaced) {
         notes.push(format!(
             "if {UNIT_NAME} is already running, `systemctl --user restart {UNIT_NAME}` puts the replaced files to use"
@@ -1217,7 +1231,11 @@ pub async fn run_install(args: InstallArgs, config: Option<&Path>) -> u8 {
                 .filter(|p| p.enabled)
                 .filter_map(|p| {
                     let program = p.entrypoint.argv().first()?.clone();
-                    (!program.contains('/') && program != "utter").then(|| (p.id.clone(), program))
+                    // Utter's own plugin programs only: a plugin run by an interpreter
+                    // (python3, node) or a program of the person's is found on PATH and is
+                    // never copied over a file of that name.
+                    (!program.contains('/') && program.starts_with("utter-"))
+                        .then(|| (p.id.clone(), program))
                 })
                 .collect()
         })
