@@ -202,13 +202,24 @@ async fn volume_up_and_mute_change_the_default_sink_under_a_real_pipewire() {
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("wpctl said {text:?}"))
     };
-    // A known start: 50%, not muted.
-    let set = pw
-        .command("wpctl")
-        .args(["set-volume", "@DEFAULT_AUDIO_SINK@", "0.5"])
-        .status()
-        .expect("wpctl runs");
-    assert!(set.success(), "the test sink takes a volume: {}", level());
+    // A known start: 50%, not muted (WirePlumber may still be choosing the default sink).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let set = pw
+            .command("wpctl")
+            .args(["set-volume", "@DEFAULT_AUDIO_SINK@", "0.5"])
+            .status()
+            .expect("wpctl runs");
+        if set.success() && (volume(&level()) - 0.5).abs() < 0.011 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the test sink takes no volume: {}",
+            level()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let config = config.display().to_string();
     let say = |words: &'static str| {
         let config = config.clone();
@@ -239,4 +250,68 @@ async fn volume_up_and_mute_change_the_default_sink_under_a_real_pipewire() {
     let run = say("unmute").await;
     assert_eq!(run.code, Some(0), "{run}");
     assert!(!level().contains("[MUTED]"), "{} after: {run}", level());
+    // Above full already: "volume up" is refused and changes nothing (wpctl's limit would
+    // have set it back to 100%).
+    let set = pw
+        .command("wpctl")
+        .args(["set-volume", "@DEFAULT_AUDIO_SINK@", "1.5"])
+        .status()
+        .expect("wpctl runs");
+    assert!(set.success());
+    let run = say("volume up").await;
+    assert_eq!(run.code, Some(1), "{run}");
+    assert!(run.stdout.contains("not raised"), "{run}");
+    assert!((volume(&level()) - 1.5).abs() < 0.011, "{}", level());
+}
+
+/// A `wpctl` that lies is never taken at its word: a change it does not make, a level that
+/// is no level, and endless output all end in a failure that says why (exit 1).
+#[tokio::test]
+async fn a_wpctl_that_lies_or_floods_is_a_failure_never_a_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "config_version = 1\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n\n[[plugin]]\nid = \"desktop\"\nkind = \"action\"\nentrypoint = [\"utter\", \"plugin\", \"desktop\"]\n",
+    )
+    .unwrap();
+    let fake = dir.path().join("bin");
+    std::fs::create_dir(&fake).unwrap();
+    let path = format!(
+        "{}:{}",
+        fake.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let sb = common::Sandbox::new();
+    for (script, expect) in [
+        // Takes the change, changes nothing.
+        (
+            "case \"$1\" in get-volume) echo 'Volume: 0.40';; esac",
+            "did not take",
+        ),
+        // A level that is no level.
+        ("echo 'Volume: 1e308'", "no volume"),
+        // Never stops talking.
+        ("exec cat /dev/zero", "did not answer within 5 s"),
+    ] {
+        let wpctl = fake.join("wpctl");
+        std::fs::write(&wpctl, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&wpctl, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let env = sb.env(None).with("PATH", &path);
+        let run = run_utter(
+            &[
+                "--config",
+                &config.display().to_string(),
+                "say",
+                "volume up",
+                "--json",
+            ],
+            &env,
+        )
+        .await;
+        assert_eq!(run.code, Some(1), "{script}: {run}");
+        assert!(run.stdout.contains(expect), "{script}: {run}");
+        assert!(!run.stdout.contains("\"verified\":true"), "{script}: {run}");
+    }
 }

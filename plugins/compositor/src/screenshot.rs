@@ -80,10 +80,18 @@ pub async fn take(action: &str, snapshot: &Snapshot, dry_run: bool) -> Result<Va
         .ok_or_else(|| failed("HOME is not set, so there is no Pictures folder to save into"))?;
     let now = jiff::Zoned::now().strftime("%Y-%m-%d %H-%M-%S").to_string();
     let mut path = target_path(&home, &now);
-    // Two in one second: the second is "… (2).png", never written over the first.
+    // Two in one second: the second is "… (2).png", never written over the first. A name
+    // that is taken by anything (a link that leads nowhere too) is not used.
+    let taken = |p: &std::path::Path| std::fs::symlink_metadata(p).is_ok();
     let mut n = 1;
-    while path.exists() && n < 100 {
+    while taken(&path) {
         n += 1;
+        if n > 100 {
+            return Err(failed(format!(
+                "{} and 99 more names of this second are taken; nothing was written",
+                path.display()
+            )));
+        }
         path = target_path(&home, &format!("{now} ({n})"));
     }
     let mut result = json!({
@@ -125,16 +133,31 @@ pub async fn take(action: &str, snapshot: &Snapshot, dry_run: bool) -> Result<Va
             crate::backend::clean(String::from_utf8_lossy(&out.stderr).trim())
         )));
     }
-    let verified = std::fs::read(&path).is_ok_and(|b| is_png(&b));
-    result["verified"] = json!(verified);
-    result["detail"] = json!(if verified {
-        format!("took the screenshot with grim into {}", path.display())
-    } else {
-        format!(
-            "grim ran, but {} is not there as a PNG file",
+    // Only the PNG header is read: a screenshot is megabytes.
+    let verified = {
+        use std::io::Read as _;
+        let mut head = [0u8; 8];
+        std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file())
+            && std::fs::File::open(&path)
+                .and_then(|mut f| f.read_exact(&mut head))
+                .is_ok()
+            && is_png(&head)
+    };
+    if !verified {
+        // What grim left that is no PNG is not kept as a screenshot.
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            let _ = std::fs::remove_file(&path);
+        }
+        return Err(failed(format!(
+            "grim ran, but {} is not there as a PNG file, so no screenshot was taken",
             path.display()
-        )
-    });
+        )));
+    }
+    result["verified"] = json!(true);
+    result["detail"] = json!(format!(
+        "took the screenshot with grim into {}",
+        path.display()
+    ));
     Ok(result)
 }
 

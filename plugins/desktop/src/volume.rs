@@ -18,6 +18,10 @@ pub const STEP: f64 = 0.05;
 const SINK: &str = "@DEFAULT_AUDIO_SINK@";
 /// The longest one `wpctl` call may take.
 const WPCTL_WAIT: Duration = Duration::from_secs(5);
+/// The most of `wpctl`'s output read (its answers are one short line).
+const WPCTL_OUTPUT: u64 = 64 * 1024;
+/// The highest level read as one (10 times full volume).
+const MAX_LEVEL: f64 = 10.0;
 
 /// What `wpctl get-volume` said: `Volume: 0.40 [MUTED]`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -33,7 +37,8 @@ pub fn parse_level(text: &str) -> Option<Level> {
     let rest = text.trim().strip_prefix("Volume:")?.trim();
     let mut words = rest.split_whitespace();
     let volume: f64 = words.next()?.parse().ok()?;
-    if !volume.is_finite() || volume < 0.0 {
+    // PipeWire's volumes go to a few times full at most; anything else is not a level.
+    if !volume.is_finite() || !(0.0..=MAX_LEVEL).contains(&volume) {
         return None;
     }
     Some(Level {
@@ -50,25 +55,49 @@ async fn wpctl(args: &[&str]) -> Result<String, String> {
                 .into(),
         );
     };
-    let run = tokio::process::Command::new(program)
+    let mut child = tokio::process::Command::new(program)
         .args(args)
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(WPCTL_WAIT, run)
-        .await
-        .map_err(|_| format!("wpctl {} did not answer within 5 s", args.join(" ")))?
+        .spawn()
         .map_err(|e| format!("wpctl could not run: {e}"))?;
-    if !out.status.success() {
-        let said = String::from_utf8_lossy(&out.stderr);
+    // Read at most WPCTL_OUTPUT of each stream: a wpctl that never stops writing is cut off
+    // by the wait below, not held in memory.
+    let mut stdout = child
+        .stdout
+        .take()
+        .map(|s| tokio::io::AsyncReadExt::take(s, WPCTL_OUTPUT));
+    let mut stderr = child
+        .stderr
+        .take()
+        .map(|s| tokio::io::AsyncReadExt::take(s, WPCTL_OUTPUT));
+    let run = async {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        if let Some(s) = stdout.as_mut() {
+            let _ = tokio::io::AsyncReadExt::read_to_end(s, &mut out).await;
+        }
+        if let Some(s) = stderr.as_mut() {
+            let _ = tokio::io::AsyncReadExt::read_to_end(s, &mut err).await;
+        }
+        let status = child.wait().await;
+        (status, out, err)
+    };
+    let (status, out, err) = tokio::time::timeout(WPCTL_WAIT, run)
+        .await
+        .map_err(|_| format!("wpctl {} did not answer within 5 s", args.join(" ")))?;
+    let status = status.map_err(|e| format!("wpctl could not run: {e}"))?;
+    if !status.success() {
+        let said = String::from_utf8_lossy(&err);
         return Err(format!(
             "wpctl {} failed ({}): {}; is PipeWire with WirePlumber running, with an audio output?",
             args.join(" "),
-            crate::spawn::describe_status(out.status),
+            crate::spawn::describe_status(status),
             utter_protocol::text::clip(said.trim(), 300)
         ));
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// The default sink's level now.
@@ -99,6 +128,12 @@ pub async fn run(command: Command, dry_run: bool) -> Result<Value, ErrorObject> 
     let (args, wanted, to_do, done): (Vec<String>, Level, String, String) = match command {
         Command::VolumeUp | Command::VolumeDown => {
             let up = command == Command::VolumeUp;
+            if up && before.volume >= 1.0 {
+                return Err(plugin_error(format!(
+                    "the system volume is at {:.0}%, full or more already, so it was not raised (wpctl would set it back to 100%)",
+                    percent(before.volume)
+                )));
+            }
             let volume = if up {
                 (before.volume + STEP).min(1.0_f64.max(before.volume))
             } else {
@@ -173,17 +208,21 @@ pub async fn run(command: Command, dry_run: bool) -> Result<Value, ErrorObject> 
     result["volume_after"] = json!(after.map(|a| a.volume));
     result["muted_after"] = json!(after.map(|a| a.muted));
     result["verified"] = json!(verified);
-    let read_back = match after {
-        Some(_) if verified => "read back from the default audio sink".to_owned(),
-        Some(a) => format!(
-            "but the default audio sink reads {:.0}%{}",
+    // A change the sink did not take is a failure, not a success "not verified".
+    match after {
+        Some(_) if verified => {
+            result["detail"] = json!(format!("{done}; read back from the default audio sink"));
+            Ok(result)
+        }
+        Some(a) => Err(plugin_error(format!(
+            "wpctl was asked to {to_do}, but the default audio sink reads {:.0}%{}: the change did not take",
             percent(a.volume),
             if a.muted { ", muted" } else { "" }
-        ),
-        None => "but its level could not be read back".to_owned(),
-    };
-    result["detail"] = json!(format!("{done}; {read_back}"));
-    Ok(result)
+        ))),
+        None => Err(plugin_error(format!(
+            "wpctl was asked to {to_do}, but the level could not be read back, so whether it did is not known"
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -192,6 +231,8 @@ mod tests {
 
     #[test]
     fn wpctl_levels_are_read_and_anything_else_is_not() {
+        assert_eq!(parse_level("Volume: 1e308\n"), None, "no level");
+        assert_eq!(parse_level("Volume: inf\n"), None);
         assert_eq!(
             parse_level("Volume: 0.40\n"),
             Some(Level {
