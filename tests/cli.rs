@@ -1208,6 +1208,35 @@ async fn one_changed_setting_never_stops_the_assistant() {
     assert_eq!(plugins(&after.json()), before, "{after}");
     let say = run_utter(&["say", "open youtube", "--dry-run", "--json"], &env).await;
     assert_eq!(say.json()["plan"]["router"], "rules", "{say}");
+
+    // 4. The router disabled, or left with only the compositor bundle: refused the same.
+    std::fs::write(
+        &file,
+        "config_version = 1\n[plugins]\ndisabled = [\"rules\"]\n",
+    )
+    .unwrap();
+    let reload = run_utter(&["reload"], &env).await;
+    assert_eq!(reload.code, Some(3), "{reload}");
+    assert!(reload.stderr.contains("runs no router plugin"), "{reload}");
+
+    // 5. A router that does not start (its program exits at once): the previous config
+    // runs again and says so.
+    std::fs::write(
+        &file,
+        "config_version = 1\n[[plugin]]\nid = \"broken\"\nkind = \"router\"\nentrypoint = [\"/bin/false\"]\n",
+    )
+    .unwrap();
+    let reload = run_utter(&["reload"], &env).await;
+    assert_eq!(reload.code, Some(3), "{reload}");
+    assert!(
+        reload
+            .stderr
+            .contains("no router plugin of this config started")
+            && reload.stderr.contains("previous config runs again"),
+        "{reload}"
+    );
+    let say = run_utter(&["say", "open youtube", "--dry-run", "--json"], &env).await;
+    assert_eq!(say.json()["plan"]["router"], "rules", "{say}");
     drop(daemon);
 }
 

@@ -888,10 +888,21 @@ impl Config {
     }
 
     /// Whether a plugin that can plan runs (one of kind `router`, or a `bundle`, which may
-    /// serve `router.plan`): without one every command fails.
+    /// serve `router.plan`, other than the built-in compositor and a11y bundles, which do
+    /// not): without one every command fails.
     pub fn runs_a_router(&self) -> bool {
-        self.active_plugins()
-            .any(|p| matches!(p.kind.as_str(), "router" | "bundle"))
+        self.active_plugins().any(|p| match p.kind.as_str() {
+            "router" => true,
+            "bundle" => {
+                let argv = p.entrypoint.argv();
+                let words: Vec<&str> = argv.iter().map(String::as_str).collect();
+                let program = words.first().and_then(|a| a.rsplit('/').next());
+                !(words.ends_with(&["plugin", "compositor"])
+                    || words.ends_with(&["plugin", "a11y"])
+                    || matches!(program, Some("utter-compositor" | "utter-a11y")))
+            }
+            _ => false,
+        })
     }
 
     /// The plugin entries that will run: enabled and not in `[plugins] disabled`.
@@ -1708,17 +1719,31 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
     // plugins); `[[plugin]]` entries, or `plugin = []`, choose the plugins. The file alone
     // was checked above, so errors name its own lines.
     if origin != DEFAULT_CONFIG_ORIGIN {
-        if let Ok(own) = text.parse::<toml::Table>() {
-            let version = config.config_version;
-            match toml::Value::Table(layered(default_table(), &own)).try_into::<Config>() {
-                Ok(mut merged) => {
-                    merged.config_version = version;
-                    merged.plugins_inherited = !own.contains_key("plugin");
-                    config = merged;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "the config could not be layered over the default; read as it is")
-                }
+        // A file the typed reading took that cannot be layered (an integer past what TOML
+        // tables hold) is refused: read as it is, it would silently run no plugins.
+        let own = text
+            .parse::<toml::Table>()
+            .map_err(|e| toml_error(text, origin, &e))?;
+        let version = config.config_version;
+        match toml::Value::Table(layered(default_table(), &own)).try_into::<Config>() {
+            Ok(mut merged) => {
+                merged.config_version = version;
+                merged.plugins_inherited = !own.contains_key("plugin");
+                config = merged;
+            }
+            Err(e) => {
+                return Err(ConfigError {
+                    errors: vec![ConfigIssue {
+                        file: origin.to_owned(),
+                        line: None,
+                        key: None,
+                        message: format!(
+                            "it cannot be layered over the built-in default: {}",
+                            e.message().trim()
+                        ),
+                    }],
+                    warnings,
+                });
             }
         }
     }
@@ -3522,6 +3547,18 @@ mod tests {
     }
 
     #[test]
+    fn a_file_that_cannot_be_layered_is_refused_not_read_alone() {
+        // Past what a TOML table holds: read alone it would run no plugins.
+        for text in [
+            "config_version = 1\nx = 99999999999999999999999\n",
+            "config_version = 1\n[runner]\nrpc_timeout_ms = 9223372036854775808\n",
+        ] {
+            let err = parse(text, "big.toml").unwrap_err();
+            assert!(!err.errors.is_empty(), "{text}");
+        }
+    }
+
+    #[test]
     fn a_file_with_nothing_but_its_version_is_the_built_in_default() {
         // Every value a file leaves out is the built-in default's: one key changes one key.
         let embedded = parse(DEFAULT_CONFIG, DEFAULT_CONFIG_ORIGIN).unwrap().config;
@@ -3591,7 +3628,7 @@ mod tests {
     }
 
     #[test]
-    fn setting_a_key_of_a_file_that_does_not_exist_starts_from_the_default() {
+    fn setting_a_key_of_a_file_that_does_not_exist_writes_that_key_over_the_default() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("utter/config.toml");
         let edited = set_in_file(
@@ -3602,10 +3639,11 @@ mod tests {
         .unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text, edited.text);
-        // The default's comments and plugins are there; only the one value differs.
-        assert!(text.contains("[[plugin]]\nid = \"rules\""), "{text}");
-        assert!(text.contains("# What it may reach when [security] enforce = true"));
+        // The one value alone; the default's plugins run, inherited.
+        assert!(!text.contains("id = \"rules\""), "{text}");
+        assert!(text.starts_with(NEW_FILE), "{text}");
         let loaded = parse(&text, "x").unwrap().config;
+        assert!(loaded.plugins_inherited);
         assert_eq!(loaded.stt.model, "/models/tiny");
         let default = parse(DEFAULT_CONFIG, DEFAULT_CONFIG_ORIGIN).unwrap().config;
         assert_eq!(loaded.plugin, default.plugin);

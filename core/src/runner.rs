@@ -557,6 +557,48 @@ impl Runner {
         }
         let options = SupervisorOptions::from_config(&loaded.config);
         let report = self.supervisor.reload(&loaded.config, options).await;
+        // A router that is configured but does not start (its program is missing or exits
+        // at once) stops every command too: the previous config is started again.
+        if had_one && self.supervisor.find_router().is_none() {
+            let why: Vec<String> = self
+                .supervisor
+                .plugins()
+                .into_iter()
+                .filter(|p| {
+                    loaded
+                        .config
+                        .plugin
+                        .iter()
+                        .any(|e| e.id == p.id && e.kind == "router")
+                })
+                .map(|p| {
+                    format!(
+                        "{}: {}",
+                        p.id,
+                        p.last_error.unwrap_or_else(|| p.status.as_str().to_owned())
+                    )
+                })
+                .collect();
+            let previous = self.config.read().expect("config lock").config.clone();
+            let options = SupervisorOptions::from_config(&previous);
+            self.supervisor.reload(&previous, options).await;
+            return Err(ConfigError {
+                errors: vec![config::ConfigIssue {
+                    file: loaded.origin.clone(),
+                    line: None,
+                    key: None,
+                    message: format!(
+                        "no router plugin of this config started ({}), so every command would fail; the previous config runs again",
+                        if why.is_empty() {
+                            "none is configured".to_owned()
+                        } else {
+                            why.join("; ")
+                        }
+                    ),
+                }],
+                warnings: loaded.warnings,
+            });
+        }
         self.ptt.set_limits(&loaded.config.ptt);
         let old_ptt = self.config.read().expect("config lock").config.ptt.clone();
         let starter = self.ptt_starter.lock().expect("ptt starter lock").clone();
