@@ -1656,6 +1656,15 @@ fn pull_from_a_file_source_checks_sizes_and_hashes() {
             .contains("config.json is not in the source directory"),
         "{run}"
     );
+    // A FIFO by a file's name is refused at once, never waited on.
+    let made = std::process::Command::new("mkfifo")
+        .arg(mirror.join("config.json"))
+        .status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    let run = home.utter(&["models", "pull", "test.tiny", "--source", &url], &[]);
+    assert_eq!(run.code, Some(1), "{run}");
+    assert!(run.stderr.contains("not a regular file"), "{run}");
+    std::fs::remove_file(mirror.join("config.json")).unwrap();
 
     // Sources that name no local directory.
     for (bad, why) in [

@@ -1176,7 +1176,16 @@ fn copy_local(
         code: exit::NOT_DONE,
         message,
     };
-    let mut input = File::open(&source).map_err(|e| {
+    // O_NONBLOCK: a FIFO by a file's name is opened without waiting for a writer, and then
+    // refused as no regular file below.
+    let mut input = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&source)
+    }
+    .map_err(|e| {
         not_done(if e.kind() == std::io::ErrorKind::NotFound {
             format!(
                 "{} is not in the source directory {} (it holds the catalog's file names, as a mirror does)",
