@@ -391,7 +391,7 @@ fn take_lock(path: &Path) -> Result<Flock<File>, SocketError> {
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .custom_flags(nix::libc::O_CLOEXEC | nix::libc::O_NOFOLLOW)
+        .custom_flags(nix::libc::O_CLOEXEC | nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(&lock_file)
         .map_err(|e| {
             SocketError::Bind(format!(
@@ -399,6 +399,25 @@ fn take_lock(path: &Path) -> Result<Flock<File>, SocketError> {
                 lock_file.display()
             ))
         })?;
+    // A file by that name that is not a lock file of ours (empty, or a pid) is someone's
+    // data: never written over.
+    {
+        use std::io::Read as _;
+        let mut head = Vec::new();
+        let regular = file.metadata().is_ok_and(|m| m.file_type().is_file());
+        let looks_ours = regular
+            && (&file).take(64).read_to_end(&mut head).is_ok()
+            && head.len() < 32
+            && head
+                .iter()
+                .all(|b| b.is_ascii_digit() || b.is_ascii_whitespace());
+        if !looks_ours {
+            return Err(SocketError::Bind(format!(
+                "{} is not a lock file of utter's (not a regular file holding a process id); move it away, or set another [socket] socket_path",
+                lock_file.display()
+            )));
+        }
+    }
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(mut lock) => {
             let pid = std::process::id();

@@ -237,6 +237,46 @@ async fn a_second_runner_refuses_to_start_and_a_stale_socket_is_replaced() {
     assert_eq!(run.code, Some(0), "{run}\n{}", next.log());
 }
 
+/// A file by the lock's name that is not a lock (someone's data, a FIFO) is refused with its
+/// name and left as it was: never truncated, never waited on.
+#[tokio::test]
+async fn a_lock_file_that_is_not_a_lock_is_refused_and_kept() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, "");
+    let dir = sb.path("sock");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let socket = dir.join("runner.sock");
+    let lock = dir.join("runner.sock.lock");
+    let data = "my notes, not a pid\n";
+    std::fs::write(&lock, data).unwrap();
+    let args = |socket: &Path| {
+        vec![
+            "daemon".to_owned(),
+            "--no-dbus".to_owned(),
+            "--config".to_owned(),
+            config.display().to_string(),
+            "--socket".to_owned(),
+            socket.display().to_string(),
+        ]
+    };
+    let argv = args(&socket);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let run = run_utter(&argv, &env(&sb, "state")).await;
+    assert_ne!(run.code, Some(0), "{run}");
+    assert!(
+        run.stderr.contains("is not a lock file") && run.stderr.contains("runner.sock.lock"),
+        "{run}"
+    );
+    assert_eq!(std::fs::read_to_string(&lock).unwrap(), data);
+
+    std::fs::remove_file(&lock).unwrap();
+    nix::unistd::mkfifo(&lock, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let run = run_utter(&argv, &env(&sb, "state")).await;
+    assert_ne!(run.code, Some(0), "{run}");
+    assert!(run.stderr.contains("is not a lock file"), "{run}");
+}
+
 #[tokio::test]
 async fn a_directory_others_could_tamper_with_is_refused() {
     let sb = Sandbox::new();
