@@ -138,6 +138,19 @@ async fn unknown_keys_are_warnings_with_their_lines() {
     );
 }
 
+/// A job or a service that clears `HOME` still gets a valid default: its `~/` sandbox paths
+/// are under the password database's home (CI runs the tests so).
+#[tokio::test]
+async fn the_embedded_default_is_valid_without_home() {
+    let sb = Sandbox::new();
+    let run = run_utter(&["check-config", "--json"], &sb.env(None).without("HOME")).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let report = run.json();
+    assert_eq!(report["ok"], true, "{run}");
+    assert_eq!(report["errors"], json!([]), "{run}");
+    assert!(!run.stdout.contains("is not an absolute path"), "{run}");
+}
+
 #[tokio::test]
 async fn without_a_config_file_the_embedded_default_is_checked() {
     let sb = Sandbox::new();

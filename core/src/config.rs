@@ -445,10 +445,14 @@ fn endpoint_problem(endpoint: &str) -> Option<String> {
     None
 }
 
-/// `path` with a leading `~/` replaced by `$HOME/`.
+/// `path` with a leading `~/` replaced by the home directory (`$HOME`, else the password
+/// database's entry); unchanged when there is none.
 fn home_path(path: &str) -> String {
     let path = path.trim();
-    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+    match (
+        path.strip_prefix("~/"),
+        crate::paths::BaseDirs::from_env().home,
+    ) {
         (Some(rest), Some(home)) => std::path::Path::new(&home)
             .join(rest)
             .to_string_lossy()
@@ -1747,10 +1751,33 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             }
         }
     }
-    // `~/` in a sandbox path is the home directory, as in [stt] model.
+    // `~/` in a sandbox path is the home directory, as in [stt] model. With no home directory
+    // at all the path names nothing: it is left out with a warning (an error here would make
+    // the built-in default invalid on such a machine).
     for p in &mut config.plugin {
-        for path in p.read_paths.iter_mut().chain(p.write_paths.iter_mut()) {
-            *path = home_path(path);
+        for (key, paths) in [
+            ("read_paths", &mut p.read_paths),
+            ("write_paths", &mut p.write_paths),
+        ] {
+            for path in paths.iter_mut() {
+                *path = home_path(path);
+            }
+            paths.retain(|path| {
+                let homeless = path.starts_with("~/");
+                if homeless {
+                    warnings.push(ConfigIssue {
+                        file: origin.to_owned(),
+                        line: None,
+                        key: Some(format!("plugin {:?} {key}", p.id)),
+                        message: format!(
+                            "{path:?} is under a home directory, but HOME is not set and the \
+                             password database has no home for this user; it is not given \
+                             to the plugin"
+                        ),
+                    });
+                }
+                !homeless
+            });
         }
     }
 

@@ -1291,7 +1291,7 @@ impl Shared {
             crate::sandbox::Mechanism::Bwrap(_) | crate::sandbox::Mechanism::Landlock
         ) && entry.sandbox
         {
-            let home = std::env::var_os("HOME").map(PathBuf::from);
+            let home = crate::paths::BaseDirs::from_env().home;
             for path in entry.write_paths.iter().map(Path::new) {
                 if home
                     .as_ref()

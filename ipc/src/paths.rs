@@ -42,9 +42,20 @@ pub struct BaseDirs {
 }
 
 impl BaseDirs {
-    /// From the process environment.
+    /// From the process environment. With no absolute `HOME` (a service or a CI job that
+    /// clears it), the home directory is the user's entry in the password database.
     pub fn from_env() -> BaseDirs {
-        BaseDirs::from_lookup(|name| std::env::var_os(name))
+        BaseDirs::from_lookup(|name| {
+            let value = std::env::var_os(name);
+            if name == "HOME" && !value.as_deref().is_some_and(|v| Path::new(v).is_absolute()) {
+                return nix::unistd::User::from_uid(nix::unistd::getuid())
+                    .ok()
+                    .flatten()
+                    .map(|user| user.dir.into_os_string())
+                    .filter(|dir| Path::new(dir).is_absolute());
+            }
+            value
+        })
     }
 
     /// From `lookup` (a variable's value by name), so tests need not touch the environment.
