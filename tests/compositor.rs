@@ -94,7 +94,12 @@ async fn spoken_workspace_and_window_commands_change_a_real_sway() {
     assert_eq!(out["results"][0]["verified"], true, "{out}");
     assert_eq!(sway.focused_workspace(), "2");
 
-    say(&env, "go to workspace 1").await;
+    // The text output speaks sway's words: the command sent, and the result named by sway.
+    let text = run_utter(&["say", "--local", "go to workspace 1"], &env).await;
+    assert_eq!(text.code, Some(0), "{text}");
+    assert!(text.stdout.contains("1. sway: workspace"), "{text}");
+    assert!(text.stdout.contains("1. sway ok"), "{text}");
+    assert!(!text.stdout.contains("niri"), "{text}");
     assert_eq!(sway.focused_workspace(), "1");
 
     // "this window" is the focused one: beta moves to workspace 3, alpha stays.

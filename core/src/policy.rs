@@ -385,6 +385,29 @@ pub fn summary(op: &str, args: &Value) -> String {
             s("command"),
             json(args.get("args"))
         ),
+        // Any other compositor action in its own words: "compositor: close-window",
+        // "compositor: focus-workspace 2".
+        "niri" if args.get("command").is_some_and(Value::is_string) => {
+            let mut words = vec![s("command")];
+            for value in args
+                .get("args")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                words.push(match value {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                });
+            }
+            format!("compositor: {}", words.join(" "))
+        }
+        "key" if args.get("chord").is_some_and(Value::is_string) => {
+            format!("press {}", s("chord"))
+        }
+        "type_text" if args.get("text").is_some_and(Value::is_string) => {
+            format!("type {}", json(args.get("text")))
+        }
         _ => format!("{op} {args}"),
     };
     utter_protocol::text::clip(&text, 400)
@@ -518,6 +541,16 @@ mod tests {
 
     #[test]
     fn summaries_are_escaped() {
+        assert_eq!(
+            summary("niri", &json!({"command": "close-window"})),
+            "compositor: close-window"
+        );
+        assert_eq!(
+            summary("niri", &json!({"command": "focus-workspace", "args": [2]})),
+            "compositor: focus-workspace 2"
+        );
+        assert_eq!(summary("key", &json!({"chord": "ctrl+w"})), "press ctrl+w");
+        assert_eq!(summary("type_text", &json!({"text": "hi"})), "type \"hi\"");
         let s = summary("close_app", &json!({"app": "x\u{1b}[2J\u{202e}"}));
         assert_eq!(s, "close app x\\u{1b}[2J\\u{202e}");
     }

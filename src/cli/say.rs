@@ -252,10 +252,16 @@ pub fn print_outcome(outcome: &CommandOutcome) {
         } else {
             ""
         };
+        // A compositor step is named by the compositor that ran it ("sway ok"), not by
+        // the op's historical name.
+        let op = match r.result.as_ref().and_then(|v| v.get("compositor")) {
+            Some(Value::String(compositor)) if r.op == "niri" => compositor.as_str(),
+            _ => r.op.as_str(),
+        };
         out!(
             "  {}. {} {state}{by}: {}{confirm}",
             i + 1,
-            sanitize(&r.op),
+            sanitize(op),
             sanitize(&r.detail)
         );
     }

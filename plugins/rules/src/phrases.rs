@@ -84,9 +84,10 @@ impl NiriAction {
         out
     }
 
-    /// `niri focus-workspace 3`, `niri screenshot show-pointer=false`.
+    /// `compositor: focus-workspace 3`, `compositor: screenshot show-pointer=false`: the
+    /// action in words that hold on every compositor (the compositor plugin says what it sent).
     pub fn describe(&self, number: Option<u32>) -> String {
-        let mut text = format!("niri {}", self.command);
+        let mut text = format!("compositor: {}", self.command);
         if let Value::Array(args) = &self.step_args(number)["args"] {
             for arg in args {
                 match arg {
@@ -610,7 +611,7 @@ mod tests {
             action.step_args(n),
             json!({"command": "focus-workspace", "args": [3]})
         );
-        assert_eq!(action.describe(n), "niri focus-workspace 3");
+        assert_eq!(action.describe(n), "compositor: focus-workspace 3");
         let (action, n) = curated.table.lookup("close window").expect("found");
         assert_eq!((action.command.as_str(), n), ("close-window", None));
         assert_eq!(action.step_args(n), json!({"command": "close-window"}));

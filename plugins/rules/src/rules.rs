@@ -1581,9 +1581,9 @@ mod tests {
             assert_eq!(niri_of(utterance), Some(want), "{utterance}");
         }
         let m = run("go to workspace two").expect("match");
-        assert_eq!(m.message, "niri focus-workspace 2");
+        assert_eq!(m.message, "compositor: focus-workspace 2");
         let m = run("next keyboard layout").expect("match");
-        assert_eq!(m.message, "niri switch-layout \"next\"");
+        assert_eq!(m.message, "compositor: switch-layout \"next\"");
     }
 
     #[test]
@@ -2151,7 +2151,7 @@ mod tests {
         }
         assert_eq!(
             run("go fullscreen").map(|m| m.message),
-            Some("niri fullscreen-window state=\"on\"".to_owned())
+            Some("compositor: fullscreen-window state=\"on\"".to_owned())
         );
     }
 
