@@ -397,6 +397,18 @@ fn read_commands(
     };
     let mut commands = BTreeMap::new();
     for (key, value) in table {
+        // A phrase with a control or format character would silently become other words
+        // (normalising turns it into a space); it is a mistake or a trick either way.
+        if let Some(c) = utter_protocol::text::first_unprintable(key) {
+            return Err(at(
+                value.span().start,
+                format!(
+                    "command phrase {} holds the character U+{:04X}, which cannot be spoken; write the phrase in words",
+                    utter_protocol::text::escape_unprintable(key, 80).0,
+                    u32::from(c)
+                ),
+            ));
+        }
         let phrase = normalize(key);
         if phrase.is_empty() {
             return Err(at(
@@ -895,6 +907,20 @@ mod tests {
             "[shortcuts]\n\"x\" = \"ctrl+a\"\n",
         ] {
             assert!(parse_commands(bad, "c.toml").is_err(), "{bad}");
+        }
+        // A phrase holding a control or format character is refused with its line, shown
+        // escaped, instead of becoming other words.
+        for bad in [
+            "[commands]\n\"run\\u0007tests\" = \"ctrl+t\"\n",
+            "[commands]\n\"run\\u202etests\" = \"ctrl+t\"\n",
+            "[commands]\n\"run\\ntests\" = \"ctrl+t\"\n",
+        ] {
+            let e = parse_commands(bad, "c.toml").expect_err(bad).to_string();
+            assert!(
+                e.contains("c.toml:2") && e.contains("cannot be spoken"),
+                "{e}"
+            );
+            assert!(!e.chars().any(char::is_control), "{e:?}");
         }
     }
 
