@@ -1229,6 +1229,11 @@ pub struct Edited {
     pub warnings: Vec<ConfigIssue>,
 }
 
+/// The most dotted parts a key given to [`set_values`] may have.
+pub const MAX_KEY_PARTS: usize = 8;
+/// The longest key, in bytes, [`set_values`] takes.
+pub const MAX_KEY_BYTES: usize = 256;
+
 /// Set each dotted key of `edits` (`"ptt.evdev"`, `"audio.vad.trim"`) to its TOML value in
 /// the config `text`, keeping comments, order and layout (`toml_edit`): a key that exists
 /// keeps its place, its spacing and the comment after it; a missing key is appended to its
@@ -1266,6 +1271,16 @@ pub fn set_values(
     })?;
     let mut changed = Vec::new();
     for (key, value) in edits {
+        // No setting is deeper than a few tables; a key of thousands of parts would make as
+        // many nested tables (and their check quadratic) for nothing.
+        if key.len() > MAX_KEY_BYTES || key.split('.').count() > MAX_KEY_PARTS {
+            return Err(refuse(
+                &utter_protocol::text::clip(key, 80),
+                format!(
+                    "is longer than any setting (at most {MAX_KEY_PARTS} parts and {MAX_KEY_BYTES} bytes); `utter config default` lists them"
+                ),
+            ));
+        }
         let parts: Vec<&str> = key.split('.').collect();
         let bare = |p: &&str| {
             !p.is_empty()
@@ -3350,6 +3365,17 @@ mod tests {
             .map(|(k, v)| ((*k).to_owned(), v.clone()))
             .collect();
         set_values(text, "test.toml", &edits)
+    }
+
+    #[test]
+    fn a_key_deeper_or_longer_than_any_setting_is_refused_at_once() {
+        let deep = vec!["a"; 5000].join(".");
+        let e = set("", &[(deep.as_str(), true.into())]).expect_err("deep");
+        assert!(e.to_string().contains("longer than any setting"), "{e}");
+        let long = "x".repeat(300);
+        assert!(set("", &[(long.as_str(), true.into())]).is_err());
+        // The deepest real setting still works.
+        assert!(set("", &[("ptt.evdev", true.into())]).is_ok());
     }
 
     #[test]
