@@ -270,6 +270,8 @@ impl Voice {
                     }
                 }
                 Err(e) => {
+                    // What the microphone said when it last opened is no longer true.
+                    self.set_microphone(None);
                     self.set_state_if("unavailable", "unavailable", e);
                 }
             },
@@ -279,7 +281,9 @@ impl Voice {
                     return;
                 };
                 let Ok(status) = capture_call(runner, &plugin, "audio.status").await else {
-                    // The plugin itself is down: `utter plugins` and the next press say so.
+                    // The plugin itself is down: `utter plugins` and the next press say so;
+                    // its last stream state is not shown as the present one.
+                    self.set_microphone(None);
                     return;
                 };
                 let failed = status["state"] == "failed";
