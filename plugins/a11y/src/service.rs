@@ -357,6 +357,16 @@ impl Service {
                 )));
             }
         }
+        // The compositor says no window has the focus: neither accessibility nor keystrokes
+        // would reach anything the person sees, so nothing is typed and that is said.
+        if let Some(desktop) =
+            context.filter(|c| c.get("compositor").is_some() || c.get("windows").is_some())
+            && !desktop.get("focused").is_some_and(Value::is_object)
+        {
+            return Err(plugin_error(
+                "no window is focused, so the text would go nowhere; focus the window to type into, then say it again",
+            ));
+        }
         let bus = self.bus_or_error().await.map_err(keys_may_work)?;
         let app = self
             .focused_app(&bus, context)

@@ -337,6 +337,24 @@ async fn hostile_inputs_are_refused_and_the_plugin_keeps_serving() {
         .await
         .expect_err("unknown op");
     assert_eq!(e.code, -32601);
+    // The compositor says nothing is focused: nothing is typed, by accessibility or by
+    // keystrokes, and the error says why.
+    let mut unfocused = context.clone();
+    unfocused["focused"] = Value::Null;
+    let e = invoke(
+        &plugin,
+        "type_text",
+        json!({"text": "lost"}),
+        &unfocused,
+        false,
+    )
+    .await
+    .expect_err("typed with no window focused");
+    assert!(
+        e.message.contains("no window is focused") && !e.message.contains("keystrokes"),
+        "{}",
+        e.message
+    );
     // Still serving, and nothing was typed.
     let typed = invoke(&plugin, "type_text", json!({"text": "ok"}), &context, false)
         .await
