@@ -157,6 +157,11 @@ impl CommandWords {
         self.synonyms.get(phrase).map_or(phrase, String::as_str)
     }
 
+    /// Every synonym phrase with the shortcut name it stands for.
+    pub fn synonym_phrases(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.synonyms.iter().map(|(p, n)| (p.as_str(), n.as_str()))
+    }
+
     /// The agent a spoken name names.
     pub fn agent(&self, spoken: &str) -> Option<&Agent> {
         self.agents.iter().find(|a| a.is_named(spoken))

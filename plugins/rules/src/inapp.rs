@@ -478,7 +478,7 @@ fn parse_chord(words: &[&str]) -> Result<Chord, ChordError> {
 
 /// The number of presses that "… N times", "once", "twice" or "thrice" at the end of
 /// `words` asks for, and the words before it. `Err` with the number for zero.
-fn repetition<'w>(words: &'w [&'w str]) -> Result<(u32, &'w [&'w str]), u32> {
+pub(crate) fn repetition<'w>(words: &'w [&'w str]) -> Result<(u32, &'w [&'w str]), u32> {
     let n = words.len();
     let counted = |count: &str| count.parse::<u32>().ok();
     match words {
@@ -584,7 +584,7 @@ fn key(spoken: &Spoken<'_>) -> Outcome {
 
 /// Rule 10: scroll the focused window.
 fn scroll(spoken: &Spoken<'_>) -> Outcome {
-    let after = spoken.after_verb(&["scroll"])?;
+    let after = spoken.after_verb(&["scroll", "wheel", "mouse wheel", "swipe"])?;
     let problem = || {
         Some(Err(format!(
             "\"scroll\" needs a direction (up, down, left or right) and may say how far: \
@@ -608,6 +608,18 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
         }
     };
     skip_object(&mut words);
+    // "scroll back up", "scroll to the right", "scroll over to the left".
+    for lead in [
+        &["back"][..],
+        &["over"],
+        &["to", "the"],
+        &["towards", "the"],
+        &["to"],
+    ] {
+        if words.starts_with(lead) {
+            words = &words[lead.len()..];
+        }
+    }
     let Some((direction, mut amount)) = words.split_first() else {
         return problem();
     };
@@ -617,7 +629,7 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
     skip_object(&mut amount);
     let amount = amount.join(" ");
     let steps = match amount.as_str() {
-        "" => SCROLL_STEPS,
+        "" | "more" | "some more" | "again" | "further" | "a bit further" => SCROLL_STEPS,
         "a little" | "a little bit" | "a bit" | "a tiny bit" | "slightly" | "just a little"
         | "a little more" | "a bit more" => SCROLL_LITTLE,
         "a lot" | "a lot more" | "lots" | "a long way" | "far" | "way more" => SCROLL_LOT,
@@ -904,6 +916,11 @@ mod tests {
             ("scroll the page down", "down", 5),
             ("scroll down the page a lot", "down", 15),
             ("please scroll down", "down", 5),
+            ("scroll to the right", "right", 5),
+            ("scroll back up please", "up", 5),
+            ("scroll down more", "down", 5),
+            ("wheel down", "down", 5),
+            ("scroll over to the left a little", "left", 2),
         ];
         for (utterance, direction, amount) in cases {
             assert_eq!(

@@ -405,6 +405,97 @@ fn in_profile(phrase: &str, profile: &Profile, sources: &Sources<'_>) -> Option<
         .map(|chord| Command::Chord(chord.clone()))
 }
 
+/// Rule `loose_shortcut`, tried only when no rule planned the utterance: a shortcut name of
+/// the focused application's profile (or a common one) said in other words: its content
+/// words, in any order, without articles and "go"/"show" verbs ([`crate::text::loose_key`]),
+/// are those of the name or of one of its synonyms. "reopen the tab I just closed" is
+/// "reopen tab", "zoom out a bit" is "zoom out", "go to the end of the line" is "end of
+/// line". A key two names share names neither. In a terminal only its profile's names count
+/// (the common chords would go to the program running in it). Also "the third tab" / "tab
+/// 3" in a browser: ctrl+3 (1 to 8).
+pub fn loose_shortcut(text: &str, sources: &Sources<'_>) -> Option<Matched> {
+    // "I love this song" says something about the person; it asks for nothing.
+    if text.split(' ').next() == Some("i") {
+        return None;
+    }
+    let key = crate::text::loose_key(text);
+    if key.is_empty() {
+        return None;
+    }
+    let focused = focused_profile(sources);
+    if focused.is_some_and(|p| p.kind == Kind::Browser)
+        && let Some(n) = tab_number(&key)
+    {
+        return command_step(
+            Command::Chord(format!("ctrl+{n}")),
+            text,
+            focused.map_or("", |p| p.name.as_str()),
+            None,
+        );
+    }
+    let terminal = focused.is_some_and(|p| p.kind == Kind::Terminal);
+    let chord_of = |name: &str| -> Option<(String, String)> {
+        if let Some(chord) = focused.and_then(|p| p.shortcuts.get(name)) {
+            return Some((
+                chord.clone(),
+                focused.map_or_else(String::new, |p| p.name.clone()),
+            ));
+        }
+        if terminal {
+            return None;
+        }
+        sources
+            .words
+            .common
+            .get(name)
+            .map(|chord| (chord.clone(), "common keys".to_owned()))
+    };
+    let names = focused
+        .into_iter()
+        .flat_map(|p| p.shortcuts.keys())
+        .chain(sources.words.common.keys())
+        .map(String::as_str);
+    let mut found: Vec<&str> = names
+        .filter(|name| crate::text::loose_key(name) == key)
+        .chain(
+            sources
+                .words
+                .synonym_phrases()
+                .filter(|(phrase, _)| crate::text::loose_key(phrase) == key)
+                .map(|(_, name)| name),
+        )
+        .filter(|name| chord_of(name).is_some())
+        .collect();
+    found.sort_unstable();
+    found.dedup();
+    let [name] = found.as_slice() else {
+        return None;
+    };
+    let (chord, owner) = chord_of(name)?;
+    let mut m = command_step(Command::Chord(chord), text, &owner, None)?;
+    m.rule = "loose_shortcut";
+    m.message = format!("{text} (as \"{name}\"): {}", m.message);
+    Some(m)
+}
+
+/// The tab number a loose key says: "third tab", "tab 3", "tab three" → 3 (1 to 8).
+fn tab_number(key: &str) -> Option<u32> {
+    const ORDINALS: &[&str] = &[
+        "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth",
+    ];
+    let mut words = key.split(' ').filter(|w| *w != "tab" && *w != "number");
+    let word = words.next()?;
+    if words.next().is_some() || !key.split(' ').any(|w| w == "tab") {
+        return None;
+    }
+    let n = ORDINALS
+        .iter()
+        .position(|o| *o == word)
+        .map(|i| i as u32 + 1)
+        .or_else(|| crate::numbers::digits(word).parse().ok())?;
+    (1..=8).contains(&n).then_some(n)
+}
+
 /// The step of a command, aimed at `app` when given.
 fn command_step(command: Command, phrase: &str, owner: &str, app: Option<&str>) -> Option<Matched> {
     let (op, mut args, message) = match command {
@@ -530,25 +621,80 @@ fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<&'t str> {
 /// utterance.
 const MAX_NAME_WORDS: usize = 4;
 
-/// Rule `agent`: "start claude", "run codex": in a focused terminal, the agent's command
-/// typed and entered (`type_text`, then `key Return`); otherwise a new window of an
-/// installed terminal running it (`niri spawn` of the terminal profile's `run` argv and
-/// the command).
-pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, Escalation>> {
-    let (verb, agent) = crate::rules::APP_VERBS.iter().find_map(|verb| {
-        let rest = strip_word_prefix(text, verb)?;
-        let rest = strip_word_prefix(rest, "the")
+/// Where the person said an agent should run: "here" (the focused terminal), "in a new
+/// terminal" (a new window), or nothing said (the focused terminal if one is, else a new
+/// window).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AgentPlace {
+    Here,
+    NewWindow,
+    Either,
+}
+
+/// Words after an agent's name that say where it runs, longest first.
+const AGENT_PLACES: &[(&str, AgentPlace)] = &[
+    ("in a new terminal window", AgentPlace::NewWindow),
+    ("in a new terminal", AgentPlace::NewWindow),
+    ("in a new window", AgentPlace::NewWindow),
+    ("in another terminal", AgentPlace::NewWindow),
+    ("in a terminal", AgentPlace::Either),
+    ("in the terminal", AgentPlace::Either),
+    ("in terminal", AgentPlace::Either),
+    ("in this terminal", AgentPlace::Here),
+    ("in here", AgentPlace::Here),
+    ("here", AgentPlace::Here),
+];
+
+/// Words after an agent's name that name it no further ("claude code session", "aider agent").
+const AGENT_NOUNS: &[&str] = &["session", "agent", "instance"];
+
+/// The agent an utterance's object names ("the claude code session in a new terminal"), and
+/// where it should run.
+fn agent_object<'a>(
+    object: &str,
+    sources: &'a Sources<'_>,
+) -> Option<(&'a crate::commands::Agent, AgentPlace)> {
+    let mut rest = object;
+    for article in ["the", "a", "an", "my", "a new", "new"] {
+        if let Some(r) = strip_word_prefix(rest, article).filter(|r| !r.is_empty()) {
+            rest = r;
+        }
+    }
+    let mut place = AgentPlace::Either;
+    if let Some((r, p)) = AGENT_PLACES.iter().find_map(|(words, p)| {
+        strip_word_suffix(rest, words)
+            .map(str::trim_end)
             .filter(|r| !r.is_empty())
-            .unwrap_or(rest);
-        let bare = strip_word_suffix(rest, "agent").filter(|r| !r.is_empty());
-        [Some(rest), bare]
-            .into_iter()
-            .flatten()
-            .find_map(|name| sources.words.agent(name))
-            .map(|a| (*verb, a))
+            .map(|r| (r, *p))
+    }) {
+        rest = r;
+        place = p;
+    }
+    let bare = AGENT_NOUNS.iter().find_map(|noun| {
+        strip_word_suffix(rest, noun)
+            .map(str::trim_end)
+            .filter(|r| !r.is_empty())
+    });
+    [Some(rest), bare]
+        .into_iter()
+        .flatten()
+        .find_map(|name| sources.words.agent(name))
+        .map(|a| (a, place))
+}
+
+/// Rule `agent`: "start claude", "run codex", "boot up aider in a new terminal", "start a
+/// claude code session here": in a focused terminal, the agent's command typed and entered
+/// (`type_text`, then `key Return`); otherwise, or when a new terminal was asked for, a new
+/// window of an installed terminal running it (`niri spawn` of the terminal profile's `run`
+/// argv and the command).
+pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, Escalation>> {
+    let (verb, agent, place) = crate::rules::APP_VERBS.iter().find_map(|verb| {
+        let rest = strip_word_prefix(text, verb)?;
+        agent_object(rest, sources).map(|(a, place)| (*verb, a, place))
     })?;
     let line = agent.command.join(" ");
-    if focused_profile(sources).is_some_and(|p| p.kind == Kind::Terminal) {
+    let in_terminal = focused_profile(sources).is_some_and(|p| p.kind == Kind::Terminal);
+    if in_terminal && place != AgentPlace::NewWindow {
         return Some(Ok(vec![
             Matched {
                 rule: "agent",
@@ -565,6 +711,15 @@ pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, E
                 confirm: false,
             },
         ]));
+    }
+    if place == AgentPlace::Here {
+        return Some(Err(Escalation {
+            reason: "needs_terminal",
+            message: format!(
+                "\"{text}\": the focused window is not a terminal; focus one, or say \"{verb} {} in a new terminal\"",
+                agent.name
+            ),
+        }));
     }
     let Some(terminal) = installed_terminal(sources) else {
         return Some(Err(Escalation {
@@ -641,7 +796,18 @@ pub fn terminal(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Esca
     }
     // Everything after the verb, as said: symbols ("cd ..", "ls *", "echo $?") are the
     // command too.
-    let mut command = spoken.raw[spoken.raw_start(after)..].trim();
+    // A "please" said after the command is politeness, not an argument ("run git pull
+    // please"); other trailing words are kept, since a command may end in anything.
+    let end = match spoken.words.last() {
+        Some(w) if w.text == "please" && spoken.words.len() > after + 1 => {
+            spoken.raw_end(spoken.words.len() - 1)
+        }
+        _ => spoken.raw.len(),
+    };
+    let mut command = spoken.raw[spoken.raw_start(after)..end]
+        .trim()
+        .trim_end_matches(',')
+        .trim_end();
     // A recogniser's sentence period, not ".." or a path's dot.
     if command.ends_with('.')
         && !command.ends_with("..")

@@ -24,8 +24,10 @@
 //!    tab", "reload the page"), aimed at a named application ("firefox new tab"), or a
 //!    common chord ("copy", "undo") → op `key {chord, app?}`; escalates when only another
 //!    kind of application knows it ("new tab" in a terminal: `needs_browser`).
-//! 8. `agent`: "start claude" → typed into the focused terminal, else `niri spawn` of a
-//!    terminal profile's `run` argv with the agent's command.
+//! 8. `agent`: "start claude", "boot up a codex session", "run aider in a new terminal",
+//!    "launch claude code here" → typed into the focused terminal (unless a new one was
+//!    asked for), else `niri spawn` of a terminal profile's `run` argv with the agent's
+//!    command ("here" with no terminal focused: `needs_terminal`).
 //! 9. `ensure_app` / `focus_app`: "switch to / focus / show / go to / bring up \<app\>"
 //!    (the verbs of the phrase file's `[apps]`) → op `ensure_app`, args `{app, desktop_id,
 //!    wm_class?}`, for an installed application; else op `focus_app`, args `{app}`, for a
@@ -51,7 +53,21 @@
 //! 18. `open_domain`: "open / go to / visit / show \<host name\>" → op `ensure_url`, args
 //!     `{url: "https://<host>", site: "<host>"}`.
 //!
-//! When none plans, [`plan_steps`] answers an [`Escalation`]: the first rule's that
+//! When none plans, three readings of the whole utterance are tried, in order, before
+//! giving up (they only ever plan what every rule above left unplanned):
+//!
+//! - an application named at the start, or after "in"/"on"/"into" at either end
+//!   ("terminal press enter", "in vs code save the file", "paste that into the terminal";
+//!   "the terminal" and "the browser" name an open window of that kind): the rest planned
+//!   as if it were focused, if that gives steps acting inside a window → the application
+//!   focused (or started) first, then those steps;
+//! - `loose_shortcut`: a shortcut name or synonym said with other words around it, compared
+//!   by content words in any order ("reopen the tab I just closed", "zoom out a bit",
+//!   "go to the end of the line"), and "the third tab" in a browser;
+//! - a one-key phrase said with how many times ("undo three times") → its `key` with
+//!   `repeat`.
+//!
+//! When none of those plans, [`plan_steps`] answers an [`Escalation`]: the first rule's that
 //! recognised the phrase but could not plan it, else [`explained`]'s, else `no_rule`.
 //!
 //! Why this order:
@@ -124,7 +140,7 @@ use crate::inapp;
 use crate::language::{self, Escalation};
 use crate::numbers;
 use crate::phrases::{Curated, NiriAction, PhraseTable};
-use crate::profiles::Profiles;
+use crate::profiles::{Kind, Profiles};
 use crate::sites::{Catalog, site_forms};
 use crate::text::{is_hostname, strip_word_prefix, strip_word_suffix};
 use std::sync::Arc;
@@ -209,7 +225,7 @@ fn open_site(site: &crate::sites::Site, new_tab: bool) -> Matched {
 
 /// Verbs that launch an application, longest first.
 pub(crate) const APP_VERBS: &[&str] = &[
-    "start up", "fire up", "open up", "launch", "start", "open", "run",
+    "start up", "fire up", "boot up", "spin up", "open up", "launch", "start", "open", "run",
 ];
 
 /// What follows "play", "pause", "stop", "resume" or "unpause" without changing the command.
@@ -460,6 +476,125 @@ pub fn plan(text: &str, sources: &Sources<'_>) -> Option<Matched> {
 /// The [`Escalation`] of the first rule that recognised the phrase but could not plan it,
 /// else [`explain`]'s, else `no_rule`.
 pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalation> {
+    let planned = plan_rules(text, sources);
+    match planned {
+        Ok(steps) => Ok(steps),
+        Err(e) => aimed_at_app(text, sources)
+            .or_else(|| language::loose_shortcut(text, sources).map(|m| vec![m]))
+            .or_else(|| repeated(text, sources))
+            .ok_or(e),
+    }
+}
+
+/// The ops a phrase aimed at an application may plan: what acts inside the focused window.
+const IN_APP_OPS: &[&str] = &["key", "type_text", "terminal", "click_element", "scroll"];
+
+/// "terminal press enter", "in vs code save the file", "in the terminal run ls", "scroll
+/// down in firefox": a phrase that plans nothing as a whole, but names an application (open,
+/// installed or with a profile) at its start or after "in"/"on" at either end. The rest is
+/// planned as if that application were focused; when it plans steps that act inside a
+/// window, the plan is the application focused (or started) first, then those steps (key,
+/// text and terminal steps also name it, so the action plugin focuses it again). `None`
+/// when no such reading plans.
+fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
+    let words: Vec<&str> = text.split(' ').collect();
+    let n = words.len();
+    if n < 2 {
+        return None;
+    }
+    let max = 4;
+    let mut readings: Vec<(String, String)> = Vec::new();
+    // "in <app> <rest>"
+    if matches!(words[0], "in" | "on" | "inside" | "into") {
+        for k in 1..=max.min(n.saturating_sub(2)) {
+            readings.push((words[1..1 + k].join(" "), words[1 + k..].join(" ")));
+        }
+    }
+    // "<rest> in <app>"
+    for cut in 1..n - 1 {
+        if matches!(words[cut], "in" | "on" | "inside" | "into") && n - cut - 1 <= max {
+            readings.push((words[cut + 1..].join(" "), words[..cut].join(" ")));
+        }
+    }
+    // "<app> <rest>"
+    for k in 1..=max.min(n - 1) {
+        readings.push((words[..k].join(" "), words[k..].join(" ")));
+    }
+    for (name, rest) in readings {
+        let name = ["the ", "my "]
+            .iter()
+            .find_map(|a| name.strip_prefix(a))
+            .unwrap_or(&name);
+        if name.is_empty() || rest.is_empty() {
+            continue;
+        }
+        let Some(focus) = switch_to(name, sources) else {
+            continue;
+        };
+        let Some(app_id) = ["wm_class", "app", "app_id"]
+            .iter()
+            .find_map(|k| focus.args.get(*k).and_then(Value::as_str))
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        let mut context = sources.context.cloned().unwrap_or_default();
+        context.focused_app_id = Some(app_id.clone());
+        let aimed = Sources {
+            context: Some(&context),
+            utterance: "",
+            ..*sources
+        };
+        let Ok(steps) = plan_rules(&rest, &aimed).or_else(|e| {
+            language::loose_shortcut(&rest, &aimed)
+                .map(|m| vec![m])
+                .ok_or(e)
+        }) else {
+            continue;
+        };
+        if steps.is_empty() || !steps.iter().all(|m| IN_APP_OPS.contains(&m.op)) {
+            continue;
+        }
+        let window = app_id;
+        let mut plan = vec![focus];
+        for mut step in steps {
+            if matches!(step.op, "key" | "type_text" | "terminal")
+                && let Value::Object(map) = &mut step.args
+            {
+                map.insert("app".into(), Value::String(window.clone()));
+            }
+            plan.push(step);
+        }
+        return Some(plan);
+    }
+    None
+}
+
+/// "undo three times", "next tab twice": a phrase that plans one key press, said with how
+/// many times (2 to [`crate::inapp::MAX_REPEAT`]; more is cut to it): that press repeated.
+fn repeated(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
+    let canonical = numbers::digits(text);
+    let words: Vec<&str> = canonical.split(' ').collect();
+    let (times, rest) = crate::inapp::repetition(&words).ok()?;
+    if times < 2 || rest.is_empty() || rest.len() == words.len() {
+        return None;
+    }
+    let rest = rest.join(" ");
+    let steps = plan_rules(&rest, sources)
+        .ok()
+        .or_else(|| language::loose_shortcut(&rest, sources).map(|m| vec![m]))?;
+    let [mut step]: [Matched; 1] = steps.try_into().ok()?;
+    if step.op != "key" || step.args.get("repeat").is_some() {
+        return None;
+    }
+    let times = times.min(crate::inapp::MAX_REPEAT);
+    step.args["repeat"] = json!(times);
+    step.message = format!("{} ({times} times)", step.message);
+    Some(vec![step])
+}
+
+/// [`plan_steps`] without the reading of [`aimed_at_app`].
+fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalation> {
     let one = |m: Matched| Ok(vec![m]);
     if text.is_empty() {
         return Err(Escalation {
@@ -951,13 +1086,41 @@ fn profile_launch(target: &str, sources: &Sources<'_>) -> Option<Matched> {
 fn profile_window<'a>(target: &str, sources: &Sources<'a>) -> Option<&'a str> {
     let context = sources.context?;
     target_names(target).into_iter().find_map(|name| {
-        let profile = sources.profiles.named(name)?;
+        if let Some(profile) = sources.profiles.named(name) {
+            return context
+                .app_ids
+                .iter()
+                .find(|id| profile.has_app_id(id))
+                .map(String::as_str);
+        }
+        // "the terminal", "my browser", "the editor": the first open window (the focused
+        // one first) whose profile is of that kind.
+        let kind = kind_named(name)?;
         context
             .app_ids
             .iter()
-            .find(|id| profile.has_app_id(id))
+            .find(|id| {
+                sources
+                    .profiles
+                    .for_app_id(id)
+                    .is_some_and(|p| p.kind == kind)
+            })
             .map(String::as_str)
     })
+}
+
+/// The kind of application a common noun names: "terminal", "browser", "code editor".
+fn kind_named(name: &str) -> Option<Kind> {
+    let name = ["the ", "my ", "a "]
+        .iter()
+        .find_map(|a| name.strip_prefix(a))
+        .unwrap_or(name);
+    match name {
+        "terminal" | "terminal emulator" | "console" | "shell" => Some(Kind::Terminal),
+        "browser" | "web browser" => Some(Kind::Browser),
+        "editor" | "code editor" | "ide" => Some(Kind::Editor),
+        _ => None,
+    }
 }
 
 /// Rule 6: close the application `target` names; an open window first.
@@ -1434,6 +1597,111 @@ mod tests {
         Context::from_param(Some(&value))
             .expect("a valid context")
             .expect("not null")
+    }
+
+    /// The steps planned for `utterance` with a window of `focused` focused (and open).
+    fn steps_in(utterance: &str, focused: &str) -> Vec<(&'static str, Value)> {
+        let ctx = context(json!({
+            "focused": {"app_id": focused},
+            "windows": [{"app_id": focused}, {"app_id": "foot"}],
+        }));
+        let normalized = normalize(utterance);
+        let apps = apps();
+        let binds = PhraseTable::new();
+        let sources = Sources {
+            catalog: catalog(),
+            apps: &apps,
+            curated: curated(),
+            binds: &binds,
+            context: Some(&ctx),
+            utterance,
+            profiles: crate::rules::builtin_profiles(),
+            words: crate::rules::builtin_words(),
+        };
+        plan_steps(strip_fillers(&normalized), &sources)
+            .map(|steps| steps.into_iter().map(|m| (m.op, m.args)).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_phrase_aimed_at_an_application_focuses_it_first() {
+        // "<app> <phrase>", "in <app> <phrase>", "<phrase> into <app>".
+        let pressed = steps_in("terminal press enter", "firefox");
+        assert_eq!(pressed.len(), 2, "{pressed:?}");
+        assert_eq!(pressed[0].0, "focus_app");
+        assert_eq!(pressed[0].1["app"], "foot");
+        assert_eq!(
+            pressed[1],
+            ("key", json!({"chord": "Return", "app": "foot"}))
+        );
+        let ran = steps_in("in the terminal run ls", "firefox");
+        assert_eq!(
+            ran[1],
+            ("terminal", json!({"command": "ls", "app": "foot"}))
+        );
+        // The terminal's own paste, not the common ctrl+v.
+        let pasted = steps_in("paste that into the terminal", "firefox");
+        assert_eq!(pasted[1].1["chord"], "ctrl+shift+v", "{pasted:?}");
+        // An application named before something that does not act in a window: nothing.
+        assert!(steps_in("firefox workspace banana", "foot").is_empty());
+        assert!(steps_in("spotify is great", "foot").is_empty());
+    }
+
+    #[test]
+    fn a_shortcut_said_in_other_words_is_found_by_its_content_words() {
+        let chord = |utterance: &str, focused: &str| {
+            let steps = steps_in(utterance, focused);
+            match steps.as_slice() {
+                [("key", args)] => args["chord"].as_str().map(str::to_owned),
+                _ => None,
+            }
+        };
+        assert_eq!(
+            chord("reopen the tab i just closed", "firefox").as_deref(),
+            Some("ctrl+shift+t")
+        );
+        assert_eq!(
+            chord("bring back the closed tab", "firefox").as_deref(),
+            Some("ctrl+shift+t")
+        );
+        assert_eq!(
+            chord("zoom out a bit", "firefox").as_deref(),
+            Some("ctrl+minus")
+        );
+        assert_eq!(
+            chord("show my history", "firefox").as_deref(),
+            Some("ctrl+h")
+        );
+        assert_eq!(
+            chord("go to the third tab", "firefox").as_deref(),
+            Some("ctrl+3")
+        );
+        assert_eq!(
+            chord("go to the end of the line", "org.gnome.TextEditor").as_deref(),
+            Some("End")
+        );
+        // Said about oneself, it asks for nothing; in a terminal the common chords stay out.
+        assert_eq!(chord("i love this song", "spotify"), None);
+        assert_eq!(chord("go to the end of the line", "foot"), None);
+        // Repeated: one press, that many times.
+        assert_eq!(
+            steps_in("undo three times", "org.gnome.TextEditor"),
+            [("key", json!({"chord": "ctrl+z", "repeat": 3}))]
+        );
+    }
+
+    #[test]
+    fn an_agent_says_where_it_runs() {
+        let spawn = |steps: &[(&str, Value)]| matches!(steps, [("niri", args)] if args["command"] == "spawn");
+        assert!(spawn(&steps_in("boot up codex", "firefox")));
+        assert!(spawn(&steps_in("start a claude code session", "firefox")));
+        assert!(spawn(&steps_in("fire up aider in a terminal", "firefox")));
+        // A new terminal asked for: a new window even with one focused.
+        assert!(spawn(&steps_in("run codex in a new terminal", "foot")));
+        // "here" in a terminal types it there; "here" elsewhere plans nothing.
+        let here = steps_in("launch claude code here", "foot");
+        assert_eq!(here[0], ("type_text", json!({"text": "claude"})));
+        assert!(steps_in("launch claude code here", "firefox").is_empty());
     }
 
     #[test]

@@ -277,6 +277,57 @@ pub fn column_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
+/// Words a shortcut's name does without: articles, pronouns, "a bit", and verbs that only
+/// say "go there" or "show it" (`go`, `open`, `show`, ...). See [`loose_key`].
+const LOOSE_DROPPED: &[&str] = &[
+    "the", "a", "an", "this", "that", "these", "those", "my", "our", "your", "current", "it",
+    "its", "i", "just", "here", "there", "now", "me", "some", "bit", "little", "slightly", "more",
+    "of", "on", "to", "into", "for", "please", "also", "again", "go", "switch", "jump", "take",
+    "show", "display", "open", "get", "make", "browser",
+];
+
+/// Words said for a shortcut name's own word (`refresh` for `reload`).
+const LOOSE_SAME: &[(&str, &str)] = &[
+    ("refresh", "reload"),
+    ("restore", "reopen"),
+    ("favourites", "bookmark"),
+    ("favorites", "bookmark"),
+    ("favourite", "bookmark"),
+    ("favorite", "bookmark"),
+];
+
+/// A phrase's content words, order and repeats ignored: the words of a normalised phrase
+/// without [`LOOSE_DROPPED`], [`LOOSE_SAME`] replaced, "bring back" read as "reopen",
+/// sorted and joined by spaces. "reopen the tab I just closed" and "reopen closed tab"
+/// have one key (`closed reopen tab`); so have "zoom out a bit" and "zoom out". Empty when
+/// nothing is left.
+pub fn loose_key(phrase: &str) -> String {
+    let words: Vec<&str> = phrase.split_whitespace().collect();
+    let mut kept: Vec<&str> = Vec::with_capacity(words.len());
+    let mut i = 0;
+    while i < words.len() {
+        let word = words[i];
+        if word == "bring" && words.get(i + 1) == Some(&"back") {
+            kept.push("reopen");
+            i += 2;
+            continue;
+        }
+        i += 1;
+        if LOOSE_DROPPED.contains(&word) {
+            continue;
+        }
+        kept.push(
+            LOOSE_SAME
+                .iter()
+                .find(|(said, _)| *said == word)
+                .map_or(word, |(_, same)| same),
+        );
+    }
+    kept.sort_unstable();
+    kept.dedup();
+    kept.join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -425,5 +476,28 @@ mod tests {
         assert_eq!(compact("you tube"), "youtube");
         assert_eq!(compact("crates.io"), "cratesio");
         assert_eq!(compact("stack-overflow"), "stackoverflow");
+    }
+
+    #[test]
+    fn loose_keys_ignore_order_articles_and_go_verbs() {
+        assert_eq!(
+            loose_key("reopen the tab i just closed"),
+            loose_key("reopen closed tab")
+        );
+        assert_eq!(
+            loose_key("bring back the closed tab"),
+            loose_key("reopen closed tab")
+        );
+        assert_eq!(loose_key("zoom out a bit"), "out zoom");
+        assert_eq!(
+            loose_key("go to the end of the line"),
+            loose_key("end of line")
+        );
+        assert_eq!(
+            loose_key("add this to my favourites"),
+            loose_key("add a bookmark")
+        );
+        assert_ne!(loose_key("next tab"), loose_key("next page"));
+        assert_eq!(loose_key("the"), "");
     }
 }

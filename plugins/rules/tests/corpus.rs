@@ -119,7 +119,7 @@ async fn the_held_out_corpus_is_scored() {
 }
 
 /// What the router planned right of the held-out corpus when this floor was last raised.
-const BLIND_FLOOR: usize = 263;
+const BLIND_FLOOR: usize = 287;
 
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
