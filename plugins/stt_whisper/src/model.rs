@@ -525,19 +525,58 @@ impl Transcriber {
             let budget = token_budget(chunk.len());
             whisper_options.max_length = (2 * budget).max(budget + prompt.len()).min(448);
         }
-        let result = self
-            .whisper
-            .generate(&view, &[prompt], &whisper_options)
-            .map_err(engine)?
-            .into_iter()
-            .next()
-            .ok_or_else(|| TranscribeError::Engine("Whisper returned no result".into()))?;
+        let generate = |options: &ct2rs::WhisperOptions| {
+            self.whisper
+                .generate(&view, std::slice::from_ref(&prompt), options)
+                .map_err(engine)?
+                .into_iter()
+                .next()
+                .ok_or_else(|| TranscribeError::Engine("Whisper returned no result".into()))
+        };
+        let first_text = |result: &ct2rs::sys::WhisperGenerationResult| {
+            result
+                .sequences
+                .first()
+                .map(|tokens| ct2rs::Tokenizer::decode(&self.tokenizer, tokens.clone()))
+                .transpose()
+                .map_err(engine)
+                .map(Option::unwrap_or_default)
+        };
+        let mut result = generate(&whisper_options)?;
+        // A transcript that compresses too well is a decoder loop (faster-whisper's test):
+        // decode again with sampling, at rising temperatures, and keep the first that does
+        // not loop; if each loops, the least looping one is cut at its first repeat below.
+        let mut looped = is_loop(&first_text(&result)?);
+        if looped {
+            let mut best = compression_ratio(&first_text(&result)?);
+            for temperature in LOOP_TEMPERATURES {
+                let sampled = ct2rs::WhisperOptions {
+                    beam_size: 1,
+                    num_hypotheses: 1,
+                    sampling_topk: 20,
+                    sampling_temperature: *temperature,
+                    ..whisper_options.clone()
+                };
+                let again = generate(&sampled)?;
+                let text = first_text(&again)?;
+                let ratio = compression_ratio(&text);
+                note_retry(*temperature, ratio);
+                if ratio < best {
+                    best = ratio;
+                    result = again;
+                }
+                if !is_loop(&text) {
+                    looped = false;
+                    break;
+                }
+            }
+        }
         let mut hypotheses = Vec::with_capacity(result.sequences.len());
         let fitted = matches!(options.window, Window::Fit { .. });
         for (i, tokens) in result.sequences.into_iter().enumerate() {
             let text = ct2rs::Tokenizer::decode(&self.tokenizer, tokens).map_err(engine)?;
-            let text = if fitted {
-                collapse_repeats(text.trim())
+            let text = if fitted || looped {
+                cut_loop(&collapse_repeats(text.trim()))
             } else {
                 text.trim().to_owned()
             };
@@ -639,6 +678,82 @@ pub fn collapse_repeats(text: &str) -> String {
     text.to_owned()
 }
 
+/// The temperatures a looping window is decoded again at, in order (faster-whisper's
+/// fallback steps, from 0.2).
+const LOOP_TEMPERATURES: &[f32] = &[0.2, 0.4, 0.6, 0.8];
+
+/// The compression ratio above which a transcript is taken for a loop (faster-whisper's
+/// `compression_ratio_threshold`).
+pub const LOOP_COMPRESSION_RATIO: f64 = 2.4;
+
+/// How well `text` compresses: its length in bytes over its zlib-compressed length. Speech
+/// stays well under [`LOOP_COMPRESSION_RATIO`]; a decoder repeating itself goes over it.
+/// 0 for empty text.
+pub fn compression_ratio(text: &str) -> f64 {
+    use std::io::Write as _;
+    if text.is_empty() {
+        return 0.0;
+    }
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    if encoder.write_all(text.as_bytes()).is_err() {
+        return 0.0;
+    }
+    match encoder.finish() {
+        Ok(compressed) if !compressed.is_empty() => text.len() as f64 / compressed.len() as f64,
+        _ => 0.0,
+    }
+}
+
+/// Whether `text` reads as a decoder loop: it compresses past [`LOOP_COMPRESSION_RATIO`],
+/// or a clause after the first repeats ([`cut_loop`] would cut it).
+pub fn is_loop(text: &str) -> bool {
+    compression_ratio(text) > LOOP_COMPRESSION_RATIO || cut_loop(text).len() < text.trim().len()
+}
+
+/// A note on stderr (which the runner logs; stdout is the protocol) per decode-again.
+fn note_retry(temperature: f32, ratio: f64) {
+    eprintln!(
+        "a looping window was decoded again at temperature {temperature}: compression ratio {ratio:.2}"
+    );
+}
+
+/// `text` cut before a clause that loops: when, after some first clauses, the rest is two
+/// or more copies of one clause (compared as [`word_key`]s; the last copy may be cut
+/// short), only the first clauses are kept. "Launch Codex, Blanche Codex, Blanche Codex" is
+/// "Launch Codex"; "Open Firefox, Open Open Firefox, Open Open Firefox" is "Open Firefox".
+/// A loop begins after a clause's punctuation (`,` `.` `;` `?` `!`); a repeated clause of
+/// one word needs three copies ("next, next" may be meant). Anything else is unchanged.
+pub fn cut_loop(text: &str) -> String {
+    let text = text.trim();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let keys: Vec<String> = words.iter().map(|w| word_key(w)).collect();
+    let n = keys.len();
+    for start in 1..n {
+        if !words[start - 1].ends_with([',', '.', ';', '?', '!']) {
+            continue;
+        }
+        let tail = n - start;
+        for period in 1..=tail / 2 {
+            if period == 1 && tail < 3 {
+                continue;
+            }
+            let last = n - 1;
+            let repeats = (start + period..n).all(|i| {
+                let twin = &keys[start + (i - start) % period];
+                keys[i] == *twin
+                    || (i == last && !keys[i].is_empty() && twin.starts_with(keys[i].as_str()))
+            });
+            if repeats {
+                return words[..start]
+                    .join(" ")
+                    .trim_end_matches([',', ';'])
+                    .to_owned();
+            }
+        }
+    }
+    text.to_owned()
+}
+
 /// Trim each part and join the non-empty ones with single spaces.
 fn join_words<'a>(parts: impl Iterator<Item = &'a str>) -> String {
     parts
@@ -651,6 +766,48 @@ fn join_words<'a>(parts: impl Iterator<Item = &'a str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clause_that_loops_after_the_first_is_cut() {
+        assert_eq!(
+            cut_loop("Open Firefox, Open Open Firefox, Open Open Firefox, Open Open Firefox"),
+            "Open Firefox"
+        );
+        assert_eq!(
+            cut_loop("Launch Codex, Blanche Codex, Blanche Codex, Blanche Co"),
+            "Launch Codex"
+        );
+        assert_eq!(cut_loop("Pause. Next, next, next, next"), "Pause.");
+        // Speech that repeats a little, or not after a clause, is kept.
+        for kept in [
+            "Open Firefox, then open Spotify",
+            "next, next",
+            "press tab tab",
+            "Type hello, hello world",
+            "Go to workspace two",
+        ] {
+            assert_eq!(cut_loop(kept), kept);
+        }
+    }
+
+    #[test]
+    fn loops_compress_and_speech_does_not() {
+        let looping = "Open Firefox, ".repeat(12);
+        assert!(compression_ratio(&looping) > LOOP_COMPRESSION_RATIO);
+        assert!(is_loop(&looping));
+        for speech in [
+            "Open Firefox",
+            "Search YouTube for lo-fi hip hop beats to study to",
+            "Move this window to workspace three and then focus the column on the left",
+        ] {
+            assert!(
+                compression_ratio(speech) < LOOP_COMPRESSION_RATIO,
+                "{speech}"
+            );
+            assert!(!is_loop(speech), "{speech}");
+        }
+        assert_eq!(compression_ratio(""), 0.0);
+    }
 
     #[test]
     fn repeats_of_the_whole_utterance_are_cut() {
