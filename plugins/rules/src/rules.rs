@@ -257,6 +257,21 @@ const MEDIA_OBJECTS: &[&str] = &[
 /// What may follow "next" or "previous".
 const TRACK_WORDS: &[&str] = &["", "track", "song", "one", "video", "episode"];
 
+/// Verbs of moving to another track, before "the next song" / "the previous one".
+const MEDIA_MOVES: &[&str] = &[
+    "play",
+    "go to",
+    "skip to",
+    "jump to",
+    "switch to",
+    "change to",
+    "move to",
+    "go back to",
+    "back to",
+    "skip back to",
+    "jump back to",
+];
+
 /// What may follow "skip".
 const SKIP_OBJECTS: &[&str] = &[
     "",
@@ -1262,19 +1277,23 @@ fn media_phrase(text: &str) -> Option<MediaCommand> {
     if let Some((_, command)) = fixed.iter().find(|(phrase, _)| *phrase == text) {
         return Some(*command);
     }
-    // "play the next song", "go to previous track", ...
-    for (lead, command) in [
-        ("play the next", Next),
-        ("play next", Next),
-        ("go to the next", Next),
-        ("go to next", Next),
-        ("play the previous", Previous),
-        ("play previous", Previous),
-        ("go to the previous", Previous),
-        ("go to previous", Previous),
-    ] {
-        if let Some(rest) = strip_word_prefix(text, lead) {
-            if TRACK_WORDS.contains(&rest) {
+    // "play the next song", "skip to the next one", "go back to the previous track": a
+    // verb of moving, an article, a direction, and what is played. "last" (the one before)
+    // needs the word for what is played, since "go to the last" may mean other things.
+    for verb in MEDIA_MOVES {
+        let Some(rest) = strip_word_prefix(text, verb) else {
+            continue;
+        };
+        let rest = strip_word_prefix(rest, "the").unwrap_or(rest);
+        for (direction, command, bare) in [
+            ("next", Next, true),
+            ("previous", Previous, true),
+            ("last", Previous, false),
+        ] {
+            if let Some(what) = strip_word_prefix(rest, direction)
+                && TRACK_WORDS.contains(&what)
+                && (bare || !what.is_empty())
+            {
                 return Some(command);
             }
         }

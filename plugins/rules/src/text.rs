@@ -121,6 +121,8 @@ const LEADING_FILLERS: &[&str] = &[
     "hi utter",
     "ok utter",
     "okay utter",
+    "hey there",
+    "hey",
     "please",
     "can you",
     "could you",

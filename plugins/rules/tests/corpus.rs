@@ -119,7 +119,7 @@ async fn the_held_out_corpus_is_scored() {
 }
 
 /// What the router planned right of the held-out corpus when this floor was last raised.
-const BLIND_FLOOR: usize = 287;
+const BLIND_FLOOR: usize = 288;
 
 /// A second held-out set (`tests/corpus/blind2/`), written blind after the first one had been
 /// used to find causes: the measure of whether those fixes generalise. Scored like the
@@ -146,8 +146,9 @@ async fn the_second_held_out_corpus_is_scored() {
     );
 }
 
-/// What the router planned right of the second held-out set at its first score.
-const BLIND2_FLOOR: usize = 126;
+/// What the router planned right of the second held-out set when this floor was last raised
+/// (126 at its first score).
+const BLIND2_FLOOR: usize = 130;
 
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
