@@ -543,12 +543,15 @@ impl Transcriber {
                 .map(Option::unwrap_or_default)
         };
         let mut result = generate(&whisper_options)?;
-        // A transcript that compresses too well is a decoder loop (faster-whisper's test):
-        // decode again with sampling, at rising temperatures, and keep the first that does
-        // not loop; if each loops, the least looping one is cut at its first repeat below.
-        let mut looped = is_loop(&first_text(&result)?);
+        // A transcript that still loops once its repeats are cut (a whole utterance said
+        // again and again is cut to one, which is right for a command) compresses too well
+        // (faster-whisper's test): decode again with sampling, at rising temperatures, and
+        // keep the first that does not loop; if each loops, the least looping one is cut
+        // at its first repeat below.
+        let uncut = |text: &str| cut_loop(&collapse_repeats(text.trim()));
+        let mut looped = is_loop(&uncut(&first_text(&result)?));
         if looped {
-            let mut best = compression_ratio(&first_text(&result)?);
+            let mut best = compression_ratio(&uncut(&first_text(&result)?));
             for temperature in LOOP_TEMPERATURES {
                 let sampled = ct2rs::WhisperOptions {
                     beam_size: 1,
@@ -558,7 +561,7 @@ impl Transcriber {
                     ..whisper_options.clone()
                 };
                 let again = generate(&sampled)?;
-                let text = first_text(&again)?;
+                let text = uncut(&first_text(&again)?);
                 let ratio = compression_ratio(&text);
                 note_retry(*temperature, ratio);
                 if ratio < best {
