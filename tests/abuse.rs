@@ -6,7 +6,7 @@
 //! from the wire. Where a bound is a time (the frame and idle timeouts), the margins are
 //! wide, so the tests hold on a loaded two-core machine.
 
-mod common;
+use crate::common;
 
 use common::Sandbox;
 use common::daemon::{Daemon, LIMIT, TERMINAL_ON, frame, write_config};

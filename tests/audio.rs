@@ -1,7 +1,7 @@
 //! `utter audio sources` and `utter audio record` against a real, private PipeWire with a
 //! virtual microphone (PipeWire + WirePlumber + pw-loopback; see `common::PipeWireSession`).
 
-mod common;
+use crate::common;
 
 use common::{ChildEnv, FAKE_MIC, PipeWireSession, espeak_wav, run_utter};
 use std::path::Path;

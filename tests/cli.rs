@@ -2,10 +2,9 @@
 //! line or in the configuration ends with the documented exit code and a message that says
 //! what is wrong (see the exit codes in `utter --help`).
 
-mod common;
+use crate::common;
 // The OpenAI-compatible test server of the chooser plugin's own tests.
-#[path = "../plugins/llm/tests/openai/mod.rs"]
-mod openai;
+use crate::openai;
 
 use common::{Sandbox, UtterRun, bin, run_utter};
 use std::path::PathBuf;

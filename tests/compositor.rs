@@ -4,13 +4,11 @@
 //! same phrases against a niri test server speaking niri's wire (niri cannot run here), where
 //! the exact `Action` JSON it received is checked.
 
-mod common;
+use crate::common;
 
-#[path = "../plugins/compositor/tests/sway_session/mod.rs"]
-mod sway_session;
+use crate::sway_session;
 
-#[path = "../plugins/compositor/tests/niri_server/mod.rs"]
-mod niri_server;
+use crate::niri_server;
 
 use common::{ChildEnv, Sandbox, run_utter};
 use niri_server::FakeNiri;

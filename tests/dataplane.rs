@@ -2,7 +2,7 @@
 //! scoping, expiry, collection, quota) over the real client socket, with the blobs observed
 //! on disk.
 
-mod common;
+use crate::common;
 
 use common::{Sandbox, bin};
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! Debian packages: dbus-daemon (the bus), systemd (busctl), libglib2.0-bin (gdbus),
 //! util-linux (setpriv, for the other-user test, which runs only as root).
 
-mod common;
+use crate::common;
 
 use common::{ChildEnv, DbusSession, Sandbox, bin, repo_root};
 use std::collections::HashMap;

@@ -5,7 +5,7 @@
 //!
 //! Debian packages these tests need: dbus-daemon, xdg-utils, mpv, mpv-mpris, sox.
 
-mod common;
+use crate::common;
 
 use common::{DbusSession, MPV_BUS_NAME, Mpris, Mpv, PluginProcess, Sandbox, bin, wait_for};
 use std::collections::HashMap;

@@ -3,7 +3,7 @@
 //! writes is what it later compares against (a plugin whose declared version moved is
 //! drift), and a broken config fails the run with the command that fixes it.
 
-mod common;
+use crate::common;
 
 use common::{Sandbox, bin, run_utter};
 use std::collections::BTreeSet;

@@ -7,7 +7,7 @@
 //!
 //! Debian packages these tests need: dbus-daemon, xdg-utils, mpv, mpv-mpris, sox.
 
-mod common;
+use crate::common;
 
 use common::{DbusSession, MarkerProgram, Mpris, Mpv, Sandbox, run_utter, wait_for};
 use std::time::Duration;

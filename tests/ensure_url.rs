@@ -6,10 +6,9 @@
 //! sandbox's URL recorder catches instead of a browser) when no browser window shows the
 //! site. Every effect is read back from sway itself.
 
-mod common;
+use crate::common;
 
-#[path = "../plugins/compositor/tests/sway_session/mod.rs"]
-mod sway_session;
+use crate::sway_session;
 
 use common::{ChildEnv, Sandbox, run_utter, wait_for};
 use std::path::Path;

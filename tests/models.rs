@@ -8,7 +8,7 @@
 //! directory and its own catalog (`UTTER_MODELS_CATALOG`) of small files whose hashes it
 //! knows, or the real one; nothing leaves the machine.
 
-mod common;
+use crate::common;
 
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;

@@ -6,7 +6,7 @@
 //! node by `tests/noctalia/driver.js`), whose phase must follow: offline → idle → listening
 //! → transcribing → … → confirm → idle. Hostile lines leave its state as it was.
 
-mod common;
+use crate::common;
 
 use common::Sandbox;
 use common::daemon::{Daemon, LIMIT, TERMINAL_ON, write_config};

@@ -1,7 +1,7 @@
 //! The command pipeline and the supervisor's handling of unruly plugins, through the library
 //! with real plugin processes (`utter-test-plugin` as router and action plugin).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 use utter_core::config;

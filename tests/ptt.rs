@@ -6,7 +6,7 @@
 //!
 //! Debian packages: dbus-daemon (the bus), xdg-desktop-portal (the frontend).
 
-mod common;
+use crate::common;
 
 use common::portal::{FRONTEND, FakePortal};
 use common::{ChildEnv, DbusSession, Sandbox, bin, run_utter};

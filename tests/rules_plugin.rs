@@ -2,7 +2,7 @@
 //! its application directories pointed at a temporary tree ([`common::Sandbox`]) holding real
 //! `.desktop` files.
 
-mod common;
+use crate::common;
 
 use common::{PluginProcess, Sandbox, bin};
 use utter_protocol::serde_json::{Value, json};

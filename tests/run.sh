@@ -5,7 +5,7 @@
 # the xdg-desktop-portal frontend, xdg-open, a headless sway with foot windows, the plugin
 # processes); they need these Debian packages. As root this script installs the missing
 # ones; otherwise it prints the apt-get line to run and stops.
-# Extra arguments go to `cargo test` (e.g. `tests/run.sh --test supervisor`).
+# Extra arguments go to `cargo test` (e.g. `tests/run.sh --test integration supervisor::`).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -51,5 +51,5 @@ cargo build --workspace --bins --tests
 cargo test --workspace --no-fail-fast "$@"
 # The spoken test set prints its accuracy (per voice, speed and category) on every run.
 if (($# == 0)); then
-    cargo test --test spoken -- --ignored --nocapture
+    cargo test --test integration spoken:: -- --ignored --nocapture
 fi

@@ -6,7 +6,7 @@
 //!
 //! Needs `bwrap` (Debian package `bubblewrap`, which `tests/run.sh` installs).
 
-mod common;
+use crate::common;
 
 use common::Sandbox;
 use common::daemon::{Daemon, LIMIT};

@@ -15,12 +15,9 @@
 //! dbus-daemon, at-spi2-core, python3-pyatspi, gir1.2-atspi-2.0, libgtk-4-1, libadwaita-1-0;
 //! tests/run.sh installs them.
 
-mod common;
-#[path = "../plugins/a11y/tests/desktop/mod.rs"]
-#[allow(unused_imports)]
-mod desktop;
-#[path = "../plugins/compositor/tests/sway_session/mod.rs"]
-mod sway_session;
+use crate::common;
+use crate::desktop;
+use crate::sway_session;
 
 use common::daemon::{Daemon, LIMIT, write_config};
 use common::systemd::UserManager;

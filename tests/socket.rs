@@ -7,10 +7,9 @@
 //! planning `terminal <command>` as a terminal step) and `fake_rs` (the open_url action).
 //! Timeouts are generous and nothing is timed: these run on shared two-core machines.
 
-mod common;
+use crate::common;
 // The OpenAI-compatible test server of the chooser plugin's own tests.
-#[path = "../plugins/llm/tests/openai/mod.rs"]
-mod openai;
+use crate::openai;
 
 use common::daemon::{Daemon, LIMIT, TERMINAL_ON, env, tokio_util_frames, write_config};
 use common::{Sandbox, bin, repo_root, run_utter, wait_for};

@@ -13,7 +13,7 @@
 //!
 //! Debian packages: espeak-ng, sox, python3-pip (the model fetch).
 
-mod common;
+use crate::common;
 
 use common::{bin, repo_root, require_program, whisper_model};
 use std::collections::BTreeMap;
@@ -154,7 +154,7 @@ impl Tally {
 // Ignored in a plain `cargo test`: tests/run.sh runs it on its own with its output shown, so
 // that every run prints the accuracy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "run by tests/run.sh: cargo test --test spoken -- --ignored --nocapture"]
+#[ignore = "run by tests/run.sh: cargo test --test integration spoken:: -- --ignored --nocapture"]
 async fn the_spoken_set_is_heard_and_planned() {
     require_program("espeak-ng", "espeak-ng");
     require_program("sox", "sox");

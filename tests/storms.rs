@@ -3,7 +3,7 @@
 //! than by time. What they check is what must stay true through the storm: every request
 //! answered, nothing left behind. Durations are printed, never asserted.
 
-mod common;
+use crate::common;
 
 use common::Sandbox;
 use common::daemon::{

@@ -3,7 +3,7 @@
 //! ownership of acks and stops, end of stream, disconnects, plugin-side handles with ranged
 //! fetch, and `fd.pass` to plugins.
 
-mod common;
+use crate::common;
 
 use common::{Sandbox, bin};
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! The supervisor against real child processes (`utter-test-plugin`, which misbehaves on
 //! command): handshake, version and capability failures, crashes, timeouts, drain.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -8,7 +8,7 @@
 //! Tests that need something this machine may lack (`systemd-analyze`, root for
 //! `unshare -m`, `/lib/systemd/systemd`) print why and pass without checking.
 
-mod common;
+use crate::common;
 
 use common::systemd::{UserManager, cannot_unshare};
 use common::{ChildEnv, Sandbox, UtterRun, bin, repo_root, run_utter};

@@ -2,7 +2,7 @@
 //! plugin serves over either, its socket is private, an impostor cannot take it, a dropped
 //! socket restarts the plugin, and stopping removes the socket file.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};

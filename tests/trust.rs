@@ -4,7 +4,7 @@
 //! re-validation, the five host callbacks, the audit trail, an injection corpus and a property
 //! test of the provenance gate.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

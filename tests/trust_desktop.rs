@@ -14,14 +14,10 @@
 //! Debian packages: as plugins/a11y/tests/gtk.rs (sway, foot, wtype, at-spi2-core,
 //! python3-gi, gir1.2-gtk-3.0, gir1.2-atspi-2.0, grim); tests/run.sh installs them.
 
-mod common;
-#[path = "../plugins/a11y/tests/desktop/mod.rs"]
-#[allow(unused_imports)]
-mod desktop;
-#[path = "../plugins/a11y/tests/grounding_server/mod.rs"]
-mod grounding_server;
-#[path = "../plugins/compositor/tests/sway_session/mod.rs"]
-mod sway_session;
+use crate::common;
+use crate::desktop;
+use crate::grounding_server;
+use crate::sway_session;
 
 use desktop::{Desktop, say_with_env, wait_for_file};
 use grounding_server::GroundingServer;

@@ -9,7 +9,7 @@
 //! Debian packages: pipewire, pipewire-bin, wireplumber, libspa-0.2-modules, dbus-daemon,
 //! espeak-ng, xdg-utils, xdg-desktop-portal, python3-pip (the model fetch).
 
-mod common;
+use crate::common;
 
 use common::portal::FakePortal;
 use common::voice::{Follower, LIMIT, VoiceDaemon, speak_into_mic};
