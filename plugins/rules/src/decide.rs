@@ -430,16 +430,32 @@ fn same_frame(spoken: &str, phrase: &str) -> bool {
     {
         return false;
     }
-    let unsaid = candidate
+    let unsaid: Vec<&String> = candidate
         .iter()
         .filter(|w| framing(w) && !said_compact.contains(w.as_str()))
-        .count();
-    let unknown = said
+        .collect();
+    let mut unknown: Vec<&String> = said
         .iter()
         .filter(|w| !grammar.knows(w) && !w.chars().all(|c| c.is_ascii_digit()))
-        .count();
-    unsaid <= unknown
+        .collect();
+    // Each phrase word that was not said needs an unknown word heard in its place that
+    // could be it misheard ("lift" for "left", "work space" for "workspace"): "page" is no
+    // mishearing of "workspace", nor "topic", so "go back to the previous page" is not
+    // "go back to the previous workspace".
+    for word in unsaid {
+        let Some(i) = unknown
+            .iter()
+            .position(|heard| strsim::jaro_winkler(heard, word) >= MISHEARD_WORD)
+        else {
+            return false;
+        };
+        unknown.remove(i);
+    }
+    true
 }
+
+/// How alike (Jaro-Winkler) a heard word must be to a phrase's word to stand for it.
+const MISHEARD_WORD: f64 = 0.7;
 
 fn profile_names(profile: &crate::profiles::Profile) -> Vec<String> {
     std::iter::once(profile.name.clone())
@@ -593,6 +609,20 @@ mod tests {
             let _ = similarity("workspace 1", odd);
         }
         assert_eq!(phonetic_key("١"), "");
+    }
+
+    #[test]
+    fn a_phrase_word_not_said_needs_a_misheard_twin() {
+        // "lift" may be "left"; "page" is no "workspace", "topic" no "workspace".
+        assert!(same_frame("focus lift", "focus left"));
+        assert!(!same_frame(
+            "go back to the previous page",
+            "go back to the previous workspace"
+        ));
+        assert!(!same_frame(
+            "move on to the next topic",
+            "move onto the next workspace"
+        ));
     }
 
     #[test]

@@ -340,6 +340,13 @@ fn type_text(spoken: &Spoken<'_>) -> Outcome {
             "\"{verb}\" needs the text to type after it, e.g. \"type hello world\""
         )));
     }
+    // Speech has no control characters: a line break or an escape in the text would press
+    // Enter in a shell or drive the terminal, which "type" never means.
+    if text.chars().any(char::is_control) {
+        return Some(Err(format!(
+            "\"{verb}\": the text holds a control character (a line break, tab or escape), which is never typed; say \"press enter\" for a new line"
+        )));
+    }
     Some(Ok(Matched {
         rule: "type_text",
         op: "type_text",
@@ -949,6 +956,19 @@ mod tests {
             Some(json!({"chord": "Page_Down"}))
         );
         assert_eq!(plan("page down"), None);
+    }
+
+    #[test]
+    fn typed_text_never_holds_a_control_character() {
+        for utterance in ["type hello\npress enter", "type \u{1b}[2J", "type a\tb"] {
+            assert_eq!(plan(utterance), None, "{utterance:?}");
+            assert!(
+                explain(utterance)
+                    .unwrap_or_default()
+                    .contains("control character"),
+                "{utterance:?}"
+            );
+        }
     }
 
     #[test]

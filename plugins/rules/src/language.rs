@@ -383,6 +383,19 @@ fn query_step(
             message: "a search needs what to search for, e.g. \"search for rust traits\"".into(),
         });
     }
+    // "google it", "search that", "search me": a pronoun points at something the router
+    // cannot see (the selection, the last thing said); searching for the word is wrong.
+    if matches!(
+        query.to_lowercase().as_str(),
+        "it" | "that" | "this" | "me" | "them" | "those" | "these" | "him" | "her"
+    ) {
+        return Err(Escalation {
+            reason: "incomplete",
+            message: format!(
+                "\"{query}\" says nothing to search for; say the words, e.g. \"search for rust traits\""
+            ),
+        });
+    }
     let url = fill_template(template, query);
     Ok(Matched {
         rule: "search",
@@ -414,8 +427,12 @@ fn in_profile(phrase: &str, profile: &Profile, sources: &Sources<'_>) -> Option<
 /// (the common chords would go to the program running in it). Also "the third tab" / "tab
 /// 3" in a browser: ctrl+3 (1 to 8).
 pub fn loose_shortcut(text: &str, sources: &Sources<'_>) -> Option<Matched> {
-    // "I love this song" says something about the person; it asks for nothing.
-    if text.split(' ').next() == Some("i") {
+    // "I love this song" says something about the person; "the undo", "my history" are
+    // noun phrases, not commands: a command starts with its verb or the shortcut's name.
+    if matches!(
+        text.split(' ').next(),
+        Some("i" | "the" | "a" | "an" | "my" | "some" | "more" | "our" | "your" | "this" | "that")
+    ) {
         return None;
     }
     let key = crate::text::loose_key(text);

@@ -502,7 +502,10 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
 }
 
 /// The ops a phrase aimed at an application may plan: what acts inside the focused window.
-const IN_APP_OPS: &[&str] = &["key", "type_text", "terminal", "click_element", "scroll"];
+/// Not text or terminal commands: the rest is planned from normalised words, which would
+/// lose what was said ("type hello in kitty" is the `aimed_input` rule's, with the words as
+/// said).
+const IN_APP_OPS: &[&str] = &["key", "click_element", "scroll"];
 
 /// "terminal press enter", "in vs code save the file", "in the terminal run ls", "scroll
 /// down in firefox": a phrase that plans nothing as a whole, but names an application (open,
@@ -570,6 +573,27 @@ fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
         if steps.is_empty() || !steps.iter().all(|m| IN_APP_OPS.contains(&m.op)) {
             continue;
         }
+        // A shortcut by name needs the application's own profile: without one the chord
+        // is a common one (ctrl+z, ctrl+c, ctrl+s), which a program running in a terminal
+        // (vim's entry says Terminal=true) takes as suspend, interrupt or freeze. A key
+        // the person names ("press enter") is theirs.
+        let profiled = sources.profiles.for_app_id(&app_id).is_some()
+            || sources
+                .profiles
+                .for_app_id(focus.args["app"].as_str().unwrap_or(""))
+                .is_some();
+        if !profiled
+            && steps
+                .iter()
+                .any(|m| matches!(m.rule, "shortcut" | "loose_shortcut"))
+        {
+            continue;
+        }
+        // Two applications named ("save in vs code in firefox"): which one is meant is not
+        // known.
+        if names_an_app(&rest, sources) {
+            return None;
+        }
         let window = app_id;
         let mut plan = vec![focus];
         for mut step in steps {
@@ -585,13 +609,46 @@ fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     None
 }
 
+/// Whether `rest` itself names an application after "in"/"on"/"into", or at its start
+/// before more words ("firefox press enter").
+fn names_an_app(rest: &str, sources: &Sources<'_>) -> bool {
+    let words: Vec<&str> = rest.split(' ').collect();
+    let n = words.len();
+    for i in 0..n {
+        let after_preposition = i > 0 && matches!(words[i - 1], "in" | "on" | "into" | "inside");
+        if i > 0 && !after_preposition {
+            continue;
+        }
+        for k in 1..=4.min(n - i) {
+            // At the start, a name must leave words after it ("save" alone is no name).
+            if !after_preposition && i + k == n {
+                continue;
+            }
+            let name = words[i..i + k].join(" ");
+            let name = ["the ", "my "]
+                .iter()
+                .find_map(|a| name.strip_prefix(a))
+                .unwrap_or(&name);
+            if switch_to(name, sources).is_some() {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 /// "undo three times", "next tab twice": a phrase that plans one key press, said with how
 /// many times (2 to [`crate::inapp::MAX_REPEAT`]; more is cut to it): that press repeated.
 fn repeated(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     let canonical = numbers::digits(text);
     let words: Vec<&str> = canonical.split(' ').collect();
     let (times, rest) = crate::inapp::repetition(&words).ok()?;
-    if times < 2 || rest.is_empty() || rest.len() == words.len() {
+    // More than the most a key is pressed is refused, not cut to it: "undo fifty times"
+    // done twenty times is neither what was asked nor nothing.
+    if !(2..=crate::inapp::MAX_REPEAT).contains(&times)
+        || rest.is_empty()
+        || rest.len() == words.len()
+    {
         return None;
     }
     let rest = rest.join(" ");
@@ -602,7 +659,6 @@ fn repeated(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     if step.op != "key" || step.args.get("repeat").is_some() {
         return None;
     }
-    let times = times.min(crate::inapp::MAX_REPEAT);
     step.args["repeat"] = json!(times);
     step.message = format!("{} ({times} times)", step.message);
     Some(vec![step])
@@ -1653,11 +1709,16 @@ mod tests {
             pressed[1],
             ("key", json!({"chord": "Return", "app": "foot"}))
         );
-        let ran = steps_in("in the terminal run ls", "firefox");
-        assert_eq!(
-            ran[1],
-            ("terminal", json!({"command": "ls", "app": "foot"}))
-        );
+        // Commands and text are not planned from normalised words ("ls -la" would be "ls la").
+        assert!(steps_in("in the terminal run ls -la", "firefox").is_empty());
+        assert!(steps_in("in the terminal type rm -rf ~", "firefox").is_empty());
+        // Without a profile, no common chord (ctrl+z to vim in a terminal suspends it); a key
+        // the person names is theirs.
+        assert!(steps_in("in calendar undo", "firefox").is_empty());
+        let enter = steps_in("calendar press enter", "firefox");
+        assert_eq!(enter[1].1["chord"], "Return", "{enter:?}");
+        // Two applications named: which one is not known.
+        assert!(steps_in("spotify firefox new tab", "foot").is_empty());
         // The terminal's own paste, not the common ctrl+v.
         let pasted = steps_in("paste that into the terminal", "firefox");
         assert_eq!(pasted[1].1["chord"], "ctrl+shift+v", "{pasted:?}");
@@ -1702,6 +1763,20 @@ mod tests {
         // Said about oneself, it asks for nothing; in a terminal the common chords stay out.
         assert_eq!(chord("i love this song", "spotify"), None);
         assert_eq!(chord("go to the end of the line", "foot"), None);
+        // Noun phrases and remarks press nothing; nor does more than the most presses.
+        for remark in [
+            "the undo",
+            "my history",
+            "save me",
+            "forward it to me",
+            "the end of the line for me",
+            "in zoom",
+            "undo fifty times",
+            "google it",
+            "search that",
+        ] {
+            assert!(steps_in(remark, "firefox").is_empty(), "{remark}");
+        }
         // Repeated: one press, that many times.
         assert_eq!(
             steps_in("undo three times", "org.gnome.TextEditor"),

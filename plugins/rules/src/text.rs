@@ -122,6 +122,11 @@ const LEADING_FILLERS: &[&str] = &[
     "ok utter",
     "okay utter",
     "hey there",
+    "hey google",
+    "ok google",
+    "okay google",
+    "hey siri",
+    "alexa",
     "hey",
     "please",
     "can you",
@@ -283,9 +288,9 @@ pub fn column_of(text: &str, offset: usize) -> usize {
 /// say "go there" or "show it" (`go`, `open`, `show`, ...). See [`loose_key`].
 const LOOSE_DROPPED: &[&str] = &[
     "the", "a", "an", "this", "that", "these", "those", "my", "our", "your", "current", "it",
-    "its", "i", "just", "here", "there", "now", "me", "some", "bit", "little", "slightly", "more",
-    "of", "on", "to", "into", "for", "please", "also", "again", "go", "switch", "jump", "take",
-    "show", "display", "open", "get", "make", "browser",
+    "its", "i", "just", "here", "there", "now", "some", "bit", "little", "slightly", "more", "of",
+    "on", "to", "into", "please", "also", "again", "go", "switch", "jump", "take", "show",
+    "display", "open", "get", "make", "browser",
 ];
 
 /// Words said for a shortcut name's own word (`refresh` for `reload`).
@@ -298,12 +303,10 @@ const LOOSE_SAME: &[(&str, &str)] = &[
     ("favorite", "bookmark"),
 ];
 
-/// A phrase's content words, order and repeats ignored: the words of a normalised phrase
-/// without [`LOOSE_DROPPED`], [`LOOSE_SAME`] replaced, "bring back" read as "reopen",
-/// sorted and joined by spaces. "reopen the tab I just closed" and "reopen closed tab"
-/// have one key (`closed reopen tab`); so have "zoom out a bit" and "zoom out". Empty when
-/// nothing is left.
-pub fn loose_key(phrase: &str) -> String {
+/// A phrase's content words in order: the words of a normalised phrase without
+/// [`LOOSE_DROPPED`], [`LOOSE_SAME`] replaced, "bring back" read as "reopen". Empty when
+/// nothing is left. See [`loose_key`].
+pub fn loose_words(phrase: &str) -> Vec<&str> {
     let words: Vec<&str> = phrase.split_whitespace().collect();
     let mut kept: Vec<&str> = Vec::with_capacity(words.len());
     let mut i = 0;
@@ -325,9 +328,19 @@ pub fn loose_key(phrase: &str) -> String {
                 .map_or(word, |(_, same)| same),
         );
     }
-    kept.sort_unstable();
-    kept.dedup();
-    kept.join(" ")
+    kept
+}
+
+/// [`loose_words`] as one key: the first content word (the verb, as said), then the others
+/// sorted, so order matters only for the first. "reopen the tab I just closed" and "reopen
+/// closed tab" have one key (`reopen closed tab`); so have "zoom out a bit" and "zoom out";
+/// "in zoom" and "zoom in" do not. A word said twice counts twice.
+pub fn loose_key(phrase: &str) -> String {
+    let mut words = loose_words(phrase);
+    if words.len() > 2 {
+        words[1..].sort_unstable();
+    }
+    words.join(" ")
 }
 
 #[cfg(test)]
@@ -490,7 +503,10 @@ mod tests {
             loose_key("bring back the closed tab"),
             loose_key("reopen closed tab")
         );
-        assert_eq!(loose_key("zoom out a bit"), "out zoom");
+        assert_eq!(loose_key("zoom out a bit"), "zoom out");
+        assert_ne!(loose_key("in zoom"), loose_key("zoom in"));
+        assert_ne!(loose_key("line of the end"), loose_key("end of line"));
+        assert_ne!(loose_key("save me"), loose_key("save"));
         assert_eq!(
             loose_key("go to the end of the line"),
             loose_key("end of line")
