@@ -1022,24 +1022,12 @@ fn close_names(spoken: &str, candidates: Vec<String>) -> Vec<String> {
     out
 }
 
-/// The Levenshtein distance between `a` and `b` when it is at most `limit`.
+/// The Levenshtein distance between `a` and `b` (strsim's) when it is at most `limit`.
 fn edit_distance(a: &[char], b: &[char], limit: usize) -> Option<usize> {
     if a.len().abs_diff(b.len()) > limit {
         return None;
     }
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut current = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != cb);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        if current.iter().min().is_some_and(|&m| m > limit) {
-            return None;
-        }
-        previous = current;
-    }
-    previous.last().copied().filter(|&d| d <= limit)
+    Some(strsim::generic_levenshtein(&a.to_vec(), &b.to_vec())).filter(|&d| d <= limit)
 }
 
 /// The names a spoken target may be: as said, and without a trailing "window"/"windows"
