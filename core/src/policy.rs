@@ -360,6 +360,25 @@ fn url_scheme(url: &str) -> Option<String> {
     Some(scheme.to_ascii_lowercase())
 }
 
+/// A compositor step's action in words, from its `{command, args?}`: the action's name and
+/// its values, strings unquoted (`focus-workspace 2`, `spawn foot -e claude`); `None` when
+/// `command` is not a string. Not escaped (see [`summary`]).
+pub fn compositor_action_words(args: &Value) -> Option<String> {
+    let mut words = vec![args.get("command")?.as_str()?.to_owned()];
+    for value in args
+        .get("args")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        words.push(match value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        });
+    }
+    Some(words.join(" "))
+}
+
 /// A one-line, argument-bearing description of a step, escaped for showing
 /// ([`utter_protocol::text::escape_unprintable`]; at most 400 characters): an argument
 /// cannot move the cursor, add a line or reverse what the person reads.
@@ -387,21 +406,10 @@ pub fn summary(op: &str, args: &Value) -> String {
         ),
         // Any other compositor action in its own words: "compositor: close-window",
         // "compositor: focus-workspace 2".
-        "niri" if args.get("command").is_some_and(Value::is_string) => {
-            let mut words = vec![s("command")];
-            for value in args
-                .get("args")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                words.push(match value {
-                    Value::String(text) => text.clone(),
-                    other => other.to_string(),
-                });
-            }
-            format!("compositor: {}", words.join(" "))
-        }
+        "niri" => compositor_action_words(args).map_or_else(
+            || format!("{op} {args}"),
+            |words| format!("compositor: {words}"),
+        ),
         "key" if args.get("chord").is_some_and(Value::is_string) => {
             format!("press {}", s("chord"))
         }

@@ -283,22 +283,7 @@ fn compositor_words(
     let sent = match ran.get("sent")? {
         Value::String(command) => command.clone(),
         // niri's own request: its action name and values as the step gave them.
-        _ => {
-            let args = step.get("args")?;
-            let mut words = vec![args.get("command")?.as_str()?.to_owned()];
-            for value in args
-                .get("args")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                words.push(match value {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                });
-            }
-            words.join(" ")
-        }
+        _ => utter_core::policy::compositor_action_words(step.get("args")?)?,
     };
     Some(format!("{}: {}", sanitize(compositor), sanitize(&sent)))
 }

@@ -507,46 +507,15 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
 /// said).
 const IN_APP_OPS: &[&str] = &["key", "click_element", "scroll"];
 
-/// "terminal press enter", "in vs code save the file", "in the terminal run ls", "scroll
-/// down in firefox": a phrase that plans nothing as a whole, but names an application (open,
-/// installed or with a profile) at its start or after "in"/"on" at either end. The rest is
-/// planned as if that application were focused; when it plans steps that act inside a
-/// window, the plan is the application focused (or started) first, then those steps (key,
-/// text and terminal steps also name it, so the action plugin focuses it again). `None`
-/// when no such reading plans.
+/// "terminal press enter", "in vs code save the file", "scroll down in firefox": a phrase
+/// that plans nothing as a whole, but names an application (open, installed or with a
+/// profile) in one of its [`app_readings`]. The rest is planned as if that application were
+/// focused; when it plans only [`IN_APP_OPS`] steps, the plan is the application focused (or
+/// started) first, then those steps (a key step also names it, so the action plugin focuses
+/// it again). `None` when no reading plans, or the rest names another application.
 fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
-    let words: Vec<&str> = text.split(' ').collect();
-    let n = words.len();
-    if n < 2 {
-        return None;
-    }
-    let max = 4;
-    let mut readings: Vec<(String, String)> = Vec::new();
-    // "in <app> <rest>"
-    if matches!(words[0], "in" | "on" | "inside" | "into") {
-        for k in 1..=max.min(n.saturating_sub(2)) {
-            readings.push((words[1..1 + k].join(" "), words[1 + k..].join(" ")));
-        }
-    }
-    // "<rest> in <app>"
-    for cut in 1..n - 1 {
-        if matches!(words[cut], "in" | "on" | "inside" | "into") && n - cut - 1 <= max {
-            readings.push((words[cut + 1..].join(" "), words[..cut].join(" ")));
-        }
-    }
-    // "<app> <rest>"
-    for k in 1..=max.min(n - 1) {
-        readings.push((words[..k].join(" "), words[k..].join(" ")));
-    }
-    for (name, rest) in readings {
-        let name = ["the ", "my "]
-            .iter()
-            .find_map(|a| name.strip_prefix(a))
-            .unwrap_or(&name);
-        if name.is_empty() || rest.is_empty() {
-            continue;
-        }
-        let Some(focus) = switch_to(name, sources) else {
+    for (name, rest) in app_readings(text) {
+        let Some(focus) = switch_to(&name, sources) else {
             continue;
         };
         let Some(app_id) = ["wm_class", "app", "app_id"]
@@ -594,13 +563,12 @@ fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
         if names_an_app(&rest, sources) {
             return None;
         }
-        let window = app_id;
         let mut plan = vec![focus];
         for mut step in steps {
-            if matches!(step.op, "key" | "type_text" | "terminal")
+            if step.op == "key"
                 && let Value::Object(map) = &mut step.args
             {
-                map.insert("app".into(), Value::String(window.clone()));
+                map.insert("app".into(), Value::String(app_id.clone()));
             }
             plan.push(step);
         }
@@ -609,32 +577,49 @@ fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     None
 }
 
-/// Whether `rest` itself names an application after "in"/"on"/"into", or at its start
-/// before more words ("firefox press enter").
-fn names_an_app(rest: &str, sources: &Sources<'_>) -> bool {
-    let words: Vec<&str> = rest.split(' ').collect();
+/// The ways `text` may name an application and what to do in it, as (name, rest), the name
+/// without a leading "the"/"my": "in <app> <rest>", "<rest> in <app>" (also "on", "into",
+/// "inside"), "<app> <rest>"; names of at most four words.
+fn app_readings(text: &str) -> Vec<(String, String)> {
+    const MAX: usize = 4;
+    let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
     let n = words.len();
-    for i in 0..n {
-        let after_preposition = i > 0 && matches!(words[i - 1], "in" | "on" | "into" | "inside");
-        if i > 0 && !after_preposition {
-            continue;
+    let preposition = |w: &str| matches!(w, "in" | "on" | "inside" | "into");
+    let mut readings: Vec<(String, String)> = Vec::new();
+    if n < 2 {
+        return readings;
+    }
+    if preposition(words[0]) {
+        for k in 1..=MAX.min(n.saturating_sub(2)) {
+            readings.push((words[1..1 + k].join(" "), words[1 + k..].join(" ")));
         }
-        for k in 1..=4.min(n - i) {
-            // At the start, a name must leave words after it ("save" alone is no name).
-            if !after_preposition && i + k == n {
-                continue;
-            }
-            let name = words[i..i + k].join(" ");
+    }
+    for cut in 1..n - 1 {
+        if preposition(words[cut]) && n - cut - 1 <= MAX {
+            readings.push((words[cut + 1..].join(" "), words[..cut].join(" ")));
+        }
+    }
+    for k in 1..=MAX.min(n - 1) {
+        readings.push((words[..k].join(" "), words[k..].join(" ")));
+    }
+    readings
+        .into_iter()
+        .map(|(name, rest)| {
             let name = ["the ", "my "]
                 .iter()
                 .find_map(|a| name.strip_prefix(a))
-                .unwrap_or(&name);
-            if switch_to(name, sources).is_some() {
-                return true;
-            }
-        }
-    }
-    false
+                .map_or(name.clone(), str::to_owned);
+            (name, rest)
+        })
+        .filter(|(name, rest)| !name.is_empty() && !rest.is_empty())
+        .collect()
+}
+
+/// Whether `rest` itself names an application in one of its [`app_readings`].
+fn names_an_app(rest: &str, sources: &Sources<'_>) -> bool {
+    app_readings(rest)
+        .iter()
+        .any(|(name, _)| switch_to(name, sources).is_some())
 }
 
 /// "undo three times", "next tab twice": a phrase that plans one key press, said with how

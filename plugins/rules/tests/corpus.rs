@@ -94,6 +94,25 @@ async fn the_project_corpus_plans_as_written() {
     );
 }
 
+/// Score the held-out set in `tests/corpus/<dir>/` (its `commands.toml`, with its own
+/// desktop entries), printing its table and misses under `label`: (right, false positives).
+async fn score_held_out(dir: &str, label: &str) -> (usize, usize) {
+    let home = tempfile::tempdir().expect("temp dir");
+    let plugin = start_router_with(&home, corpus_dir().join(dir)).await;
+    let (cases, report) = score(&plugin, &format!("{dir}/commands.toml")).await;
+    println!("{label}:\n{}", report.table());
+    for miss in &report.misses {
+        println!(
+            "MISS [{dir}] [{}] {:?} (focused {:?}): {} — {}",
+            miss.category, miss.say, miss.focused, miss.kind, miss.detail
+        );
+    }
+    let right: usize = report.categories.values().map(|r| r.right).sum();
+    let false_positives: usize = report.categories.values().map(|r| r.false_positives).sum();
+    println!("{label}: {right} of {} right", cases.len());
+    (right, false_positives)
+}
+
 /// The held-out corpus (`tests/corpus/blind/`), written by someone who had not read the
 /// router, from other voice tools' command lists and desktop habits: its table is printed
 /// beside the project's own. Its score is a measure, not a target; the test fails only when
@@ -101,19 +120,7 @@ async fn the_project_corpus_plans_as_written() {
 /// fixed) or a negative plans something new.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_held_out_corpus_is_scored() {
-    let home = tempfile::tempdir().expect("temp dir");
-    let plugin = start_router_with(&home, corpus_dir().join("blind")).await;
-    let (cases, report) = score(&plugin, "blind/commands.toml").await;
-    println!("held-out corpus:\n{}", report.table());
-    for miss in &report.misses {
-        println!(
-            "MISS [{}] {:?} (focused {:?}): {} — {}",
-            miss.category, miss.say, miss.focused, miss.kind, miss.detail
-        );
-    }
-    let right: usize = report.categories.values().map(|r| r.right).sum();
-    let false_positives: usize = report.categories.values().map(|r| r.false_positives).sum();
-    println!("held-out: {right} of {} right", cases.len());
+    let (right, false_positives) = score_held_out("blind", "held-out").await;
     assert!(right >= BLIND_FLOOR, "{right} right, below {BLIND_FLOOR}");
     assert!(false_positives <= 1, "{false_positives} false positives");
 }
@@ -126,19 +133,7 @@ const BLIND_FLOOR: usize = 288;
 /// first; a regression guard, never tuned to.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_second_held_out_corpus_is_scored() {
-    let home = tempfile::tempdir().expect("temp dir");
-    let plugin = start_router_with(&home, corpus_dir().join("blind2")).await;
-    let (cases, report) = score(&plugin, "blind2/commands.toml").await;
-    println!("second held-out corpus:\n{}", report.table());
-    for miss in &report.misses {
-        println!(
-            "MISS2 [{}] {:?} (focused {:?}): {} — {}",
-            miss.category, miss.say, miss.focused, miss.kind, miss.detail
-        );
-    }
-    let right: usize = report.categories.values().map(|r| r.right).sum();
-    let false_positives: usize = report.categories.values().map(|r| r.false_positives).sum();
-    println!("second held-out: {right} of {} right", cases.len());
+    let (right, false_positives) = score_held_out("blind2", "second held-out").await;
     assert!(right >= BLIND2_FLOOR, "{right} right, below {BLIND2_FLOOR}");
     assert_eq!(
         false_positives, 0,

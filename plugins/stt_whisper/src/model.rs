@@ -549,9 +549,10 @@ impl Transcriber {
         // keep the first that does not loop; if each loops, the least looping one is cut
         // at its first repeat below.
         let uncut = |text: &str| cut_loop(&collapse_repeats(text.trim()));
-        let mut looped = is_loop(&uncut(&first_text(&result)?));
+        let first = uncut(&first_text(&result)?);
+        let mut looped = is_loop(&first);
         if looped {
-            let mut best = compression_ratio(&uncut(&first_text(&result)?));
+            let mut best = compression_ratio(&first);
             for temperature in LOOP_TEMPERATURES {
                 let sampled = ct2rs::WhisperOptions {
                     beam_size: 1,
