@@ -175,6 +175,17 @@ async fn record_writes_a_16k_mono_wav_of_what_was_spoken() {
     assert!((15_000..=17_000).contains(&n), "{n} samples for 1 s");
 }
 
+/// `dir/config.toml` running only the rules router and the desktop plugin.
+fn rules_and_desktop_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        "config_version = 1\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n\n[[plugin]]\nid = \"desktop\"\nkind = \"action\"\nentrypoint = [\"utter\", \"plugin\", \"desktop\"]\n",
+    )
+    .unwrap();
+    config
+}
+
 /// "volume up" with no player named is the desktop's sound (issue 30): the default audio
 /// sink's volume changes, read back with `wpctl` here as the test's own oracle; "mute" and
 /// "unmute" likewise.
@@ -182,12 +193,7 @@ async fn record_writes_a_16k_mono_wav_of_what_was_spoken() {
 async fn volume_up_and_mute_change_the_default_sink_under_a_real_pipewire() {
     let pw = PipeWireSession::start();
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        "config_version = 1\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n\n[[plugin]]\nid = \"desktop\"\nkind = \"action\"\nentrypoint = [\"utter\", \"plugin\", \"desktop\"]\n",
-    )
-    .unwrap();
+    let config = rules_and_desktop_config(dir.path());
     let level = || {
         let out = pw
             .command("wpctl")
@@ -269,12 +275,7 @@ async fn volume_up_and_mute_change_the_default_sink_under_a_real_pipewire() {
 #[tokio::test]
 async fn a_wpctl_that_lies_or_floods_is_a_failure_never_a_success() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        "config_version = 1\n[[plugin]]\nid = \"rules\"\nkind = \"router\"\nentrypoint = [\"utter\", \"plugin\", \"rules\"]\n\n[[plugin]]\nid = \"desktop\"\nkind = \"action\"\nentrypoint = [\"utter\", \"plugin\", \"desktop\"]\n",
-    )
-    .unwrap();
+    let config = rules_and_desktop_config(dir.path());
     let fake = dir.path().join("bin");
     std::fs::create_dir(&fake).unwrap();
     let path = format!(
