@@ -26,8 +26,9 @@ use utter_rules::commands::CommandWords;
 use utter_rules::context::Context;
 use utter_rules::decide;
 use utter_rules::phrases::{Curated, PhraseTable};
+use utter_rules::plan::Sources;
 use utter_rules::profiles::{Profiles, ProfilesSource};
-use utter_rules::rules::{self, Sources};
+use utter_rules::rules;
 use utter_rules::sites::Catalog;
 use utter_rules::text;
 

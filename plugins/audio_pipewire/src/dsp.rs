@@ -17,20 +17,7 @@ pub const GATE_FRAME_MS: u32 = 10;
 /// The floor used for the dBFS of digital silence (an RMS of exactly 0).
 pub const SILENCE_FLOOR_DB: f32 = -120.0;
 
-/// Average interleaved frames of `channels` channels into one mono channel.
-///
-/// `interleaved.len()` should be a multiple of `channels`; a trailing partial frame is
-/// dropped. One channel is returned as is (copied).
-pub fn downmix(interleaved: &[f32], channels: usize) -> Vec<f32> {
-    if channels <= 1 {
-        return interleaved.to_vec();
-    }
-    let scale = 1.0 / channels as f32;
-    interleaved
-        .chunks_exact(channels)
-        .map(|frame| frame.iter().sum::<f32>() * scale)
-        .collect()
-}
+pub use crate::vad::downmix;
 
 /// Resample mono `input` from `rate` Hz to [`TARGET_RATE`] with rubato's synchronous FFT
 /// resampler (band-limited, no phase shift: rubato trims its own delay).

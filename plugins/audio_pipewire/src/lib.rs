@@ -37,13 +37,14 @@ pub mod capture;
 pub mod dsp;
 mod pw;
 pub mod service;
+pub mod source;
 pub mod vad;
 
 pub use capture::{
-    AudioCapture, AudioError, CaptureSettings, CaptureStatus, RawUtterance, SourceInfo, Utterance,
-    list_sources,
+    AudioCapture, CaptureSettings, CaptureStatus, RawUtterance, Utterance, list_sources,
 };
 pub use service::AudioPlugin;
+pub use source::{AudioError, SourceInfo};
 
 /// The plugin's manifest, embedded at build time.
 pub const MANIFEST: &str = include_str!("../utter-plugin.toml");

@@ -4,7 +4,7 @@
 //!
 //! Nothing in the callbacks may panic: they are called from C.
 
-use crate::capture::{AudioError, SourceInfo};
+use crate::source::{AudioError, SourceInfo};
 use pipewire as pw;
 use pw::spa;
 use spa::pod::Pod;
@@ -66,13 +66,13 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// The RMS in dBFS of the last [`crate::capture::LEVEL_WINDOW_MS`] of samples (the
+    /// The RMS in dBFS of the last [`crate::source::LEVEL_WINDOW_MS`] of samples (the
     /// recording's tail while recording, else the ring's), `None` while fewer are at hand.
     pub fn recent_level_db(&self) -> Option<f32> {
         let wanted = usize::try_from(
             u64::from(self.rate)
                 * u64::from(self.channels.max(1))
-                * u64::from(crate::capture::LEVEL_WINDOW_MS)
+                * u64::from(crate::source::LEVEL_WINDOW_MS)
                 / 1000,
         )
         .ok()

@@ -7,11 +7,9 @@
 //! it. Every error leaves the plugin serving: a failed stream is dropped and opened again,
 //! from the last configured settings, by the next `audio.begin` or `audio.record`.
 
-use crate::capture::{
-    AudioCapture, AudioError, CaptureSettings, RawUtterance, Utterance, list_sources,
-    valid_source_name,
-};
+use crate::capture::{AudioCapture, CaptureSettings, RawUtterance, Utterance, list_sources};
 use crate::dsp::{GateSettings, TARGET_RATE};
+use crate::source::{AudioError, valid_source_name};
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -67,6 +67,21 @@ impl Downsampler {
     }
 }
 
+/// Average interleaved frames of `channels` channels into one mono channel.
+///
+/// `interleaved.len()` should be a multiple of `channels`; a trailing partial frame is
+/// dropped. One channel is returned as is (copied).
+pub fn downmix(interleaved: &[f32], channels: usize) -> Vec<f32> {
+    if channels <= 1 {
+        return interleaved.to_vec();
+    }
+    let scale = 1.0 / channels as f32;
+    interleaved
+        .chunks_exact(channels)
+        .map(|frame| frame.iter().sum::<f32>() * scale)
+        .collect()
+}
+
 /// The end of speech in a listen (see the module docs).
 pub struct EndOfSpeech {
     detector: Box<Detector<DefaultPredictor>>,
@@ -117,7 +132,7 @@ impl EndOfSpeech {
         if self.ended {
             return None;
         }
-        let mono = crate::dsp::downmix(interleaved, self.channels);
+        let mono = downmix(interleaved, self.channels);
         self.downsampler.push(&mono, &mut self.pending);
         let mut consumed = 0;
         let mut result = None;

@@ -52,6 +52,7 @@
 
 pub mod apps;
 pub mod backend;
+pub mod link;
 pub mod model;
 pub mod niri;
 pub mod screenshot;

@@ -42,7 +42,7 @@
 //! At most [`crate::model::MAX_WINDOWS`] windows, [`crate::model::MAX_WORKSPACES`]
 //! workspaces and [`crate::model::MAX_OUTPUTS`] outputs are kept; 64 unknown event names
 //! are remembered (each cut to 64 bytes), and log lines quote niri's text through
-//! [`crate::backend::clean`].
+//! [`crate::link::clean`].
 //!
 //! # Event floods
 //!
@@ -51,7 +51,7 @@
 //! applied, and during a continuous stream at most every [`PUBLISH_EVERY`]. The first change
 //! after a quiet period is published at once.
 
-use crate::backend::{BackendError, Link, LinkState, clean};
+use crate::link::{BackendError, Link, LinkState, clean};
 use crate::model::{
     CompositorInfo, MAX_OUTPUTS, MAX_WINDOWS, MAX_WORKSPACES, Output, Rect, Snapshot, Window,
     Workspace,
@@ -1340,7 +1340,7 @@ mod tests {
         let shown = preview(format!("\u{1b}[2J{}", "x".repeat(100_000)).as_bytes());
         assert!(!shown.chars().any(char::is_control), "{shown:?}");
         assert!(
-            shown.chars().count() <= crate::backend::LOG_CHARS + 1,
+            shown.chars().count() <= crate::link::LOG_CHARS + 1,
             "{}",
             shown.len()
         );

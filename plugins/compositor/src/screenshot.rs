@@ -130,7 +130,7 @@ pub async fn take(action: &str, snapshot: &Snapshot, dry_run: bool) -> Result<Va
         return Err(failed(format!(
             "grim failed ({}): {}",
             utter_desktop::spawn::describe_status(out.status),
-            crate::backend::clean(String::from_utf8_lossy(&out.stderr).trim())
+            crate::link::clean(String::from_utf8_lossy(&out.stderr).trim())
         )));
     }
     // Only the PNG header is read: a screenshot is megabytes.

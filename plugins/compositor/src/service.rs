@@ -13,7 +13,8 @@
 //! `-32000`, and actions fail at once with the same words.
 
 use crate::apps::{self, FocusOrder};
-use crate::backend::{Backend, BackendError, Detected, Sent, clean, wait_for};
+use crate::backend::{Backend, Detected, Sent, wait_for};
+use crate::link::{BackendError, clean};
 use crate::model::Output;
 use crate::model::{Snapshot, Window};
 use crate::table::{
@@ -96,14 +97,14 @@ fn check_installed(argv: &[String]) -> Result<(), ErrorObject> {
     let Some(program) = missing else {
         return Ok(());
     };
-    let shown = crate::backend::clean(program);
+    let shown = crate::link::clean(program);
     let path = std::env::var("PATH").unwrap_or_default();
     Err(plugin_error(if program.contains('/') {
         format!("{shown} is not installed: there is no executable file at that path")
     } else {
         format!(
             "{shown} is not installed: no program {shown} in PATH ({}); install it ({}), or give its full path",
-            crate::backend::clean(&path),
+            crate::link::clean(&path),
             how_to_install(program).unwrap_or_else(|| format!("on Debian: apt install {shown}, or the package that provides it"))
         )
     })
@@ -238,7 +239,7 @@ impl Service {
     }
 
     /// "lost the connection to sway at …; reconnecting".
-    fn lost(&self, backend: &Backend, link: &crate::backend::LinkState) -> String {
+    fn lost(&self, backend: &Backend, link: &crate::link::LinkState) -> String {
         format!(
             "lost the connection to {} at {} {} s ago ({}); reconnecting",
             backend.name(),
@@ -357,7 +358,7 @@ impl Service {
             )),
         };
         if let Err(e) = &result {
-            tracing::warn!(code = e.code, message = %crate::backend::clean(&e.message), "invoke failed");
+            tracing::warn!(code = e.code, message = %crate::link::clean(&e.message), "invoke failed");
         }
         result
     }

@@ -20,7 +20,7 @@
 //! on the next command. At most [`MAX_WINDOWS`] windows, [`MAX_WORKSPACES`] workspaces and
 //! [`MAX_OUTPUTS`] outputs are kept (the snapshot then says `truncated: true`).
 
-use crate::backend::{BackendError, Link, LinkState, clean};
+use crate::link::{BackendError, Link, LinkState, clean};
 use crate::model::{
     CompositorInfo, MAX_OUTPUTS, MAX_WINDOWS, MAX_WORKSPACES, Output, Rect, Snapshot, Window,
     Workspace,

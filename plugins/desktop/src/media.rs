@@ -181,10 +181,19 @@ impl Command {
 
     /// Whether it sets the volume.
     pub fn is_volume(self) -> bool {
-        matches!(
-            self,
-            Command::VolumeUp | Command::VolumeDown | Command::Mute | Command::Unmute
-        )
+        self.volume_change().is_some()
+    }
+
+    /// The change of the system volume it stands for, if it sets the volume.
+    pub fn volume_change(self) -> Option<crate::volume::Change> {
+        use crate::volume::Change;
+        match self {
+            Command::VolumeUp => Some(Change::Up),
+            Command::VolumeDown => Some(Change::Down),
+            Command::Mute => Some(Change::Mute),
+            Command::Unmute => Some(Change::Unmute),
+            _ => None,
+        }
     }
 }
 
@@ -278,9 +287,9 @@ pub async fn run(args: MediaArgs, dry_run: bool) -> Result<Value, ErrorObject> {
     // Only where that cannot be reached (no PipeWire, no WirePlumber) is a player's own
     // volume changed instead, and the result says why.
     let mut system_unreachable = None;
-    if args.command.is_volume() && args.player.is_none() {
+    if let (Some(change), None) = (args.command.volume_change(), &args.player) {
         match crate::volume::level().await {
-            Ok(_) => return crate::volume::run(args.command, dry_run).await,
+            Ok(_) => return crate::volume::run(change, dry_run).await,
             Err(why) => system_unreachable = Some(why),
         }
     }

@@ -6,7 +6,6 @@
 //! Every change is read back (`wpctl get-volume`), so the result says whether the sink took
 //! it (`verified`). Up and down move by [`STEP`] and never above 100%.
 
-use crate::media::Command;
 use crate::plugin_error;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -114,20 +113,34 @@ pub async fn level() -> Result<Level, String> {
     })
 }
 
-/// Change the system volume by `command` (a volume command) and read it back.
+/// A change of the system volume (what the media commands `volume_up`, `volume_down`,
+/// `mute` and `unmute` do when no player is named).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Up a step.
+    Up,
+    /// Down a step.
+    Down,
+    /// Muted.
+    Mute,
+    /// Unmuted.
+    Unmute,
+}
+
+/// Change the system volume by `change` and read it back.
 ///
 /// Result: `{ok, dry_run, target: "system", sink: "@DEFAULT_AUDIO_SINK@", volume_before,
 /// volume_after, muted_before, muted_after, verified, detail}`.
 ///
 /// # Errors
 /// `-32000` when the level cannot be read or set (with the reason and what to install).
-pub async fn run(command: Command, dry_run: bool) -> Result<Value, ErrorObject> {
+pub async fn run(change: Change, dry_run: bool) -> Result<Value, ErrorObject> {
     let before = level().await.map_err(plugin_error)?;
     let percent = |v: f64| (v * 100.0).round();
     // The wpctl arguments, the level wanted, and what is done in words (to do, done).
-    let (args, wanted, to_do, done): (Vec<String>, Level, String, String) = match command {
-        Command::VolumeUp | Command::VolumeDown => {
-            let up = command == Command::VolumeUp;
+    let (args, wanted, to_do, done): (Vec<String>, Level, String, String) = match change {
+        Change::Up | Change::Down => {
+            let up = change == Change::Up;
             if up && before.volume >= 1.0 {
                 return Err(plugin_error(format!(
                     "the system volume is at {:.0}%, full or more already, so it was not raised (wpctl would set it back to 100%)",
@@ -161,8 +174,8 @@ pub async fn run(command: Command, dry_run: bool) -> Result<Value, ErrorObject> 
             };
             (args, wanted, to_do, done)
         }
-        Command::Mute | Command::Unmute => {
-            let mute = command == Command::Mute;
+        Change::Mute | Change::Unmute => {
+            let mute = change == Change::Mute;
             let args = vec![
                 "set-mute".to_owned(),
                 SINK.to_owned(),
@@ -178,12 +191,6 @@ pub async fn run(command: Command, dry_run: bool) -> Result<Value, ErrorObject> 
                 ..before
             };
             (args, wanted, to_do.to_owned(), done.to_owned())
-        }
-        other => {
-            return Err(ErrorObject::invalid_params(format!(
-                "{} is not a volume command",
-                other.method()
-            )));
         }
     };
     let mut result = json!({

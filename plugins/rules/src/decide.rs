@@ -25,7 +25,7 @@
 //!   first, with the matcher's own decision as the plan's `fallback` (for a chooser that fails
 //!   or is unsure).
 
-use crate::rules::{Matched, Sources};
+use crate::plan::{Matched, Sources};
 use crate::text::{compact, normalize, strip_word_prefix};
 use rphonetic::{DoubleMetaphone, Encoder};
 use utter_protocol::serde_json::{Value, json};
@@ -381,7 +381,7 @@ fn candidates(class: Class, sources: &Sources<'_>) -> Vec<Candidate> {
             }
         }
         Class::Media(command) => {
-            for player in crate::rules::KNOWN_PLAYERS {
+            for player in crate::plan::KNOWN_PLAYERS {
                 out.push(Candidate {
                     label: (*player).to_owned(),
                     names: vec![(*player).to_owned()],

@@ -43,7 +43,7 @@
 //! Every value comes from the utterance; the step keeps the request's provenance.
 
 use crate::numbers;
-use crate::rules::Matched;
+use crate::plan::Matched;
 use crate::text::{SpokenWord, filler_span, normalize_words};
 use utter_protocol::serde_json::json;
 

@@ -10,65 +10,11 @@
 //! it answers an [`Escalation`] naming why, instead of a step.
 
 use crate::inapp::Spoken;
-use crate::profiles::{Command, Kind, Profile};
-use crate::rules::{Matched, Sources};
+use crate::plan::{Escalation, Matched, Sources};
+use crate::profiles::{Command, Kind, Profile, known_op};
 use crate::sites::fill_template;
 use crate::text::{is_hostname, strip_word_prefix, strip_word_suffix};
 use utter_protocol::serde_json::{Value, json};
-
-/// Why a recognised phrase gives no step, for the plan's `escalate: {reason, message}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Escalation {
-    /// A stable reason code: `no_rule`, `unknown_target`, `needs_browser`, `needs_terminal`,
-    /// `needs_editor`, `needs_app`, `no_key` (the focused application has no key for it),
-    /// `incomplete`, `bad_number`, `other_compositor`.
-    pub reason: &'static str,
-    /// What to tell the person.
-    pub message: String,
-}
-
-impl Escalation {
-    /// The escalation of a phrase that needs a focused application of `kind`.
-    pub fn needs(kind: Kind, what: &str) -> Escalation {
-        let (reason, article) = match kind {
-            Kind::Browser => ("needs_browser", "a browser"),
-            Kind::Terminal => ("needs_terminal", "a terminal"),
-            Kind::Editor => ("needs_editor", "an editor"),
-            Kind::App => ("needs_app", "the application it belongs to"),
-        };
-        Escalation {
-            reason,
-            message: format!("\"{what}\" needs {article} to be focused"),
-        }
-    }
-}
-
-/// The ops a profile command may name (the op registry of PROTOCOL.md and the older
-/// runner, reference §8.2, with the in-app ops of this project).
-pub const KNOWN_OPS: &[&str] = &[
-    "key",
-    "type_text",
-    "type_keys",
-    "scroll",
-    "click_element",
-    "click_point",
-    "pointer_move",
-    "ensure_url",
-    "open_url",
-    "launch_app",
-    "ensure_app",
-    "focus_app",
-    "close_app",
-    "media",
-    "niri",
-    "terminal",
-    "search",
-];
-
-/// The `&'static` name of a known op.
-pub fn known_op(op: &str) -> Option<&'static str> {
-    KNOWN_OPS.iter().copied().find(|k| *k == op)
-}
 
 /// The profile of the focused window, if it has one.
 pub fn focused_profile<'a>(sources: &Sources<'a>) -> Option<&'a Profile> {
@@ -705,7 +651,7 @@ fn agent_object<'a>(
 /// window of an installed terminal running it (`niri spawn` of the terminal profile's `run`
 /// argv and the command).
 pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, Escalation>> {
-    let (verb, agent, place) = crate::rules::APP_VERBS.iter().find_map(|verb| {
+    let (verb, agent, place) = crate::plan::APP_VERBS.iter().find_map(|verb| {
         let rest = strip_word_prefix(text, verb)?;
         agent_object(rest, sources).map(|(a, place)| (*verb, a, place))
     })?;

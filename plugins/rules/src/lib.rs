@@ -9,7 +9,7 @@
 //! `confirm: true`, so the runner asks first. An
 //! utterance no rule understands is not an error: the answer has no steps, `rule: null` and
 //! a message, so the runner can fall back to another router. The message says why when a
-//! rule came close ([`rules::explain`]: an unknown application name, a workspace number
+//! rule came close ([`explain::explain`]: an unknown application name, a workspace number
 //! out of range, a niri binding on sway), else `no rule matched "<utterance>"`.
 //!
 //! Usage: `utter-rules [--sites <catalog.toml>]` (parsed by clap, see [`Options`]; `--help`
@@ -44,28 +44,32 @@ pub mod context;
 pub mod decide;
 pub mod eval;
 pub mod examples;
+pub mod explain;
 pub mod grammar;
 pub mod inapp;
 pub mod language;
+pub mod media;
 pub mod niri_config;
 pub mod numbers;
 pub mod phrases;
+pub mod plan;
 pub mod profiles;
 pub mod rules;
 pub mod sites;
 pub mod space;
 pub mod text;
 pub mod vocabulary;
+pub mod web;
+pub mod windows;
 
 use apps::AppScanner;
 use clap::Parser;
 use commands::CommandWords;
 use context::Context;
-use language::Escalation;
 use niri_config::{Binds, BindsSource};
 use phrases::{Curated, NiriAction};
+use plan::{AppLookup, BindsLookup, Escalation, Matched, Sources};
 use profiles::ProfilesSource;
-use rules::{AppLookup, BindsLookup, Matched, Sources};
 use sites::Catalog;
 use std::cell::OnceCell;
 use std::ffi::OsString;
@@ -494,7 +498,7 @@ impl State {
                 // or close.
                 let normalized = text::normalize(&request.utterance);
                 if let Some(problem) = &request.context_ignored
-                    && rules::names_a_window(text::strip_fillers(&normalized), &self.curated)
+                    && windows::names_a_window(text::strip_fillers(&normalized), &self.curated)
                 {
                     message.push_str(&format!(
                         " (the request's desktop context was not used, so no open window was \

@@ -422,12 +422,12 @@ fn read_commands(
                 Command::Chord(chord(&spanned, &format!("command {key:?}"))?)
             }
             CommandFile::Step { op, args } => {
-                let Some(known) = crate::language::known_op(op) else {
+                let Some(known) = known_op(op) else {
                     return Err(at(
                         value.span().start,
                         format!(
                             "command {key:?}: op {op:?} is not one of {}",
-                            crate::language::KNOWN_OPS.join(", ")
+                            KNOWN_OPS.join(", ")
                         ),
                     ));
                 };
@@ -742,6 +742,33 @@ impl ProfilesSource {
         }
         current.1.clone()
     }
+}
+
+/// The ops a profile command may name (the op registry of PROTOCOL.md and the older
+/// runner, reference §8.2, with the in-app ops of this project).
+pub const KNOWN_OPS: &[&str] = &[
+    "key",
+    "type_text",
+    "type_keys",
+    "scroll",
+    "click_element",
+    "click_point",
+    "pointer_move",
+    "ensure_url",
+    "open_url",
+    "launch_app",
+    "ensure_app",
+    "focus_app",
+    "close_app",
+    "media",
+    "niri",
+    "terminal",
+    "search",
+];
+
+/// The `&'static` name of a known op.
+pub fn known_op(op: &str) -> Option<&'static str> {
+    KNOWN_OPS.iter().copied().find(|k| *k == op)
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@
 
 use crate::grammar::{Grammar, Token};
 use crate::phrases::{MAX_SLOT, NiriAction, is_destructive};
-use crate::rules::Matched;
+use crate::plan::Matched;
 use serde::Deserialize;
 use std::sync::LazyLock;
 use utter_protocol::serde_json::{Map, json};

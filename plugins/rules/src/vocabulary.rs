@@ -14,8 +14,8 @@
 
 use crate::apps::AppEntry;
 use crate::context::Context;
+use crate::plan::KNOWN_PLAYERS;
 use crate::profiles::Profiles;
-use crate::rules::KNOWN_PLAYERS;
 use crate::sites::Catalog;
 
 /// The longest prompt written, in characters (about 110 Whisper tokens). A longer prompt

@@ -9,8 +9,9 @@ use utter_protocol::Incoming;
 use utter_protocol::serde_json::{Value, json};
 use utter_rules::apps::AppEntry;
 use utter_rules::phrases::{Curated, PhraseTable};
+use utter_rules::plan::{self, Matched};
 use utter_rules::profiles::Profiles;
-use utter_rules::rules::{self, Matched};
+use utter_rules::rules;
 use utter_rules::sites::Catalog;
 use utter_rules::text;
 use utter_rules::vocabulary::Vocabulary;
@@ -26,15 +27,15 @@ const US_SLOW: &[&str] = &["-v", "en-us", "-s", "140"];
 fn plan(catalog: &Catalog, utterance: &str) -> Option<(String, Value)> {
     let normalized = text::normalize(utterance);
     let curated = Curated::builtin().expect("built-in compositor phrases");
-    let sources = rules::Sources {
+    let sources = plan::Sources {
         catalog,
         apps: &Vec::<AppEntry>::new(),
         curated: &curated,
         binds: &PhraseTable::new(),
         context: None,
         utterance,
-        profiles: rules::builtin_profiles(),
-        words: rules::builtin_words(),
+        profiles: plan::builtin_profiles(),
+        words: plan::builtin_words(),
     };
     rules::plan(text::strip_fillers(&normalized), &sources)
         .map(|Matched { op, args, .. }| (op.to_owned(), args))

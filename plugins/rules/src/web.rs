@@ -1,0 +1,120 @@
+//! The web family: a site of the catalog named after an opening verb ("open reddit",
+//! "reddit in a new tab", "spotify in the browser"), and an address said as a host name or
+//! a local development server ("localhost port 3000").
+
+use crate::numbers;
+use crate::plan::Matched;
+use crate::sites::{Catalog, site_forms};
+use crate::text::{is_hostname, strip_word_prefix, strip_word_suffix};
+use utter_protocol::serde_json::json;
+
+/// Verbs that open a web site or a host name, longest first so "show me" wins over "show".
+pub(crate) const SITE_VERBS: &[&str] = &[
+    "navigate to",
+    "take me to",
+    "browse to",
+    "check out",
+    "show me",
+    "open up",
+    "pull up",
+    "go to",
+    "goto",
+    "visit",
+    "check",
+    "open",
+    "show",
+];
+
+/// Words after a site that ask for a new tab ("open reddit in a new tab"): the step is
+/// `open_url` (a new tab) instead of `ensure_url` (the tab showing it, if one does).
+const NEW_TAB: &[&str] = &["in a new tab", "in new tab", "in another tab", "in a tab"];
+
+/// Words after a name that say the web is meant ("open spotify in the browser"): the site's
+/// `web_names` count too ([`Catalog::lookup_web`]).
+const ON_THE_WEB: &[&str] = &[
+    "in the browser",
+    "in a browser",
+    "in my browser",
+    "on the web",
+    "website",
+    "web site",
+    "web app",
+];
+
+/// The site a target names ("reddit", "reddit in a new tab", "spotify in the browser") and
+/// whether a new tab was asked for.
+pub(crate) fn site_target<'c>(
+    target: &str,
+    catalog: &'c Catalog,
+) -> Option<(&'c crate::sites::Site, bool)> {
+    let mut target = target;
+    let mut new_tab = false;
+    for words in NEW_TAB {
+        if let Some(rest) = strip_word_suffix(target, words).filter(|r| !r.is_empty()) {
+            target = rest;
+            new_tab = true;
+            break;
+        }
+    }
+    for words in ON_THE_WEB {
+        if let Some(rest) = strip_word_suffix(target, words).filter(|r| !r.is_empty()) {
+            return catalog.lookup_web(rest).map(|s| (s, new_tab));
+        }
+    }
+    catalog
+        .lookup(target)
+        .or_else(|| new_tab.then(|| catalog.lookup_web(target)).flatten())
+        .map(|s| (s, new_tab))
+}
+
+/// The step that opens `site`: in a new tab (`open_url`), or the tab showing it if a browser
+/// has one, else a new one (`ensure_url`).
+pub(crate) fn open_site(site: &crate::sites::Site, new_tab: bool) -> Matched {
+    if new_tab {
+        return Matched {
+            rule: "open_site",
+            op: "open_url",
+            args: json!({"url": site.url}),
+            message: format!("open {} ({}) in a new tab", site.name, site.url),
+            confirm: false,
+        };
+    }
+    Matched {
+        rule: "open_site",
+        op: "ensure_url",
+        args: json!({"url": site.url, "site": site.name}),
+        message: format!("open {} ({})", site.name, site.url),
+        confirm: false,
+    }
+}
+
+/// "localhost port 3000", "localhost colon 8080", "local host 5173": the development server
+/// on this machine, over plain http (what `npm run dev` and the like print).
+pub(crate) fn local_address(target: &str) -> Option<String> {
+    let rest = strip_word_prefix(target, "localhost")
+        .or_else(|| strip_word_prefix(target, "local host"))?;
+    let rest = ["port ", "colon ", "on port ", ""]
+        .iter()
+        .find_map(|p| rest.strip_prefix(p))?;
+    let port: u16 = numbers::digits(rest).parse().ok().filter(|p| *p > 0)?;
+    Some(format!("http://localhost:{port}"))
+}
+
+/// The address a target says, after an opening verb: a development server on this machine
+/// ([`local_address`]) or a host name ("example.com"), as an `ensure_url` step.
+pub(crate) fn address(target: &str) -> Option<Matched> {
+    let (url, site) = if let Some(url) = local_address(target) {
+        let site = url.trim_start_matches("http://").to_owned();
+        (url, site)
+    } else {
+        let host = site_forms(target).into_iter().find(|f| is_hostname(f))?;
+        (format!("https://{host}"), host)
+    };
+    Some(Matched {
+        rule: "open_domain",
+        op: "ensure_url",
+        message: format!("open {url}"),
+        args: json!({"url": url, "site": site}),
+        confirm: false,
+    })
+}

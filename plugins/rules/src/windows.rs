@@ -1,0 +1,229 @@
+//! The application family: focus, start or close the application or window a name says
+//! ("switch to firefox", "the terminal", "close spotify", "launch gimp"), from installed
+//! desktop entries, the profiles and the context's windows. Window titles are never read.
+
+use crate::apps::{AppEntry, app_forms};
+use crate::context::{Context, Likeness};
+use crate::phrases::Curated;
+use crate::plan::{APP_VERBS, AppLookup, Matched, Sources};
+use crate::profiles::Kind;
+use crate::text::{strip_word_prefix, strip_word_suffix};
+use utter_protocol::serde_json::{Value, json};
+
+/// The names a spoken target may be: as said, and without a trailing "window"/"windows"
+/// ("the foot window" is foot).
+pub(crate) fn target_names(target: &str) -> Vec<&str> {
+    let mut names = vec![target];
+    for suffix in ["windows", "window"] {
+        if let Some(rest) = strip_word_suffix(target, suffix).filter(|r| !r.is_empty()) {
+            names.push(rest);
+            break;
+        }
+    }
+    names
+}
+
+/// The app_id of a context window that `target` names, if there is a context. A likelier
+/// match of any form of the name beats a looser one of another ([`Likeness`]): "xx" focuses
+/// the `xx` window before the `X-X` one, whichever comes first.
+pub(crate) fn window_named<'a>(target: &str, context: Option<&'a Context>) -> Option<&'a str> {
+    let context = context?;
+    let forms: Vec<String> = target_names(target)
+        .into_iter()
+        .flat_map(app_forms)
+        .collect();
+    Likeness::ALL.into_iter().find_map(|likeness| {
+        forms
+            .iter()
+            .find_map(|form| context.window_app_as(form, likeness))
+    })
+}
+
+/// True when `text` is a focus or close phrase ("switch to foot", "close foot"), whose
+/// target may be a window of the context.
+pub fn names_a_window(text: &str, curated: &Curated) -> bool {
+    curated
+        .focus_verbs
+        .iter()
+        .chain(&curated.close_verbs)
+        .any(|verb| strip_word_prefix(text, verb).is_some_and(|rest| !rest.is_empty()))
+}
+
+/// The installed application `target` names.
+pub(crate) fn app_named(target: &str, apps: &dyn AppLookup) -> Option<AppEntry> {
+    target_names(target)
+        .into_iter()
+        .find_map(|name| apps.find(name))
+}
+
+/// Rule 5: focus or start the application `target` names.
+pub(crate) fn switch_to(target: &str, sources: &Sources<'_>) -> Option<Matched> {
+    if let Some(app) = app_named(target, sources.apps) {
+        let mut args = json!({
+            "app": app.id,
+            "desktop_id": format!("{}.desktop", app.id),
+        });
+        if let Some(wm_class) = &app.wm_class {
+            args["wm_class"] = Value::String(wm_class.clone());
+        }
+        return Some(Matched {
+            rule: "ensure_app",
+            op: "ensure_app",
+            message: format!("switch to {} ({})", app.name, app.id),
+            args,
+            confirm: false,
+        });
+    }
+    if let Some(app_id) =
+        window_named(target, sources.context).or_else(|| profile_window(target, sources))
+    {
+        return Some(Matched {
+            rule: "focus_app",
+            op: "focus_app",
+            message: format!("focus the {app_id} window"),
+            args: json!({"app": app_id}),
+            confirm: false,
+        });
+    }
+    profile_launch(target, sources)
+}
+
+/// Focus or start the application of the profile `target` names ("firefox", "the vs code
+/// app"), through its `launch` argv, when no desktop entry is installed for it.
+pub(crate) fn profile_launch(target: &str, sources: &Sources<'_>) -> Option<Matched> {
+    let forms = app_forms(target);
+    let profile = target_names(target)
+        .into_iter()
+        .chain(forms.iter().map(String::as_str))
+        .find_map(|name| sources.profiles.named(name))?;
+    // An installed entry of the profile's application (its id or StartupWMClass is one of
+    // the profile's app_ids): launched as any installed application is.
+    if let Some(app) = sources.apps.all().iter().find(|a| {
+        profile.has_app_id(&a.id) || a.wm_class.as_deref().is_some_and(|w| profile.has_app_id(w))
+    }) {
+        return Some(Matched {
+            rule: "launch_app",
+            op: "launch_app",
+            message: format!("launch {} ({})", app.name, app.id),
+            args: json!({"app_id": app.id, "name": app.name}),
+            confirm: false,
+        });
+    }
+    let profile = Some(profile).filter(|p| !p.launch.is_empty())?;
+    let app = profile.app_ids.first().unwrap_or(&profile.id);
+    Some(Matched {
+        rule: "ensure_app",
+        op: "ensure_app",
+        message: format!("open {} ({})", profile.name, profile.launch.join(" ")),
+        args: json!({"app": app, "argv": profile.launch}),
+        confirm: false,
+    })
+}
+
+/// The `app_id` of an open window of the application profile `target` names ("vs code" →
+/// `code`).
+pub(crate) fn profile_window<'a>(target: &str, sources: &Sources<'a>) -> Option<&'a str> {
+    let context = sources.context?;
+    target_names(target).into_iter().find_map(|name| {
+        if let Some(profile) = sources.profiles.named(name) {
+            return context
+                .app_ids
+                .iter()
+                .find(|id| profile.has_app_id(id))
+                .map(String::as_str);
+        }
+        // "the terminal", "my browser", "the editor": the first open window (the focused
+        // one first) whose profile is of that kind.
+        let kind = kind_named(name)?;
+        context
+            .app_ids
+            .iter()
+            .find(|id| {
+                sources
+                    .profiles
+                    .for_app_id(id)
+                    .is_some_and(|p| p.kind == kind)
+            })
+            .map(String::as_str)
+    })
+}
+
+/// The kind of application a common noun names: "terminal", "browser", "code editor".
+pub(crate) fn kind_named(name: &str) -> Option<Kind> {
+    let name = ["the ", "my ", "a "]
+        .iter()
+        .find_map(|a| name.strip_prefix(a))
+        .unwrap_or(name);
+    match name {
+        "terminal" | "terminal emulator" | "console" | "shell" => Some(Kind::Terminal),
+        "browser" | "web browser" => Some(Kind::Browser),
+        "editor" | "code editor" | "ide" => Some(Kind::Editor),
+        _ => None,
+    }
+}
+
+/// Rule 6: close the application `target` names; an open window first.
+pub(crate) fn close(target: &str, sources: &Sources<'_>) -> Option<Matched> {
+    if let Some(app_id) =
+        window_named(target, sources.context).or_else(|| profile_window(target, sources))
+    {
+        return Some(Matched {
+            rule: "close_app",
+            op: "close_app",
+            message: format!("close the {app_id} window"),
+            args: json!({"app": app_id}),
+            confirm: false,
+        });
+    }
+    let app = app_named(target, sources.apps)?;
+    Some(Matched {
+        rule: "close_app",
+        op: "close_app",
+        message: format!("close {} ({})", app.name, app.id),
+        args: json!({"app": app.id}),
+        confirm: false,
+    })
+}
+
+/// Rule 7: start the application an opening verb names ("launch gimp"); "open X" with a
+/// window of X open focuses it instead (focus-or-launch), and a profile's application with
+/// no desktop entry starts through the profile's own argv.
+pub(crate) fn launch(text: &str, sources: &Sources<'_>) -> Option<Matched> {
+    for verb in APP_VERBS {
+        let Some(target) = strip_word_prefix(text, verb).filter(|t| !t.is_empty()) else {
+            continue;
+        };
+        if let Some(app) = sources.apps.find(target) {
+            // "open firefox" with a Firefox window open focuses it (focus-or-launch).
+            let open = verb.starts_with("open")
+                && sources.context.is_some_and(|c| {
+                    c.app_ids.iter().any(|id| {
+                        id.eq_ignore_ascii_case(&app.id)
+                            || app
+                                .wm_class
+                                .as_deref()
+                                .is_some_and(|w| id.eq_ignore_ascii_case(w))
+                            || sources
+                                .profiles
+                                .for_app_id(id)
+                                .is_some_and(|p| p.is_named(target))
+                    })
+                });
+            if open {
+                return switch_to(target, sources);
+            }
+            return Some(Matched {
+                rule: "launch_app",
+                op: "launch_app",
+                message: format!("launch {} ({})", app.name, app.id),
+                args: json!({"app_id": app.id, "name": app.name}),
+                confirm: false,
+            });
+        }
+        // A profile's application without a desktop entry: its own launch argv.
+        if let Some(matched) = profile_launch(target, sources) {
+            return Some(matched);
+        }
+    }
+    None
+}
