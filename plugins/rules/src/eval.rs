@@ -128,6 +128,60 @@ pub enum Verdict {
     FalsePositive(String),
     /// No steps where some were expected (the plan's message).
     FalseEscalation(String),
+    /// Not the steps expected, but steps of the same effect in the case's desktop: an
+    /// application op for another with the same outcome ([`same_effect`]). Counted apart
+    /// from [`Verdict::Right`], never as it.
+    SameEffect(String),
+}
+
+/// What an application op does to application `app` in a desktop where `open` says whether
+/// a window of it is open: a new window, focus on the open one, or nothing.
+fn app_effect(op: &str, open: bool) -> Option<&'static str> {
+    match (op, open) {
+        ("launch_app", _) | ("ensure_app", false) => Some("new window"),
+        ("ensure_app", true) | ("focus_app", true) => Some("focus"),
+        _ => None,
+    }
+}
+
+/// The application an application op's args name (`app`, else `app_id`), lowercase.
+fn app_of(args: &Value) -> Option<String> {
+    ["app", "app_id"]
+        .iter()
+        .find_map(|k| args.get(*k).and_then(Value::as_str))
+        .map(str::to_lowercase)
+}
+
+/// Whether a planned step has the effect of an expected one in `case`'s desktop although its
+/// op differs: both are application ops (`launch_app`, `ensure_app`, `focus_app`) on the same
+/// application, and given whether a window of it is open they do the same (start it, or
+/// focus its window): "open spotify" planned `launch_app` where `ensure_app` was expected
+/// and no Spotify window is open.
+pub fn same_effect(case: &Case, step: &Value, want: &Expected) -> bool {
+    let op = step.get("op").and_then(Value::as_str).unwrap_or("");
+    let args = step.get("args").cloned().unwrap_or(Value::Null);
+    let (Some(app), Some(wanted)) = (app_of(&args), {
+        let want_args = serde_json::to_value(&want.args).unwrap_or(Value::Null);
+        app_of(&want_args)
+    }) else {
+        return false;
+    };
+    let wm_class = args
+        .get("wm_class")
+        .and_then(Value::as_str)
+        .map(str::to_lowercase);
+    if app != wanted && wm_class.as_deref() != Some(wanted.as_str()) {
+        return false;
+    }
+    let open = case
+        .focused
+        .iter()
+        .chain(&case.windows)
+        .any(|id| id.eq_ignore_ascii_case(&wanted));
+    match (app_effect(op, open), app_effect(&want.op, open)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// Judge a router's `router.plan` answer for `case`.
@@ -176,8 +230,20 @@ pub fn judge(case: &Case, planned: &Value) -> Verdict {
             case.expect.len()
         ));
     }
+    let mut same = None;
     for (i, (step, want)) in steps.iter().zip(&case.expect).enumerate() {
         let op = step.get("op").and_then(Value::as_str).unwrap_or("");
+        if op != want.op && same_effect(case, step, want) {
+            same.get_or_insert_with(|| {
+                format!(
+                    "step {}: {} (expected op {})",
+                    i + 1,
+                    shown(std::slice::from_ref(step)),
+                    want.op
+                )
+            });
+            continue;
+        }
         if op != want.op {
             return Verdict::Wrong(format!(
                 "step {}: {} (expected op {})",
@@ -211,7 +277,7 @@ pub fn judge(case: &Case, planned: &Value) -> Verdict {
             }
         }
     }
-    Verdict::Right
+    same.map_or(Verdict::Right, Verdict::SameEffect)
 }
 
 /// One row of the report.
@@ -225,6 +291,8 @@ pub struct Row {
     pub false_positives: usize,
     /// Positives that got none.
     pub false_escalations: usize,
+    /// Not right, but steps of the same effect ([`Verdict::SameEffect`]).
+    pub same_effect: usize,
 }
 
 impl Row {
@@ -234,6 +302,15 @@ impl Row {
             0.0
         } else {
             100.0 * self.right as f64 / self.cases as f64
+        }
+    }
+
+    /// Right ones and those of the same effect, in percent.
+    pub fn effect_accuracy(&self) -> f64 {
+        if self.cases == 0 {
+            0.0
+        } else {
+            100.0 * (self.right + self.same_effect) as f64 / self.cases as f64
         }
     }
 }
@@ -247,7 +324,7 @@ pub struct Miss {
     pub say: String,
     /// The focused app_id.
     pub focused: Option<String>,
-    /// `wrong`, `false_positive` or `false_escalation`.
+    /// `wrong`, `same_effect`, `false_positive` or `false_escalation`.
     pub kind: &'static str,
     /// What was planned or said.
     pub detail: String,
@@ -273,6 +350,10 @@ impl Report {
                 return;
             }
             Verdict::Wrong(d) => ("wrong", d),
+            Verdict::SameEffect(d) => {
+                row.same_effect += 1;
+                ("same_effect", d)
+            }
             Verdict::FalsePositive(d) => {
                 row.false_positives += 1;
                 ("false_positive", d)
@@ -299,6 +380,7 @@ impl Report {
             total.right += row.right;
             total.false_positives += row.false_positives;
             total.false_escalations += row.false_escalations;
+            total.same_effect += row.same_effect;
         }
         total
     }
@@ -306,18 +388,19 @@ impl Report {
     /// The table for people: one line per category and a total.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{:<14} {:>6} {:>6} {:>9} {:>10} {:>11}\n",
-            "category", "cases", "right", "accuracy", "false pos", "false escal"
+            "{:<14} {:>6} {:>6} {:>9} {:>10} {:>11} {:>9}\n",
+            "category", "cases", "right", "accuracy", "false pos", "false escal", "by effect"
         );
         let line = |name: &str, r: &Row| {
             format!(
-                "{:<14} {:>6} {:>6} {:>8.1}% {:>10} {:>11}\n",
+                "{:<14} {:>6} {:>6} {:>8.1}% {:>10} {:>11} {:>8.1}%\n",
                 name,
                 r.cases,
                 r.right,
                 r.accuracy(),
                 r.false_positives,
-                r.false_escalations
+                r.false_escalations,
+                r.effect_accuracy()
             )
         };
         for (name, row) in &self.categories {
@@ -332,6 +415,7 @@ impl Report {
         let row = |r: &Row| {
             let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
             v["accuracy"] = json!((r.accuracy() * 10.0).round() / 10.0);
+            v["effect_accuracy"] = json!((r.effect_accuracy() * 10.0).round() / 10.0);
             v
         };
         json!({
@@ -390,6 +474,43 @@ mod tests {
         assert_eq!(report.total().cases, 2);
         assert!(report.table().contains("total"));
         assert_eq!(report.to_json()["total"]["false_positives"], 1);
+    }
+
+    #[test]
+    fn application_ops_of_the_same_effect_count_apart() {
+        let open = |windows: &str| {
+            case(&format!(
+                "[[case]]\ncategory = \"apps\"\nsay = \"open spotify\"\nwindows = [{windows}]\nexpect = [{{ op = \"ensure_app\", args = {{ app = \"spotify\" }} }}]\n"
+            ))
+        };
+        let plan = |op: &str, key: &str| json!({"steps": [{"op": op, "args": {key: "Spotify"}}]});
+        // Nothing open: a launch is what ensure_app does.
+        assert!(matches!(
+            judge(&open(""), &plan("launch_app", "app_id")),
+            Verdict::SameEffect(_)
+        ));
+        // A Spotify window open: ensure_app focuses it, a launch starts another one.
+        assert!(matches!(
+            judge(&open("\"spotify\""), &plan("launch_app", "app_id")),
+            Verdict::Wrong(_)
+        ));
+        assert!(matches!(
+            judge(&open("\"spotify\""), &plan("focus_app", "app")),
+            Verdict::SameEffect(_)
+        ));
+        // Nothing open: focus_app does nothing.
+        assert!(matches!(
+            judge(&open(""), &plan("focus_app", "app")),
+            Verdict::Wrong(_)
+        ));
+        // Another application is never the same effect.
+        let other = json!({"steps": [{"op": "launch_app", "args": {"app_id": "vlc"}}]});
+        assert!(matches!(judge(&open(""), &other), Verdict::Wrong(_)));
+        let mut report = Report::default();
+        report.add(&open(""), judge(&open(""), &plan("launch_app", "app_id")));
+        assert_eq!(report.total().right, 0);
+        assert_eq!(report.total().same_effect, 1);
+        assert!((report.total().effect_accuracy() - 100.0).abs() < 1e-9);
     }
 
     #[test]
