@@ -398,18 +398,21 @@ fn candidates(class: Class, sources: &Sources<'_>) -> Vec<Candidate> {
     out
 }
 
-/// True when a phrase may be what was heard as `spoken`: every object and direction word
-/// said is in the phrase, and each object or direction word of the phrase that was not said
-/// stands where a word the grammar does not know was heard (a mishearing: "focus lift" may
-/// be "focus left"). "move the window down" is no mishearing of "move the window to
-/// workspace down": its words name another action, and asking about it would be a wrong
-/// question.
+/// True when a phrase may be what was heard as `spoken`: every object, direction and verb
+/// said is in the phrase (a verb by any phrase of the same verb: "shut" says close), and
+/// each word of the phrase that carries meaning and was not said (an object, a direction,
+/// a verb, a plain word such as "floating") stands where a word the grammar does not know
+/// was heard (a mishearing: "focus lift" may be "focus left"). "move the window down" is no
+/// mishearing of "move the window to workspace down", "move the window" none of "close the
+/// window" and "move the window to" none of "move the window to the floating layer": their
+/// words name another action, and asking about it would be a wrong question.
 fn same_frame(spoken: &str, phrase: &str) -> bool {
+    use crate::grammar::Token;
     let grammar = crate::grammar::Grammar::builtin();
     let framing = |word: &str| {
         matches!(
             grammar.word(word),
-            Some(crate::grammar::Token::Object(_) | crate::grammar::Token::Direction(_))
+            Some(Token::Object(_) | Token::Direction(_))
         )
     };
     let words = |text: &str| -> Vec<String> {
@@ -430,28 +433,78 @@ fn same_frame(spoken: &str, phrase: &str) -> bool {
     {
         return false;
     }
+    let shares_a_verb = |word: &str, others: &[String]| {
+        grammar.verbs(word).is_some_and(|mine| {
+            others.iter().any(|o| {
+                grammar
+                    .verbs(o)
+                    .is_some_and(|theirs| theirs.iter().any(|v| mine.contains(v)))
+            })
+        })
+    };
+    let digits = |w: &str| w.chars().all(|c| c.is_ascii_digit());
+    // A verb said that the phrase has no verb of may only be a mishearing ("grab a screen
+    // shut"): it must stand for a word of the phrase that was not said.
+    let foreign_verb = |w: &str| grammar.verbs(w).is_some() && !shares_a_verb(w, &candidate);
+    let carries_meaning = |word: &str| {
+        if grammar.verbs(word).is_some() {
+            return !shares_a_verb(word, &said);
+        }
+        match grammar.word(word) {
+            Some(Token::Object(_) | Token::Direction(_)) => true,
+            Some(_) => false,
+            None => !grammar.knows(word) && !digits(word),
+        }
+    };
     let unsaid: Vec<&String> = candidate
         .iter()
-        .filter(|w| framing(w) && !said_compact.contains(w.as_str()))
+        .filter(|w| carries_meaning(w) && !said_compact.contains(w.as_str()))
         .collect();
-    let mut unknown: Vec<&String> = said
-        .iter()
-        .filter(|w| !grammar.knows(w) && !w.chars().all(|c| c.is_ascii_digit()))
-        .collect();
+    // At least one word of the phrase was heard as it is: "good night" is no mishearing of
+    // "go right", though each of its words could be one.
+    let small = |w: &str| {
+        matches!(
+            grammar.word(w),
+            Some(Token::Filler | Token::To | Token::In | Token::Index)
+        )
+    };
+    if !candidate.iter().any(|w| !small(w) && said.contains(w)) {
+        return false;
+    }
+    // What may have been misheard: each word the grammar does not know or a foreign verb,
+    // alone or joined with the word after it ("screen shut" for "screenshot").
+    let misheard = |w: &str| (!grammar.knows(w) && !digits(w)) || foreign_verb(w);
+    let mut heard: Vec<(Vec<usize>, String)> = Vec::new();
+    for (i, w) in said.iter().enumerate() {
+        if misheard(w) {
+            heard.push((vec![i], w.clone()));
+        }
+        if let Some(next) = said.get(i + 1)
+            && (misheard(w) || misheard(next))
+        {
+            heard.push((vec![i, i + 1], format!("{w}{next}")));
+        }
+    }
+    let mut used: Vec<usize> = Vec::new();
     // Each phrase word that was not said needs an unknown word heard in its place that
     // could be it misheard ("lift" for "left", "work space" for "workspace"): "page" is no
     // mishearing of "workspace", nor "topic", so "go back to the previous page" is not
     // "go back to the previous workspace".
     for word in unsaid {
-        let Some(i) = unknown
+        let Some((at, _)) = heard
             .iter()
-            .position(|heard| strsim::jaro_winkler(heard, word) >= MISHEARD_WORD)
+            .filter(|(at, _)| at.iter().all(|i| !used.contains(i)))
+            .map(|(at, text)| (at, strsim::jaro_winkler(text, word)))
+            .filter(|(_, score)| *score >= MISHEARD_WORD)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
         else {
             return false;
         };
-        unknown.remove(i);
+        used.extend(at.iter().copied());
     }
-    true
+    said.iter()
+        .enumerate()
+        .all(|(i, w)| !foreign_verb(w) || used.contains(&i))
 }
 
 /// How alike (Jaro-Winkler) a heard word must be to a phrase's word to stand for it.
@@ -623,6 +676,23 @@ mod tests {
             "move on to the next topic",
             "move onto the next workspace"
         ));
+    }
+
+    #[test]
+    fn another_verb_or_an_unsaid_word_names_another_action() {
+        // A verb said that the phrase has not: another action, not a mishearing.
+        assert!(!same_frame("move the window", "close the window"));
+        assert!(same_frame("shut the window", "close the window"));
+        // The word that says which action was not said at all.
+        assert!(!same_frame(
+            "move the window to",
+            "move the window to the floating layer"
+        ));
+        // Nothing of the phrase heard as it is: chit-chat, not "go right".
+        assert!(!same_frame("good night", "go right"));
+        // A verb may itself be misheard, alone or joined with its neighbour.
+        assert!(same_frame("grab a screen shut", "grab a screenshot"));
+        assert!(same_frame("clothes the window", "close the window"));
     }
 
     #[test]

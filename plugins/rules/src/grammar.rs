@@ -233,6 +233,15 @@ impl Grammar {
         self.phrases.contains_key(phrase)
     }
 
+    /// Every canonical verb a phrase can say ("show": focus, toggle), `None` for a phrase
+    /// that is no verb.
+    pub fn verbs(&self, phrase: &str) -> Option<&[String]> {
+        match self.phrases.get(phrase)? {
+            Meaning::Verbs(verbs) => Some(verbs),
+            Meaning::Other(_) => None,
+        }
+    }
+
     /// The canonical meaning of one word of an action's name ("monitors" → the object
     /// monitor, "left" → the direction left), `None` for a word of no section but verbs.
     pub fn word(&self, word: &str) -> Option<Token> {
