@@ -74,7 +74,67 @@ const TYPE_VERBS: &[&str] = &[
     "type",
     "write the text",
     "write",
+    "dictate",
 ];
+
+/// Punctuation said as words in dictation, and the mark each stands for. The mark joins the
+/// word before it ("thanks comma see you" types "thanks, see you").
+const SPOKEN_MARKS: &[(&str, &str)] = &[
+    ("exclamation mark", "!"),
+    ("exclamation point", "!"),
+    ("question mark", "?"),
+    ("full stop", "."),
+    ("comma", ","),
+    ("semicolon", ";"),
+    ("colon", ":"),
+    ("period", "."),
+];
+
+/// `text` with its spoken punctuation written as marks ([`SPOKEN_MARKS`]): a mark word
+/// after another word becomes the mark joined to that word (the words then single-spaced). "period" and "full stop" only
+/// end the text ("the period is over" keeps its word), the others anywhere.
+fn written_marks(text: &str) -> String {
+    let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
+    let mut out = String::with_capacity(text.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < words.len() {
+        let found = (i > 0)
+            .then(|| {
+                SPOKEN_MARKS.iter().find_map(|(said, mark)| {
+                    let n = said.split(' ').count();
+                    let here = words.get(i..i + n)?;
+                    let same = here
+                        .iter()
+                        .map(|w| w.trim_end_matches(['.', ',', '!', '?']).to_lowercase())
+                        .eq(said.split(' ').map(str::to_owned));
+                    let ends = i + n == words.len();
+                    (same && (ends || !matches!(*said, "period" | "full stop")))
+                        .then_some((n, *mark))
+                })
+            })
+            .flatten();
+        match found {
+            Some((n, mark)) => {
+                while out.ends_with(['.', ',']) && !out.ends_with("..") {
+                    out.pop();
+                }
+                out.push_str(mark);
+                changed = true;
+                i += n;
+            }
+            None => {
+                if !out.is_empty() {
+                    out.push(' ');
+                }
+                out.push_str(words[i]);
+                i += 1;
+            }
+        }
+    }
+    // Without a mark said, the text stays exactly as said (spaces and all).
+    if changed { out } else { text.to_owned() }
+}
 
 /// Verbs of a key chord. "tap" also clicks when its words are no chord.
 const KEY_VERBS: &[&str] = &["press", "hit", "tap"];
@@ -340,6 +400,8 @@ fn type_text(spoken: &Spoken<'_>) -> Outcome {
             "\"{verb}\" needs the text to type after it, e.g. \"type hello world\""
         )));
     }
+    let written = written_marks(text);
+    let text = written.as_str();
     // Speech has no control characters: a line break or an escape in the text would press
     // Enter in a shell or drive the terminal, which "type" never means.
     if text.chars().any(char::is_control) {
@@ -643,8 +705,13 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
         other => {
             let counted = numbers::digits(other);
             let counted: Vec<&str> = counted.split(' ').collect();
-            match repetition(&counted) {
-                Ok((times, [])) => times.saturating_mul(SCROLL_STEPS).min(MAX_SCROLL),
+            match (repetition(&counted), counted.as_slice()) {
+                (Ok((times, [])), _) => times.saturating_mul(SCROLL_STEPS).min(MAX_SCROLL),
+                // "scroll down three": as many times.
+                (_, [n]) => match n.parse::<u32>() {
+                    Ok(times @ 1..) => times.saturating_mul(SCROLL_STEPS).min(MAX_SCROLL),
+                    _ => return problem(),
+                },
                 _ => return problem(),
             }
         }
@@ -680,6 +747,11 @@ fn click_after(spoken: &Spoken<'_>, after: usize) -> Option<Result<Matched, Stri
     let description = raw.trim().trim_matches(|c: char| {
         c.is_whitespace() || ".,!?;:\"'\u{201c}\u{201d}\u{2018}\u{2019}".contains(c)
     });
+    // "the send button" is the button called Send: the article is the speaker's.
+    let description = description
+        .get(..4)
+        .filter(|head| head.eq_ignore_ascii_case("the "))
+        .map_or(description, |_| description[4..].trim_start());
     if description.is_empty() {
         return None;
     }
@@ -928,6 +1000,8 @@ mod tests {
             ("scroll down more", "down", 5),
             ("wheel down", "down", 5),
             ("scroll over to the left a little", "left", 2),
+            ("scroll up three", "up", 15),
+            ("can you scroll down 5", "down", 25),
         ];
         for (utterance, direction, amount) in cases {
             assert_eq!(
@@ -959,6 +1033,29 @@ mod tests {
     }
 
     #[test]
+    fn spoken_punctuation_is_written() {
+        let cases = [
+            (
+                "type thanks comma see you soon period",
+                "thanks, see you soon.",
+            ),
+            ("write sounds good exclamation mark", "sounds good!"),
+            ("type lunch at noon question mark", "lunch at noon?"),
+            (
+                "type Hello, comma how are you question mark.",
+                "Hello, how are you?",
+            ),
+            ("dictate note colon buy milk", "note: buy milk"),
+            // "period" and "full stop" inside the text stay words.
+            ("type the period is over", "the period is over"),
+            ("type comma", "comma"),
+        ];
+        for (utterance, text) in cases {
+            assert_eq!(typed(utterance).as_deref(), Some(text), "{utterance}");
+        }
+    }
+
+    #[test]
     fn typed_text_never_holds_a_control_character() {
         for utterance in ["type hello\npress enter", "type \u{1b}[2J", "type a\tb"] {
             assert_eq!(plan(utterance), None, "{utterance:?}");
@@ -974,20 +1071,20 @@ mod tests {
     #[test]
     fn clicks_name_the_element_as_said() {
         let cases = [
-            ("click the send button", "the send button"),
+            ("click the send button", "send button"),
             ("click send", "send"),
             ("Click Send.", "Send"),
-            ("press the blue button", "the blue button"),
-            ("hit the settings tab", "the settings tab"),
-            ("press the back button", "the back button"),
+            ("press the blue button", "blue button"),
+            ("hit the settings tab", "settings tab"),
+            ("press the back button", "back button"),
             ("press a button", "a button"),
             ("tap OK", "OK"),
             ("tap on Save as", "Save as"),
-            ("click on the settings link", "the settings link"),
+            ("click on the settings link", "settings link"),
             ("click on \"Save as…\"", "Save as…"),
-            ("press on the send button", "the send button"),
+            ("press on the send button", "send button"),
             ("click send please", "send"),
-            ("please click the Next button, thanks", "the Next button"),
+            ("please click the Next button, thanks", "Next button"),
         ];
         for (utterance, description) in cases {
             assert_eq!(

@@ -198,8 +198,37 @@ fn known_player(spoken: &str) -> String {
         .map_or_else(|| spoken.to_owned(), |(_, p)| p.to_owned())
 }
 
-/// The command a whole phrase (without a player) stands for.
+/// How much, said around a volume change ("a bit quieter", "turn it down a little"): a
+/// step either way, as without it.
+const DEGREES: &[&str] = &[
+    "a little bit",
+    "a little",
+    "a tiny bit",
+    "a bit",
+    "a tad",
+    "slightly",
+    "just a bit",
+    "some",
+    "more",
+    "a bit more",
+    "a little more",
+];
+
+/// The command a whole phrase (without a player) stands for, with a degree said before or
+/// after a volume change ([`DEGREES`]).
 fn media_phrase(text: &str) -> Option<MediaCommand> {
+    if let Some(command) = bare_media_phrase(text) {
+        return Some(command);
+    }
+    let volume = |c: MediaCommand| matches!(c, MediaCommand::VolumeUp | MediaCommand::VolumeDown);
+    DEGREES.iter().find_map(|degree| {
+        let rest = strip_word_prefix(text, degree).or_else(|| strip_word_suffix(text, degree))?;
+        bare_media_phrase(rest.trim()).filter(|c| volume(*c))
+    })
+}
+
+/// The command a whole phrase stands for, said as it is.
+fn bare_media_phrase(text: &str) -> Option<MediaCommand> {
     use MediaCommand::*;
     let fixed: &[(&str, MediaCommand)] = &[
         ("play pause", PlayPause),
@@ -285,4 +314,25 @@ fn media_phrase(text: &str) -> Option<MediaCommand> {
         _ => return None,
     };
     allowed.contains(&rest).then_some(command)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_degree_said_with_a_volume_change_keeps_it() {
+        for (said, command) in [
+            ("a bit quieter", MediaCommand::VolumeDown),
+            ("turn the volume down a bit", MediaCommand::VolumeDown),
+            ("turn it up a little", MediaCommand::VolumeUp),
+            ("slightly louder", MediaCommand::VolumeUp),
+        ] {
+            assert_eq!(media_phrase(said), Some(command), "{said}");
+        }
+        // Only a volume change takes a degree: "pause a bit" is no pause.
+        for said in ["pause a bit", "a bit", "some", "next a little", "more"] {
+            assert_eq!(media_phrase(said), None, "{said}");
+        }
+    }
 }

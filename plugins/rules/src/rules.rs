@@ -297,31 +297,71 @@ fn names_an_app(rest: &str, sources: &Sources<'_>) -> bool {
         .any(|(name, _)| switch_to(name, sources).is_some())
 }
 
-/// "undo three times", "next tab twice": a phrase that plans one key press, said with how
-/// many times (2 to [`crate::inapp::MAX_REPEAT`]; more is cut to it): that press repeated.
+/// "undo three times", "next tab twice", "backspace five times", "delete the last two
+/// words", "go back two pages", "move down four lines": a phrase that plans one key press,
+/// said with how many times (2 to [`crate::inapp::MAX_REPEAT`]), or with a count of what
+/// the key moves over ([`COUNTED_UNITS`]): that press repeated. A key said by its name
+/// alone ("backspace", "arrow up") counts here as if pressed ("press backspace"). More
+/// than the cap is refused, not cut: "undo fifty times" done twenty times is neither what
+/// was asked nor nothing.
 fn repeated(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     let canonical = numbers::digits(text);
     let words: Vec<&str> = canonical.split(' ').collect();
-    let (times, rest) = crate::inapp::repetition(&words).ok()?;
-    // More than the most a key is pressed is refused, not cut to it: "undo fifty times"
-    // done twenty times is neither what was asked nor nothing.
-    if !(2..=crate::inapp::MAX_REPEAT).contains(&times)
-        || rest.is_empty()
-        || rest.len() == words.len()
-    {
+    let (times, rest) = match crate::inapp::repetition(&words).ok()? {
+        (times, rest) if rest.len() < words.len() && !rest.is_empty() => (times, rest.join(" ")),
+        _ => counted_units(&words)?,
+    };
+    if !(2..=crate::inapp::MAX_REPEAT).contains(&times) {
         return None;
     }
-    let rest = rest.join(" ");
-    let steps = plan_rules(&rest, sources)
-        .ok()
-        .or_else(|| language::loose_shortcut(&rest, sources).map(|m| vec![m]))?;
-    let [mut step]: [Matched; 1] = steps.try_into().ok()?;
+    let one = |text: &str| -> Option<Matched> {
+        let steps = plan_rules(text, sources)
+            .ok()
+            .or_else(|| language::loose_shortcut(text, sources).map(|m| vec![m]))?;
+        let [step]: [Matched; 1] = steps.try_into().ok()?;
+        Some(step)
+    };
+    let pressed =
+        || inapp::plan(&format!("press {rest}")).filter(|m| m.op == "key" && m.rule == "key");
+    let mut step = one(&rest).or_else(pressed)?;
     if step.op != "key" || step.args.get("repeat").is_some() {
         return None;
     }
     step.args["repeat"] = json!(times);
     step.message = format!("{} ({times} times)", step.message);
     Some(vec![step])
+}
+
+/// What a key moves over, said with a count ("two words"), singular and plural.
+const COUNTED_UNITS: &[(&str, &str)] = &[
+    ("word", "words"),
+    ("line", "lines"),
+    ("page", "pages"),
+    ("character", "characters"),
+    ("letter", "letters"),
+    ("tab", "tabs"),
+    ("paragraph", "paragraphs"),
+];
+
+/// "delete the last 2 words" → (2, "delete the last word"): a count said before one of
+/// [`COUNTED_UNITS`] (digits, as [`numbers::digits`] writes them), and the phrase for one.
+fn counted_units(words: &[&str]) -> Option<(u32, String)> {
+    let at = words.windows(2).position(|pair| {
+        pair[0].parse::<u32>().is_ok() && COUNTED_UNITS.iter().any(|(_, many)| *many == pair[1])
+    })?;
+    let times: u32 = words[at].parse().ok()?;
+    let one = COUNTED_UNITS
+        .iter()
+        .find(|(_, many)| *many == words[at + 1])
+        .map(|(one, _)| *one)?;
+    let mut phrase: Vec<&str> = words[..at].to_vec();
+    // "the last two words" is "the last word"; "two words back" is "a word back".
+    if !matches!(phrase.last(), Some(&("last" | "previous" | "next"))) {
+        phrase.push("a");
+    }
+    phrase.push(one);
+    phrase.extend_from_slice(&words[at + 2..]);
+    Some((times, phrase.join(" ")))
 }
 
 /// [`plan_steps`] without the reading of [`aimed_at_app`].

@@ -290,7 +290,7 @@ const LOOSE_DROPPED: &[&str] = &[
     "the", "a", "an", "this", "that", "these", "those", "my", "our", "your", "current", "it",
     "its", "i", "just", "here", "there", "now", "some", "bit", "little", "slightly", "more", "of",
     "on", "to", "into", "please", "also", "again", "go", "switch", "jump", "take", "show",
-    "display", "open", "get", "make", "browser",
+    "display", "open", "get", "make", "browser", "browsing",
 ];
 
 /// Words said for a shortcut name's own word (`refresh` for `reload`).
@@ -301,6 +301,9 @@ const LOOSE_SAME: &[(&str, &str)] = &[
     ("favorites", "bookmark"),
     ("favourite", "bookmark"),
     ("favorite", "bookmark"),
+    ("italicize", "italic"),
+    ("italicise", "italic"),
+    ("embolden", "bold"),
 ];
 
 /// A phrase's content words in order: the words of a normalised phrase without
@@ -314,6 +317,11 @@ pub fn loose_words(phrase: &str) -> Vec<&str> {
         let word = words[i];
         if word == "bring" && words.get(i + 1) == Some(&"back") {
             kept.push("reopen");
+            i += 2;
+            continue;
+        }
+        // "show me my downloads": the person asking, not what is shown ("save me" keeps it).
+        if matches!(word, "show" | "get" | "give") && words.get(i + 1) == Some(&"me") {
             i += 2;
             continue;
         }

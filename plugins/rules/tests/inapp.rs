@@ -68,12 +68,12 @@ async fn in_app_steps_through_the_plugin() {
         (
             "click on the Settings link",
             "click_element",
-            json!({"description": "the Settings link"}),
+            json!({"description": "Settings link"}),
         ),
         (
             "press the blue button",
             "click_element",
-            json!({"description": "the blue button"}),
+            json!({"description": "blue button"}),
         ),
     ];
     for (utterance, op, args) in cases {

@@ -417,6 +417,37 @@ fn a_shortcut_said_in_other_words_is_found_by_its_content_words() {
 }
 
 #[test]
+fn a_count_of_what_a_key_moves_over_repeats_it() {
+    let cases = [
+        ("delete the last two words", "org.gnome.TextEditor", "ctrl+BackSpace", 2),
+        ("move down four lines", "code", "Down", 4),
+        ("delete 3 characters", "org.gnome.TextEditor", "BackSpace", 3),
+        ("go back two pages", "firefox", "alt+Left", 2),
+        // A key said by its name alone, with how many times.
+        ("backspace five times", "code", "BackSpace", 5),
+        ("arrow up twice", "foot", "Up", 2),
+    ];
+    for (said, focused, chord, times) in cases {
+        assert_eq!(
+            steps_in(said, focused),
+            [("key", json!({"chord": chord, "repeat": times}))],
+            "{said}"
+        );
+    }
+    // One is no repeat, more than the cap is refused, and a count of nothing a key moves
+    // over plans nothing.
+    for said in [
+        "delete the last fifty words",
+        "hello five times",
+        "two words",
+        "backspace",
+        "eat three apples",
+    ] {
+        assert!(steps_in(said, "code").is_empty(), "{said}");
+    }
+}
+
+#[test]
 fn an_agent_says_where_it_runs() {
     let spawn =
         |steps: &[(&str, Value)]| matches!(steps, [("niri", args)] if args["command"] == "spawn");
@@ -751,12 +782,12 @@ fn in_app_rules_plan_after_the_others() {
         (
             "click the send button",
             "click_element",
-            json!({"description": "the send button"}),
+            json!({"description": "send button"}),
         ),
         (
             "press the blue button",
             "click_element",
-            json!({"description": "the blue button"}),
+            json!({"description": "blue button"}),
         ),
         ("tap OK", "click_element", json!({"description": "OK"})),
     ];
