@@ -41,6 +41,12 @@ pub struct CommandWords {
     synonyms: HashMap<String, String>,
     /// The agents.
     pub agents: Vec<Agent>,
+    /// Programs whose name opens a shell command said without "run" while a terminal is
+    /// focused ("git pull", "cargo test"), lowercase.
+    pub shell_programs: Vec<String>,
+    /// Spoken shell phrases → the command each runs ("go up one directory" → `cd ..`),
+    /// keyed by the normalised phrase.
+    pub shell_phrases: HashMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -53,6 +59,17 @@ struct File {
     synonyms: BTreeMap<String, Vec<Spanned<String>>>,
     #[serde(default)]
     agents: BTreeMap<String, AgentFile>,
+    #[serde(default)]
+    shell: ShellFile,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ShellFile {
+    #[serde(default)]
+    programs: Vec<Spanned<String>>,
+    #[serde(default)]
+    phrases: BTreeMap<String, Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -144,11 +161,39 @@ impl CommandWords {
                 spoken,
             });
         }
+        let mut shell_programs = Vec::new();
+        for program in &file.shell.programs {
+            let name = program.get_ref().trim().to_lowercase();
+            if name.is_empty()
+                || name.contains(char::is_whitespace)
+                || name.chars().any(char::is_control)
+            {
+                return Err(at(
+                    program.span().start,
+                    format!("shell program {:?} is not one word", program.get_ref()),
+                ));
+            }
+            shell_programs.push(name);
+        }
+        let mut shell_phrases = HashMap::new();
+        for (phrase, command) in &file.shell.phrases {
+            let key = normalize(phrase);
+            let run = command.get_ref().trim();
+            if key.is_empty() || run.is_empty() || run.chars().any(char::is_control) {
+                return Err(at(
+                    command.span().start,
+                    format!("shell phrase {phrase:?}: needs words and a one-line command"),
+                ));
+            }
+            shell_phrases.insert(key, run.to_owned());
+        }
         Ok(CommandWords {
             search_url,
             common,
             synonyms,
             agents,
+            shell_programs,
+            shell_phrases,
         })
     }
 

@@ -152,14 +152,22 @@ fn app_of(args: &Value) -> Option<String> {
         .map(str::to_lowercase)
 }
 
-/// Whether a planned step has the effect of an expected one in `case`'s desktop although its
-/// op differs: both are application ops (`launch_app`, `ensure_app`, `focus_app`) on the same
+/// Whether a planned step has the effect of an expected one in `case`'s desktop although it
+/// differs: `open-overview` where `toggle-overview` was expected (the overview is closed in
+/// a case's desktop), or both are application ops (`launch_app`, `ensure_app`, `focus_app`) on the same
 /// application, and given whether a window of it is open they do the same (start it, or
 /// focus its window): "open spotify" planned `launch_app` where `ensure_app` was expected
 /// and no Spotify window is open.
 pub fn same_effect(case: &Case, step: &Value, want: &Expected) -> bool {
     let op = step.get("op").and_then(Value::as_str).unwrap_or("");
     let args = step.get("args").cloned().unwrap_or(Value::Null);
+    // niri's overview, closed in a case's desktop (its context says nothing of it): opening
+    // it is what the toggle does.
+    if op == "niri" && want.op == "niri" {
+        let command = args.get("command").and_then(Value::as_str);
+        let wanted = want.args.get("command").and_then(toml::Value::as_str);
+        return command == Some("open-overview") && wanted == Some("toggle-overview");
+    }
     let (Some(app), Some(wanted)) = (app_of(&args), {
         let want_args = serde_json::to_value(&want.args).unwrap_or(Value::Null);
         app_of(&want_args)
@@ -222,6 +230,9 @@ pub fn judge(case: &Case, planned: &Value) -> Verdict {
                 .to_owned(),
         );
     }
+    if let Some(why) = typed_and_entered(&steps, &case.expect) {
+        return Verdict::SameEffect(why);
+    }
     if steps.len() != case.expect.len() {
         return Verdict::Wrong(format!(
             "{} steps ({}), expected {}",
@@ -232,52 +243,65 @@ pub fn judge(case: &Case, planned: &Value) -> Verdict {
     }
     let mut same = None;
     for (i, (step, want)) in steps.iter().zip(&case.expect).enumerate() {
-        let op = step.get("op").and_then(Value::as_str).unwrap_or("");
-        if op != want.op && same_effect(case, step, want) {
-            same.get_or_insert_with(|| {
-                format!(
-                    "step {}: {} (expected op {})",
-                    i + 1,
-                    shown(std::slice::from_ref(step)),
-                    want.op
-                )
-            });
+        let Err(why) = step_matches(step, want) else {
+            continue;
+        };
+        let why = format!("step {}: {}", i + 1, why);
+        if same_effect(case, step, want) {
+            same.get_or_insert(why);
             continue;
         }
-        if op != want.op {
-            return Verdict::Wrong(format!(
-                "step {}: {} (expected op {})",
-                i + 1,
-                shown(std::slice::from_ref(step)),
-                want.op
-            ));
-        }
-        if let Some(want) = want.confirm {
-            let got = step
-                .get("confirm")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-            if got != want {
-                return Verdict::Wrong(format!(
-                    "step {}: {} has confirm {got}, expected {want}",
-                    i + 1,
-                    shown(std::slice::from_ref(step))
-                ));
-            }
-        }
-        let args = step.get("args").cloned().unwrap_or(Value::Null);
-        for (key, value) in &want.args {
-            let want_value = serde_json::to_value(value).unwrap_or(Value::Null);
-            if args.get(key) != Some(&want_value) {
-                return Verdict::Wrong(format!(
-                    "step {}: {} (expected {key} = {want_value})",
-                    i + 1,
-                    shown(std::slice::from_ref(step))
-                ));
-            }
-        }
+        return Verdict::Wrong(why);
     }
     same.map_or(Verdict::Right, Verdict::SameEffect)
+}
+
+/// Whether `step` is `want` (its op, its confirm when named, and at least the args named),
+/// else what differs.
+fn step_matches(step: &Value, want: &Expected) -> Result<(), String> {
+    let shown = format!(
+        "{} {}",
+        step["op"].as_str().unwrap_or("?"),
+        step.get("args").unwrap_or(&Value::Null)
+    );
+    let op = step.get("op").and_then(Value::as_str).unwrap_or("");
+    if op != want.op {
+        return Err(format!("{shown} (expected op {})", want.op));
+    }
+    if let Some(want) = want.confirm {
+        let got = step
+            .get("confirm")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if got != want {
+            return Err(format!("{shown} has confirm {got}, expected {want}"));
+        }
+    }
+    let args = step.get("args").cloned().unwrap_or(Value::Null);
+    for (key, value) in &want.args {
+        let want_value = serde_json::to_value(value).unwrap_or(Value::Null);
+        if args.get(key) != Some(&want_value) {
+            return Err(format!("{shown} (expected {key} = {want_value})"));
+        }
+    }
+    Ok(())
+}
+
+/// A command typed into the focused window and entered (`type_text {text}`, `key Return`)
+/// where the case expects it run in the focused terminal (`terminal {command}`): the same
+/// keystrokes reach the same shell. The text must be the command when the case names one.
+fn typed_and_entered(steps: &[Value], expect: &[Expected]) -> Option<String> {
+    let [want] = expect else {
+        return None;
+    };
+    let [typed, entered] = steps else {
+        return None;
+    };
+    let text = (typed["op"] == "type_text").then(|| typed["args"]["text"].as_str())??;
+    let enter = entered["op"] == "key" && entered["args"]["chord"] == "Return";
+    let command = want.args.get("command").and_then(toml::Value::as_str);
+    (want.op == "terminal" && enter && command.is_none_or(|c| c == text))
+        .then(|| format!("typed {text:?} and pressed Return (expected op terminal)"))
 }
 
 /// One row of the report.
@@ -511,6 +535,37 @@ mod tests {
         assert_eq!(report.total().right, 0);
         assert_eq!(report.total().same_effect, 1);
         assert!((report.total().effect_accuracy() - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_typed_command_and_an_opened_overview_count_apart() {
+        let run = case(
+            "[[case]]\ncategory = \"agents\"\nsay = \"run aider\"\nfocused = \"foot\"\nexpect = [{ op = \"terminal\", args = { command = \"aider\" } }]\n",
+        );
+        let typed = |text: &str| {
+            json!({"steps": [
+                {"op": "type_text", "args": {"text": text}},
+                {"op": "key", "args": {"chord": "Return"}},
+            ]})
+        };
+        assert!(matches!(
+            judge(&run, &typed("aider")),
+            Verdict::SameEffect(_)
+        ));
+        assert!(matches!(judge(&run, &typed("claude")), Verdict::Wrong(_)));
+        let overview = case(
+            "[[case]]\ncategory = \"c\"\nsay = \"show the overview\"\nexpect = [{ op = \"niri\", args = { command = \"toggle-overview\" } }]\n",
+        );
+        let niri = |command: &str| json!({"steps": [{"op": "niri", "args": {"command": command}}]});
+        assert!(matches!(
+            judge(&overview, &niri("open-overview")),
+            Verdict::SameEffect(_)
+        ));
+        assert!(matches!(
+            judge(&overview, &niri("close-overview")),
+            Verdict::Wrong(_)
+        ));
+        assert_eq!(judge(&overview, &niri("toggle-overview")), Verdict::Right);
     }
 
     #[test]

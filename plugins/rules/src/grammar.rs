@@ -173,6 +173,16 @@ impl Grammar {
             .map(|p| p.split(' ').count())
             .max()
             .unwrap_or(1);
+        // A phrase that is a verb's own name says that verb first ("open": open, then
+        // show and toggle), which decides between actions said equally well.
+        for (phrase, meaning) in phrases.iter_mut() {
+            if let Meaning::Verbs(verbs) = meaning
+                && let Some(at) = verbs.iter().position(|v| v == phrase)
+            {
+                let own = verbs.remove(at);
+                verbs.insert(0, own);
+            }
+        }
         Ok(Grammar {
             phrases,
             max_words,

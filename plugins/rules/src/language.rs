@@ -748,24 +748,128 @@ const TERMINAL_VERBS: &[&str] = &[
     "run",
 ];
 
+/// Where a command runs, said after it: the focused terminal, which is where it runs anyway.
+const PLACES: &[&[&str]] = &[
+    &["in", "the", "terminal"],
+    &["in", "this", "terminal"],
+    &["in", "the", "shell"],
+    &["in", "this", "shell"],
+    &["in", "the", "console"],
+    &["in", "here"],
+    &["here"],
+];
+
+/// Words said before a command that are no part of it ("okay git push").
+const COMMAND_LEADS: &[&str] = &["okay", "ok", "so", "now", "alright", "and"];
+
+/// A shell command said without a verb while a terminal is focused: a phrase of
+/// `[shell.phrases]` ("go up one directory" → `cd ..`), "cd into src" (`cd src`), or words
+/// opening with a program of `[shell] programs` ("git pull", "cargo test please"), as said.
+fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
+    let mut first = spoken.first;
+    while spoken
+        .words
+        .get(first)
+        .is_some_and(|w| COMMAND_LEADS.contains(&w.text.as_str()))
+    {
+        first += 1;
+    }
+    let mut last = spoken.words.len();
+    if last > first + 1 && spoken.words[last - 1].text == "please" {
+        last -= 1;
+    }
+    let said: Vec<&str> = spoken.words[first..last]
+        .iter()
+        .map(|w| w.text.as_str())
+        .collect();
+    let phrase = said.join(" ");
+    let command = if let Some(command) = sources.words.shell_phrases.get(&phrase) {
+        command.clone()
+    } else if let ["cd", "into" | "to", rest @ ..] = said.as_slice()
+        && !rest.is_empty()
+    {
+        format!(
+            "cd {}",
+            spoken.raw[spoken.raw_start(first + 2)..spoken.raw_end(last)].trim()
+        )
+    } else if said
+        .first()
+        .is_some_and(|w| sources.words.shell_programs.iter().any(|p| p == w))
+    {
+        let said = spoken.raw[spoken.raw_start(first)..spoken.raw_end(last)]
+            .trim()
+            .trim_end_matches(['.', ',']);
+        // The recogniser capitalises a sentence's first word; the program's name is lower
+        // case ("Cargo test" runs `cargo test`).
+        let (program, rest) = said.split_once(' ').unwrap_or((said, ""));
+        format!("{} {rest}", program.to_lowercase())
+            .trim_end()
+            .to_owned()
+    } else {
+        return None;
+    };
+    if command.is_empty() || command.chars().any(|c| c.is_control() || is_invisible(c)) {
+        return None;
+    }
+    let mut args = json!({"command": command});
+    if let Some(app) = sources.context.and_then(|c| c.focused_app_id.clone()) {
+        args["app"] = Value::String(app);
+    }
+    Some(Matched {
+        rule: "terminal",
+        op: "terminal",
+        message: format!("run {command:?} in the terminal"),
+        args,
+        confirm: false,
+    })
+}
+
 /// Rule `terminal`: "run ls -la", "execute git status" with a terminal focused → op
 /// `terminal {command}` (off by default and always confirmed, by the runner's policy); with
 /// none focused, `needs_terminal`. "run \<application\>" is the launch rule's, earlier.
 pub fn terminal(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escalation>> {
     let spoken = Spoken::new(raw);
-    let after = spoken.after_verb(TERMINAL_VERBS)?;
+    let terminal_focused = focused_profile(sources).is_some_and(|p| p.kind == Kind::Terminal);
+    let after = match spoken.after_verb(TERMINAL_VERBS) {
+        Some(after) => after,
+        // Said without "run", with a terminal focused: a shell idiom said in words, or a
+        // command opening with a program's name ("git pull", "okay cargo test").
+        None if terminal_focused => return bare_command(sources, &spoken).map(Ok),
+        None => return None,
+    };
     if after >= spoken.words.len() {
         return None;
     }
     // Everything after the verb, as said: symbols ("cd ..", "ls *", "echo $?") are the
     // command too.
     // A "please" said after the command is politeness, not an argument ("run git pull
-    // please"); other trailing words are kept, since a command may end in anything.
-    let end = match spoken.words.last() {
-        Some(w) if w.text == "please" && spoken.words.len() > after + 1 => {
-            spoken.raw_end(spoken.words.len() - 1)
+    // please"), and so is where it runs ("run ls in the terminal"); other trailing words
+    // are kept, since a command may end in anything.
+    let mut last = spoken.words.len();
+    for place in PLACES {
+        let n = place.len();
+        if last >= after + 1 + n
+            && spoken.words[last - n..last]
+                .iter()
+                .map(|w| w.text.as_str())
+                .eq(place.iter().copied())
+        {
+            last -= n;
+            break;
         }
-        _ => spoken.raw.len(),
+    }
+    if spoken
+        .words
+        .get(last - 1)
+        .is_some_and(|w| w.text == "please")
+        && last > after + 1
+    {
+        last -= 1;
+    }
+    let end = if last == spoken.words.len() {
+        spoken.raw.len()
+    } else {
+        spoken.raw_end(last)
     };
     let mut command = spoken.raw[spoken.raw_start(after)..end]
         .trim()

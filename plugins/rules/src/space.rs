@@ -212,7 +212,11 @@ fn reading(text: &str, grammar: &Grammar) -> Option<Reading> {
             Token::Number(n) => {
                 let after_object = matches!(previous, Some(Token::Object(_) | Token::Index));
                 let before_object = matches!(next, Some(Token::Object(_)));
-                if after_object || (before_object && !directed) {
+                // "one workspace down": with a way to go said, a number before an object
+                // counts how far, even right after another object ("this column one
+                // workspace down").
+                let how_far = directed && before_object;
+                if !how_far && (after_object || before_object) {
                     if *n > MAX_SLOT {
                         return None;
                     }
@@ -322,7 +326,14 @@ fn along_axis(rest: &[Token]) -> Option<Vec<Token>> {
             }
             other => other.clone(),
         })
-        .collect();
+        .collect::<Vec<Token>>();
+    // "the next column to the right": the neighbour said twice is one.
+    let out: Vec<Token> = out.into_iter().fold(Vec::new(), |mut kept, t| {
+        if !(matches!(t, Token::Direction(_)) && kept.contains(&t)) {
+            kept.push(t);
+        }
+        kept
+    });
     changed.then_some(out)
 }
 
@@ -343,12 +354,22 @@ pub fn plan_with(text: &str, grammar: &Grammar, actions: &[Sayable]) -> Option<M
         true => reading.sizes_as_words()?,
         false => reading,
     };
+    // The fewest unsaid words win; then the action whose verb the phrase says first (its
+    // own name: "open the overview" is open-overview before toggle-overview); then the
+    // table's order.
+    let verb_rank = |a: &Sayable| {
+        reading
+            .verbs
+            .iter()
+            .find_map(|v| v.iter().position(|x| *x == a.verb))
+            .unwrap_or(0)
+    };
     let best = |rest: &[Token]| {
         actions
             .iter()
-            .filter_map(|a| fits(&reading, a, rest).map(|missing| (missing, a)))
-            .min_by_key(|(missing, _)| *missing)
-            .map(|(_, a)| a)
+            .filter_map(|a| fits(&reading, a, rest).map(|missing| (missing, verb_rank(a), a)))
+            .min_by_key(|(missing, rank, _)| (*missing, *rank))
+            .map(|(_, _, a)| a)
     };
     let action =
         best(&reading.rest).or_else(|| along_axis(&reading.rest).and_then(|r| best(&r)))?;
@@ -523,7 +544,32 @@ mod tests {
                 "move-workspace-to-monitor-right",
             ),
             ("toggle tabbed display", "toggle-column-tabbed-display"),
-            ("show me the overview", "toggle-overview"),
+            ("show me the overview", "open-overview"),
+            (
+                "send this column one workspace down",
+                "move-column-to-workspace-down",
+            ),
+            (
+                "move this column all the way to the left",
+                "move-column-to-first",
+            ),
+            ("make this column tabbed", "toggle-column-tabbed-display"),
+            (
+                "switch focus to the floating windows",
+                "switch-focus-between-floating-and-tiling",
+            ),
+            (
+                "cycle through the preset window heights",
+                "switch-preset-window-height",
+            ),
+            ("show me the hotkeys", "show-hotkey-overlay"),
+            (
+                "take me back to the workspace i was just on",
+                "focus-workspace-previous",
+            ),
+            ("toggle floating for this window", "toggle-window-floating"),
+            ("focus the next column to the right", "focus-column-right"),
+            ("widen this column by ten percent", "set-column-width"),
             ("cycle the column width", "switch-preset-column-width"),
             ("expand the column", "expand-column-to-available-width"),
             ("focus left", "focus-column-left"),

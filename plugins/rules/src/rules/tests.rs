@@ -419,9 +419,19 @@ fn a_shortcut_said_in_other_words_is_found_by_its_content_words() {
 #[test]
 fn a_count_of_what_a_key_moves_over_repeats_it() {
     let cases = [
-        ("delete the last two words", "org.gnome.TextEditor", "ctrl+BackSpace", 2),
+        (
+            "delete the last two words",
+            "org.gnome.TextEditor",
+            "ctrl+BackSpace",
+            2,
+        ),
         ("move down four lines", "code", "Down", 4),
-        ("delete 3 characters", "org.gnome.TextEditor", "BackSpace", 3),
+        (
+            "delete 3 characters",
+            "org.gnome.TextEditor",
+            "BackSpace",
+            3,
+        ),
         ("go back two pages", "firefox", "alt+Left", 2),
         // A key said by its name alone, with how many times.
         ("backspace five times", "code", "BackSpace", 5),
@@ -582,7 +592,7 @@ fn fixed_compositor_phrases() {
         ("close it", "close-window", json!(null)),
         ("close window", "close-window", json!(null)),
         ("overview", "toggle-overview", json!(null)),
-        ("show the overview", "toggle-overview", json!(null)),
+        ("show the overview", "open-overview", json!(null)),
         ("close the overview", "close-overview", json!(null)),
         ("take a screenshot", "screenshot", json!(null)),
         ("screenshot this window", "screenshot-window", json!(null)),
@@ -1399,4 +1409,36 @@ fn niri_bindings_on_sway_are_explained() {
         explain_with("Open a terminal, please.", &apps(), Some(&sway), &binds).as_deref(),
         Some("\"open a terminal\" is one of your niri key bindings, but this session runs sway")
     );
+}
+
+#[test]
+fn shell_commands_said_without_run_in_a_focused_terminal() {
+    let run = |said: &str, focused: &str| -> Option<String> {
+        match steps_in(said, focused).as_slice() {
+            [("terminal", args)] => args["command"].as_str().map(str::to_owned),
+            _ => None,
+        }
+    };
+    let cases = [
+        ("git pull", "git pull"),
+        ("Cargo test, please.", "cargo test"),
+        ("okay git push", "git push"),
+        ("go up one directory", "cd .."),
+        ("cd into src", "cd src"),
+        ("run ls in the terminal", "ls"),
+        ("run git status here", "git status"),
+    ];
+    for (said, command) in cases {
+        assert_eq!(run(said, "foot").as_deref(), Some(command), "{said}");
+    }
+    // Only with a terminal focused, only a listed program's name, never a destroyer.
+    assert_eq!(run("git pull", "firefox"), None);
+    for said in [
+        "rm -rf /",
+        "make this column tabbed",
+        "top of the morning",
+        "hello there",
+    ] {
+        assert_eq!(run(said, "foot"), None, "{said}");
+    }
 }
