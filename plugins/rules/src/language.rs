@@ -278,6 +278,37 @@ fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matc
     None
 }
 
+/// Reading `site_query`, tried only when nothing else planned: a site of the catalog that
+/// has a search of its own, named first, and what to search for after it ("duckduckgo
+/// wayland screen sharing", "youtube lofi beats", "amazon usb c cable"), as the site's
+/// search, with the query's normalised words (the caller refuses a query that is itself a
+/// command: "github new tab"). The site's name is at most four words and the query at
+/// least one.
+pub fn site_query(sources: &Sources<'_>, raw: &str) -> Option<(Matched, String)> {
+    let spoken = Spoken::new(raw);
+    let words = spoken.text(spoken.first);
+    (1..=4.min(words.len().saturating_sub(1)))
+        .rev()
+        .find_map(|k| {
+            // The site's own name: a name that means the site only where the web is meant
+            // ("spotify") is the application's here.
+            let site = sources
+                .catalog
+                .lookup(&words[..k].join(" "))
+                .filter(|s| s.search.is_some())?;
+            let mut m = query_step(
+                &spoken,
+                spoken.first + k,
+                spoken.last,
+                site.search.as_deref()?,
+                &site.name,
+            )
+            .ok()?;
+            m.rule = "site_query";
+            Some((m, words[k..].join(" ")))
+        })
+}
+
 /// The default search template: `UTTER_SEARCH_URL` when it is a valid one, else the table's.
 fn search_engine(sources: &Sources<'_>) -> String {
     let Some(own) = std::env::var("UTTER_SEARCH_URL")
@@ -603,7 +634,14 @@ const AGENT_PLACES: &[(&str, AgentPlace)] = &[
     ("in a terminal", AgentPlace::Either),
     ("in the terminal", AgentPlace::Either),
     ("in terminal", AgentPlace::Either),
+    ("right here in this terminal", AgentPlace::Here),
+    ("right here in this shell", AgentPlace::Here),
+    ("here in this terminal", AgentPlace::Here),
+    ("here in this shell", AgentPlace::Here),
     ("in this terminal", AgentPlace::Here),
+    ("in this shell", AgentPlace::Here),
+    ("in this window", AgentPlace::Here),
+    ("right here", AgentPlace::Here),
     ("in here", AgentPlace::Here),
     ("here", AgentPlace::Here),
 ];

@@ -73,7 +73,9 @@
 //!   by content words in any order ("reopen the tab I just closed", "zoom out a bit",
 //!   "go to the end of the line"), and "the third tab" in a browser;
 //! - a one-key phrase said with how many times ("undo three times") → its `key` with
-//!   `repeat`.
+//!   `repeat`;
+//! - `site_query`: a site with a search of its own named first, then what to search for
+//!   ("duckduckgo wayland screen sharing", "youtube lofi beats") → its search.
 //!
 //! When none of those plans, [`plan_steps`] answers an [`Escalation`]: the first rule's that
 //! recognised the phrase but could not plan it, else [`crate::explain::explained`]'s, else `no_rule`.
@@ -172,6 +174,12 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
         Err(e) => aimed_at_app(text, sources)
             .or_else(|| language::loose_shortcut(text, sources).map(|m| vec![m]))
             .or_else(|| repeated(text, sources))
+            .or_else(|| {
+                let (m, query) = language::site_query(sources, sources.spoken(text))?;
+                let command = plan_rules(&query, sources).is_ok()
+                    || language::loose_shortcut(&query, sources).is_some();
+                (!command).then(|| vec![m])
+            })
             .ok_or(e),
     }
 }

@@ -58,6 +58,15 @@ pub(crate) fn app_named(target: &str, apps: &dyn AppLookup) -> Option<AppEntry> 
 
 /// Rule 5: focus or start the application `target` names.
 pub(crate) fn switch_to(target: &str, sources: &Sources<'_>) -> Option<Matched> {
+    // "the terminal", "my browser": the open window of that kind comes before the installed
+    // application whose description says it (kitty open, foot installed: kitty).
+    if target_names(target)
+        .into_iter()
+        .any(|n| kind_named(n).is_some())
+        && let Some(app_id) = profile_window(target, sources)
+    {
+        return Some(focus_window(app_id));
+    }
     if let Some(app) = app_named(target, sources.apps) {
         let mut args = json!({
             "app": app.id,
@@ -77,15 +86,20 @@ pub(crate) fn switch_to(target: &str, sources: &Sources<'_>) -> Option<Matched> 
     if let Some(app_id) =
         window_named(target, sources.context).or_else(|| profile_window(target, sources))
     {
-        return Some(Matched {
-            rule: "focus_app",
-            op: "focus_app",
-            message: format!("focus the {app_id} window"),
-            args: json!({"app": app_id}),
-            confirm: false,
-        });
+        return Some(focus_window(app_id));
     }
     profile_launch(target, sources)
+}
+
+/// The step that focuses an open window of `app_id`.
+fn focus_window(app_id: &str) -> Matched {
+    Matched {
+        rule: "focus_app",
+        op: "focus_app",
+        message: format!("focus the {app_id} window"),
+        args: json!({"app": app_id}),
+        confirm: false,
+    }
 }
 
 /// Focus or start the application of the profile `target` names ("firefox", "the vs code
@@ -189,6 +203,9 @@ pub(crate) fn close(target: &str, sources: &Sources<'_>) -> Option<Matched> {
 /// window of X open focuses it instead (focus-or-launch), and a profile's application with
 /// no desktop entry starts through the profile's own argv.
 pub(crate) fn launch(text: &str, sources: &Sources<'_>) -> Option<Matched> {
+    if let Some(m) = another(text, sources) {
+        return Some(m);
+    }
     for verb in APP_VERBS {
         let Some(target) = strip_word_prefix(text, verb).filter(|t| !t.is_empty()) else {
             continue;
@@ -226,4 +243,64 @@ pub(crate) fn launch(text: &str, sources: &Sources<'_>) -> Option<Matched> {
         }
     }
     None
+}
+
+/// Words that ask for one more window of the focused application.
+const ANOTHER_OF_THESE: &[&str] = &[
+    "another one of these",
+    "one more of these",
+    "a new one of these",
+    "another window of this",
+    "another window of this app",
+    "another instance of this",
+    "another instance of this app",
+    "another copy of this app",
+];
+
+/// "launch a new kitty window", "open another firefox", "start another instance of gimp",
+/// "another one of these": a new window of an installed application (the focused one's for
+/// "these"/"this"), launched even when one is open, since another was asked for.
+fn another(text: &str, sources: &Sources<'_>) -> Option<Matched> {
+    let rest = APP_VERBS
+        .iter()
+        .find_map(|verb| strip_word_prefix(text, verb).filter(|r| !r.is_empty()))
+        .unwrap_or(text);
+    let app = if ANOTHER_OF_THESE.contains(&rest) {
+        let focused = sources.context?.focused_app_id.as_deref()?;
+        sources
+            .apps
+            .all()
+            .iter()
+            .find(|a| {
+                a.id.eq_ignore_ascii_case(focused)
+                    || a.wm_class
+                        .as_deref()
+                        .is_some_and(|w| w.eq_ignore_ascii_case(focused))
+            })?
+            .clone()
+    } else {
+        let name = ["a new", "another new", "another", "one more", "a second"]
+            .iter()
+            .find_map(|lead| strip_word_prefix(rest, lead))?;
+        let name = ["instance of", "copy of", "window of"]
+            .iter()
+            .find_map(|lead| strip_word_prefix(name, lead))
+            .unwrap_or(name);
+        let name = ["window", "instance"]
+            .iter()
+            .find_map(|tail| strip_word_suffix(name, tail))
+            .unwrap_or(name)
+            .trim();
+        if name.is_empty() {
+            return None;
+        }
+        sources.apps.find(name)?
+    };
+    Some(Matched {
+        rule: "launch_app",
+        op: "launch_app",
+        message: format!("launch another {} ({})", app.name, app.id),
+        args: json!({"app_id": app.id, "name": app.name}),
+        confirm: false,
+    })
 }

@@ -130,7 +130,7 @@ async fn the_held_out_corpus_is_scored() {
 }
 
 /// What the router planned right of the held-out corpus when this floor was last raised.
-const BLIND_FLOOR: usize = 298;
+const BLIND_FLOOR: usize = 300;
 
 /// A second held-out set (`tests/corpus/blind2/`), written blind after the first one had been
 /// used to find causes: the measure of whether those fixes generalise. Scored like the
@@ -163,7 +163,7 @@ async fn the_third_held_out_corpus_is_scored() {
 }
 
 /// What the router planned right of the third held-out set when this floor was last raised.
-const BLIND3_FLOOR: usize = 208;
+const BLIND3_FLOOR: usize = 214;
 
 /// The third set's false positives when the floor was last set.
 const BLIND3_FALSE_POSITIVES: usize = 1;

@@ -1442,3 +1442,70 @@ fn shell_commands_said_without_run_in_a_focused_terminal() {
         assert_eq!(run(said, "foot"), None, "{said}");
     }
 }
+
+#[test]
+fn another_window_of_an_application_is_launched_even_when_one_is_open() {
+    let launched = |said: &str, focused: &str| -> Option<String> {
+        match steps_in(said, focused).as_slice() {
+            [("launch_app", args)] => args["app_id"].as_str().map(str::to_owned),
+            _ => None,
+        }
+    };
+    assert_eq!(
+        launched("open another firefox", "firefox").as_deref(),
+        Some("firefox")
+    );
+    assert_eq!(
+        launched("launch a new spotify window", "foot").as_deref(),
+        Some("spotify")
+    );
+    assert_eq!(
+        launched("open another one of these", "firefox").as_deref(),
+        Some("firefox")
+    );
+    // "these" with a window of no installed application, and a new window by name alone,
+    // are no launch.
+    assert_eq!(launched("open another one of these", "foot"), None);
+    assert_eq!(launched("open a new window", "firefox"), None);
+}
+
+#[test]
+fn a_kind_of_application_names_the_open_window_of_that_kind_first() {
+    // foot is open (steps_in's context) and a terminal; "the terminal" is its window.
+    assert_eq!(
+        steps_in("switch to the terminal", "firefox"),
+        [("focus_app", json!({"app": "foot"}))]
+    );
+}
+
+#[test]
+fn a_site_named_before_a_query_searches_it() {
+    let url = |said: &str| -> Option<String> {
+        match steps_in(said, "firefox").as_slice() {
+            [("open_url", args)] => args["url"].as_str().map(str::to_owned),
+            _ => None,
+        }
+    };
+    assert_eq!(
+        url("duckduckgo wayland screen sharing").as_deref(),
+        Some("https://duckduckgo.com/?q=wayland+screen+sharing")
+    );
+    assert!(url("youtube lofi beats").is_some_and(|u| u.contains("search_query=lofi+beats")));
+    // A name that means a site only on the web ("spotify") is the application's; a site
+    // alone opens it; what plans otherwise keeps its plan.
+    assert_eq!(url("spotify firefox new tab"), None);
+    assert_eq!(url("youtube"), None);
+    assert_eq!(url("github new tab"), None);
+}
+
+#[test]
+fn an_agent_started_right_here() {
+    for said in [
+        "start opencode right here in this shell",
+        "run claude in this terminal",
+        "launch aider right here",
+    ] {
+        let steps = steps_in(said, "foot");
+        assert_eq!(steps.first().map(|s| s.0), Some("type_text"), "{said}");
+    }
+}
