@@ -12,6 +12,7 @@ pub mod audio;
 pub mod audit;
 pub mod check_config;
 pub mod check_manifest;
+pub mod commands;
 pub mod config_file;
 pub mod confirm;
 pub mod context;

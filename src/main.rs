@@ -134,9 +134,9 @@ fn main() -> ExitCode {
 /// Hand the command line to its subcommand; returns the exit code.
 async fn run(cli: Cli) -> u8 {
     use cli::{
-        audio, audit, check_config, check_manifest, config_file, confirm, context, daemon, doctor,
-        eval, events, install, listen, models, pending, plugin, plugins, profiles, ptt, reload,
-        say, status,
+        audio, audit, check_config, check_manifest, commands, config_file, confirm, context,
+        daemon, doctor, eval, events, install, listen, models, pending, plugin, plugins, profiles,
+        ptt, reload, say, status,
     };
     let service = Service {
         socket: cli.socket.as_deref(),
@@ -160,6 +160,9 @@ async fn run(cli: Cli) -> u8 {
         Command::Status(args) => status::run(&args, service).await,
         Command::Context(args) => {
             context::run(&args, cli.config.clone(), cli.socket.as_deref()).await
+        }
+        Command::Commands(args) => {
+            commands::run(&args, cli.config.clone(), cli.socket.as_deref()).await
         }
         Command::Confirm(args) => confirm::run(&args, service).await,
         Command::Audit(args) => audit::run(&args, service).await,

@@ -1295,3 +1295,194 @@ async fn a_global_command_of_ones_own_plans_in_any_focused_app() {
     assert_eq!(listed.code, Some(3), "{listed}");
     assert!(listed.stderr.contains("commands.toml:2:"), "{listed}");
 }
+
+/// The names of `utter commands --json`'s categories, in order.
+fn category_names(answer: &Value) -> Vec<String> {
+    answer["categories"]
+        .as_array()
+        .expect("categories")
+        .iter()
+        .map(|c| c["name"].as_str().expect("a name").to_owned())
+        .collect()
+}
+
+/// "What can I say here?" (issue 29 item 6) with the rules router and no compositor: the
+/// kinds of command that work anywhere, from the router itself, and nothing about a focused
+/// window; the same for people, without --local when no service runs.
+#[tokio::test]
+async fn commands_lists_what_the_rules_router_understands() {
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+    let utter = bin("utter").display().to_string();
+    let file = write_config(
+        &sb,
+        &format!(
+            "config_version = 1\n{}",
+            plugin_entry("rules", "router", &utter, &["plugin", "rules"])
+        ),
+    );
+    let config = file.to_str().unwrap();
+    let run = run_utter(&["commands", "--json", "--local", "--config", config], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let answer = run.json();
+    let names = category_names(&answer);
+    for name in [
+        "Websites",
+        "Search",
+        "Keys",
+        "Media",
+        "Windows and workspaces",
+    ] {
+        assert!(names.iter().any(|n| n == name), "{name}: {run}");
+    }
+    assert_eq!(names[0], "Websites", "no focused category first: {run}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| n == "Compositor actions (niri)" || n == "In Firefox"),
+        "{run}"
+    );
+    let websites = &answer["categories"][0]["examples"];
+    assert!(
+        websites
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["say"] == "open youtube" && e["op"] == "ensure_url"),
+        "{run}"
+    );
+    // No context plugin: said on stderr, and not a failure.
+    assert!(run.stderr.contains("no desktop context"), "{run}");
+
+    // For people; no service listens in the sandbox, so the plugins are asked here.
+    let run = run_utter(&["commands", "--config", config], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines[0], "Websites", "{run}");
+    assert!(lines[1].starts_with("Open a site"), "{run}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  open youtube ") && l.ends_with("→ ensure_url")),
+        "{run}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  copy ") && l.ends_with("→ key (with foot focused)")),
+        "{run}"
+    );
+}
+
+/// With niri (the fake one) and Firefox focused, the compositor plugin's context reaches the
+/// router: Firefox's own commands first, then the niri actions; `--all` adds every other
+/// application's, each marked with the window it needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_put_the_focused_application_and_the_compositor_first() {
+    let niri = crate::niri_server::FakeNiri::start().await;
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+    let utter = bin("utter").display().to_string();
+    let plugin_env = format!(
+        "env = {{ NIRI_SOCKET = {:?}, SWAYSOCK = \"\" }}\n",
+        niri.socket().display().to_string()
+    );
+    let file = write_config(
+        &sb,
+        &format!(
+            "config_version = 1\n{}{}{plugin_env}",
+            plugin_entry("rules", "router", &utter, &["plugin", "rules"]),
+            plugin_entry("compositor", "bundle", &utter, &["plugin", "compositor"]),
+        ),
+    );
+    let config = file.to_str().unwrap();
+    let run = run_utter(&["commands", "--json", "--local", "--config", config], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let answer = run.json();
+    let names = category_names(&answer);
+    assert_eq!(
+        names[..3],
+        ["In Firefox", "Compositor actions (niri)", "Websites"],
+        "{run}"
+    );
+    assert!(
+        answer["categories"][0]["examples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| *e == json!({"say": "new tab", "op": "key", "focused": "firefox"})),
+        "{run}"
+    );
+
+    let run = run_utter(&["commands", "--all", "--local", "--config", config], &env).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines[0], "In Firefox", "{run}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  new tab ") && l.ends_with("→ key")),
+        "{run}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  focus column left ") && l.ends_with("→ niri")),
+        "{run}"
+    );
+    assert!(lines.contains(&"In foot (with foot focused)"), "{run}");
+}
+
+/// The mistakes `utter commands` can meet say what to do: no router at all, and a router
+/// that does not list its examples.
+#[tokio::test]
+async fn commands_says_what_to_do_without_a_router_that_lists_examples() {
+    let sb = Sandbox::new();
+    let env = sb.env(None);
+    let desktop = bin("utter").display().to_string();
+    let file = write_config(
+        &sb,
+        &format!(
+            "config_version = 1\n{}",
+            plugin_entry("desktop", "action", &desktop, &["plugin", "desktop"])
+        ),
+    );
+    let run = run_utter(
+        &["commands", "--local", "--config", file.to_str().unwrap()],
+        &env,
+    )
+    .await;
+    assert_eq!(run.code, Some(4), "{run}");
+    assert_mentions(
+        &run.stderr,
+        &["no router plugin is configured", "kind = \"router\""],
+        &run,
+    );
+
+    let test_plugin = bin("utter-test-plugin").display().to_string();
+    let file = write_config(
+        &sb,
+        &format!(
+            "config_version = 1\n{}",
+            plugin_entry("planner", "router", &test_plugin, &[])
+        ),
+    );
+    let run = run_utter(
+        &[
+            "commands",
+            "--json",
+            "--local",
+            "--config",
+            file.to_str().unwrap(),
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(run.code, Some(4), "{run}");
+    assert_eq!(run.json()["error"]["code"], -32601, "{run}");
+    assert_mentions(
+        &run.stderr,
+        &["\"planner\" does not serve router.examples", "rules"],
+        &run,
+    );
+}

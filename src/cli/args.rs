@@ -8,9 +8,9 @@ use std::path::PathBuf;
 
 use super::output::EXIT_CODES;
 use super::{
-    audio, audit, check_config, check_manifest, config_file, confirm, context, daemon, doctor,
-    eval, events, install, listen, models, pending, plugin, plugins, profiles, ptt, reload, say,
-    status,
+    audio, audit, check_config, check_manifest, commands, config_file, confirm, context, daemon,
+    doctor, eval, events, install, listen, models, pending, plugin, plugins, profiles, ptt, reload,
+    say, status,
 };
 
 /// Utter: say what you want, and the desktop does it.
@@ -121,6 +121,25 @@ pub enum Command {
     ///
     /// Example: utter context --json
     Context(context::Args),
+    /// What can I say here? The commands of the focused application, the compositor's
+    /// actions and every kind of command the router understands, each with examples.
+    ///
+    /// It reads the desktop context (the focused window, the compositor) and asks the
+    /// router plugin (kind "router"; `rules` in the built-in config) for its examples in that
+    /// context, through the running service, else with the plugins started in this process
+    /// (as `utter context` does). The focused application's commands come first ("In
+    /// Firefox": its profile's shortcuts and commands, see `utter profiles`), then the
+    /// compositor actions (on niri), then the kinds of command that work anywhere.
+    ///
+    /// Each line is `  what to say  → the op it runs`: the router has planned every one of
+    /// them, so saying it (or `utter say "what to say" --dry-run`) does what the line says.
+    /// "(with foot focused)" marks one that needs another window focused.
+    ///
+    /// Exit 0 when the examples were listed, 3 for an invalid config, 4 when no router is
+    /// configured or running or it does not serve router.examples.
+    ///
+    /// Examples: utter commands; utter commands --all; utter commands --json --local
+    Commands(commands::Args),
     /// Answer a confirmation the running service is waiting for.
     ///
     /// Example: utter confirm 3f2a… yes

@@ -92,8 +92,9 @@ const PLAN: &str = "router.plan";
 /// for a speech recogniser's prompt ([`vocabulary`]).
 const VOCABULARY: &str = "router.vocabulary";
 
-/// `router.examples {}` → `{categories: [{name, about, examples: [{say, op, focused?}]}]}`:
-/// what a person can say, by kind ([`examples`]).
+/// `router.examples {context?, all?}` → `{categories: [{name, about, examples: [{say, op,
+/// focused?}]}]}`: what a person can say, by kind; with a context, the focused
+/// application's and the compositor's categories first ([`examples::for_context`]).
 const EXAMPLES_METHOD: &str = "router.examples";
 
 /// The longest utterance planned, in bytes; a longer one is refused as invalid params.
@@ -659,9 +660,41 @@ impl Handler for RulesRouter {
                     .await
                     .map_err(|e| ErrorObject::internal(format!("router.vocabulary failed: {e}")))
             }
-            EXAMPLES_METHOD => examples::Examples::builtin()
-                .map(|e| json!(e))
-                .map_err(ErrorObject::internal),
+            EXAMPLES_METHOD => {
+                // A context of the wrong shape is no context: the built-in list still answers.
+                let (context, _) = Context::from_param_or_none(call.params.get("context"));
+                let all = match call.params.get("all") {
+                    None | Some(Value::Null) => false,
+                    Some(Value::Bool(all)) => *all,
+                    Some(other) => {
+                        return Err(ErrorObject::invalid_params(format!(
+                            "router.examples: all must be true or false, not {}",
+                            json_type(other)
+                        )));
+                    }
+                };
+                let builtin = examples::Examples::builtin().map_err(ErrorObject::internal)?;
+                let state = self.state.clone();
+                // Every generated example is planned before it is offered.
+                tokio::task::spawn_blocking(move || {
+                    let profiles = state.profiles.current();
+                    let plans_as = |say: &str, context: Option<&Context>, op: &str| {
+                        let request = PlanRequest {
+                            utterance: say.to_owned(),
+                            provenance: "user".to_owned(),
+                            context: context.cloned(),
+                            context_ignored: None,
+                            decide: decide::Thresholds::from_param(None),
+                        };
+                        state.plan(&request)["steps"][0]["op"] == op
+                    };
+                    let answer =
+                        examples::for_context(builtin, context.as_ref(), &profiles, all, plans_as);
+                    json!(answer)
+                })
+                .await
+                .map_err(|e| ErrorObject::internal(format!("router.examples failed: {e}")))
+            }
             other => Err(ErrorObject::method_not_found(other)),
         }
     }
