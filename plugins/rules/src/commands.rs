@@ -45,7 +45,8 @@ pub struct CommandWords {
     /// focused ("git pull", "cargo test"), lowercase.
     pub shell_programs: Vec<String>,
     /// Spoken shell phrases → the command each runs ("go up one directory" → `cd ..`),
-    /// keyed by the normalised phrase.
+    /// keyed by the normalised phrase; a key ending in ` {x}` takes the rest of what was
+    /// said, put where the command has `{x}` ("make a directory called {x}" → `mkdir {x}`).
     pub shell_phrases: HashMap<String, String>,
 }
 
@@ -177,7 +178,11 @@ impl CommandWords {
         }
         let mut shell_phrases = HashMap::new();
         for (phrase, command) in &file.shell.phrases {
-            let key = normalize(phrase);
+            // A trailing {x} is a slot, kept as it is written.
+            let key = match phrase.trim_end().strip_suffix("{x}") {
+                Some(head) => format!("{} {{x}}", normalize(head)),
+                None => normalize(phrase),
+            };
             let run = command.get_ref().trim();
             if key.is_empty() || run.is_empty() || run.chars().any(char::is_control) {
                 return Err(at(

@@ -797,6 +797,56 @@ const PLACES: &[&[&str]] = &[
     &["here"],
 ];
 
+/// A shell command with the symbols said as words written as symbols: "dash la" is `-la`,
+/// "dash dash release" `--release`, "slash etc" `/etc`, "dot dot" `..`, "file dot txt"
+/// `file.txt`, "tilde" `~`. Only whole words count, case aside; a command said without
+/// them stays exactly as it was (spaces and all).
+pub fn spoken_symbols(command: &str) -> String {
+    let words: Vec<&str> = command.split(' ').filter(|w| !w.is_empty()).collect();
+    let symbolic = |w: &str| {
+        matches!(
+            w.to_lowercase().as_str(),
+            "dash" | "hyphen" | "slash" | "dot" | "tilde"
+        )
+    };
+    if !words.iter().any(|w| symbolic(w)) {
+        return command.to_owned();
+    }
+    let mut out = String::with_capacity(command.len());
+    // Whether the next word joins the last without a space.
+    let mut glue = false;
+    let mut i = 0;
+    while i < words.len() {
+        let word = words[i].to_lowercase();
+        let next = words.get(i + 1).map(|w| w.to_lowercase());
+        let (symbol, joins_before, used) = match (word.as_str(), next.as_deref()) {
+            ("dash", Some("dash")) => ("--", false, 2),
+            ("dash" | "hyphen", _) => ("-", false, 1),
+            ("slash", _) => ("/", out.ends_with(['/', '.', '~']), 1),
+            ("dot", Some("dot")) => ("..", out.ends_with('/'), 2),
+            ("dot", _) => (".", !out.is_empty() && !out.ends_with(' '), 1),
+            ("tilde", _) => ("~", false, 1),
+            _ => ("", false, 0),
+        };
+        if used == 0 {
+            if !out.is_empty() && !glue {
+                out.push(' ');
+            }
+            out.push_str(words[i]);
+            glue = false;
+            i += 1;
+            continue;
+        }
+        if !out.is_empty() && !glue && !joins_before {
+            out.push(' ');
+        }
+        out.push_str(symbol);
+        glue = true;
+        i += used;
+    }
+    out
+}
+
 /// Words said before a command that are no part of it ("okay git push").
 const COMMAND_LEADS: &[&str] = &["okay", "ok", "so", "now", "alright", "and"];
 
@@ -821,8 +871,25 @@ fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
         .map(|w| w.text.as_str())
         .collect();
     let phrase = said.join(" ");
+    let slotted = || {
+        sources
+            .words
+            .shell_phrases
+            .iter()
+            .find_map(|(said_as, run)| {
+                let head = said_as.strip_suffix(" {x}")?;
+                strip_word_prefix(&phrase, head).filter(|r| !r.is_empty())?;
+                let n = head.split(' ').count();
+                let raw = spoken.raw[spoken.raw_start(first + n)..spoken.raw_end(last)]
+                    .trim()
+                    .trim_end_matches(['.', ',']);
+                Some(run.replace("{x}", &spoken_symbols(raw)))
+            })
+    };
     let command = if let Some(command) = sources.words.shell_phrases.get(&phrase) {
         command.clone()
+    } else if let Some(command) = slotted() {
+        command
     } else if let ["cd", "into" | "to", rest @ ..] = said.as_slice()
         && !rest.is_empty()
     {
@@ -840,7 +907,7 @@ fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
         // The recogniser capitalises a sentence's first word; the program's name is lower
         // case ("Cargo test" runs `cargo test`).
         let (program, rest) = said.split_once(' ').unwrap_or((said, ""));
-        format!("{} {rest}", program.to_lowercase())
+        format!("{} {}", program.to_lowercase(), spoken_symbols(rest))
             .trim_end()
             .to_owned()
     } else {
@@ -937,6 +1004,8 @@ pub fn terminal(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Esca
     if command.is_empty() {
         return None;
     }
+    let written = spoken_symbols(command);
+    let command = written.as_str();
     if command.chars().any(|c| c.is_control() || is_invisible(c)) {
         return Some(Err(Escalation {
             reason: "incomplete",

@@ -221,6 +221,20 @@ fn media_phrase(text: &str) -> Option<MediaCommand> {
         return Some(command);
     }
     let volume = |c: MediaCommand| matches!(c, MediaCommand::VolumeUp | MediaCommand::VolumeDown);
+    // "hit play", "press pause": the player's button, said as a key.
+    if let Some(rest) = ["hit", "press", "tap", "click"]
+        .iter()
+        .find_map(|verb| strip_word_prefix(text, verb))
+        && let Some(command) = bare_media_phrase(rest).filter(|c| !volume(*c))
+    {
+        return Some(command);
+    }
+    // "make it louder", "make it a bit quieter".
+    if let Some(rest) = strip_word_prefix(text, "make it")
+        && let Some(command) = media_phrase(rest).filter(|c| volume(*c))
+    {
+        return Some(command);
+    }
     DEGREES.iter().find_map(|degree| {
         let rest = strip_word_prefix(text, degree).or_else(|| strip_word_suffix(text, degree))?;
         bare_media_phrase(rest.trim()).filter(|c| volume(*c))

@@ -137,8 +137,26 @@ const LEADING_FILLERS: &[&str] = &[
     "i would like to",
     "id like to",
     "i need to",
+    "i want you to",
+    "i wanna",
+    "id love to",
+    "would you mind",
+    "do me a favor and",
     "go ahead and",
+    "lets",
+    "let us",
+    "okay so",
+    "ok so",
+    "alright",
+    "uhm",
+    "uh",
+    "um",
+    "erm",
+    "er",
+    "hmm",
+    "so",
     "just",
+    "quickly",
 ];
 
 /// Politeness dropped from the end of an utterance.
@@ -317,6 +335,11 @@ pub fn loose_words(phrase: &str) -> Vec<&str> {
         let word = words[i];
         if word == "bring" && words.get(i + 1) == Some(&"back") {
             kept.push("reopen");
+            i += 2;
+            continue;
+        }
+        // "pull up my downloads", "bring up the history": verbs that only say "show it".
+        if matches!(word, "pull" | "bring") && words.get(i + 1) == Some(&"up") {
             i += 2;
             continue;
         }

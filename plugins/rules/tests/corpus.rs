@@ -175,11 +175,14 @@ const BLIND3_FALSE_POSITIVES: usize = 1;
 async fn the_fourth_held_out_corpus_is_scored() {
     let (right, false_positives) = score_held_out("blind4", "fourth held-out").await;
     assert!(right >= BLIND4_FLOOR, "{right} right, below {BLIND4_FLOOR}");
-    assert!(false_positives <= BLIND4_FALSE_POSITIVES, "{false_positives} false positives");
+    assert!(
+        false_positives <= BLIND4_FALSE_POSITIVES,
+        "{false_positives} false positives"
+    );
 }
 
 /// What the router planned right of the fourth held-out set at its first score.
-const BLIND4_FLOOR: usize = 149;
+const BLIND4_FLOOR: usize = 164;
 
 /// The fourth set's false positives at its first score.
 const BLIND4_FALSE_POSITIVES: usize = 1;

@@ -1509,3 +1509,54 @@ fn an_agent_started_right_here() {
         assert_eq!(steps.first().map(|s| s.0), Some("type_text"), "{said}");
     }
 }
+
+#[test]
+fn symbols_said_as_words_are_written_in_shell_commands() {
+    let run = |said: &str| -> Option<String> {
+        match steps_in(said, "foot").as_slice() {
+            [("terminal", args)] => args["command"].as_str().map(str::to_owned),
+            _ => None,
+        }
+    };
+    let cases = [
+        ("run ls dash la", "ls -la"),
+        ("run cargo build dash dash release", "cargo build --release"),
+        ("run cd dot dot", "cd .."),
+        ("run cat notes dot txt", "cat notes.txt"),
+        ("run cd tilde slash code", "cd ~/code"),
+        ("git commit dash m fix", "git commit -m fix"),
+        ("change directory to projects", "cd projects"),
+        ("make a directory called build", "mkdir build"),
+        // Written symbols and spacing stay as they were.
+        ("run ls -la", "ls -la"),
+        ("run echo a  b", "echo a  b"),
+    ];
+    for (said, command) in cases {
+        assert_eq!(run(said).as_deref(), Some(command), "{said}");
+    }
+    assert_eq!(run("change directory to"), None);
+}
+
+#[test]
+fn indirect_and_hesitant_leads_are_fillers() {
+    assert_eq!(
+        steps_in("let's open spotify", "foot"),
+        steps_in("open spotify", "foot")
+    );
+    assert_eq!(
+        steps_in("uh hit the enter key", "foot"),
+        steps_in("press enter", "foot")
+    );
+    assert_eq!(
+        steps_in("i wanna pause the music", "foot"),
+        [("media", json!({"command": "pause"}))]
+    );
+    assert_eq!(
+        steps_in("hit play on spotify", "firefox"),
+        [("media", json!({"command": "play", "player": "spotify"}))]
+    );
+    assert_eq!(
+        steps_in("could you make it a bit louder", "firefox"),
+        [("media", json!({"command": "volume_up"}))]
+    );
+}
