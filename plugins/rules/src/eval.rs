@@ -154,13 +154,42 @@ fn app_of(args: &Value) -> Option<String> {
 
 /// Whether a planned step has the effect of an expected one in `case`'s desktop although it
 /// differs: `open-overview` where `toggle-overview` was expected (the overview is closed in
-/// a case's desktop), or both are application ops (`launch_app`, `ensure_app`, `focus_app`) on the same
+/// a case's desktop), a browser's other chord for the same command (F5 for ctrl+r,
+/// ctrl+Page_Down for ctrl+Tab) with a browser focused, or both are application ops (`launch_app`, `ensure_app`, `focus_app`) on the same
 /// application, and given whether a window of it is open they do the same (start it, or
 /// focus its window): "open spotify" planned `launch_app` where `ensure_app` was expected
 /// and no Spotify window is open.
 pub fn same_effect(case: &Case, step: &Value, want: &Expected) -> bool {
     let op = step.get("op").and_then(Value::as_str).unwrap_or("");
     let args = step.get("args").cloned().unwrap_or(Value::Null);
+    // Browsers take either chord of these pairs for the same command.
+    if op == "key" && want.op == "key" {
+        const BROWSERS: &[&str] = &["firefox", "chromium", "google-chrome", "brave-browser"];
+        const SAME_IN_BROWSERS: &[[&str; 2]] = &[
+            ["F5", "ctrl+r"],
+            ["ctrl+Page_Down", "ctrl+Tab"],
+            ["ctrl+Page_Up", "ctrl+shift+Tab"],
+        ];
+        let browser = case
+            .focused
+            .as_deref()
+            .is_some_and(|f| BROWSERS.contains(&f));
+        let chord = args.get("chord").and_then(Value::as_str).unwrap_or("");
+        let wanted = want
+            .args
+            .get("chord")
+            .and_then(toml::Value::as_str)
+            .unwrap_or("");
+        let others_same = want
+            .args
+            .iter()
+            .all(|(k, v)| k == "chord" || args.get(k) == serde_json::to_value(v).ok().as_ref());
+        return browser
+            && others_same
+            && SAME_IN_BROWSERS
+                .iter()
+                .any(|pair| pair.contains(&chord) && pair.contains(&wanted) && chord != wanted);
+    }
     // niri's overview, closed in a case's desktop (its context says nothing of it): opening
     // it is what the toggle does.
     if op == "niri" && want.op == "niri" {
@@ -566,6 +595,18 @@ mod tests {
             Verdict::Wrong(_)
         ));
         assert_eq!(judge(&overview, &niri("toggle-overview")), Verdict::Right);
+        let reload = |focused: &str| {
+            case(&format!(
+                "[[case]]\ncategory = \"b\"\nsay = \"reload\"\nfocused = \"{focused}\"\nexpect = [{{ op = \"key\", args = {{ chord = \"ctrl+r\" }} }}]\n"
+            ))
+        };
+        let f5 = json!({"steps": [{"op": "key", "args": {"chord": "F5"}}]});
+        assert!(matches!(
+            judge(&reload("firefox"), &f5),
+            Verdict::SameEffect(_)
+        ));
+        // Only in a browser: a terminal's F5 is not its ctrl+r.
+        assert!(matches!(judge(&reload("foot"), &f5), Verdict::Wrong(_)));
     }
 
     #[test]
