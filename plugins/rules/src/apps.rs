@@ -39,6 +39,8 @@ pub struct AppEntry {
     pub wm_class: Option<String>,
     /// The file name of the program `Exec` runs (`firefox-esr`, `mpv`), if it names one.
     pub exec: Option<String>,
+    /// `Categories` (`WebBrowser`, `TerminalEmulator`, `FileManager`, …), as written.
+    pub categories: Vec<String>,
     /// The forms a spoken name is compared with, made at the first lookup.
     keys: std::sync::OnceLock<AppKeys>,
 }
@@ -67,8 +69,23 @@ impl AppEntry {
             keywords: keywords.iter().map(|k| (*k).to_owned()).collect(),
             wm_class: None,
             exec: None,
+            categories: Vec::new(),
             keys: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The same entry with these `Categories`.
+    pub fn with_categories(mut self, categories: &[&str]) -> AppEntry {
+        self.categories = categories.iter().map(|c| (*c).to_owned()).collect();
+        self
+    }
+
+    /// Whether its `Categories` hold every one of `wanted`.
+    pub fn is_of(&self, wanted: &[String]) -> bool {
+        !wanted.is_empty()
+            && wanted
+                .iter()
+                .all(|w| self.categories.iter().any(|c| c == w))
     }
 
     /// The same entry with the program its `Exec` runs.
@@ -367,6 +384,13 @@ fn read_entry(file: &FoundFile) -> Option<AppEntry> {
             })
             .filter(|w| !w.is_empty())
     });
+    let categories = entry
+        .categories()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.trim().to_owned())
+        .filter(|c| !c.is_empty())
+        .collect();
     Some(AppEntry {
         id: file.id.clone(),
         name,
@@ -374,6 +398,7 @@ fn read_entry(file: &FoundFile) -> Option<AppEntry> {
         keywords,
         wm_class,
         exec,
+        categories,
         keys: std::sync::OnceLock::new(),
     })
 }

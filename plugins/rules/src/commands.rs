@@ -44,6 +44,9 @@ pub struct CommandWords {
     /// Programs whose name opens a shell command said without "run" while a terminal is
     /// focused ("git pull", "cargo test"), lowercase.
     pub shell_programs: Vec<String>,
+    /// Kinds of application as people say them ("the file manager", "my email client") →
+    /// the desktop entry `Categories` an application of that kind has (all of them).
+    pub kinds: HashMap<String, Vec<String>>,
     /// Spoken shell phrases → the command each runs ("go up one directory" → `cd ..`),
     /// keyed by the normalised phrase; a key ending in ` {x}` takes the rest of what was
     /// said, put where the command has `{x}` ("make a directory called {x}" → `mkdir {x}`).
@@ -62,6 +65,8 @@ struct File {
     agents: BTreeMap<String, AgentFile>,
     #[serde(default)]
     shell: ShellFile,
+    #[serde(default)]
+    kinds: BTreeMap<String, Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -192,7 +197,23 @@ impl CommandWords {
             }
             shell_phrases.insert(key, run.to_owned());
         }
+        let mut kinds = HashMap::new();
+        for (kind, categories) in &file.kinds {
+            let wanted = categories.get_ref();
+            if wanted.is_empty()
+                || wanted.iter().any(|c| {
+                    c.is_empty() || !c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-')
+                })
+            {
+                return Err(at(
+                    categories.span().start,
+                    format!("kind {kind:?}: list one or more desktop entry Categories"),
+                ));
+            }
+            kinds.insert(normalize(kind), wanted.clone());
+        }
         Ok(CommandWords {
+            kinds,
             search_url,
             common,
             synonyms,

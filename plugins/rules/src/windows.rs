@@ -68,27 +68,80 @@ pub(crate) fn switch_to(target: &str, sources: &Sources<'_>) -> Option<Matched> 
         return Some(focus_window(app_id));
     }
     if let Some(app) = app_named(target, sources.apps) {
-        let mut args = json!({
-            "app": app.id,
-            "desktop_id": format!("{}.desktop", app.id),
-        });
-        if let Some(wm_class) = &app.wm_class {
-            args["wm_class"] = Value::String(wm_class.clone());
-        }
-        return Some(Matched {
-            rule: "ensure_app",
-            op: "ensure_app",
-            message: format!("switch to {} ({})", app.name, app.id),
-            args,
-            confirm: false,
-        });
+        return Some(ensure_step(&app));
     }
     if let Some(app_id) =
         window_named(target, sources.context).or_else(|| profile_window(target, sources))
     {
         return Some(focus_window(app_id));
     }
+    match of_kind(target, sources) {
+        Some(OfKind::Window(app_id)) => return Some(focus_window(&app_id)),
+        Some(OfKind::Installed(app)) => return Some(ensure_step(&app)),
+        None => {}
+    }
     profile_launch(target, sources)
+}
+
+/// What a kind of application said as such names ([`of_kind`]).
+pub(crate) enum OfKind {
+    /// The `app_id` of an open window of that kind.
+    Window(String),
+    /// The one installed application of that kind.
+    Installed(AppEntry),
+}
+
+/// "the file manager", "my email client", "a video player": the application of that kind,
+/// by the desktop entry `Categories` that `data/commands.toml` `[kinds]` gives the words.
+/// An open window of an application of the kind comes first; else the one installed
+/// application of the kind. Of several installed and none open, none is guessed.
+pub(crate) fn of_kind(target: &str, sources: &Sources<'_>) -> Option<OfKind> {
+    let spoken = ["the ", "my ", "a ", "an "]
+        .iter()
+        .find_map(|a| target.strip_prefix(a))
+        .unwrap_or(target);
+    let wanted = sources.words.kinds.get(spoken)?;
+    let installed: Vec<&AppEntry> = sources
+        .apps
+        .all()
+        .iter()
+        .filter(|a| a.is_of(wanted))
+        .collect();
+    let open = sources.context.and_then(|c| {
+        c.app_ids.iter().find(|id| {
+            installed.iter().any(|a| {
+                a.id.eq_ignore_ascii_case(id)
+                    || a.wm_class
+                        .as_deref()
+                        .is_some_and(|w| w.eq_ignore_ascii_case(id))
+            })
+        })
+    });
+    if let Some(app_id) = open {
+        return Some(OfKind::Window(app_id.clone()));
+    }
+    match installed.as_slice() {
+        [one] => Some(OfKind::Installed((*one).clone())),
+        _ => None,
+    }
+}
+
+/// The step that focuses `app`'s window or starts it.
+fn ensure_step(app: &AppEntry) -> Matched {
+    let mut args = json!({
+        "app": app.id,
+        "desktop_id": format!("{}.desktop", app.id),
+    });
+    if let Some(wm_class) = &app.wm_class {
+        args["wm_class"] = Value::String(wm_class.clone());
+    }
+    Matched {
+        rule: "ensure_app",
+        op: "ensure_app",
+        message: format!("switch to {} ({})", app.name, app.id),
+        args,
+        confirm: false,
+    }
 }
 
 /// The step that focuses an open window of `app_id`.
@@ -240,6 +293,22 @@ pub(crate) fn launch(text: &str, sources: &Sources<'_>) -> Option<Matched> {
         // A profile's application without a desktop entry: its own launch argv.
         if let Some(matched) = profile_launch(target, sources) {
             return Some(matched);
+        }
+        // "open the file manager": the application of that kind.
+        match of_kind(target, sources) {
+            Some(OfKind::Window(app_id)) if verb.starts_with("open") => {
+                return Some(focus_window(&app_id));
+            }
+            Some(OfKind::Installed(app)) => {
+                return Some(Matched {
+                    rule: "launch_app",
+                    op: "launch_app",
+                    message: format!("launch {} ({})", app.name, app.id),
+                    args: json!({"app_id": app.id, "name": app.name}),
+                    confirm: false,
+                });
+            }
+            _ => {}
         }
     }
     None

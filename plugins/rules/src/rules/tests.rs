@@ -1560,3 +1560,56 @@ fn indirect_and_hesitant_leads_are_fillers() {
         [("media", json!({"command": "volume_up"}))]
     );
 }
+
+#[test]
+fn a_kind_of_application_is_found_by_its_categories() {
+    let apps = vec![
+        AppEntry::new("org.gnome.Nautilus", "Files", None, &[]).with_categories(&[
+            "GNOME",
+            "Utility",
+            "FileManager",
+        ]),
+        AppEntry::new("thunderbird", "Thunderbird", None, &[])
+            .with_categories(&["Network", "Email"]),
+        AppEntry::new("slack", "Slack", None, &[])
+            .with_categories(&["Network", "InstantMessaging"]),
+        AppEntry::new("signal-desktop", "Signal", None, &[])
+            .with_categories(&["Network", "InstantMessaging"]),
+    ];
+    let plan = |said: &str, windows: &[&str]| -> Vec<(&'static str, Value)> {
+        let windows: Vec<Value> = windows.iter().map(|w| json!({"app_id": w})).collect();
+        let ctx = context(json!({"focused": {"app_id": "firefox"}, "windows": windows}));
+        let binds = PhraseTable::new();
+        let sources = Sources {
+            catalog: catalog(),
+            apps: &apps,
+            curated: curated(),
+            binds: &binds,
+            context: Some(&ctx),
+            utterance: said,
+            profiles: crate::plan::builtin_profiles(),
+            words: crate::plan::builtin_words(),
+        };
+        plan_steps(strip_fillers(&normalize(said)), &sources)
+            .map(|steps| steps.into_iter().map(|m| (m.op, m.args)).collect())
+            .unwrap_or_default()
+    };
+    let launched = |steps: Vec<(&str, Value)>| match steps.as_slice() {
+        [("launch_app", args)] => args["app_id"].as_str().map(str::to_owned),
+        _ => None,
+    };
+    assert_eq!(
+        launched(plan("open the file manager", &[])).as_deref(),
+        Some("org.gnome.Nautilus")
+    );
+    assert_eq!(
+        launched(plan("open my email client", &[])).as_deref(),
+        Some("thunderbird")
+    );
+    // Two chat applications: the open one, else none is guessed.
+    assert_eq!(
+        plan("switch to the chat app", &["signal-desktop"]),
+        [("focus_app", json!({"app": "signal-desktop"}))]
+    );
+    assert!(launched(plan("open the chat app", &[])).is_none());
+}
