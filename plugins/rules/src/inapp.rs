@@ -109,6 +109,12 @@ fn written_marks(text: &str) -> String {
                         .map(|w| w.trim_end_matches(['.', ',', '!', '?']).to_lowercase())
                         .eq(said.split(' ').map(str::to_owned));
                     let ends = i + n == words.len();
+                    // "use a comma here": after an article the word is the mark's name.
+                    let named = matches!(
+                        words[i - 1].to_lowercase().as_str(),
+                        "a" | "an" | "the" | "this" | "that"
+                    );
+                    let same = same && !named;
                     (same && (ends || !matches!(*said, "period" | "full stop")))
                         .then_some((n, *mark))
                 })

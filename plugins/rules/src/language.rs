@@ -13,7 +13,7 @@ use crate::inapp::Spoken;
 use crate::plan::{Escalation, Matched, Sources};
 use crate::profiles::{Command, Kind, Profile, known_op};
 use crate::sites::fill_template;
-use crate::text::{is_hostname, strip_word_prefix, strip_word_suffix};
+use crate::text::{compact, is_hostname, normalize, strip_word_prefix, strip_word_suffix};
 use utter_protocol::serde_json::{Value, json};
 
 /// The profile of the focused window, if it has one.
@@ -290,12 +290,21 @@ pub fn site_query(sources: &Sources<'_>, raw: &str) -> Option<(Matched, String)>
     (1..=4.min(words.len().saturating_sub(1)))
         .rev()
         .find_map(|k| {
-            // The site's own name: a name that means the site only where the web is meant
-            // ("spotify") is the application's here.
+            // The site's own name, not an alias ("drive", "x") nor a name that means the site
+            // only where the web is meant ("spotify" is the application's).
+            let name = compact(&words[..k].join(" "));
+            if name.chars().count() < 3 {
+                return None;
+            }
             let site = sources
                 .catalog
-                .lookup(&words[..k].join(" "))
-                .filter(|s| s.search.is_some())?;
+                .sites()
+                .iter()
+                .find(|s| s.search.is_some() && compact(&normalize(&s.name)) == name)?;
+            // "youtube is down again", "github has an outage": a remark about the site.
+            if words[k..].iter().any(|w| REMARK_WORDS.contains(w)) {
+                return None;
+            }
             let mut m = query_step(
                 &spoken,
                 spoken.first + k,
@@ -308,6 +317,13 @@ pub fn site_query(sources: &Sources<'_>, raw: &str) -> Option<(Matched, String)>
             Some((m, words[k..].join(" ")))
         })
 }
+
+/// Words that make "<site> ..." a remark about the site rather than a search on it.
+const REMARK_WORDS: &[&str] = &[
+    "is", "are", "was", "were", "has", "have", "had", "does", "did", "do", "will", "would", "can",
+    "could", "should", "isnt", "arent", "wasnt", "doesnt", "didnt", "wont", "cant", "raised",
+    "keeps", "sucks", "just", "always", "never", "again",
+];
 
 /// The default search template: `UTTER_SEARCH_URL` when it is a valid one, else the table's.
 fn search_engine(sources: &Sources<'_>) -> String {
@@ -822,9 +838,19 @@ pub fn spoken_symbols(command: &str) -> String {
         let (symbol, joins_before, used) = match (word.as_str(), next.as_deref()) {
             ("dash", Some("dash")) => ("--", false, 2),
             ("dash" | "hyphen", _) => ("-", false, 1),
-            ("slash", _) => ("/", out.ends_with(['/', '.', '~']), 1),
+            // Inside a path ("home slash me" after a slash) the slash joins the word before.
+            ("slash", _) => {
+                let segment = out.rsplit(' ').next().unwrap_or("");
+                (
+                    "/",
+                    segment.contains(['/', '~']) || segment.ends_with('.'),
+                    1,
+                )
+            }
             ("dot", Some("dot")) => ("..", out.ends_with('/'), 2),
-            ("dot", _) => (".", !out.is_empty() && !out.ends_with(' '), 1),
+            // "notes dot txt" is one name; "add dot" at the end is the current directory.
+            ("dot", Some(_)) => (".", !out.is_empty() && !out.ends_with(' '), 1),
+            ("dot", None) => (".", false, 1),
             ("tilde", _) => ("~", false, 1),
             _ => ("", false, 0),
         };
@@ -845,6 +871,33 @@ pub fn spoken_symbols(command: &str) -> String {
         i += used;
     }
     out
+}
+
+/// Words of a sentence about something rather than a command: "python is slow", "ping me
+/// when you're done", "cargo test is failing, can you fix it".
+const NOT_IN_COMMANDS: &[&str] = &[
+    "is", "are", "was", "were", "be", "been", "isnt", "arent", "wasnt", "me", "you", "my", "your",
+    "our", "we", "they", "i", "im", "it", "its", "when", "can", "could", "would", "should", "will",
+    "wont", "into", "later", "the", "a", "an", "and", "but", "so", "then", "please", "again",
+    "why", "what", "how", "not", "dont", "doesnt", "didnt", "has", "have", "had", "for", "about",
+    "like", "really",
+];
+
+/// Whether `words` (normalised) are a command of `[shell] programs`: a listed program, then
+/// one of the words it takes first (a subcommand, or anything for `*`; nothing at all for a
+/// program listed alone), at most eight words, none of [`NOT_IN_COMMANDS`].
+fn said_as_command(words: &[&str], sources: &Sources<'_>) -> bool {
+    let Some((program, rest)) = words.split_first() else {
+        return false;
+    };
+    let Some(then) = sources.words.shell_programs.get(*program) else {
+        return false;
+    };
+    let first_ok = match rest.first() {
+        None => true,
+        Some(word) => then.iter().any(|t| t == "*" || t == word),
+    };
+    first_ok && rest.len() <= 8 && !rest.iter().any(|w| NOT_IN_COMMANDS.contains(w))
 }
 
 /// Words said before a command that are no part of it ("okay git push").
@@ -871,6 +924,18 @@ fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
         .map(|w| w.text.as_str())
         .collect();
     let phrase = said.join(" ");
+    // A slot takes one name (a file, a folder): "change into my pajamas" is no command,
+    // nor is "cd into it".
+    let one_name = |raw: &str| -> Option<String> {
+        let name = spoken_symbols(raw.trim().trim_end_matches(['.', ',']));
+        (!name.is_empty()
+            && !name.contains(char::is_whitespace)
+            && !matches!(
+                name.to_lowercase().as_str(),
+                "it" | "this" | "that" | "there" | "here"
+            ))
+        .then_some(name)
+    };
     let slotted = || {
         sources
             .words
@@ -880,10 +945,9 @@ fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
                 let head = said_as.strip_suffix(" {x}")?;
                 strip_word_prefix(&phrase, head).filter(|r| !r.is_empty())?;
                 let n = head.split(' ').count();
-                let raw = spoken.raw[spoken.raw_start(first + n)..spoken.raw_end(last)]
-                    .trim()
-                    .trim_end_matches(['.', ',']);
-                Some(run.replace("{x}", &spoken_symbols(raw)))
+                let name =
+                    one_name(&spoken.raw[spoken.raw_start(first + n)..spoken.raw_end(last)])?;
+                Some(run.replace("{x}", &name))
             })
     };
     let command = if let Some(command) = sources.words.shell_phrases.get(&phrase) {
@@ -895,15 +959,15 @@ fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
     {
         format!(
             "cd {}",
-            spoken.raw[spoken.raw_start(first + 2)..spoken.raw_end(last)].trim()
+            one_name(&spoken.raw[spoken.raw_start(first + 2)..spoken.raw_end(last)])?
         )
-    } else if said
-        .first()
-        .is_some_and(|w| sources.words.shell_programs.iter().any(|p| p == w))
-    {
-        let said = spoken.raw[spoken.raw_start(first)..spoken.raw_end(last)]
-            .trim()
-            .trim_end_matches(['.', ',']);
+    } else if said_as_command(&said, sources) {
+        let said = spoken.raw[spoken.raw_start(first)..spoken.raw_end(last)].trim();
+        // A recogniser's sentence end, not a path's dot ("git add ." keeps it).
+        let said = match said.strip_suffix(['.', ',']) {
+            Some(cut) if cut.ends_with(|c: char| c.is_alphanumeric()) => cut,
+            _ => said,
+        };
         // The recogniser capitalises a sentence's first word; the program's name is lower
         // case ("Cargo test" runs `cargo test`).
         let (program, rest) = said.split_once(' ').unwrap_or((said, ""));
@@ -913,7 +977,12 @@ fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
     } else {
         return None;
     };
-    if command.is_empty() || command.chars().any(|c| c.is_control() || is_invisible(c)) {
+    // Said without "run", a command is one simple command: what joins, chains or
+    // substitutes commands (";", "&&", "|", "$(", "`", redirections) needs "run".
+    if command.is_empty()
+        || command.chars().any(|c| c.is_control() || is_invisible(c))
+        || command.contains([';', '&', '|', '$', '`', '>', '<', '(', ')', '\\'])
+    {
         return None;
     }
     let mut args = json!({"command": command});

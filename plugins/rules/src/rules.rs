@@ -176,8 +176,13 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
             .or_else(|| repeated(text, sources))
             .or_else(|| {
                 let (m, query) = language::site_query(sources, sources.spoken(text))?;
-                let command = plan_rules(&query, sources).is_ok()
-                    || language::loose_shortcut(&query, sources).is_some();
+                // The query read alone, as its own utterance.
+                let alone = Sources {
+                    utterance: "",
+                    ..*sources
+                };
+                let command = plan_rules(&query, &alone).is_ok()
+                    || language::loose_shortcut(&query, &alone).is_some();
                 (!command).then(|| vec![m])
             })
             .ok_or(e),

@@ -386,6 +386,15 @@ fn size(reading: &Reading, actions: &[Sayable]) -> Option<Matched> {
     if reading.verbs.iter().any(|v| !v.iter().any(|v| v == "set")) {
         return None;
     }
+    // "ten percent", "half", "it's full": an amount alone is an answer to someone, not a
+    // size change; a verb, the column or window, or a size word must be said with it.
+    let size_word = reading
+        .sizes
+        .iter()
+        .any(|s| !matches!(s.as_str(), "percent" | "little" | "lot"));
+    if reading.verbs.is_empty() && reading.rest.is_empty() && !size_word {
+        return None;
+    }
     let mut object: Option<&str> = None;
     for token in &reading.rest {
         match token {

@@ -1613,3 +1613,53 @@ fn a_kind_of_application_is_found_by_its_categories() {
     );
     assert!(launched(plan("open the chat app", &[])).is_none());
 }
+
+#[test]
+fn remarks_found_by_the_hostile_probe_plan_nothing() {
+    // A terminal focused: sentences that open with a program's name, destroyers without
+    // "run", chained commands, loose slots.
+    for said in [
+        "ping me when you're done",
+        "python is slow",
+        "cargo test is failing can you fix it",
+        "I wanna ssh into my server later",
+        "git reset --hard",
+        "terraform destroy",
+        "systemctl poweroff",
+        "git status; rm -rf",
+        "git status && sudo reboot",
+        "change into my pajamas",
+        "make a directory called test and cd into it",
+    ] {
+        assert!(
+            steps_in(said, "foot").is_empty(),
+            "{said}: {:?}",
+            steps_in(said, "foot")
+        );
+    }
+    // Anywhere: a remark about a site, a short alias, an amount alone.
+    for said in [
+        "youtube is down again",
+        "github has an outage",
+        "drive safe",
+        "x marks the spot",
+        "ten percent",
+        "half",
+        "it's full",
+    ] {
+        assert!(
+            steps_in(said, "slack").is_empty(),
+            "{said}: {:?}",
+            steps_in(said, "slack")
+        );
+    }
+    // What they were found beside still plans.
+    assert_eq!(steps_in("git add dot", "foot")[0].1["command"], "git add .");
+    assert_eq!(
+        steps_in("set the column to ten percent", "foot"),
+        [(
+            "niri",
+            json!({"command": "set-column-width", "args": ["10%"]})
+        )]
+    );
+}
