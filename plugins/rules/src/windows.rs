@@ -88,7 +88,7 @@ pub(crate) enum OfKind {
     /// The `app_id` of an open window of that kind.
     Window(String),
     /// The one installed application of that kind.
-    Installed(AppEntry),
+    Installed(Box<AppEntry>),
 }
 
 /// "the file manager", "my email client", "a video player": the application of that kind,
@@ -121,7 +121,7 @@ pub(crate) fn of_kind(target: &str, sources: &Sources<'_>) -> Option<OfKind> {
         return Some(OfKind::Window(app_id.clone()));
     }
     match installed.as_slice() {
-        [one] => Some(OfKind::Installed((*one).clone())),
+        [one] => Some(OfKind::Installed(Box::new((*one).clone()))),
         _ => None,
     }
 }
