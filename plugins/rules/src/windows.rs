@@ -13,6 +13,11 @@ use utter_protocol::serde_json::{Value, json};
 /// The names a spoken target may be: as said, and without a trailing "window"/"windows"
 /// ("the foot window" is foot).
 pub(crate) fn target_names(target: &str) -> Vec<&str> {
+    // "bring discord to the front": where it goes is no part of the name.
+    let target = ["to the front", "to the foreground", "into view", "forward"]
+        .iter()
+        .find_map(|place| strip_word_suffix(target, place).filter(|r| !r.is_empty()))
+        .unwrap_or(target);
     let mut names = vec![target];
     for suffix in ["windows", "window"] {
         if let Some(rest) = strip_word_suffix(target, suffix).filter(|r| !r.is_empty()) {
@@ -263,6 +268,15 @@ pub(crate) fn launch(text: &str, sources: &Sources<'_>) -> Option<Matched> {
         let Some(target) = strip_word_prefix(text, verb).filter(|t| !t.is_empty()) else {
             continue;
         };
+        // "open the terminal" with kitty open: that window, not a new foot ("open a
+        // terminal" asks for one).
+        if verb.starts_with("open")
+            && (target.starts_with("the ") || target.starts_with("my "))
+            && target_names(target).iter().any(|n| kind_named(n).is_some())
+            && let Some(app_id) = profile_window(target, sources)
+        {
+            return Some(focus_window(app_id));
+        }
         if let Some(app) = sources.apps.find(target) {
             // "open firefox" with a Firefox window open focuses it (focus-or-launch).
             let open = verb.starts_with("open")

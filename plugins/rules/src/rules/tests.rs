@@ -1663,3 +1663,20 @@ fn remarks_found_by_the_hostile_probe_plan_nothing() {
         )]
     );
 }
+
+#[test]
+fn the_terminal_is_the_open_one_and_a_terminal_a_new_one() {
+    // steps_in's context has a foot window; foot is no installed entry of apps().
+    assert_eq!(
+        steps_in("open the terminal", "firefox"),
+        [("focus_app", json!({"app": "foot"}))]
+    );
+    assert_eq!(
+        steps_in("bring the terminal to the front", "firefox"),
+        [("focus_app", json!({"app": "foot"}))]
+    );
+    assert_ne!(
+        steps_in("open a terminal", "firefox").first().map(|s| s.0),
+        Some("focus_app")
+    );
+}
