@@ -451,6 +451,13 @@ pub fn loose_shortcut(text: &str, sources: &Sources<'_>) -> Option<Matched> {
                 focused.map_or_else(String::new, |p| p.name.clone()),
             ));
         }
+        // The profile's own phrases that press a chord ("stop the command" in a terminal).
+        if let Some(Command::Chord(chord)) = focused.and_then(|p| p.commands.get(name)) {
+            return Some((
+                chord.clone(),
+                focused.map_or_else(String::new, |p| p.name.clone()),
+            ));
+        }
         if terminal {
             return None;
         }
@@ -462,7 +469,7 @@ pub fn loose_shortcut(text: &str, sources: &Sources<'_>) -> Option<Matched> {
     };
     let names = focused
         .into_iter()
-        .flat_map(|p| p.shortcuts.keys())
+        .flat_map(|p| p.shortcuts.keys().chain(p.commands.keys()))
         .chain(sources.words.common.keys())
         .map(String::as_str);
     let mut found: Vec<&str> = names

@@ -308,7 +308,7 @@ const LOOSE_DROPPED: &[&str] = &[
     "the", "a", "an", "this", "that", "these", "those", "my", "our", "your", "current", "it",
     "its", "i", "just", "here", "there", "now", "some", "bit", "little", "slightly", "more", "of",
     "on", "to", "into", "please", "also", "again", "go", "switch", "jump", "take", "show",
-    "display", "open", "get", "make", "browser", "browsing",
+    "display", "open", "get", "make", "browser", "browsing", "running",
 ];
 
 /// Words said for a shortcut name's own word (`refresh` for `reload`).
@@ -319,6 +319,7 @@ const LOOSE_SAME: &[(&str, &str)] = &[
     ("favorites", "bookmark"),
     ("favourite", "bookmark"),
     ("favorite", "bookmark"),
+    ("process", "command"),
     ("italicize", "italic"),
     ("italicise", "italic"),
     ("embolden", "bold"),

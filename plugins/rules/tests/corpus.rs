@@ -147,7 +147,7 @@ async fn the_second_held_out_corpus_is_scored() {
 
 /// What the router planned right of the second held-out set when this floor was last raised
 /// (126 at its first score).
-const BLIND2_FLOOR: usize = 135;
+const BLIND2_FLOOR: usize = 136;
 
 /// A third held-out set (`tests/corpus/blind3/`, 250 cases), written blind by a helper who
 /// had not read the project, after the first two had been used to find causes; scored like
@@ -163,7 +163,7 @@ async fn the_third_held_out_corpus_is_scored() {
 }
 
 /// What the router planned right of the third held-out set when this floor was last raised.
-const BLIND3_FLOOR: usize = 214;
+const BLIND3_FLOOR: usize = 215;
 
 /// The third set's false positives when the floor was last set.
 const BLIND3_FALSE_POSITIVES: usize = 1;
@@ -182,7 +182,7 @@ async fn the_fourth_held_out_corpus_is_scored() {
 }
 
 /// What the router planned right of the fourth held-out set at its first score.
-const BLIND4_FLOOR: usize = 164;
+const BLIND4_FLOOR: usize = 165;
 
 /// The fourth set's false positives at its first score.
 const BLIND4_FALSE_POSITIVES: usize = 1;

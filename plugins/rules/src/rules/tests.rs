@@ -392,9 +392,18 @@ fn a_shortcut_said_in_other_words_is_found_by_its_content_words() {
         chord("go to the end of the line", "org.gnome.TextEditor").as_deref(),
         Some("End")
     );
-    // Said about oneself, it asks for nothing; in a terminal the common chords stay out.
+    // Said about oneself, it asks for nothing; in a terminal the common chords stay out and
+    // its own phrases count (the shell's end of line is ctrl+e, not End).
     assert_eq!(chord("i love this song", "spotify"), None);
-    assert_eq!(chord("go to the end of the line", "foot"), None);
+    assert_eq!(
+        chord("go to the end of the line", "foot").as_deref(),
+        Some("ctrl+e")
+    );
+    assert_eq!(
+        chord("stop the running process", "foot").as_deref(),
+        Some("ctrl+c")
+    );
+    assert_eq!(chord("stop the running process", "firefox"), None);
     // Noun phrases and remarks press nothing; nor does more than the most presses.
     for remark in [
         "the undo",
