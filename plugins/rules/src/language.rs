@@ -602,6 +602,12 @@ pub fn shortcut(text: &str, sources: &Sources<'_>) -> Option<Result<Matched, Esc
 /// The phrases of `text` aimed at `profile`: after one of its names ("firefox new tab"), or
 /// before "in"/"on" and one of its names ("new tab in firefox").
 fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<&'t str> {
+    aimed_at(text, |name| profile.is_named(name), false)
+}
+
+/// [`aimed`] for any naming: the phrases of `text` aimed at what `is_named` accepts, as
+/// "<name> <phrase>" or "<phrase> in|on <name>", and with `in_first` "in <name> <phrase>".
+fn aimed_at<'t>(text: &'t str, is_named: impl Fn(&str) -> bool, in_first: bool) -> Vec<&'t str> {
     let mut found = Vec::new();
     let words: Vec<&str> = text.split(' ').collect();
     // A name is a few words: only the first and the last few are looked at, so a long
@@ -610,7 +616,14 @@ fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<&'t str> {
     for cut in (1..n).filter(|&cut| cut <= MAX_NAME_WORDS || n - cut <= MAX_NAME_WORDS + 1) {
         if cut <= MAX_NAME_WORDS {
             let head = words[..cut].join(" ");
-            if profile.is_named(&head) {
+            let name = match in_first {
+                true => head
+                    .strip_prefix("in ")
+                    .or_else(|| head.strip_prefix("on "))
+                    .unwrap_or(&head),
+                false => &head,
+            };
+            if is_named(name) {
                 let rest = strip_word_prefix(text, &head).unwrap_or("");
                 if !rest.is_empty() {
                     found.push(rest);
@@ -623,7 +636,7 @@ fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<&'t str> {
                 .strip_prefix("in ")
                 .or_else(|| tail.strip_prefix("on "))
                 .unwrap_or("");
-            if profile.is_named(name) {
+            if is_named(name) {
                 let phrase = strip_word_suffix(text, &tail).unwrap_or("").trim_end();
                 if !phrase.is_empty() {
                     found.push(phrase);
@@ -1128,6 +1141,39 @@ pub fn aimed_input(text: &str, sources: &Sources<'_>, raw: &str) -> Option<Match
                     .map_or(profile.id.as_str(), String::as_str);
                 matched.args["app"] = Value::String(app.to_owned());
                 matched.message = format!("{} in {}", matched.message, profile.name);
+                return Some(matched);
+            }
+        }
+    }
+    // An open window of an application without a profile, named by its app_id or its
+    // desktop entry's name ("in slack type on my way"): typing and keys go to it. (A
+    // profile's application is the loop's above, or the aimed-at-an-application reading's.)
+    let context = sources.context?;
+    for app_id in context
+        .app_ids
+        .iter()
+        .filter(|id| sources.profiles.for_app_id(id).is_none())
+    {
+        let named = |name: &str| {
+            let spoken = compact(name);
+            !spoken.is_empty()
+                && (spoken == compact(&normalize(app_id))
+                    || sources.apps.find(name).is_some_and(|a| {
+                        a.id.eq_ignore_ascii_case(app_id)
+                            || a.wm_class
+                                .as_deref()
+                                .is_some_and(|w| w.eq_ignore_ascii_case(app_id))
+                    }))
+        };
+        for phrase in aimed_at(text, named, true) {
+            let Some(raw_phrase) = raw_part(raw, phrase) else {
+                continue;
+            };
+            if let Some(mut matched) = crate::inapp::plan(raw_phrase)
+                && matches!(matched.op, "key" | "type_text")
+            {
+                matched.args["app"] = Value::String(app_id.clone());
+                matched.message = format!("{} in {app_id}", matched.message);
                 return Some(matched);
             }
         }

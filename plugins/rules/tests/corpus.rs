@@ -163,7 +163,7 @@ async fn the_third_held_out_corpus_is_scored() {
 }
 
 /// What the router planned right of the third held-out set when this floor was last raised.
-const BLIND3_FLOOR: usize = 215;
+const BLIND3_FLOOR: usize = 216;
 
 /// The third set's false positives when the floor was last set.
 const BLIND3_FALSE_POSITIVES: usize = 1;
@@ -182,7 +182,7 @@ async fn the_fourth_held_out_corpus_is_scored() {
 }
 
 /// What the router planned right of the fourth held-out set at its first score.
-const BLIND4_FLOOR: usize = 165;
+const BLIND4_FLOOR: usize = 166;
 
 /// The fourth set's false positives at its first score.
 const BLIND4_FALSE_POSITIVES: usize = 1;

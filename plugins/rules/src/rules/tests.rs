@@ -1689,3 +1689,48 @@ fn the_terminal_is_the_open_one_and_a_terminal_a_new_one() {
         Some("focus_app")
     );
 }
+
+#[test]
+fn typing_and_keys_aimed_at_any_open_window() {
+    // marker-writer is installed without a profile; open beside foot, it is named.
+    let ctx = context(json!({
+        "focused": {"app_id": "firefox"},
+        "windows": [{"app_id": "firefox"}, {"app_id": "marker-writer"}],
+    }));
+    let apps = apps();
+    let binds = PhraseTable::new();
+    let plan = |said: &str| -> Vec<(&'static str, Value)> {
+        let sources = Sources {
+            catalog: catalog(),
+            apps: &apps,
+            curated: curated(),
+            binds: &binds,
+            context: Some(&ctx),
+            utterance: said,
+            profiles: crate::plan::builtin_profiles(),
+            words: crate::plan::builtin_words(),
+        };
+        plan_steps(strip_fillers(&normalize(said)), &sources)
+            .map(|steps| steps.into_iter().map(|m| (m.op, m.args)).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        plan("in marker writer type on my way"),
+        [(
+            "type_text",
+            json!({"text": "on my way", "app": "marker-writer"})
+        )]
+    );
+    assert_eq!(
+        plan("type hello in marker writer"),
+        [(
+            "type_text",
+            json!({"text": "hello", "app": "marker-writer"})
+        )]
+    );
+    // An application that is not open is no aim: the words are typed as said.
+    assert_eq!(
+        plan("type see you in the office"),
+        [("type_text", json!({"text": "see you in the office"}))]
+    );
+}
