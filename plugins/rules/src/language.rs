@@ -607,7 +607,7 @@ fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<&'t str> {
 
 /// [`aimed`] for any naming: the phrases of `text` aimed at what `is_named` accepts, as
 /// "<name> <phrase>" or "<phrase> in|on <name>", and with `in_first` "in <name> <phrase>".
-fn aimed_at<'t>(text: &'t str, is_named: impl Fn(&str) -> bool, in_first: bool) -> Vec<&'t str> {
+fn aimed_at(text: &str, is_named: impl Fn(&str) -> bool, in_first: bool) -> Vec<&str> {
     let mut found = Vec::new();
     let words: Vec<&str> = text.split(' ').collect();
     // A name is a few words: only the first and the last few are looked at, so a long
