@@ -173,13 +173,7 @@ pub(crate) fn profile_launch(target: &str, sources: &Sources<'_>) -> Option<Matc
     if let Some(app) = sources.apps.all().iter().find(|a| {
         profile.has_app_id(&a.id) || a.wm_class.as_deref().is_some_and(|w| profile.has_app_id(w))
     }) {
-        return Some(Matched {
-            rule: "launch_app",
-            op: "launch_app",
-            message: format!("launch {} ({})", app.name, app.id),
-            args: json!({"app_id": app.id, "name": app.name}),
-            confirm: false,
-        });
+        return Some(launch_step(&app));
     }
     let profile = Some(profile).filter(|p| !p.launch.is_empty())?;
     let app = profile.app_ids.first().unwrap_or(&profile.id);
@@ -296,13 +290,7 @@ pub(crate) fn launch(text: &str, sources: &Sources<'_>) -> Option<Matched> {
             if open {
                 return switch_to(target, sources);
             }
-            return Some(Matched {
-                rule: "launch_app",
-                op: "launch_app",
-                message: format!("launch {} ({})", app.name, app.id),
-                args: json!({"app_id": app.id, "name": app.name}),
-                confirm: false,
-            });
+            return Some(launch_step(&app));
         }
         // A profile's application without a desktop entry: its own launch argv.
         if let Some(matched) = profile_launch(target, sources) {
@@ -314,13 +302,7 @@ pub(crate) fn launch(text: &str, sources: &Sources<'_>) -> Option<Matched> {
                 return Some(focus_window(&app_id));
             }
             Some(OfKind::Installed(app)) => {
-                return Some(Matched {
-                    rule: "launch_app",
-                    op: "launch_app",
-                    message: format!("launch {} ({})", app.name, app.id),
-                    args: json!({"app_id": app.id, "name": app.name}),
-                    confirm: false,
-                });
+                return Some(launch_step(&app));
             }
             _ => {}
         }
@@ -379,11 +361,18 @@ fn another(text: &str, sources: &Sources<'_>) -> Option<Matched> {
         }
         sources.apps.find(name)?
     };
-    Some(Matched {
+    let mut step = launch_step(&app);
+    step.message = format!("launch another {} ({})", app.name, app.id);
+    Some(step)
+}
+
+/// The step that starts `app` (a new window even when one is open).
+fn launch_step(app: &AppEntry) -> Matched {
+    Matched {
         rule: "launch_app",
         op: "launch_app",
-        message: format!("launch another {} ({})", app.name, app.id),
+        message: format!("launch {} ({})", app.name, app.id),
         args: json!({"app_id": app.id, "name": app.name}),
         confirm: false,
-    })
+    }
 }

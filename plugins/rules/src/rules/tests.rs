@@ -312,15 +312,20 @@ fn steps_in(utterance: &str, focused: &str) -> Vec<(&'static str, Value)> {
         "focused": {"app_id": focused},
         "windows": [{"app_id": focused}, {"app_id": "foot"}],
     }));
+    steps_with(utterance, &apps(), &ctx)
+}
+
+/// The steps of `utterance` with these applications installed, in `ctx`.
+fn steps_with(utterance: &str, apps: &[AppEntry], ctx: &Context) -> Vec<(&'static str, Value)> {
     let normalized = normalize(utterance);
-    let apps = apps();
+    let apps = apps.to_vec();
     let binds = PhraseTable::new();
     let sources = Sources {
         catalog: catalog(),
         apps: &apps,
         curated: curated(),
         binds: &binds,
-        context: Some(&ctx),
+        context: Some(ctx),
         utterance,
         profiles: crate::plan::builtin_profiles(),
         words: crate::plan::builtin_words(),
@@ -1588,20 +1593,7 @@ fn a_kind_of_application_is_found_by_its_categories() {
     let plan = |said: &str, windows: &[&str]| -> Vec<(&'static str, Value)> {
         let windows: Vec<Value> = windows.iter().map(|w| json!({"app_id": w})).collect();
         let ctx = context(json!({"focused": {"app_id": "firefox"}, "windows": windows}));
-        let binds = PhraseTable::new();
-        let sources = Sources {
-            catalog: catalog(),
-            apps: &apps,
-            curated: curated(),
-            binds: &binds,
-            context: Some(&ctx),
-            utterance: said,
-            profiles: crate::plan::builtin_profiles(),
-            words: crate::plan::builtin_words(),
-        };
-        plan_steps(strip_fillers(&normalize(said)), &sources)
-            .map(|steps| steps.into_iter().map(|m| (m.op, m.args)).collect())
-            .unwrap_or_default()
+        steps_with(said, &apps, &ctx)
     };
     let launched = |steps: Vec<(&str, Value)>| match steps.as_slice() {
         [("launch_app", args)] => args["app_id"].as_str().map(str::to_owned),
@@ -1697,23 +1689,7 @@ fn typing_and_keys_aimed_at_any_open_window() {
         "focused": {"app_id": "firefox"},
         "windows": [{"app_id": "firefox"}, {"app_id": "marker-writer"}],
     }));
-    let apps = apps();
-    let binds = PhraseTable::new();
-    let plan = |said: &str| -> Vec<(&'static str, Value)> {
-        let sources = Sources {
-            catalog: catalog(),
-            apps: &apps,
-            curated: curated(),
-            binds: &binds,
-            context: Some(&ctx),
-            utterance: said,
-            profiles: crate::plan::builtin_profiles(),
-            words: crate::plan::builtin_words(),
-        };
-        plan_steps(strip_fillers(&normalize(said)), &sources)
-            .map(|steps| steps.into_iter().map(|m| (m.op, m.args)).collect())
-            .unwrap_or_default()
-    };
+    let plan = |said: &str| steps_with(said, &apps(), &ctx);
     assert_eq!(
         plan("in marker writer type on my way"),
         [(
