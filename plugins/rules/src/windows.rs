@@ -173,7 +173,7 @@ pub(crate) fn profile_launch(target: &str, sources: &Sources<'_>) -> Option<Matc
     if let Some(app) = sources.apps.all().iter().find(|a| {
         profile.has_app_id(&a.id) || a.wm_class.as_deref().is_some_and(|w| profile.has_app_id(w))
     }) {
-        return Some(launch_step(&app));
+        return Some(launch_step(app));
     }
     let profile = Some(profile).filter(|p| !p.launch.is_empty())?;
     let app = profile.app_ids.first().unwrap_or(&profile.id);
