@@ -194,7 +194,10 @@ const BLIND4_FALSE_POSITIVES: usize = 1;
 async fn the_fifth_held_out_corpus_is_scored() {
     let (right, false_positives) = score_held_out("blind5", "fifth held-out").await;
     assert!(right >= BLIND5_FLOOR, "{right} right, below {BLIND5_FLOOR}");
-    assert!(false_positives <= BLIND5_FALSE_POSITIVES, "{false_positives} false positives");
+    assert!(
+        false_positives <= BLIND5_FALSE_POSITIVES,
+        "{false_positives} false positives"
+    );
 }
 
 /// What the router planned right of the fifth held-out set at its first score.
