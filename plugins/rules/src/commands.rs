@@ -42,8 +42,10 @@ pub struct CommandWords {
     /// The agents.
     pub agents: Vec<Agent>,
     /// Programs whose name opens a shell command said without "run" while a terminal is
-    /// focused ("git pull", "cargo test"), lowercase.
-    pub shell_programs: Vec<String>,
+    /// focused ("git pull", "cargo test"), lowercase, each with the words that may follow
+    /// it first: its subcommands (`status`, `pull`), `*` for any argument, none for the
+    /// program alone.
+    pub shell_programs: BTreeMap<String, Vec<String>>,
     /// Kinds of application as people say them ("the file manager", "my email client") →
     /// the desktop entry `Categories` an application of that kind has (all of them).
     pub kinds: HashMap<String, Vec<String>>,
@@ -73,7 +75,7 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct ShellFile {
     #[serde(default)]
-    programs: Vec<Spanned<String>>,
+    programs: BTreeMap<String, Spanned<Vec<String>>>,
     #[serde(default)]
     phrases: BTreeMap<String, Spanned<String>>,
 }
@@ -167,19 +169,22 @@ impl CommandWords {
                 spoken,
             });
         }
-        let mut shell_programs = Vec::new();
-        for program in &file.shell.programs {
-            let name = program.get_ref().trim().to_lowercase();
-            if name.is_empty()
-                || name.contains(char::is_whitespace)
-                || name.chars().any(char::is_control)
-            {
+        let mut shell_programs = BTreeMap::new();
+        for (program, then) in &file.shell.programs {
+            let one_word = |w: &str| {
+                !w.is_empty()
+                    && !w.contains(char::is_whitespace)
+                    && !w.chars().any(char::is_control)
+            };
+            if !one_word(program) || !then.get_ref().iter().all(|w| one_word(w)) {
                 return Err(at(
-                    program.span().start,
-                    format!("shell program {:?} is not one word", program.get_ref()),
+                    then.span().start,
+                    format!(
+                        "shell program {program:?}: the program and each word after it are one word"
+                    ),
                 ));
             }
-            shell_programs.push(name);
+            shell_programs.insert(program.to_lowercase(), then.get_ref().clone());
         }
         let mut shell_phrases = HashMap::new();
         for (phrase, command) in &file.shell.phrases {

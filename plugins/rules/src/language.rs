@@ -52,7 +52,14 @@ pub fn url(raw: &str) -> Option<Matched> {
         .iter()
         .all(|w| &w.raw == first)
     {
-        return None;
+        // "go to reddit dot com slash r slash linux": the address said in words.
+        let verb = spoken.raw[..spoken.raw_start(after)].trim();
+        let words: Vec<&str> = spoken.words[after..spoken.last]
+            .iter()
+            .map(|w| w.text.as_str())
+            .collect();
+        let address = spoken_address(&words)?;
+        return url(&format!("{verb} {address}"));
     }
     let token = raw[first.clone()]
         .trim_matches(|c: char| matches!(c, '"' | '\'' | '<' | '>' | '(' | ')' | ',' | '!' | '?'))
@@ -241,6 +248,35 @@ fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matc
             site.search.as_deref()?,
             &site.name,
         ));
+    }
+    // "on youtube find how to solder", "on github search for niri".
+    if matches!(words.first(), Some(&("on" | "in"))) {
+        for k in 1..=4.min(words.len().saturating_sub(2)) {
+            let Some(site) = sources
+                .catalog
+                .lookup_web(&words[1..=k].join(" "))
+                .filter(|s| s.search.is_some())
+            else {
+                continue;
+            };
+            let rest = &words[k + 1..];
+            let verb = SITE_SEARCH_VERBS
+                .iter()
+                .chain(&["search for", "search", "look up"])
+                .find(|v| rest.starts_with(&v.split(' ').collect::<Vec<_>>()[..]));
+            if let Some(verb) = verb {
+                let start = spoken.first + k + 1 + verb.split(' ').count();
+                if start < spoken.last {
+                    return Some(query_step(
+                        spoken,
+                        start,
+                        spoken.last,
+                        site.search.as_deref()?,
+                        &site.name,
+                    ));
+                }
+            }
+        }
     }
     // "find cat videos on youtube", "play lofi on youtube".
     if let Some(after) = spoken.after_verb(SITE_SEARCH_VERBS) {
@@ -893,6 +929,32 @@ pub fn spoken_symbols(command: &str) -> String {
     out
 }
 
+/// An address said in words ("reddit dot com slash r slash linux" → `reddit.com/r/linux`,
+/// "docs dot rs"): only letters and digits and the words dot, slash, dash, colon, with at
+/// least one dot, each before letters or digits. `None` for anything else.
+fn spoken_address(words: &[&str]) -> Option<String> {
+    let mut out = String::new();
+    let mut dotted = false;
+    for (i, word) in words.iter().enumerate() {
+        match *word {
+            "dot" => {
+                let next = words.get(i + 1)?;
+                if next.is_empty() || !next.chars().all(|c| c.is_ascii_alphanumeric()) {
+                    return None;
+                }
+                dotted = true;
+                out.push('.');
+            }
+            "slash" => out.push('/'),
+            "dash" | "hyphen" => out.push('-'),
+            "colon" => out.push(':'),
+            w if w.chars().all(|c| c.is_ascii_alphanumeric()) => out.push_str(w),
+            _ => return None,
+        }
+    }
+    (dotted && !out.starts_with(['.', '/'])).then_some(out)
+}
+
 /// Words of a sentence about something rather than a command: "python is slow", "ping me
 /// when you're done", "cargo test is failing, can you fix it".
 const NOT_IN_COMMANDS: &[&str] = &[
@@ -921,7 +983,7 @@ fn said_as_command(words: &[&str], sources: &Sources<'_>) -> bool {
 }
 
 /// Words said before a command that are no part of it ("okay git push").
-const COMMAND_LEADS: &[&str] = &["okay", "ok", "so", "now", "alright", "and"];
+const COMMAND_LEADS: &[&str] = &["okay", "ok", "so", "now", "alright", "and", "do", "a"];
 
 /// A shell command said without a verb while a terminal is focused: a phrase of
 /// `[shell.phrases]` ("go up one directory" → `cd ..`), "cd into src" (`cd src`), or words
@@ -938,6 +1000,19 @@ fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
     let mut last = spoken.words.len();
     if last > first + 1 && spoken.words[last - 1].text == "please" {
         last -= 1;
+    }
+    // "list the files in here": where it runs is the focused terminal anyway.
+    for place in PLACES {
+        let n = place.len();
+        if last >= first + 1 + n
+            && spoken.words[last - n..last]
+                .iter()
+                .map(|w| w.text.as_str())
+                .eq(place.iter().copied())
+        {
+            last -= n;
+            break;
+        }
     }
     let said: Vec<&str> = spoken.words[first..last]
         .iter()

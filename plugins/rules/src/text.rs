@@ -148,6 +148,8 @@ const LEADING_FILLERS: &[&str] = &[
     "okay so",
     "ok so",
     "alright",
+    "oops",
+    "whoops",
     "uhm",
     "uh",
     "um",

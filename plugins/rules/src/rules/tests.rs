@@ -1710,3 +1710,41 @@ fn typing_and_keys_aimed_at_any_open_window() {
         [("type_text", json!({"text": "see you in the office"}))]
     );
 }
+
+#[test]
+fn addresses_said_in_words_and_reasons_said_first() {
+    assert_eq!(
+        steps_in("go to reddit dot com slash r slash linux", "firefox"),
+        [(
+            "ensure_url",
+            json!({"url": "https://reddit.com/r/linux", "site": "reddit.com"})
+        )]
+    );
+    assert!(steps_in("go to the dot", "firefox").is_empty());
+    // A reason, then the command: the command; a command before it is never dropped.
+    assert_eq!(
+        steps_in("i need to edit a photo, open spotify", "firefox"),
+        steps_in("open spotify", "firefox")
+    );
+    assert!(steps_in("hello there, how are you", "firefox").is_empty());
+    assert!(
+        steps_in(
+            "i want to message someone on telegram, open it up",
+            "firefox"
+        )
+        .is_empty()
+    );
+    // A site first, then what to search for on it.
+    let url = |said: &str| match steps_in(said, "firefox").as_slice() {
+        [("open_url", args)] => args["url"].as_str().map(str::to_owned),
+        _ => None,
+    };
+    assert!(url("on youtube find how to solder").is_some_and(|u| u.contains("how+to+solder")));
+    // Shell leads and places.
+    let run = |said: &str| match steps_in(said, "foot").as_slice() {
+        [("terminal", args)] => args["command"].as_str().map(str::to_owned),
+        _ => None,
+    };
+    assert_eq!(run("do a git pull").as_deref(), Some("git pull"));
+    assert_eq!(run("list the files in here").as_deref(), Some("ls"));
+}
