@@ -185,7 +185,6 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
                     || language::loose_shortcut(&query, &alone).is_some();
                 (!command).then(|| vec![m])
             })
-            .or_else(|| last_clause(sources))
             .ok_or(e),
     }
 }
@@ -344,36 +343,6 @@ fn repeated(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     step.args["repeat"] = json!(times);
     step.message = format!("{} ({times} times)", step.message);
     Some(vec![step])
-}
-
-/// "I need to edit a photo, open gimp": a reason said first, then the command, apart by a
-/// comma or a full stop. The last clause is planned alone when every clause before it plans
-/// nothing (so no command said is dropped), and it plans only steps that do not lean on
-/// what came before ("open it up" names nothing).
-fn last_clause(sources: &Sources<'_>) -> Option<Vec<Matched>> {
-    let raw = sources.utterance.trim().trim_end_matches(['.', '!']);
-    let cut = raw.rfind([',', '.', ';'])?;
-    let (before, last) = (&raw[..cut], raw[cut + 1..].trim());
-    let plans = |said: &str| {
-        let text = crate::text::normalize(said);
-        let text = crate::text::strip_fillers(&text);
-        let alone = Sources {
-            utterance: said,
-            ..*sources
-        };
-        plan_rules(text, &alone).ok()
-    };
-    if last.is_empty()
-        || before
-            .split([',', '.', ';'])
-            .any(|c| plans(c.trim()).is_some())
-    {
-        return None;
-    }
-    let steps = plans(last)?;
-    let leans = ["it", "that", "this", "them", "there"];
-    let words = crate::text::normalize(last);
-    (!words.split(' ').any(|w| leans.contains(&w))).then_some(steps)
 }
 
 /// What a key moves over, said with a count ("two words"), singular and plural.
