@@ -468,6 +468,20 @@ pub fn loose_shortcut(text: &str, sources: &Sources<'_>) -> Option<Matched> {
     if key.is_empty() {
         return None;
     }
+    // "open close tab" (a misheard "reopen closed tab"): a dropped verb that says the
+    // opposite of the one kept is no command at all.
+    let mut said = text.split(' ');
+    if let (Some(dropped), Some(kept)) = (said.next(), key.split(' ').next())
+        && matches!(
+            (dropped, kept),
+            (
+                "open" | "show" | "start",
+                "close" | "hide" | "exit" | "quit" | "stop"
+            )
+        )
+    {
+        return None;
+    }
     let focused = focused_profile(sources);
     if focused.is_some_and(|p| p.kind == Kind::Browser)
         && let Some(n) = tab_number(&key)

@@ -1723,6 +1723,9 @@ fn addresses_said_in_words_and_commas_that_split_nothing() {
     assert!(steps_in("go to the dot", "firefox").is_empty());
     // A comma the recogniser wrote splits nothing: "reopen, close tab" is no "close tab".
     assert!(steps_in("reopen, close tab", "firefox").is_empty());
+    // A dropped verb that says the opposite of the kept one: no command.
+    assert!(steps_in("open close tab", "firefox").is_empty());
+    assert!(!steps_in("close the tab", "firefox").is_empty());
     assert!(steps_in("hello there, how are you", "firefox").is_empty());
     // A site first, then what to search for on it.
     let url = |said: &str| match steps_in(said, "firefox").as_slice() {
