@@ -80,6 +80,16 @@ impl AppEntry {
         self
     }
 
+    /// Whether a window whose `app_id` is `app_id` is this application's: its desktop id or
+    /// its `StartupWMClass`, up to ASCII case.
+    pub fn has_app_id(&self, app_id: &str) -> bool {
+        self.id.eq_ignore_ascii_case(app_id)
+            || self
+                .wm_class
+                .as_deref()
+                .is_some_and(|w| w.eq_ignore_ascii_case(app_id))
+    }
+
     /// Whether its `Categories` hold every one of `wanted`.
     pub fn is_of(&self, wanted: &[String]) -> bool {
         !wanted.is_empty()

@@ -153,54 +153,65 @@ fn app_of(args: &Value) -> Option<String> {
 }
 
 /// Whether a planned step has the effect of an expected one in `case`'s desktop although it
-/// differs: `open-overview` where `toggle-overview` was expected (the overview is closed in
-/// a case's desktop), a browser's other chord for the same command (F5 for ctrl+r,
-/// ctrl+Page_Down for ctrl+Tab) with a browser focused, or both are application ops (`launch_app`, `ensure_app`, `focus_app`) on the same
-/// application, and given whether a window of it is open they do the same (start it, or
-/// focus its window): "open spotify" planned `launch_app` where `ensure_app` was expected
-/// and no Spotify window is open.
+/// differs: a browser's other chord for the same command ([`same_in_browsers`]), niri's
+/// overview opened where it was to be toggled ([`overview_opened`]), or another application
+/// op with the same outcome ([`same_app_effect`]).
 pub fn same_effect(case: &Case, step: &Value, want: &Expected) -> bool {
     let op = step.get("op").and_then(Value::as_str).unwrap_or("");
     let args = step.get("args").cloned().unwrap_or(Value::Null);
-    // Browsers take either chord of these pairs for the same command.
-    if op == "key" && want.op == "key" {
-        const BROWSERS: &[&str] = &["firefox", "chromium", "google-chrome", "brave-browser"];
-        const SAME_IN_BROWSERS: &[[&str; 2]] = &[
-            ["F5", "ctrl+r"],
-            ["ctrl+Page_Down", "ctrl+Tab"],
-            ["ctrl+Page_Up", "ctrl+shift+Tab"],
-        ];
-        let browser = case
-            .focused
-            .as_deref()
-            .is_some_and(|f| BROWSERS.contains(&f));
-        let chord = args.get("chord").and_then(Value::as_str).unwrap_or("");
-        let wanted = want
-            .args
-            .get("chord")
-            .and_then(toml::Value::as_str)
-            .unwrap_or("");
-        let others_same = want
-            .args
+    match (op, want.op.as_str()) {
+        ("key", "key") => same_in_browsers(case, &args, want),
+        ("niri", "niri") => overview_opened(&args, want),
+        _ => same_app_effect(case, op, &args, want),
+    }
+}
+
+/// With a browser focused, the other chord of a pair browsers take for one command (F5 for
+/// ctrl+r, ctrl+Page_Down for ctrl+Tab), the other args as expected.
+fn same_in_browsers(case: &Case, args: &Value, want: &Expected) -> bool {
+    const BROWSERS: &[&str] = &["firefox", "chromium", "google-chrome", "brave-browser"];
+    const SAME_IN_BROWSERS: &[[&str; 2]] = &[
+        ["F5", "ctrl+r"],
+        ["ctrl+Page_Down", "ctrl+Tab"],
+        ["ctrl+Page_Up", "ctrl+shift+Tab"],
+    ];
+    let browser = case
+        .focused
+        .as_deref()
+        .is_some_and(|f| BROWSERS.contains(&f));
+    let chord = args.get("chord").and_then(Value::as_str).unwrap_or("");
+    let wanted = want
+        .args
+        .get("chord")
+        .and_then(toml::Value::as_str)
+        .unwrap_or("");
+    let others_same = want
+        .args
+        .iter()
+        .all(|(k, v)| k == "chord" || args.get(k) == serde_json::to_value(v).ok().as_ref());
+    browser
+        && others_same
+        && chord != wanted
+        && SAME_IN_BROWSERS
             .iter()
-            .all(|(k, v)| k == "chord" || args.get(k) == serde_json::to_value(v).ok().as_ref());
-        return browser
-            && others_same
-            && SAME_IN_BROWSERS
-                .iter()
-                .any(|pair| pair.contains(&chord) && pair.contains(&wanted) && chord != wanted);
-    }
-    // niri's overview, closed in a case's desktop (its context says nothing of it): opening
-    // it is what the toggle does.
-    if op == "niri" && want.op == "niri" {
-        let command = args.get("command").and_then(Value::as_str);
-        let wanted = want.args.get("command").and_then(toml::Value::as_str);
-        return command == Some("open-overview") && wanted == Some("toggle-overview");
-    }
-    let (Some(app), Some(wanted)) = (app_of(&args), {
-        let want_args = serde_json::to_value(&want.args).unwrap_or(Value::Null);
-        app_of(&want_args)
-    }) else {
+            .any(|pair| pair.contains(&chord) && pair.contains(&wanted))
+}
+
+/// `open-overview` where `toggle-overview` was expected: niri's overview is closed in a
+/// case's desktop (its context says nothing of it), so opening it is what the toggle does.
+fn overview_opened(args: &Value, want: &Expected) -> bool {
+    let command = args.get("command").and_then(Value::as_str);
+    let wanted = want.args.get("command").and_then(toml::Value::as_str);
+    command == Some("open-overview") && wanted == Some("toggle-overview")
+}
+
+/// Both application ops (`launch_app`, `ensure_app`, `focus_app`) on the same application,
+/// doing the same given whether a window of it is open (start it, or focus its window):
+/// "open spotify" planned `launch_app` where `ensure_app` was expected and no Spotify window
+/// is open.
+fn same_app_effect(case: &Case, op: &str, args: &Value, want: &Expected) -> bool {
+    let want_args = serde_json::to_value(&want.args).unwrap_or(Value::Null);
+    let (Some(app), Some(wanted)) = (app_of(args), app_of(&want_args)) else {
         return false;
     };
     let wm_class = args
@@ -228,13 +239,6 @@ pub fn judge(case: &Case, planned: &Value) -> Verdict {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let shown = |steps: &[Value]| {
-        steps
-            .iter()
-            .map(|s| format!("{} {}", s["op"].as_str().unwrap_or("?"), s["args"]))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     if case.is_negative() {
         if !steps.is_empty() {
             return Verdict::FalsePositive(shown(&steps));
@@ -285,14 +289,19 @@ pub fn judge(case: &Case, planned: &Value) -> Verdict {
     same.map_or(Verdict::Right, Verdict::SameEffect)
 }
 
+/// Steps as the report shows them: `op args`, comma-separated.
+fn shown(steps: &[Value]) -> String {
+    steps
+        .iter()
+        .map(|s| format!("{} {}", s["op"].as_str().unwrap_or("?"), s["args"]))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Whether `step` is `want` (its op, its confirm when named, and at least the args named),
 /// else what differs.
 fn step_matches(step: &Value, want: &Expected) -> Result<(), String> {
-    let shown = format!(
-        "{} {}",
-        step["op"].as_str().unwrap_or("?"),
-        step.get("args").unwrap_or(&Value::Null)
-    );
+    let shown = shown(std::slice::from_ref(step));
     let op = step.get("op").and_then(Value::as_str).unwrap_or("");
     if op != want.op {
         return Err(format!("{shown} (expected op {})", want.op));

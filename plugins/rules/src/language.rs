@@ -495,18 +495,19 @@ pub fn loose_shortcut(text: &str, sources: &Sources<'_>) -> Option<Matched> {
     }
     let terminal = focused.is_some_and(|p| p.kind == Kind::Terminal);
     let chord_of = |name: &str| -> Option<(String, String)> {
-        if let Some(chord) = focused.and_then(|p| p.shortcuts.get(name)) {
-            return Some((
-                chord.clone(),
-                focused.map_or_else(String::new, |p| p.name.clone()),
-            ));
-        }
-        // The profile's own phrases that press a chord ("stop the command" in a terminal).
-        if let Some(Command::Chord(chord)) = focused.and_then(|p| p.commands.get(name)) {
-            return Some((
-                chord.clone(),
-                focused.map_or_else(String::new, |p| p.name.clone()),
-            ));
+        // A shortcut of the profile, or one of its own phrases that presses a chord ("stop
+        // the command" in a terminal).
+        let own = focused.and_then(|p| {
+            p.shortcuts
+                .get(name)
+                .or(match p.commands.get(name) {
+                    Some(Command::Chord(chord)) => Some(chord),
+                    _ => None,
+                })
+                .map(|chord| (chord.clone(), p.name.clone()))
+        });
+        if own.is_some() {
+            return own;
         }
         if terminal {
             return None;
@@ -883,6 +884,29 @@ const PLACES: &[&[&str]] = &[
     &["here"],
 ];
 
+/// One past the last word of a command said from word `first` on: without a trailing
+/// "please" and where it runs ([`PLACES`], "in the terminal"), in either order; at least
+/// one word is kept.
+fn command_end(spoken: &Spoken<'_>, first: usize) -> usize {
+    let mut last = spoken.words.len();
+    let ends_with = |last: usize, words: &[&str]| {
+        last >= first + 1 + words.len()
+            && spoken.words[last - words.len()..last]
+                .iter()
+                .map(|w| w.text.as_str())
+                .eq(words.iter().copied())
+    };
+    for _ in 0..2 {
+        if ends_with(last, &["please"]) {
+            last -= 1;
+        }
+        if let Some(place) = PLACES.iter().find(|p| ends_with(last, p)) {
+            last -= place.len();
+        }
+    }
+    last
+}
+
 /// A shell command with the symbols said as words written as symbols: "dash la" is `-la`,
 /// "dash dash release" `--release`, "slash etc" `/etc`, "dot dot" `..`, "file dot txt"
 /// `file.txt`, "tilde" `~`. Only whole words count, case aside; a command said without
@@ -1000,7 +1024,7 @@ fn said_as_command(words: &[&str], sources: &Sources<'_>) -> bool {
 const COMMAND_LEADS: &[&str] = &["okay", "ok", "so", "now", "alright", "and", "do", "a"];
 
 /// A shell command said without a verb while a terminal is focused: a phrase of
-/// `[shell.phrases]` ("go up one directory" → `cd ..`), "cd into src" (`cd src`), or words
+/// `[shell.phrases]` ("go up one directory" → `cd ..`, "cd into src" → `cd src`), or words
 /// opening with a program of `[shell] programs` ("git pull", "cargo test please"), as said.
 fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
     let mut first = spoken.first;
@@ -1011,23 +1035,7 @@ fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
     {
         first += 1;
     }
-    let mut last = spoken.words.len();
-    if last > first + 1 && spoken.words[last - 1].text == "please" {
-        last -= 1;
-    }
-    // "list the files in here": where it runs is the focused terminal anyway.
-    for place in PLACES {
-        let n = place.len();
-        if last >= first + 1 + n
-            && spoken.words[last - n..last]
-                .iter()
-                .map(|w| w.text.as_str())
-                .eq(place.iter().copied())
-        {
-            last -= n;
-            break;
-        }
-    }
+    let last = command_end(spoken, first);
     let said: Vec<&str> = spoken.words[first..last]
         .iter()
         .map(|w| w.text.as_str())
@@ -1063,13 +1071,6 @@ fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
         command.clone()
     } else if let Some(command) = slotted() {
         command
-    } else if let ["cd", "into" | "to", rest @ ..] = said.as_slice()
-        && !rest.is_empty()
-    {
-        format!(
-            "cd {}",
-            one_name(&spoken.raw[spoken.raw_start(first + 2)..spoken.raw_end(last)])?
-        )
     } else if said_as_command(&said, sources) {
         let said = spoken.raw[spoken.raw_start(first)..spoken.raw_end(last)].trim();
         // A recogniser's sentence end, not a path's dot ("git add ." keeps it).
@@ -1128,27 +1129,7 @@ pub fn terminal(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Esca
     // A "please" said after the command is politeness, not an argument ("run git pull
     // please"), and so is where it runs ("run ls in the terminal"); other trailing words
     // are kept, since a command may end in anything.
-    let mut last = spoken.words.len();
-    for place in PLACES {
-        let n = place.len();
-        if last >= after + 1 + n
-            && spoken.words[last - n..last]
-                .iter()
-                .map(|w| w.text.as_str())
-                .eq(place.iter().copied())
-        {
-            last -= n;
-            break;
-        }
-    }
-    if spoken
-        .words
-        .get(last - 1)
-        .is_some_and(|w| w.text == "please")
-        && last > after + 1
-    {
-        last -= 1;
-    }
+    let last = command_end(&spoken, after);
     let end = if last == spoken.words.len() {
         spoken.raw.len()
     } else {
@@ -1247,12 +1228,10 @@ pub fn aimed_input(text: &str, sources: &Sources<'_>, raw: &str) -> Option<Match
             let spoken = compact(name);
             !spoken.is_empty()
                 && (spoken == compact(&normalize(app_id))
-                    || sources.apps.find(name).is_some_and(|a| {
-                        a.id.eq_ignore_ascii_case(app_id)
-                            || a.wm_class
-                                .as_deref()
-                                .is_some_and(|w| w.eq_ignore_ascii_case(app_id))
-                    }))
+                    || sources
+                        .apps
+                        .find(name)
+                        .is_some_and(|a| a.has_app_id(app_id)))
         };
         for phrase in aimed_at(text, named, true) {
             let Some(raw_phrase) = raw_part(raw, phrase) else {

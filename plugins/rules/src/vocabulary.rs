@@ -100,12 +100,7 @@ impl Vocabulary {
             for app_id in &context.app_ids {
                 if let Some(profile) = profiles.for_app_id(app_id) {
                     push_unique(&mut v.apps, &mut seen, &profile.name);
-                } else if let Some(app) = installed.iter().find(|a| {
-                    a.wm_class
-                        .as_deref()
-                        .is_some_and(|c| c.eq_ignore_ascii_case(app_id))
-                        || a.id.eq_ignore_ascii_case(app_id)
-                }) {
+                } else if let Some(app) = installed.iter().find(|a| a.has_app_id(app_id)) {
                     push_unique(&mut v.apps, &mut seen, &app.name);
                 }
             }

@@ -113,14 +113,9 @@ pub(crate) fn of_kind(target: &str, sources: &Sources<'_>) -> Option<OfKind> {
         .filter(|a| a.is_of(wanted))
         .collect();
     let open = sources.context.and_then(|c| {
-        c.app_ids.iter().find(|id| {
-            installed.iter().any(|a| {
-                a.id.eq_ignore_ascii_case(id)
-                    || a.wm_class
-                        .as_deref()
-                        .is_some_and(|w| w.eq_ignore_ascii_case(id))
-            })
-        })
+        c.app_ids
+            .iter()
+            .find(|id| installed.iter().any(|a| a.has_app_id(id)))
     });
     if let Some(app_id) = open {
         return Some(OfKind::Window(app_id.clone()));
@@ -276,11 +271,7 @@ pub(crate) fn launch(text: &str, sources: &Sources<'_>) -> Option<Matched> {
             let open = verb.starts_with("open")
                 && sources.context.is_some_and(|c| {
                     c.app_ids.iter().any(|id| {
-                        id.eq_ignore_ascii_case(&app.id)
-                            || app
-                                .wm_class
-                                .as_deref()
-                                .is_some_and(|w| id.eq_ignore_ascii_case(w))
+                        app.has_app_id(id)
                             || sources
                                 .profiles
                                 .for_app_id(id)
@@ -336,12 +327,7 @@ fn another(text: &str, sources: &Sources<'_>) -> Option<Matched> {
             .apps
             .all()
             .iter()
-            .find(|a| {
-                a.id.eq_ignore_ascii_case(focused)
-                    || a.wm_class
-                        .as_deref()
-                        .is_some_and(|w| w.eq_ignore_ascii_case(focused))
-            })?
+            .find(|a| a.has_app_id(focused))?
             .clone()
     } else {
         let name = ["a new", "another new", "another", "one more", "a second"]

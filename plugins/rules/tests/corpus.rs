@@ -5,13 +5,12 @@
 //! no niri config, no user profiles). Every case must plan as its file says; the table of
 //! [`utter_rules::eval::Report`] is printed either way.
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use utter_protocol::serde_json::json;
-use utter_protocol::testkit::{SpawnOptions, TestPlugin};
+use utter_protocol::testkit::TestPlugin;
 use utter_rules::eval::{self, Report};
 
-const BIN: &str = env!("CARGO_BIN_EXE_utter-rules");
+mod common;
 
 fn corpus_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus")
@@ -24,29 +23,7 @@ async fn start_router(home: &tempfile::TempDir) -> TestPlugin {
 
 /// The rules binary in a private home with the applications of `data_dir/applications`.
 async fn start_router_with(home: &tempfile::TempDir, data_dir: PathBuf) -> TestPlugin {
-    let dir = |sub: &str| {
-        let path = home.path().join(sub);
-        std::fs::create_dir_all(&path).expect("mkdir");
-        path.into_os_string()
-    };
-    let env: Vec<(OsString, OsString)> = vec![
-        ("HOME".into(), dir("home")),
-        ("XDG_CONFIG_HOME".into(), dir("config")),
-        ("XDG_DATA_HOME".into(), dir("data")),
-        ("XDG_DATA_DIRS".into(), data_dir.into_os_string()),
-        ("NIRI_CONFIG".into(), "".into()),
-        ("UTTER_SITES".into(), "".into()),
-        ("UTTER_SEARCH_URL".into(), "".into()),
-    ];
-    TestPlugin::start(
-        &[BIN.into()],
-        SpawnOptions {
-            env,
-            ..SpawnOptions::default()
-        },
-    )
-    .await
-    .expect("utter-rules starts")
+    common::start_router(home, Some(&data_dir)).await
 }
 
 /// Every case of `file` through `plugin`, scored.
@@ -95,8 +72,10 @@ async fn the_project_corpus_plans_as_written() {
 }
 
 /// Score the held-out set in `tests/corpus/<dir>/` (its `commands.toml`, with its own
-/// desktop entries), printing its table and misses under `label`: (right, false positives).
-async fn score_held_out(dir: &str, label: &str) -> (usize, usize) {
+/// desktop entries), printing its table and misses under `label`, and fail when fewer than
+/// `floor` cases plan right or more than `false_positives` negatives plan something. A floor
+/// is a regression guard, raised as causes are fixed; a set is never tuned to.
+async fn score_held_out(dir: &str, label: &str, floor: usize, false_positives: usize) {
     let home = tempfile::tempdir().expect("temp dir");
     let plugin = start_router_with(&home, corpus_dir().join(dir)).await;
     let (cases, report) = score(&plugin, &format!("{dir}/commands.toml")).await;
@@ -114,97 +93,54 @@ async fn score_held_out(dir: &str, label: &str) -> (usize, usize) {
         cases.len(),
         total.same_effect
     );
-    (total.right, total.false_positives)
+    assert!(
+        total.right >= floor,
+        "{label}: {} right, below {floor}",
+        total.right
+    );
+    assert!(
+        total.false_positives <= false_positives,
+        "{label}: {} negatives planned something (at most {false_positives})",
+        total.false_positives
+    );
 }
 
-/// The held-out corpus (`tests/corpus/blind/`), written by someone who had not read the
-/// router, from other voice tools' command lists and desktop habits: its table is printed
-/// beside the project's own. Its score is a measure, not a target; the test fails only when
-/// it falls below what the router reached last (a regression guard, raised as causes are
-/// fixed) or a negative plans something new.
+/// The held-out corpus (`tests/corpus/blind/`, 325 cases), written by someone who had not
+/// read the router, from other voice tools' command lists and desktop habits: its table is
+/// printed beside the project's own (first score 211). Its one false positive is `run sudo
+/// rm -rf /`, which the runner's policy asks about.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_held_out_corpus_is_scored() {
-    let (right, false_positives) = score_held_out("blind", "held-out").await;
-    assert!(right >= BLIND_FLOOR, "{right} right, below {BLIND_FLOOR}");
-    assert!(false_positives <= 1, "{false_positives} false positives");
+    score_held_out("blind", "held-out", 300, 1).await;
 }
 
-/// What the router planned right of the held-out corpus when this floor was last raised.
-const BLIND_FLOOR: usize = 300;
-
-/// A second held-out set (`tests/corpus/blind2/`), written blind after the first one had been
-/// used to find causes: the measure of whether those fixes generalise. Scored like the
-/// first; a regression guard, never tuned to.
+/// A second held-out set (`tests/corpus/blind2/`, 150 cases), written blind after the first
+/// one had been used to find causes (first score 126).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_second_held_out_corpus_is_scored() {
-    let (right, false_positives) = score_held_out("blind2", "second held-out").await;
-    assert!(right >= BLIND2_FLOOR, "{right} right, below {BLIND2_FLOOR}");
-    assert_eq!(
-        false_positives, 0,
-        "a negative of the second set planned something"
-    );
+    score_held_out("blind2", "second held-out", 136, 0).await;
 }
 
-/// What the router planned right of the second held-out set when this floor was last raised
-/// (126 at its first score).
-const BLIND2_FLOOR: usize = 136;
-
-/// A third held-out set (`tests/corpus/blind3/`, 250 cases), written blind by a helper who
-/// had not read the project, after the first two had been used to find causes; scored like
-/// them, a regression guard, never tuned to.
+/// A third held-out set (`tests/corpus/blind3/`, 250 cases), written blind after the first
+/// two had been used (first score 176).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_third_held_out_corpus_is_scored() {
-    let (right, false_positives) = score_held_out("blind3", "third held-out").await;
-    assert!(right >= BLIND3_FLOOR, "{right} right, below {BLIND3_FLOOR}");
-    assert!(
-        false_positives <= BLIND3_FALSE_POSITIVES,
-        "{false_positives} false positives"
-    );
+    score_held_out("blind3", "third held-out", 216, 1).await;
 }
 
-/// What the router planned right of the third held-out set when this floor was last raised.
-const BLIND3_FLOOR: usize = 216;
-
-/// The third set's false positives when the floor was last set.
-const BLIND3_FALSE_POSITIVES: usize = 1;
-
-/// A fourth held-out set (`tests/corpus/blind4/`, 200 cases), written blind by a helper who
-/// had not read the project, after the third had been used to find causes: scored like the
-/// others, a regression guard, never tuned to.
+/// A fourth held-out set (`tests/corpus/blind4/`, 200 cases), written blind after the third
+/// had been used (first score 149).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fourth_held_out_corpus_is_scored() {
-    let (right, false_positives) = score_held_out("blind4", "fourth held-out").await;
-    assert!(right >= BLIND4_FLOOR, "{right} right, below {BLIND4_FLOOR}");
-    assert!(
-        false_positives <= BLIND4_FALSE_POSITIVES,
-        "{false_positives} false positives"
-    );
+    score_held_out("blind4", "fourth held-out", 166, 1).await;
 }
 
-/// What the router planned right of the fourth held-out set at its first score.
-const BLIND4_FLOOR: usize = 166;
-
-/// The fourth set's false positives at its first score.
-const BLIND4_FALSE_POSITIVES: usize = 1;
-
-/// A fifth held-out set (`tests/corpus/blind5/`, 150 cases), written blind by hand at the
-/// end of the session whose fixes the third and fourth sets guided: the measure of those
-/// fixes. Scored like the others, a regression guard, never tuned to.
+/// A fifth held-out set (`tests/corpus/blind5/`, 150 cases), written blind by hand after the
+/// fourth had been used (first score 120).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fifth_held_out_corpus_is_scored() {
-    let (right, false_positives) = score_held_out("blind5", "fifth held-out").await;
-    assert!(right >= BLIND5_FLOOR, "{right} right, below {BLIND5_FLOOR}");
-    assert!(
-        false_positives <= BLIND5_FALSE_POSITIVES,
-        "{false_positives} false positives"
-    );
+    score_held_out("blind5", "fifth held-out", 128, 1).await;
 }
-
-/// What the router planned right of the fifth held-out set at its first score.
-const BLIND5_FLOOR: usize = 128;
-
-/// The fifth set's false positives at its first score.
-const BLIND5_FALSE_POSITIVES: usize = 1;
 
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an

@@ -4,35 +4,15 @@
 //! category and the compositor's first, and every example it generates plans, through the
 //! same plugin, to the op it states in the context it was asked for.
 
-use std::ffi::OsString;
 use utter_protocol::serde_json::{Value, json};
-use utter_protocol::testkit::{SpawnOptions, TestPlugin};
+use utter_protocol::testkit::TestPlugin;
 
-const BIN: &str = env!("CARGO_BIN_EXE_utter-rules");
+mod common;
 
 const COMPOSITOR: &str = utter_rules::examples::COMPOSITOR_CATEGORY;
 
 async fn start(home: &tempfile::TempDir) -> TestPlugin {
-    let dir = |sub: &str| {
-        let path = home.path().join(sub);
-        std::fs::create_dir_all(&path).expect("mkdir");
-        path.into_os_string()
-    };
-    let env: Vec<(OsString, OsString)> = vec![
-        ("HOME".into(), dir("home")),
-        ("XDG_CONFIG_HOME".into(), dir("config")),
-        ("XDG_DATA_HOME".into(), dir("data")),
-        ("XDG_DATA_DIRS".into(), dir("sys")),
-        ("NIRI_CONFIG".into(), "".into()),
-        ("UTTER_SITES".into(), "".into()),
-    ];
-    let options = SpawnOptions {
-        env,
-        ..SpawnOptions::default()
-    };
-    TestPlugin::start(&[BIN.into()], options)
-        .await
-        .unwrap_or_else(|e| panic!("utter-rules starts: {e}"))
+    common::start_router(home, None).await
 }
 
 async fn request(plugin: &TestPlugin, method: &str, params: Value) -> Value {
