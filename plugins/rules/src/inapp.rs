@@ -91,36 +91,32 @@ const SPOKEN_MARKS: &[(&str, &str)] = &[
 ];
 
 /// `text` with its spoken punctuation written as marks ([`SPOKEN_MARKS`]): a mark word
-/// after another word becomes the mark joined to that word (the words then single-spaced). "period" and "full stop" only
-/// end the text ("the period is over" keeps its word), the others anywhere.
+/// after another word becomes the mark joined to that word, and the words are then
+/// single-spaced. "period" and "full stop" only end the text ("the period is over" keeps
+/// its word), the others stand anywhere; after an article a mark word is the mark's name
+/// ("use a comma here").
 fn written_marks(text: &str) -> String {
     let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
     let mut out = String::with_capacity(text.len());
     let mut changed = false;
     let mut i = 0;
     while i < words.len() {
-        let found = (i > 0)
-            .then(|| {
-                SPOKEN_MARKS.iter().find_map(|(said, mark)| {
-                    let n = said.split(' ').count();
-                    let here = words.get(i..i + n)?;
-                    let same = here
-                        .iter()
-                        .map(|w| w.trim_end_matches(['.', ',', '!', '?']).to_lowercase())
-                        .eq(said.split(' ').map(str::to_owned));
-                    let ends = i + n == words.len();
-                    // "use a comma here": after an article the word is the mark's name.
-                    let named = matches!(
-                        words[i - 1].to_lowercase().as_str(),
-                        "a" | "an" | "the" | "this" | "that"
-                    );
-                    let same = same && !named;
-                    (same && (ends || !matches!(*said, "period" | "full stop")))
-                        .then_some((n, *mark))
-                })
-            })
-            .flatten();
-        match found {
+        let named = i == 0
+            || matches!(
+                words[i - 1].to_lowercase().as_str(),
+                "a" | "an" | "the" | "this" | "that"
+            );
+        let found = SPOKEN_MARKS.iter().find_map(|(said, mark)| {
+            let n = said.split(' ').count();
+            let same = words
+                .get(i..i + n)?
+                .iter()
+                .map(|w| w.trim_end_matches(['.', ',', '!', '?']).to_lowercase())
+                .eq(said.split(' ').map(str::to_owned));
+            let ends = i + n == words.len();
+            (same && (ends || !matches!(*said, "period" | "full stop"))).then_some((n, *mark))
+        });
+        match found.filter(|_| !named) {
             Some((n, mark)) => {
                 while out.ends_with(['.', ',']) && !out.ends_with("..") {
                     out.pop();
@@ -711,15 +707,16 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
         other => {
             let counted = numbers::digits(other);
             let counted: Vec<&str> = counted.split(' ').collect();
-            match (repetition(&counted), counted.as_slice()) {
-                (Ok((times, [])), _) => times.saturating_mul(SCROLL_STEPS).min(MAX_SCROLL),
+            let times = match (repetition(&counted), counted.as_slice()) {
+                (Ok((times, [])), _) => times,
                 // "scroll down three": as many times.
                 (_, [n]) => match n.parse::<u32>() {
-                    Ok(times @ 1..) => times.saturating_mul(SCROLL_STEPS).min(MAX_SCROLL),
+                    Ok(times @ 1..) => times,
                     _ => return problem(),
                 },
                 _ => return problem(),
-            }
+            };
+            times.saturating_mul(SCROLL_STEPS).min(MAX_SCROLL)
         }
     };
     Some(Ok(Matched {

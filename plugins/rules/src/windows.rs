@@ -31,7 +31,7 @@ pub(crate) fn target_names(target: &str) -> Vec<&str> {
 /// The app_id of a context window that `target` names, if there is a context. A likelier
 /// match of any form of the name beats a looser one of another ([`Likeness`]): "xx" focuses
 /// the `xx` window before the `X-X` one, whichever comes first.
-pub(crate) fn window_named<'a>(target: &str, context: Option<&'a Context>) -> Option<&'a str> {
+fn window_named<'a>(target: &str, context: Option<&'a Context>) -> Option<&'a str> {
     let context = context?;
     let forms: Vec<String> = target_names(target)
         .into_iter()
@@ -55,7 +55,7 @@ pub fn names_a_window(text: &str, curated: &Curated) -> bool {
 }
 
 /// The installed application `target` names.
-pub(crate) fn app_named(target: &str, apps: &dyn AppLookup) -> Option<AppEntry> {
+fn app_named(target: &str, apps: &dyn AppLookup) -> Option<AppEntry> {
     target_names(target)
         .into_iter()
         .find_map(|name| apps.find(name))
@@ -89,7 +89,7 @@ pub(crate) fn switch_to(target: &str, sources: &Sources<'_>) -> Option<Matched> 
 }
 
 /// What a kind of application said as such names ([`of_kind`]).
-pub(crate) enum OfKind {
+enum OfKind {
     /// The `app_id` of an open window of that kind.
     Window(String),
     /// The one installed application of that kind.
@@ -100,7 +100,7 @@ pub(crate) enum OfKind {
 /// by the desktop entry `Categories` that `data/commands.toml` `[kinds]` gives the words.
 /// An open window of an application of the kind comes first; else the one installed
 /// application of the kind. Of several installed and none open, none is guessed.
-pub(crate) fn of_kind(target: &str, sources: &Sources<'_>) -> Option<OfKind> {
+fn of_kind(target: &str, sources: &Sources<'_>) -> Option<OfKind> {
     let spoken = ["the ", "my ", "a ", "an "]
         .iter()
         .find_map(|a| target.strip_prefix(a))
@@ -157,7 +157,7 @@ fn focus_window(app_id: &str) -> Matched {
 
 /// Focus or start the application of the profile `target` names ("firefox", "the vs code
 /// app"), through its `launch` argv, when no desktop entry is installed for it.
-pub(crate) fn profile_launch(target: &str, sources: &Sources<'_>) -> Option<Matched> {
+fn profile_launch(target: &str, sources: &Sources<'_>) -> Option<Matched> {
     let forms = app_forms(target);
     let profile = target_names(target)
         .into_iter()
@@ -183,7 +183,7 @@ pub(crate) fn profile_launch(target: &str, sources: &Sources<'_>) -> Option<Matc
 
 /// The `app_id` of an open window of the application profile `target` names ("vs code" →
 /// `code`).
-pub(crate) fn profile_window<'a>(target: &str, sources: &Sources<'a>) -> Option<&'a str> {
+fn profile_window<'a>(target: &str, sources: &Sources<'a>) -> Option<&'a str> {
     let context = sources.context?;
     target_names(target).into_iter().find_map(|name| {
         if let Some(profile) = sources.profiles.named(name) {
@@ -210,7 +210,7 @@ pub(crate) fn profile_window<'a>(target: &str, sources: &Sources<'a>) -> Option<
 }
 
 /// The kind of application a common noun names: "terminal", "browser", "code editor".
-pub(crate) fn kind_named(name: &str) -> Option<Kind> {
+fn kind_named(name: &str) -> Option<Kind> {
     let name = ["the ", "my ", "a "]
         .iter()
         .find_map(|a| name.strip_prefix(a))
