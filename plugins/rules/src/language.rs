@@ -1219,19 +1219,28 @@ pub fn aimed_input(text: &str, sources: &Sources<'_>, raw: &str) -> Option<Match
     // desktop entry's name ("in slack type on my way"): typing and keys go to it. (A
     // profile's application is the loop's above, or the aimed-at-an-application reading's.)
     let context = sources.context?;
+    // Each spoken name is looked up among the installed applications once, whatever the
+    // number of windows it is compared with.
+    let found: std::cell::RefCell<
+        std::collections::HashMap<String, Option<crate::apps::AppEntry>>,
+    > = Default::default();
+    let installed = |name: &str| {
+        found
+            .borrow_mut()
+            .entry(name.to_owned())
+            .or_insert_with(|| sources.apps.find(name))
+            .clone()
+    };
     for app_id in context
         .app_ids
         .iter()
         .filter(|id| sources.profiles.for_app_id(id).is_none())
     {
+        let own = compact(&normalize(app_id));
         let named = |name: &str| {
             let spoken = compact(name);
             !spoken.is_empty()
-                && (spoken == compact(&normalize(app_id))
-                    || sources
-                        .apps
-                        .find(name)
-                        .is_some_and(|a| a.has_app_id(app_id)))
+                && (spoken == own || installed(name).is_some_and(|a| a.has_app_id(app_id)))
         };
         for phrase in aimed_at(text, named, true) {
             let Some(raw_phrase) = raw_part(raw, phrase) else {
