@@ -105,7 +105,21 @@ impl Vocabulary {
                 }
             }
         }
-        for profile in profiles.iter() {
+        // Profiles of installed applications before the rest; a player's profile (Spotify,
+        // VLC) is said as a player.
+        let installed_profile = |p: &crate::profiles::Profile| {
+            installed.iter().any(|a| {
+                p.has_app_id(&a.id) || a.wm_class.as_deref().is_some_and(|w| p.has_app_id(w))
+            })
+        };
+        let player = |p: &crate::profiles::Profile| {
+            p.kind == crate::profiles::Kind::App && KNOWN_PLAYERS.contains(&p.id.as_str())
+        };
+        let (first, rest): (Vec<_>, Vec<_>) = profiles
+            .iter()
+            .filter(|p| !player(p))
+            .partition(|p| installed_profile(p));
+        for profile in first.into_iter().chain(rest) {
             push_unique(&mut v.apps, &mut seen, &profile.name);
         }
         for app in installed {
@@ -196,7 +210,7 @@ mod tests {
         let v = Vocabulary::gather(&catalog, &profiles, &[], &["claude"], None);
         let prompt = v.prompt();
         assert!(prompt.starts_with("Workspace, screenshot"), "{prompt}");
-        assert!(prompt.contains("Play on VLC, mpv"), "{prompt}");
+        assert!(prompt.contains("Play on Spotify, VLC, mpv"), "{prompt}");
         assert!(
             prompt.contains("Switch to Firefox") && prompt.contains("Alacritty"),
             "{prompt}"
@@ -205,7 +219,7 @@ mod tests {
         assert!(prompt.ends_with('.'), "{prompt}");
         let open = prompt.rfind("Open ").unwrap();
         assert!(prompt[open..].contains("YouTube"), "{prompt}");
-        // Spotify is a profile and a player: said once, as the profile.
+        // Spotify is a profile and a player: said once, as a player.
         assert_eq!(v.terms().iter().filter(|t| **t == "Spotify").count(), 1);
         assert!(prompt.chars().count() <= MAX_PROMPT_CHARS);
     }
