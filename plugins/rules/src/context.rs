@@ -153,6 +153,15 @@ impl Context {
         }))
     }
 
+    /// True when the context names a compositor the compositor plugin has a backend for
+    /// (niri, sway), which can look for an application's window when a step runs
+    /// (`ensure_app`, `focus_app`).
+    pub fn has_window_ipc(context: Option<&Context>) -> bool {
+        context
+            .and_then(|c| c.compositor.as_deref())
+            .is_some_and(|name| matches!(name, "niri" | "sway"))
+    }
+
     /// False when the context names a compositor other than niri: niri actions would fail
     /// there. No name (or no context) is taken as "may be niri".
     pub fn may_be_niri(context: Option<&Context>) -> bool {

@@ -221,11 +221,14 @@ fn same_app_effect(case: &Case, op: &str, args: &Value, want: &Expected) -> bool
     if app != wanted && wm_class.as_deref() != Some(wanted.as_str()) {
         return false;
     }
-    let open = case
-        .focused
-        .iter()
-        .chain(&case.windows)
-        .any(|id| id.eq_ignore_ascii_case(&wanted));
+    // A window of it is open when a window's app_id is the application's id or the
+    // StartupWMClass the plan names (a flatpak's `com.spotify.Client` has `spotify` windows).
+    let open = case.focused.iter().chain(&case.windows).any(|id| {
+        id.eq_ignore_ascii_case(&wanted)
+            || wm_class
+                .as_deref()
+                .is_some_and(|w| id.eq_ignore_ascii_case(w))
+    });
     match (app_effect(op, open), app_effect(&want.op, open)) {
         (Some(a), Some(b)) => a == b,
         _ => false,

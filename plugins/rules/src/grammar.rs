@@ -1,5 +1,6 @@
 //! The shared words of the command space: `data/grammar.toml` (embedded at build time), the
-//! verbs, objects, directions, markers, fillers and size words every generated family reads
+//! verbs, objects, directions, markers, fillers, size words and other name words every
+//! generated family reads
 //! ([`crate::space`]), and the reading of an utterance as those words ([`Grammar::read`]).
 //!
 //! A phrase of the file is one or more lowercase words; reading an utterance takes, at each
@@ -76,6 +77,8 @@ struct File {
     fillers: Fillers,
     sizes: BTreeMap<String, Vec<String>>,
     fractions: BTreeMap<String, f64>,
+    #[serde(default)]
+    words: BTreeMap<String, Vec<String>>,
     aliases: BTreeMap<String, String>,
 }
 
@@ -167,6 +170,13 @@ impl Grammar {
                 return Err(format!("the fraction \"{phrase}\" is {percent}%"));
             }
             put(phrase, Meaning::Other(Token::Fraction(*percent)))?;
+        }
+        // Other words of actions' names, and what people say for them ("free" for
+        // available): read as the name's own word.
+        for (word, said) in &file.words {
+            for phrase in said {
+                put(phrase, Meaning::Other(Token::Word(word.clone())))?;
+            }
         }
         let max_words = phrases
             .keys()

@@ -18,8 +18,9 @@
 //!    A word that names no key plans nothing, and the empty plan's message names the word.
 //! 3. `scroll`: "scroll up / down / left / right [a little | a lot | N times]" → op `scroll`,
 //!    args `{direction, amount}`, in steps: [`SCROLL_STEPS`] by default, [`SCROLL_LITTLE`]
-//!    for "a little", [`SCROLL_LOT`] for "a lot", N × [`SCROLL_STEPS`] for "N times", at most
-//!    [`MAX_SCROLL`].
+//!    for "a little", [`SCROLL_LOT`] for "a lot", and N steps (wheel clicks) for "N times" or a
+//!    bare "scroll down five", at most [`MAX_SCROLL`]: a counted scroll counts the wheel's
+//!    clicks, as people who count them expect.
 //! 4. `click_element`: "click / click on / tap on / press on \<element\>" → op
 //!    `click_element`, args `{description}`: the words after the verb as said (case kept,
 //!    punctuation and quotes around them trimmed, trailing politeness dropped), which the
@@ -50,7 +51,7 @@ use utter_protocol::serde_json::json;
 /// The most presses one `key` step asks for.
 pub const MAX_REPEAT: u32 = 20;
 
-/// Scroll steps of a plain "scroll down", and of each "time" in "scroll down three times".
+/// Scroll steps (wheel clicks) of a plain "scroll down".
 pub const SCROLL_STEPS: u32 = 5;
 
 /// Scroll steps of "a little".
@@ -709,14 +710,14 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
             let counted: Vec<&str> = counted.split(' ').collect();
             let times = match (repetition(&counted), counted.as_slice()) {
                 (Ok((times, [])), _) => times,
-                // "scroll down three": as many times.
+                // "scroll down three": as many clicks.
                 (_, [n]) => match n.parse::<u32>() {
                     Ok(times @ 1..) => times,
                     _ => return problem(),
                 },
                 _ => return problem(),
             };
-            times.saturating_mul(SCROLL_STEPS).min(MAX_SCROLL)
+            times.min(MAX_SCROLL)
         }
     };
     Some(Ok(Matched {
@@ -990,11 +991,11 @@ mod tests {
             ("scroll up a lot", "up", 15),
             ("scroll down a little", "down", 2),
             ("scroll down a bit", "down", 2),
-            ("scroll down three times", "down", 15),
-            ("scroll down 3 times", "down", 15),
-            ("scroll up twice", "up", 10),
-            ("scroll down once", "down", 5),
-            ("scroll down twenty times", "down", 50),
+            ("scroll down three times", "down", 3),
+            ("scroll down 3 times", "down", 3),
+            ("scroll up twice", "up", 2),
+            ("scroll down once", "down", 1),
+            ("scroll down twenty times", "down", 20),
             ("scroll the page down", "down", 5),
             ("scroll down the page a lot", "down", 15),
             ("please scroll down", "down", 5),
@@ -1003,8 +1004,8 @@ mod tests {
             ("scroll down more", "down", 5),
             ("wheel down", "down", 5),
             ("scroll over to the left a little", "left", 2),
-            ("scroll up three", "up", 15),
-            ("can you scroll down 5", "down", 25),
+            ("scroll up three", "up", 3),
+            ("can you scroll down 5", "down", 5),
         ];
         for (utterance, direction, amount) in cases {
             assert_eq!(

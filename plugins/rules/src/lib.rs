@@ -258,6 +258,14 @@ const CONJUNCTIONS: &[&str] = &[
     " and ",
 ];
 
+/// First words of a remark the speaker makes before a command, after a comma ("i want to
+/// draw something, open krita"): a pronoun or an exclamation, never a verb of a command.
+const REMARK_LEADS: &[&str] = &[
+    "i", "im", "ive", "id", "its", "it", "thats", "that", "theres", "this", "lets", "we", "were",
+    "whats", "oh", "ugh", "wow", "man", "hmm", "ok", "okay", "alright", "right", "well", "yeah",
+    "nah", "damn",
+];
+
 /// Rules whose step takes the rest of the utterance as its text: their whole-utterance plan
 /// gives way to a split one ("type hello and press enter" is two steps).
 const FREE_TEXT_RULES: &[&str] = &["type_text", "search", "terminal"];
@@ -333,6 +341,28 @@ impl State {
         Some(steps)
     }
 
+    /// The steps of the last clause of `utterance` when what comes before its last comma is
+    /// a remark of the speaker's own ([`REMARK_LEADS`]: "i want to draw something, open
+    /// krita", "it's way too loud, turn the volume down"). Only after the whole utterance
+    /// planned nothing, and only a remark: "reopen, close tab" (a transcript's comma inside
+    /// one command) is not read as "close tab".
+    fn after_remark(
+        &self,
+        utterance: &str,
+        context: Option<&Context>,
+        profiles: &profiles::Profiles,
+        apps: &LazyApps<'_>,
+        binds: &LazyBinds<'_>,
+    ) -> Option<Vec<Matched>> {
+        let (remark, command) = utterance.rsplit_once(',')?;
+        let remark = text::normalize(remark);
+        let first = remark.split(' ').next().unwrap_or("");
+        if !REMARK_LEADS.contains(&first) || command.trim().is_empty() {
+            return None;
+        }
+        self.plan_text(command, context, profiles, apps, binds).ok()
+    }
+
     /// The decision head's matcher on the whole utterance.
     fn decide(
         &self,
@@ -369,6 +399,16 @@ impl State {
                 Some(steps) => Ok(steps),
                 None => whole,
             },
+        };
+        // "it's way too loud, turn the volume down": a remark, then the command.
+        let planned = match planned {
+            Err(e) if matches!(e.reason, "no_rule" | "unknown_target") => {
+                match self.after_remark(&request.utterance, context, &profiles, &apps, &binds) {
+                    Some(steps) => Ok(steps),
+                    None => Err(e),
+                }
+            }
+            other => other,
         };
         // No rule: perhaps a misheard name (the decision head's matcher).
         let planned = match planned {
@@ -1231,5 +1271,24 @@ mod tests {
             utter_protocol::manifest::Manifest::from_toml_str(MANIFEST, "utter-plugin.toml")
                 .expect("manifest validates");
         assert_eq!(manifest.name, "rules");
+    }
+
+    #[test]
+    fn a_command_after_a_remark_is_planned_and_a_split_command_is_not() {
+        let steps = |utterance: &str| {
+            plan(json!({"utterance": utterance, "context": {"compositor": {"name": "niri"}}}))
+                .expect("planned")["steps"]
+                .clone()
+        };
+        let planned = steps("it's way too loud, turn the volume down");
+        assert_eq!(planned[0]["op"], "media", "{planned}");
+        assert_eq!(planned[0]["args"]["command"], "volume_down", "{planned}");
+        let planned = steps("let's watch something, open youtube");
+        assert_eq!(planned[0]["op"], "ensure_url", "{planned}");
+        // A transcript's comma inside one command is no remark.
+        assert_eq!(steps("reopen, close tab"), json!([]));
+        // The remark alone, or a remark and no command, plans nothing.
+        assert_eq!(steps("i think, the weather is nice"), json!([]));
+        assert_eq!(steps("it's loud,"), json!([]));
     }
 }

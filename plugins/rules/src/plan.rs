@@ -43,7 +43,20 @@ impl Escalation {
 
 /// Verbs that launch an application, longest first.
 pub(crate) const APP_VERBS: &[&str] = &[
-    "start up", "fire up", "boot up", "spin up", "open up", "launch", "start", "open", "run",
+    "start up",
+    "fire up",
+    "boot up",
+    "spin up",
+    "open up",
+    "launch",
+    "start",
+    "open",
+    "run",
+    "i need",
+    "i want",
+    "id like",
+    "i would like",
+    "get me",
 ];
 
 /// Media players that may be named right after a command without "on" ("pause spotify").

@@ -337,6 +337,11 @@ fn repeated(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     let pressed =
         || inapp::plan(&format!("press {rest}")).filter(|m| m.op == "key" && m.rule == "key");
     let mut step = one(&rest).or_else(pressed)?;
+    if step.op == "niri" {
+        // "go two columns to the right", "move this column three workspaces down": a
+        // move or focus along a direction, that many times (niri takes no count).
+        return directional(&step).then(|| vec![step; times as usize]);
+    }
     if step.op != "key" || step.args.get("repeat").is_some() {
         return None;
     }
@@ -345,8 +350,24 @@ fn repeated(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     Some(vec![step])
 }
 
-/// What a key moves over, said with a count ("two words"), singular and plural.
+/// True for a niri step that goes one place along a direction (`focus-column-right`,
+/// `move-column-to-workspace-down`): the only compositor steps a count repeats.
+fn directional(step: &Matched) -> bool {
+    let command = step.args["command"].as_str().unwrap_or("");
+    step.args.get("args").is_none()
+        && !step.confirm
+        && ["-left", "-right", "-up", "-down"]
+            .iter()
+            .any(|way| command.ends_with(way))
+}
+
+/// What a key or a compositor move goes over, said with a count ("two words", "three
+/// columns"), singular and plural.
 const COUNTED_UNITS: &[(&str, &str)] = &[
+    ("column", "columns"),
+    ("workspace", "workspaces"),
+    ("window", "windows"),
+    ("monitor", "monitors"),
     ("word", "words"),
     ("line", "lines"),
     ("page", "pages"),

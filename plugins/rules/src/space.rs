@@ -19,7 +19,8 @@
 //!   destination);
 //! - a number is the action's index when it follows the object ("column three", "workspace
 //!   number four") or, with no direction said, comes before it ("the third column"); other
-//!   numbers count nothing and are dropped ("go one column to the right");
+//!   numbers count how far: one is the action ("go one column to the right"), more plan
+//!   nothing here (the rules' repeated family repeats the step: "two columns to the right");
 //! - what follows "in"/"out of" is where, not what ("move this window up in the column");
 //! - where no action has the direction said, next and previous mean the neighbour along the
 //!   object's axis: right and left for columns, down and up for windows and workspaces.
@@ -212,10 +213,16 @@ fn reading(text: &str, grammar: &Grammar) -> Option<Reading> {
             Token::Number(n) => {
                 let after_object = matches!(previous, Some(Token::Object(_) | Token::Index));
                 let before_object = matches!(next, Some(Token::Object(_)));
-                // "one workspace down": with a way to go said, a number before an object
-                // counts how far, even right after another object ("this column one
-                // workspace down").
-                let how_far = directed && before_object;
+                let before_direction = matches!(next, Some(Token::Direction(_)));
+                // "one workspace down", "one to the left": with a way to go said, a number
+                // before an object or the way counts how far, even right after another
+                // object ("this column one workspace down"). One step is the action; more
+                // are the repeated family's ("two columns to the right"), never one step
+                // said as two.
+                let how_far = directed && (before_object || before_direction);
+                if how_far && *n > 1 {
+                    return None;
+                }
                 if !how_far && (after_object || before_object) {
                     if *n > MAX_SLOT {
                         return None;

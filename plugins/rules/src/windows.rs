@@ -168,7 +168,7 @@ fn profile_launch(target: &str, sources: &Sources<'_>) -> Option<Matched> {
     if let Some(app) = sources.apps.all().iter().find(|a| {
         profile.has_app_id(&a.id) || a.wm_class.as_deref().is_some_and(|w| profile.has_app_id(w))
     }) {
-        return Some(launch_step(app));
+        return Some(start_step(app, target, sources));
     }
     let profile = Some(profile).filter(|p| !p.launch.is_empty())?;
     let app = profile.app_ids.first().unwrap_or(&profile.id);
@@ -236,6 +236,20 @@ pub(crate) fn close(target: &str, sources: &Sources<'_>) -> Option<Matched> {
             confirm: false,
         });
     }
+    // "close the calculator": the open window of that kind.
+    if let Some(OfKind::Window(app_id)) = app_named(target, sources.apps)
+        .is_none()
+        .then(|| of_kind(target, sources))
+        .flatten()
+    {
+        return Some(Matched {
+            rule: "close_app",
+            op: "close_app",
+            message: format!("close the {app_id} window"),
+            args: json!({"app": app_id}),
+            confirm: false,
+        });
+    }
     let app = app_named(target, sources.apps)?;
     Some(Matched {
         rule: "close_app",
@@ -281,7 +295,7 @@ pub(crate) fn launch(text: &str, sources: &Sources<'_>) -> Option<Matched> {
             if open {
                 return switch_to(target, sources);
             }
-            return Some(launch_step(&app));
+            return Some(start_step(&app, target, sources));
         }
         // A profile's application without a desktop entry: its own launch argv.
         if let Some(matched) = profile_launch(target, sources) {
@@ -293,12 +307,27 @@ pub(crate) fn launch(text: &str, sources: &Sources<'_>) -> Option<Matched> {
                 return Some(focus_window(&app_id));
             }
             Some(OfKind::Installed(app)) => {
-                return Some(launch_step(&app));
+                return Some(start_step(&app, target, sources));
             }
             _ => {}
         }
     }
     None
+}
+
+/// The step for "open X" / "start X" with no window of X in the context: focus-or-launch
+/// (`ensure_app`) where a compositor backend can look for a window when the step runs, so
+/// that saying it twice, or a window that opened after the context was taken, focuses
+/// instead of starting a second copy. "a"/"an" before a kind ("open a terminal") asks for a
+/// new one, and with no compositor in the context (GNOME, KDE) only `launch_app` can act.
+fn start_step(app: &AppEntry, target: &str, sources: &Sources<'_>) -> Matched {
+    let asks_for_new = target.starts_with("a ") || target.starts_with("an ");
+    if asks_for_new || !Context::has_window_ipc(sources.context) {
+        return launch_step(app);
+    }
+    let mut step = ensure_step(app);
+    step.message = format!("open {} ({})", app.name, app.id);
+    step
 }
 
 /// Words that ask for one more window of the focused application.

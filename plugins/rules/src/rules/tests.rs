@@ -1741,3 +1741,120 @@ fn addresses_said_in_words_and_commas_that_split_nothing() {
     assert_eq!(run("do a git pull").as_deref(), Some("git pull"));
     assert_eq!(run("list the files in here").as_deref(), Some("ls"));
 }
+
+#[test]
+fn opening_an_application_focuses_or_starts_it_where_a_compositor_can_look() {
+    let niri = context(json!({"compositor": {"name": "niri"}, "windows": []}));
+    let gnome = context(json!({"windows": []}));
+    let open = |utterance: &str, ctx: &Context| steps_with(utterance, &apps(), ctx);
+    // niri or sway in the context: focus-or-start, so saying it twice starts one.
+    for utterance in [
+        "open spotify",
+        "launch spotify",
+        "fire up spotify",
+        "i need spotify",
+    ] {
+        let steps = open(utterance, &niri);
+        assert_eq!(steps.len(), 1, "{utterance}");
+        assert_eq!(steps[0].0, "ensure_app", "{utterance}");
+        assert_eq!(steps[0].1["app"], "spotify", "{utterance}");
+        assert_eq!(steps[0].1["desktop_id"], "spotify.desktop", "{utterance}");
+    }
+    // No compositor to look for windows: only a launch can act.
+    assert_eq!(open("open spotify", &gnome)[0].0, "launch_app");
+    // Another one asked for: a new window even under niri.
+    assert_eq!(open("open another spotify", &niri)[0].0, "launch_app");
+}
+
+#[test]
+fn a_counted_move_along_a_direction_is_that_many_steps() {
+    let ctx = context(json!({"compositor": {"name": "niri"}, "focused": {"app_id": "foot"}}));
+    let commands = |utterance: &str| -> Vec<String> {
+        steps_with(utterance, &apps(), &ctx)
+            .into_iter()
+            .map(|(op, args)| format!("{op} {}", args["command"].as_str().unwrap_or("")))
+            .collect()
+    };
+    assert_eq!(
+        commands("go two columns to the right"),
+        ["niri focus-column-right", "niri focus-column-right"]
+    );
+    assert_eq!(
+        commands("move this column three workspaces down"),
+        vec!["niri move-column-to-workspace-down"; 3]
+    );
+    assert_eq!(
+        commands("shove this column one to the left"),
+        ["niri move-column-left"]
+    );
+    assert_eq!(
+        commands("go one column to the right"),
+        ["niri focus-column-right"]
+    );
+    // A count is never dropped: what cannot be repeated plans nothing.
+    assert!(commands("shove this column two to the left").is_empty());
+    // Only moves along a direction repeat; closing two windows is no count of closes.
+    assert!(commands("close two windows").is_empty());
+}
+
+#[test]
+fn the_grammar_reads_other_words_of_action_names() {
+    for (utterance, command) in [
+        (
+            "stretch this column to fill the free space",
+            "expand-column-to-available-width",
+        ),
+        (
+            "fill the remaining space",
+            "expand-column-to-available-width",
+        ),
+        ("show this column as tabs", "toggle-column-tabbed-display"),
+        ("i want the column tabbed", "toggle-column-tabbed-display"),
+        (
+            "pull the next window into this column",
+            "consume-window-into-column",
+        ),
+        (
+            "pull the window on the right into this column",
+            "consume-window-into-column",
+        ),
+        (
+            "stack this window with the column on the right",
+            "consume-or-expel-window-right",
+        ),
+        (
+            "take me all the way to the last column",
+            "focus-column-last",
+        ),
+        ("put this column at the very end", "move-column-to-last"),
+    ] {
+        let ctx = context(json!({"compositor": {"name": "niri"}, "focused": {"app_id": "foot"}}));
+        let steps = steps_with(utterance, &apps(), &ctx);
+        assert_eq!(steps.len(), 1, "{utterance}: {steps:?}");
+        assert_eq!(steps[0].1["command"], command, "{utterance}");
+    }
+    // A lone key name is no compositor action.
+    for utterance in ["tab", "tabs"] {
+        assert_eq!(niri_of(utterance), None, "{utterance}");
+    }
+}
+
+#[test]
+fn a_window_of_a_kind_is_closed_by_the_kind() {
+    let calculator = AppEntry::new("org.kde.kcalc", "KCalc", Some("Scientific Calculator"), &[])
+        .with_categories(&["Utility", "Calculator"]);
+    let ctx = context(json!({
+        "compositor": {"name": "niri"},
+        "focused": {"app_id": "org.kde.kcalc"},
+    }));
+    let steps = steps_with(
+        "close the calculator",
+        std::slice::from_ref(&calculator),
+        &ctx,
+    );
+    assert_eq!(steps, [("close_app", json!({"app": "org.kde.kcalc"}))]);
+    // None open: nothing to close.
+    let none = context(json!({"compositor": {"name": "niri"}, "windows": []}));
+    let steps = steps_with("close the calculator", &[calculator], &none);
+    assert!(steps.is_empty(), "{steps:?}");
+}
