@@ -153,15 +153,15 @@ fn app_of(args: &Value) -> Option<String> {
 }
 
 /// Whether a planned step has the effect of an expected one in `case`'s desktop although it
-/// differs: a browser's other chord for the same command ([`same_in_browsers`]), niri's
-/// overview opened where it was to be toggled ([`overview_opened`]), or another application
+/// differs: a browser's other chord for the same command ([`same_in_browsers`]), a state set
+/// where it was to be toggled ([`set_where_toggled`]), or another application
 /// op with the same outcome ([`same_app_effect`]).
 pub fn same_effect(case: &Case, step: &Value, want: &Expected) -> bool {
     let op = step.get("op").and_then(Value::as_str).unwrap_or("");
     let args = step.get("args").cloned().unwrap_or(Value::Null);
     match (op, want.op.as_str()) {
         ("key", "key") => same_in_browsers(case, &args, want),
-        ("niri", "niri") => overview_opened(&args, want),
+        ("niri", "niri") => set_where_toggled(&args, want),
         _ => same_app_effect(case, op, &args, want),
     }
 }
@@ -197,12 +197,22 @@ fn same_in_browsers(case: &Case, args: &Value, want: &Expected) -> bool {
             .any(|pair| pair.contains(&chord) && pair.contains(&wanted))
 }
 
-/// `open-overview` where `toggle-overview` was expected: niri's overview is closed in a
-/// case's desktop (its context says nothing of it), so opening it is what the toggle does.
-fn overview_opened(args: &Value, want: &Expected) -> bool {
-    let command = args.get("command").and_then(Value::as_str);
-    let wanted = want.args.get("command").and_then(toml::Value::as_str);
-    command == Some("open-overview") && wanted == Some("toggle-overview")
+/// A niri action that sets the state a toggle was expected to flip, in the state a case's
+/// desktop is in (its context says nothing of either): niri's overview is closed, so
+/// `open-overview` does what `toggle-overview` does; a window is tiled (niri's default), so
+/// `move-window-to-floating` does what `toggle-window-floating` does.
+fn set_where_toggled(args: &Value, want: &Expected) -> bool {
+    const SET_FOR_TOGGLE: &[[&str; 2]] = &[
+        ["open-overview", "toggle-overview"],
+        ["move-window-to-floating", "toggle-window-floating"],
+    ];
+    let command = args.get("command").and_then(Value::as_str).unwrap_or("");
+    let wanted = want
+        .args
+        .get("command")
+        .and_then(toml::Value::as_str)
+        .unwrap_or("");
+    SET_FOR_TOGGLE.contains(&[command, wanted])
 }
 
 /// Both application ops (`launch_app`, `ensure_app`, `focus_app`) on the same application,
@@ -607,6 +617,17 @@ mod tests {
             Verdict::Wrong(_)
         ));
         assert_eq!(judge(&overview, &niri("toggle-overview")), Verdict::Right);
+        let float = case(
+            "[[case]]\ncategory = \"c\"\nsay = \"float this\"\nexpect = [{ op = \"niri\", args = { command = \"toggle-window-floating\" } }]\n",
+        );
+        assert!(matches!(
+            judge(&float, &niri("move-window-to-floating")),
+            Verdict::SameEffect(_)
+        ));
+        assert!(matches!(
+            judge(&float, &niri("move-window-to-tiling")),
+            Verdict::Wrong(_)
+        ));
         let reload = |focused: &str| {
             case(&format!(
                 "[[case]]\ncategory = \"b\"\nsay = \"reload\"\nfocused = \"{focused}\"\nexpect = [{{ op = \"key\", args = {{ chord = \"ctrl+r\" }} }}]\n"

@@ -656,7 +656,14 @@ fn key(spoken: &Spoken<'_>) -> Outcome {
 
 /// Rule 10: scroll the focused window.
 fn scroll(spoken: &Spoken<'_>) -> Outcome {
-    let after = spoken.after_verb(&["scroll", "wheel", "mouse wheel", "swipe"])?;
+    let after = spoken.after_verb(&[
+        "keep scrolling",
+        "continue scrolling",
+        "scroll",
+        "wheel",
+        "mouse wheel",
+        "swipe",
+    ])?;
     let problem = || {
         Some(Err(format!(
             "\"scroll\" needs a direction (up, down, left or right) and may say how far: \

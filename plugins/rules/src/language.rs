@@ -219,6 +219,66 @@ pub fn search(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escala
     Some(query_step(&spoken, after, spoken.last, &template, &engine))
 }
 
+/// Where a find in the focused window looks, said after the words ("find pricing on this
+/// page") or after "search" ("search this page for pricing").
+const FIND_PLACES: &[&[&str]] = &[
+    &["on", "this", "page"],
+    &["on", "the", "page"],
+    &["in", "this", "page"],
+    &["in", "the", "page"],
+    &["on", "this", "site"],
+    &["in", "this", "document"],
+    &["in", "the", "document"],
+    &["in", "this", "file"],
+    &["in", "the", "file"],
+];
+
+/// Rule `find_in_page`: "find pricing on this page", "look for pricing on the page",
+/// "search this page for pricing": the focused application's find chord (its profile's,
+/// else the common one), then the words typed into the find bar as said. `None` in a
+/// terminal (no find chord of its own) or without words to find.
+pub fn find_in_page(sources: &Sources<'_>, raw: &str) -> Option<Vec<Matched>> {
+    let spoken = Spoken::new(raw);
+    let words = spoken.text(spoken.first);
+    let (start, end) = if let Some(after) = spoken.after_verb(&["search", "find in", "search in"]) {
+        // "search this page for pricing".
+        let rest = &words[after - spoken.first..];
+        let place = FIND_PLACES
+            .iter()
+            .map(|p| &p[1..])
+            .find(|p| rest.starts_with(p))?;
+        (rest.get(place.len()) == Some(&"for")).then_some(())?;
+        (after + place.len() + 1, spoken.last)
+    } else {
+        // "find pricing on this page".
+        let after = spoken.after_verb(&["find", "look for", "search for", "find the word"])?;
+        let place = FIND_PLACES.iter().find(|p| words.ends_with(p))?;
+        (after, spoken.last - place.len())
+    };
+    if start >= end {
+        return None;
+    }
+    let text = spoken.raw[spoken.raw_start(start)..spoken.raw_end(end)]
+        .trim()
+        .trim_matches(|c: char| matches!(c, '"' | '\u{201c}' | '\u{201d}'))
+        .trim();
+    if text.is_empty() {
+        return None;
+    }
+    let find = focused_phrase("find", sources).or_else(|| shortcut("find", sources)?.ok())?;
+    if find.op != "key" {
+        return None;
+    }
+    let typed = Matched {
+        rule: "find_in_page",
+        op: "type_text",
+        message: format!("type \"{text}\" into the find bar"),
+        args: json!({"text": text}),
+        confirm: false,
+    };
+    Some(vec![find, typed])
+}
+
 /// The site searches that do not open with a search verb: "youtube search rust tutorial"
 /// (a site, then "search"), "find cat videos on youtube" and "play lofi on youtube" (a verb
 /// of [`SITE_SEARCH_VERBS`], the query, "on" and a site with a search), and "what does
@@ -406,6 +466,13 @@ fn query_step(
     } else {
         ""
     };
+    // "play some lofi beats": "some" asks for no word of the query.
+    let query = query
+        .get(..5)
+        .filter(|lead| lead.eq_ignore_ascii_case("some "))
+        .map(|_| query[5..].trim_start())
+        .filter(|rest| !rest.is_empty())
+        .unwrap_or(query);
     if query.is_empty() {
         return Err(Escalation {
             reason: "incomplete",
@@ -733,6 +800,17 @@ const AGENT_PLACES: &[(&str, AgentPlace)] = &[
     ("here", AgentPlace::Here),
 ];
 
+/// Words before an agent's name that ask for a new terminal running it ("a terminal with
+/// codex", after the article), longest first.
+const NEW_TERMINAL_WITH: &[&str] = &[
+    "terminal window with",
+    "terminal window running",
+    "terminal with",
+    "terminal running",
+    "terminal and run",
+    "terminal and start",
+];
+
 /// Words after an agent's name that name it no further ("claude code session", "aider agent").
 const AGENT_NOUNS: &[&str] = &["session", "agent", "instance"];
 
@@ -749,6 +827,21 @@ fn agent_object<'a>(
         }
     }
     let mut place = AgentPlace::Either;
+    // "open a terminal with claude code running in it": the new terminal said first.
+    if let Some(r) = NEW_TERMINAL_WITH
+        .iter()
+        .find_map(|lead| strip_word_prefix(rest, lead).filter(|r| !r.is_empty()))
+    {
+        let r = ["running in it", "in it", "running"]
+            .iter()
+            .find_map(|tail| {
+                strip_word_suffix(r, tail)
+                    .map(str::trim_end)
+                    .filter(|r| !r.is_empty())
+            })
+            .unwrap_or(r);
+        return sources.words.agent(r).map(|a| (a, AgentPlace::NewWindow));
+    }
     if let Some((r, p)) = AGENT_PLACES.iter().find_map(|(words, p)| {
         strip_word_suffix(rest, words)
             .map(str::trim_end)
@@ -1192,6 +1285,63 @@ pub fn terminal(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Esca
         args,
         confirm: false,
     }))
+}
+
+/// Why a shell command would wipe the system, the home folder or a disk (`rm -rf /`, `rm -r
+/// ~`, `mkfs`, `dd of=/dev/sda`, a write to a disk device, `chmod -R 777 /`, a fork bomb),
+/// `None` for others. A misheard or half-heard command must never be one of these; the
+/// policy's confirmation comes after the plan, and a tired "yes" is one click away.
+pub fn wipes_the_system(command: &str) -> Option<&'static str> {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let words: Vec<&str> = match words.first() {
+        Some(&("sudo" | "doas")) => words[1..].to_vec(),
+        _ => words,
+    };
+    const ROOTS: &[&str] = &[
+        "/", "/*", "~", "~/", "~/*", "$HOME", "$HOME/", "/home", "/etc", "/usr", "/boot",
+    ];
+    let targets_root = |args: &[&str]| {
+        args.iter()
+            .any(|a| ROOTS.contains(a) || a.starts_with("--no-preserve-root"))
+    };
+    let flagged = |args: &[&str], short: char, long: &str| {
+        args.iter().any(|a| {
+            *a == long || (a.starts_with('-') && !a.starts_with("--") && a.contains(short))
+        })
+    };
+    match words.as_slice() {
+        ["rm", args @ ..]
+            if (flagged(args, 'r', "--recursive") || flagged(args, 'R', "--recursive"))
+                && targets_root(args) =>
+        {
+            Some("would delete the whole system or home folder")
+        }
+        ["chmod" | "chown", args @ ..]
+            if flagged(args, 'R', "--recursive") && targets_root(args) =>
+        {
+            Some("would change every file of the system or home folder")
+        }
+        [program, ..]
+            if program.starts_with("mkfs")
+                || *program == "wipefs"
+                || *program == "shred" && command.contains("/dev/") =>
+        {
+            Some("would erase a disk")
+        }
+        ["dd", args @ ..] if args.iter().any(|a| a.starts_with("of=/dev/")) => {
+            Some("would overwrite a disk")
+        }
+        _ if command.contains(":(){") || command.replace(' ', "").contains(":(){:|:&};:") => {
+            Some("is a fork bomb")
+        }
+        _ if command.contains("> /dev/sd")
+            || command.contains(">/dev/sd")
+            || command.contains("> /dev/nvme") =>
+        {
+            Some("would overwrite a disk")
+        }
+        _ => None,
+    }
 }
 
 /// Rule `aimed_input`: "firefox type hello", "foot press enter", "type hello in kitty": an

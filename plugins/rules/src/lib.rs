@@ -258,6 +258,44 @@ const CONJUNCTIONS: &[&str] = &[
     " and ",
 ];
 
+/// `steps`, or `refused` when one runs or types a shell command that would wipe the system,
+/// the home folder or a disk ([`language::wipes_the_system`]).
+fn refuse_wiping(steps: Vec<Matched>) -> Result<Vec<Matched>, Escalation> {
+    for step in &steps {
+        let text = match step.op {
+            "terminal" => step.args["command"].as_str(),
+            "type_text" => step.args["text"].as_str(),
+            _ => None,
+        };
+        if let Some(command) = text
+            && let Some(why) = language::wipes_the_system(command)
+        {
+            return Err(Escalation {
+                reason: "refused",
+                message: format!(
+                    "{command:?} {why}; Utter does not run or type that for a voice (type it yourself if you mean it)"
+                ),
+            });
+        }
+    }
+    Ok(steps)
+}
+
+/// Verbs one part of "X and Y" may lend the next part that names only its target ("open
+/// discord and telegram", "close spotify and vlc"), longest first.
+const DISTRIBUTED_VERBS: &[&str] = &[
+    "start up",
+    "fire up",
+    "open up",
+    "switch to",
+    "open",
+    "launch",
+    "start",
+    "close",
+    "quit",
+    "kill",
+];
+
 /// First words of a remark the speaker makes before a command, after a comma ("i want to
 /// draw something, open krita"): a pronoun or an exclamation, never a verb of a command.
 const REMARK_LEADS: &[&str] = &[
@@ -322,10 +360,19 @@ impl State {
         }
         let mut context = context.cloned();
         let mut steps = Vec::new();
+        let mut verb: Option<&str> = None;
         for part in parts {
-            let planned = self
-                .plan_text(part, context.as_ref(), profiles, apps, binds)
-                .ok()?;
+            let planned = match self.plan_text(part, context.as_ref(), profiles, apps, binds) {
+                Ok(planned) => planned,
+                // "open discord and telegram": the verb of the part before, said once for
+                // both names.
+                Err(_) => {
+                    let said = format!("{} {part}", verb?);
+                    self.plan_text(&said, context.as_ref(), profiles, apps, binds)
+                        .ok()?
+                }
+            };
+            verb = leading_verb(part).or(verb);
             for step in &planned {
                 if let Some(app_id) = focused_after(step, profiles, context.as_ref()) {
                     let mut next = context.clone().unwrap_or_default();
@@ -400,6 +447,9 @@ impl State {
                 None => whole,
             },
         };
+        // Never a command that wipes the system, however it was reached (run, said bare,
+        // typed and entered, one part of several).
+        let planned = planned.and_then(refuse_wiping);
         // "it's way too loud, turn the volume down": a remark, then the command.
         let planned = match planned {
             Err(e) if matches!(e.reason, "no_rule" | "unknown_target") => {
@@ -583,6 +633,17 @@ fn split_parts(utterance: &str) -> Vec<&str> {
     parts.push(trim_part(&utterance[start..]));
     parts.retain(|p| !p.is_empty());
     parts
+}
+
+/// The opening or closing verb `part` starts with ("open", "fire up", "close"), as
+/// normalised.
+fn leading_verb(part: &str) -> Option<&'static str> {
+    let normalized = text::normalize(part);
+    let words = text::strip_fillers(&normalized);
+    DISTRIBUTED_VERBS
+        .iter()
+        .find(|verb| text::strip_word_prefix(words, verb).is_some_and(|rest| !rest.is_empty()))
+        .copied()
 }
 
 /// A part without the commas and spaces around it.
@@ -1290,5 +1351,34 @@ mod tests {
         // The remark alone, or a remark and no command, plans nothing.
         assert_eq!(steps("i think, the weather is nice"), json!([]));
         assert_eq!(steps("it's loud,"), json!([]));
+    }
+
+    #[test]
+    fn a_command_that_wipes_the_system_is_refused_however_it_is_said() {
+        let terminal = json!({"compositor": {"name": "niri"}, "focused": {"app_id": "foot"}});
+        for utterance in [
+            "run sudo rm dash rf slash",
+            "run rm -rf /",
+            "type rm -rf / and press enter",
+            "run rm -r --no-preserve-root /",
+            "run sudo mkfs.ext4 /dev/sda1",
+            "run dd if=/dev/zero of=/dev/nvme0n1",
+        ] {
+            let planned =
+                plan(json!({"utterance": utterance, "context": terminal})).expect("answered");
+            assert_eq!(planned["steps"], json!([]), "{utterance}: {planned}");
+            assert_eq!(
+                planned["escalate"]["reason"], "refused",
+                "{utterance}: {planned}"
+            );
+        }
+        for utterance in ["run rm -rf node_modules", "run rm -r ./build", "run ls /"] {
+            let planned =
+                plan(json!({"utterance": utterance, "context": terminal})).expect("answered");
+            assert_eq!(
+                planned["steps"][0]["op"], "terminal",
+                "{utterance}: {planned}"
+            );
+        }
     }
 }

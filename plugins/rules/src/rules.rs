@@ -174,6 +174,7 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
         Err(e) => aimed_at_app(text, sources)
             .or_else(|| language::loose_shortcut(text, sources).map(|m| vec![m]))
             .or_else(|| repeated(text, sources))
+            .or_else(|| entered(sources))
             .or_else(|| {
                 let (m, query) = language::site_query(sources, sources.spoken(text))?;
                 // The query read alone, as its own utterance.
@@ -187,6 +188,32 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
             })
             .ok_or(e),
     }
+}
+
+/// "enter jdoe", "enter john smith": text typed as "type …" types it, when the phrase
+/// planned nothing else ("enter fullscreen" and a bare "enter" are rules of their own).
+fn entered(sources: &Sources<'_>) -> Option<Vec<Matched>> {
+    let spoken = crate::inapp::Spoken::new(sources.utterance);
+    let after = spoken.after_verb(&["enter"])?;
+    if after >= spoken.last {
+        return None;
+    }
+    let rest = sources.utterance[spoken.raw_start(after)..spoken.raw_end(spoken.last)].trim();
+    // "enter my password", "enter the address": what to enter is described, not said.
+    let described = [
+        "my", "the", "your", "a", "an", "this", "that", "our", "his", "her",
+    ]
+    .contains(&spoken.words[after].text.as_str());
+    if rest.is_empty() || described {
+        return None;
+    }
+    let said = format!("type {rest}");
+    let typing = Sources {
+        utterance: &said,
+        ..*sources
+    };
+    let steps = plan_rules(&crate::text::normalize(&said), &typing).ok()?;
+    steps.iter().all(|s| s.op == "type_text").then_some(steps)
 }
 
 /// The ops a phrase aimed at an application may plan: what acts inside the focused window.
@@ -415,6 +442,9 @@ fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalat
     // The focused application's own phrase decides first (Talon's per-app context).
     if let Some(m) = language::focused_phrase(text, sources) {
         return one(m);
+    }
+    if let Some(steps) = language::find_in_page(sources, raw) {
+        return Ok(steps);
     }
     if let Some(found) = plan_head(text, sources, raw, &mut pending) {
         return one(found);

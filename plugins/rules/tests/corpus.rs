@@ -107,41 +107,40 @@ async fn score_held_out(dir: &str, label: &str, floor: usize, false_positives: u
 
 /// The held-out corpus (`tests/corpus/blind/`, 325 cases), written by someone who had not
 /// read the router, from other voice tools' command lists and desktop habits: its table is
-/// printed beside the project's own (first score 211). Its one false positive is `run sudo
-/// rm -rf /`, which the runner's policy asks about. Its writer expects `launch_app` for "open
+/// printed beside the project's own (first score 211). Its writer expects `launch_app` for "open
 /// firefox" where the router plans focus-or-start (`ensure_app`, which the later sets
 /// expect): those count as of the same effect, not as right.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_held_out_corpus_is_scored() {
-    score_held_out("blind", "held-out", 282, 1).await;
+    score_held_out("blind", "held-out", 283, 0).await;
 }
 
 /// A second held-out set (`tests/corpus/blind2/`, 150 cases), written blind after the first
 /// one had been used to find causes (first score 126).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_second_held_out_corpus_is_scored() {
-    score_held_out("blind2", "second held-out", 146, 0).await;
+    score_held_out("blind2", "second held-out", 147, 0).await;
 }
 
 /// A third held-out set (`tests/corpus/blind3/`, 250 cases), written blind after the first
 /// two had been used (first score 176).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_third_held_out_corpus_is_scored() {
-    score_held_out("blind3", "third held-out", 233, 1).await;
+    score_held_out("blind3", "third held-out", 238, 0).await;
 }
 
 /// A fourth held-out set (`tests/corpus/blind4/`, 200 cases), written blind after the third
 /// had been used (first score 149).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fourth_held_out_corpus_is_scored() {
-    score_held_out("blind4", "fourth held-out", 180, 1).await;
+    score_held_out("blind4", "fourth held-out", 186, 0).await;
 }
 
 /// A fifth held-out set (`tests/corpus/blind5/`, 150 cases), written blind by hand after the
 /// fourth had been used (first score 120).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fifth_held_out_corpus_is_scored() {
-    score_held_out("blind5", "fifth held-out", 140, 1).await;
+    score_held_out("blind5", "fifth held-out", 143, 0).await;
 }
 
 /// A sixth held-out set (`tests/corpus/blind6/`, 200 cases), written blind by hand against
@@ -149,7 +148,7 @@ async fn the_fifth_held_out_corpus_is_scored() {
 /// the fifth had been used (first score 167).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sixth_held_out_corpus_is_scored() {
-    score_held_out("blind6", "sixth held-out", 167, 1).await;
+    score_held_out("blind6", "sixth held-out", 186, 0).await;
 }
 
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
