@@ -216,8 +216,10 @@ pub fn find_app<'a>(apps: &'a [AppEntry], spoken: &str) -> Option<&'a AppEntry> 
         .find_map(|form| best_match(apps, form))
 }
 
-/// The forms of a spoken application name worth comparing, most literal first: as said, and
-/// without a leading article and a trailing "app", "application" or "program".
+/// The forms of a spoken application name worth comparing, most literal first: as said;
+/// without a leading article, a trailing "app", "application" or "program" and a trailing
+/// "call", "meeting" or "chat"; and that with its last word in the singular when it is
+/// several words ("virtual machines" → "virtual machine").
 pub fn app_forms(spoken: &str) -> Vec<String> {
     let mut cleaned = spoken;
     for article in ["the", "my", "a", "an"] {
@@ -232,9 +234,23 @@ pub fn app_forms(spoken: &str) -> Vec<String> {
             break;
         }
     }
+    // "my zoom call", "the slack window": what the application is in, not its name.
+    for suffix in ["call", "meeting", "chat"] {
+        if let Some(rest) = strip_word_suffix(cleaned, suffix).filter(|r| !r.is_empty()) {
+            cleaned = rest;
+            break;
+        }
+    }
     let mut forms = vec![spoken.to_owned()];
     if cleaned != spoken {
         forms.push(cleaned.to_owned());
+    }
+    // "the virtual machines app": a keyword is said in the singular.
+    if let Some(one) = cleaned
+        .strip_suffix('s')
+        .filter(|one| !one.ends_with('s') && one.len() > 3 && cleaned.contains(' '))
+    {
+        forms.push(one.to_owned());
     }
     forms
 }

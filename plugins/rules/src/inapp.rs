@@ -374,6 +374,24 @@ fn short(text: &str) -> String {
     }
 }
 
+/// Where typed text goes, said after it ("type admin in this field"); never typed.
+const TYPE_PLACES: &[&str] = &[
+    "in this field",
+    "into this field",
+    "in the field",
+    "into the field",
+    "in this box",
+    "into this box",
+    "in the box",
+    "in the search box",
+    "into the search box",
+    "in the search field",
+    "in the text box",
+    "into the text box",
+    "in the text field",
+    "in this text field",
+];
+
 /// Rule 8: type the rest of the utterance.
 fn type_text(spoken: &Spoken<'_>) -> Outcome {
     let after = spoken.after_verb(TYPE_VERBS)?;
@@ -381,6 +399,16 @@ fn type_text(spoken: &Spoken<'_>) -> Outcome {
     let mut text = spoken.raw[spoken.raw_start(after)..].trim();
     if text.ends_with('.') && !text.ends_with("..") {
         text = text[..text.len() - 1].trim_end();
+    }
+    // "type admin in this field": where it goes is no part of the text (a bare "here" may
+    // be, "type I'm here").
+    let lower = text.to_lowercase();
+    if let Some(place) = TYPE_PLACES.iter().find(|p| {
+        lower.ends_with(*p)
+            && lower.len() > p.len()
+            && lower.as_bytes()[lower.len() - p.len() - 1] == b' '
+    }) {
+        text = text[..text.len() - place.len()].trim_end();
     }
     // Quotes around the whole text are the speaker's (or the recogniser's), not the text.
     for (open, close) in [
@@ -838,6 +866,21 @@ mod tests {
             plan("type hello world").map(|m| (m.rule, m.message, m.confirm)),
             Some(("type_text", "type \"hello world\"".to_owned(), false))
         );
+    }
+
+    #[test]
+    fn where_typed_text_goes_is_not_typed() {
+        for (utterance, text) in [
+            ("type admin in this field", "admin"),
+            ("type hello world into the search box", "hello world"),
+            ("type I'm here", "I'm here"),
+        ] {
+            assert_eq!(
+                step(utterance),
+                Some(("type_text", json!({"text": text}))),
+                "{utterance}"
+            );
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ use utter_protocol::serde_json::{Value, json};
 /// The profile of the focused window, if it has one.
 pub fn focused_profile<'a>(sources: &Sources<'a>) -> Option<&'a Profile> {
     let app_id = sources.context?.focused_app_id.as_deref()?;
-    sources.profiles.for_app_id(app_id)
+    sources.profile_of(app_id)
 }
 
 /// Verbs that open an address (the site verbs without "show", which also focuses, and
@@ -502,6 +502,17 @@ fn query_step(
     })
 }
 
+/// The `app_id` a step aimed at `profile`'s application names: the open window's own (the
+/// compositor matches it as reported: `slack`, not the profile's first `Slack`), else the
+/// profile's first.
+fn aimed_app_id<'a>(profile: &'a Profile, sources: &Sources<'a>) -> &'a str {
+    sources
+        .context
+        .and_then(|c| c.app_ids.iter().find(|id| profile.has_app_id(id)))
+        .or_else(|| profile.app_ids.first())
+        .map_or(profile.id.as_str(), String::as_str)
+}
+
 /// What a phrase means in one profile: its own command, else a shortcut by name or synonym.
 fn in_profile(phrase: &str, profile: &Profile, sources: &Sources<'_>) -> Option<Command> {
     if let Some(command) = profile.commands.get(phrase) {
@@ -686,10 +697,7 @@ pub fn shortcut(text: &str, sources: &Sources<'_>) -> Option<Result<Matched, Esc
     for profile in sources.profiles.iter() {
         for phrase in aimed(text, profile) {
             if let Some(command) = in_profile(phrase, profile, sources) {
-                let app = profile
-                    .app_ids
-                    .first()
-                    .map_or(profile.id.as_str(), String::as_str);
+                let app = aimed_app_id(profile, sources);
                 return command_step(command, phrase, &profile.name, Some(app)).map(Ok);
             }
         }
@@ -720,7 +728,7 @@ pub fn shortcut(text: &str, sources: &Sources<'_>) -> Option<Result<Matched, Esc
 /// The phrases of `text` aimed at `profile`: after one of its names ("firefox new tab"), or
 /// before "in"/"on" and one of its names ("new tab in firefox").
 fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<&'t str> {
-    aimed_at(text, |name| profile.is_named(name), false)
+    aimed_at(text, |name| profile.is_named(name), true)
 }
 
 /// [`aimed`] for any naming: the phrases of `text` aimed at what `is_named` accepts, as
@@ -1114,7 +1122,7 @@ fn said_as_command(words: &[&str], sources: &Sources<'_>) -> bool {
 }
 
 /// Words said before a command that are no part of it ("okay git push").
-const COMMAND_LEADS: &[&str] = &["okay", "ok", "so", "now", "alright", "and", "do", "a"];
+const COMMAND_LEADS: &[&str] = &["okay", "ok", "so", "now", "alright", "and", "do", "a", "an"];
 
 /// A shell command said without a verb while a terminal is focused: a phrase of
 /// `[shell.phrases]` ("go up one directory" → `cd ..`, "cd into src" → `cd src`), or words
@@ -1355,10 +1363,7 @@ pub fn aimed_input(text: &str, sources: &Sources<'_>, raw: &str) -> Option<Match
             if let Some(mut matched) = crate::inapp::plan(raw_phrase)
                 && matches!(matched.op, "key" | "type_text")
             {
-                let app = profile
-                    .app_ids
-                    .first()
-                    .map_or(profile.id.as_str(), String::as_str);
+                let app = aimed_app_id(profile, sources);
                 matched.args["app"] = Value::String(app.to_owned());
                 matched.message = format!("{} in {}", matched.message, profile.name);
                 return Some(matched);

@@ -361,8 +361,28 @@ impl State {
         let mut context = context.cloned();
         let mut steps = Vec::new();
         let mut verb: Option<&str> = None;
+        let mut site: Option<String> = None;
         for part in parts {
-            let planned = match self.plan_text(part, context.as_ref(), profiles, apps, binds) {
+            // "go to youtube and search for synthwave": the site just opened searches.
+            let on_site = site.as_deref().and_then(|site| {
+                let query = ["search for ", "search "].iter().find_map(|lead| {
+                    part.get(..lead.len())
+                        .filter(|p| p.eq_ignore_ascii_case(lead))
+                        .map(|_| &part[lead.len()..])
+                })?;
+                let said = format!("search {site} for {query}");
+                self.plan_text(&said, context.as_ref(), profiles, apps, binds)
+                    .ok()
+                    .filter(|steps| steps.iter().all(|s| s.op == "open_url"))
+            });
+            // Its search page is the site: the step that only opened it goes.
+            if on_site.is_some() {
+                steps.pop();
+            }
+            let planned = match on_site.map_or_else(
+                || self.plan_text(part, context.as_ref(), profiles, apps, binds),
+                Ok,
+            ) {
                 Ok(planned) => planned,
                 // "open discord and telegram": the verb of the part before, said once for
                 // both names.
@@ -373,6 +393,11 @@ impl State {
                 }
             };
             verb = leading_verb(part).or(verb);
+            site = planned
+                .last()
+                .filter(|s| matches!(s.op, "ensure_url" | "open_url"))
+                .and_then(|s| s.args["site"].as_str())
+                .map(str::to_owned);
             for step in &planned {
                 if let Some(app_id) = focused_after(step, profiles, context.as_ref()) {
                     let mut next = context.clone().unwrap_or_default();
@@ -1380,5 +1405,21 @@ mod tests {
                 "{utterance}: {planned}"
             );
         }
+    }
+
+    #[test]
+    fn a_search_after_opening_a_site_searches_that_site() {
+        let planned =
+            plan(json!({"utterance": "go to youtube and search for synthwave"})).expect("planned");
+        let steps = planned["steps"].as_array().expect("steps");
+        assert_eq!(steps.len(), 1, "{planned}");
+        assert_eq!(
+            steps[0]["args"]["url"], "https://www.youtube.com/results?search_query=synthwave",
+            "{planned}"
+        );
+        // Another part keeps its own meaning.
+        let planned = plan(json!({"utterance": "open youtube and pause"})).expect("planned");
+        assert_eq!(planned["steps"][0]["op"], "ensure_url", "{planned}");
+        assert_eq!(planned["steps"][1]["op"], "media", "{planned}");
     }
 }

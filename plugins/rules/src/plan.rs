@@ -177,7 +177,18 @@ pub fn builtin_words() -> &'static CommandWords {
     WORDS.get_or_init(|| CommandWords::builtin().expect("data/commands.toml is valid"))
 }
 
-impl Sources<'_> {
+impl<'a> Sources<'a> {
+    /// The profile of a window's `app_id`: its own, else the profile that stands for its
+    /// installed desktop entry's `Categories` (Ptyxis, with no profile, is a terminal).
+    pub(crate) fn profile_of(&self, app_id: &str) -> Option<&'a crate::profiles::Profile> {
+        if let Some(profile) = self.profiles.for_app_id(app_id) {
+            return Some(profile);
+        }
+        let apps: &'a dyn AppLookup = self.apps;
+        let entry = apps.all().iter().find(|a| a.has_app_id(app_id))?;
+        self.profiles.for_categories(&entry.categories)
+    }
+
     /// The utterance the in-app rules read: [`Sources::utterance`], else `text`.
     pub(crate) fn spoken<'t>(&'t self, text: &'t str) -> &'t str {
         if self.utterance.trim().is_empty() {

@@ -82,6 +82,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../data/profiles/spotify.toml"),
     ),
     (
+        "any-terminal.toml",
+        include_str!("../../../data/profiles/any-terminal.toml"),
+    ),
+    (
+        "any-browser.toml",
+        include_str!("../../../data/profiles/any-browser.toml"),
+    ),
+    (
         "discord.toml",
         include_str!("../../../data/profiles/discord.toml"),
     ),
@@ -259,6 +267,10 @@ pub struct Profile {
     pub shortcuts: BTreeMap<String, String>,
     /// Normalised phrase → command.
     pub commands: BTreeMap<String, Command>,
+    /// Desktop entry `Categories` (`TerminalEmulator`) whose applications this profile
+    /// stands for when they have no profile of their own: a kind's shared keys. Such a
+    /// profile has no spoken names and no `app_ids`.
+    pub categories: Vec<String>,
     /// Where it came from: `data/profiles/firefox.toml (built in)` or the user's path.
     pub source: String,
 }
@@ -286,6 +298,8 @@ struct ProfileFile {
     aliases: Vec<Spanned<String>>,
     #[serde(default)]
     app_ids: Vec<Spanned<String>>,
+    #[serde(default)]
+    categories: Vec<Spanned<String>>,
     launch: Option<Spanned<Vec<String>>>,
     run: Option<Spanned<Vec<String>>>,
     search_url: Option<Spanned<String>>,
@@ -437,6 +451,27 @@ pub fn parse(text: &str, source: &str) -> Result<Profile, ProfileError> {
         shortcuts.insert(name, chord(value, &format!("shortcut {key:?}"))?);
     }
     let commands = read_commands(&file.commands, file.kind, &at)?;
+    let mut categories = Vec::new();
+    for category in &file.categories {
+        let value = category.get_ref().trim();
+        if value.is_empty() || !value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(at(
+                category.span().start,
+                format!("category {value:?} must be a desktop entry category (letters, digits, -)"),
+            ));
+        }
+        categories.push(value.to_owned());
+    }
+    if !categories.is_empty() {
+        if let Some(first) = file.app_ids.first().or(file.aliases.first()) {
+            return Err(at(
+                first.span().start,
+                "a profile for categories names no app_ids or aliases: it stands for applications without a profile".into(),
+            ));
+        }
+        // Not said by name: "the terminal" names the open terminal, not this profile.
+        spoken.clear();
+    }
     Ok(Profile {
         id,
         name,
@@ -448,6 +483,7 @@ pub fn parse(text: &str, source: &str) -> Result<Profile, ProfileError> {
         search_url,
         shortcuts,
         commands,
+        categories,
         source: source.to_owned(),
     })
 }
@@ -483,6 +519,7 @@ pub fn parse_commands(text: &str, source: &str) -> Result<Profile, ProfileError>
         search_url: None,
         shortcuts: BTreeMap::new(),
         commands,
+        categories: Vec::new(),
         source: source.to_owned(),
     })
 }
@@ -708,6 +745,14 @@ impl Profiles {
     /// The profile of a window's `app_id`.
     pub fn for_app_id(&self, app_id: &str) -> Option<&Profile> {
         self.list.iter().find(|p| p.has_app_id(app_id))
+    }
+
+    /// The profile that stands for an application of these desktop entry `categories`
+    /// without a profile of its own (a terminal's, a browser's shared keys).
+    pub fn for_categories(&self, categories: &[String]) -> Option<&Profile> {
+        self.list.iter().find(|p| {
+            !p.categories.is_empty() && p.categories.iter().any(|c| categories.contains(c))
+        })
     }
 
     /// The profile a spoken name (normalised words) names.

@@ -496,6 +496,11 @@ fn plan_head(
     }
     for target in targets(text, SITE_VERBS) {
         if let Some((site, new_tab)) = site_target(target, sources.catalog) {
+            // "show me my calendar" with a Calendar installed: the application, not Google
+            // Calendar, unless the site's own name was said.
+            if !new_tab && crate::web::an_app_is_named(target, site, sources) {
+                continue;
+            }
             return Some(open_site(site, new_tab));
         }
     }

@@ -117,7 +117,7 @@ impl Vocabulary {
         };
         let (first, rest): (Vec<_>, Vec<_>) = profiles
             .iter()
-            .filter(|p| !player(p))
+            .filter(|p| !player(p) && p.categories.is_empty())
             .partition(|p| installed_profile(p));
         for profile in first.into_iter().chain(rest) {
             push_unique(&mut v.apps, &mut seen, &profile.name);

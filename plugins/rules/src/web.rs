@@ -67,6 +67,27 @@ pub(crate) fn site_target<'c>(
         .map(|s| (s, new_tab))
 }
 
+/// True when an installed application's `Name` is `target` itself (without "the", "my")
+/// and the site was found by another of its names: "my calendar" is the Calendar
+/// application before Google Calendar; "google calendar" stays the site.
+pub(crate) fn an_app_is_named(
+    target: &str,
+    site: &crate::sites::Site,
+    sources: &crate::plan::Sources<'_>,
+) -> bool {
+    let spoken = ["the ", "my ", "a "]
+        .iter()
+        .find_map(|a| target.strip_prefix(a))
+        .unwrap_or(target);
+    let said = crate::text::compact(spoken);
+    crate::text::compact(&crate::text::normalize(&site.name)) != said
+        && sources
+            .apps
+            .all()
+            .iter()
+            .any(|a| crate::text::compact(&crate::text::normalize(&a.name)) == said)
+}
+
 /// The step that opens `site`: in a new tab (`open_url`), or the tab showing it if a browser
 /// has one, else a new one (`ensure_url`).
 pub(crate) fn open_site(site: &crate::sites::Site, new_tab: bool) -> Matched {

@@ -199,12 +199,7 @@ fn profile_window<'a>(target: &str, sources: &Sources<'a>) -> Option<&'a str> {
         context
             .app_ids
             .iter()
-            .find(|id| {
-                sources
-                    .profiles
-                    .for_app_id(id)
-                    .is_some_and(|p| p.kind == kind)
-            })
+            .find(|id| sources.profile_of(id).is_some_and(|p| p.kind == kind))
             .map(String::as_str)
     })
 }

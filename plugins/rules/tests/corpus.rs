@@ -126,21 +126,21 @@ async fn the_second_held_out_corpus_is_scored() {
 /// two had been used (first score 176).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_third_held_out_corpus_is_scored() {
-    score_held_out("blind3", "third held-out", 238, 0).await;
+    score_held_out("blind3", "third held-out", 239, 0).await;
 }
 
 /// A fourth held-out set (`tests/corpus/blind4/`, 200 cases), written blind after the third
 /// had been used (first score 149).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fourth_held_out_corpus_is_scored() {
-    score_held_out("blind4", "fourth held-out", 186, 0).await;
+    score_held_out("blind4", "fourth held-out", 187, 0).await;
 }
 
 /// A fifth held-out set (`tests/corpus/blind5/`, 150 cases), written blind by hand after the
 /// fourth had been used (first score 120).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fifth_held_out_corpus_is_scored() {
-    score_held_out("blind5", "fifth held-out", 143, 0).await;
+    score_held_out("blind5", "fifth held-out", 144, 0).await;
 }
 
 /// A sixth held-out set (`tests/corpus/blind6/`, 200 cases), written blind by hand against
@@ -148,7 +148,15 @@ async fn the_fifth_held_out_corpus_is_scored() {
 /// the fifth had been used (first score 167).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sixth_held_out_corpus_is_scored() {
-    score_held_out("blind6", "sixth held-out", 186, 0).await;
+    score_held_out("blind6", "sixth held-out", 188, 0).await;
+}
+
+/// A seventh held-out set (`tests/corpus/blind7/`, 200 cases), written blind by hand against
+/// a GNOME desktop's applications and flatpaks (Ptyxis, WezTerm, Chrome, Epiphany, IntelliJ,
+/// Neovide, a LibreOffice suite entry) after the sixth had been used (first score 173).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seventh_held_out_corpus_is_scored() {
+    score_held_out("blind7", "seventh held-out", 192, 0).await;
 }
 
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per

@@ -197,9 +197,15 @@ fn apps_are_launched_with_id_and_name() {
 
 #[test]
 fn sites_beat_apps_and_go_to_never_launches() {
-    // Both a site and an app are called YouTube / Calendar: the site wins.
+    // Both a site and an app are called YouTube: the site wins when its own name is said.
     assert_eq!(summary("open youtube").map(|s| s.0), Some("open_site"));
-    assert_eq!(summary("open calendar").map(|s| s.0), Some("open_site"));
+    // An application named Calendar beats a site Calendar is only another name of.
+    assert_eq!(summary("open calendar").map(|s| s.1), Some("launch_app"));
+    assert_eq!(summary("open my calendar").map(|s| s.1), Some("launch_app"));
+    assert_eq!(
+        summary("open google calendar").map(|s| s.0),
+        Some("open_site")
+    );
     // "launch" is not a site verb, so it reaches the app.
     assert_eq!(
         summary("launch youtube"),
@@ -1857,4 +1863,40 @@ fn a_window_of_a_kind_is_closed_by_the_kind() {
     let none = context(json!({"compositor": {"name": "niri"}, "windows": []}));
     let steps = steps_with("close the calculator", &[calculator], &none);
     assert!(steps.is_empty(), "{steps:?}");
+}
+
+#[test]
+fn an_application_without_a_profile_gets_its_kinds_shared_keys() {
+    let ptyxis = AppEntry::new("org.gnome.Ptyxis", "Ptyxis", Some("Terminal"), &[])
+        .with_categories(&["GNOME", "System", "TerminalEmulator"]);
+    let web = AppEntry::new("org.gnome.Epiphany", "Web", Some("Web Browser"), &[])
+        .with_categories(&["Network", "WebBrowser"]);
+    let apps = vec![ptyxis, web];
+    let in_window = |utterance: &str, focused: &str| {
+        let ctx = context(json!({"compositor": {"name": "niri"}, "focused": {"app_id": focused}}));
+        steps_with(utterance, &apps, &ctx)
+    };
+    assert_eq!(
+        in_window("paste", "org.gnome.Ptyxis"),
+        [("key", json!({"chord": "ctrl+shift+v"}))]
+    );
+    assert_eq!(
+        in_window("run git status", "org.gnome.Ptyxis")[0],
+        (
+            "terminal",
+            json!({"command": "git status", "app": "org.gnome.Ptyxis"})
+        )
+    );
+    assert_eq!(
+        in_window("new tab", "org.gnome.Epiphany"),
+        [("key", json!({"chord": "ctrl+t"}))]
+    );
+    // An application of neither kind gets neither.
+    assert!(in_window("new tab", "org.gnome.Calculator").is_empty());
+    // The shared profiles are nobody's name.
+    assert!(
+        crate::plan::builtin_profiles()
+            .named("the terminal")
+            .is_none()
+    );
 }
