@@ -97,6 +97,20 @@ const SPOKEN_MARKS: &[(&str, &str)] = &[
 /// its word), the others stand anywhere; after an article a mark word is the mark's name
 /// ("use a comma here").
 fn written_marks(text: &str) -> String {
+    // "type the word comma": the word itself, as said.
+    if let Some(word) = text
+        .get(..9)
+        .filter(|lead| lead.eq_ignore_ascii_case("the word "))
+        .map(|_| text[9..].trim())
+        .filter(|w| !w.is_empty())
+    {
+        return word.to_owned();
+    }
+    // "type question mark": a mark said alone is that mark.
+    let alone = text.trim_end_matches(['.', '!', '?']).to_lowercase();
+    if let Some((_, mark)) = SPOKEN_MARKS.iter().find(|(said, _)| *said == alone) {
+        return (*mark).to_owned();
+    }
     let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
     let mut out = String::with_capacity(text.len());
     let mut changed = false;
@@ -1102,7 +1116,10 @@ mod tests {
             ("dictate note colon buy milk", "note: buy milk"),
             // "period" and "full stop" inside the text stay words.
             ("type the period is over", "the period is over"),
-            ("type comma", "comma"),
+            // A mark said alone is the mark; "the word" keeps it a word.
+            ("type comma", ","),
+            ("type question mark", "?"),
+            ("type the word comma", "comma"),
         ];
         for (utterance, text) in cases {
             assert_eq!(typed(utterance).as_deref(), Some(text), "{utterance}");

@@ -728,7 +728,7 @@ pub fn shortcut(text: &str, sources: &Sources<'_>) -> Option<Result<Matched, Esc
 /// The phrases of `text` aimed at `profile`: after one of its names ("firefox new tab"), or
 /// before "in"/"on" and one of its names ("new tab in firefox").
 fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<&'t str> {
-    aimed_at(text, |name| profile.is_named(name), true)
+    aimed_at(text, |name| profile.is_named(name), false)
 }
 
 /// [`aimed`] for any naming: the phrases of `text` aimed at what `is_named` accepts, as
@@ -1357,7 +1357,8 @@ pub fn wipes_the_system(command: &str) -> Option<&'static str> {
 /// first (its `app` argument).
 pub fn aimed_input(text: &str, sources: &Sources<'_>, raw: &str) -> Option<Matched> {
     for profile in sources.profiles.iter() {
-        for phrase in aimed(text, profile) {
+        // "in slack type on my way" too.
+        for phrase in aimed_at(text, |name| profile.is_named(name), true) {
             // The raw words of the phrase: the utterance without the application's words.
             let raw_phrase = raw_part(raw, phrase)?;
             if let Some(mut matched) = crate::inapp::plan(raw_phrase)

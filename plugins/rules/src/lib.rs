@@ -387,8 +387,28 @@ impl State {
                 // "open discord and telegram": the verb of the part before, said once for
                 // both names.
                 Err(_) => {
-                    let said = format!("{} {part}", verb?);
-                    self.plan_text(&said, context.as_ref(), profiles, apps, binds)
+                    // "… and start a file manager there": where was said by the part before.
+                    let part = ["over there", "there"]
+                        .iter()
+                        .find_map(|tail| {
+                            text::strip_word_suffix(part.trim_end_matches(['.', ',']), tail)
+                        })
+                        .map(str::trim_end)
+                        .filter(|p| !p.is_empty())
+                        .unwrap_or(part);
+                    self.plan_text(part, context.as_ref(), profiles, apps, binds)
+                        .or_else(|_| {
+                            let said = format!("{} {part}", verb.unwrap_or_default());
+                            match verb {
+                                Some(_) => {
+                                    self.plan_text(&said, context.as_ref(), profiles, apps, binds)
+                                }
+                                None => Err(Escalation {
+                                    reason: "no_rule",
+                                    message: String::new(),
+                                }),
+                            }
+                        })
                         .ok()?
                 }
             };
@@ -414,10 +434,12 @@ impl State {
     }
 
     /// The steps of the last clause of `utterance` when what comes before its last comma is
-    /// a remark of the speaker's own ([`REMARK_LEADS`]: "i want to draw something, open
-    /// krita", "it's way too loud, turn the volume down"). Only after the whole utterance
-    /// planned nothing, and only a remark: "reopen, close tab" (a transcript's comma inside
-    /// one command) is not read as "close tab".
+    /// a remark of the speaker's own ([`REMARK_LEADS`] first, or a statement with "is",
+    /// "are": "i want to draw something, open krita", "it's way too loud, turn the volume
+    /// down"), else of the first clause when what follows its first comma is one ("zoom in
+    /// a bit, the text is tiny"). Only after the whole utterance planned nothing, and only
+    /// a remark: "reopen, close tab" (a transcript's comma inside one command) is not read
+    /// as "close tab".
     fn after_remark(
         &self,
         utterance: &str,
@@ -426,10 +448,25 @@ impl State {
         apps: &LazyApps<'_>,
         binds: &LazyBinds<'_>,
     ) -> Option<Vec<Matched>> {
-        let (remark, command) = utterance.rsplit_once(',')?;
-        let remark = text::normalize(remark);
-        let first = remark.split(' ').next().unwrap_or("");
-        if !REMARK_LEADS.contains(&first) || command.trim().is_empty() {
+        let is_remark = |clause: &str| {
+            let clause = text::normalize(clause);
+            let first = clause.split(' ').next().unwrap_or("");
+            REMARK_LEADS.contains(&first)
+                || [" is ", " are ", " was ", " looks "]
+                    .iter()
+                    .any(|verb| format!(" {clause} ").contains(verb))
+        };
+        // "i want to draw something, open krita".
+        if let Some((remark, command)) = utterance.rsplit_once(',')
+            && !command.trim().is_empty()
+            && is_remark(remark)
+            && let Ok(steps) = self.plan_text(command, context, profiles, apps, binds)
+        {
+            return Some(steps);
+        }
+        // "zoom in a bit, the text is tiny", "open obsidian, i wanna write some notes".
+        let (command, remark) = utterance.split_once(',')?;
+        if command.trim().is_empty() || !is_remark(remark) {
             return None;
         }
         self.plan_text(command, context, profiles, apps, binds).ok()
@@ -474,10 +511,9 @@ impl State {
         };
         // Never a command that wipes the system, however it was reached (run, said bare,
         // typed and entered, one part of several).
-        let planned = planned.and_then(refuse_wiping);
         // "it's way too loud, turn the volume down": a remark, then the command.
         let planned = match planned {
-            Err(e) if matches!(e.reason, "no_rule" | "unknown_target") => {
+            Err(e) if e.reason != "refused" => {
                 match self.after_remark(&request.utterance, context, &profiles, &apps, &binds) {
                     Some(steps) => Ok(steps),
                     None => Err(e),
@@ -485,6 +521,7 @@ impl State {
             }
             other => other,
         };
+        let planned = planned.and_then(refuse_wiping);
         // No rule: perhaps a misheard name (the decision head's matcher).
         let planned = match planned {
             Err(e) if matches!(e.reason, "no_rule" | "unknown_target") => {

@@ -214,6 +214,30 @@ const DEGREES: &[&str] = &[
     "a little more",
 ];
 
+/// Words a complaint about the volume may hold besides the level ([`complaint`]).
+const COMPLAINT_WORDS: &[&str] = &[
+    "ugh", "oh", "man", "wow", "its", "it", "is", "this", "thats", "that", "way", "much", "far",
+    "a", "bit", "little", "the", "music", "volume", "sound", "audio", "video", "song", "now", "so",
+    "really", "kinda", "just", "still",
+];
+
+/// "ugh it's way too loud" (volume down), "the music is too quiet" (volume up): the level
+/// said as too much or too little, with only [`COMPLAINT_WORDS`] around it.
+fn complaint(text: &str) -> Option<MediaCommand> {
+    let (rest, command) = [
+        ("too loud", MediaCommand::VolumeDown),
+        ("too quiet", MediaCommand::VolumeUp),
+        ("too soft", MediaCommand::VolumeUp),
+        ("too low", MediaCommand::VolumeUp),
+    ]
+    .iter()
+    .find_map(|(level, command)| Some((strip_word_suffix(text, level)?, *command)))?;
+    rest.split(' ')
+        .filter(|w| !w.is_empty())
+        .all(|w| COMPLAINT_WORDS.contains(&w))
+        .then_some(command)
+}
+
 /// The command a whole phrase (without a player) stands for, with a degree said before or
 /// after a volume change ([`DEGREES`]).
 fn media_phrase(text: &str) -> Option<MediaCommand> {
@@ -227,6 +251,10 @@ fn media_phrase(text: &str) -> Option<MediaCommand> {
         .find_map(|verb| strip_word_prefix(text, verb))
         && let Some(command) = bare_media_phrase(rest).filter(|c| !volume(*c))
     {
+        return Some(command);
+    }
+    // "ugh it's way too loud", "the music is too quiet": a complaint about the level.
+    if let Some(command) = complaint(text) {
         return Some(command);
     }
     // "make it louder", "make it a bit quieter".
@@ -341,11 +369,22 @@ mod tests {
             ("turn the volume down a bit", MediaCommand::VolumeDown),
             ("turn it up a little", MediaCommand::VolumeUp),
             ("slightly louder", MediaCommand::VolumeUp),
+            ("ugh its way too loud", MediaCommand::VolumeDown),
+            ("the music is too quiet", MediaCommand::VolumeUp),
+            ("too loud", MediaCommand::VolumeDown),
         ] {
             assert_eq!(media_phrase(said), Some(command), "{said}");
         }
         // Only a volume change takes a degree: "pause a bit" is no pause.
-        for said in ["pause a bit", "a bit", "some", "next a little", "more"] {
+        for said in [
+            "pause a bit",
+            "a bit",
+            "some",
+            "next a little",
+            "more",
+            "my boss is too loud",
+            "the fan is too loud",
+        ] {
             assert_eq!(media_phrase(said), None, "{said}");
         }
     }

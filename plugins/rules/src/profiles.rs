@@ -82,6 +82,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../data/profiles/spotify.toml"),
     ),
     (
+        "librewolf.toml",
+        include_str!("../../../data/profiles/librewolf.toml"),
+    ),
+    (
+        "vivaldi.toml",
+        include_str!("../../../data/profiles/vivaldi.toml"),
+    ),
+    (
         "any-terminal.toml",
         include_str!("../../../data/profiles/any-terminal.toml"),
     ),

@@ -175,6 +175,7 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
             .or_else(|| language::loose_shortcut(text, sources).map(|m| vec![m]))
             .or_else(|| repeated(text, sources))
             .or_else(|| entered(sources))
+            .or_else(|| named_alone(text, sources))
             .or_else(|| {
                 let (m, query) = language::site_query(sources, sources.spoken(text))?;
                 // The query read alone, as its own utterance.
@@ -214,6 +215,19 @@ fn entered(sources: &Sources<'_>) -> Option<Vec<Matched>> {
     };
     let steps = plan_rules(&crate::text::normalize(&said), &typing).ok()?;
     steps.iter().all(|s| s.op == "type_text").then_some(steps)
+}
+
+/// "xfce terminal please", "firefox": an installed application's whole `Name` said alone
+/// focuses or starts it, when the name is a brand rather than a word (its desktop id holds
+/// it: `firefox`, `xfce4-terminal` is not, so two words or more) — "files" or "web" alone
+/// is no request.
+fn named_alone(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
+    let said = crate::text::compact(text);
+    let app = sources.apps.all().iter().find(|a| {
+        crate::text::compact(&crate::text::normalize(&a.name)) == said
+            && (text.contains(' ') || crate::text::compact(&a.id.to_lowercase()).contains(&said))
+    })?;
+    crate::windows::switch_to(&app.name.to_lowercase(), sources).map(|m| vec![m])
 }
 
 /// The ops a phrase aimed at an application may plan: what acts inside the focused window.

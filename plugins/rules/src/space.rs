@@ -245,6 +245,11 @@ fn reading(text: &str, grammar: &Grammar) -> Option<Reading> {
     if numbers.len() > 1 {
         return None;
     }
+    // "the last workspace i was on": "last" is the one before, not the end.
+    let previous = Token::Direction("previous".into());
+    if r.rest.contains(&previous) {
+        r.rest.retain(|t| *t != Token::Direction("last".into()));
+    }
     r.index = numbers.first().copied();
     // "move this to workspace 3": the window is what moves.
     if destination_first && r.verbs.iter().any(|v| v.iter().any(|v| v == "move")) {
@@ -299,11 +304,17 @@ fn fits(reading: &Reading, action: &Sayable, rest: &[Token]) -> Option<usize> {
     // the name said ("focus left", "move down", "toggle tabbed display"), never with a bare
     // verb ("close") or "back" ("go back").
     let spatial = rest.iter().any(|t| match t {
-        Token::Direction(d) => matches!(d.as_str(), "left" | "right" | "up" | "down"),
+        Token::Direction(d) => matches!(
+            d.as_str(),
+            "left" | "right" | "up" | "down" | "first" | "last"
+        ),
         Token::Word(_) => true,
         _ => false,
     });
-    let implied = |t: &&Token| matches!(t, Token::Object(o) if o == "window" || o == "column");
+    // "to" of the name goes unsaid inside a direction ("all the way to the left").
+    let implied = |t: &&Token| {
+        matches!(t, Token::To) || matches!(t, Token::Object(o) if o == "window" || o == "column")
+    };
     (spatial && !reading.verbs.is_empty() && wanted.iter().all(implied)).then_some(wanted.len())
 }
 

@@ -145,6 +145,7 @@ const LEADING_FILLERS: &[&str] = &[
     "go ahead and",
     "lets",
     "let us",
+    "let",
     "okay so",
     "ok so",
     "alright",
