@@ -1215,6 +1215,13 @@ fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
 pub fn terminal(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escalation>> {
     let spoken = Spoken::new(raw);
     let terminal_focused = focused_profile(sources).is_some_and(|p| p.kind == Kind::Terminal);
+    // "run the tests with cargo": a phrase of `[shell.phrases]` that opens with "run".
+    if terminal_focused
+        && spoken.after_verb(TERMINAL_VERBS).is_some()
+        && let Some(m) = bare_command(sources, &spoken)
+    {
+        return Some(Ok(m));
+    }
     let after = match spoken.after_verb(TERMINAL_VERBS) {
         Some(after) => after,
         // Said without "run", with a terminal focused: a shell idiom said in words, or a

@@ -1900,3 +1900,15 @@ fn an_application_without_a_profile_gets_its_kinds_shared_keys() {
             .is_none()
     );
 }
+
+#[test]
+fn a_shell_phrase_opening_with_run_is_the_phrase() {
+    let steps = steps_in("run the tests with cargo", "foot");
+    assert_eq!(steps[0].0, "terminal");
+    assert_eq!(steps[0].1["command"], "cargo test");
+    // Anything else after "run" is the command as said.
+    assert_eq!(
+        steps_in("run git status", "foot")[0].1["command"],
+        "git status"
+    );
+}
