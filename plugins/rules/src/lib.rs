@@ -370,6 +370,10 @@ impl State {
                         .filter(|p| p.eq_ignore_ascii_case(lead))
                         .map(|_| &part[lead.len()..])
                 })?;
+                // "… and search for": nothing to search yet.
+                if query.trim().is_empty() || query.trim().eq_ignore_ascii_case("for") {
+                    return None;
+                }
                 let said = format!("search {site} for {query}");
                 self.plan_text(&said, context.as_ref(), profiles, apps, binds)
                     .ok()
@@ -1452,6 +1456,12 @@ mod tests {
         assert_eq!(steps.len(), 1, "{planned}");
         assert_eq!(
             steps[0]["args"]["url"], "https://www.youtube.com/results?search_query=synthwave",
+            "{planned}"
+        );
+        // Nothing to search: not a search for "for".
+        let planned = plan(json!({"utterance": "go to youtube and search for"})).expect("planned");
+        assert!(
+            !planned["steps"].to_string().contains("search_query=for"),
             "{planned}"
         );
         // Another part keeps its own meaning.
