@@ -32,8 +32,28 @@ const VOICES: &[&str] = &["en-us", "en-gb", "en-gb-scotland"];
 const SPEEDS: &[u32] = &[150, 185];
 
 /// The accuracy below which the test fails: a guard against regressions, under the 57%
-/// measured when the set was made (the goal is 95%).
+/// measured when the set was made (the goal is 95%). A sample (`UTTER_SPOKEN_SECONDS`) is
+/// held to [`floor_for`] instead.
 const FLOOR: f64 = 0.50;
+
+/// The floor for `heard` of the set's `all` utterances: [`FLOOR`] for the whole set; for a
+/// sample, two standard errors of a sample that size below it, so that a set still at the
+/// floor fails by chance about once in forty runs of a fresh sample (CI's sample of about
+/// 110 is held to 41%: a broken recogniser or router fails, a drop of a few points is only
+/// seen by the whole set).
+fn floor_for(heard: usize, all: usize) -> f64 {
+    if heard >= all {
+        return FLOOR;
+    }
+    FLOOR - 2.0 * (FLOOR * (1.0 - FLOOR) / heard.max(1) as f64).sqrt()
+}
+
+#[test]
+fn a_sample_is_held_to_a_floor_two_standard_errors_lower() {
+    assert_eq!(floor_for(840, 840), FLOOR);
+    assert!((floor_for(100, 840) - (FLOOR - 0.1)).abs() < 1e-9);
+    assert!(floor_for(400, 840) > floor_for(100, 840));
+}
 
 /// Set to `1` to score the configuration before issue 15 instead (the full 30 s window,
 /// one hypothesis, no prompt), for comparison; the floor does not apply then.
@@ -241,7 +261,7 @@ impl Tally {
 // Ignored in a plain `cargo test`: tests/run.sh runs it on its own with its output shown, so
 // that every run prints the accuracy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "run by tests/run.sh: cargo test --test integration spoken:: -- --ignored --nocapture"]
+#[ignore = "run by tests/run.sh: cargo test --workspace --test integration spoken:: -- --ignored --nocapture"]
 async fn the_spoken_set_is_heard_and_planned() {
     require_program("espeak-ng", "espeak-ng");
     require_program("sox", "sox");
@@ -422,12 +442,19 @@ async fn the_spoken_set_is_heard_and_planned() {
         inference[inference.len() / 2],
         inference[inference.len() * 9 / 10],
     );
-    println!("SPOKEN SET ACCURACY: {}", total.show());
-    let accuracy = total.right as f64 / total.total as f64;
-    assert!(
-        baseline || accuracy >= FLOOR,
-        "the spoken set fell to {} (floor {:.0}%)",
+    println!(
+        "SPOKEN SET ACCURACY: {} (floor {:.1}%)",
         total.show(),
-        FLOOR * 100.0
+        floor_for(total.total, order.len()) * 100.0
+    );
+    let accuracy = total.right as f64 / total.total as f64;
+    let floor = floor_for(total.total, order.len());
+    assert!(
+        baseline || accuracy >= floor,
+        "the spoken set fell to {} (floor {:.1}% for {} of {} utterances)",
+        total.show(),
+        floor * 100.0,
+        total.total,
+        order.len()
     );
 }
