@@ -37,8 +37,11 @@ if ((${#missing[@]})); then
     fi
 fi
 
-cargo build --example uinput_ptt
-cargo build -p utter-input --example uinput_keys
+# Both examples in one --workspace build: dependency features unified as tests/run.sh's
+# build unified them, so after it only the two examples are compiled (`--example` of one
+# package, or `-p`, resolves features for that package alone and compiles a hundred crates
+# again).
+cargo build --workspace --example uinput_ptt --example uinput_keys
 target=${CARGO_TARGET_DIR:-target}
 probe="$target/debug/examples/uinput_ptt"
 keys="$target/debug/examples/uinput_keys"

@@ -508,7 +508,7 @@ impl Transcriber {
         }
         prompt.push("<|notimestamps|>".to_owned());
         let beam_size = options.beam_size.clamp(1, 16);
-        let mut whisper_options = ct2rs::WhisperOptions {
+        let mut whisper_options = ct2rs::sys::WhisperOptions {
             beam_size,
             num_hypotheses: options.hypotheses.clamp(1, beam_size),
             return_scores: true,
@@ -525,7 +525,7 @@ impl Transcriber {
             let budget = token_budget(chunk.len());
             whisper_options.max_length = (2 * budget).max(budget + prompt.len()).min(448);
         }
-        let generate = |options: &ct2rs::WhisperOptions| {
+        let generate = |options: &ct2rs::sys::WhisperOptions| {
             self.whisper
                 .generate(&view, std::slice::from_ref(&prompt), options)
                 .map_err(engine)?
@@ -554,7 +554,7 @@ impl Transcriber {
         if looped {
             let mut best = compression_ratio(&first);
             for temperature in LOOP_TEMPERATURES {
-                let sampled = ct2rs::WhisperOptions {
+                let sampled = ct2rs::sys::WhisperOptions {
                     beam_size: 1,
                     num_hypotheses: 1,
                     sampling_topk: 20,
