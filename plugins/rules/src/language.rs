@@ -279,6 +279,43 @@ pub fn find_in_page(sources: &Sources<'_>, raw: &str) -> Option<Vec<Matched>> {
     Some(vec![find, typed])
 }
 
+/// Rule `go_to_line`: "go to line forty two", "jump to line 7" with an application focused
+/// whose profile has a "go to line" key: that key, the number typed, Enter. `None` where
+/// the focused application has none (a browser, a terminal).
+pub fn go_to_line(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
+    let rest = ["go to line", "jump to line", "goto line", "line number"]
+        .iter()
+        .find_map(|lead| strip_word_prefix(text, lead))?;
+    let number = crate::numbers::digits(rest);
+    let line: u32 = number
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n| (1..=1_000_000).contains(n))?;
+    let profile = focused_profile(sources)?;
+    let chord = profile.shortcuts.get("go to line")?.clone();
+    let step = |op: &'static str, message: String, args: Value| Matched {
+        rule: "go_to_line",
+        op,
+        message,
+        args,
+        confirm: false,
+    };
+    Some(vec![
+        step(
+            "key",
+            format!("open {}'s go to line", profile.name),
+            json!({"chord": chord}),
+        ),
+        step(
+            "type_text",
+            format!("type {line}"),
+            json!({"text": line.to_string()}),
+        ),
+        step("key", "press Return".into(), json!({"chord": "Return"})),
+    ])
+}
+
 /// The site searches that do not open with a search verb: "youtube search rust tutorial"
 /// (a site, then "search"), "find cat videos on youtube" and "play lofi on youtube" (a verb
 /// of [`SITE_SEARCH_VERBS`], the query, "on" and a site with a search), and "what does

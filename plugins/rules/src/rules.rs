@@ -460,6 +460,9 @@ fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalat
     if let Some(steps) = language::find_in_page(sources, raw) {
         return Ok(steps);
     }
+    if let Some(steps) = language::go_to_line(text, sources) {
+        return Ok(steps);
+    }
     if let Some(found) = plan_head(text, sources, raw, &mut pending) {
         return one(found);
     }

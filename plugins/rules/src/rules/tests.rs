@@ -1912,3 +1912,27 @@ fn a_shell_phrase_opening_with_run_is_the_phrase() {
         "git status"
     );
 }
+
+#[test]
+fn a_line_number_is_gone_to_in_an_editor_with_the_key_for_it() {
+    let steps = steps_in("go to line forty two", "code");
+    assert_eq!(
+        steps,
+        [
+            ("key", json!({"chord": "ctrl+g"})),
+            ("type_text", json!({"text": "42"})),
+            ("key", json!({"chord": "Return"})),
+        ]
+    );
+    // No such key in a terminal, and no number is no line.
+    assert!(
+        steps_in("go to line 4", "foot")
+            .iter()
+            .all(|(op, _)| *op != "type_text")
+    );
+    assert!(
+        steps_in("go to line zero", "code")
+            .iter()
+            .all(|(op, _)| *op != "type_text")
+    );
+}
