@@ -218,41 +218,35 @@ fn kind_named(name: &str) -> Option<Kind> {
     }
 }
 
-/// Rule 6: close the application `target` names; an open window first.
+/// Rule 6: close the application `target` names; an open window first, then an open window
+/// of the kind it names ("close the calculator"), then the installed application.
 pub(crate) fn close(target: &str, sources: &Sources<'_>) -> Option<Matched> {
     if let Some(app_id) =
         window_named(target, sources.context).or_else(|| profile_window(target, sources))
     {
-        return Some(Matched {
-            rule: "close_app",
-            op: "close_app",
-            message: format!("close the {app_id} window"),
-            args: json!({"app": app_id}),
-            confirm: false,
-        });
+        return Some(close_window(app_id));
     }
-    // "close the calculator": the open window of that kind.
-    if let Some(OfKind::Window(app_id)) = app_named(target, sources.apps)
-        .is_none()
-        .then(|| of_kind(target, sources))
-        .flatten()
-    {
-        return Some(Matched {
-            rule: "close_app",
-            op: "close_app",
-            message: format!("close the {app_id} window"),
-            args: json!({"app": app_id}),
-            confirm: false,
-        });
-    }
-    let app = app_named(target, sources.apps)?;
+    let Some(app) = app_named(target, sources.apps) else {
+        return match of_kind(target, sources)? {
+            OfKind::Window(app_id) => Some(close_window(&app_id)),
+            OfKind::Installed(_) => None,
+        };
+    };
     Some(Matched {
+        message: format!("close {} ({})", app.name, app.id),
+        ..close_window(&app.id)
+    })
+}
+
+/// The step that closes the window of `app_id`.
+fn close_window(app_id: &str) -> Matched {
+    Matched {
         rule: "close_app",
         op: "close_app",
-        message: format!("close {} ({})", app.name, app.id),
-        args: json!({"app": app.id}),
+        message: format!("close the {app_id} window"),
+        args: json!({"app": app_id}),
         confirm: false,
-    })
+    }
 }
 
 /// Rule 7: start the application an opening verb names ("launch gimp"); "open X" with a
