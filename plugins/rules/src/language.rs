@@ -236,8 +236,15 @@ const FIND_PLACES: &[&[&str]] = &[
 /// Rule `find_in_page`: "find pricing on this page", "look for pricing on the page",
 /// "search this page for pricing": the focused application's find chord (its profile's,
 /// else the common one), then the words typed into the find bar as said. `None` in a
-/// terminal (no find chord of its own) or without words to find.
-pub fn find_in_page(sources: &Sources<'_>, raw: &str) -> Option<Vec<Matched>> {
+/// terminal (no find chord of its own) or without words to find. `text` is the normalised
+/// utterance, `raw` the words as said; most utterances name no place and leave at once.
+pub fn find_in_page(sources: &Sources<'_>, text: &str, raw: &str) -> Option<Vec<Matched>> {
+    let names_a_place = text
+        .split(' ')
+        .any(|word| FIND_PLACES.iter().any(|place| place.last() == Some(&word)));
+    if !names_a_place {
+        return None;
+    }
     let spoken = Spoken::new(raw);
     let words = spoken.text(spoken.first);
     let (start, end) = if let Some(after) = spoken.after_verb(&["search", "find in", "search in"]) {

@@ -457,7 +457,7 @@ fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalat
     if let Some(m) = language::focused_phrase(text, sources) {
         return one(m);
     }
-    if let Some(steps) = language::find_in_page(sources, raw) {
+    if let Some(steps) = language::find_in_page(sources, text, raw) {
         return Ok(steps);
     }
     if let Some(steps) = language::go_to_line(text, sources) {
