@@ -281,21 +281,6 @@ fn refuse_wiping(steps: Vec<Matched>) -> Result<Vec<Matched>, Escalation> {
     Ok(steps)
 }
 
-/// Verbs one part of "X and Y" may lend the next part that names only its target ("open
-/// discord and telegram", "close spotify and vlc"), longest first.
-const DISTRIBUTED_VERBS: &[&str] = &[
-    "start up",
-    "fire up",
-    "open up",
-    "switch to",
-    "open",
-    "launch",
-    "start",
-    "close",
-    "quit",
-    "kill",
-];
-
 /// First words of a remark the speaker makes before a command, after a comma ("i want to
 /// draw something, open krita"): a pronoun or an exclamation, never a verb of a command.
 const REMARK_LEADS: &[&str] = &[
@@ -360,7 +345,7 @@ impl State {
         }
         let mut context = context.cloned();
         let mut steps = Vec::new();
-        let mut verb: Option<&str> = None;
+        let mut verb: Option<String> = None;
         let mut site: Option<String> = None;
         for part in parts {
             // "go to youtube and search for synthwave": the site just opened searches.
@@ -400,23 +385,17 @@ impl State {
                         .map(str::trim_end)
                         .filter(|p| !p.is_empty())
                         .unwrap_or(part);
-                    self.plan_text(part, context.as_ref(), profiles, apps, binds)
-                        .or_else(|_| {
-                            let said = format!("{} {part}", verb.unwrap_or_default());
-                            match verb {
-                                Some(_) => {
-                                    self.plan_text(&said, context.as_ref(), profiles, apps, binds)
-                                }
-                                None => Err(Escalation {
-                                    reason: "no_rule",
-                                    message: String::new(),
-                                }),
-                            }
-                        })
-                        .ok()?
+                    match self.plan_text(part, context.as_ref(), profiles, apps, binds) {
+                        Ok(planned) => planned,
+                        Err(_) => {
+                            let said = format!("{} {part}", verb.as_deref()?);
+                            self.plan_text(&said, context.as_ref(), profiles, apps, binds)
+                                .ok()?
+                        }
+                    }
                 }
             };
-            verb = leading_verb(part).or(verb);
+            verb = leading_verb(part, &self.curated).or(verb);
             site = planned
                 .last()
                 .filter(|s| matches!(s.op, "ensure_url" | "open_url"))
@@ -453,12 +432,12 @@ impl State {
         binds: &LazyBinds<'_>,
     ) -> Option<Vec<Matched>> {
         let is_remark = |clause: &str| {
-            let clause = text::normalize(clause);
-            let first = clause.split(' ').next().unwrap_or("");
+            let padded = format!(" {} ", text::normalize(clause));
+            let first = padded.split_whitespace().next().unwrap_or("");
             REMARK_LEADS.contains(&first)
                 || [" is ", " are ", " was ", " looks "]
                     .iter()
-                    .any(|verb| format!(" {clause} ").contains(verb))
+                    .any(|verb| padded.contains(verb))
         };
         // "i want to draw something, open krita".
         if let Some((remark, command)) = utterance.rsplit_once(',')
@@ -513,8 +492,6 @@ impl State {
                 None => whole,
             },
         };
-        // Never a command that wipes the system, however it was reached (run, said bare,
-        // typed and entered, one part of several).
         // "it's way too loud, turn the volume down": a remark, then the command.
         let planned = match planned {
             Err(e) if e.reason != "refused" => {
@@ -525,6 +502,8 @@ impl State {
             }
             other => other,
         };
+        // Never a command that wipes the system, however it was reached (run, said bare,
+        // typed and entered, one part of several).
         let planned = planned.and_then(refuse_wiping);
         // No rule: perhaps a misheard name (the decision head's matcher).
         let planned = match planned {
@@ -701,15 +680,23 @@ fn split_parts(utterance: &str) -> Vec<&str> {
     parts
 }
 
-/// The opening or closing verb `part` starts with ("open", "fire up", "close"), as
-/// normalised.
-fn leading_verb(part: &str) -> Option<&'static str> {
+/// The verb `part` starts with, as normalised, that a later part naming only its target
+/// borrows ("open discord and telegram", "close spotify and vlc"): an opening verb
+/// ([`plan::APP_VERBS`]) or a focusing or closing one of the curated phrases; the longest.
+fn leading_verb(part: &str, curated: &Curated) -> Option<String> {
     let normalized = text::normalize(part);
     let words = text::strip_fillers(&normalized);
-    DISTRIBUTED_VERBS
-        .iter()
-        .find(|verb| text::strip_word_prefix(words, verb).is_some_and(|rest| !rest.is_empty()))
-        .copied()
+    let verbs = plan::APP_VERBS.iter().copied().chain(
+        curated
+            .focus_verbs
+            .iter()
+            .chain(&curated.close_verbs)
+            .map(String::as_str),
+    );
+    verbs
+        .filter(|verb| text::strip_word_prefix(words, verb).is_some_and(|rest| !rest.is_empty()))
+        .max_by_key(|verb| verb.len())
+        .map(str::to_owned)
 }
 
 /// A part without the commas and spaces around it.
