@@ -167,6 +167,13 @@ async fn the_eighth_held_out_corpus_is_scored() {
     score_held_out("blind8", "eighth held-out", 183, 0).await;
 }
 
+/// A ninth held-out set (`tests/corpus/blind9/`, 200 cases), written blind by hand against
+/// a GNOME-leaning desktop's applications after the eighth had been used.
+#[tokio::test]
+async fn the_ninth_held_out_corpus_is_scored() {
+    score_held_out("blind9", "ninth held-out", 0, 200).await;
+}
+
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
 /// accuracy below the floor this matcher reached when it was written (a regression guard,
