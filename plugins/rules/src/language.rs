@@ -1054,14 +1054,16 @@ fn command_end(spoken: &Spoken<'_>, first: usize) -> usize {
 
 /// A shell command with the symbols said as words written as symbols: "dash la" is `-la`,
 /// "dash dash release" `--release`, "slash etc" `/etc`, "dot dot" `..`, "file dot txt"
-/// `file.txt`, "tilde" `~`. Only whole words count, case aside; a command said without
-/// them stays exactly as it was (spaces and all).
+/// `file.txt`, "tilde" `~`, "dash l a" `-la` (single letters after a dash are one flag),
+/// "if equals dev zero" `if=/dev/zero` (a device said without its slashes), "python three"
+/// `python3`. Only whole words count, case aside; a command said without them stays
+/// exactly as it was (spaces and all).
 pub fn spoken_symbols(command: &str) -> String {
     let words: Vec<&str> = command.split(' ').filter(|w| !w.is_empty()).collect();
     let symbolic = |w: &str| {
         matches!(
             w.to_lowercase().as_str(),
-            "dash" | "hyphen" | "slash" | "dot" | "tilde"
+            "dash" | "hyphen" | "slash" | "dot" | "tilde" | "equals" | "dev" | "three"
         )
     };
     if !words.iter().any(|w| symbolic(w)) {
@@ -1091,8 +1093,35 @@ pub fn spoken_symbols(command: &str) -> String {
             ("dot", Some(_)) => (".", !out.is_empty() && !out.ends_with(' '), 1),
             ("dot", None) => (".", false, 1),
             ("tilde", _) => ("~", false, 1),
+            ("equals", Some(_)) => ("=", true, 1),
+            // "dev sda", "dev zero": a device file, unless a slash was said before it.
+            ("dev", Some(device)) if !out.ends_with('/') && is_device(device) => {
+                ("/dev/", out.ends_with('='), 1)
+            }
+            // "python three", "pip three": the versioned program.
+            ("three", _) if matches!(out.rsplit(' ').next(), Some("python" | "pip")) => {
+                ("3", true, 1)
+            }
             _ => ("", false, 0),
         };
+        // "dash l a": the single letters after a dash are one cluster of flags.
+        if symbol == "-" && used == 1 {
+            let letters: String = words[i + 1..]
+                .iter()
+                .take_while(|w| w.len() == 1 && w.chars().all(|c| c.is_ascii_alphabetic()))
+                .copied()
+                .collect();
+            if letters.len() > 1 {
+                if !out.is_empty() && !glue {
+                    out.push(' ');
+                }
+                out.push('-');
+                out.push_str(&letters);
+                glue = false;
+                i += 1 + letters.len();
+                continue;
+            }
+        }
         if used == 0 {
             if !out.is_empty() && !glue {
                 out.push(' ');
@@ -1106,10 +1135,29 @@ pub fn spoken_symbols(command: &str) -> String {
             out.push(' ');
         }
         out.push_str(symbol);
-        glue = true;
+        // A versioned program's digit ends its word; every other symbol joins the next.
+        glue = symbol != "3";
         i += used;
     }
     out
+}
+
+/// Whether a word said after "dev" names a device file (`/dev/sda`, `/dev/null`).
+fn is_device(word: &str) -> bool {
+    let numbered = |rest: &str| rest.chars().all(|c| c.is_ascii_digit() || c == 'n' || c == 'p');
+    matches!(word, "zero" | "null" | "random" | "urandom" | "mem")
+        // sda, sdb1, vdc, hda
+        || ["sd", "hd", "vd"].iter().any(|p| {
+            word.strip_prefix(p).is_some_and(|rest| {
+                let mut chars = rest.chars();
+                chars.next().is_some_and(|c| c.is_ascii_lowercase())
+                    && chars.all(|c| c.is_ascii_digit())
+            })
+        })
+        // nvme0n1p2, mmcblk0, loop0
+        || ["nvme", "mmcblk", "loop"]
+            .iter()
+            .any(|p| word.strip_prefix(p).is_some_and(|rest| !rest.is_empty() && numbered(rest)))
 }
 
 /// An address said in words ("reddit dot com slash r slash linux" → `reddit.com/r/linux`,

@@ -432,6 +432,10 @@ impl State {
         binds: &LazyBinds<'_>,
     ) -> Option<Vec<Matched>> {
         let is_remark = |clause: &str| {
+            // "the meeting's over": a noun's "'s" is its "is".
+            if clause.contains("'s ") || clause.contains("\u{2019}s ") {
+                return true;
+            }
             let padded = format!(" {} ", text::normalize(clause));
             let first = padded.split_whitespace().next().unwrap_or("");
             REMARK_LEADS.contains(&first)
@@ -1416,6 +1420,8 @@ mod tests {
             "run rm -r --no-preserve-root /",
             "run sudo mkfs.ext4 /dev/sda1",
             "run dd if=/dev/zero of=/dev/nvme0n1",
+            "run dd if equals dev zero of equals dev sda",
+            "run sudo dd if equals dev urandom of equals slash dev slash nvme0n1",
         ] {
             let planned =
                 plan(json!({"utterance": utterance, "context": terminal})).expect("answered");

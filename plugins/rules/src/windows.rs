@@ -348,18 +348,21 @@ fn another(text: &str, sources: &Sources<'_>) -> Option<Matched> {
             .find(|a| a.has_app_id(focused))?
             .clone()
     } else {
-        let name = ["a new", "another new", "another", "one more", "a second"]
+        let (lead, name) = ["a new", "another new", "another", "one more", "a second", "new"]
             .iter()
-            .find_map(|lead| strip_word_prefix(rest, lead))?;
+            .find_map(|lead| Some((*lead, strip_word_prefix(rest, lead)?)))?;
         let name = ["instance of", "copy of", "window of"]
             .iter()
             .find_map(|lead| strip_word_prefix(name, lead))
             .unwrap_or(name);
-        let name = ["window", "instance"]
+        let tail = ["window", "instance"]
             .iter()
-            .find_map(|tail| strip_word_suffix(name, tail))
-            .unwrap_or(name)
-            .trim();
+            .find_map(|tail| strip_word_suffix(name, tail));
+        // "new firefox window", but "new tab" and "new file" are the focused app's.
+        if lead == "new" && tail.is_none() {
+            return None;
+        }
+        let name = tail.unwrap_or(name).trim();
         if name.is_empty() {
             return None;
         }

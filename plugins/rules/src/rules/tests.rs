@@ -1547,6 +1547,11 @@ fn symbols_said_as_words_are_written_in_shell_commands() {
         ("git commit dash m fix", "git commit -m fix"),
         ("change directory to projects", "cd projects"),
         ("make a directory called build", "mkdir build"),
+        ("run ls dash l a", "ls -la"),
+        ("run tar dash x z f backup dot tgz", "tar -xzf backup.tgz"),
+        ("run python three main dot py", "python3 main.py"),
+        ("run npm run dev", "npm run dev"),
+        ("run lsblk dev sda", "lsblk /dev/sda"),
         // Written symbols and spacing stay as they were.
         ("run ls -la", "ls -la"),
         ("run echo a  b", "echo a  b"),
@@ -1555,6 +1560,10 @@ fn symbols_said_as_words_are_written_in_shell_commands() {
         assert_eq!(run(said).as_deref(), Some(command), "{said}");
     }
     assert_eq!(run("change directory to"), None);
+    assert_eq!(
+        run("run dd if equals dev zero of equals dev sda").as_deref(),
+        Some("dd if=/dev/zero of=/dev/sda")
+    );
 }
 
 #[test]
