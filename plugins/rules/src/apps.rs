@@ -80,14 +80,19 @@ impl AppEntry {
         self
     }
 
-    /// Whether a window whose `app_id` is `app_id` is this application's: its desktop id or
-    /// its `StartupWMClass`, up to ASCII case.
+    /// Whether a window whose `app_id` is `app_id` is this application's: its desktop id, its
+    /// `StartupWMClass`, or without one its program's name or its id's last part, up to
+    /// ASCII case.
     pub fn has_app_id(&self, app_id: &str) -> bool {
-        self.id.eq_ignore_ascii_case(app_id)
-            || self
-                .wm_class
-                .as_deref()
-                .is_some_and(|w| w.eq_ignore_ascii_case(app_id))
+        let same = |name: &str| !name.is_empty() && name.eq_ignore_ascii_case(app_id);
+        same(&self.id)
+            || self.wm_class.as_deref().is_some_and(same)
+            // Where the entry says no StartupWMClass, a window is the entry's as desktops
+            // match it: by the program's name ("zoom" for us.zoom.Zoom's `zoom %U`) or the
+            // reverse-DNS id's last part.
+            || self.wm_class.is_none()
+                && (self.exec.as_deref().is_some_and(same)
+                    || self.id.contains('.') && self.id.rsplit('.').next().is_some_and(same))
     }
 
     /// Whether its `Categories` hold every one of `wanted`.

@@ -73,7 +73,7 @@ pub(crate) fn switch_to(target: &str, sources: &Sources<'_>) -> Option<Matched> 
         return Some(focus_window(app_id));
     }
     if let Some(app) = app_named(target, sources.apps) {
-        return Some(ensure_step(&app));
+        return Some(switch_step(&app, sources));
     }
     if let Some(app_id) =
         window_named(target, sources.context).or_else(|| profile_window(target, sources))
@@ -82,7 +82,7 @@ pub(crate) fn switch_to(target: &str, sources: &Sources<'_>) -> Option<Matched> 
     }
     match of_kind(target, sources) {
         Some(OfKind::Window(app_id)) => return Some(focus_window(&app_id)),
-        Some(OfKind::Installed(app)) => return Some(ensure_step(&app)),
+        Some(OfKind::Installed(app)) => return Some(switch_step(&app, sources)),
         None => {}
     }
     profile_launch(target, sources)
@@ -127,6 +127,21 @@ fn of_kind(target: &str, sources: &Sources<'_>) -> Option<OfKind> {
 }
 
 /// The step that focuses `app`'s window or starts it.
+/// The step that brings `app` up: its open window's `app_id` focused when the context has
+/// a window of it under an `app_id` other than its desktop id (Zoom's `zoom` for
+/// `us.zoom.Zoom`: the compositor would not know the two are one), else focus-or-launch.
+fn switch_step(app: &AppEntry, sources: &Sources<'_>) -> Matched {
+    let open = sources.context.and_then(|c| {
+        c.app_ids
+            .iter()
+            .find(|id| app.has_app_id(id) && !id.eq_ignore_ascii_case(&app.id))
+    });
+    match open {
+        Some(app_id) => focus_window(app_id),
+        None => ensure_step(app),
+    }
+}
+
 fn ensure_step(app: &AppEntry) -> Matched {
     let mut args = json!({
         "app": app.id,
