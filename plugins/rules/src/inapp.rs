@@ -701,6 +701,8 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
     let after = spoken.after_verb(&[
         "keep scrolling",
         "continue scrolling",
+        "keep going",
+        "keep moving",
         "scroll",
         "wheel",
         "mouse wheel",

@@ -1144,7 +1144,10 @@ pub fn spoken_symbols(command: &str) -> String {
 
 /// Whether a word said after "dev" names a device file (`/dev/sda`, `/dev/null`).
 fn is_device(word: &str) -> bool {
-    let numbered = |rest: &str| rest.chars().all(|c| c.is_ascii_digit() || c == 'n' || c == 'p');
+    let numbered = |rest: &str| {
+        rest.chars()
+            .all(|c| c.is_ascii_digit() || c == 'n' || c == 'p')
+    };
     matches!(word, "zero" | "null" | "random" | "urandom" | "mem")
         // sda, sdb1, vdc, hda
         || ["sd", "hd", "vd"].iter().any(|p| {

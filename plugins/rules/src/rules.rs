@@ -176,6 +176,7 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
             .or_else(|| repeated(text, sources))
             .or_else(|| entered(sources))
             .or_else(|| named_alone(text, sources))
+            .or_else(|| said_here(text, sources))
             .or_else(|| {
                 let (m, query) = language::site_query(sources, sources.spoken(text))?;
                 // The query read alone, as its own utterance.
@@ -189,6 +190,39 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
             })
             .ok_or(e),
     }
+}
+
+/// Words after a command that only say it is meant for the focused window.
+const HERE: &[&str] = &[
+    " on this page",
+    " on the page",
+    " on this site",
+    " on this website",
+    " in this tab",
+    " in this window",
+    " in this app",
+    " in here",
+    " right here",
+    " here",
+];
+
+/// "zoom in on this page", "scroll down in this window": the command without the words
+/// that say where, when what is left acts on the focused window (a key, a scroll, a click)
+/// and nothing else planned the whole.
+fn said_here(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
+    let rest = HERE.iter().find_map(|here| text.strip_suffix(here))?.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    let alone = Sources {
+        utterance: "",
+        ..*sources
+    };
+    plan_rules(rest, &alone).ok().filter(|steps| {
+        steps.iter().all(|s| {
+            matches!(s.op, "key" | "scroll" | "click_element") && s.args.get("app").is_none()
+        })
+    })
 }
 
 /// "enter jdoe", "enter john smith": text typed as "type …" types it, when the phrase

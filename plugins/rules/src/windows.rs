@@ -363,9 +363,16 @@ fn another(text: &str, sources: &Sources<'_>) -> Option<Matched> {
             .find(|a| a.has_app_id(focused))?
             .clone()
     } else {
-        let (lead, name) = ["a new", "another new", "another", "one more", "a second", "new"]
-            .iter()
-            .find_map(|lead| Some((*lead, strip_word_prefix(rest, lead)?)))?;
+        let (lead, name) = [
+            "a new",
+            "another new",
+            "another",
+            "one more",
+            "a second",
+            "new",
+        ]
+        .iter()
+        .find_map(|lead| Some((*lead, strip_word_prefix(rest, lead)?)))?;
         let name = ["instance of", "copy of", "window of"]
             .iter()
             .find_map(|lead| strip_word_prefix(name, lead))

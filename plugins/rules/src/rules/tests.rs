@@ -1945,3 +1945,29 @@ fn a_line_number_is_gone_to_in_an_editor_with_the_key_for_it() {
             .all(|(op, _)| *op != "type_text")
     );
 }
+
+#[test]
+fn where_said_after_an_in_app_command_changes_nothing() {
+    assert_eq!(
+        steps_in("zoom in on this page", "firefox"),
+        steps_in("zoom in", "firefox")
+    );
+    assert_eq!(
+        steps_in("scroll down in this window", "firefox"),
+        steps_in("scroll down", "firefox")
+    );
+    // Only the focused window's own commands: a site or an app is not "here".
+    assert!(
+        steps_in("open youtube here", "firefox")
+            .iter()
+            .all(|(op, _)| *op != "key")
+    );
+    assert_eq!(
+        steps_in("keep going down", "firefox"),
+        steps_in("keep scrolling down", "firefox")
+    );
+    assert_eq!(
+        steps_in("play some music", "foot"),
+        [("media", json!({"command": "play"}))]
+    );
+}
