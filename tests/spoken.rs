@@ -59,6 +59,10 @@ fn a_sample_is_held_to_a_floor_two_standard_errors_lower() {
 /// one hypothesis, no prompt), for comparison; the floor does not apply then.
 const BASELINE_ENV: &str = "UTTER_SPOKEN_BASELINE";
 
+/// A number of utterances to take (the first of [`sample_order`]) instead of all: two
+/// settings compared on the same sample.
+const COUNT_ENV: &str = "UTTER_SPOKEN_COUNT";
+
 /// How long one transcription may take.
 const TRANSCRIBE_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -308,7 +312,14 @@ async fn the_spoken_set_is_heard_and_planned() {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|s| *s > 0)
         .map(std::time::Duration::from_secs);
-    let order = sample_order(&cases);
+    let mut order = sample_order(&cases);
+    if let Some(count) = std::env::var(COUNT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+    {
+        order.truncate(count);
+    }
     let started = Instant::now();
     let mut per_voice: BTreeMap<String, Tally> = BTreeMap::new();
     let mut total = Tally::default();
@@ -403,7 +414,11 @@ async fn the_spoken_set_is_heard_and_planned() {
                 case.say,
                 transcript,
                 list.iter()
-                    .filter_map(|h| h["text"].as_str())
+                    .filter_map(|h| Some(format!(
+                        "{} {:.2}",
+                        h["text"].as_str()?,
+                        h["score"].as_f64().unwrap_or(f64::NAN)
+                    )))
                     .collect::<Vec<_>>()
                     .join(" | "),
                 planned["message"].as_str().unwrap_or("")
