@@ -6,7 +6,7 @@ use crate::common;
 // The OpenAI-compatible test server of the chooser plugin's own tests.
 use crate::openai;
 
-use common::{Sandbox, UtterRun, bin, run_utter};
+use common::{Sandbox, UtterRun, bin, run_utter, run_utter_at};
 use std::path::PathBuf;
 use utter_protocol::serde_json::{Value, json};
 
@@ -255,6 +255,63 @@ async fn a_router_program_that_does_not_exist_is_a_runner_failure() {
         &run,
     );
     assert!(run.stdout.is_empty(), "{run}");
+}
+
+/// The embedded default names every plugin Utter ships; on a machine with only some of
+/// them installed, a command runs with those and says nothing of the rest, while `utter
+/// plugins` names each missing program and how to install it. A plugin the user's own
+/// config names is still a warning when its program is missing.
+#[tokio::test]
+async fn the_default_config_skips_a_plugin_that_is_not_installed_without_a_warning() {
+    let sb = Sandbox::new();
+    let dir = sb.path("bin");
+    std::fs::create_dir_all(&dir).expect("bin dir");
+    // utter with the router and the action plugins beside it, and no utter-input.
+    for program in ["utter", "utter-rules", "utter-desktop", "utter-compositor"] {
+        std::fs::copy(bin(program), dir.join(program)).expect("copy a binary");
+    }
+    let utter = dir.join("utter");
+    let run = run_utter_at(&utter, &["say", "open youtube", "--dry-run"], &sb.env(None)).await;
+    assert!(run.stdout.contains("ensure_url"), "{run}");
+    for noise in ["WARN", "failed to start", "utter-input"] {
+        assert!(!run.stderr.contains(noise), "{noise:?} on stderr: {run}");
+    }
+    let plugins = run_utter_at(&utter, &["plugins"], &sb.env(None)).await;
+    assert_mentions(
+        &plugins.stdout,
+        &[
+            "input",
+            "program not found: utter-input",
+            "cargo install --path plugins/input",
+        ],
+        &plugins,
+    );
+    // Named in the user's own file, the same missing program is a warning.
+    let file = write_config(
+        &sb,
+        &format!(
+            "config_version = 1\n{}{}",
+            plugin_entry(
+                "rules",
+                "router",
+                &bin("utter-rules").display().to_string(),
+                &[]
+            ),
+            plugin_entry("input", "action", "utter-input", &[]),
+        ),
+    );
+    let file = file.display().to_string();
+    let own = run_utter_at(
+        &utter,
+        &["say", "open youtube", "--dry-run", "--config", &file],
+        &sb.env(None),
+    )
+    .await;
+    assert_mentions(
+        &own.stderr,
+        &["WARN", "program not found: utter-input"],
+        &own,
+    );
 }
 
 #[tokio::test]

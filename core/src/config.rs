@@ -784,8 +784,8 @@ pub struct Config {
     /// never read from a file).
     #[serde(skip)]
     pub start_capture: bool,
-    /// The file had no `plugin` key, so its plugins are the built-in default's
-    /// ([`default_plugins`]); never read from a file.
+    /// The plugins are the built-in default's: the embedded default itself, or a file with
+    /// no `plugin` key ([`default_plugins`]); never read from a file.
     #[serde(skip)]
     pub plugins_inherited: bool,
 }
@@ -1737,7 +1737,9 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
     // (a file holding one setting changes that setting only, and runs the built-in
     // plugins); `[[plugin]]` entries, or `plugin = []`, choose the plugins. The file alone
     // was checked above, so errors name its own lines.
-    if origin != DEFAULT_CONFIG_ORIGIN {
+    if origin == DEFAULT_CONFIG_ORIGIN {
+        config.plugins_inherited = true;
+    } else {
         // A file the typed reading took that cannot be layered (an integer past what TOML
         // tables hold) is refused: read as it is, it would silently run no plugins.
         let own = text

@@ -119,6 +119,10 @@ pub struct SupervisorOptions {
     /// How plugins are confined: [`Mechanism::Off`] unless `[security] enforce`, probed by
     /// [`Supervisor::start`] and [`Supervisor::reload`] when it is on.
     pub sandbox: Mechanism,
+    /// The plugins are the built-in default's ([`Config::plugins_inherited`]): one whose
+    /// program is not installed is logged at `info`, not as a warning (it shows in
+    /// `utter status` and `utter doctor` as not installed).
+    pub default_plugins: bool,
 }
 
 impl SupervisorOptions {
@@ -141,6 +145,7 @@ impl SupervisorOptions {
             } else {
                 Mechanism::Off
             },
+            default_plugins: config.plugins_inherited,
         }
     }
 }
@@ -527,6 +532,8 @@ struct StartFailure {
     error: ErrorObject,
     /// Retrying cannot help (version mismatch, missing program, missing requirement).
     permanent: bool,
+    /// The program is not installed (not found beside the utter binary nor on `PATH`).
+    not_installed: bool,
 }
 
 struct Shared {
@@ -650,6 +657,7 @@ impl Supervisor {
                         tokio::spawn(drain(process, shared.options()));
                     }
                     *outcome = Some(Err(StartFailure {
+                        not_installed: false,
                         error,
                         permanent: true,
                     }));
@@ -1183,7 +1191,13 @@ impl Shared {
     }
 
     fn fail(&self, slot: &Slot, epoch: u64, failure: &StartFailure) {
-        warn!(plugin = %slot.entry.id, epoch, error = %failure.error.message, code = failure.error.code, "plugin failed to start");
+        if failure.not_installed && self.options().default_plugins {
+            // The built-in list names every plugin Utter ships; one not installed here is
+            // a fact for `utter status` and `utter doctor`, not a warning on every command.
+            info!(plugin = %slot.entry.id, epoch, error = %failure.error.message, "plugin not installed");
+        } else {
+            warn!(plugin = %slot.entry.id, epoch, error = %failure.error.message, code = failure.error.code, "plugin failed to start");
+        }
         {
             let mut state = slot.state.lock().expect("slot lock");
             state.instance = None;
@@ -1246,6 +1260,7 @@ impl Shared {
         let entry = &slot.entry;
         self.set_status(slot, epoch, PluginStatus::Starting);
         let permanent = |error: ErrorObject| StartFailure {
+            not_installed: false,
             error,
             permanent: true,
         };
@@ -1278,6 +1293,7 @@ impl Shared {
         let listener = match (&entry.transport, &socket) {
             (Transport::Connect, Some(path)) => {
                 Some(crate::transport::bind(path).map_err(|e| StartFailure {
+                    not_installed: false,
                     error: ErrorObject::plugin(format!("cannot start plugin {:?}: {e}", entry.id)),
                     permanent: false,
                 })?)
@@ -1437,6 +1453,7 @@ impl Shared {
                 let _ = crate::transport::remove_stale(path);
             }
             StartFailure {
+                not_installed: not_found,
                 permanent,
                 error: ErrorObject::plugin(message),
             }
@@ -1494,6 +1511,7 @@ impl Shared {
                     }
                 });
                 return Err(StartFailure {
+                    not_installed: false,
                     error,
                     permanent: false,
                 });
@@ -1582,6 +1600,7 @@ impl Shared {
         let done = utter_protocol::host::handshake(conn, &options)
             .await
             .map_err(|e| StartFailure {
+                not_installed: false,
                 permanent: e.is_permanent(),
                 error: e.into_error(),
             })?;
@@ -1849,6 +1868,7 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
                             &slot,
                             epoch,
                             &StartFailure {
+                                not_installed: false,
                                 error,
                                 permanent: true,
                             },

@@ -624,7 +624,12 @@ const UTTER_RUN_LIMIT: Duration = Duration::from_secs(120);
 /// tests' PATH plus what `env` sets (so nothing of the real session, and no `RUST_LOG` or
 /// `UTTER_*`, leaks in). Killed after two minutes.
 pub async fn run_utter<S: AsRef<OsStr>>(args: &[S], env: &ChildEnv) -> UtterRun {
-    let mut cmd = Command::new(bin("utter"));
+    run_utter_at(&bin("utter"), args, env).await
+}
+
+/// [`run_utter`] with the `utter` binary at `program` (a copy beside chosen plugins only).
+pub async fn run_utter_at<S: AsRef<OsStr>>(program: &Path, args: &[S], env: &ChildEnv) -> UtterRun {
+    let mut cmd = Command::new(program);
     cmd.args(args)
         .env_clear()
         .stdin(Stdio::null())
