@@ -326,7 +326,15 @@ fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
         if names_an_app(&rest, sources) {
             return None;
         }
-        let mut plan = vec![focus];
+        // Keys aimed at an open window focus it themselves (their `app`): no step for it.
+        let open = sources
+            .context
+            .is_some_and(|c| c.app_ids.iter().any(|id| id.eq_ignore_ascii_case(&app_id)));
+        let mut plan = if open && steps.iter().all(|m| m.op == "key") {
+            Vec::new()
+        } else {
+            vec![focus]
+        };
         for mut step in steps {
             if step.op == "key"
                 && let Value::Object(map) = &mut step.args

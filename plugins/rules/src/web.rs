@@ -109,7 +109,8 @@ pub(crate) fn open_site(site: &crate::sites::Site, new_tab: bool) -> Matched {
     }
 }
 
-/// "localhost port 3000", "localhost colon 8080", "local host 5173": the development server
+/// "localhost port 3000", "localhost colon 8080", "local host 5173", "localhost three
+/// thousand" ([`spoken_port`]): the development server
 /// on this machine, over plain http (what `npm run dev` and the like print).
 pub(crate) fn local_address(target: &str) -> Option<String> {
     let rest = strip_word_prefix(target, "localhost")
@@ -117,8 +118,40 @@ pub(crate) fn local_address(target: &str) -> Option<String> {
     let rest = ["port ", "colon ", "on port ", ""]
         .iter()
         .find_map(|p| rest.strip_prefix(p))?;
-    let port: u16 = numbers::digits(rest).parse().ok().filter(|p| *p > 0)?;
+    let words: Vec<&str> = rest.split(' ').filter(|w| !w.is_empty()).collect();
+    let port = spoken_port(&words)?;
     Some(format!("http://localhost:{port}"))
+}
+
+/// A port said in words: "three thousand", "eight thousand eighty", "eight zero eight
+/// zero", "five one seven three", "three thousand and one"; 1–65535.
+fn spoken_port(words: &[&str]) -> Option<u16> {
+    let digits = numbers::digits(&words.join(" "));
+    let parts: Vec<&str> = digits.split(' ').filter(|w| *w != "and").collect();
+    let value = |w: &str| w.parse::<u32>().ok();
+    let port = match parts.as_slice() {
+        [] => return None,
+        [one] => value(one)?,
+        [thousands, "thousand", rest @ ..] => {
+            let below: u32 = match rest {
+                [] => 0,
+                [a] => value(a)?,
+                [a, b] if value(a)? % 10 == 0 && value(b)? < 10 => value(a)? + value(b)?,
+                _ => return None,
+            };
+            (below < 1000).then_some(())?;
+            value(thousands)? * 1000 + below
+        }
+        // Said digit by digit.
+        many if many
+            .iter()
+            .all(|w| w.len() == 1 && w.chars().all(|c| c.is_ascii_digit())) =>
+        {
+            many.concat().parse().ok()?
+        }
+        _ => return None,
+    };
+    u16::try_from(port).ok().filter(|p| *p > 0)
 }
 
 /// The address a target says, after an opening verb: a development server on this machine

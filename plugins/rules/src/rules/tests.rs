@@ -343,15 +343,16 @@ fn steps_with(utterance: &str, apps: &[AppEntry], ctx: &Context) -> Vec<(&'stati
 
 #[test]
 fn a_phrase_aimed_at_an_application_focuses_it_first() {
-    // "<app> <phrase>", "in <app> <phrase>", "<phrase> into <app>".
+    // "<app> <phrase>", "in <app> <phrase>", "<phrase> into <app>". A key aimed at an open
+    // window focuses it itself (its `app`).
     let pressed = steps_in("terminal press enter", "firefox");
-    assert_eq!(pressed.len(), 2, "{pressed:?}");
-    assert_eq!(pressed[0].0, "focus_app");
-    assert_eq!(pressed[0].1["app"], "foot");
     assert_eq!(
-        pressed[1],
-        ("key", json!({"chord": "Return", "app": "foot"}))
+        pressed,
+        [("key", json!({"chord": "Return", "app": "foot"}))]
     );
+    // A scroll or click does not name the window, so it is focused first.
+    let scrolled = steps_in("scroll down in the terminal", "firefox");
+    assert_eq!(scrolled[0].0, "focus_app", "{scrolled:?}");
     // Commands and text are not planned from normalised words ("ls -la" would be "ls la").
     assert!(steps_in("in the terminal run ls -la", "firefox").is_empty());
     assert!(steps_in("in the terminal type rm -rf ~", "firefox").is_empty());
@@ -360,11 +361,12 @@ fn a_phrase_aimed_at_an_application_focuses_it_first() {
     assert!(steps_in("in calendar undo", "firefox").is_empty());
     let enter = steps_in("calendar press enter", "firefox");
     assert_eq!(enter[1].1["chord"], "Return", "{enter:?}");
+    assert_eq!(enter[0].0, "ensure_app", "{enter:?}");
     // Two applications named: which one is not known.
     assert!(steps_in("spotify firefox new tab", "foot").is_empty());
     // The terminal's own paste, not the common ctrl+v.
     let pasted = steps_in("paste that into the terminal", "firefox");
-    assert_eq!(pasted[1].1["chord"], "ctrl+shift+v", "{pasted:?}");
+    assert_eq!(pasted[0].1["chord"], "ctrl+shift+v", "{pasted:?}");
     // An application named before something that does not act in a window: nothing.
     assert!(steps_in("firefox workspace banana", "foot").is_empty());
     assert!(steps_in("spotify is great", "foot").is_empty());
@@ -1970,4 +1972,41 @@ fn where_said_after_an_in_app_command_changes_nothing() {
         steps_in("play some music", "foot"),
         [("media", json!({"command": "play"}))]
     );
+}
+
+#[test]
+fn a_local_port_said_in_words_is_a_development_server() {
+    for (said, url) in [
+        ("go to localhost three thousand", "http://localhost:3000"),
+        (
+            "open localhost colon eight zero eight zero",
+            "http://localhost:8080",
+        ),
+        (
+            "go to localhost port five one seven three",
+            "http://localhost:5173",
+        ),
+        (
+            "open localhost eight thousand eighty",
+            "http://localhost:8080",
+        ),
+        ("go to localhost 4000", "http://localhost:4000"),
+    ] {
+        assert_eq!(
+            steps_in(said, "firefox"),
+            [("ensure_url", json!({"url": url, "site": &url[7..]}))],
+            "{said}"
+        );
+    }
+    // Past the last port, or not a number: no address.
+    for said in ["go to localhost ninety thousand", "go to localhost banana"] {
+        assert!(
+            steps_in(said, "firefox")
+                .iter()
+                .all(|(_, args)| !args["url"]
+                    .as_str()
+                    .is_some_and(|u| u.starts_with("http://localhost"))),
+            "{said}"
+        );
+    }
 }
