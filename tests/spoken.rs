@@ -59,6 +59,10 @@ fn a_sample_is_held_to_a_floor_two_standard_errors_lower() {
 /// one hypothesis, no prompt), for comparison; the floor does not apply then.
 const BASELINE_ENV: &str = "UTTER_SPOKEN_BASELINE";
 
+/// Another faster-whisper model directory to hear the set with (default: tiny.en, fetched
+/// by `tests/fetch-whisper-model.sh`), to compare models on the same set.
+const MODEL_ENV: &str = "UTTER_SPOKEN_MODEL";
+
 /// A number of utterances to take (the first of [`sample_order`]) instead of all: two
 /// settings compared on the same sample.
 const COUNT_ENV: &str = "UTTER_SPOKEN_COUNT";
@@ -269,7 +273,11 @@ impl Tally {
 async fn the_spoken_set_is_heard_and_planned() {
     require_program("espeak-ng", "espeak-ng");
     require_program("sox", "sox");
-    let model = whisper_model();
+    let model = match std::env::var_os(MODEL_ENV).filter(|m| !m.is_empty()) {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None => whisper_model(),
+    };
+    println!("model: {}", model.display());
     let text = std::fs::read_to_string(repo_root().join("tests/corpus/spoken.toml"))
         .expect("the spoken set is there");
     let cases = eval::parse(&text, "spoken.toml").expect("the spoken set parses");
