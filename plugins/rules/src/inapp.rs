@@ -106,6 +106,19 @@ fn written_marks(text: &str) -> String {
     {
         return word.to_owned();
     }
+    // "type john at example dot com": an address said in words.
+    if let Some(email) = spoken_email(text) {
+        return email;
+    }
+    // "type the number forty two": the number in digits.
+    if let Some(said) = text
+        .get(..11)
+        .filter(|lead| lead.eq_ignore_ascii_case("the number "))
+        .map(|_| crate::numbers::digits(&crate::text::normalize(&text[11..])))
+        .filter(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+    {
+        return said;
+    }
     // "type question mark": a mark said alone is that mark.
     let alone = text.trim_end_matches(['.', '!', '?']).to_lowercase();
     if let Some((_, mark)) = SPOKEN_MARKS.iter().find(|(said, _)| *said == alone) {
@@ -151,6 +164,44 @@ fn written_marks(text: &str) -> String {
     }
     // Without a mark said, the text stays exactly as said (spaces and all).
     if changed { out } else { text.to_owned() }
+}
+
+/// An e-mail address said in words, the whole of `text`: "john at example dot com" is
+/// `john@example.com`, "jane dot doe at mail dot example dot org" `jane.doe@mail.example.org`
+/// (the name's words joined by dot, underscore or dash; the domain as
+/// [`crate::language::spoken_address`] reads it). `None` for anything else ("meet me at
+/// home").
+fn spoken_email(text: &str) -> Option<String> {
+    let normalized = crate::text::normalize(text.trim_end_matches(['.', '!', '?']));
+    let words: Vec<&str> = normalized.split(' ').filter(|w| !w.is_empty()).collect();
+    let at = words.iter().position(|w| *w == "at")?;
+    let (name, domain) = (&words[..at], &words[at + 1..]);
+    let mut user = String::new();
+    for (i, word) in name.iter().enumerate() {
+        let joiner = match *word {
+            "dot" => ".",
+            "underscore" => "_",
+            "dash" | "hyphen" => "-",
+            w if w.chars().all(|c| c.is_ascii_alphanumeric()) => {
+                // Two name words in a row are not one address ("meet me at …").
+                if i > 0 && !user.ends_with(['.', '_', '-']) {
+                    return None;
+                }
+                user.push_str(w);
+                continue;
+            }
+            _ => return None,
+        };
+        if user.is_empty() || i + 1 == name.len() {
+            return None;
+        }
+        user.push_str(joiner);
+    }
+    if user.is_empty() {
+        return None;
+    }
+    let domain = crate::language::spoken_address(domain)?;
+    (!domain.contains('/')).then(|| format!("{user}@{domain}"))
 }
 
 /// Verbs of a key chord. "tap" also clicks when its words are no chord.
@@ -832,6 +883,29 @@ mod tests {
         match step(utterance) {
             Some(("type_text", args)) => args["text"].as_str().map(str::to_owned),
             _ => None,
+        }
+    }
+
+    #[test]
+    fn an_address_or_a_number_said_in_words_is_typed_written() {
+        for (said, text) in [
+            ("type john at example dot com", "john@example.com"),
+            (
+                "type jane dot doe at mail dot example dot org",
+                "jane.doe@mail.example.org",
+            ),
+            ("type the number forty two", "42"),
+            ("type the number 7", "7"),
+            // Not an address or a number: as said.
+            ("type meet me at home", "meet me at home"),
+            (
+                "type see you at the station dot",
+                "see you at the station dot",
+            ),
+            ("type the number of the beast", "the number of the beast"),
+            ("type at dot com", "at dot com"),
+        ] {
+            assert_eq!(typed(said).as_deref(), Some(text), "{said}");
         }
     }
 

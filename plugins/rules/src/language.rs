@@ -269,6 +269,15 @@ pub fn find_in_page(sources: &Sources<'_>, text: &str, raw: &str) -> Option<Vec<
         .trim()
         .trim_matches(|c: char| matches!(c, '"' | '\u{201c}' | '\u{201d}'))
         .trim();
+    // "find the word refund on this page": the word, not its description.
+    let text = ["the word ", "the words ", "the phrase ", "the text "]
+        .iter()
+        .find_map(|lead| {
+            text.get(..lead.len())
+                .filter(|l| l.eq_ignore_ascii_case(lead))
+                .map(|_| text[lead.len()..].trim())
+        })
+        .unwrap_or(text);
     if text.is_empty() {
         return None;
     }
@@ -645,19 +654,38 @@ pub fn loose_shortcut(text: &str, sources: &Sources<'_>) -> Option<Matched> {
         .flat_map(|p| p.shortcuts.keys().chain(p.commands.keys()))
         .chain(sources.words.common.keys())
         .map(String::as_str);
-    let mut found: Vec<&str> = names
-        .filter(|name| crate::text::loose_key(name) == key)
-        .chain(
-            sources
-                .words
-                .synonym_phrases()
-                .filter(|(phrase, _)| crate::text::loose_key(phrase) == key)
-                .map(|(_, name)| name),
-        )
-        .filter(|name| chord_of(name).is_some())
-        .collect();
-    found.sort_unstable();
-    found.dedup();
+    let matching = |key: &str| -> Vec<&str> {
+        let mut found: Vec<&str> = names
+            .clone()
+            .filter(|name| crate::text::loose_key(name) == key)
+            .chain(
+                sources
+                    .words
+                    .synonym_phrases()
+                    .filter(|(phrase, _)| crate::text::loose_key(phrase) == key)
+                    .map(|(_, name)| name),
+            )
+            .filter(|name| chord_of(name).is_some())
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        found
+    };
+    let mut found = matching(&key);
+    // In an editor a file is its tab: "close this file" is Zed's "close tab".
+    if found.is_empty() && focused.is_some_and(|p| p.kind == Kind::Editor) {
+        let words: Vec<&str> = text
+            .split(' ')
+            .map(|w| {
+                if matches!(w, "file" | "document") {
+                    "tab"
+                } else {
+                    w
+                }
+            })
+            .collect();
+        found = matching(&crate::text::loose_key(&words.join(" ")));
+    }
     let [name] = found.as_slice() else {
         return None;
     };
@@ -1166,7 +1194,7 @@ fn is_device(word: &str) -> bool {
 /// An address said in words ("reddit dot com slash r slash linux" → `reddit.com/r/linux`,
 /// "docs dot rs"): only letters and digits and the words dot, slash, dash, colon, with at
 /// least one dot, each before letters or digits. `None` for anything else.
-fn spoken_address(words: &[&str]) -> Option<String> {
+pub(crate) fn spoken_address(words: &[&str]) -> Option<String> {
     let mut out = String::new();
     let mut dotted = false;
     for (i, word) in words.iter().enumerate() {

@@ -47,6 +47,7 @@ pub(crate) const APP_VERBS: &[&str] = &[
     "fire up",
     "boot up",
     "spin up",
+    "kick off",
     "open up",
     "launch",
     "start",

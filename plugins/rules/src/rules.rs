@@ -254,14 +254,23 @@ fn entered(sources: &Sources<'_>) -> Option<Vec<Matched>> {
 /// "xfce terminal please", "firefox": an installed application's whole `Name` said alone
 /// focuses or starts it, when the name is a brand rather than a word (its desktop id holds
 /// it: `firefox`, `xfce4-terminal` is not, so two words or more) — "files" or "web" alone
-/// is no request.
+/// is no request. Else a catalog site's name alone opens it, when it is a brand the same
+/// way (its address holds it: "reddit", "youtube").
 fn named_alone(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     let said = crate::text::compact(text);
     let app = sources.apps.all().iter().find(|a| {
         crate::text::compact(&crate::text::normalize(&a.name)) == said
             && (text.contains(' ') || crate::text::compact(&a.id.to_lowercase()).contains(&said))
-    })?;
-    crate::windows::switch_to(&app.name.to_lowercase(), sources).map(|m| vec![m])
+    });
+    if let Some(app) = app {
+        return crate::windows::switch_to(&app.name.to_lowercase(), sources).map(|m| vec![m]);
+    }
+    // "reddit please": a catalog site's own name, when its address holds it (a brand, not a
+    // word such as "news" or "maps").
+    let site = sources.catalog.lookup(text)?;
+    let brand = crate::text::compact(&crate::text::normalize(&site.name)) == said
+        && site.url.to_lowercase().contains(&said);
+    brand.then(|| vec![crate::web::open_site(site, false)])
 }
 
 /// The ops a phrase aimed at an application may plan: what acts inside the focused window.

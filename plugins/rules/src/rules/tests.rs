@@ -2010,3 +2010,27 @@ fn a_local_port_said_in_words_is_a_development_server() {
         );
     }
 }
+
+#[test]
+fn words_found_on_a_page_are_typed_as_said_without_their_description() {
+    for (said, text) in [
+        ("find pricing on this page", "pricing"),
+        ("find the word refund on this page", "refund"),
+        (
+            "search this page for the phrase free shipping",
+            "free shipping",
+        ),
+    ] {
+        let steps = steps_in(said, "firefox");
+        assert_eq!(steps.len(), 2, "{said}: {steps:?}");
+        assert_eq!(steps[1], ("type_text", json!({"text": text})), "{said}");
+    }
+    // A command said in other words than a shortcut's: "cancel" is "stop", a file is an
+    // editor's tab; a catalog site's brand name alone opens it.
+    assert_eq!(
+        steps_in("cancel that command", "foot"),
+        [("key", json!({"chord": "ctrl+c"}))]
+    );
+    assert_eq!(steps_in("reddit please", "firefox")[0].0, "ensure_url");
+    assert!(steps_in("news please", "firefox").is_empty());
+}
