@@ -166,6 +166,51 @@ fn written_marks(text: &str) -> String {
     if changed { out } else { text.to_owned() }
 }
 
+/// Whether `text` describes a secret of the person's ("my wallet password", "the pin",
+/// "your credit card number") rather than saying words to type.
+fn describes_a_secret(text: &str) -> bool {
+    const OWNERS: &[&str] = &["my", "the", "your", "our", "his", "her", "their"];
+    const SECRETS: &[&str] = &[
+        "password",
+        "passwords",
+        "passphrase",
+        "passcode",
+        "pin",
+        "pin code",
+        "credit card",
+        "card number",
+        "security code",
+        "social security",
+        "private key",
+        "seed phrase",
+        "recovery phrase",
+        "api key",
+        "token",
+    ];
+    let normalized = crate::text::normalize(text);
+    if !normalized
+        .split(' ')
+        .next()
+        .is_some_and(|first| OWNERS.contains(&first))
+    {
+        return false;
+    }
+    // The secret ends the phrase, or only where it goes follows ("… into signal"); "the
+    // password field is empty" is words to type.
+    let padded = format!(" {normalized} ");
+    SECRETS.iter().any(|secret| {
+        padded
+            .match_indices(&format!(" {secret} "))
+            .any(|(at, found)| {
+                let after = padded[at + found.len()..].trim();
+                after.is_empty()
+                    || ["into ", "in ", "to ", "for ", "here", "there"]
+                        .iter()
+                        .any(|lead| after.starts_with(lead))
+            })
+    })
+}
+
 /// An e-mail address said in words, the whole of `text`: "john at example dot com" is
 /// `john@example.com`, "jane dot doe at mail dot example dot org" `jane.doe@mail.example.org`
 /// (the name's words joined by dot, underscore or dash; the domain as
@@ -494,6 +539,13 @@ fn type_text(spoken: &Spoken<'_>) -> Outcome {
     if text.is_empty() {
         return Some(Err(format!(
             "\"{verb}\" needs the text to type after it, e.g. \"type hello world\""
+        )));
+    }
+    // "type my wallet password into signal": a secret described, not said. Typing the
+    // description is never what is meant, and the secret is not Utter's to know.
+    if describes_a_secret(text) {
+        return Some(Err(format!(
+            "\"{verb} {text}\" describes a secret instead of saying the text; Utter types only words said aloud and never looks up a password"
         )));
     }
     let written = written_marks(text);
@@ -904,9 +956,26 @@ mod tests {
             ),
             ("type the number of the beast", "the number of the beast"),
             ("type at dot com", "at dot com"),
+            (
+                "type the password field is empty",
+                "the password field is empty",
+            ),
         ] {
             assert_eq!(typed(said).as_deref(), Some(text), "{said}");
         }
+    }
+
+    #[test]
+    fn a_secret_described_is_not_typed() {
+        for said in [
+            "type my wallet password into signal",
+            "type my password",
+            "type the pin code",
+            "enter your credit card number",
+        ] {
+            assert_eq!(typed(said), None, "{said}");
+        }
+        assert_eq!(typed("type password123").as_deref(), Some("password123"));
     }
 
     fn chord(utterance: &str) -> Option<Value> {

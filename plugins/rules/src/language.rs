@@ -1454,8 +1454,10 @@ pub fn wipes_the_system(command: &str) -> Option<&'static str> {
         {
             Some("would delete the whole system or home folder")
         }
+        // Said in words, a flag has no case: "dash r" is chmod's -R.
         ["chmod" | "chown", args @ ..]
-            if flagged(args, 'R', "--recursive") && targets_root(args) =>
+            if (flagged(args, 'R', "--recursive") || flagged(args, 'r', "--recursive"))
+                && targets_root(args) =>
         {
             Some("would change every file of the system or home folder")
         }
@@ -1466,7 +1468,13 @@ pub fn wipes_the_system(command: &str) -> Option<&'static str> {
         {
             Some("would erase a disk")
         }
-        ["dd", args @ ..] if args.iter().any(|a| a.starts_with("of=/dev/")) => {
+        // "of=/dev/sda", and a device said in words that were not all written ("of=dev
+        // nvme zero n one").
+        ["dd", args @ ..]
+            if args
+                .iter()
+                .any(|a| a.starts_with("of=/dev/") || a.starts_with("of=dev")) =>
+        {
             Some("would overwrite a disk")
         }
         _ if command.contains(":(){") || command.replace(' ', "").contains(":(){:|:&};:") => {

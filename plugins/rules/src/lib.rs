@@ -1421,6 +1421,8 @@ mod tests {
             "run sudo mkfs.ext4 /dev/sda1",
             "run dd if=/dev/zero of=/dev/nvme0n1",
             "run dd if equals dev zero of equals dev sda",
+            "run sudo dd if equals dev zero of equals dev nvme zero n one",
+            "run sudo chmod dash r seven seven seven slash",
             "run sudo dd if equals dev urandom of equals slash dev slash nvme0n1",
         ] {
             let planned =

@@ -174,6 +174,13 @@ async fn the_ninth_held_out_corpus_is_scored() {
     score_held_out("blind9", "ninth held-out", 181, 0).await;
 }
 
+/// A tenth held-out set (`tests/corpus/blind10/`, 200 cases), written blind by hand against
+/// a KDE Plasma-leaning desktop's applications after the ninth had been used.
+#[tokio::test]
+async fn the_tenth_held_out_corpus_is_scored() {
+    score_held_out("blind10", "tenth held-out", 165, 0).await;
+}
+
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
 /// accuracy below the floor this matcher reached when it was written (a regression guard,
