@@ -519,11 +519,16 @@ fn query_step(
     } else {
         ""
     };
-    // "play some lofi beats": "some" asks for no word of the query.
-    let query = query
-        .get(..5)
-        .filter(|lead| lead.eq_ignore_ascii_case("some "))
-        .map(|_| query[5..].trim_start())
+    // "play some lofi beats", "find me a sourdough recipe": "some", "me a" ask for no
+    // word of the query.
+    let query = ["me some ", "me a ", "me an ", "me ", "some "]
+        .iter()
+        .find_map(|lead| {
+            query
+                .get(..lead.len())
+                .filter(|l| l.eq_ignore_ascii_case(lead))
+                .map(|_| query[lead.len()..].trim_start())
+        })
         .filter(|rest| !rest.is_empty())
         .unwrap_or(query);
     if query.is_empty() {
@@ -864,6 +869,10 @@ const AGENT_PLACES: &[(&str, AgentPlace)] = &[
     ("in a new terminal window", AgentPlace::NewWindow),
     ("in a new terminal", AgentPlace::NewWindow),
     ("in a new window", AgentPlace::NewWindow),
+    ("in a fresh terminal window", AgentPlace::NewWindow),
+    ("in a fresh terminal", AgentPlace::NewWindow),
+    ("in a fresh window", AgentPlace::NewWindow),
+    ("in a separate terminal", AgentPlace::NewWindow),
     ("in another terminal", AgentPlace::NewWindow),
     ("in a terminal", AgentPlace::Either),
     ("in the terminal", AgentPlace::Either),

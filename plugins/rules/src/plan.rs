@@ -58,6 +58,7 @@ pub(crate) const APP_VERBS: &[&str] = &[
     "id like",
     "i would like",
     "get me",
+    "give me",
 ];
 
 /// Media players that may be named right after a command without "on" ("pause spotify").

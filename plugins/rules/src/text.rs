@@ -148,6 +148,8 @@ const LEADING_FILLERS: &[&str] = &[
     "let",
     "okay so",
     "ok so",
+    "okay",
+    "ok",
     "alright",
     "oops",
     "whoops",

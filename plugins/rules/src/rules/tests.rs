@@ -2034,3 +2034,19 @@ fn words_found_on_a_page_are_typed_as_said_without_their_description() {
     assert_eq!(steps_in("reddit please", "firefox")[0].0, "ensure_url");
     assert!(steps_in("news please", "firefox").is_empty());
 }
+
+#[test]
+fn who_asks_is_no_word_of_a_query_and_okay_is_a_filler() {
+    let url = |said: &str| match steps_in(said, "firefox").as_slice() {
+        [("open_url", args)] => args["url"].as_str().map(str::to_owned),
+        other => panic!("{said}: {other:?}"),
+    };
+    assert_eq!(
+        url("find me a sourdough recipe on youtube").as_deref(),
+        Some("https://www.youtube.com/results?search_query=sourdough+recipe")
+    );
+    assert_eq!(
+        steps_in("okay run make", "foot"),
+        steps_in("run make", "foot")
+    );
+}
