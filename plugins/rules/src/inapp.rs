@@ -214,7 +214,7 @@ fn describes_a_secret(text: &str) -> bool {
 /// An e-mail address said in words, the whole of `text`: "john at example dot com" is
 /// `john@example.com`, "jane dot doe at mail dot example dot org" `jane.doe@mail.example.org`
 /// (the name's words joined by dot, underscore or dash; the domain as
-/// [`crate::language::spoken_address`] reads it). `None` for anything else ("meet me at
+/// [`crate::text::spoken_address`] reads it). `None` for anything else ("meet me at
 /// home").
 fn spoken_email(text: &str) -> Option<String> {
     let normalized = crate::text::normalize(text.trim_end_matches(['.', '!', '?']));
@@ -245,7 +245,7 @@ fn spoken_email(text: &str) -> Option<String> {
     if user.is_empty() {
         return None;
     }
-    let domain = crate::language::spoken_address(domain)?;
+    let domain = crate::text::spoken_address(domain)?;
     (!domain.contains('/')).then(|| format!("{user}@{domain}"))
 }
 

@@ -58,7 +58,7 @@ pub fn url(raw: &str) -> Option<Matched> {
             .iter()
             .map(|w| w.text.as_str())
             .collect();
-        let address = spoken_address(&words)?;
+        let address = crate::text::spoken_address(&words)?;
         return url(&format!("{verb} {address}"));
     }
     let token = raw[first.clone()]
@@ -820,10 +820,13 @@ fn aimed_at(text: &str, is_named: impl Fn(&str) -> bool, in_first: bool) -> Vec<
         if cut <= MAX_NAME_WORDS {
             let head = words[..cut].join(" ");
             let name = match in_first {
-                true => head
-                    .strip_prefix("in ")
-                    .or_else(|| head.strip_prefix("on "))
-                    .unwrap_or(&head),
+                // "in slack …", "over in slack …".
+                true => {
+                    let head = head.strip_prefix("over ").unwrap_or(&head);
+                    head.strip_prefix("in ")
+                        .or_else(|| head.strip_prefix("on "))
+                        .unwrap_or(head)
+                }
                 false => &head,
             };
             if is_named(name) {
@@ -1198,32 +1201,6 @@ fn is_device(word: &str) -> bool {
         || ["nvme", "mmcblk", "loop"]
             .iter()
             .any(|p| word.strip_prefix(p).is_some_and(|rest| !rest.is_empty() && numbered(rest)))
-}
-
-/// An address said in words ("reddit dot com slash r slash linux" → `reddit.com/r/linux`,
-/// "docs dot rs"): only letters and digits and the words dot, slash, dash, colon, with at
-/// least one dot, each before letters or digits. `None` for anything else.
-pub(crate) fn spoken_address(words: &[&str]) -> Option<String> {
-    let mut out = String::new();
-    let mut dotted = false;
-    for (i, word) in words.iter().enumerate() {
-        match *word {
-            "dot" => {
-                let next = words.get(i + 1)?;
-                if next.is_empty() || !next.chars().all(|c| c.is_ascii_alphanumeric()) {
-                    return None;
-                }
-                dotted = true;
-                out.push('.');
-            }
-            "slash" => out.push('/'),
-            "dash" | "hyphen" => out.push('-'),
-            "colon" => out.push(':'),
-            w if w.chars().all(|c| c.is_ascii_alphanumeric()) => out.push_str(w),
-            _ => return None,
-        }
-    }
-    (dotted && !out.starts_with(['.', '/'])).then_some(out)
 }
 
 /// Words of a sentence about something rather than a command: "python is slow", "ping me

@@ -383,6 +383,32 @@ pub fn loose_key(phrase: &str) -> String {
     words.join(" ")
 }
 
+/// An address said in words ("reddit dot com slash r slash linux" → `reddit.com/r/linux`,
+/// "docs dot rs"): only letters and digits and the words dot, slash, dash, colon, with at
+/// least one dot, each before letters or digits. `None` for anything else.
+pub fn spoken_address(words: &[&str]) -> Option<String> {
+    let mut out = String::new();
+    let mut dotted = false;
+    for (i, word) in words.iter().enumerate() {
+        match *word {
+            "dot" => {
+                let next = words.get(i + 1)?;
+                if next.is_empty() || !next.chars().all(|c| c.is_ascii_alphanumeric()) {
+                    return None;
+                }
+                dotted = true;
+                out.push('.');
+            }
+            "slash" => out.push('/'),
+            "dash" | "hyphen" => out.push('-'),
+            "colon" => out.push(':'),
+            w if w.chars().all(|c| c.is_ascii_alphanumeric()) => out.push_str(w),
+            _ => return None,
+        }
+    }
+    (dotted && !out.starts_with(['.', '/'])).then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
