@@ -1,5 +1,6 @@
-//! The rules router's normaliser and its in-app phrase planner over arbitrary text (what
-//! speech-to-text or a client hands it): never a panic, and normalising is idempotent.
+//! The rules router's normaliser, its in-app phrase planner and its readers of words said
+//! for symbols (shell commands, addresses) over arbitrary text (what speech-to-text or a
+//! client hands it): never a panic, and normalising is idempotent.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -10,4 +11,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(utter_rules::text::normalize(&once), once, "{text:?}");
     let _ = utter_rules::text::normalize_words(&text);
     let _ = utter_rules::inapp::plan(&text);
+    let _ = utter_rules::language::spoken_symbols(&text);
+    let words: Vec<&str> = once.split(' ').collect();
+    let _ = utter_rules::text::spoken_address(&words);
 });
