@@ -98,10 +98,8 @@ const SPOKEN_MARKS: &[(&str, &str)] = &[
 /// ("use a comma here").
 fn written_marks(text: &str) -> String {
     // "type the word comma": the word itself, as said.
-    if let Some(word) = text
-        .get(..9)
-        .filter(|lead| lead.eq_ignore_ascii_case("the word "))
-        .map(|_| text[9..].trim())
+    if let Some(word) = crate::text::after_lead(text, &["the word "])
+        .map(str::trim)
         .filter(|w| !w.is_empty())
     {
         return word.to_owned();
@@ -111,10 +109,8 @@ fn written_marks(text: &str) -> String {
         return email;
     }
     // "type the number forty two": the number in digits.
-    if let Some(said) = text
-        .get(..11)
-        .filter(|lead| lead.eq_ignore_ascii_case("the number "))
-        .map(|_| crate::numbers::digits(&crate::text::normalize(&text[11..])))
+    if let Some(said) = crate::text::after_lead(text, &["the number "])
+        .map(|rest| crate::numbers::digits(&crate::text::normalize(rest)))
         .filter(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
     {
         return said;

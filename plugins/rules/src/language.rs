@@ -258,7 +258,7 @@ pub fn find_in_page(sources: &Sources<'_>, text: &str, raw: &str) -> Option<Vec<
         (after + place.len() + 1, spoken.last)
     } else {
         // "find pricing on this page".
-        let after = spoken.after_verb(&["find", "look for", "search for", "find the word"])?;
+        let after = spoken.after_verb(&["find", "look for", "search for"])?;
         let place = FIND_PLACES.iter().find(|p| words.ends_with(p))?;
         (after, spoken.last - place.len())
     };
@@ -270,14 +270,12 @@ pub fn find_in_page(sources: &Sources<'_>, text: &str, raw: &str) -> Option<Vec<
         .trim_matches(|c: char| matches!(c, '"' | '\u{201c}' | '\u{201d}'))
         .trim();
     // "find the word refund on this page": the word, not its description.
-    let text = ["the word ", "the words ", "the phrase ", "the text "]
-        .iter()
-        .find_map(|lead| {
-            text.get(..lead.len())
-                .filter(|l| l.eq_ignore_ascii_case(lead))
-                .map(|_| text[lead.len()..].trim())
-        })
-        .unwrap_or(text);
+    let text = crate::text::after_lead(
+        text,
+        &["the word ", "the words ", "the phrase ", "the text "],
+    )
+    .map(str::trim)
+    .unwrap_or(text);
     if text.is_empty() {
         return None;
     }
@@ -521,14 +519,7 @@ fn query_step(
     };
     // "play some lofi beats", "find me a sourdough recipe": "some", "me a" ask for no
     // word of the query.
-    let query = ["me some ", "me a ", "me an ", "me ", "some "]
-        .iter()
-        .find_map(|lead| {
-            query
-                .get(..lead.len())
-                .filter(|l| l.eq_ignore_ascii_case(lead))
-                .map(|_| query[lead.len()..].trim_start())
-        })
+    let query = crate::text::after_lead(query, &["me some ", "me a ", "me an ", "me ", "some "])
         .filter(|rest| !rest.is_empty())
         .unwrap_or(query);
     if query.is_empty() {
@@ -1428,23 +1419,18 @@ pub fn wipes_the_system(command: &str) -> Option<&'static str> {
         args.iter()
             .any(|a| ROOTS.contains(a) || a.starts_with("--no-preserve-root"))
     };
-    let flagged = |args: &[&str], short: char, long: &str| {
+    // -r, -R, -rf, --recursive: said in words, a flag has no case ("dash r" for -R).
+    let recursive = |args: &[&str]| {
         args.iter().any(|a| {
-            *a == long || (a.starts_with('-') && !a.starts_with("--") && a.contains(short))
+            *a == "--recursive"
+                || (a.starts_with('-') && !a.starts_with("--") && a.contains(['r', 'R']))
         })
     };
     match words.as_slice() {
-        ["rm", args @ ..]
-            if (flagged(args, 'r', "--recursive") || flagged(args, 'R', "--recursive"))
-                && targets_root(args) =>
-        {
+        ["rm", args @ ..] if recursive(args) && targets_root(args) => {
             Some("would delete the whole system or home folder")
         }
-        // Said in words, a flag has no case: "dash r" is chmod's -R.
-        ["chmod" | "chown", args @ ..]
-            if (flagged(args, 'R', "--recursive") || flagged(args, 'r', "--recursive"))
-                && targets_root(args) =>
-        {
+        ["chmod" | "chown", args @ ..] if recursive(args) && targets_root(args) => {
             Some("would change every file of the system or home folder")
         }
         [program, ..]

@@ -350,11 +350,7 @@ impl State {
         for part in parts {
             // "go to youtube and search for synthwave": the site just opened searches.
             let on_site = site.as_deref().and_then(|site| {
-                let query = ["search for ", "search "].iter().find_map(|lead| {
-                    part.get(..lead.len())
-                        .filter(|p| p.eq_ignore_ascii_case(lead))
-                        .map(|_| &part[lead.len()..])
-                })?;
+                let query = text::after_lead(part, &["search for ", "search "])?;
                 // "… and search for": nothing to search yet.
                 if query.trim().is_empty() || query.trim().eq_ignore_ascii_case("for") {
                     return None;

@@ -259,7 +259,7 @@ fn entered(sources: &Sources<'_>) -> Option<Vec<Matched>> {
 fn named_alone(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     let said = crate::text::compact(text);
     let app = sources.apps.all().iter().find(|a| {
-        crate::text::compact(&crate::text::normalize(&a.name)) == said
+        crate::text::name_key(&a.name) == said
             && (text.contains(' ') || crate::text::compact(&a.id.to_lowercase()).contains(&said))
     });
     if let Some(app) = app {
@@ -268,8 +268,8 @@ fn named_alone(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     // "reddit please": a catalog site's own name, when its address holds it (a brand, not a
     // word such as "news" or "maps").
     let site = sources.catalog.lookup(text)?;
-    let brand = crate::text::compact(&crate::text::normalize(&site.name)) == said
-        && site.url.to_lowercase().contains(&said);
+    let brand =
+        crate::text::name_key(&site.name) == said && site.url.to_lowercase().contains(&said);
     brand.then(|| vec![crate::web::open_site(site, false)])
 }
 

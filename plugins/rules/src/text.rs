@@ -218,6 +218,23 @@ pub fn strip_word_suffix<'a>(text: &'a str, suffix: &str) -> Option<&'a str> {
     }
 }
 
+/// `text` (as said, any case) after the first of `leads` it begins with, up to ASCII case,
+/// with the space after it: `after_lead("The word refund", &["the word "])` is `refund`.
+/// Each lead ends in a space, so only whole words are taken. `None` when none begins it.
+pub fn after_lead<'a>(text: &'a str, leads: &[&str]) -> Option<&'a str> {
+    leads.iter().find_map(|lead| {
+        text.get(..lead.len())
+            .filter(|l| l.eq_ignore_ascii_case(lead))
+            .map(|_| text[lead.len()..].trim_start())
+    })
+}
+
+/// [`compact`] of the [`normalize`]d `name`: how a spoken name and a written one are
+/// compared whole ("Visual Studio Code" and "visual studio code." are one key).
+pub fn name_key(name: &str) -> String {
+    compact(&normalize(name))
+}
+
 /// The comparison key that ignores how a name is split into words: spaces, dots and dashes
 /// removed ("you tube", "YouTube" and "you-tube" all become `youtube`).
 pub fn compact(text: &str) -> String {
@@ -412,6 +429,21 @@ pub fn spoken_address(words: &[&str]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lead_is_taken_whole_and_in_any_case() {
+        assert_eq!(
+            after_lead("The word  refund", &["the word "]),
+            Some("refund")
+        );
+        assert_eq!(after_lead("the wordy", &["the word "]), None);
+        assert_eq!(
+            after_lead("me some tea", &["me a ", "me some "]),
+            Some("tea")
+        );
+        assert_eq!(after_lead("é", &["ab "]), None);
+        assert_eq!(name_key("Visual Studio-Code."), "visualstudiocode");
+    }
 
     #[test]
     fn normalize_folds_case_punctuation_and_space() {

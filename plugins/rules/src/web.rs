@@ -80,12 +80,12 @@ pub(crate) fn an_app_is_named(
         .find_map(|a| target.strip_prefix(a))
         .unwrap_or(target);
     let said = crate::text::compact(spoken);
-    crate::text::compact(&crate::text::normalize(&site.name)) != said
+    crate::text::name_key(&site.name) != said
         && sources
             .apps
             .all()
             .iter()
-            .any(|a| crate::text::compact(&crate::text::normalize(&a.name)) == said)
+            .any(|a| crate::text::name_key(&a.name) == said)
 }
 
 /// The step that opens `site`: in a new tab (`open_url`), or the tab showing it if a browser
