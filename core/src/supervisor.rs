@@ -536,6 +536,17 @@ struct StartFailure {
     not_installed: bool,
 }
 
+impl StartFailure {
+    /// A failure of a program that is there (`not_installed` false).
+    fn new(error: ErrorObject, permanent: bool) -> StartFailure {
+        StartFailure {
+            error,
+            permanent,
+            not_installed: false,
+        }
+    }
+}
+
 struct Shared {
     slots: Mutex<Vec<Arc<Slot>>>,
     options: Mutex<SupervisorOptions>,
@@ -656,11 +667,7 @@ impl Supervisor {
                     if let Some(Ok((_, process))) = outcome.take() {
                         tokio::spawn(drain(process, shared.options()));
                     }
-                    *outcome = Some(Err(StartFailure {
-                        not_installed: false,
-                        error,
-                        permanent: true,
-                    }));
+                    *outcome = Some(Err(StartFailure::new(error, true)));
                     changed = true;
                 }
             }
@@ -1259,11 +1266,7 @@ impl Shared {
     ) -> Result<(Instance, Process), StartFailure> {
         let entry = &slot.entry;
         self.set_status(slot, epoch, PluginStatus::Starting);
-        let permanent = |error: ErrorObject| StartFailure {
-            not_installed: false,
-            error,
-            permanent: true,
-        };
+        let permanent = |error: ErrorObject| StartFailure::new(error, true);
         if entry.runtime != Runtime::Subprocess {
             return Err(permanent(ErrorObject::invalid_params(format!(
                 "plugin {:?}: only runtime \"subprocess\" runs today",
@@ -1292,10 +1295,11 @@ impl Shared {
         };
         let listener = match (&entry.transport, &socket) {
             (Transport::Connect, Some(path)) => {
-                Some(crate::transport::bind(path).map_err(|e| StartFailure {
-                    not_installed: false,
-                    error: ErrorObject::plugin(format!("cannot start plugin {:?}: {e}", entry.id)),
-                    permanent: false,
+                Some(crate::transport::bind(path).map_err(|e| {
+                    StartFailure::new(
+                        ErrorObject::plugin(format!("cannot start plugin {:?}: {e}", entry.id)),
+                        false,
+                    )
                 })?)
             }
             _ => None,
@@ -1510,11 +1514,7 @@ impl Shared {
                         let _ = crate::transport::remove_stale(&path);
                     }
                 });
-                return Err(StartFailure {
-                    not_installed: false,
-                    error,
-                    permanent: false,
-                });
+                return Err(StartFailure::new(error, false));
             }
         };
         let conn_options = ConnectionOptions {
@@ -1599,10 +1599,9 @@ impl Shared {
         };
         let done = utter_protocol::host::handshake(conn, &options)
             .await
-            .map_err(|e| StartFailure {
-                not_installed: false,
-                permanent: e.is_permanent(),
-                error: e.into_error(),
+            .map_err(|e| {
+                let permanent = e.is_permanent();
+                StartFailure::new(e.into_error(), permanent)
             })?;
         for w in &done.warnings {
             warn!(plugin = %entry.id, "{w}");
@@ -1864,15 +1863,7 @@ async fn watch_slot(shared: Arc<Shared>, slot: Arc<Slot>, first: Result<Process,
                     }
                     Err(error) => {
                         drain(process, shared.options()).await;
-                        shared.fail(
-                            &slot,
-                            epoch,
-                            &StartFailure {
-                                not_installed: false,
-                                error,
-                                permanent: true,
-                            },
-                        );
+                        shared.fail(&slot, epoch, &StartFailure::new(error, true));
                         let _ = stop_requested(&mut shutdown).await;
                         return;
                     }
