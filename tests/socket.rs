@@ -1133,6 +1133,30 @@ async fn bad_input_is_answered_and_never_stops_the_runner() {
     let reply = String::from_utf8_lossy(&reply);
     assert!(reply.contains("-32700"), "{reply}");
 
+    // Header lines ended by a bare "\n" are read, and `{}` (no request, no response) is
+    // answered with -32600 and id null; the connection goes on.
+    let mut raw = tokio::net::UnixStream::connect(&socket).await.unwrap();
+    let version = br#"{"jsonrpc":"2.0","id":9,"method":"runner.version","params":{}}"#;
+    let mut frames = b"Content-Length: 2\n\n{}".to_vec();
+    frames.extend_from_slice(format!("Content-Length: {}\n\n", version.len()).as_bytes());
+    frames.extend_from_slice(version);
+    raw.write_all(&frames).await.unwrap();
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !(String::from_utf8_lossy(&seen).contains("-32600")
+        && String::from_utf8_lossy(&seen).contains("\"version\""))
+    {
+        let n = tokio::time::timeout(LIMIT, raw.read(&mut chunk))
+            .await
+            .expect("answered in time")
+            .unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&chunk[..n]);
+    }
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(seen.contains(r#""id":null"#), "{seen}");
+    drop(raw);
+
     // Bad JSON, a batch, unknown methods: answered, and the connection goes on.
     let replies = python(
         &[],
@@ -1147,7 +1171,15 @@ async fn bad_input_is_answered_and_never_stops_the_runner() {
         false,
     )
     .await;
-    assert_eq!(replies[0]["error"]["code"], -32600, "{replies:?}");
+    // A batch gets JSON-RPC's answer for a batch: one -32600 per member.
+    let batch = replies[0].as_array().expect("an array answers a batch");
+    assert_eq!(batch.len(), 2, "{replies:?}");
+    assert!(
+        batch
+            .iter()
+            .all(|r| r["error"]["code"] == -32600 && r["id"].is_null()),
+        "{replies:?}"
+    );
     assert_eq!(replies[1]["error"]["code"], -32602, "{replies:?}");
     // Unauthenticated: unknown methods are refused before dispatch.
     assert_eq!(replies[2]["error"]["code"], -32003, "{replies:?}");

@@ -1,7 +1,8 @@
 //! `Content-Length` framing, the LSP base protocol (PROTOCOL.md §1).
 //!
 //! A frame is a header block of `Name: value` lines, each ended by `\r\n`, then an empty line,
-//! then exactly `Content-Length` bytes of body:
+//! then exactly `Content-Length` bytes of body (lines ended by a bare `\n` are read too, as LSP
+//! readers commonly do, so such a peer is answered rather than left waiting):
 //!
 //! ```text
 //! Content-Length: 46\r\n
@@ -47,7 +48,7 @@ pub enum InboundFrame {
 /// boundary is lost, so the connection has to be closed (and a plugin restarted).
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
-    /// No `\r\n\r\n` within the first 8 KiB.
+    /// No empty line ends the header block within the first 8 KiB.
     #[error("header block longer than {MAX_HEADER_BYTES} bytes (or no blank line ends it)")]
     HeaderTooLarge,
     /// The header block has no `Content-Length`.
@@ -155,8 +156,38 @@ impl FrameCodec {
     }
 }
 
-fn find_terminator(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n")
+/// Where the header block ends: the first empty line, as (the block's length, the length
+/// up to the body). Lines end in `\r\n` or in a bare `\n`. `None` until one is buffered.
+fn find_terminator(buf: &[u8]) -> Option<(usize, usize)> {
+    // An empty first line: an empty header block.
+    if buf.starts_with(b"\n") {
+        return Some((0, 1));
+    }
+    if buf.starts_with(b"\r\n") {
+        return Some((0, 2));
+    }
+    let mut from = 0;
+    while let Some(offset) = buf[from..].iter().position(|&b| b == b'\n') {
+        let newline = from + offset;
+        // The line that ended here ended at its `\r`, if it has one.
+        let block = if newline > 0 && buf[newline - 1] == b'\r' {
+            newline - 1
+        } else {
+            newline
+        };
+        let rest = &buf[newline + 1..];
+        if rest.starts_with(b"\n") {
+            return Some((block, newline + 2));
+        }
+        if rest.starts_with(b"\r\n") {
+            return Some((block, newline + 3));
+        }
+        if rest.is_empty() || rest == b"\r" {
+            return None;
+        }
+        from = newline + 1;
+    }
+    None
 }
 
 /// Parse a header block (without its terminator) and return the body length.
@@ -204,14 +235,13 @@ impl Decoder for FrameCodec {
             }
         }
         let window = &buf[..buf.len().min(MAX_HEADER_BYTES)];
-        let Some(end) = find_terminator(window) else {
+        let Some((end, header_len)) = find_terminator(window) else {
             if buf.len() >= MAX_HEADER_BYTES {
                 return Err(FrameError::HeaderTooLarge);
             }
             return Ok(None);
         };
         let declared = content_length(&buf[..end])?;
-        let header_len = end + 4;
         let limit = self.max_body();
         if declared > MAX_SKIPPABLE.max(16 * self.max_body as u64) {
             return Err(FrameError::AbsurdContentLength(declared));
@@ -351,6 +381,28 @@ mod tests {
             decode_all(&mut FrameCodec::default(), input),
             vec![body("{}")]
         );
+    }
+
+    /// A peer that ends its header lines with a bare `\n` is read (it was left waiting
+    /// for a `\r\n\r\n` that never came); so is one that mixes both.
+    #[test]
+    fn header_lines_ended_by_a_bare_newline_are_read() {
+        let got = decode_all(
+            &mut FrameCodec::default(),
+            b"Content-Length: 2\n\n{}Content-Length: 4\r\n\n[1 ]Content-Type: x\nContent-Length: 1\n\r\n7",
+        );
+        assert_eq!(got, [body("{}"), body("[1 ]"), body("7")]);
+        // Byte by byte, too.
+        let mut codec = FrameCodec::default();
+        let mut buf = BytesMut::new();
+        let mut frames = Vec::new();
+        for b in b"Content-Length: 3\n\nabc" {
+            buf.extend_from_slice(&[*b]);
+            if let Some(frame) = codec.decode(&mut buf).unwrap() {
+                frames.push(frame);
+            }
+        }
+        assert_eq!(frames, [InboundFrame::Body(Bytes::from_static(b"abc"))]);
     }
 
     #[test]

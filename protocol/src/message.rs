@@ -198,6 +198,10 @@ pub struct Rejected {
     /// This is not a malformed message but the peer's `{"id": null, "error": ...}` report
     /// about a message of ours it could not read.
     pub peer_report: bool,
+    /// A batch (JSON array): the id of each member to answer, `None` (`null`) for one whose
+    /// id could not be read; notifications in it are not answered. The reply is the array
+    /// of one error response each (JSON-RPC 2.0 §6), `error` in every one.
+    pub batch: Option<Vec<Option<RequestId>>>,
 }
 
 impl Rejected {
@@ -207,12 +211,27 @@ impl Rejected {
             error: ErrorObject::new(code, message),
             reply: true,
             peer_report: false,
+            batch: None,
         }
     }
 
-    /// The error response frame body for this rejection (`id` is `null` when unknown).
+    /// The error response frame body for this rejection (`id` is `null` when unknown); for
+    /// a batch, the array of one error response per member answered.
     pub fn to_bytes(&self) -> Vec<u8> {
-        error_response_bytes(self.id.as_ref(), &self.error)
+        match &self.batch {
+            None => error_response_bytes(self.id.as_ref(), &self.error),
+            Some(ids) => {
+                let mut out = b"[".to_vec();
+                for (i, id) in ids.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(&error_response_bytes(id.as_ref(), &self.error));
+                }
+                out.push(b']');
+                out
+            }
+        }
     }
 }
 
@@ -261,12 +280,29 @@ impl Message {
     pub fn from_value(value: Value) -> Result<Message, Rejected> {
         let mut obj = match value {
             Value::Object(obj) => obj,
-            Value::Array(_) => {
-                return Err(Rejected::new(
-                    None,
-                    ErrorCode::InvalidRequest,
-                    "batch requests are not supported: send one JSON-RPC message per frame",
-                ));
+            // JSON-RPC 2.0 §6: an empty batch is one invalid request; otherwise every member
+            // that is not a notification is answered, in an array (none at all when all are
+            // notifications). Batches are not served here: each answer says so.
+            Value::Array(members) => {
+                let message = "batch requests are not served: send one JSON-RPC message per frame";
+                if members.is_empty() {
+                    return Err(Rejected::new(None, ErrorCode::InvalidRequest, message));
+                }
+                let ids: Vec<Option<RequestId>> = members
+                    .iter()
+                    .filter(|m| {
+                        // A notification: an object with a method and no id.
+                        !(m.get("method").is_some() && m.get("id").is_none())
+                    })
+                    .map(|m| m.get("id").and_then(RequestId::from_value))
+                    .collect();
+                return Err(Rejected {
+                    id: None,
+                    error: ErrorObject::new(ErrorCode::InvalidRequest, message),
+                    reply: !ids.is_empty(),
+                    peer_report: false,
+                    batch: Some(ids),
+                });
             }
             other => {
                 return Err(Rejected::new(
@@ -282,13 +318,17 @@ impl Message {
         let raw_id = obj.remove("id");
         let id = raw_id.as_ref().and_then(RequestId::from_value);
         let has_method = obj.contains_key("method");
-        // Only requests can be answered; a broken notification or response is just logged.
-        let answerable = has_method && raw_id.is_some();
+        // Requests are answered; a broken notification or response is just logged (answering
+        // a response could start an endless exchange). An object that is neither (`{}`, no
+        // method, no result, no error) is answered too, with `id: null` when it has none.
+        let response_shaped = obj.contains_key("result") || obj.contains_key("error");
+        let answerable = has_method && raw_id.is_some() || !has_method && !response_shaped;
         let reject = |code, msg: String| Rejected {
             id: id.clone(),
             error: ErrorObject::new(code, msg),
             reply: answerable,
             peer_report: false,
+            batch: None,
         };
 
         match obj.get("jsonrpc") {
@@ -353,6 +393,7 @@ impl Message {
                         },
                         reply: false,
                         peer_report: true,
+                        batch: None,
                     });
                 }
             }
@@ -362,8 +403,9 @@ impl Message {
                     ErrorCode::InvalidRequest,
                     "a message with neither \"method\" nor \"id\" is neither a request nor a response",
                 ),
-                reply: false,
+                reply: answerable,
                 peer_report: false,
+                batch: None,
             });
         };
         let result = match (obj.remove("result"), obj.remove("error")) {
@@ -508,6 +550,58 @@ mod tests {
             let err = parse(v).unwrap_err();
             assert_eq!(err.error.code, -32600);
             assert_eq!(err.id, None);
+        }
+    }
+
+    /// JSON-RPC 2.0 §6: each request of a batch is answered (with "not served"), its
+    /// notifications are not, an empty batch is one invalid request, and a batch of
+    /// notifications alone gets no answer.
+    #[test]
+    fn a_batch_gets_one_answer_per_request() {
+        let err = parse(json!([
+            {"jsonrpc":"2.0","id":1,"method":"m"},
+            {"jsonrpc":"2.0","method":"note"},
+            {"jsonrpc":"2.0","id":"b","method":"m"},
+            5
+        ]))
+        .unwrap_err();
+        assert!(err.reply);
+        let answer: Value = serde_json::from_slice(&err.to_bytes()).unwrap();
+        let ids: Vec<&Value> = answer
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| &r["id"])
+            .collect();
+        assert_eq!(ids, [&json!(1), &json!("b"), &Value::Null]);
+        assert!(
+            answer
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["error"]["code"] == -32600)
+        );
+        let empty = parse(json!([])).unwrap_err();
+        assert!(empty.reply && empty.batch.is_none());
+        let notes = parse(json!([{"jsonrpc":"2.0","method":"note"}])).unwrap_err();
+        assert!(!notes.reply);
+    }
+
+    /// `{}` and other objects that are neither a request nor a response are answered with
+    /// -32600 and `id: null`; a broken response or notification is not (no endless replies).
+    #[test]
+    fn an_object_that_is_no_message_is_answered() {
+        for v in [json!({}), json!({"jsonrpc":"2.0"}), json!({"foo": 1})] {
+            let err = parse(v.clone()).unwrap_err();
+            assert!(err.reply, "{v}");
+            assert_eq!((err.error.code, err.id), (-32600, None), "{v}");
+        }
+        for v in [
+            json!({"result": 1}),
+            json!({"jsonrpc":"1.0","id":1,"result":1}),
+            json!({"method":"m"}),
+        ] {
+            assert!(!parse(v.clone()).unwrap_err().reply, "{v}");
         }
     }
 
