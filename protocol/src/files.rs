@@ -2,6 +2,8 @@
 //! to wait or to fill memory: a named pipe or a device where a file was expected is refused
 //! by its type, never opened for a blocking read, and a file is read up to a bound.
 
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
 /// The text of a regular file of at most `max_bytes` (a configuration, a lockfile), read
@@ -60,4 +62,47 @@ pub fn read_regular_file(path: &Path, max_bytes: u64) -> std::io::Result<String>
             format!("{} is not UTF-8 text: {e}", path.display()),
         )
     })
+}
+
+/// Write `bytes` to `path` atomically: a temporary file in the same directory, synced, then
+/// renamed over `path` (tempfile's `persist`), so a reader sees the old file or the new one,
+/// never a part. `mode` sets the new file's permissions exactly (whatever the umask).
+///
+/// # Errors
+/// The I/O error, with the path in its message.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    write_atomic_with(path, mode, |file| file.write_all(bytes))
+}
+
+/// [`write_atomic`] with the content written by `fill` (e.g. a copy from another file), then
+/// the directory synced so the rename itself survives a crash.
+///
+/// # Errors
+/// The I/O error of `fill`, of the temporary file or of the rename, with the path.
+pub fn write_atomic_with(
+    path: &Path,
+    mode: u32,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let dir = dir.unwrap_or(Path::new("."));
+    let context =
+        |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let mut file = tempfile::Builder::new()
+        .prefix(".utter-")
+        .permissions(std::fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)
+        .map_err(context)?;
+    fill(file.as_file_mut()).map_err(context)?;
+    // The umask may have taken bits off at creation.
+    file.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(context)?;
+    file.as_file().sync_all().map_err(context)?;
+    file.persist(path).map_err(|e| context(e.error))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        // Durability of the rename; a failure here loses nothing that matters.
+        let _ = d.sync_all();
+    }
+    Ok(())
 }

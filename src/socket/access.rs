@@ -29,9 +29,7 @@
 //! belongs to this user's own processes, which can read the token file anyway, so this
 //! gives nothing away that the token does not.
 
-use std::fs::OpenOptions;
-use std::io::Write as _;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use utter_protocol::throttle::Throttle;
@@ -368,23 +366,8 @@ fn ensure_token_file(path: &Path, configured: &str) -> Result<String, String> {
 
 /// Write `token` and a newline to a new 0600 file beside `path`, then rename it over `path`.
 fn write_token_atomically(path: &Path, token: &str) -> Result<(), String> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let temp = dir.join(format!(".runner-token.{}.tmp", std::process::id()));
-    let _ = std::fs::remove_file(&temp);
-    let written = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temp)
-        .and_then(|mut f| {
-            f.write_all(format!("{token}\n").as_bytes())?;
-            f.sync_all()
-        })
-        .and_then(|()| std::fs::rename(&temp, path));
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&temp);
-        format!("cannot write {}: {e}", path.display())
-    })
+    utter_core::paths::write_atomic(path, format!("{token}\n").as_bytes(), 0o600)
+        .map_err(|e| format!("cannot write {e}"))
 }
 
 /// 32 random bytes as unpadded URL-safe base64 (43 characters).

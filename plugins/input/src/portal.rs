@@ -186,8 +186,7 @@ async fn start(token: Option<String>) -> Result<Started, PortalError> {
 
 /// Write the restore token readable by the user alone (it lets a process skip the dialog).
 fn keep_token(path: &Path, token: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     if token.len() > 4096 || token.contains(['\n', '\0']) {
         return Err(std::io::Error::other("the token is not one short line"));
     }
@@ -197,14 +196,5 @@ fn keep_token(path: &Path, token: &str) -> std::io::Result<()> {
             .mode(0o700)
             .create(dir)?;
     }
-    let partial = path.with_extension("partial");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&partial)?;
-    file.write_all(token.as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&partial, path)
+    utter_protocol::files::write_atomic(path, token.as_bytes(), 0o600)
 }
