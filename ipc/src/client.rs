@@ -175,26 +175,32 @@ impl Client {
     }
 
     /// Call `method` and wait for its result (no timeout: the runner bounds its own work).
-    /// When the runner asks for authentication, authenticate once and repeat the call.
+    /// When the runner asks for authentication, authenticate once and repeat the call (also
+    /// when another call of this client authenticated meanwhile).
     ///
     /// # Errors
     /// The runner's error object; `-32000` when the connection closed (the message then
     /// says that the runner may have refused this process).
     pub async fn call(&self, method: &str, params: Value) -> Result<Value, ErrorObject> {
         match self.raw_call(method, params.clone()).await {
-            Err(e) if is_auth_required(&e) && !self.authenticated.load(Ordering::Relaxed) => {
-                let Some(token) = &self.token else {
-                    return Err(ErrorObject::new(
-                        ErrorCode::Denied,
-                        format!(
-                            "{} — the runner did not admit this binary, and no token was found (set [socket] token, or run the utter binary the runner runs)",
-                            e.message
-                        ),
-                    ));
-                };
-                self.raw_call("runner.auth", json!({"token": token}))
-                    .await?;
-                self.authenticated.store(true, Ordering::Relaxed);
+            Err(e) if is_auth_required(&e) => {
+                // Two calls made at once may both be refused before either authenticated:
+                // the one that finds the connection authenticated by the other repeats its
+                // call rather than report the refusal.
+                if !self.authenticated.load(Ordering::Acquire) {
+                    let Some(token) = &self.token else {
+                        return Err(ErrorObject::new(
+                            ErrorCode::Denied,
+                            format!(
+                                "{} — the runner did not admit this binary, and no token was found (set [socket] token, or run the utter binary the runner runs)",
+                                e.message
+                            ),
+                        ));
+                    };
+                    self.raw_call("runner.auth", json!({"token": token}))
+                        .await?;
+                    self.authenticated.store(true, Ordering::Release);
+                }
                 self.raw_call(method, params).await
             }
             other => other,
