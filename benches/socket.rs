@@ -4,6 +4,10 @@
 //!   round trip: `runner.invoke` of fake_rs `action.invoke` (open_url, provenance user, dry
 //!   run), through the admission, the policy gates and the supervisor, against a real
 //!   `utter daemon --no-dbus` process.
+//! * `socket/runner_status`: `runner.status` with two plugins running (fake_rs twice),
+//!   answered from the supervisor's health cache (target: ≤ 1.5× the floor), and
+//!   `socket/floor_status_sized`, the echo floor answering with that same status (the
+//!   client's cost of reading a reply of its size, which the small floor does not have).
 //! * `socket/floor_unix_pingpong`: the floor, in the same run: the same request frame over a
 //!   unix socket to a minimal echo server thread that reads one Content-Length frame,
 //!   parses it and answers with its id.
@@ -86,12 +90,14 @@ fn read_frame(reader: &mut impl BufRead, line: &mut String) -> Option<Vec<u8>> {
     Some(body)
 }
 
-/// The floor: a thread answering each frame with `{"jsonrpc":"2.0","id":<id>,"result":{...}}`.
-fn start_echo_server(path: &Path) {
+/// The floor: a thread answering each frame with `{"jsonrpc":"2.0","id":<id>,"result":
+/// <result>}`.
+fn start_echo_server(path: &Path, result: Value) {
     let listener = UnixListener::bind(path).expect("bind the floor socket");
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { return };
+            let result = result.clone();
             std::thread::spawn(move || {
                 let mut writer = stream.try_clone().expect("clone");
                 let mut reader = BufReader::new(stream);
@@ -101,7 +107,7 @@ fn start_echo_server(path: &Path) {
                     let reply = serde_json::to_vec(&json!({
                         "jsonrpc": "2.0",
                         "id": request.get("id").cloned().unwrap_or(Value::Null),
-                        "result": {"ok": true, "dry_run": true, "detail": "fake_rs would open https://www.youtube.com"},
+                        "result": result,
                     }))
                     .expect("json");
                     let mut frame = format!("Content-Length: {}\r\n\r\n", reply.len()).into_bytes();
@@ -118,8 +124,9 @@ fn start_echo_server(path: &Path) {
 impl Daemon {
     fn start() -> Daemon {
         let daemon = Daemon::spawn(&format!(
-            "config_version = 1\n[[plugin]]\nid = \"fake_rs\"\nentrypoint = [{:?}]\n",
-            bin("fake_rs").display().to_string()
+            "config_version = 1\n[[plugin]]\nid = \"fake_rs\"\nentrypoint = [{fake:?}]\n\
+             [[plugin]]\nid = \"fake_rs_2\"\nentrypoint = [{fake:?}]\n",
+            fake = bin("fake_rs").display().to_string()
         ));
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -193,6 +200,11 @@ fn version(client: &mut BlockingClient) {
     assert!(reply.get("result").is_some());
 }
 
+fn status(client: &mut BlockingClient) {
+    let reply = client.call("runner.status", "{}");
+    assert_eq!(reply["result"]["plugins"][1]["status"], "ok", "{reply}");
+}
+
 fn floor(client: &mut BlockingClient) {
     let reply = client.call("runner.invoke", INVOKE_PARAMS);
     assert!(reply.get("result").is_some());
@@ -225,7 +237,11 @@ fn percentiles(
 struct Percentiles {
     relay: (Duration, Duration),
     version: (Duration, Duration),
+    status: (Duration, Duration),
     floor: (Duration, Duration),
+    floor_sized: (Duration, Duration),
+    /// The status reply's length, bytes.
+    status_bytes: usize,
 }
 
 fn socket(c: &mut Criterion) -> Percentiles {
@@ -237,9 +253,20 @@ fn socket(c: &mut Criterion) -> Percentiles {
     });
     let floor_dir = tempfile::tempdir().expect("temp dir");
     let floor_path = floor_dir.path().join("echo.sock");
-    start_echo_server(&floor_path);
+    start_echo_server(
+        &floor_path,
+        json!({"ok": true, "dry_run": true, "detail": "fake_rs would open https://www.youtube.com"}),
+    );
     let mut floor_client =
         BlockingClient::connect(&floor_path).expect("connect to the echo server");
+    // The same floor answering with the runner's own status.
+    let status_result =
+        relay_client.borrow_mut().client.call("runner.status", "{}")["result"].clone();
+    let status_bytes = serde_json::to_vec(&status_result).expect("json").len();
+    let sized_path = floor_dir.path().join("echo-sized.sock");
+    start_echo_server(&sized_path, status_result);
+    let mut sized_client =
+        BlockingClient::connect(&sized_path).expect("connect to the sized echo server");
 
     let mut group = c.benchmark_group("socket");
     group
@@ -263,13 +290,27 @@ fn socket(c: &mut Criterion) -> Percentiles {
             )
         })
     });
+    group.bench_function("runner_status", |b| {
+        b.iter_custom(|iters| {
+            timed(
+                iters,
+                || relay_client.borrow_mut().prepare(),
+                || status(&mut relay_client.borrow_mut().client),
+            )
+        })
+    });
     group.bench_function("floor_unix_pingpong", |b| {
         b.iter_custom(|iters| timed(iters, || {}, || floor(&mut floor_client)))
+    });
+    group.bench_function("floor_status_sized", |b| {
+        b.iter_custom(|iters| timed(iters, || {}, || floor(&mut sized_client)))
     });
     group.finish();
 
     Percentiles {
         floor: percentiles(PERCENTILE_ROUNDS, || {}, || floor(&mut floor_client)),
+        floor_sized: percentiles(PERCENTILE_ROUNDS, || {}, || floor(&mut sized_client)),
+        status_bytes,
         relay: percentiles(
             PERCENTILE_ROUNDS,
             || relay_client.borrow_mut().prepare(),
@@ -280,35 +321,52 @@ fn socket(c: &mut Criterion) -> Percentiles {
             || relay_client.borrow_mut().prepare(),
             || version(&mut relay_client.borrow_mut().client),
         ),
+        status: percentiles(
+            PERCENTILE_ROUNDS,
+            || relay_client.borrow_mut().prepare(),
+            || status(&mut relay_client.borrow_mut().client),
+        ),
     }
 }
 
 fn summary(p: &Percentiles) {
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!("\n== socket relay summary ==");
-    if let (Some(r), Some(v), Some(f)) = (
+    if let (Some(r), Some(v), Some(st), Some(f)) = (
         median_ns("socket/relay_fake_rs"),
         median_ns("socket/runner_version"),
+        median_ns("socket/runner_status"),
         median_ns("socket/floor_unix_pingpong"),
     ) {
         println!(
-            "criterion medians: relay {:.1} µs, runner.version {:.1} µs, floor {:.1} µs, ratio relay / floor {:.2}",
+            "criterion medians: relay {:.1} µs, runner.version {:.1} µs, runner.status {:.1} µs, floor {:.1} µs, ratio relay / floor {:.2}, status / floor {:.2}",
             r / 1000.0,
             v / 1000.0,
+            st / 1000.0,
             f / 1000.0,
-            r / f
+            r / f,
+            st / f
         );
     }
     println!(
-        "{PERCENTILE_ROUNDS} round trips each:\n  relay    client -> socket -> runner -> fake_rs -> back: p50 {:.1} µs, p99 {:.1} µs\n  version  client -> socket -> runner -> back (no plugin):  p50 {:.1} µs, p99 {:.1} µs\n  floor    unix socket ping-pong to an echo thread:         p50 {:.1} µs, p99 {:.1} µs\n  ratio relay / floor: p50 {:.2}, p99 {:.2}  (target p50 <= 2.0)",
+        "{PERCENTILE_ROUNDS} round trips each:\n  relay    client -> socket -> runner -> fake_rs -> back: p50 {:.1} µs, p99 {:.1} µs\n  version  client -> socket -> runner -> back (no plugin):  p50 {:.1} µs, p99 {:.1} µs\n  status   runner.status, two plugins, from the cache:     p50 {:.1} µs, p99 {:.1} µs\n  floor    unix socket ping-pong to an echo thread:         p50 {:.1} µs, p99 {:.1} µs\n  ratio relay / floor: p50 {:.2}, p99 {:.2}  (target p50 <= 2.0)\n  ratio status / floor: p50 {:.2}, p99 {:.2}  (target p50 <= 1.5)\n  floor with the status's {} bytes as its reply:   p50 {:.1} µs, p99 {:.1} µs\n  ratio status / that floor: p50 {:.2}, p99 {:.2}",
         us(p.relay.0),
         us(p.relay.1),
         us(p.version.0),
         us(p.version.1),
+        us(p.status.0),
+        us(p.status.1),
         us(p.floor.0),
         us(p.floor.1),
         us(p.relay.0) / us(p.floor.0),
         us(p.relay.1) / us(p.floor.1),
+        us(p.status.0) / us(p.floor.0),
+        us(p.status.1) / us(p.floor.1),
+        p.status_bytes,
+        us(p.floor_sized.0),
+        us(p.floor_sized.1),
+        us(p.status.0) / us(p.floor_sized.0),
+        us(p.status.1) / us(p.floor_sized.1),
     );
 }
 

@@ -114,7 +114,7 @@ async fn stderr_floods_and_invalid_utf8_do_not_hurt() {
         .unwrap();
     assert!(out.results[0].ok, "{:?}", out.results[0]);
     let echo = r
-        .supervisor
+        .supervisor()
         .call("t", "test.echo", json!({}), Duration::from_secs(5))
         .await
         .unwrap();
@@ -168,7 +168,7 @@ async fn a_plugin_that_crashes_takes_what_it_started_with_it() {
     assert!(!gone(first));
     // The plugin exits by itself (status 7): no drain asked it to.
     let _ = r
-        .supervisor
+        .supervisor()
         .call("t", "test.die", json!({}), Duration::from_secs(5))
         .await;
     let back = common::wait_for(Duration::from_secs(30), || {

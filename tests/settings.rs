@@ -1000,7 +1000,7 @@ impl BusRunner {
         runner
     }
 
-    /// `utter status --json` (which asks every plugin for its health afresh).
+    /// `utter status --json` (each plugin's health as the runner last heard it).
     fn status(&self) -> Option<Value> {
         let out = Command::new(common::bin("utter"))
             .args(["status", "--json", "--socket"])

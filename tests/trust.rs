@@ -240,7 +240,7 @@ async fn the_ops_registry_is_cached_per_instance_and_refreshed_by_a_respawn() {
         .unwrap();
     assert_eq!(code(&out.results[0]), Some(-32602));
     // A respawned instance is asked again.
-    let _ = r.supervisor.call("t", "test.die", json!({}), LIMIT).await;
+    let _ = r.supervisor().call("t", "test.die", json!({}), LIMIT).await;
     assert!(
         common::wait_for(LIMIT, || {
             let p = &r.plugins()[0];
@@ -826,7 +826,7 @@ async fn a_focus_change_during_the_confirmation_of_a_key_press_asks_again() {
 // 5. Host callbacks
 
 async fn host(r: &Runner, method: &str, params: Value, provenance: Provenance) -> Value {
-    r.supervisor
+    r.supervisor()
         .call_as(
             "t",
             "test.host",
@@ -972,7 +972,7 @@ async fn the_five_host_callbacks() {
     // With no request in flight, a callback counts as untrusted.
     let _ = std::fs::remove_file(f.path("go"));
     let scheduled = r
-        .supervisor
+        .supervisor()
         .call(
             "t",
             "test.host-later",

@@ -107,8 +107,14 @@ impl InstallState {
 impl Catalog {
     /// The compiled-in catalog (checked by the tests, so it always parses).
     pub fn embedded() -> Catalog {
-        Catalog::parse(EMBEDDED_CATALOG, EMBEDDED_CATALOG_ORIGIN)
-            .expect("data/models.toml is a valid catalog")
+        // Parsed once: `runner.status` asks for it on every call (a missing model).
+        static EMBEDDED: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+        EMBEDDED
+            .get_or_init(|| {
+                Catalog::parse(EMBEDDED_CATALOG, EMBEDDED_CATALOG_ORIGIN)
+                    .expect("data/models.toml is a valid catalog")
+            })
+            .clone()
     }
 
     /// The catalog `$UTTER_MODELS_CATALOG` names when it is set (and not empty), else the

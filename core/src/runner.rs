@@ -5,10 +5,12 @@
 //! [`invoke`] (a client's relay) and [`voice`] (the voice loop). They extend [`Runner`]; the
 //! modules below the runner (pipeline, supervisor, policy, ...) never name it.
 
+pub mod capture;
 pub mod host;
 pub mod invoke;
 pub mod voice;
 
+use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -16,7 +18,7 @@ use tokio::sync::{broadcast, watch};
 use utter_protocol::ErrorObject;
 
 use crate::audit::{Audit, AuditEntry};
-use crate::config::{self, ConfigError, LoadedConfig};
+use crate::config::{self, Config, ConfigError, LoadedConfig};
 use crate::confirm::{Confirmations, Door};
 use crate::events::{Event, ServiceState};
 use crate::handles::HandleStore;
@@ -41,8 +43,10 @@ pub type TriggerStarter =
 
 /// A started runner.
 pub struct Runner {
-    /// The plugin supervisor.
-    pub supervisor: Arc<Supervisor>,
+    /// The plugin supervisor. Not public: a door reaches a plugin only through the runner's
+    /// typed requests ([`Runner::invoke`] and its gate, [`Runner::command`],
+    /// [`Runner::capture`], [`Runner::subscribe_stream`]).
+    pub(crate) supervisor: Arc<Supervisor>,
     policy: RwLock<Policy>,
     /// Pending confirmations.
     pub confirmations: Arc<Confirmations>,
@@ -426,59 +430,62 @@ impl Runner {
         ))
     }
 
+    /// The supervisor itself, for tests that drive a test plugin past the gate (its
+    /// `test.die`, host callbacks under a chosen provenance). Only with the `testkit`
+    /// feature, which the service's own build does not enable.
+    #[cfg(feature = "testkit")]
+    #[doc(hidden)]
+    pub fn supervisor(&self) -> &Arc<Supervisor> {
+        &self.supervisor
+    }
+
+    /// `stream.subscribe` for a client connection (PROTOCOL.md §10.3): the stream hub asks
+    /// the plugin that lists the stream; see [`crate::streams::StreamHub::subscribe`].
+    ///
+    /// # Errors
+    /// As [`crate::streams::StreamHub::subscribe`].
+    pub async fn subscribe_stream(
+        &self,
+        client: utter_protocol::Connection,
+        owner: u64,
+        params: &Value,
+    ) -> Result<(Value, Box<dyn FnOnce() + Send>), ErrorObject> {
+        self.streams
+            .subscribe(&self.supervisor, client, owner, params)
+            .await
+    }
+
     /// The plugins and their states.
     pub fn plugins(&self) -> Vec<PluginReport> {
         self.supervisor.plugins()
     }
 
     /// A full snapshot.
+    /// (The config is read under its lock once, not copied, and the plugins listed once:
+    /// `runner.status` is what a bar widget polls.)
     pub fn status(&self) -> Status {
+        let plugins = self.plugins();
+        let loaded = self.config.read().expect("config lock");
         Status {
             version: VERSION.to_owned(),
             state: *self.state.borrow(),
-            config: self.config.read().expect("config lock").origin.clone(),
-            plugins: self.plugins(),
+            config: loaded.origin.clone(),
             ptt: self.ptt.state(),
-            voice: self.voice_status(),
+            voice: self.voice_status(&loaded.config),
             context: self.context.status(),
-            decide: self.decide_status(),
+            decide: decide_status(&loaded.config, &plugins),
+            plugins,
         }
     }
 
     /// The voice loop's status, with what to do when `[stt] model` names a model that is not
     /// installed (looked at now, so `utter models pull` shows at once).
-    fn voice_status(&self) -> utter_ipc::VoiceStatus {
+    fn voice_status(&self, config: &Config) -> utter_ipc::VoiceStatus {
         let mut voice = self.voice.status();
-        let config = self.config().config;
         if config.plugin_for(&config.stt.plugin, "stt").is_some() {
             voice.missing_model = config.stt.missing_model();
         }
         voice
-    }
-
-    /// The decision head's tiers and its chooser, as `runner.status` reports them.
-    fn decide_status(&self) -> utter_ipc::DecideStatus {
-        let config = self.config().config;
-        let d = config.decide;
-        let chooser = config
-            .plugin_for(&config.llm.plugin, "llm")
-            .map(|p| p.id.clone());
-        let report = chooser
-            .as_ref()
-            .and_then(|id| self.plugins().into_iter().find(|p| &p.id == id));
-        let set = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
-        utter_ipc::DecideStatus {
-            act: d.act,
-            ask: d.ask,
-            chooser_enabled: d.chooser,
-            chooser_min: d.chooser_min,
-            planner: d.planner,
-            chooser_status: report.as_ref().map(|r| r.status),
-            chooser_health: report.map(|r| r.health).unwrap_or_default(),
-            chooser,
-            model: set(&config.llm.model),
-            endpoint: set(&config.llm.endpoint),
-        }
     }
 
     /// The desktop context now (`runner.context`): the context plugin's snapshot.
@@ -647,5 +654,30 @@ impl Runner {
         if let Some(store) = &self.handles {
             store.remove_all();
         }
+    }
+}
+
+/// The decision head's tiers and its chooser, as `runner.status` reports them (`plugins`:
+/// the supervisor's reports, for the chooser's state).
+fn decide_status(config: &Config, plugins: &[PluginReport]) -> utter_ipc::DecideStatus {
+    let d = &config.decide;
+    let chooser = config
+        .plugin_for(&config.llm.plugin, "llm")
+        .map(|p| p.id.clone());
+    let report = chooser
+        .as_ref()
+        .and_then(|id| plugins.iter().find(|p| &p.id == id));
+    let set = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+    utter_ipc::DecideStatus {
+        act: d.act,
+        ask: d.ask,
+        chooser_enabled: d.chooser,
+        chooser_min: d.chooser_min,
+        planner: d.planner,
+        chooser_status: report.map(|r| r.status),
+        chooser_health: report.map(|r| r.health.clone()).unwrap_or_default(),
+        chooser,
+        model: set(&config.llm.model),
+        endpoint: set(&config.llm.endpoint),
     }
 }

@@ -123,6 +123,10 @@ pub struct SupervisorOptions {
     /// program is not installed is logged at `info`, not as a warning (it shows in
     /// `utter status` and `utter doctor` as not installed).
     pub default_plugins: bool,
+    /// How often every running plugin's `plugin.health` is asked again, off the request
+    /// path ([`Supervisor::plugins`] and `runner.status` answer from what was last heard).
+    /// A failed call asks at once.
+    pub health_interval: Duration,
 }
 
 impl SupervisorOptions {
@@ -146,6 +150,7 @@ impl SupervisorOptions {
                 Mechanism::Off
             },
             default_plugins: config.plugins_inherited,
+            health_interval: HEALTH_INTERVAL,
         }
     }
 }
@@ -547,7 +552,20 @@ impl StartFailure {
     }
 }
 
+/// The default [`SupervisorOptions::health_interval`]: a broken compositor config or a
+/// compositor that went away shows in status within this long, for the price of one small
+/// request per plugin.
+pub const HEALTH_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How long each plugin may take to answer a health check made off the request path.
+const HEALTH_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The least time between two health checks, however many calls fail.
+const HEALTH_WAKE_GAP: Duration = Duration::from_millis(250);
+
 struct Shared {
+    /// Wakes the health task ([`health_task`]) before its next tick: a call failed.
+    health_wake: tokio::sync::Notify,
     slots: Mutex<Vec<Arc<Slot>>>,
     options: Mutex<SupervisorOptions>,
     registry: CapabilityRegistry,
@@ -558,6 +576,9 @@ struct Shared {
 /// The supervisor of all configured plugins.
 pub struct Supervisor {
     shared: Arc<Shared>,
+    /// Asks the plugins' health every [`SupervisorOptions::health_interval`]; aborted on
+    /// shutdown and drop.
+    health: JoinHandle<()>,
 }
 
 /// The running plugin that produces a stream ([`Supervisor::find_stream`]).
@@ -589,13 +610,15 @@ impl Supervisor {
         }
         let (events, _) = broadcast::channel(256);
         let shared = Arc::new(Shared {
+            health_wake: tokio::sync::Notify::new(),
             slots: Mutex::new(Vec::new()),
             options: Mutex::new(options),
             registry: CapabilityRegistry::builtin(),
             events,
             host: HostSlot::default(),
         });
-        let supervisor = Supervisor { shared };
+        let health = tokio::spawn(health_task(shared.clone()));
+        let supervisor = Supervisor { shared, health };
         let entries: Vec<PluginEntry> = config.active_plugins().cloned().collect();
         let slots = supervisor
             .start_slots(entries.into_iter().map(|e| (e, 0)).collect())
@@ -768,46 +791,6 @@ impl Supervisor {
         self.shared.slot_list().iter().map(|s| s.report()).collect()
     }
 
-    /// Ask every running plugin for its `plugin.health` again (PROTOCOL.md §3, step 3), all
-    /// at once, each bounded by `timeout`, and keep the answers: a plugin whose health turned
-    /// `degraded` (a compositor that went away, a config file that broke) shows it in status,
-    /// and one that recovered is `ok` again; each change is a status event. A plugin that
-    /// fails to answer keeps its last health (a crash is the watch task's business).
-    pub async fn refresh_health(&self, timeout: Duration) {
-        let shared = &self.shared;
-        let checks = shared.slot_list().into_iter().filter_map(|slot| {
-            let instance = {
-                let state = slot.state.lock().expect("slot lock");
-                match (&state.instance, state.status) {
-                    (Some(i), Some(status)) if status.is_running() => Some(i.clone()),
-                    _ => None,
-                }
-            }?;
-            Some(async move {
-                let Ok(health) = utter_protocol::host::health(&instance.conn, Some(timeout)).await
-                else {
-                    return;
-                };
-                let (text, status) = match health.status {
-                    HealthStatus::Ok => (health.detail, PluginStatus::Ok),
-                    HealthStatus::Degraded => (
-                        format!("degraded: {}", health.detail),
-                        PluginStatus::Degraded,
-                    ),
-                };
-                {
-                    let mut state = slot.state.lock().expect("slot lock");
-                    if state.epoch != instance.epoch {
-                        return;
-                    }
-                    state.health = text;
-                }
-                shared.set_status(&slot, instance.epoch, status);
-            })
-        });
-        futures::future::join_all(checks).await;
-    }
-
     /// Subscribe to status changes.
     pub fn events(&self) -> broadcast::Receiver<PluginEvent> {
         self.shared.events.subscribe()
@@ -901,6 +884,15 @@ impl Supervisor {
             .request(method, params, Some(timeout))
             .instrument(span.clone())
             .await;
+        // A plugin that died or stopped answering: ask every plugin's health now rather
+        // than at the next tick, so status says so soon.
+        if let Err(e) = &result
+            && [ErrorCode::PluginError, ErrorCode::Timeout]
+                .iter()
+                .any(|c| c.code() == e.code)
+        {
+            self.shared.health_wake.notify_one();
+        }
         span.in_scope(|| match &result {
             Ok(_) => debug!(
                 elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
@@ -1111,8 +1103,43 @@ impl Supervisor {
 
     /// Stop every plugin (drain: stdin EOF, SIGTERM, SIGKILL) and wait for all of them.
     pub async fn shutdown(&self) {
+        self.health.abort();
         let slots = self.shared.slot_list();
         futures::future::join_all(slots.iter().map(|slot| stop_slot(slot))).await;
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        self.health.abort();
+    }
+}
+
+/// Ask every plugin's health every [`SupervisorOptions::health_interval`], and at once when
+/// a call failed ([`Shared::health_wake`]), so that status is answered from what was last
+/// heard instead of waiting for the slowest plugin. Aborted by [`Supervisor::shutdown`] and on
+/// drop.
+async fn health_task(shared: Arc<Shared>) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(shared.options().health_interval) => {}
+            () = shared.health_wake.notified() => {}
+        }
+        shared.refresh_health(HEALTH_TIMEOUT).await;
+        // Calls failing in a burst wake this task once, not once each.
+        tokio::time::sleep(HEALTH_WAKE_GAP).await;
+    }
+}
+
+/// A `plugin.health` answer as status shows it: the health line (`degraded: ` before the
+/// detail when degraded) and the plugin status it means.
+fn health_report(health: utter_protocol::handshake::HealthResult) -> (String, PluginStatus) {
+    match health.status {
+        HealthStatus::Ok => (health.detail, PluginStatus::Ok),
+        HealthStatus::Degraded => (
+            format!("degraded: {}", health.detail),
+            PluginStatus::Degraded,
+        ),
     }
 }
 
@@ -1165,6 +1192,54 @@ impl Shared {
         self.options.lock().expect("options lock").clone()
     }
 
+    /// Ask every running plugin for its `plugin.health` again (PROTOCOL.md §3, step 3), all
+    /// at once, each bounded by `timeout`, and keep the answers: a plugin whose health turned
+    /// `degraded` (a compositor that went away, a config file that broke) shows it in status,
+    /// and one that recovered is `ok` again; each change is a status event. A plugin that
+    /// fails to answer keeps its last health (a crash is the watch task's business).
+    async fn refresh_health(&self, timeout: Duration) {
+        let shared = self;
+        let checks = shared.slot_list().into_iter().filter_map(|slot| {
+            let instance = {
+                let state = slot.state.lock().expect("slot lock");
+                match (&state.instance, state.status) {
+                    (Some(i), Some(status)) if status.is_running() => Some(i.clone()),
+                    _ => None,
+                }
+            }?;
+            Some(async move {
+                let Ok(health) = utter_protocol::host::health(&instance.conn, Some(timeout)).await
+                else {
+                    return;
+                };
+                let (text, status) = health_report(health);
+                // Checked and set under one lock: an answer that arrives as the instance
+                // crashes (the watch task has taken it out and set its status) changes
+                // nothing, so a plugin that is down is never shown `ok` again.
+                let changed = {
+                    let mut state = slot.state.lock().expect("slot lock");
+                    let current = state.epoch == instance.epoch
+                        && state
+                            .instance
+                            .as_ref()
+                            .is_some_and(|i| Arc::ptr_eq(i, &instance))
+                        && state.status.is_some_and(PluginStatus::is_running);
+                    if !current {
+                        return;
+                    }
+                    state.health = text;
+                    let changed = state.status != Some(status);
+                    state.status = Some(status);
+                    changed
+                };
+                if changed {
+                    shared.announce(&slot, instance.epoch, status);
+                }
+            })
+        });
+        futures::future::join_all(checks).await;
+    }
+
     fn set_status(&self, slot: &Slot, epoch: u64, status: PluginStatus) {
         {
             let mut state = slot.state.lock().expect("slot lock");
@@ -1174,6 +1249,11 @@ impl Shared {
             state.status = Some(status);
             state.epoch = epoch;
         }
+        self.announce(slot, epoch, status);
+    }
+
+    /// Log a slot's new status and send it as an event.
+    fn announce(&self, slot: &Slot, epoch: u64, status: PluginStatus) {
         info!(plugin = %slot.entry.id, epoch, status = status.as_str(), "plugin status");
         let _ = self.events.send(PluginEvent {
             id: slot.entry.id.clone(),
@@ -1613,10 +1693,7 @@ impl Shared {
         state.provides = done.provides;
         state.requires = done.requires;
         state.permissions = done.permissions;
-        state.health = match done.health.status {
-            HealthStatus::Ok => done.health.detail,
-            HealthStatus::Degraded => format!("degraded: {}", done.health.detail),
-        };
+        state.health = health_report(done.health).0;
         state.warnings = done.warnings;
         state.declared = Some(DeclaredAxes {
             version: done.hello.plugin.version.clone(),

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use utter_core::config::LoadedConfig;
 use utter_core::handles::{HandleStore, Scope};
 use utter_core::runner::Runner;
+use utter_core::runner::capture::CaptureRequest;
 use utter_core::supervisor::SupervisorOptions;
 
 use super::check_config;
@@ -79,11 +80,12 @@ pub async fn run(action: Action, config: Option<&Path>) -> u8 {
     }
 }
 
-/// Start a runner with only the capture plugin of `loaded` and call `method` on it.
+/// Start a runner with only the capture plugin of `loaded` and ask it for `request`
+/// ([`Runner::capture`]). Returns the answer, the runner (to read the recording's handle,
+/// then shut down) and the plugin's id.
 async fn call(
     loaded: LoadedConfig,
-    method: &str,
-    params: Value,
+    request: CaptureRequest,
 ) -> Result<(Value, Arc<Runner>, String), String> {
     let plugin = loaded
         .config
@@ -95,8 +97,6 @@ async fn call(
     let mut loaded = loaded;
     loaded.config = loaded.config.only_plugin(&plugin);
     let options = SupervisorOptions::from_config(&loaded.config);
-    let timeout = options.rpc_timeout;
-    let audio = loaded.config.audio.clone();
     let runner = Runner::start(loaded, options, None).await;
     if let Some(report) = runner
         .plugins()
@@ -113,20 +113,8 @@ async fn call(
                 .unwrap_or_default()
         ));
     }
-    let configure = audio.configure_params();
-    let result = async {
-        if method != "audio.sources" {
-            runner
-                .supervisor
-                .call(&plugin, "audio.configure", configure, timeout)
-                .await?;
-        }
-        let long = timeout + std::time::Duration::from_secs(u64::from(audio.max_seconds));
-        runner.supervisor.call(&plugin, method, params, long).await
-    }
-    .await;
-    match result {
-        Ok(v) => Ok((v, runner, plugin)),
+    match runner.capture(request).await {
+        Ok((plugin, answer)) => Ok((answer, runner, plugin)),
         Err(e) => {
             runner.shutdown().await;
             Err(e.message)
@@ -136,7 +124,7 @@ async fn call(
 
 /// `utter audio sources`: the table, or the plugin's list as JSON.
 async fn sources(loaded: LoadedConfig, json: bool) -> u8 {
-    let (answer, runner, _) = match call(loaded, "audio.sources", json!({})).await {
+    let (answer, runner, _) = match call(loaded, CaptureRequest::Sources).await {
         Ok(v) => v,
         Err(e) => {
             eprintln!("utter: {e}");
@@ -211,10 +199,9 @@ async fn record(loaded: LoadedConfig, seconds: f64, path: &Path, json: bool) -> 
     if !json {
         eprintln!("Recording {seconds} s...");
     }
-    // `keep_silence`: the file holds what the gate kept, speech or not (all of it with
-    // `--no-trim`; nothing when trimming found no speech).
-    let params = json!({ "seconds": seconds, "keep_silence": true });
-    let (answer, runner, plugin) = match call(loaded, "audio.record", params).await {
+    // The recording keeps silence: the file holds what the gate kept, speech or not (all of
+    // it with `--no-trim`; nothing when trimming found no speech).
+    let (answer, runner, plugin) = match call(loaded, CaptureRequest::Record { seconds }).await {
         Ok(v) => v,
         Err(e) => {
             drop(writer);

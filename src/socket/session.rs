@@ -609,10 +609,7 @@ impl Session {
                 "abi": ABI,
                 "authenticated": self.authenticated,
             })),
-            "runner.status" | "runner.plugins" => {
-                self.spawn_work(id, status(runner)).await;
-                return;
-            }
+            "runner.status" | "runner.plugins" => status(&runner),
             "runner.pending" => {
                 serde_json::to_value(runner.confirmations.pending()).map_err(internal)
             }
@@ -672,10 +669,7 @@ impl Session {
                 let owner = self.connection;
                 tokio::spawn(async move {
                     let hub = runner.streams.clone();
-                    match hub
-                        .subscribe(&runner.supervisor, conn.clone(), owner, &params)
-                        .await
-                    {
+                    match runner.subscribe_stream(conn.clone(), owner, &params).await {
                         Ok((answer, start)) => {
                             if conn.respond(id, Ok(answer)).await.is_ok() {
                                 start();
@@ -1081,12 +1075,9 @@ async fn command(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value
     serde_json::to_value(outcome).map_err(internal)
 }
 
-/// `runner.status {}`: the plugins' health asked afresh (at most 500 ms), then the status.
-async fn status(runner: Arc<Runner>) -> Result<Value, ErrorObject> {
-    runner
-        .supervisor
-        .refresh_health(std::time::Duration::from_millis(500))
-        .await;
+/// `runner.status {}`: the status, with each plugin's health as last heard (the supervisor
+/// asks again every few seconds and after a failed call, off the request path).
+fn status(runner: &Runner) -> Result<Value, ErrorObject> {
     serde_json::to_value(runner.status()).map_err(internal)
 }
 

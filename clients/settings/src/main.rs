@@ -304,9 +304,9 @@ fn build(app: &adw::Application, target: Target, first_page: &str) {
 
     follow_events(live.clone());
     refresh_status(live.clone());
-    // A plugin's health is asked afresh at each `runner.status` and changes without an event
-    // of its own (a capture plugin whose PipeWire went away): ask again now and then, so the
-    // pages do not go on showing a state that is over.
+    // A plugin's health detail can change without an event of its own (a capture plugin
+    // whose PipeWire went away says why in its detail): ask again now and then, so the pages
+    // do not go on showing a state that is over.
     {
         let live = live.clone();
         glib::timeout_add_local(STATUS_EVERY, move || {
