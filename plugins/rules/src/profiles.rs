@@ -16,6 +16,7 @@
 //! | `search_url` | browsers: the search template, `{q}` the form-encoded query |
 //! | `[shortcuts]` | name → chord (X keysym names, `ctrl+shift+t`); said by name or a synonym of `data/commands.toml` |
 //! | `[commands]` | spoken phrase → chord, or `{op, args}` for any other step |
+//! | `base` | the id of a profile whose shortcuts and commands this one has too, its own winning (a fork of an application: Cursor is VS Code's) |
 //!
 //! The person's own phrases for any application live in `commands.toml` beside the
 //! directory (`$XDG_CONFIG_HOME/utter/commands.toml`): a `[commands]` table of the same form
@@ -78,6 +79,62 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../data/profiles/vscode.toml"),
     ),
     (
+        "cursor.toml",
+        include_str!("../../../data/profiles/cursor.toml"),
+    ),
+    (
+        "windsurf.toml",
+        include_str!("../../../data/profiles/windsurf.toml"),
+    ),
+    (
+        "jetbrains.toml",
+        include_str!("../../../data/profiles/jetbrains.toml"),
+    ),
+    (
+        "sublime-text.toml",
+        include_str!("../../../data/profiles/sublime-text.toml"),
+    ),
+    (
+        "edge.toml",
+        include_str!("../../../data/profiles/edge.toml"),
+    ),
+    (
+        "ptyxis.toml",
+        include_str!("../../../data/profiles/ptyxis.toml"),
+    ),
+    (
+        "gnome-console.toml",
+        include_str!("../../../data/profiles/gnome-console.toml"),
+    ),
+    (
+        "tilix.toml",
+        include_str!("../../../data/profiles/tilix.toml"),
+    ),
+    (
+        "opera.toml",
+        include_str!("../../../data/profiles/opera.toml"),
+    ),
+    (
+        "floorp.toml",
+        include_str!("../../../data/profiles/floorp.toml"),
+    ),
+    (
+        "waterfox.toml",
+        include_str!("../../../data/profiles/waterfox.toml"),
+    ),
+    (
+        "mullvad-browser.toml",
+        include_str!("../../../data/profiles/mullvad-browser.toml"),
+    ),
+    (
+        "tor-browser.toml",
+        include_str!("../../../data/profiles/tor-browser.toml"),
+    ),
+    (
+        "lapce.toml",
+        include_str!("../../../data/profiles/lapce.toml"),
+    ),
+    (
         "spotify.toml",
         include_str!("../../../data/profiles/spotify.toml"),
     ),
@@ -96,6 +153,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "any-browser.toml",
         include_str!("../../../data/profiles/any-browser.toml"),
+    ),
+    (
+        "any-editor.toml",
+        include_str!("../../../data/profiles/any-editor.toml"),
     ),
     (
         "discord.toml",
@@ -281,6 +342,9 @@ pub struct Profile {
     pub categories: Vec<String>,
     /// Where it came from: `data/profiles/firefox.toml (built in)` or the user's path.
     pub source: String,
+    /// The id of the profile whose shortcuts and commands it has too (its own win), merged
+    /// in by [`Profiles::load`].
+    pub base: Option<String>,
 }
 
 impl Profile {
@@ -315,6 +379,7 @@ struct ProfileFile {
     shortcuts: BTreeMap<String, Spanned<String>>,
     #[serde(default)]
     commands: BTreeMap<String, Spanned<CommandFile>>,
+    base: Option<Spanned<String>>,
 }
 
 /// `~/.config/utter/commands.toml`: the person's own phrases, meant in any application.
@@ -480,6 +545,16 @@ pub fn parse(text: &str, source: &str) -> Result<Profile, ProfileError> {
         // Not said by name: "the terminal" names the open terminal, not this profile.
         spoken.clear();
     }
+    let base = match &file.base {
+        Some(base) if base.get_ref().trim() == id => {
+            return Err(at(
+                base.span().start,
+                "a profile cannot be its own base".into(),
+            ));
+        }
+        Some(base) => Some(base.get_ref().trim().to_owned()),
+        None => None,
+    };
     Ok(Profile {
         id,
         name,
@@ -493,6 +568,7 @@ pub fn parse(text: &str, source: &str) -> Result<Profile, ProfileError> {
         commands,
         categories,
         source: source.to_owned(),
+        base,
     })
 }
 
@@ -529,6 +605,7 @@ pub fn parse_commands(text: &str, source: &str) -> Result<Profile, ProfileError>
         commands,
         categories: Vec::new(),
         source: source.to_owned(),
+        base: None,
     })
 }
 
@@ -679,6 +756,7 @@ impl Profiles {
             }
         }
         let Some(dir) = user_dir else {
+            profiles.merge_bases();
             return profiles;
         };
         if let Some(path) = commands_file(dir).filter(|p| p.exists()) {
@@ -698,6 +776,7 @@ impl Profiles {
             }
             Err(problem) => {
                 profiles.problems.push(problem);
+                profiles.merge_bases();
                 return profiles;
             }
         };
@@ -725,7 +804,51 @@ impl Profiles {
                 Err(e) => profiles.problems.push(format!("{e} (file skipped)")),
             }
         }
+        profiles.merge_bases();
         profiles
+    }
+
+    /// Give each profile with a `base` the base's shortcuts and commands it does not have
+    /// itself, following a chain of bases. A base that is not there is a problem, and the
+    /// chain stops there; so does a chain that comes back to a profile already in it (each
+    /// profile of the loop keeps what it took from the others before the loop closed, and
+    /// reports it).
+    fn merge_bases(&mut self) {
+        let original = self.list.clone();
+        for profile in &mut self.list {
+            let mut seen = vec![profile.id.clone()];
+            let mut next = profile.base.clone();
+            while let Some(id) = next {
+                if seen.contains(&id) {
+                    self.problems.push(format!(
+                        "{}: base {id:?} leads back to {:?}; its chain stops there",
+                        profile.source, profile.id
+                    ));
+                    break;
+                }
+                let Some(base) = original.iter().find(|p| p.id == id) else {
+                    self.problems.push(format!(
+                        "{}: base {id:?} is no profile; only its own shortcuts are used",
+                        profile.source
+                    ));
+                    break;
+                };
+                for (name, chord) in &base.shortcuts {
+                    profile
+                        .shortcuts
+                        .entry(name.clone())
+                        .or_insert_with(|| chord.clone());
+                }
+                for (phrase, command) in &base.commands {
+                    profile
+                        .commands
+                        .entry(phrase.clone())
+                        .or_insert_with(|| command.clone());
+                }
+                seen.push(id);
+                next = base.base.clone();
+            }
+        }
     }
 
     fn add(&mut self, profile: Profile) {
@@ -952,6 +1075,58 @@ mod tests {
         let foot = profiles.by_id("foot").unwrap();
         assert_eq!(foot.run, ["foot", "-e"]);
         assert_eq!(foot.commands["clear"], Command::Chord("ctrl+l".into()));
+    }
+
+    /// A fork names its base: Cursor has VS Code's keys, its own shortcut wins over the
+    /// base's, a missing base and a loop are problems that keep the profile's own keys.
+    #[test]
+    fn a_profile_has_its_bases_shortcuts_and_its_own_win() {
+        let builtin = Profiles::builtin();
+        let cursor = builtin.for_app_id("cursor").expect("cursor");
+        assert_eq!(cursor.kind, Kind::Editor);
+        assert_eq!(cursor.shortcuts["command palette"], "ctrl+shift+p");
+        assert!(builtin.named("cursor").is_some_and(|p| p.id == "cursor"));
+        assert!(builtin.named("vs code").is_some_and(|p| p.id == "vscode"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+        write(
+            "a.toml",
+            "id = \"my-fork\"\nname = \"My Fork\"\nkind = \"editor\"\nbase = \"vscode\"\n[shortcuts]\n\"command palette\" = \"F1\"\n",
+        );
+        write(
+            "b.toml",
+            "id = \"orphan\"\nname = \"Orphan\"\nkind = \"app\"\nbase = \"nothing-here\"\n[shortcuts]\n\"save\" = \"ctrl+s\"\n",
+        );
+        write(
+            "c.toml",
+            "id = \"ping\"\nname = \"Ping\"\nkind = \"app\"\nbase = \"pong\"\n",
+        );
+        write(
+            "d.toml",
+            "id = \"pong\"\nname = \"Pong\"\nkind = \"app\"\nbase = \"ping\"\n",
+        );
+        write(
+            "e.toml",
+            "id = \"selfish\"\nname = \"Selfish\"\nkind = \"app\"\nbase = \"selfish\"\n",
+        );
+        let profiles = Profiles::load(Some(dir.path()));
+        let fork = profiles.by_id("my-fork").unwrap();
+        assert_eq!(fork.shortcuts["command palette"], "F1");
+        assert_eq!(fork.shortcuts["quick open"], "ctrl+p");
+        let orphan = profiles.by_id("orphan").unwrap();
+        assert_eq!(orphan.shortcuts.len(), 1);
+        let problems = profiles.problems.join("\n");
+        assert!(
+            problems.contains("b.toml: base \"nothing-here\" is no profile"),
+            "{problems}"
+        );
+        assert!(problems.contains("leads back to"), "{problems}");
+        assert!(
+            problems.contains("e.toml:4:8: a profile cannot be its own base"),
+            "{problems}"
+        );
+        assert!(profiles.by_id("selfish").is_none());
     }
 
     /// A named pipe or a device where the commands file should be is a problem, never a
