@@ -49,6 +49,82 @@ pub fn application_dirs() -> Vec<PathBuf> {
         .collect()
 }
 
+/// The `mimeapps.list` files of this environment, most important first (the XDG MIME
+/// Applications Associations spec): in the config home, each config dir, then the
+/// `applications` directory of the data home and of each data dir ([`application_dirs`]),
+/// each place's desktop-specific `<desktop>-mimeapps.list` (for each name of
+/// `$XDG_CURRENT_DESKTOP`, lowercase) before its `mimeapps.list`. Files need not exist.
+pub fn mimeapps_files() -> Vec<PathBuf> {
+    let base = xdg::BaseDirectories::new();
+    let config: Vec<PathBuf> = base
+        .get_config_home()
+        .into_iter()
+        .chain(base.get_config_dirs())
+        .filter(|dir| dir.is_absolute())
+        .collect();
+    let desktops: Vec<String> = std::env::var("XDG_CURRENT_DESKTOP")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    mimeapps_files_in(
+        config
+            .iter()
+            .chain(&application_dirs())
+            .map(PathBuf::as_path),
+        &desktops,
+    )
+}
+
+/// [`mimeapps_files`] of these directories (config directories and `applications`
+/// directories, in precedence order) for these desktop names.
+pub fn mimeapps_files_in<'a>(
+    dirs: impl IntoIterator<Item = &'a Path>,
+    desktops: &[String],
+) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for dir in dirs {
+        for desktop in desktops {
+            files.push(dir.join(format!("{desktop}-mimeapps.list")));
+        }
+        files.push(dir.join("mimeapps.list"));
+    }
+    files
+}
+
+/// The default applications of `files` (`[Default Applications]`: a MIME type, `=`, and a
+/// `;`-separated list of desktop file ids), by MIME type: the ids in order of preference,
+/// without `.desktop`, a more important file's before a less important one's. Files that are
+/// not regular files (a FIFO, a device), unreadable, over 1 MiB or not UTF-8, and lines that
+/// are no `key=value`, are skipped.
+pub fn default_applications(files: &[PathBuf]) -> std::collections::HashMap<String, Vec<String>> {
+    let mut defaults: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for path in files {
+        // A regular file only: a FIFO would block the planner, a device never end.
+        let Ok(text) = utter_protocol::files::read_regular_file(path, 1 << 20) else {
+            continue;
+        };
+        let mut in_defaults = false;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                in_defaults = line == "[Default Applications]";
+                continue;
+            }
+            let Some((mime, ids)) = line.split_once('=').filter(|_| in_defaults) else {
+                continue;
+            };
+            let list = defaults.entry(mime.trim().to_owned()).or_default();
+            for id in ids.split(';').filter_map(|id| normalize_id(id.trim())) {
+                if !list.iter().any(|known| known == id) {
+                    list.push(id.to_owned());
+                }
+            }
+        }
+    }
+    defaults
+}
+
 /// Normalise a requested id: a trailing `.desktop` is dropped. Returns `None` for ids that
 /// cannot name a desktop file (empty, or holding `/` or NUL).
 pub fn normalize_id(app_id: &str) -> Option<&str> {
@@ -214,6 +290,68 @@ fn only_known_keys(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A desktop's own list comes before the shared one, a more important place's before
+    /// a less important one's; other groups, junk lines and missing files are skipped.
+    #[test]
+    fn default_applications_follow_the_files_precedence() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = tmp.path().join("config");
+        let apps = tmp.path().join("data/applications");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::create_dir_all(&apps).unwrap();
+        std::fs::write(
+            config.join("niri-mimeapps.list"),
+            "[Default Applications]\nx-scheme-handler/https=brave-browser.desktop\n",
+        )
+        .unwrap();
+        std::fs::write(
+            config.join("mimeapps.list"),
+            "[Added Associations]\ninode/directory=thunar.desktop\n\
+             [Default Applications]\nx-scheme-handler/https=firefox.desktop;brave-browser.desktop;\n\
+             garbage line\ninode/directory=org.gnome.Nautilus.desktop\n",
+        )
+        .unwrap();
+        std::fs::write(
+            apps.join("mimeapps.list"),
+            "[Default Applications]\ninode/directory=nemo.desktop\n",
+        )
+        .unwrap();
+        let files = mimeapps_files_in([config.as_path(), apps.as_path()], &["niri".into()]);
+        assert_eq!(files[0], config.join("niri-mimeapps.list"));
+        let defaults = default_applications(&files);
+        assert_eq!(
+            defaults["x-scheme-handler/https"],
+            ["brave-browser", "firefox"]
+        );
+        assert_eq!(defaults["inode/directory"], ["org.gnome.Nautilus", "nemo"]);
+        assert_eq!(defaults.len(), 2);
+    }
+
+    /// A FIFO (which would block the planner), a device, an oversized or binary file where
+    /// a `mimeapps.list` should be is skipped at once; the next file still counts.
+    #[test]
+    fn hostile_mimeapps_files_are_skipped_at_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("fifo-mimeapps.list");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let zero = tmp.path().join("zero-mimeapps.list");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let big = tmp.path().join("big-mimeapps.list");
+        std::fs::write(
+            &big,
+            "[Default Applications]\n".to_owned() + &"x=y.desktop\n".repeat(200_000),
+        )
+        .unwrap();
+        let binary = tmp.path().join("binary-mimeapps.list");
+        std::fs::write(&binary, [0xff, 0xfe, 0x00, b'[', 0x80]).unwrap();
+        let good = tmp.path().join("mimeapps.list");
+        std::fs::write(&good, "[Default Applications]\ntext/plain=gedit.desktop\n").unwrap();
+        // (A FIFO opened for reading would wait for a writer: this call would never return.)
+        let defaults = default_applications(&[fifo, zero, big, binary, good]);
+        assert_eq!(defaults.len(), 1, "{defaults:?}");
+        assert_eq!(defaults["text/plain"], ["gedit"]);
+    }
 
     /// Set for a child test process that is to print [`application_dirs`].
     const PRINT_DIRS: &str = "UTTER_DESKTOP_TEST_PRINT_APPLICATION_DIRS";

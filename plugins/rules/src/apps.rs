@@ -52,6 +52,7 @@ struct AppKeys {
     name: String,
     name_words: String,
     generic_name: Option<String>,
+    generic_words: Option<String>,
     keywords: Vec<String>,
     id: String,
     id_last: String,
@@ -81,18 +82,20 @@ impl AppEntry {
     }
 
     /// Whether a window whose `app_id` is `app_id` is this application's: its desktop id, its
-    /// `StartupWMClass`, or without one its program's name or its id's last part, up to
-    /// ASCII case.
+    /// `StartupWMClass`, or without one its program's name, its id's last part or its
+    /// `Name`, up to ASCII case.
     pub fn has_app_id(&self, app_id: &str) -> bool {
         let same = |name: &str| !name.is_empty() && name.eq_ignore_ascii_case(app_id);
         same(&self.id)
             || self.wm_class.as_deref().is_some_and(same)
             // Where the entry says no StartupWMClass, a window is the entry's as desktops
-            // match it: by the program's name ("zoom" for us.zoom.Zoom's `zoom %U`) or the
-            // reverse-DNS id's last part.
+            // match it: by the program's name ("zoom" for us.zoom.Zoom's `zoom %U`), the
+            // reverse-DNS id's last part, or the Name an Electron application gives its
+            // windows ("Element" for im.riot.Riot's `element-desktop`, "Proton Pass").
             || self.wm_class.is_none()
                 && (self.exec.as_deref().is_some_and(same)
-                    || self.id.contains('.') && self.id.rsplit('.').next().is_some_and(same))
+                    || self.id.contains('.') && self.id.rsplit('.').next().is_some_and(same)
+                    || same(&self.name))
     }
 
     /// Whether its `Categories` hold every one of `wanted`.
@@ -117,6 +120,7 @@ impl AppEntry {
                 name: key(&self.name),
                 name_words: normalize(&self.name),
                 generic_name: self.generic_name.as_deref().map(key),
+                generic_words: self.generic_name.as_deref().map(normalize),
                 keywords: self.keywords.iter().map(|k| key(k)).collect(),
                 id: key(&self.id),
                 id_last: key(self.id.rsplit('.').next().unwrap_or(&self.id)),
@@ -149,6 +153,9 @@ enum MatchLevel {
     /// A run of the `Name`'s words that no other entry's `Name` has ("firefox" of
     /// "Firefox ESR", "media player" of "mpv Media Player").
     Part,
+    /// The same of the `GenericName`'s words before its last, which says the kind
+    /// ("minecraft" of Prism Launcher's "Minecraft Launcher"), one entry's alone.
+    GenericPart,
 }
 
 /// Words too common to name an application alone ("open browser" says no more than "a
@@ -285,6 +292,13 @@ fn best_match<'a>(apps: &'a [AppEntry], spoken: &str) -> Option<&'a AppEntry> {
                 MatchLevel::WmClass
             } else if is_name_part(&keys.name_words, &spoken_words) {
                 MatchLevel::Part
+            } else if keys.generic_words.as_deref().is_some_and(|g| {
+                // Not its last word: that says the kind ("calculator", "launcher").
+                let qualifier = g.rsplit_once(' ').map_or("", |(head, _)| head);
+                (qualifier == spoken_words || is_name_part(qualifier, &spoken_words))
+                    && !GENERIC_WORDS.contains(&spoken_words.as_str())
+            }) {
+                MatchLevel::GenericPart
             } else {
                 return None;
             };
@@ -297,7 +311,7 @@ fn best_match<'a>(apps: &'a [AppEntry], spoken: &str) -> Option<&'a AppEntry> {
     // A part of a name must be one application's alone, and so must a generic word that
     // several entries list ("the browser" with two browsers installed).
     let ambiguous = matches.iter().filter(|m| m.0 == best.0).count() > 1
-        && (best.0 == MatchLevel::Part
+        && (matches!(best.0, MatchLevel::Part | MatchLevel::GenericPart)
             || (matches!(best.0, MatchLevel::GenericName | MatchLevel::Keyword)
                 && GENERIC_WORDS.contains(&spoken_words.as_str())));
     if ambiguous {
@@ -444,19 +458,64 @@ struct Cached {
     apps: Arc<Vec<AppEntry>>,
 }
 
-/// The installed applications of a fixed list of directories, re-read when they change.
+/// The default applications by MIME type ([`AppScanner::defaults`]).
+pub type Defaults = std::collections::HashMap<String, Vec<String>>;
+
+/// What tells a file changed: its modification time and length, `None` when it is not
+/// there.
+type FileStamp = Option<(SystemTime, u64)>;
+
+/// The installed applications of a fixed list of directories, re-read when they change,
+/// and the person's default applications (`mimeapps.list`).
 pub struct AppScanner {
     dirs: Vec<PathBuf>,
     cache: Mutex<Option<Cached>>,
+    mimeapps: Vec<PathBuf>,
+    defaults: Mutex<Option<(Vec<FileStamp>, Arc<Defaults>)>>,
 }
 
 impl AppScanner {
-    /// A scanner over `dirs` (see [`application_dirs`]). Nothing is read until [`Self::apps`].
+    /// A scanner over `dirs` (see [`application_dirs`]), with the `mimeapps.list` of each
+    /// for the default applications. Nothing is read until [`Self::apps`].
     pub fn new(dirs: Vec<PathBuf>) -> AppScanner {
+        let mimeapps =
+            utter_desktop::entry::mimeapps_files_in(dirs.iter().map(PathBuf::as_path), &[]);
         AppScanner {
             dirs,
             cache: Mutex::new(None),
+            mimeapps,
+            defaults: Mutex::new(None),
         }
+    }
+
+    /// The same scanner, with the default applications read from `files` (most important
+    /// first: [`utter_desktop::entry::mimeapps_files`]) instead.
+    pub fn with_mimeapps(mut self, files: Vec<PathBuf>) -> AppScanner {
+        self.mimeapps = files;
+        self
+    }
+
+    /// The person's default applications by MIME type (`x-scheme-handler/https` →
+    /// `["brave-browser", …]`), read again when a `mimeapps.list` changed (a `stat` of each
+    /// per call). Blocking file I/O.
+    pub fn defaults(&self) -> Arc<Defaults> {
+        let stamps: Vec<FileStamp> = self
+            .mimeapps
+            .iter()
+            .map(|f| {
+                let meta = std::fs::metadata(f).ok()?;
+                Some((meta.modified().ok()?, meta.len()))
+            })
+            .collect();
+        let mut cache = self.defaults.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((known, defaults)) = cache.as_ref()
+            && *known == stamps
+        {
+            return defaults.clone();
+        }
+        let defaults = Arc::new(utter_desktop::entry::default_applications(&self.mimeapps));
+        *cache = Some((stamps, defaults.clone()));
+        defaults
     }
 
     /// The current applications. Lists the directories on every call and parses the files
