@@ -47,8 +47,8 @@ pub struct CommandWords {
     /// program alone.
     pub shell_programs: BTreeMap<String, Vec<String>>,
     /// Kinds of application as people say them ("the file manager", "my email client") →
-    /// the desktop entry `Categories` an application of that kind has (all of them).
-    pub kinds: HashMap<String, Vec<String>>,
+    /// what an application of that kind is.
+    pub kinds: HashMap<String, AppKind>,
     /// Spoken shell phrases → the command each runs ("go up one directory" → `cd ..`),
     /// keyed by the normalised phrase; a key ending in ` {x}` takes the rest of what was
     /// said, put where the command has `{x}` ("make a directory called {x}" → `mkdir {x}`).
@@ -68,7 +68,43 @@ struct File {
     #[serde(default)]
     shell: ShellFile,
     #[serde(default)]
-    kinds: BTreeMap<String, Spanned<Vec<String>>>,
+    kinds: BTreeMap<String, Spanned<KindFile>>,
+}
+
+/// A kind: a list of `Categories`, or `{categories?, apps?}`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum KindFile {
+    Categories(Vec<String>),
+    Full {
+        #[serde(default)]
+        categories: Vec<String>,
+        #[serde(default)]
+        apps: Vec<String>,
+        mime: Option<String>,
+    },
+}
+
+/// A kind of application ([`CommandWords::kinds`]): an installed application is of it when
+/// its desktop entry has every one of `categories`, or its desktop id is one of `apps`
+/// (kinds that have no category of their own: notes, password managers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppKind {
+    /// Desktop entry `Categories`, all wanted; may be empty.
+    pub categories: Vec<String>,
+    /// Desktop ids (without `.desktop`) of applications of this kind, compared up to ASCII
+    /// case.
+    pub apps: Vec<String>,
+    /// The MIME type whose default application (`mimeapps.list`) is the person's own of
+    /// this kind, where several are installed (`x-scheme-handler/https` for a browser).
+    pub mime: Option<String>,
+}
+
+impl AppKind {
+    /// Whether the installed application `app` is of this kind.
+    pub fn has(&self, app: &crate::apps::AppEntry) -> bool {
+        app.is_of(&self.categories) || self.apps.iter().any(|id| id.eq_ignore_ascii_case(&app.id))
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -203,19 +239,49 @@ impl CommandWords {
             shell_phrases.insert(key, run.to_owned());
         }
         let mut kinds = HashMap::new();
-        for (kind, categories) in &file.kinds {
-            let wanted = categories.get_ref();
-            if wanted.is_empty()
-                || wanted.iter().any(|c| {
-                    c.is_empty() || !c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-')
-                })
+        for (kind, value) in &file.kinds {
+            let (categories, apps, mime) = match value.get_ref() {
+                KindFile::Categories(c) => (c.clone(), Vec::new(), None),
+                KindFile::Full {
+                    categories,
+                    apps,
+                    mime,
+                } => (categories.clone(), apps.clone(), mime.clone()),
+            };
+            let word = |c: &String, dot: bool| {
+                !c.is_empty()
+                    && c.chars().all(|ch| {
+                        ch.is_ascii_alphanumeric()
+                            || ch == '-'
+                            || ch == '_' && dot
+                            || ch == '.' && dot
+                    })
+            };
+            let mime_ok = mime.as_deref().is_none_or(|m| {
+                m.split_once('/')
+                    .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty())
+                    && !m.contains(char::is_whitespace)
+            });
+            if categories.is_empty() && apps.is_empty()
+                || !mime_ok
+                || !categories.iter().all(|c| word(c, false))
+                || !apps.iter().all(|a| word(a, true))
             {
                 return Err(at(
-                    categories.span().start,
-                    format!("kind {kind:?}: list one or more desktop entry Categories"),
+                    value.span().start,
+                    format!(
+                        "kind {kind:?}: list one or more desktop entry Categories, or {{ categories = [..], apps = [desktop ids], mime = \"type/subtype\" }}"
+                    ),
                 ));
             }
-            kinds.insert(normalize(kind), wanted.clone());
+            kinds.insert(
+                normalize(kind),
+                AppKind {
+                    categories,
+                    apps,
+                    mime,
+                },
+            );
         }
         Ok(CommandWords {
             kinds,

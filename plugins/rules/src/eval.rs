@@ -154,16 +154,46 @@ fn app_of(args: &Value) -> Option<String> {
 
 /// Whether a planned step has the effect of an expected one in `case`'s desktop although it
 /// differs: a browser's other chord for the same command ([`same_in_browsers`]), a state set
-/// where it was to be toggled ([`set_where_toggled`]), or another application
-/// op with the same outcome ([`same_app_effect`]).
+/// where it was to be toggled ([`set_where_toggled`]), the same query on another web search
+/// engine ([`same_web_search`]), or another application op with the same outcome
+/// ([`same_app_effect`]).
 pub fn same_effect(case: &Case, step: &Value, want: &Expected) -> bool {
     let op = step.get("op").and_then(Value::as_str).unwrap_or("");
     let args = step.get("args").cloned().unwrap_or(Value::Null);
     match (op, want.op.as_str()) {
         ("key", "key") => same_in_browsers(case, &args, want),
         ("niri", "niri") => set_where_toggled(&args, want),
+        ("open_url", "open_url") => same_web_search(&args, want),
         _ => same_app_effect(case, op, &args, want),
     }
+}
+
+/// A web search for the same words on another general engine (the router's default engine
+/// is configurable: `[search]` in `data/commands.toml`, `UTTER_SEARCH_URL`).
+fn same_web_search(args: &Value, want: &Expected) -> bool {
+    /// General engines: the URL's start, and the parameter that holds the query.
+    const ENGINES: &[(&str, &str)] = &[
+        ("https://www.google.com/search?", "q"),
+        ("https://duckduckgo.com/?", "q"),
+        ("https://www.bing.com/search?", "q"),
+        ("https://search.brave.com/search?", "q"),
+        ("https://www.startpage.com/do/search?", "query"),
+    ];
+    let query = |url: &str| {
+        ENGINES.iter().find_map(|(start, key)| {
+            let rest = url.strip_prefix(start)?;
+            form_urlencoded::parse(rest.as_bytes())
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.to_lowercase())
+        })
+    };
+    let planned = args.get("url").and_then(Value::as_str).and_then(query);
+    let wanted = want
+        .args
+        .get("url")
+        .and_then(toml::Value::as_str)
+        .and_then(query);
+    planned.is_some() && planned == wanted
 }
 
 /// With a browser focused, the other chord of a pair browsers take for one command (F5 for
@@ -279,6 +309,9 @@ pub fn judge(case: &Case, planned: &Value) -> Verdict {
     if let Some(why) = typed_and_entered(&steps, &case.expect) {
         return Verdict::SameEffect(why);
     }
+    if let Some(why) = spelled_out(case, &steps) {
+        return Verdict::SameEffect(why);
+    }
     if steps.len() != case.expect.len() {
         return Verdict::Wrong(format!(
             "{} steps ({}), expected {}",
@@ -301,6 +334,68 @@ pub fn judge(case: &Case, planned: &Value) -> Verdict {
     }
     same.map_or(Verdict::Right, Verdict::SameEffect)
 }
+
+/// Where fewer steps were planned than expected: the planned steps written out as the
+/// expected ones are, matching them step for step. A step aimed at an application (its
+/// `app` arg: "in ghostty run htop" as `terminal {command, app}`) is that application
+/// brought up, then the step; a new terminal running a program (`niri spawn` of
+/// `[ghostty, -e, claude]`) is the terminal, then the program typed in it.
+fn spelled_out(case: &Case, steps: &[Value]) -> Option<String> {
+    if steps.len() >= case.expect.len() {
+        return None;
+    }
+    // The steps written out, each with whether it is an application brought up that the
+    // plan left to the aimed step (only those may stand for another bringing-up op).
+    let mut out: Vec<(Value, bool)> = Vec::new();
+    for step in steps {
+        let op = step["op"].as_str().unwrap_or("");
+        let args = &step["args"];
+        let app = args.get("app").and_then(Value::as_str);
+        let argv: Vec<&str> = args
+            .get("args")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let run_at = argv.iter().position(|a| *a == "-e" || *a == "--");
+        if let (Some(app), false) = (app, APP_OPS.contains(&op)) {
+            let mut rest = args.clone();
+            rest.as_object_mut()?.remove("app");
+            out.push((json!({"op": "ensure_app", "args": {"app": app}}), true));
+            out.push((json!({"op": op, "args": rest}), false));
+        } else if op == "niri" && args["command"] == "spawn" && run_at.is_some_and(|i| i > 0) {
+            let at = run_at?;
+            out.push((
+                json!({"op": "niri", "args": {"command": "spawn", "args": argv[..at]}}),
+                false,
+            ));
+            out.push((
+                json!({"op": "terminal", "args": {"command": argv[at + 1..].join(" ")}}),
+                false,
+            ));
+        } else {
+            out.push((step.clone(), false));
+        }
+    }
+    if out.len() != case.expect.len() {
+        return None;
+    }
+    let all = out.iter().zip(&case.expect).all(|((step, added), want)| {
+        step_matches(step, want).is_ok() || same_effect(case, step, want) || {
+            // An application brought up where it was expected focused, opened or started.
+            let mut step = step.clone();
+            step["op"] = json!(want.op);
+            *added && BRING_UP_OPS.contains(&want.op.as_str()) && step_matches(&step, want).is_ok()
+        }
+    });
+    let written: Vec<Value> = out.into_iter().map(|(step, _)| step).collect();
+    all.then(|| format!("{} written out as {}", shown(steps), shown(&written)))
+}
+
+/// The ops that bring an application up or end it.
+const APP_OPS: &[&str] = &["ensure_app", "launch_app", "focus_app", "close_app"];
+
+/// The ops that bring an application up.
+const BRING_UP_OPS: &[&str] = &["ensure_app", "launch_app", "focus_app"];
 
 /// Steps as the report shows them: `op args`, comma-separated.
 fn shown(steps: &[Value]) -> String {
@@ -507,6 +602,71 @@ mod tests {
 
     fn case(text: &str) -> Case {
         parse(text, "t.toml").unwrap().remove(0)
+    }
+
+    /// A step aimed at an application, written out as the application brought up then the
+    /// step, is of the same effect; a close written out never counts as an opening, nor
+    /// another planned step as the application brought up.
+    #[test]
+    fn a_step_aimed_at_an_application_is_written_out_but_never_a_close_for_an_open() {
+        let plan = |steps: Value| json!({"steps": steps, "message": "m"});
+        let c = case(
+            "[[case]]\ncategory = \"t\"\nsay = \"in kitty run ls\"\nexpect = [{ op = \"ensure_app\", args = { app = \"kitty\" } }, { op = \"terminal\", args = { command = \"ls\" } }]\n",
+        );
+        assert!(matches!(
+            judge(
+                &c,
+                &plan(json!([{"op": "terminal", "args": {"command": "ls", "app": "kitty"}}]))
+            ),
+            Verdict::SameEffect(_)
+        ));
+        let closing = case(
+            "[[case]]\ncategory = \"t\"\nsay = \"x\"\nexpect = [{ op = \"ensure_app\", args = { app = \"firefox\" } }, { op = \"ensure_app\", args = { app = \"kitty\" } }, { op = \"terminal\", args = { command = \"ls\" } }]\n",
+        );
+        assert!(matches!(
+            judge(
+                &closing,
+                &plan(json!([
+                    {"op": "close_app", "args": {"app": "firefox"}},
+                    {"op": "terminal", "args": {"command": "ls", "app": "kitty"}}
+                ]))
+            ),
+            Verdict::Wrong(_)
+        ));
+        let new_terminal = case(
+            "[[case]]\ncategory = \"a\"\nsay = \"claude in a new terminal\"\nexpect = [{ op = \"niri\", args = { command = \"spawn\" } }, { op = \"terminal\", args = { command = \"claude\" } }]\n",
+        );
+        assert!(matches!(
+            judge(
+                &new_terminal,
+                &plan(
+                    json!([{"op": "niri", "args": {"command": "spawn", "args": ["foot", "-e", "claude"]}}])
+                )
+            ),
+            Verdict::SameEffect(_)
+        ));
+    }
+
+    /// The same words searched on another general engine are of the same effect, never
+    /// right; another query is wrong.
+    #[test]
+    fn the_same_query_on_another_engine_is_the_same_effect() {
+        let plan = |url: &str| json!({"steps": [{"op": "open_url", "args": {"url": url}}], "message": "m"});
+        let c = case(
+            "[[case]]\ncategory = \"s\"\nsay = \"search for cats\"\nexpect = [{ op = \"open_url\", args = { url = \"https://www.google.com/search?q=cats\" } }]\n",
+        );
+        assert!(matches!(
+            judge(&c, &plan("https://duckduckgo.com/?q=cats")),
+            Verdict::SameEffect(_)
+        ));
+        assert!(matches!(
+            judge(&c, &plan("https://duckduckgo.com/?q=dogs")),
+            Verdict::Wrong(_)
+        ));
+        assert!(matches!(
+            judge(&c, &plan("https://example.com/?q=cats")),
+            Verdict::Wrong(_)
+        ));
     }
 
     #[test]

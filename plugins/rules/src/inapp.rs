@@ -66,6 +66,10 @@ pub const MAX_SCROLL: u32 = 50;
 /// Verbs that type the rest of the utterance, longest first. The first that opens the
 /// utterance decides: "type in" with nothing after it types nothing (not "in").
 const TYPE_VERBS: &[&str] = &[
+    "enter the number",
+    "input the number",
+    "put in the number",
+    "fill in the number",
     "enter the text",
     "enter text",
     "type the text",
@@ -108,12 +112,16 @@ fn written_marks(text: &str) -> String {
     if let Some(email) = spoken_email(text) {
         return email;
     }
+    // "type localhost colon three thousand": a development server's address, as typed
+    // in an address bar.
+    if let Some(url) = crate::web::local_address(&crate::text::normalize(text)) {
+        return url.trim_start_matches("http://").to_owned();
+    }
     // "type the number forty two": the number in digits.
-    if let Some(said) = crate::text::after_lead(text, &["the number "])
-        .map(|rest| crate::numbers::digits(&crate::text::normalize(rest)))
-        .filter(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+    if let Some(n) = crate::text::after_lead(text, &["the number "])
+        .and_then(|rest| crate::numbers::said_number(&crate::text::normalize(rest)))
     {
-        return said;
+        return n.to_string();
     }
     // "type question mark": a mark said alone is that mark.
     let alone = text.trim_end_matches(['.', '!', '?']).to_lowercase();
@@ -480,6 +488,23 @@ fn short(text: &str) -> String {
     }
 }
 
+/// Words after a text to type that only say it is not to be entered (typing never presses
+/// Enter): "type git status but don't run it".
+/// A "but" before one goes with it.
+const NOT_ENTERED: &[&str] = &[
+    "don't run it",
+    "do not run it",
+    "don't enter it",
+    "don't press enter",
+    "do not press enter",
+    "don't hit enter",
+    "don't send it",
+    "do not send it",
+    "without running it",
+    "without pressing enter",
+    "without sending it",
+];
+
 /// Where typed text goes, said after it ("type admin in this field"); never typed.
 const TYPE_PLACES: &[&str] = &[
     "in this field",
@@ -516,6 +541,21 @@ fn type_text(spoken: &Spoken<'_>) -> Outcome {
     }) {
         text = text[..text.len() - place.len()].trim_end();
     }
+    // "type git status but don't run it": typing never presses Enter; saying so is no text.
+    let lower = text.to_lowercase();
+    if let Some(tail) = NOT_ENTERED.iter().find(|t| {
+        lower.ends_with(*t)
+            && lower.len() > t.len()
+            && matches!(lower.as_bytes()[lower.len() - t.len() - 1], b' ' | b',')
+    }) {
+        let kept = text[..text.len() - tail.len()].trim_end();
+        text = kept
+            .strip_suffix(" but")
+            .or_else(|| kept.strip_suffix(" But"))
+            .unwrap_or(kept)
+            .trim_end_matches(',')
+            .trim_end();
+    }
     // Quotes around the whole text are the speaker's (or the recogniser's), not the text.
     for (open, close) in [
         ('"', '"'),
@@ -544,7 +584,13 @@ fn type_text(spoken: &Spoken<'_>) -> Outcome {
             "\"{verb} {text}\" describes a secret instead of saying the text; Utter types only words said aloud and never looks up a password"
         )));
     }
-    let written = written_marks(text);
+    // "enter the number forty two": a number, in digits, or no typing at all ("enter the
+    // number of guests" asks for something else).
+    let written = if verb.ends_with("the number") {
+        crate::numbers::said_number(&crate::text::normalize(text))?.to_string()
+    } else {
+        written_marks(text)
+    };
     let text = written.as_str();
     // Speech has no control characters: a line break or an escape in the text would press
     // Enter in a shell or drive the terminal, which "type" never means.
@@ -943,6 +989,12 @@ mod tests {
                 "jane.doe@mail.example.org",
             ),
             ("type the number forty two", "42"),
+            ("enter the number forty two", "42"),
+            ("enter the number one two three", "123"),
+            ("type git status but don't run it", "git status"),
+            ("type hello, without sending it", "hello"),
+            ("input the number 7", "7"),
+            ("type localhost colon three thousand", "localhost:3000"),
             ("type the number 7", "7"),
             // Not an address or a number: as said.
             ("type meet me at home", "meet me at home"),
@@ -972,6 +1024,11 @@ mod tests {
             assert_eq!(typed(said), None, "{said}");
         }
         assert_eq!(typed("type password123").as_deref(), Some("password123"));
+    }
+
+    #[test]
+    fn entering_the_number_of_something_is_no_typing() {
+        assert_eq!(typed("enter the number of guests"), None);
     }
 
     fn chord(utterance: &str) -> Option<Value> {

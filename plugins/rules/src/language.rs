@@ -293,19 +293,22 @@ pub fn find_in_page(sources: &Sources<'_>, text: &str, raw: &str) -> Option<Vec<
     Some(vec![find, typed])
 }
 
-/// Rule `go_to_line`: "go to line forty two", "jump to line 7" with an application focused
+/// Rule `go_to_line`: "go to line forty two", "jump to line 7", "go to line one twenty"
+/// ([`crate::numbers::said_number`]) with an application focused
 /// whose profile has a "go to line" key: that key, the number typed, Enter. `None` where
 /// the focused application has none (a browser, a terminal).
 pub fn go_to_line(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
-    let rest = ["go to line", "jump to line", "goto line", "line number"]
-        .iter()
-        .find_map(|lead| strip_word_prefix(text, lead))?;
-    let number = crate::numbers::digits(rest);
-    let line: u32 = number
-        .trim()
-        .parse()
-        .ok()
-        .filter(|n| (1..=1_000_000).contains(n))?;
+    let rest = [
+        "go to line number",
+        "jump to line number",
+        "go to line",
+        "jump to line",
+        "goto line",
+        "line number",
+    ]
+    .iter()
+    .find_map(|lead| strip_word_prefix(text, lead))?;
+    let line = crate::numbers::said_number(rest).filter(|n| (1..=1_000_000).contains(n))?;
     let profile = focused_profile(sources)?;
     let chord = profile.shortcuts.get("go to line")?.clone();
     let step = |op: &'static str, message: String, args: Value| Matched {
@@ -398,6 +401,13 @@ fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matc
                 .lookup_web(&rest[on_at + 1..].join(" "))
                 .filter(|s| s.search.is_some())
             {
+                // "watch something on twitch": nothing to search for; the site itself.
+                if matches!(
+                    rest[..on_at].join(" ").as_str(),
+                    "something" | "anything" | "stuff" | "some stuff" | "whatever"
+                ) {
+                    return Some(Ok(crate::web::open_site(site, false)));
+                }
                 return Some(query_step(
                     spoken,
                     after,
@@ -521,6 +531,19 @@ fn query_step(
     // word of the query.
     let query = crate::text::after_lead(query, &["me some ", "me a ", "me an ", "me ", "some "])
         .filter(|rest| !rest.is_empty())
+        .unwrap_or(query);
+    // "show me where the eiffel tower is on the map": on a map, the place without the
+    // question.
+    let query = crate::text::after_lead(query, &["where the ", "where "])
+        .filter(|_| engine.to_lowercase().contains("maps"))
+        .and_then(|rest| {
+            let lower = rest.to_lowercase();
+            [" is", " are"]
+                .iter()
+                .find(|end| lower.ends_with(*end))
+                .map(|end| rest[..rest.len() - end.len()].trim())
+        })
+        .filter(|place| !place.is_empty())
         .unwrap_or(query);
     if query.is_empty() {
         return Err(Escalation {
@@ -668,8 +691,9 @@ pub fn loose_shortcut(text: &str, sources: &Sources<'_>) -> Option<Matched> {
         found
     };
     let mut found = matching(&key);
+    let editor = focused.is_some_and(|p| p.kind == Kind::Editor);
     // In an editor a file is its tab: "close this file" is Zed's "close tab".
-    if found.is_empty() && focused.is_some_and(|p| p.kind == Kind::Editor) {
+    if found.is_empty() && editor {
         let words: Vec<&str> = text
             .split(' ')
             .map(|w| {
@@ -682,9 +706,48 @@ pub fn loose_shortcut(text: &str, sources: &Sources<'_>) -> Option<Matched> {
             .collect();
         found = matching(&crate::text::loose_key(&words.join(" ")));
     }
+    // The focused application said by its kind ("close this editor tab", "open the
+    // integrated terminal" in an editor): the words that only say where.
+    if found.is_empty() {
+        let kind = focused.map(|p| p.kind.as_str());
+        let words: Vec<&str> = text
+            .split(' ')
+            .filter(|w| Some(*w) != kind && !matches!(*w, "integrated" | "builtin" | "built-in"))
+            .collect();
+        let relaxed = crate::text::loose_key(&words.join(" "));
+        if relaxed != key {
+            found = matching(&relaxed);
+        }
+        // "open the terminal", "hide the sidebar" for a "toggle …" name.
+        if found.is_empty()
+            && let Some((verb, rest)) = relaxed.split_once(' ')
+            && matches!(verb, "open" | "show" | "hide" | "close")
+        {
+            found = matching(&crate::text::loose_key(&format!("toggle {rest}")));
+        }
+        // "quick open a file", "save the file": what a name's verb acts on in an editor.
+        if found.is_empty() && editor {
+            let words: Vec<&str> = words
+                .into_iter()
+                .filter(|w| !matches!(*w, "file" | "files" | "a"))
+                .collect();
+            found = matching(&crate::text::loose_key(&words.join(" ")));
+        }
+    }
     let [name] = found.as_slice() else {
         return None;
     };
+    // "open a new browser window" with a terminal focused: a kind said that is not the
+    // focused application's, and that the name does not hold, is another application's
+    // command (the terminal's own "new window" is not it).
+    let other_kind = text.split(' ').any(|w| {
+        matches!(w, "browser" | "terminal" | "editor")
+            && focused.is_none_or(|p| p.kind.as_str() != w)
+            && !name.split(' ').any(|n| n == w)
+    });
+    if other_kind {
+        return None;
+    }
     let (chord, owner) = chord_of(name)?;
     let mut m = command_step(Command::Chord(chord), text, &owner, None)?;
     m.rule = "loose_shortcut";
@@ -892,6 +955,19 @@ const NEW_TERMINAL_WITH: &[&str] = &[
     "terminal running",
     "terminal and run",
     "terminal and start",
+    // "new terminal, aider please": the comma is gone by now.
+    "terminal",
+];
+
+/// Words before "terminal" that ask for a new one ("another terminal with codex").
+const NEW_TERMINAL_LEADS: &[&str] = &[
+    "a new",
+    "new",
+    "another",
+    "a fresh",
+    "fresh",
+    "a separate",
+    "separate",
 ];
 
 /// Words after an agent's name that name it no further ("claude code session", "aider agent").
@@ -904,7 +980,7 @@ fn agent_object<'a>(
     sources: &'a Sources<'_>,
 ) -> Option<(&'a crate::commands::Agent, AgentPlace)> {
     let mut rest = object;
-    for article in ["the", "a", "an", "my", "a new", "new"] {
+    for article in ["the", "a", "an", "my"].iter().chain(NEW_TERMINAL_LEADS) {
         if let Some(r) = strip_word_prefix(rest, article).filter(|r| !r.is_empty()) {
             rest = r;
         }
@@ -952,10 +1028,20 @@ fn agent_object<'a>(
 /// window of an installed terminal running it (`niri spawn` of the terminal profile's `run`
 /// argv and the command).
 pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, Escalation>> {
-    let (verb, agent, place) = crate::plan::APP_VERBS.iter().find_map(|verb| {
-        let rest = strip_word_prefix(text, verb)?;
-        agent_object(rest, sources).map(|(a, place)| (*verb, a, place))
-    })?;
+    let (verb, agent, place) = crate::plan::APP_VERBS
+        .iter()
+        .find_map(|verb| {
+            let rest = strip_word_prefix(text, verb)?;
+            agent_object(rest, sources).map(|(a, place)| (*verb, a, place))
+        })
+        // "new terminal with codex": the new terminal said, with no verb.
+        .or_else(|| {
+            let (agent, place) = agent_object(text, sources)?;
+            let new = NEW_TERMINAL_LEADS
+                .iter()
+                .any(|lead| strip_word_prefix(text, lead).is_some());
+            (new && place == AgentPlace::NewWindow).then_some(("start", agent, place))
+        })?;
     let line = agent.command.join(" ");
     let in_terminal = focused_profile(sources).is_some_and(|p| p.kind == Kind::Terminal);
     if in_terminal && place != AgentPlace::NewWindow {
@@ -994,12 +1080,12 @@ pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, E
             ),
         }));
     };
-    let mut argv = terminal.run.clone();
+    let (terminal_name, mut argv) = terminal;
     argv.extend(agent.command.iter().cloned());
     Some(Ok(vec![Matched {
         rule: "agent",
         op: "niri",
-        message: format!("{verb} {} in a new {} window", agent.name, terminal.name),
+        message: format!("{verb} {} in a new {terminal_name} window", agent.name),
         args: json!({"command": "spawn", "args": argv}),
         confirm: false,
     }]))
@@ -1016,9 +1102,25 @@ fn terminal_names(sources: &Sources<'_>) -> String {
         .join(", ")
 }
 
-/// A terminal to start a program in: one with a window open (the context's), else one that
-/// is installed (a desktop entry of its name), with a `run` argv.
-fn installed_terminal<'a>(sources: &Sources<'a>) -> Option<&'a Profile> {
+/// A terminal to start a program in, as its name and the argv that runs a program in a new
+/// window: a profile's with a window open (the context's), else one that is installed (a
+/// desktop entry of its name), else an installed terminal emulator without a profile (its
+/// desktop entry's category) run as nearly all of them take a program: `<program> -e`.
+fn installed_terminal(sources: &Sources<'_>) -> Option<(String, Vec<String>)> {
+    profiled_terminal(sources)
+        .map(|p| (p.name.clone(), p.run.clone()))
+        .or_else(|| {
+            let app = sources.apps.all().iter().find(|a| {
+                a.is_of(&["TerminalEmulator".to_owned()])
+                    && sources.profiles.for_app_id(&a.id).is_none()
+            })?;
+            let program = app.exec.clone()?;
+            Some((app.name.clone(), vec![program, "-e".to_owned()]))
+        })
+}
+
+/// [`installed_terminal`]'s profile, where one fits.
+fn profiled_terminal<'a>(sources: &Sources<'a>) -> Option<&'a Profile> {
     let terminals: Vec<&Profile> = sources
         .profiles
         .iter()
@@ -1207,45 +1309,126 @@ const NOT_IN_COMMANDS: &[&str] = &[
 /// Whether `words` (normalised) are a command of `[shell] programs`: a listed program, then
 /// one of the words it takes first (a subcommand, or anything for `*`; nothing at all for a
 /// program listed alone), at most eight words, none of [`NOT_IN_COMMANDS`].
-fn said_as_command(words: &[&str], sources: &Sources<'_>) -> bool {
+fn said_as_command(words: &[&str], flags: &[bool], sources: &Sources<'_>) -> bool {
     let Some((program, rest)) = words.split_first() else {
         return false;
     };
-    let Some(then) = sources.words.shell_programs.get(*program) else {
-        return false;
+    // A flag's letters are no words of a sentence ("docker ps dash a", "ls -a").
+    let flag = |i: usize| {
+        flags.get(i + 1).copied().unwrap_or(false)
+            || i > 0 && matches!(rest[i - 1], "dash" | "minus")
     };
-    let first_ok = match rest.first() {
-        None => true,
-        Some(word) => then.iter().any(|t| t == "*" || t == word),
+    // A coding agent's own command with its flags first ("claude dash dash continue"; not
+    // "claude dot ai", an address).
+    let agent = sources
+        .words
+        .agents
+        .iter()
+        .any(|a| a.command.first().is_some_and(|c| c == program));
+    let first_ok = match (sources.words.shell_programs.get(*program), rest.first()) {
+        (Some(_), None) => true,
+        (Some(then), Some(word)) => then.iter().any(|t| t == "*" || t == word),
+        (None, first) => agent && first.is_some() && (flag(0) || rest[0] == "dash"),
     };
-    first_ok && rest.len() <= 8 && !rest.iter().any(|w| NOT_IN_COMMANDS.contains(w))
+    first_ok
+        && rest.len() <= 8
+        && !rest
+            .iter()
+            .enumerate()
+            .any(|(i, w)| !flag(i) && NOT_IN_COMMANDS.contains(w))
 }
 
 /// Words said before a command that are no part of it ("okay git push").
 const COMMAND_LEADS: &[&str] = &["okay", "ok", "so", "now", "alright", "and", "do", "a", "an"];
 
+/// A folder said as people say folders in a shell command's slot: the person's own (XDG
+/// user directories, "my downloads folder" → `~/Downloads`, "my home folder" → `~`), or
+/// another named with "the"/"my" and "folder"/"directory" ("the build folder" → `build`).
+/// `None` when `said` is no folder said so.
+fn known_folder(said: &str) -> Option<String> {
+    const OWN: &[(&str, &str)] = &[
+        ("downloads", "~/Downloads"),
+        ("download", "~/Downloads"),
+        ("documents", "~/Documents"),
+        ("docs", "~/Documents"),
+        ("pictures", "~/Pictures"),
+        ("photos", "~/Pictures"),
+        ("music", "~/Music"),
+        ("videos", "~/Videos"),
+        ("desktop", "~/Desktop"),
+        ("templates", "~/Templates"),
+        ("public", "~/Public"),
+        ("home", "~"),
+    ];
+    // Cut on the lowercase text, kept as said ("the Projects folder" is `Projects`): the
+    // cut words are ASCII, so the lengths agree.
+    let lower = said.to_lowercase();
+    let lead = ["my ", "the "].iter().find(|a| lower.starts_with(*a));
+    let owned = lead.is_some();
+    let start = lead.map_or(0, |a| a.len());
+    let tail = [" folder", " directory", " dir"]
+        .iter()
+        .find(|f| lower.len() > start + f.len() && lower.ends_with(*f));
+    let foldered = tail.is_some();
+    let end = said.len() - tail.map_or(0, |f| f.len());
+    if lower.len() != said.len() || !said.is_char_boundary(start) || !said.is_char_boundary(end) {
+        return None;
+    }
+    let name = said[start..end].trim();
+    if let Some((_, path)) = OWN.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
+        return (owned || foldered).then(|| (*path).to_owned());
+    }
+    (owned && foldered && !name.is_empty() && !name.contains(' ')).then(|| spoken_symbols(name))
+}
+
 /// A shell command said without a verb while a terminal is focused: a phrase of
 /// `[shell.phrases]` ("go up one directory" → `cd ..`, "cd into src" → `cd src`), or words
 /// opening with a program of `[shell] programs` ("git pull", "cargo test please"), as said.
 fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
-    let mut first = spoken.first;
-    while spoken
-        .words
-        .get(first)
-        .is_some_and(|w| COMMAND_LEADS.contains(&w.text.as_str()))
-    {
-        first += 1;
-    }
+    let skip = |mut first: usize, leads: &[&str]| {
+        while spoken
+            .words
+            .get(first)
+            .is_some_and(|w| leads.contains(&w.text.as_str()))
+        {
+            first += 1;
+        }
+        first
+    };
+    let first = skip(spoken.first, COMMAND_LEADS);
+    // "start htop", "show the git log dash dash oneline": a verb that only says to run it,
+    // tried when the words as said are no command ("show hidden files" is one).
+    bare_command_from(sources, spoken, first)
+        .or_else(|| bare_command_from(sources, spoken, skip(first, RUN_LEADS)))
+}
+
+/// Verbs said before a command that only ask for it to run ("start htop", "show me the git
+/// log"), and the articles after them.
+const RUN_LEADS: &[&str] = &["start", "launch", "show", "me", "the", "open", "up"];
+
+/// [`bare_command`] from word `first` on.
+fn bare_command_from(sources: &Sources<'_>, spoken: &Spoken<'_>, first: usize) -> Option<Matched> {
     let last = command_end(spoken, first);
     let said: Vec<&str> = spoken.words[first..last]
         .iter()
         .map(|w| w.text.as_str())
         .collect();
+    // Which words were said as a flag ("-a": a dash right before the word as written).
+    let said_flags: Vec<bool> = (first..last)
+        .map(|i| {
+            let at = spoken.words[i].raw.start;
+            spoken.raw[..at].ends_with('-') || spoken.raw[at..].starts_with('-')
+        })
+        .collect();
     let phrase = said.join(" ");
     // A slot takes one name (a file, a folder): "change into my pajamas" is no command,
     // nor is "cd into it".
     let one_name = |raw: &str| -> Option<String> {
-        let name = spoken_symbols(raw.trim().trim_end_matches(['.', ',']));
+        let raw = raw.trim().trim_end_matches(['.', ',']);
+        if let Some(folder) = known_folder(raw) {
+            return Some(folder);
+        }
+        let name = spoken_symbols(raw);
         (!name.is_empty()
             && !name.contains(char::is_whitespace)
             && !matches!(
@@ -1272,7 +1455,7 @@ fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
         command.clone()
     } else if let Some(command) = slotted() {
         command
-    } else if said_as_command(&said, sources) {
+    } else if said_as_command(&said, &said_flags, sources) {
         let said = spoken.raw[spoken.raw_start(first)..spoken.raw_end(last)].trim();
         // A recogniser's sentence end, not a path's dot ("git add ." keeps it).
         let said = match said.strip_suffix(['.', ',']) {
@@ -1525,7 +1708,7 @@ pub fn aimed_input(text: &str, sources: &Sources<'_>, raw: &str) -> Option<Match
 }
 
 /// The stretch of `raw` whose normalised words are `phrase`'s, if there is one.
-fn raw_part<'r>(raw: &'r str, phrase: &str) -> Option<&'r str> {
+pub(crate) fn raw_part<'r>(raw: &'r str, phrase: &str) -> Option<&'r str> {
     let spoken = Spoken::new(raw);
     let want: Vec<&str> = phrase.split(' ').collect();
     let words: Vec<&str> = spoken.words.iter().map(|w| w.text.as_str()).collect();

@@ -128,6 +128,7 @@ struct RulesRouter {
 struct LazyApps<'a> {
     scanner: &'a AppScanner,
     apps: OnceCell<Arc<Vec<apps::AppEntry>>>,
+    defaults: OnceCell<Arc<apps::Defaults>>,
 }
 
 impl LazyApps<'_> {
@@ -147,6 +148,14 @@ impl AppLookup for LazyApps<'_> {
 
     fn all(&self) -> &[apps::AppEntry] {
         self.list()
+    }
+
+    fn defaults_for(&self, mime: &str) -> Vec<String> {
+        self.defaults
+            .get_or_init(|| self.scanner.defaults())
+            .get(mime)
+            .cloned()
+            .unwrap_or_default()
     }
 }
 
@@ -474,6 +483,7 @@ impl State {
         let apps = LazyApps {
             scanner: &self.apps,
             apps: OnceCell::new(),
+            defaults: OnceCell::new(),
         };
         let binds = LazyBinds {
             source: &self.binds,
@@ -1018,7 +1028,8 @@ where
     let _ = binds.current(Duration::ZERO);
     let state = State {
         catalog,
-        apps: AppScanner::new(apps::application_dirs()),
+        apps: AppScanner::new(apps::application_dirs())
+            .with_mimeapps(utter_desktop::entry::mimeapps_files()),
         curated,
         binds,
         profiles: ProfilesSource::new(profiles::default_user_dir()),
@@ -1059,26 +1070,69 @@ mod tests {
         }
     }
 
+    /// A directory of desktop entries: (desktop id, `Name`, `Categories`), each running the
+    /// program of its id.
+    fn applications(entries: &[(&str, &str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        for (id, name, categories) in entries {
+            std::fs::write(
+                dir.path().join(format!("{id}.desktop")),
+                format!(
+                    "[Desktop Entry]\nType=Application\nName={name}\nExec={id}\nCategories={categories}\n"
+                ),
+            )
+            .expect("a desktop entry");
+        }
+        dir
+    }
+
     fn plan(params: Value) -> Result<Value, ErrorObject> {
         let request = PlanRequest::from_params(&params)?;
         Ok(state().plan(&request))
+    }
+
+    /// "open a browser" with two installed starts the person's default one
+    /// (`mimeapps.list`), and follows the file when it changes; without a default, none is
+    /// guessed.
+    #[test]
+    fn a_kind_with_several_installed_is_the_persons_default() {
+        let apps = applications(&[
+            ("brave-browser", "Brave Web Browser", "Network;WebBrowser;"),
+            ("google-chrome", "Google Chrome", "Network;WebBrowser;"),
+        ]);
+        let state = State {
+            apps: AppScanner::new(vec![apps.path().to_path_buf()]),
+            ..state()
+        };
+        let opened = |state: &State| {
+            let request =
+                PlanRequest::from_params(&json!({"utterance": "open a browser"})).expect("params");
+            state.plan(&request)["steps"][0]["args"]["app_id"].clone()
+        };
+        assert_eq!(opened(&state), Value::Null);
+        let list = apps.path().join("mimeapps.list");
+        std::fs::write(
+            &list,
+            "[Default Applications]\nx-scheme-handler/https=google-chrome.desktop\n",
+        )
+        .expect("mimeapps.list");
+        assert_eq!(opened(&state), json!("google-chrome"));
+        std::fs::write(
+            &list,
+            "[Default Applications]\nx-scheme-handler/https=nothing-here.desktop;brave-browser.desktop\n",
+        )
+        .expect("mimeapps.list");
+        assert_eq!(opened(&state), json!("brave-browser"));
     }
 
     /// Every example of "what can I say" plans as it says, in the window it names, with a
     /// few applications installed.
     #[test]
     fn every_example_plans_to_its_op() {
-        let apps = tempfile::tempdir().expect("a temporary directory");
-        for (id, name) in [
-            ("firefox", "Firefox"),
-            ("org.gnome.Calculator", "Calculator"),
-        ] {
-            std::fs::write(
-                apps.path().join(format!("{id}.desktop")),
-                format!("[Desktop Entry]\nType=Application\nName={name}\nExec={id}\n"),
-            )
-            .expect("a desktop entry");
-        }
+        let apps = applications(&[
+            ("firefox", "Firefox", ""),
+            ("org.gnome.Calculator", "Calculator", ""),
+        ]);
         let state = State {
             apps: AppScanner::new(vec![apps.path().to_path_buf()]),
             ..state()
@@ -1420,6 +1474,8 @@ mod tests {
             "run sudo dd if equals dev zero of equals dev nvme zero n one",
             "run sudo chmod dash r seven seven seven slash",
             "run sudo dd if equals dev urandom of equals slash dev slash nvme0n1",
+            "in foot run rm -rf ~",
+            "foot run rm dash rf tilde",
         ] {
             let planned =
                 plan(json!({"utterance": utterance, "context": terminal})).expect("answered");

@@ -33,6 +33,28 @@ const MEDIA_OBJECTS: &[&str] = &[
     "the audio",
     "podcast",
     "the podcast",
+    "stream",
+    "the stream",
+    "movie",
+    "the movie",
+    "episode",
+    "the episode",
+    "show",
+    "the show",
+];
+
+/// Sites and places a video or a song plays on, said before it ("pause the youtube
+/// video"): they have no player of their own (the browser plays them), so the command goes
+/// to the player playing.
+const PLAYED_ON: &[&str] = &[
+    "youtube",
+    "netflix",
+    "twitch",
+    "browser",
+    "web",
+    "vimeo",
+    "soundcloud",
+    "bandcamp",
 ];
 
 /// What may follow "next" or "previous".
@@ -358,12 +380,36 @@ fn bare_media_phrase(text: &str) -> Option<MediaCommand> {
         "previous" => (TRACK_WORDS, Previous),
         _ => return None,
     };
-    allowed.contains(&rest).then_some(command)
+    if allowed.contains(&rest) {
+        return Some(command);
+    }
+    // "pause the youtube video": where it plays, said before what is played.
+    let rest = strip_word_prefix(rest, "the").unwrap_or(rest);
+    let (place, what) = rest.split_once(' ')?;
+    (allowed == MEDIA_OBJECTS && PLAYED_ON.contains(&place) && allowed.contains(&what))
+        .then_some(command)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn where_a_video_plays_may_be_said_before_it() {
+        assert_eq!(
+            media("pause the youtube video"),
+            Some((MediaCommand::Pause, None))
+        );
+        assert_eq!(
+            media("play the twitch stream"),
+            Some((MediaCommand::Play, None))
+        );
+        assert_eq!(
+            media("resume the netflix video"),
+            Some((MediaCommand::Play, None))
+        );
+        assert_eq!(media("pause the kitchen video"), None);
+    }
 
     #[test]
     fn a_degree_said_with_a_volume_change_keeps_it() {

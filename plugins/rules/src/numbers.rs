@@ -136,6 +136,64 @@ pub fn digits(text: &str) -> String {
     out.join(" ")
 }
 
+/// A whole number said as people say numbers (normalised words): "120", "forty two",
+/// digit groups read together ("one twenty" is 120, "one two three" 123, "three oh five"
+/// 305), or with a scale ("one hundred and twenty", "two thousand five hundred"; "and"
+/// only after a scale). `None` for anything else, and above 10^12.
+pub fn said_number(said: &str) -> Option<u64> {
+    // "oh" is a zero among digits, word by word ("three oh oh five").
+    let said: Vec<&str> = said
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .map(|w| if w == "oh" { "0" } else { w })
+        .collect();
+    let written = digits(&said.join(" "));
+    let parts: Vec<&str> = written.split(' ').filter(|w| !w.is_empty()).collect();
+    let value = |w: &str| {
+        w.parse::<u64>()
+            .ok()
+            .filter(|_| w.chars().all(|c| c.is_ascii_digit()))
+    };
+    // "one hundred and": the number is not finished.
+    if parts.last() == Some(&"and") {
+        return None;
+    }
+    let (mut total, mut group, mut scaled) = (0u64, 0u64, false);
+    let mut concat = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        match *part {
+            "hundred" => {
+                group = group.max(1).checked_mul(100)?;
+                scaled = true;
+            }
+            "thousand" | "million" => {
+                let scale = if *part == "thousand" {
+                    1_000
+                } else {
+                    1_000_000
+                };
+                total = total.checked_add(group.max(1).checked_mul(scale)?)?;
+                group = 0;
+                scaled = true;
+            }
+            "and" if i > 0 && matches!(parts[i - 1], "hundred" | "thousand" | "million") => {}
+            w => {
+                group = group.checked_add(value(w)?)?;
+                concat.push_str(w);
+                if concat.len() > 12 {
+                    return None;
+                }
+            }
+        }
+    }
+    let n = if scaled {
+        total.checked_add(group)?
+    } else {
+        concat.parse().ok()?
+    };
+    (n <= 1_000_000_000_000).then_some(n)
+}
+
 /// A whole word that is a number `1..=max` in plain digits, as [`digits`] writes them.
 pub fn slot_value(word: &str, max: u32) -> Option<u32> {
     if word.is_empty() || word.len() > 4 || !word.bytes().all(|b| b.is_ascii_digit()) {
@@ -147,6 +205,32 @@ pub fn slot_value(word: &str, max: u32) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_number_is_read_as_people_say_numbers() {
+        for (said, n) in [
+            ("120", 120),
+            ("forty two", 42),
+            ("one twenty", 120),
+            ("one two three", 123),
+            ("three oh five", 305),
+            ("three oh oh five", 3005),
+            ("one hundred and twenty", 120),
+            ("two thousand five hundred", 2500),
+        ] {
+            assert_eq!(said_number(said), Some(n), "{said}");
+        }
+        for said in [
+            "one and two",
+            "the end",
+            "",
+            "and",
+            "one hundred and",
+            "nine nine nine nine nine nine nine nine nine nine nine nine nine",
+        ] {
+            assert_eq!(said_number(said), None, "{said}");
+        }
+    }
 
     #[test]
     fn cardinals_and_ordinals_become_digits() {

@@ -114,6 +114,13 @@ pub trait AppLookup {
 
     /// Every installed application (the decision head's candidates, [`crate::decide`]).
     fn all(&self) -> &[AppEntry];
+
+    /// The person's default applications for `mime` (`x-scheme-handler/https`), desktop
+    /// ids most preferred first (`mimeapps.list`); none by default.
+    fn defaults_for(&self, mime: &str) -> Vec<String> {
+        let _ = mime;
+        Vec::new()
+    }
 }
 
 impl AppLookup for Vec<AppEntry> {

@@ -177,6 +177,7 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
             .or_else(|| entered(sources))
             .or_else(|| named_alone(text, sources))
             .or_else(|| said_here(text, sources))
+            .or_else(|| said_after_a_comma(sources))
             .or_else(|| {
                 let (m, query) = language::site_query(sources, sources.spoken(text))?;
                 // The query read alone, as its own utterance.
@@ -190,6 +191,53 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
             })
             .ok_or(e),
     }
+}
+
+/// Words that take back what follows them: a clause after them is no command.
+/// (Normalised words: "don't" is "dont", "do not" holds "not".)
+const TAKING_BACK: &[&str] = &["dont", "never", "not", "no"];
+
+/// "show disk usage, df dash h", "stop it, control c": a short description (two to six
+/// words), a comma, then the command itself, when the whole planned nothing: the last clause
+/// alone, if it acts in the focused window (a key, a terminal command, a scroll). Not when
+/// the first part takes it back ("don't, …").
+fn said_after_a_comma(sources: &Sources<'_>) -> Option<Vec<Matched>> {
+    let (head, tail) = sources.utterance.rsplit_once(',')?;
+    let head = crate::text::normalize(head);
+    let tail = tail.trim();
+    // One word before the comma is a piece of the command the recogniser split off
+    // ("reopen, close tab" is a misheard "reopen closed tab"), not a description.
+    let head_words = head.split(' ').filter(|w| !w.is_empty()).count();
+    if tail.is_empty()
+        || !(2..=6).contains(&head_words)
+        || head.split(' ').any(|w| TAKING_BACK.contains(&w))
+    {
+        return None;
+    }
+    let alone = Sources {
+        utterance: tail,
+        ..*sources
+    };
+    let acts = |steps: &Vec<Matched>| {
+        steps
+            .iter()
+            .all(|s| matches!(s.op, "key" | "terminal" | "scroll"))
+    };
+    if let Some(steps) = plan_rules(&crate::text::normalize(tail), &alone)
+        .ok()
+        .filter(acts)
+    {
+        return Some(steps);
+    }
+    // "stop it, control c": a chord said alone is pressed.
+    let pressed = format!("press {tail}");
+    let press = Sources {
+        utterance: &pressed,
+        ..*sources
+    };
+    plan_rules(&crate::text::normalize(&pressed), &press)
+        .ok()
+        .filter(|steps| steps.iter().all(|s| s.op == "key"))
 }
 
 /// Words after a command that only say it is meant for the focused window.
@@ -251,11 +299,18 @@ fn entered(sources: &Sources<'_>) -> Option<Vec<Matched>> {
     steps.iter().all(|s| s.op == "type_text").then_some(steps)
 }
 
+/// Endings of file names that are also top-level domains: said alone, "main dot rs" is a
+/// file, not a site.
+const FILE_ENDINGS: &[&str] = &[
+    "rs", "md", "py", "sh", "pl", "so", "js", "ts", "cc", "in", "am", "mk", "zip", "sc",
+];
+
 /// "xfce terminal please", "firefox": an installed application's whole `Name` said alone
 /// focuses or starts it, when the name is a brand rather than a word (its desktop id holds
 /// it: `firefox`, `xfce4-terminal` is not, so two words or more) — "files" or "web" alone
 /// is no request. Else a catalog site's name alone opens it, when it is a brand the same
-/// way (its address holds it: "reddit", "youtube").
+/// way (its address holds it: "reddit", "youtube"). An address said in words alone ("claude
+/// dot ai") opens it.
 fn named_alone(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     let said = crate::text::compact(text);
     let app = sources.apps.all().iter().find(|a| {
@@ -264,6 +319,20 @@ fn named_alone(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     });
     if let Some(app) = app {
         return crate::windows::switch_to(&app.name.to_lowercase(), sources).map(|m| vec![m]);
+    }
+    // "claude dot ai": an address said in words, alone; not a file name ("main dot rs",
+    // "readme dot md"), unless the catalog knows the site ("docs dot rs").
+    if text.contains(" dot ")
+        && let Some(m) = crate::web::address(text)
+    {
+        let host = m.args["url"]
+            .as_str()
+            .unwrap_or("")
+            .trim_start_matches("https://");
+        let ending = host.rsplit('.').next().unwrap_or("");
+        if !FILE_ENDINGS.contains(&ending) || sources.catalog.lookup(host).is_some() {
+            return Some(vec![m]);
+        }
     }
     // "reddit please": a catalog site's own name, when its address holds it (a brand, not a
     // word such as "news" or "maps").
@@ -274,34 +343,58 @@ fn named_alone(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
 }
 
 /// The ops a phrase aimed at an application may plan: what acts inside the focused window.
-/// Not text or terminal commands: the rest is planned from normalised words, which would
-/// lose what was said ("type hello in kitty" is the `aimed_input` rule's, with the words as
-/// said).
-const IN_APP_OPS: &[&str] = &["key", "click_element", "scroll"];
+/// A terminal command only where the rest's words as said are found in the utterance (a
+/// command is run as said, "ls dash la" written out); not text ("type hello in kitty" is
+/// the `aimed_input` rule's, with the words as said).
+const IN_APP_OPS: &[&str] = &["key", "click_element", "scroll", "terminal"];
 
-/// "terminal press enter", "in vs code save the file", "scroll down in firefox": a phrase
+/// "terminal press enter", "in vs code save the file", "scroll down in firefox", "in
+/// ghostty run htop", "kitty git status": a phrase
 /// that plans nothing as a whole, but names an application (open, installed or with a
 /// profile) in one of its [`app_readings`]. The rest is planned as if that application were
 /// focused; when it plans only [`IN_APP_OPS`] steps, the plan is the application focused (or
 /// started) first, then those steps (a key step also names it, so the action plugin focuses
 /// it again). `None` when no reading plans, or the rest names another application.
 fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
+    if let Some(steps) = aimed_playback(text, sources) {
+        return Some(steps);
+    }
     for (name, rest) in app_readings(text) {
         let Some(focus) = switch_to(&name, sources) else {
             continue;
         };
-        let Some(app_id) = ["wm_class", "app", "app_id"]
-            .iter()
-            .find_map(|k| focus.args.get(*k).and_then(Value::as_str))
-            .map(str::to_owned)
-        else {
+        let Some(app_id) = brought_up(&focus).map(str::to_owned) else {
             continue;
         };
         let mut context = sources.context.cloned().unwrap_or_default();
         context.focused_app_id = Some(app_id.clone());
+        // The rest's words as said, for a terminal command ("in ghostty run ls dash la"),
+        // with the symbols after its last word (they are no words: "~", ".."): to the
+        // utterance's end when the rest ends it, else to the word that follows it ("run cd
+        // .. in foot": up to "in").
+        let raw = sources.spoken(text);
+        let said = language::raw_part(raw, &rest).map_or("", |part| {
+            let start = part.as_ptr() as usize - raw.as_ptr() as usize;
+            let end = start + part.len();
+            if text.ends_with(rest.as_str()) {
+                return raw[start..].trim();
+            }
+            let Some(next) = text
+                .strip_prefix(rest.as_str())
+                .and_then(|after| after.split_whitespace().next())
+            else {
+                return part;
+            };
+            let spoken = crate::inapp::Spoken::new(raw);
+            spoken
+                .words
+                .iter()
+                .find(|w| w.raw.start >= end && w.text == next)
+                .map_or(part, |w| raw[start..w.raw.start].trim())
+        });
         let aimed = Sources {
             context: Some(&context),
-            utterance: "",
+            utterance: said,
             ..*sources
         };
         let Ok(steps) = plan_rules(&rest, &aimed).or_else(|e| {
@@ -311,7 +404,10 @@ fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
         }) else {
             continue;
         };
-        if steps.is_empty() || !steps.iter().all(|m| IN_APP_OPS.contains(&m.op)) {
+        if steps.is_empty()
+            || !steps.iter().all(|m| IN_APP_OPS.contains(&m.op))
+            || said.is_empty() && steps.iter().any(|m| m.op == "terminal")
+        {
             continue;
         }
         // A shortcut by name needs the application's own profile: without one the chord
@@ -332,7 +428,7 @@ fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
         }
         // Two applications named ("save in vs code in firefox"): which one is meant is not
         // known.
-        if names_an_app(&rest, sources) {
+        if names_an_app(&rest, &focus, sources) {
             return None;
         }
         // Keys aimed at an open window focus it themselves (their `app`): no step for it.
@@ -353,6 +449,42 @@ fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
             plan.push(step);
         }
         return Some(plan);
+    }
+    None
+}
+
+/// "pause haruna", "haruna next", "opera, play the video": a playback command and, before
+/// or after it, an installed player (or a browser, whose videos its own MPRIS player plays)
+/// by its name: the command with that name as its player.
+fn aimed_playback(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
+    let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
+    let n = words.len();
+    for k in 1..=4.min(n.saturating_sub(1)) {
+        for (name, rest) in [
+            (words[..k].join(" "), words[k..].join(" ")),
+            (words[n - k..].join(" "), words[..n - k].join(" ")),
+        ] {
+            let Some(mut step) =
+                crate::media::plan(&rest).filter(|m| m.args.get("player").is_none())
+            else {
+                continue;
+            };
+            let name = ["the ", "my "]
+                .iter()
+                .find_map(|a| name.strip_prefix(a))
+                .unwrap_or(&name)
+                .to_owned();
+            let plays = sources.apps.find(&name).is_some_and(|a| {
+                a.categories
+                    .iter()
+                    .any(|c| matches!(c.as_str(), "Player" | "Audio" | "Video" | "WebBrowser"))
+            });
+            if plays {
+                step.message = format!("{} on {name}", step.message);
+                step.args["player"] = Value::String(name);
+                return Some(vec![step]);
+            }
+        }
     }
     None
 }
@@ -395,11 +527,31 @@ fn app_readings(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Whether `rest` itself names an application in one of its [`app_readings`].
-fn names_an_app(rest: &str, sources: &Sources<'_>) -> bool {
+/// The application a step that brings one up names: its `StartupWMClass` (the window's
+/// app_id), else its `app`, else its `app_id`.
+fn brought_up(step: &Matched) -> Option<&str> {
+    ["wm_class", "app", "app_id"]
+        .iter()
+        .find_map(|k| step.args.get(*k).and_then(Value::as_str))
+}
+
+/// Whether `rest` itself names an application in one of its [`app_readings`] other than
+/// the one `focus` brings up ("in mullvad browser close the browser tab" names one).
+fn names_an_app(rest: &str, focus: &Matched, sources: &Sources<'_>) -> bool {
+    let id = |m: &Matched| brought_up(m).unwrap_or("").to_owned();
+    let ours = id(focus);
+    // The same application under its desktop id or its window's app_id (one profile).
+    let same = |other: &str| {
+        other.eq_ignore_ascii_case(&ours)
+            || sources
+                .profiles
+                .for_app_id(other)
+                .zip(sources.profiles.for_app_id(&ours))
+                .is_some_and(|(a, b)| a.id == b.id)
+    };
     app_readings(rest)
         .iter()
-        .any(|(name, _)| switch_to(name, sources).is_some())
+        .any(|(name, _)| switch_to(name, sources).is_some_and(|other| !same(&id(&other))))
 }
 
 /// "undo three times", "next tab twice", "backspace five times", "delete the last two
@@ -623,6 +775,9 @@ fn plan_tail(
         }
     }
     if let Some(m) = windows::launch(text, sources) {
+        return Some(m);
+    }
+    if let Some(m) = windows::check(text, sources) {
         return Some(m);
     }
     if let Some(m) = settle(language::terminal(sources, raw), pending) {

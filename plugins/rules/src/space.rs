@@ -582,6 +582,14 @@ mod tests {
             ),
             ("make this column tabbed", "toggle-column-tabbed-display"),
             (
+                "switch this column to tabbed mode",
+                "toggle-column-tabbed-display",
+            ),
+            (
+                "stick this window into the column on the left",
+                "consume-or-expel-window-left",
+            ),
+            (
                 "switch focus to the floating windows",
                 "switch-focus-between-floating-and-tiling",
             ),

@@ -39,6 +39,9 @@ const ON_THE_WEB: &[&str] = &[
     "website",
     "web site",
     "web app",
+    // "switch to my netflix tab": the site's tab is the site.
+    "tab",
+    "browser tab",
 ];
 
 /// The site a target names ("reddit", "reddit in a new tab", "spotify in the browser") and

@@ -61,6 +61,23 @@ fn app_named(target: &str, apps: &dyn AppLookup) -> Option<AppEntry> {
         .find_map(|name| apps.find(name))
 }
 
+/// "check my email", "check the weather": "check" (or "check on") brings up the installed
+/// application the rest names, by its name or its kind; nothing else ("check" is no verb of
+/// opening a site or of a guess at a name).
+pub(crate) fn check(text: &str, sources: &Sources<'_>) -> Option<Matched> {
+    // (The name's lookup and the kind's drop "my" and "the" themselves.)
+    let target = strip_word_prefix(text, "check on")
+        .or_else(|| strip_word_prefix(text, "check"))
+        .filter(|t| !t.is_empty())?;
+    if let Some(app) = app_named(target, sources.apps) {
+        return Some(switch_step(&app, sources));
+    }
+    match of_kind(target, sources)? {
+        OfKind::Window(app_id) => Some(focus_window(&app_id)),
+        OfKind::Installed(app) => Some(switch_step(&app, sources)),
+    }
+}
+
 /// Rule 5: focus or start the application `target` names.
 pub(crate) fn switch_to(target: &str, sources: &Sources<'_>) -> Option<Matched> {
     // "the terminal", "my browser": the open window of that kind comes before the installed
@@ -97,21 +114,18 @@ enum OfKind {
 }
 
 /// "the file manager", "my email client", "a video player": the application of that kind,
-/// by the desktop entry `Categories` that `data/commands.toml` `[kinds]` gives the words.
+/// by the desktop entry `Categories` or the desktop ids that `data/commands.toml` `[kinds]`
+/// gives the words.
 /// An open window of an application of the kind comes first; else the one installed
-/// application of the kind. Of several installed and none open, none is guessed.
+/// application of the kind; of several, the person's default for the kind's MIME type
+/// (`mimeapps.list`), else none is guessed.
 fn of_kind(target: &str, sources: &Sources<'_>) -> Option<OfKind> {
     let spoken = ["the ", "my ", "a ", "an "]
         .iter()
         .find_map(|a| target.strip_prefix(a))
         .unwrap_or(target);
-    let wanted = sources.words.kinds.get(spoken)?;
-    let installed: Vec<&AppEntry> = sources
-        .apps
-        .all()
-        .iter()
-        .filter(|a| a.is_of(wanted))
-        .collect();
+    let kind = sources.words.kinds.get(spoken)?;
+    let installed: Vec<&AppEntry> = sources.apps.all().iter().filter(|a| kind.has(a)).collect();
     let open = sources.context.and_then(|c| {
         c.app_ids
             .iter()
@@ -122,7 +136,17 @@ fn of_kind(target: &str, sources: &Sources<'_>) -> Option<OfKind> {
     }
     match installed.as_slice() {
         [one] => Some(OfKind::Installed(Box::new((*one).clone()))),
-        _ => None,
+        // Several installed: the person's default for the kind's MIME type, if it is one.
+        _ => {
+            let mime = kind.mime.as_deref()?;
+            let chosen = sources.apps.defaults_for(mime).into_iter().find_map(|id| {
+                installed
+                    .iter()
+                    .find(|a| a.id.eq_ignore_ascii_case(&id))
+                    .copied()
+            })?;
+            Some(OfKind::Installed(Box::new(chosen.clone())))
+        }
     }
 }
 

@@ -353,8 +353,40 @@ fn a_phrase_aimed_at_an_application_focuses_it_first() {
     // A scroll or click does not name the window, so it is focused first.
     let scrolled = steps_in("scroll down in the terminal", "firefox");
     assert_eq!(scrolled[0].0, "focus_app", "{scrolled:?}");
-    // Commands and text are not planned from normalised words ("ls -la" would be "ls la").
-    assert!(steps_in("in the terminal run ls -la", "firefox").is_empty());
+    // A command is run as said ("ls -la", not the normalised "ls la"), in the terminal
+    // brought up first; a wipe is refused there as anywhere. Text is not planned here.
+    let run = steps_in("in the terminal run ls -la", "firefox");
+    assert_eq!(run.len(), 2, "{run:?}");
+    assert_eq!(run[0].0, "focus_app", "{run:?}");
+    assert_eq!(
+        run[1],
+        ("terminal", json!({"command": "ls -la", "app": "foot"}))
+    );
+    let up = steps_in("run cd .. in foot", "firefox");
+    assert_eq!(
+        up.get(1).map(|s| &s.1["command"]),
+        Some(&json!("cd ..")),
+        "{up:?}"
+    );
+    let add = steps_in("run git add . in the terminal", "firefox");
+    assert_eq!(
+        add.get(1).map(|s| &s.1["command"]),
+        Some(&json!("git add .")),
+        "{add:?}"
+    );
+    let bare = steps_in("foot git status", "firefox");
+    assert_eq!(
+        bare.get(1).map(|s| &s.1["command"]),
+        Some(&json!("git status")),
+        "{bare:?}"
+    );
+    // Said to the end: the router's refusal of a wipe (lib.rs) reads it whole.
+    let wipe = steps_in("in the terminal run rm -rf ~", "firefox");
+    assert_eq!(
+        wipe.get(1).map(|s| &s.1["command"]),
+        Some(&json!("rm -rf ~")),
+        "{wipe:?}"
+    );
     assert!(steps_in("in the terminal type rm -rf ~", "firefox").is_empty());
     // Without a profile, no common chord (ctrl+z to vim in a terminal suspends it); a key
     // the person names is theirs.
@@ -1882,7 +1914,9 @@ fn an_application_without_a_profile_gets_its_kinds_shared_keys() {
         .with_categories(&["GNOME", "System", "TerminalEmulator"]);
     let web = AppEntry::new("org.gnome.Epiphany", "Web", Some("Web Browser"), &[])
         .with_categories(&["Network", "WebBrowser"]);
-    let apps = vec![ptyxis, web];
+    let lapce = AppEntry::new("dev.lapce.lapce", "Lapce", Some("Code Editor"), &[])
+        .with_categories(&["Development", "IDE"]);
+    let apps = vec![ptyxis, web, lapce];
     let in_window = |utterance: &str, focused: &str| {
         let ctx = context(json!({"compositor": {"name": "niri"}, "focused": {"app_id": focused}}));
         steps_with(utterance, &apps, &ctx)
@@ -1902,6 +1936,11 @@ fn an_application_without_a_profile_gets_its_kinds_shared_keys() {
         in_window("new tab", "org.gnome.Epiphany"),
         [("key", json!({"chord": "ctrl+t"}))]
     );
+    assert_eq!(
+        in_window("comment this line", "dev.lapce.lapce"),
+        [("key", json!({"chord": "ctrl+slash"}))]
+    );
+    assert_eq!(in_window("go to line ten", "dev.lapce.lapce").len(), 3);
     // An application of neither kind gets neither.
     assert!(in_window("new tab", "org.gnome.Calculator").is_empty());
     // The shared profiles are nobody's name.
@@ -2049,4 +2088,322 @@ fn who_asks_is_no_word_of_a_query_and_okay_is_a_filler() {
         steps_in("okay run make", "foot"),
         steps_in("run make", "foot")
     );
+}
+
+#[test]
+fn where_a_place_is_on_the_map_searches_the_maps_for_the_place() {
+    let url = |said: &str| -> Option<String> {
+        match steps_in(said, "firefox").as_slice() {
+            [("open_url", args)] => args["url"].as_str().map(str::to_owned),
+            _ => None,
+        }
+    };
+    assert_eq!(
+        url("show me where the eiffel tower is on the map").as_deref(),
+        Some("https://www.google.com/maps/search/eiffel+tower")
+    );
+    assert_eq!(
+        url("find coffee shops on google maps").as_deref(),
+        Some("https://www.google.com/maps/search/coffee+shops")
+    );
+}
+
+#[test]
+fn a_sites_tab_is_the_site() {
+    let steps = steps_in("switch to my netflix tab", "foot");
+    assert!(
+        matches!(steps.as_slice(), [("ensure_url", args)] if args["url"].as_str().is_some_and(|u| u.contains("netflix.com"))),
+        "{steps:?}"
+    );
+}
+
+#[test]
+fn the_focused_applications_kind_said_is_only_where_and_another_kind_is_no_shortcut() {
+    let chord = |said: &str, focused: &str| -> Option<Value> {
+        match steps_in(said, focused).as_slice() {
+            [("key", args)] => Some(args["chord"].clone()),
+            _ => None,
+        }
+    };
+    assert_eq!(
+        chord("close this editor tab", "code"),
+        Some(json!("ctrl+w"))
+    );
+    assert_eq!(
+        chord("open the integrated terminal", "code"),
+        Some(json!("ctrl+grave"))
+    );
+    assert_eq!(chord("quick open a file", "code"), Some(json!("ctrl+p")));
+    // A browser's window is not the terminal's to open.
+    assert_eq!(
+        chord("open a new browser window", "com.mitchellh.ghostty"),
+        None
+    );
+    assert_eq!(chord("open a new browser window", "foot"), None);
+}
+
+#[test]
+fn a_folder_is_said_as_people_say_folders() {
+    let run = |said: &str| -> Option<Value> {
+        match steps_in(said, "foot").as_slice() {
+            [("terminal", args)] => Some(args["command"].clone()),
+            _ => None,
+        }
+    };
+    assert_eq!(
+        run("cd into my downloads folder"),
+        Some(json!("cd ~/Downloads"))
+    );
+    assert_eq!(
+        run("change directory to the documents folder"),
+        Some(json!("cd ~/Documents"))
+    );
+    assert_eq!(run("cd into the build folder"), Some(json!("cd build")));
+    assert_eq!(run("cd into src"), Some(json!("cd src")));
+    assert_eq!(run("change into my pajamas"), None);
+}
+
+#[test]
+fn a_new_terminal_with_an_agent_needs_no_verb() {
+    let steps = steps_in("new terminal with codex please", "firefox");
+    assert!(
+        matches!(steps.as_slice(), [("niri", args)] if args["args"].as_array().is_some_and(|a| a.last() == Some(&json!("codex")))),
+        "{steps:?}"
+    );
+    assert!(steps_in("another terminal with gemini in it", "firefox").len() == 1);
+    // Said of the terminal alone, it is no agent.
+    assert!(
+        steps_in("new terminal with a dark theme", "firefox")
+            .iter()
+            .all(|(op, args)| *op != "niri" || args["args"].as_array().is_none_or(|a| a.len() < 3))
+    );
+}
+
+#[test]
+fn going_to_a_line_presses_the_editors_key_and_types_the_number() {
+    let typed = |said: &str, focused: &str| -> Option<(Value, Value)> {
+        match steps_in(said, focused).as_slice() {
+            [("key", chord), ("type_text", text), ("key", enter)] if enter["chord"] == "Return" => {
+                Some((chord["chord"].clone(), text["text"].clone()))
+            }
+            _ => None,
+        }
+    };
+    assert_eq!(
+        typed("go to line one twenty", "code"),
+        Some((json!("ctrl+g"), json!("120")))
+    );
+    assert_eq!(
+        typed("jump to line 42", "code"),
+        Some((json!("ctrl+g"), json!("42")))
+    );
+    assert_eq!(
+        typed("go to line three oh five", "code"),
+        Some((json!("ctrl+g"), json!("305")))
+    );
+    assert_eq!(
+        typed("go to line one hundred and twenty", "code"),
+        Some((json!("ctrl+g"), json!("120")))
+    );
+    // No editor, or no number: nothing of this kind.
+    assert_eq!(typed("go to line one twenty", "firefox"), None);
+    assert_eq!(typed("go to line the end", "code"), None);
+}
+
+#[test]
+fn a_flags_letters_are_no_words_of_a_sentence() {
+    for said in ["docker ps dash a", "docker ps -a"] {
+        let steps = steps_in(said, "foot");
+        assert_eq!(
+            steps.first().map(|s| &s.1["command"]),
+            Some(&json!("docker ps -a")),
+            "{said}: {steps:?}"
+        );
+    }
+    // A sentence about the program is still none.
+    assert!(steps_in("docker is a pain", "foot").is_empty());
+}
+
+#[test]
+fn an_address_said_alone_opens_it() {
+    assert!(steps_in("main dot rs", "foot").is_empty());
+    assert!(steps_in("readme dot md", "firefox").is_empty());
+    let steps = steps_in("claude dot ai", "foot");
+    assert!(
+        matches!(steps.as_slice(), [("ensure_url", args)] if args["url"] == "https://claude.ai"),
+        "{steps:?}"
+    );
+}
+
+#[test]
+fn a_folder_named_keeps_its_case_and_a_separate_terminal_is_new() {
+    let steps = steps_in("cd into the Projects folder", "foot");
+    assert_eq!(
+        steps.first().map(|s| &s.1["command"]),
+        Some(&json!("cd Projects")),
+        "{steps:?}"
+    );
+    let steps = steps_in("open a separate terminal with codex", "firefox");
+    assert!(
+        matches!(steps.as_slice(), [("niri", args)] if args["args"].as_array().is_some_and(|a| a.last() == Some(&json!("codex")))),
+        "{steps:?}"
+    );
+}
+
+#[test]
+fn playback_aimed_at_a_player_or_a_browser_names_it() {
+    let haruna = AppEntry::new("org.kde.haruna", "Haruna", Some("Media Player"), &[])
+        .with_categories(&["AudioVideo", "Video", "Player"]);
+    let opera = AppEntry::new("opera", "Opera", Some("Web browser"), &[])
+        .with_categories(&["Network", "WebBrowser"]);
+    let calc = AppEntry::new("org.gnome.Calculator", "Calculator", None, &[])
+        .with_categories(&["Utility", "Calculator"]);
+    let apps = vec![haruna, opera, calc];
+    let ctx =
+        context(json!({"focused": {"app_id": "foot"}, "windows": [{"app_id": "org.kde.haruna"}]}));
+    let media = |said: &str| match steps_with(said, &apps, &ctx).as_slice() {
+        [("media", args)] => Some((args["command"].clone(), args["player"].clone())),
+        _ => None,
+    };
+    assert_eq!(
+        media("pause haruna"),
+        Some((json!("pause"), json!("haruna")))
+    );
+    assert_eq!(
+        media("opera, play the video"),
+        Some((json!("play"), json!("opera")))
+    );
+    assert_eq!(media("calculator pause"), None);
+}
+
+#[test]
+fn a_command_after_its_description_and_a_comma_is_the_command() {
+    let steps = steps_in("show disk usage, df dash h", "foot");
+    assert_eq!(
+        steps.first().map(|s| &s.1["command"]),
+        Some(&json!("df -h")),
+        "{steps:?}"
+    );
+    let steps = steps_in("stop it, control c", "foot");
+    assert!(
+        matches!(steps.as_slice(), [("key", args)] if args["chord"] == "ctrl+c"),
+        "{steps:?}"
+    );
+    // Taken back, or a long remark: nothing.
+    assert!(steps_in("no don't, press enter", "foot").is_empty());
+    assert!(
+        steps_in(
+            "i was telling my friend about the weather yesterday, press enter",
+            "foot"
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn watching_something_on_a_site_opens_it() {
+    let steps = steps_in("I wanna watch something on twitch", "foot");
+    assert!(
+        matches!(steps.as_slice(), [("ensure_url", args)] if args["url"].as_str().is_some_and(|u| u.contains("twitch.tv"))),
+        "{steps:?}"
+    );
+    let search = steps_in("watch cat videos on youtube", "foot");
+    assert!(matches!(search.as_slice(), [("open_url", _)]), "{search:?}");
+}
+
+#[test]
+fn a_command_said_after_a_verb_that_runs_it_and_an_agents_own_arguments() {
+    let run = |said: &str| -> Option<Value> {
+        match steps_in(said, "foot").as_slice() {
+            [("terminal", args)] => Some(args["command"].clone()),
+            _ => None,
+        }
+    };
+    assert_eq!(run("start htop"), Some(json!("htop")));
+    assert_eq!(
+        run("show the git log dash dash oneline"),
+        Some(json!("git log --oneline"))
+    );
+    assert_eq!(run("show hidden files"), Some(json!("ls -a")));
+    assert_eq!(
+        run("claude dash dash continue"),
+        Some(json!("claude --continue"))
+    );
+    // A verb before no command is nothing of this kind.
+    assert_eq!(run("start the day"), None);
+    let steps = steps_in("new terminal, aider please", "firefox");
+    assert!(
+        matches!(steps.as_slice(), [("niri", args)] if args["args"].as_array().is_some_and(|a| a.last() == Some(&json!("aider")))),
+        "{steps:?}"
+    );
+}
+
+#[test]
+fn a_browser_named_by_a_name_that_holds_its_kind_takes_its_own_keys() {
+    let mullvad = AppEntry::new(
+        "mullvad-browser",
+        "Mullvad Browser",
+        Some("Web Browser"),
+        &[],
+    )
+    .with_categories(&["Network", "WebBrowser"])
+    .with_exec("mullvad-browser");
+    let apps = vec![mullvad];
+    let ctx = context(
+        json!({"focused": {"app_id": "emacs"}, "windows": [{"app_id": "mullvad-browser"}]}),
+    );
+    let steps = steps_with("in mullvad browser close the tab", &apps, &ctx);
+    assert!(
+        steps
+            .iter()
+            .any(|(op, args)| *op == "key" && args["chord"] == "ctrl+w"),
+        "{steps:?}"
+    );
+}
+
+#[test]
+fn checking_something_brings_up_the_installed_application_of_it() {
+    let kmail = AppEntry::new("org.kde.kmail2", "KMail", Some("Mail Client"), &[])
+        .with_categories(&["Qt", "KDE", "Office", "Email"]);
+    let weather = AppEntry::new("org.gnome.Weather", "Weather", None, &[])
+        .with_categories(&["GNOME", "GTK", "Utility"]);
+    let apps = vec![kmail, weather];
+    let ctx = context(json!({"compositor": {"name": "niri"}, "focused": {"app_id": "foot"}}));
+    let app = |said: &str| match steps_with(said, &apps, &ctx).as_slice() {
+        [(op, args)] if op.ends_with("_app") => args["app"].as_str().map(str::to_owned),
+        _ => None,
+    };
+    assert_eq!(app("check my email").as_deref(), Some("org.kde.kmail2"));
+    assert_eq!(
+        app("check the weather").as_deref(),
+        Some("org.gnome.Weather")
+    );
+    // Not a site, nor a guess.
+    assert_eq!(app("check reddit"), None);
+    assert!(steps_with("check the spelling", &apps, &ctx).is_empty());
+}
+
+#[test]
+fn a_part_of_a_generic_name_one_application_has_names_it() {
+    let prism = AppEntry::new(
+        "org.prismlauncher.PrismLauncher",
+        "Prism Launcher",
+        Some("Minecraft Launcher"),
+        &[],
+    )
+    .with_categories(&["Game"]);
+    let heroic = AppEntry::new("heroic", "Heroic", Some("Game Launcher"), &[]);
+    let lutris = AppEntry::new("lutris", "Lutris", Some("Game Launcher"), &[]);
+    let apps = vec![prism, heroic, lutris];
+    let ctx = context(json!({"compositor": {"name": "niri"}}));
+    let opened = |said: &str| match steps_with(said, &apps, &ctx).as_slice() {
+        [(_, args)] => args["app"].as_str().map(str::to_owned),
+        _ => None,
+    };
+    assert_eq!(
+        opened("fire up minecraft").as_deref(),
+        Some("org.prismlauncher.PrismLauncher")
+    );
+    // A part two entries share names neither.
+    assert_eq!(opened("open the game"), None);
 }
