@@ -213,6 +213,14 @@ async fn the_fourteenth_held_out_corpus_is_scored() {
     score_held_out("blind14", "fourteenth held-out", 178, 0).await;
 }
 
+/// A fifteenth held-out set (`tests/corpus/blind15/`, 200 cases), written blind by hand
+/// against a creative and study desktop (Ghostty, Vivaldi, Zed, Obsidian, Anki, Zotero,
+/// Krita, Strawberry) after the fourteenth had been used.
+#[tokio::test]
+async fn the_fifteenth_held_out_corpus_is_scored() {
+    score_held_out("blind15", "fifteenth held-out", 0, 200).await;
+}
+
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
 /// accuracy below the floor this matcher reached when it was written (a regression guard,
