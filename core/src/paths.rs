@@ -52,7 +52,7 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
 
 /// Atomic writes live with the other file helpers every crate shares (the plugins too):
 /// [`utter_protocol::files::write_atomic`].
-pub use utter_protocol::files::{write_atomic, write_atomic_with};
+pub use utter_protocol::files::{find_on_path, write_atomic, write_atomic_with};
 
 /// Read a regular file of at most `max_bytes` as UTF-8 (see
 /// [`utter_protocol::files::read_regular_file`]: a FIFO, device or directory is refused
@@ -66,17 +66,6 @@ pub fn executable_path(program: &Path) -> std::path::PathBuf {
         return program.to_path_buf();
     }
     find_on_path(&program.to_string_lossy()).unwrap_or_else(|| program.to_path_buf())
-}
-
-/// The first executable file called `name` in a directory of `PATH`, as `execvp` would
-/// find it; `None` when there is none.
-pub fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
 }
 
 #[cfg(test)]

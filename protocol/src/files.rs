@@ -106,3 +106,14 @@ pub fn write_atomic_with(
     }
     Ok(())
 }
+
+/// The first executable file called `name` in a directory of `PATH`, as `execvp` would
+/// find it; `None` when there is none (or `PATH` is unset).
+pub fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}

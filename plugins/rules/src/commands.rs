@@ -18,6 +18,8 @@ pub struct Agent {
     pub name: String,
     /// The argv that starts it.
     pub command: Vec<String>,
+    /// The argv that continues its most recent session (`claude --continue`), if it has one.
+    pub resume: Option<Vec<String>>,
     /// Compacted spoken names: the name and the aliases.
     spoken: Vec<String>,
 }
@@ -53,6 +55,14 @@ pub struct CommandWords {
     /// keyed by the normalised phrase; a key ending in ` {x}` takes the rest of what was
     /// said, put where the command has `{x}` ("make a directory called {x}" → `mkdir {x}`).
     pub shell_phrases: HashMap<String, String>,
+    /// What people ask a terminal for in words ("how much disk space do I have left"):
+    /// normalised topic ("disk space") → the command it runs (`df -h`). Matched by
+    /// [`CommandWords::shell_intent`] once the words of [`CommandWords::shell_asking`] are
+    /// taken out.
+    pub shell_intents: HashMap<String, String>,
+    /// The words around a topic that only ask ("how much", "show me", "do i have", "left"),
+    /// normalised, longest first.
+    pub shell_asking: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -114,6 +124,10 @@ struct ShellFile {
     programs: BTreeMap<String, Spanned<Vec<String>>>,
     #[serde(default)]
     phrases: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    intents: BTreeMap<String, Spanned<Vec<String>>>,
+    #[serde(default)]
+    asking: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -126,6 +140,8 @@ struct SearchFile {
 #[serde(deny_unknown_fields)]
 struct AgentFile {
     command: Spanned<Vec<String>>,
+    #[serde(default)]
+    resume: Option<Spanned<Vec<String>>>,
     #[serde(default)]
     aliases: Vec<String>,
 }
@@ -185,23 +201,35 @@ impl CommandWords {
         }
         let mut agents = Vec::new();
         for (name, agent) in file.agents {
+            let argv_ok = |argv: &[String]| {
+                !argv.is_empty()
+                    && !argv
+                        .iter()
+                        .any(|a| a.is_empty() || a.chars().any(char::is_control))
+            };
             let command = agent.command.get_ref().clone();
-            if command.is_empty()
-                || command
-                    .iter()
-                    .any(|a| a.is_empty() || a.chars().any(char::is_control))
-            {
+            if !argv_ok(&command) {
                 return Err(at(
                     agent.command.span().start,
                     format!("agent {name:?}: command must list a program and its arguments"),
                 ));
             }
+            if let Some(resume) = &agent.resume
+                && !argv_ok(resume.get_ref())
+            {
+                return Err(at(
+                    resume.span().start,
+                    format!("agent {name:?}: resume must list a program and its arguments"),
+                ));
+            }
+            let resume = agent.resume.map(|r| r.into_inner());
             let mut spoken = vec![compact(&normalize(&name))];
             spoken.extend(agent.aliases.iter().map(|a| compact(&normalize(a))));
             spoken.retain(|s| !s.is_empty());
             agents.push(Agent {
                 name,
                 command,
+                resume,
                 spoken,
             });
         }
@@ -238,6 +266,34 @@ impl CommandWords {
             }
             shell_phrases.insert(key, run.to_owned());
         }
+        let mut shell_intents = HashMap::new();
+        for (run, topics) in &file.shell.intents {
+            let run = run.trim();
+            if run.is_empty() || run.chars().any(char::is_control) || topics.get_ref().is_empty() {
+                return Err(at(
+                    topics.span().start,
+                    format!("shell intent {run:?}: needs a one-line command and its topics"),
+                ));
+            }
+            for topic in topics.get_ref() {
+                let key = normalize(topic);
+                if key.is_empty() {
+                    return Err(at(
+                        topics.span().start,
+                        format!("shell intent {run:?}: an empty topic"),
+                    ));
+                }
+                shell_intents.insert(key, run.to_owned());
+            }
+        }
+        let mut shell_asking: Vec<String> = file
+            .shell
+            .asking
+            .iter()
+            .map(|w| normalize(w))
+            .filter(|w| !w.is_empty())
+            .collect();
+        shell_asking.sort_by_key(|w| std::cmp::Reverse(w.split(' ').count()));
         let mut kinds = HashMap::new();
         for (kind, value) in &file.kinds {
             let (categories, apps, mime) = match value.get_ref() {
@@ -291,7 +347,23 @@ impl CommandWords {
             agents,
             shell_programs,
             shell_phrases,
+            shell_intents,
+            shell_asking,
         })
+    }
+
+    /// The command of the topic `phrase` (normalised words) asks about, once the asking
+    /// words are taken out wherever they stand: "how much disk space do i have left" →
+    /// `df -h`. Every other word must be the topic's, so "delete the disk space" is none.
+    pub fn shell_intent(&self, phrase: &str) -> Option<&str> {
+        let mut words: Vec<&str> = phrase.split(' ').filter(|w| !w.is_empty()).collect();
+        for asking in &self.shell_asking {
+            let part: Vec<&str> = asking.split(' ').collect();
+            while let Some(at) = words.windows(part.len()).position(|w| w == part.as_slice()) {
+                words.drain(at..at + part.len());
+            }
+        }
+        self.shell_intents.get(&words.join(" ")).map(String::as_str)
     }
 
     /// The shortcut name a phrase says: its synonym's name, else the phrase itself.

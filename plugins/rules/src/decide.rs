@@ -8,8 +8,8 @@
 //!   compared whole with the compositor phrases that have no number slot, and only acts or
 //!   asks (never "unsure").
 //! * **Candidates**: the site catalog (names, aliases), installed applications (`Name`,
-//!   `GenericName`), profiles (name, aliases), the context's window `app_id`s (switch and
-//!   close) and the known players. Each is a fully resolved step with a human label; the
+//!   `GenericName`), profiles whose program is on `PATH` (name, aliases), the context's
+//!   window `app_id`s (switch and close) and the known players. Each is a fully resolved step with a human label; the
 //!   utterance only picks among them, never writes an argument.
 //! * **Score** ([`similarity`]): edit distance with spaces removed (`strsim`'s normalised
 //!   Damerau-Levenshtein) and Jaro-Winkler, raised when the Double Metaphone keys of the
@@ -302,7 +302,9 @@ fn candidates(class: Class, sources: &Sources<'_>) -> Vec<Candidate> {
                     ),
                 });
             }
-            for profile in sources.profiles.iter().filter(|p| !p.launch.is_empty()) {
+            // A profile's application without a desktop entry only where its program is
+            // installed: a guess at a name must not offer what cannot start.
+            for profile in sources.profiles.iter().filter(|p| p.launch_installed()) {
                 let app = profile.app_ids.first().unwrap_or(&profile.id);
                 out.push(Candidate {
                     label: profile.name.clone(),

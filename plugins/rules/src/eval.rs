@@ -153,19 +153,97 @@ fn app_of(args: &Value) -> Option<String> {
 }
 
 /// Whether a planned step has the effect of an expected one in `case`'s desktop although it
-/// differs: a browser's other chord for the same command ([`same_in_browsers`]), a state set
-/// where it was to be toggled ([`set_where_toggled`]), the same query on another web search
-/// engine ([`same_web_search`]), or another application op with the same outcome
-/// ([`same_app_effect`]).
+/// differs: a browser's other chord for the same command ([`same_in_browsers`]), a key for a
+/// step ([`same_as_key`]), a state set where it was to be toggled ([`set_where_toggled`]), a
+/// program spawned for its application launched ([`spawned_app`]), the same query on another
+/// web search engine ([`same_web_search`]), the same control with or without its role word
+/// ([`same_control`]), or another application op with the same outcome ([`same_app_effect`]).
 pub fn same_effect(case: &Case, step: &Value, want: &Expected) -> bool {
     let op = step.get("op").and_then(Value::as_str).unwrap_or("");
     let args = step.get("args").cloned().unwrap_or(Value::Null);
     match (op, want.op.as_str()) {
         ("key", "key") => same_in_browsers(case, &args, want),
+        ("key", "terminal" | "scroll") => same_as_key(&args, want),
         ("niri", "niri") => set_where_toggled(&args, want),
+        ("niri", "launch_app" | "ensure_app") => spawned_app(case, &args, want),
         ("open_url", "open_url") => same_web_search(&args, want),
+        ("click_element", "click_element") => same_control(&args, want),
         _ => same_app_effect(case, op, &args, want),
     }
+}
+
+/// A key that does what an expected step does: ctrl+l clears a terminal as `clear` does,
+/// Page_Down and Page_Up scroll a page down and up.
+fn same_as_key(args: &Value, want: &Expected) -> bool {
+    let chord = args.get("chord").and_then(Value::as_str).unwrap_or("");
+    let wanted = |key: &str| want.args.get(key).and_then(toml::Value::as_str);
+    match want.op.as_str() {
+        "terminal" => chord == "ctrl+l" && wanted("command") == Some("clear"),
+        "scroll" => matches!(
+            (chord, wanted("direction")),
+            ("Page_Down", Some("down")) | ("Page_Up", Some("up"))
+        ),
+        _ => false,
+    }
+}
+
+/// `niri spawn` of a program alone where launching the application of that program was
+/// expected (or bringing it up, with no window of it open): the desktop id's last part is the
+/// program (`com.mitchellh.ghostty`, `ghostty`).
+fn spawned_app(case: &Case, args: &Value, want: &Expected) -> bool {
+    let argv: Vec<&str> = args
+        .get("args")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let wanted = if want.op == "launch_app" {
+        want.args.get("app_id").and_then(toml::Value::as_str)
+    } else {
+        want.args
+            .get("app")
+            .and_then(toml::Value::as_str)
+            .filter(|app| !case.focused.iter().chain(&case.windows).any(|w| w == app))
+    };
+    match (argv.as_slice(), wanted) {
+        ([program], Some(id)) => {
+            args.get("command").and_then(Value::as_str) == Some("spawn")
+                && id
+                    .rsplit('.')
+                    .next()
+                    .is_some_and(|last| last.eq_ignore_ascii_case(program))
+        }
+        _ => false,
+    }
+}
+
+/// The same control described with or without the word for its role ("submit button" and
+/// "submit"): the accessibility matcher drops a role word that names the candidate's role.
+fn same_control(args: &Value, want: &Expected) -> bool {
+    const ROLES: &[&str] = &[
+        "button",
+        "link",
+        "tab",
+        "checkbox",
+        "check box",
+        "icon",
+        "folder",
+        "menu",
+        "field",
+        "box",
+        "option",
+        "item",
+    ];
+    let bare = |text: &str| {
+        let text = text.trim().to_lowercase();
+        ROLES
+            .iter()
+            .find_map(|role| text.strip_suffix(role).map(|t| t.trim_end().to_owned()))
+            .filter(|t| !t.is_empty())
+            .unwrap_or(text)
+    };
+    let planned = args.get("description").and_then(Value::as_str);
+    let wanted = want.args.get("description").and_then(toml::Value::as_str);
+    matches!((planned, wanted), (Some(p), Some(w)) if p.to_lowercase() != w.to_lowercase() && bare(p) == bare(w))
 }
 
 /// A web search for the same words on another general engine (the router's default engine
@@ -199,7 +277,18 @@ fn same_web_search(args: &Value, want: &Expected) -> bool {
 /// With a browser focused, the other chord of a pair browsers take for one command (F5 for
 /// ctrl+r, ctrl+Page_Down for ctrl+Tab), the other args as expected.
 fn same_in_browsers(case: &Case, args: &Value, want: &Expected) -> bool {
-    const BROWSERS: &[&str] = &["firefox", "chromium", "google-chrome", "brave-browser"];
+    const BROWSERS: &[&str] = &[
+        "firefox",
+        "chromium",
+        "google-chrome",
+        "brave-browser",
+        "vivaldi-stable",
+        "microsoft-edge",
+        "librewolf",
+        "zen",
+        "floorp",
+        "opera",
+    ];
     const SAME_IN_BROWSERS: &[[&str; 2]] = &[
         ["F5", "ctrl+r"],
         ["ctrl+Page_Down", "ctrl+Tab"],
@@ -437,12 +526,19 @@ fn step_matches(step: &Value, want: &Expected) -> Result<(), String> {
 /// where the case expects it run in the focused terminal (`terminal {command}`): the same
 /// keystrokes reach the same shell. The text must be the command when the case names one.
 fn typed_and_entered(steps: &[Value], expect: &[Expected]) -> Option<String> {
-    let [want] = expect else {
+    // Steps before it (a terminal window focused first) must match as they are.
+    let (want, before_wanted) = expect.split_last()?;
+    let [before @ .., typed, entered] = steps else {
         return None;
     };
-    let [typed, entered] = steps else {
+    if before.len() != before_wanted.len()
+        || !before
+            .iter()
+            .zip(before_wanted)
+            .all(|(step, want)| step_matches(step, want).is_ok())
+    {
         return None;
-    };
+    }
     let text = (typed["op"] == "type_text").then(|| typed["args"]["text"].as_str())??;
     let enter = entered["op"] == "key" && entered["args"]["chord"] == "Return";
     let command = want.args.get("command").and_then(toml::Value::as_str);
@@ -813,5 +909,62 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("focus"), "{e}");
+    }
+
+    /// A key with a step's effect, a control with or without its role word, a terminal's
+    /// program spawned where its application was expected, and a command typed into a
+    /// terminal focused first, count as of the same effect; other keys and names do not.
+    #[test]
+    fn keys_controls_and_spawned_terminals_of_the_same_effect() {
+        let plan = |steps: Value| json!({"steps": steps, "message": "m"});
+        let same =
+            |c: &Case, steps: Value| matches!(judge(c, &plan(steps)), Verdict::SameEffect(_));
+        let clear = case(
+            "[[case]]\ncategory = \"t\"\nsay = \"clear\"\nfocused = \"foot\"\nexpect = [{ op = \"terminal\", args = { command = \"clear\" } }]\n",
+        );
+        assert!(same(
+            &clear,
+            json!([{"op": "key", "args": {"chord": "ctrl+l"}}])
+        ));
+        assert!(!same(
+            &clear,
+            json!([{"op": "key", "args": {"chord": "ctrl+c"}}])
+        ));
+        let page = case(
+            "[[case]]\ncategory = \"t\"\nsay = \"page down\"\nexpect = [{ op = \"scroll\", args = { direction = \"down\" } }]\n",
+        );
+        assert!(same(
+            &page,
+            json!([{"op": "key", "args": {"chord": "Page_Down"}}])
+        ));
+        assert!(!same(
+            &page,
+            json!([{"op": "key", "args": {"chord": "Page_Up"}}])
+        ));
+        let click = case(
+            "[[case]]\ncategory = \"t\"\nsay = \"press submit\"\nexpect = [{ op = \"click_element\", args = { description = \"submit\" } }]\n",
+        );
+        let clicked = |d: &str| json!([{"op": "click_element", "args": {"description": d}}]);
+        assert!(same(&click, clicked("submit button")));
+        assert!(!same(&click, clicked("cancel button")));
+        let spawned = case(
+            "[[case]]\ncategory = \"t\"\nsay = \"codex in a new terminal\"\nexpect = [{ op = \"launch_app\", args = { app_id = \"com.mitchellh.ghostty\" } }, { op = \"terminal\", args = { command = \"codex\" } }]\n",
+        );
+        let spawn =
+            |argv: Value| json!([{"op": "niri", "args": {"command": "spawn", "args": argv}}]);
+        assert!(same(&spawned, spawn(json!(["ghostty", "-e", "codex"]))));
+        assert!(!same(&spawned, spawn(json!(["kitty", "-e", "codex"]))));
+        let there = case(
+            "[[case]]\ncategory = \"t\"\nsay = \"x\"\nexpect = [{ op = \"focus_app\", args = { app = \"foot\" } }, { op = \"terminal\", args = { command = \"aider\" } }]\n",
+        );
+        let typed = |app: &str| {
+            json!([
+                {"op": "focus_app", "args": {"app": app}},
+                {"op": "type_text", "args": {"text": "aider"}},
+                {"op": "key", "args": {"chord": "Return"}},
+            ])
+        };
+        assert!(same(&there, typed("foot")));
+        assert!(!same(&there, typed("kitty")));
     }
 }

@@ -69,6 +69,18 @@ pub fn explained(text: &str, sources: &Sources<'_>) -> Option<Escalation> {
     let (verb, target) = verbs
         .filter_map(|verb| Some((verb, strip_word_prefix(text, verb)?)))
         .find(|(_, rest)| !rest.is_empty())?;
+    // "open the browser" with two installed and none the default: which one.
+    let closing = sources.curated.close_verbs.contains(verb);
+    if let Some(names) = crate::windows::kind_choices(target, sources).filter(|_| !closing) {
+        let (last, rest) = names.split_last()?;
+        return Some(Escalation {
+            reason: "unsure",
+            message: format!(
+                "which one: {} or {last}? Say its name (a default set with xdg-mime or xdg-settings is used)",
+                rest.join(", ")
+            ),
+        });
+    }
     let name = spoken_name(target);
     // "go to" and "show" also open sites: then a site's name is as likely as an application's.
     let sites_too = SITE_VERBS.contains(&verb.as_str());

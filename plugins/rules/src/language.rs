@@ -919,6 +919,8 @@ enum AgentPlace {
     Here,
     NewWindow,
     Either,
+    /// "in the terminal": the focused terminal, else the open terminal window, else a new one.
+    TheOpen,
 }
 
 /// Words after an agent's name that say where it runs, longest first.
@@ -932,7 +934,8 @@ const AGENT_PLACES: &[(&str, AgentPlace)] = &[
     ("in a separate terminal", AgentPlace::NewWindow),
     ("in another terminal", AgentPlace::NewWindow),
     ("in a terminal", AgentPlace::Either),
-    ("in the terminal", AgentPlace::Either),
+    ("in the terminal", AgentPlace::TheOpen),
+    ("in my terminal", AgentPlace::TheOpen),
     ("in terminal", AgentPlace::Either),
     ("right here in this terminal", AgentPlace::Here),
     ("right here in this shell", AgentPlace::Here),
@@ -1022,17 +1025,54 @@ fn agent_object<'a>(
         .map(|a| (a, place))
 }
 
+/// "continue my last claude session", "resume codex in a new terminal": an agent with a
+/// `resume` argv, said after a verb of going on with it; "session", "conversation" and
+/// "chat" are dropped wherever they stand.
+fn resumed_agent<'a>(
+    text: &str,
+    sources: &'a Sources<'_>,
+) -> Option<(&'static str, &'a crate::commands::Agent, AgentPlace)> {
+    const GO_ON: &[&str] = &["continue", "resume", "pick up", "reopen", "go back to"];
+    const WHICH: &[&str] = &[
+        "my last",
+        "the last",
+        "my previous",
+        "the previous",
+        "my most recent",
+        "the most recent",
+        "my",
+        "the",
+        "last",
+    ];
+    let (verb, rest) = GO_ON
+        .iter()
+        .find_map(|verb| Some((*verb, strip_word_prefix(text, verb)?)))?;
+    let rest = WHICH
+        .iter()
+        .find_map(|w| strip_word_prefix(rest, w))
+        .unwrap_or(rest);
+    let rest: Vec<&str> = rest
+        .split(' ')
+        .filter(|w| !matches!(*w, "session" | "conversation" | "chat"))
+        .collect();
+    let (agent, place) = agent_object(&rest.join(" "), sources)?;
+    agent.resume.as_ref()?;
+    Some((verb, agent, place))
+}
+
 /// Rule `agent`: "start claude", "run codex", "boot up aider in a new terminal", "start a
 /// claude code session here": in a focused terminal, the agent's command typed and entered
 /// (`type_text`, then `key Return`); otherwise, or when a new terminal was asked for, a new
 /// window of an installed terminal running it (`niri spawn` of the terminal profile's `run`
 /// argv and the command).
 pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, Escalation>> {
-    let (verb, agent, place) = crate::plan::APP_VERBS
-        .iter()
-        .find_map(|verb| {
-            let rest = strip_word_prefix(text, verb)?;
-            agent_object(rest, sources).map(|(a, place)| (*verb, a, place))
+    let resumed = resumed_agent(text, sources);
+    let (verb, agent, place) = resumed
+        .or_else(|| {
+            crate::plan::APP_VERBS.iter().find_map(|verb| {
+                let rest = strip_word_prefix(text, verb)?;
+                agent_object(rest, sources).map(|(a, place)| (*verb, a, place))
+            })
         })
         // "new terminal with codex": the new terminal said, with no verb.
         .or_else(|| {
@@ -1042,10 +1082,47 @@ pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, E
                 .any(|lead| strip_word_prefix(text, lead).is_some());
             (new && place == AgentPlace::NewWindow).then_some(("start", agent, place))
         })?;
-    let line = agent.command.join(" ");
+    let argv = match (&agent.resume, resumed.is_some()) {
+        (Some(resume), true) => resume,
+        _ => &agent.command,
+    };
+    let line = argv.join(" ");
     let in_terminal = focused_profile(sources).is_some_and(|p| p.kind == Kind::Terminal);
     if in_terminal && place != AgentPlace::NewWindow {
         return Some(Ok(vec![
+            Matched {
+                rule: "agent",
+                op: "type_text",
+                message: format!("{verb} {}: type {line:?} in the terminal", agent.name),
+                args: json!({"text": line}),
+                confirm: false,
+            },
+            Matched {
+                rule: "agent",
+                op: "key",
+                message: "press Return".into(),
+                args: json!({"chord": "Return"}),
+                confirm: false,
+            },
+        ]));
+    }
+    // "start opencode in the terminal" from the editor: the open terminal window.
+    let open_terminal = sources.context.and_then(|c| {
+        c.app_ids.iter().find(|id| {
+            sources
+                .profile_of(id)
+                .is_some_and(|p| p.kind == Kind::Terminal)
+        })
+    });
+    if let (AgentPlace::TheOpen, Some(app_id)) = (place, open_terminal) {
+        return Some(Ok(vec![
+            Matched {
+                rule: "agent",
+                op: "focus_app",
+                message: format!("focus the {app_id} window"),
+                args: json!({"app": app_id}),
+                confirm: false,
+            },
             Matched {
                 rule: "agent",
                 op: "type_text",
@@ -1081,7 +1158,7 @@ pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, E
         }));
     };
     let (terminal_name, mut argv) = terminal;
-    argv.extend(agent.command.iter().cloned());
+    argv.extend(line.split(' ').map(str::to_owned));
     Some(Ok(vec![Matched {
         rule: "agent",
         op: "niri",
@@ -1382,7 +1459,8 @@ fn known_folder(said: &str) -> Option<String> {
 }
 
 /// A shell command said without a verb while a terminal is focused: a phrase of
-/// `[shell.phrases]` ("go up one directory" → `cd ..`, "cd into src" → `cd src`), or words
+/// `[shell.phrases]` ("go up one directory" → `cd ..`, "cd into src" → `cd src`), a topic
+/// of `[shell.intents]` asked about ("how much disk space is left" → `df -h`), or words
 /// opening with a program of `[shell] programs` ("git pull", "cargo test please"), as said.
 fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
     let skip = |mut first: usize, leads: &[&str]| {
@@ -1455,6 +1533,8 @@ fn bare_command_from(sources: &Sources<'_>, spoken: &Spoken<'_>, first: usize) -
         command.clone()
     } else if let Some(command) = slotted() {
         command
+    } else if let Some(command) = sources.words.shell_intent(&phrase) {
+        command.to_owned()
     } else if said_as_command(&said, &said_flags, sources) {
         let said = spoken.raw[spoken.raw_start(first)..spoken.raw_end(last)].trim();
         // A recogniser's sentence end, not a path's dot ("git add ." keeps it).

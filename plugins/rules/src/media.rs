@@ -370,6 +370,20 @@ fn bare_media_phrase(text: &str) -> Option<MediaCommand> {
             }
         }
     }
+    // "put the music back on", "turn it back on", "put on some music": playing again.
+    // ("turn it back on" may be anything: with "turn" and "switch" what plays is named.)
+    let again = ["put", "turn", "switch"].iter().find_map(|verb| {
+        let rest = strip_word_prefix(text, verb)?;
+        let what = strip_word_suffix(rest, "back on").or_else(|| strip_word_prefix(rest, "on"))?;
+        Some((*verb, what))
+    });
+    if let Some((verb, what)) = again
+        && !matches!(what, "" | "something")
+        && (verb == "put" || what != "it")
+        && MEDIA_OBJECTS.contains(&what)
+    {
+        return Some(Play);
+    }
     let (verb, rest) = text.split_once(' ').unwrap_or((text, ""));
     let (allowed, command): (&[&str], MediaCommand) = match verb {
         "play" | "resume" | "unpause" => (MEDIA_OBJECTS, Play),

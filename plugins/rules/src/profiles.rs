@@ -353,6 +353,13 @@ impl Profile {
         self.app_ids.iter().any(|a| a.eq_ignore_ascii_case(app_id))
     }
 
+    /// Whether the program of its `launch` argv is on `PATH` (looked up on each call).
+    pub fn launch_installed(&self) -> bool {
+        self.launch
+            .first()
+            .is_some_and(|program| utter_protocol::files::find_on_path(program).is_some())
+    }
+
     /// Whether `spoken` (normalised words) names this profile.
     pub fn is_named(&self, spoken: &str) -> bool {
         let key = compact(spoken);

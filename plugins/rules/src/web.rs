@@ -17,6 +17,7 @@ pub(crate) const SITE_VERBS: &[&str] = &[
     "show me",
     "open up",
     "pull up",
+    "put on",
     "go to",
     "goto",
     "visit",

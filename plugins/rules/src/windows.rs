@@ -120,12 +120,7 @@ enum OfKind {
 /// application of the kind; of several, the person's default for the kind's MIME type
 /// (`mimeapps.list`), else none is guessed.
 fn of_kind(target: &str, sources: &Sources<'_>) -> Option<OfKind> {
-    let spoken = ["the ", "my ", "a ", "an "]
-        .iter()
-        .find_map(|a| target.strip_prefix(a))
-        .unwrap_or(target);
-    let kind = sources.words.kinds.get(spoken)?;
-    let installed: Vec<&AppEntry> = sources.apps.all().iter().filter(|a| kind.has(a)).collect();
+    let installed = installed_of_kind(target, sources)?;
     let open = sources.context.and_then(|c| {
         c.app_ids
             .iter()
@@ -138,7 +133,7 @@ fn of_kind(target: &str, sources: &Sources<'_>) -> Option<OfKind> {
         [one] => Some(OfKind::Installed(Box::new((*one).clone()))),
         // Several installed: the person's default for the kind's MIME type, if it is one.
         _ => {
-            let mime = kind.mime.as_deref()?;
+            let mime = kind_of(target, sources)?.mime.as_deref()?;
             let chosen = sources.apps.defaults_for(mime).into_iter().find_map(|id| {
                 installed
                     .iter()
@@ -148,6 +143,35 @@ fn of_kind(target: &str, sources: &Sources<'_>) -> Option<OfKind> {
             Some(OfKind::Installed(Box::new(chosen.clone())))
         }
     }
+}
+
+/// The `[kinds]` entry `target` says ("the browser", "a file manager", "my email").
+fn kind_of<'s>(target: &str, sources: &Sources<'s>) -> Option<&'s crate::commands::AppKind> {
+    let spoken = ["the ", "my ", "a ", "an "]
+        .iter()
+        .find_map(|a| target.strip_prefix(a))
+        .unwrap_or(target);
+    target_names(spoken)
+        .into_iter()
+        .find_map(|name| sources.words.kinds.get(name))
+}
+
+/// The installed applications of the kind `target` says, in the scanner's order; `None`
+/// when `target` says no kind.
+fn installed_of_kind<'s>(target: &str, sources: &Sources<'s>) -> Option<Vec<&'s AppEntry>> {
+    let kind = kind_of(target, sources)?;
+    Some(sources.apps.all().iter().filter(|a| kind.has(a)).collect())
+}
+
+/// "open the browser" with Vivaldi and Chromium installed, no window of either open and no
+/// default browser set: the names of the installed applications of the kind, to ask which
+/// ([`crate::explain::explained`]); `None` when [`of_kind`] decides or no kind is said.
+pub(crate) fn kind_choices(target: &str, sources: &Sources<'_>) -> Option<Vec<String>> {
+    if of_kind(target, sources).is_some() {
+        return None;
+    }
+    let installed = installed_of_kind(target, sources)?;
+    (installed.len() > 1).then(|| installed.iter().map(|a| a.name.clone()).collect())
 }
 
 /// The step that focuses `app`'s window or starts it.
@@ -408,11 +432,38 @@ fn another(text: &str, sources: &Sources<'_>) -> Option<Matched> {
         if lead == "new" && tail.is_none() {
             return None;
         }
+        let said_window = tail.is_some();
         let name = tail.unwrap_or(name).trim();
         if name.is_empty() {
             return None;
         }
-        sources.apps.find(name)?
+        // "a new terminal": a new window of the kind's application (the open one's); with
+        // one of the kind focused, "a new browser window" is its own new-window key.
+        let focused_is = |app: &AppEntry| {
+            sources
+                .context
+                .and_then(|c| c.focused_app_id.as_deref())
+                .is_some_and(|id| app.has_app_id(id))
+        };
+        match sources.apps.find(name) {
+            Some(app) => app,
+            None if said_window
+                && installed_of_kind(name, sources)?
+                    .into_iter()
+                    .any(focused_is) =>
+            {
+                return None;
+            }
+            None => match of_kind(name, sources)? {
+                OfKind::Installed(app) => *app,
+                OfKind::Window(app_id) => sources
+                    .apps
+                    .all()
+                    .iter()
+                    .find(|a| a.has_app_id(&app_id))?
+                    .clone(),
+            },
+        }
     };
     let mut step = launch_step(&app);
     step.message = format!("launch another {} ({})", app.name, app.id);

@@ -178,7 +178,7 @@ async fn the_ninth_held_out_corpus_is_scored() {
 /// a KDE Plasma-leaning desktop's applications after the ninth had been used.
 #[tokio::test]
 async fn the_tenth_held_out_corpus_is_scored() {
-    score_held_out("blind10", "tenth held-out", 174, 0).await;
+    score_held_out("blind10", "tenth held-out", 176, 0).await;
 }
 
 /// An eleventh held-out set (`tests/corpus/blind11/`, 200 cases), written blind by hand
@@ -186,7 +186,7 @@ async fn the_tenth_held_out_corpus_is_scored() {
 /// tenth had been used.
 #[tokio::test]
 async fn the_eleventh_held_out_corpus_is_scored() {
-    score_held_out("blind11", "eleventh held-out", 182, 0).await;
+    score_held_out("blind11", "eleventh held-out", 183, 0).await;
 }
 
 /// A twelfth held-out set (`tests/corpus/blind12/`, 200 cases), written blind by hand
@@ -218,7 +218,7 @@ async fn the_fourteenth_held_out_corpus_is_scored() {
 /// Krita, Strawberry) after the fourteenth had been used.
 #[tokio::test]
 async fn the_fifteenth_held_out_corpus_is_scored() {
-    score_held_out("blind15", "fifteenth held-out", 0, 200).await;
+    score_held_out("blind15", "fifteenth held-out", 164, 0).await;
 }
 
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per

@@ -2407,3 +2407,142 @@ fn a_part_of_a_generic_name_one_application_has_names_it() {
     // A part two entries share names neither.
     assert_eq!(opened("open the game"), None);
 }
+
+/// What [`plan_steps`] says for `utterance` with `apps` installed in `ctx`: the steps, or
+/// the escalation.
+fn planned_with(
+    utterance: &str,
+    apps: &[AppEntry],
+    ctx: &Context,
+) -> Result<Vec<(&'static str, Value)>, Escalation> {
+    let normalized = normalize(utterance);
+    let apps = apps.to_vec();
+    let binds = PhraseTable::new();
+    let sources = Sources {
+        catalog: catalog(),
+        apps: &apps,
+        curated: curated(),
+        binds: &binds,
+        context: Some(ctx),
+        utterance,
+        profiles: crate::plan::builtin_profiles(),
+        words: crate::plan::builtin_words(),
+    };
+    plan_steps(strip_fillers(&normalized), &sources)
+        .map(|steps| steps.into_iter().map(|m| (m.op, m.args)).collect())
+}
+
+#[test]
+fn a_kind_said_as_such_is_an_installed_application_of_it_or_a_question() {
+    let installed = [
+        AppEntry::new(
+            "com.mitchellh.ghostty",
+            "Ghostty",
+            Some("Terminal Emulator"),
+            &[],
+        )
+        .with_categories(&["System", "TerminalEmulator"]),
+        AppEntry::new("vivaldi-stable", "Vivaldi", Some("Web Browser"), &[])
+            .with_categories(&["Network", "WebBrowser"]),
+        AppEntry::new("chromium", "Chromium", Some("Web Browser"), &[])
+            .with_categories(&["Network", "WebBrowser"]),
+    ];
+    let in_editor = context(json!({
+        "focused": {"app_id": "dev.zed.Zed"},
+        "windows": [{"app_id": "dev.zed.Zed"}],
+    }));
+    // "a terminal" is the installed terminal, new; never a profile's terminal that is not
+    // installed ("did you mean WezTerm?").
+    for said in [
+        "open a new terminal",
+        "open a terminal",
+        "launch a new terminal window",
+    ] {
+        let steps = planned_with(said, &installed, &in_editor).expect(said);
+        assert_eq!(steps[0].0, "launch_app", "{said}: {steps:?}");
+        assert_eq!(steps[0].1["app_id"], "com.mitchellh.ghostty", "{said}");
+    }
+    // Two browsers and no default: which one, naming the installed ones only.
+    let asked = planned_with("open the browser", &installed, &in_editor).unwrap_err();
+    assert_eq!(asked.reason, "unsure");
+    assert!(
+        asked.message.contains("Vivaldi") && asked.message.contains("Chromium"),
+        "{}",
+        asked.message
+    );
+    // Nothing to close is no question of which to open.
+    let closing = planned_with("close the browser", &installed, &in_editor);
+    assert!(
+        closing
+            .as_ref()
+            .is_err_and(|e| !e.message.starts_with("which one")),
+        "{closing:?}"
+    );
+    // A browser focused: a new window of it is its own key, not a second instance.
+    let in_browser = context(json!({
+        "focused": {"app_id": "chromium"},
+        "windows": [{"app_id": "chromium"}],
+    }));
+    let steps = planned_with("open a new browser window", &installed, &in_browser).unwrap();
+    assert_eq!(steps[0].0, "key", "{steps:?}");
+}
+
+#[test]
+fn a_terminal_is_asked_in_words_for_what_it_shows() {
+    for (said, command) in [
+        ("how much disk space do I have left", "df -h"),
+        ("what's my ip address", "ip -brief address"),
+        ("show me the running processes", "ps aux"),
+        ("which branch am I on", "git branch"),
+        ("pull the latest changes", "git pull"),
+    ] {
+        let steps = steps_in(said, "foot");
+        assert_eq!(steps.len(), 1, "{said}: {steps:?}");
+        assert_eq!(steps[0].0, "terminal", "{said}");
+        assert_eq!(steps[0].1["command"], command, "{said}");
+    }
+    // Every word must be the topic's or an asking word's.
+    for said in ["delete the disk space", "disk space is great", "show"] {
+        let steps = steps_in(said, "foot");
+        assert!(steps.iter().all(|s| s.0 != "terminal"), "{said}: {steps:?}");
+    }
+    // Not in a browser: the words ask a terminal.
+    assert!(steps_in("how much disk space do I have left", "firefox").is_empty());
+}
+
+#[test]
+fn an_agent_goes_on_with_its_last_session_and_runs_in_the_open_terminal() {
+    let resumed = steps_in("continue my last claude session", "foot");
+    assert_eq!(
+        resumed[0],
+        ("type_text", json!({"text": "claude --continue"}))
+    );
+    assert_eq!(resumed[1], ("key", json!({"chord": "Return"})));
+    // An agent without a resume command is not resumed as if started.
+    assert!(steps_in("continue my last goose session", "foot").is_empty());
+    // "in the terminal" from an editor, with foot open: foot focused, then typed there.
+    let there = steps_in("start opencode in the terminal", "code");
+    assert_eq!(there[0], ("focus_app", json!({"app": "foot"})), "{there:?}");
+    assert_eq!(there[1], ("type_text", json!({"text": "opencode"})));
+}
+
+#[test]
+fn music_put_back_on_plays() {
+    for said in [
+        "put the music back on",
+        "put it back on",
+        "put on some music",
+    ] {
+        assert_eq!(
+            steps_in(said, "firefox"),
+            [("media", json!({"command": "play"}))],
+            "{said}"
+        );
+    }
+    // "turn it back on" may be anything.
+    assert!(
+        steps_in("turn it back on", "firefox")
+            .iter()
+            .all(|s| s.0 != "media")
+    );
+}
