@@ -585,7 +585,8 @@ fn aimed_app_id<'a>(profile: &'a Profile, sources: &Sources<'a>) -> &'a str {
         .map_or(profile.id.as_str(), String::as_str)
 }
 
-/// What a phrase means in one profile: its own command, else a shortcut by name or synonym.
+/// What a phrase means in one profile: its own command, else a shortcut by name or synonym,
+/// else its command the synonym names.
 fn in_profile(phrase: &str, profile: &Profile, sources: &Sources<'_>) -> Option<Command> {
     if let Some(command) = profile.commands.get(phrase) {
         return Some(command.clone());
@@ -595,6 +596,8 @@ fn in_profile(phrase: &str, profile: &Profile, sources: &Sources<'_>) -> Option<
         .shortcuts
         .get(name)
         .map(|chord| Command::Chord(chord.clone()))
+        // A synonym of one of its own commands ("stop whatever is running": "interrupt").
+        .or_else(|| profile.commands.get(name).cloned())
 }
 
 /// Rule `loose_shortcut`, tried only when no rule planned the utterance: a shortcut name of
@@ -604,7 +607,8 @@ fn in_profile(phrase: &str, profile: &Profile, sources: &Sources<'_>) -> Option<
 /// "reopen tab", "zoom out a bit" is "zoom out", "go to the end of the line" is "end of
 /// line". A key two names share names neither. In a terminal only its profile's names count
 /// (the common chords would go to the program running in it). Also "the third tab" / "tab
-/// 3" in a browser: ctrl+3 (1 to 8).
+/// 3" in a browser: ctrl+3 (1 to 8), or the modifier of the profile's "first tab" (alt+3 in
+/// Firefox on Linux).
 pub fn loose_shortcut(text: &str, sources: &Sources<'_>) -> Option<Matched> {
     // "I love this song" says something about the person; "the undo", "my history" are
     // noun phrases, not commands: a command starts with its verb or the shortcut's name.
@@ -636,8 +640,13 @@ pub fn loose_shortcut(text: &str, sources: &Sources<'_>) -> Option<Matched> {
     if focused.is_some_and(|p| p.kind == Kind::Browser)
         && let Some(n) = tab_number(&key)
     {
+        // The modifier of the browser's own "first tab" (Firefox on Linux: alt+1).
+        let modifier = focused
+            .and_then(|p| p.shortcuts.get("first tab"))
+            .and_then(|chord| chord.strip_suffix("+1"))
+            .unwrap_or("ctrl");
         return command_step(
-            Command::Chord(format!("ctrl+{n}")),
+            Command::Chord(format!("{modifier}+{n}")),
             text,
             focused.map_or("", |p| p.name.as_str()),
             None,
@@ -733,6 +742,15 @@ pub fn loose_shortcut(text: &str, sources: &Sources<'_>) -> Option<Matched> {
                 .collect();
             found = matching(&crate::text::loose_key(&words.join(" ")));
         }
+    }
+    // Names that press the same chord ("interrupt", "stop the command") are one key.
+    let mut chords: Vec<String> = found
+        .iter()
+        .filter_map(|n| chord_of(n).map(|(chord, _)| chord))
+        .collect();
+    chords.dedup();
+    if chords.len() == 1 {
+        found.truncate(1);
     }
     let [name] = found.as_slice() else {
         return None;

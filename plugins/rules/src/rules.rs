@@ -711,6 +711,12 @@ fn plan_head(
     if let Some(m) = media::plan(text) {
         return Some(m);
     }
+    // "show me my pull requests on github": a page of the site, not a search on it.
+    for target in targets(text, SITE_VERBS) {
+        if let Some((site, url)) = sources.catalog.lookup_page(target) {
+            return Some(crate::web::open_page(site, url));
+        }
+    }
     if let Some(m) = settle(language::search(sources, raw), pending) {
         return Some(m);
     }

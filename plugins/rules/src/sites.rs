@@ -26,6 +26,9 @@ pub struct Site {
     /// The site's search template (`{q}`: the form-encoded query), for "search \<site\>
     /// for X".
     pub search: Option<String>,
+    /// Its pages people ask for by name: normalised words ("pull requests") → the page's
+    /// URL on the site ("https://github.com/pulls"), for "show me my github notifications".
+    pub pages: Vec<(String, String)>,
     /// Normalised name, aliases and (for a URL without a path) the host, with and without
     /// `www.`: the exact forms an utterance is compared with.
     keys: Vec<String>,
@@ -101,6 +104,9 @@ struct SiteEntry {
     search: Option<Spanned<String>>,
     #[serde(default)]
     web_names: Vec<Spanned<String>>,
+    /// Page name → a path on the site (starting with `/`).
+    #[serde(default)]
+    pages: std::collections::BTreeMap<String, Spanned<String>>,
 }
 
 impl Catalog {
@@ -199,10 +205,29 @@ impl Catalog {
                     Some(value.to_owned())
                 }
             };
+            let mut pages = Vec::new();
+            for (page, path) in &entry.pages {
+                let key = normalize(page);
+                let value = path.get_ref().trim();
+                if key.is_empty()
+                    || !value.starts_with('/')
+                    || value.starts_with("//")
+                    || value.chars().any(|c| c.is_whitespace() || c.is_control())
+                {
+                    return Err(invalid(
+                        path.span(),
+                        format!(
+                            "site {name:?}: page {page:?} needs words and a path on the site starting with /"
+                        ),
+                    ));
+                }
+                pages.push((key, format!("{}{value}", url.trim_end_matches('/'))));
+            }
             sites.push(Site {
                 name,
                 url,
                 search,
+                pages,
                 keys,
                 web_keys,
             });
@@ -250,6 +275,44 @@ impl Catalog {
 }
 
 impl Catalog {
+    /// A page of a site said with the site's name: "github notifications", "my github pull
+    /// requests", "my pull requests on github", "the notifications page on github" →
+    /// (the site, the page's URL). `target` is [`normalize`]d.
+    pub fn lookup_page(&self, target: &str) -> Option<(&Site, &str)> {
+        let target = ["my ", "the ", "all my ", "all the "]
+            .iter()
+            .find_map(|lead| target.strip_prefix(lead))
+            .unwrap_or(target);
+        let page_of = |site: &'_ Site, said: &str| -> Option<usize> {
+            let said = said
+                .strip_prefix("my ")
+                .or_else(|| said.strip_prefix("the "))
+                .unwrap_or(said);
+            let said = said.strip_suffix(" page").unwrap_or(said);
+            site.pages.iter().position(|(key, _)| key == said)
+        };
+        let words: Vec<&str> = target.split(' ').collect();
+        for cut in 1..words.len() {
+            let (head, tail) = (words[..cut].join(" "), words[cut..].join(" "));
+            // "<site> <page>"
+            if let Some(site) = self.lookup(&head)
+                && let Some(i) = page_of(site, &tail)
+            {
+                return Some((site, site.pages[i].1.as_str()));
+            }
+            // "<page> on <site>"
+            for on in ["on", "in", "at", "from"] {
+                if let Some(page) = head.strip_suffix(format!(" {on}").as_str())
+                    && let Some(site) = self.lookup(&tail)
+                    && let Some(i) = page_of(site, page)
+                {
+                    return Some((site, site.pages[i].1.as_str()));
+                }
+            }
+        }
+        None
+    }
+
     /// [`Catalog::lookup`], else a site one of whose `web_names` `target` is: for where the
     /// web is meant ("search spotify for X", "spotify in the browser").
     pub fn lookup_web(&self, target: &str) -> Option<&Site> {
@@ -464,5 +527,41 @@ mod tests {
         let c = Catalog::parse("", "empty.toml").unwrap();
         assert!(c.sites().is_empty());
         assert_eq!(c.lookup("youtube"), None);
+    }
+
+    #[test]
+    fn a_page_is_said_with_its_site_either_way_round_and_must_be_a_path() {
+        let catalog = Catalog::parse(
+            "[[site]]\nname = \"GitHub\"\nurl = \"https://github.com\"\npages.\"pull requests\" = \"/pulls\"\n",
+            "t",
+        )
+        .unwrap();
+        for said in [
+            "github pull requests",
+            "my github pull requests",
+            "my pull requests on github",
+            "the pull requests page on github",
+        ] {
+            let (site, url) = catalog.lookup_page(said).expect(said);
+            assert_eq!(
+                (site.name.as_str(), url),
+                ("GitHub", "https://github.com/pulls")
+            );
+        }
+        for said in [
+            "github",
+            "pull requests",
+            "github issues",
+            "my pull requests on gitlab",
+        ] {
+            assert!(catalog.lookup_page(said).is_none(), "{said}");
+        }
+        // A page is a path on the site: not another host, not a URL.
+        for bad in ["https://evil.example/x", "//evil.example", "pulls", "/a b"] {
+            let text = format!(
+                "[[site]]\nname = \"GitHub\"\nurl = \"https://github.com\"\npages.\"x\" = {bad:?}\n"
+            );
+            assert!(Catalog::parse(&text, "t").is_err(), "{bad}");
+        }
     }
 }

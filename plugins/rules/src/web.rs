@@ -113,6 +113,18 @@ pub(crate) fn open_site(site: &crate::sites::Site, new_tab: bool) -> Matched {
     }
 }
 
+/// The step that shows a page of `site` ("my github notifications"): the tab showing the
+/// site if a browser has one, at `url`, else a new one (`ensure_url`).
+pub(crate) fn open_page(site: &crate::sites::Site, url: &str) -> Matched {
+    Matched {
+        rule: "open_site",
+        op: "ensure_url",
+        args: json!({"url": url, "site": site.name}),
+        message: format!("open {} ({url})", site.name),
+        confirm: false,
+    }
+}
+
 /// "localhost port 3000", "localhost colon 8080", "local host 5173", "localhost three
 /// thousand" ([`spoken_port`]): the development server
 /// on this machine, over plain http (what `npm run dev` and the like print).

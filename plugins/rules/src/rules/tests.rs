@@ -429,8 +429,13 @@ fn a_shortcut_said_in_other_words_is_found_by_its_content_words() {
         chord("show my history", "firefox").as_deref(),
         Some("ctrl+h")
     );
+    // Firefox takes alt+N on Linux; Chromium ctrl+N.
     assert_eq!(
         chord("go to the third tab", "firefox").as_deref(),
+        Some("alt+3")
+    );
+    assert_eq!(
+        chord("go to the third tab", "chromium").as_deref(),
         Some("ctrl+3")
     );
     assert_eq!(
@@ -2544,5 +2549,56 @@ fn music_put_back_on_plays() {
         steps_in("turn it back on", "firefox")
             .iter()
             .all(|s| s.0 != "media")
+    );
+}
+
+#[test]
+fn a_window_contrast_tabs_turned_on_an_interrupt_and_a_sites_page() {
+    // A contrast that says no more than "window".
+    for said in [
+        "move just this window to workspace four, not the whole column",
+        "send just this window, not the whole column, to workspace four",
+    ] {
+        assert_eq!(
+            steps_in(said, "kitty"),
+            [(
+                "niri",
+                json!({"command": "move-window-to-workspace", "args": [4]})
+            )],
+            "{said}"
+        );
+    }
+    assert_eq!(
+        steps_in("turn on tabs for this column", "kitty"),
+        [("niri", json!({"command": "toggle-column-tabbed-display"}))]
+    );
+    assert_eq!(
+        steps_in("turn on the monitors", "kitty"),
+        [("niri", json!({"command": "power-on-monitors"}))]
+    );
+    // A terminal's interrupt said in other words, in a terminal only.
+    for said in [
+        "stop whatever is running",
+        "cancel that command",
+        "stop the running process",
+    ] {
+        assert_eq!(
+            steps_in(said, "foot"),
+            [("key", json!({"chord": "ctrl+c"}))],
+            "{said}"
+        );
+    }
+    assert!(
+        steps_in("stop whatever is running", "firefox")
+            .iter()
+            .all(|s| s.1["chord"] != "ctrl+c")
+    );
+    // A page of a site, not a search on it.
+    assert_eq!(
+        steps_in("show me my pull requests on github", "firefox"),
+        [(
+            "ensure_url",
+            json!({"url": "https://github.com/pulls", "site": "GitHub"})
+        )]
     );
 }
