@@ -691,3 +691,138 @@ async fn log_floods_are_cut_to_the_bound_and_summarised() {
     let run = daemon.utter(&sb, &["status", "--json"]).await;
     assert_eq!(run.code, Some(0), "{run}");
 }
+
+/// After a storm the daemon gives its memory back: forty subscribers that never read, each
+/// holding up to its 8 MiB bound of 60 KB events until it is dropped, then gone; ten
+/// seconds later the daemon's resident memory is within twice its idle size.
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_is_given_back_after_a_storm_of_stalled_subscribers() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    let daemon = Daemon::start(&sb, &config, None).await;
+    let client = daemon.client().await;
+    client.call("runner.status", json!({})).await.unwrap();
+    let idle = rss_kib(daemon.pid());
+
+    let mut stalled = Vec::new();
+    for _ in 0..40 {
+        let mut stream = tokio::net::UnixStream::connect(&daemon.socket)
+            .await
+            .unwrap();
+        let mut hello = frame(1, "runner.auth", json!({"token": daemon.token()}));
+        hello.extend(frame(2, "runner.subscribe", json!({})));
+        stream.write_all(&hello).await.unwrap();
+        stalled.push(stream);
+    }
+    client.call("runner.version", json!({})).await.unwrap();
+    let long = format!("echo {}", "a".repeat(60_000));
+    let mut peak = idle;
+    for i in 0..200 {
+        client
+            .call(
+                "runner.command",
+                json!({"utterance": long, "dry_run": true}),
+            )
+            .await
+            .expect("a dry run of a long command");
+        if i % 20 == 0 {
+            peak = peak.max(rss_kib(daemon.pid()));
+        }
+    }
+    peak = peak.max(rss_kib(daemon.pid()));
+    drop(stalled);
+    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    let after = rss_kib(daemon.pid());
+    println!(
+        "daemon RSS: {idle} KiB idle, {peak} KiB at the storm's peak (40 stalled subscribers, 200 events of 60 KB), {after} KiB 10 s after they left"
+    );
+    assert!(
+        after <= 2 * idle,
+        "RSS stayed at {after} KiB after the storm (idle {idle} KiB, peak {peak} KiB)"
+    );
+    // Still serving.
+    client.call("runner.status", json!({})).await.unwrap();
+}
+
+/// After a storm of large frames from authenticated clients (twenty at once, 12 MB each,
+/// the largest frames the runner reads), the memory that held them is given back: ten
+/// seconds later the daemon's resident memory is within twice its idle size.
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_is_given_back_after_a_storm_of_large_frames() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    let daemon = Daemon::start(&sb, &config, None).await;
+    let client = daemon.client().await;
+    client.call("runner.status", json!({})).await.unwrap();
+    let idle = rss_kib(daemon.pid());
+    let padded = frame(
+        2,
+        "runner.version",
+        json!({"padding": "p".repeat(12 << 20)}),
+    );
+    let mut senders = tokio::task::JoinSet::new();
+    for _ in 0..20 {
+        let socket = daemon.socket.clone();
+        let token = daemon.token();
+        let padded = padded.clone();
+        senders.spawn(async move {
+            let mut stream = tokio::net::UnixStream::connect(&socket)
+                .await
+                .map_err(|e| e.to_string())?;
+            // Authenticated first (its answer read): until then frames are 64 KiB at most.
+            stream
+                .write_all(&frame(1, "runner.auth", json!({"token": token})))
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 1 << 16];
+            while !String::from_utf8_lossy(&got).contains("\"id\":1") {
+                let n = tokio::time::timeout(LIMIT, stream.read(&mut buf))
+                    .await
+                    .map_err(|_| "no answer to runner.auth".to_string())?
+                    .map_err(|e| e.to_string())?;
+                if n == 0 {
+                    return Err("closed before runner.auth was answered".into());
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            stream.write_all(&padded).await.map_err(|e| e.to_string())?;
+            while !String::from_utf8_lossy(&got).contains("\"id\":2") {
+                let n = tokio::time::timeout(LIMIT, stream.read(&mut buf))
+                    .await
+                    .map_err(|_| format!("no answer: {}", String::from_utf8_lossy(&got)))?
+                    .map_err(|e| e.to_string())?;
+                if n == 0 {
+                    return Err(format!("closed: {}", String::from_utf8_lossy(&got)));
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            Ok(stream)
+        });
+    }
+    let mut peak = idle;
+    let mut answered = Vec::new();
+    while let Some(done) = senders.join_next().await {
+        peak = peak.max(rss_kib(daemon.pid()));
+        match done.unwrap() {
+            Ok(stream) => answered.push(stream),
+            Err(e) => println!("a large frame was not answered: {e}"),
+        }
+    }
+    assert!(
+        answered.len() >= 10,
+        "only {} large frames were answered",
+        answered.len()
+    );
+    drop(answered);
+    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    let after = rss_kib(daemon.pid());
+    println!(
+        "daemon RSS: {idle} KiB idle, {peak} KiB at the storm's peak (20 clients, 12 MB frames), {after} KiB 10 s after they left"
+    );
+    assert!(
+        after <= 2 * idle,
+        "RSS stayed at {after} KiB after the storm (idle {idle} KiB, peak {peak} KiB)"
+    );
+    client.call("runner.status", json!({})).await.unwrap();
+}
