@@ -221,6 +221,14 @@ async fn the_fifteenth_held_out_corpus_is_scored() {
     score_held_out("blind15", "fifteenth held-out", 166, 0).await;
 }
 
+/// A sixteenth held-out set (`tests/corpus/blind16/`, 200 cases), written blind by hand
+/// against an everyday family and home-office desktop of GNOME applications (GNOME Terminal,
+/// Firefox, LibreOffice, Spotify, Zoom) after the fifteenth had been used.
+#[tokio::test]
+async fn the_sixteenth_held_out_corpus_is_scored() {
+    score_held_out("blind16", "sixteenth held-out", 0, 200).await;
+}
+
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
 /// accuracy below the floor this matcher reached when it was written (a regression guard,
