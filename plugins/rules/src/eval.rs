@@ -153,7 +153,8 @@ fn app_of(args: &Value) -> Option<String> {
 }
 
 /// Whether a planned step has the effect of an expected one in `case`'s desktop although it
-/// differs: a browser's other chord for the same command ([`same_in_browsers`]), a key for a
+/// differs: a browser's other chord for the same command ([`same_in_browsers`]), a key's
+/// times written as `count` ([`counted_as_repeat`]), a key for a
 /// step ([`same_as_key`]), a state set where it was to be toggled ([`set_where_toggled`]), a
 /// program spawned for its application launched ([`spawned_app`]), the same query on another
 /// web search engine ([`same_web_search`]), the same control with or without its role word
@@ -162,7 +163,7 @@ pub fn same_effect(case: &Case, step: &Value, want: &Expected) -> bool {
     let op = step.get("op").and_then(Value::as_str).unwrap_or("");
     let args = step.get("args").cloned().unwrap_or(Value::Null);
     match (op, want.op.as_str()) {
-        ("key", "key") => same_in_browsers(case, &args, want),
+        ("key", "key") => same_in_browsers(case, &args, want) || counted_as_repeat(&args, want),
         ("key", "terminal" | "scroll") => same_as_key(&args, want),
         ("niri", "niri") => set_where_toggled(&args, want),
         ("niri", "launch_app" | "ensure_app") => spawned_app(case, &args, want),
@@ -170,6 +171,19 @@ pub fn same_effect(case: &Case, step: &Value, want: &Expected) -> bool {
         ("click_element", "click_element") => same_control(&args, want),
         _ => same_app_effect(case, op, &args, want),
     }
+}
+
+/// A key pressed `repeat` times where the case wrote the times as `count` (the sixteenth
+/// set's brief named the argument so), the other args as expected.
+fn counted_as_repeat(args: &Value, want: &Expected) -> bool {
+    let Some(count) = want.args.get("count").and_then(toml::Value::as_integer) else {
+        return false;
+    };
+    args.get("repeat").and_then(Value::as_i64) == Some(count)
+        && want
+            .args
+            .iter()
+            .all(|(k, v)| k == "count" || args.get(k) == serde_json::to_value(v).ok().as_ref())
 }
 
 /// A key that does what an expected step does: ctrl+l clears a terminal as `clear` does,

@@ -108,8 +108,23 @@ fn written_marks(text: &str) -> String {
     {
         return word.to_owned();
     }
-    // "type john at example dot com": an address said in words.
-    if let Some(email) = spoken_email(text) {
+    // "type john at example dot com": an address said in words, also after the words
+    // that only say what it is ("type my email john at example dot com").
+    let address = crate::text::after_lead(
+        text,
+        &[
+            "my email address is ",
+            "my email is ",
+            "my email address ",
+            "my email ",
+            "my e-mail address ",
+            "my e-mail ",
+            "the email address ",
+            "the address ",
+        ],
+    )
+    .unwrap_or(text);
+    if let Some(email) = spoken_email(address) {
         return email;
     }
     // "type localhost colon three thousand": a development server's address, as typed

@@ -427,7 +427,8 @@ impl State {
     /// down"), else of the first clause when what follows its first comma is one ("zoom in
     /// a bit, the text is tiny"). Only after the whole utterance planned nothing, and only
     /// a remark: "reopen, close tab" (a transcript's comma inside one command) is not read
-    /// as "close tab".
+    /// as "close tab". Also the command before a reason ("open obs so i can record my
+    /// screen", "pause the music because the phone rings").
     fn after_remark(
         &self,
         utterance: &str,
@@ -457,8 +458,28 @@ impl State {
             return Some(steps);
         }
         // "zoom in a bit, the text is tiny", "open obsidian, i wanna write some notes".
-        let (command, remark) = utterance.split_once(',')?;
-        if command.trim().is_empty() || !is_remark(remark) {
+        if let Some((command, remark)) = utterance.split_once(',')
+            && !command.trim().is_empty()
+            && is_remark(remark)
+        {
+            return self.plan_text(command, context, profiles, apps, binds).ok();
+        }
+        // "open obs so i can record my screen": the command, then why.
+        let lower = utterance.to_lowercase();
+        let at = [
+            " so that i can ",
+            " so i can ",
+            " so we can ",
+            " so that ",
+            " because ",
+            " cause ",
+            " since ",
+        ]
+        .iter()
+        .filter_map(|why| lower.find(why))
+        .min()?;
+        let command = utterance.get(..at)?;
+        if command.trim().is_empty() {
             return None;
         }
         self.plan_text(command, context, profiles, apps, binds).ok()
@@ -1458,6 +1479,12 @@ mod tests {
         // The remark alone, or a remark and no command, plans nothing.
         assert_eq!(steps("i think, the weather is nice"), json!([]));
         assert_eq!(steps("it's loud,"), json!([]));
+        // The command, then why: the command.
+        let planned = steps("pause the music because my phone is ringing");
+        assert_eq!(planned[0]["args"]["command"], "pause", "{planned}");
+        let planned = steps("open youtube so i can watch something");
+        assert_eq!(planned[0]["op"], "ensure_url", "{planned}");
+        assert_eq!(steps("because i said so"), json!([]));
     }
 
     #[test]

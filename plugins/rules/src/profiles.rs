@@ -265,6 +265,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../data/profiles/wezterm.toml"),
     ),
     ("zed.toml", include_str!("../../../data/profiles/zed.toml")),
+    (
+        "zoom.toml",
+        include_str!("../../../data/profiles/zoom.toml"),
+    ),
 ];
 
 /// The largest profile file read, in bytes.

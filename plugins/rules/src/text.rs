@@ -154,6 +154,7 @@ const LEADING_FILLERS: &[&str] = &[
     "oops",
     "whoops",
     "uhm",
+    "ugh",
     "uh",
     "um",
     "erm",

@@ -2602,3 +2602,54 @@ fn a_window_contrast_tabs_turned_on_an_interrupt_and_a_sites_page() {
         )]
     );
 }
+
+#[test]
+fn office_names_people_know_mean_this_desktops_program_and_a_meeting_has_its_keys() {
+    let installed = [
+        AppEntry::new(
+            "libreoffice-writer",
+            "LibreOffice Writer",
+            Some("Word Processor"),
+            &[],
+        )
+        .with_categories(&["Office", "WordProcessor"]),
+        AppEntry::new(
+            "libreoffice-calc",
+            "LibreOffice Calc",
+            Some("Spreadsheet"),
+            &[],
+        )
+        .with_categories(&["Office", "Spreadsheet"]),
+    ];
+    let none = context(json!({"compositor": {"name": "niri"}, "windows": []}));
+    for (said, app) in [
+        ("open word", "libreoffice-writer"),
+        ("open excel", "libreoffice-calc"),
+    ] {
+        let steps = planned_with(said, &installed, &none).expect(said);
+        assert_eq!(steps[0].1["app"], app, "{said}: {steps:?}");
+    }
+    // Nothing of the kind installed: nothing opened in its name.
+    assert!(planned_with("start powerpoint", &installed, &none).is_err());
+    // Zoom's own keys, in Zoom and aimed at it.
+    assert_eq!(
+        steps_in("mute my mic", "zoom"),
+        [("key", json!({"chord": "alt+a"}))]
+    );
+    assert_eq!(
+        steps_in("share my screen", "zoom"),
+        [("key", json!({"chord": "alt+s"}))]
+    );
+}
+
+#[test]
+fn an_address_said_after_what_it_is_is_typed_as_an_address() {
+    assert_eq!(
+        steps_in("type my email john dot smith at gmail dot com", "firefox"),
+        [("type_text", json!({"text": "john.smith@gmail.com"}))]
+    );
+    assert_eq!(
+        steps_in("type my email is great", "firefox"),
+        [("type_text", json!({"text": "my email is great"}))]
+    );
+}
