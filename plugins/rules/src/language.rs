@@ -333,6 +333,73 @@ pub fn go_to_line(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     ])
 }
 
+/// "quick open main dot rs", "go to file readme", "find file app dot tsx" in an editor whose
+/// profile has a "quick open" key: the key, then the file's name typed into its picker
+/// (symbols said as words written: `main.rs`). "quick open a file" alone is the key.
+pub fn quick_open(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
+    let rest = [
+        "quick open the file",
+        "quick open file",
+        "quick open",
+        "go to the file",
+        "go to file",
+        "jump to the file",
+        "jump to file",
+        "find the file",
+        "find file",
+        "open the file",
+        "open file",
+    ]
+    .iter()
+    .find_map(|lead| strip_word_prefix(text, lead))?;
+    let profile = focused_profile(sources).filter(|p| p.kind == Kind::Editor)?;
+    let chord = profile.shortcuts.get("quick open")?.clone();
+    let step = |op: &'static str, message: String, args: Value| Matched {
+        rule: "quick_open",
+        op,
+        message,
+        args,
+        confirm: false,
+    };
+    let key = step(
+        "key",
+        format!("open {}'s quick open", profile.name),
+        json!({"chord": chord}),
+    );
+    // "a file", "a file by name": what the picker is for, not a name.
+    let name = rest
+        .trim()
+        .strip_prefix("called ")
+        .or_else(|| rest.trim().strip_prefix("named "))
+        .unwrap_or(rest.trim());
+    if name.is_empty()
+        || matches!(
+            name,
+            "a file" | "a file by name" | "by name" | "files" | "a document"
+        )
+    {
+        return Some(vec![key]);
+    }
+    // One file name: a few words at most.
+    if name.split(' ').count() > 6 {
+        return None;
+    }
+    let written = spoken_symbols(name);
+    let written = if written.contains(['.', '/']) {
+        written.replace(' ', "")
+    } else {
+        written
+    };
+    Some(vec![
+        key,
+        step(
+            "type_text",
+            format!("type {written:?}"),
+            json!({"text": written}),
+        ),
+    ])
+}
+
 /// The site searches that do not open with a search verb: "youtube search rust tutorial"
 /// (a site, then "search"), "find cat videos on youtube" and "play lofi on youtube" (a verb
 /// of [`SITE_SEARCH_VERBS`], the query, "on" and a site with a search), and "what does

@@ -666,6 +666,9 @@ fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalat
     if let Some(steps) = language::go_to_line(text, sources) {
         return Ok(steps);
     }
+    if let Some(steps) = language::quick_open(text, sources) {
+        return Ok(steps);
+    }
     if let Some(found) = plan_head(text, sources, raw, &mut pending) {
         return one(found);
     }

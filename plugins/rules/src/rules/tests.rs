@@ -2653,3 +2653,24 @@ fn an_address_said_after_what_it_is_is_typed_as_an_address() {
         [("type_text", json!({"text": "my email is great"}))]
     );
 }
+
+#[test]
+fn a_file_said_after_quick_open_is_typed_into_the_editors_picker() {
+    assert_eq!(
+        steps_in("quick open main dot rs", "code"),
+        [
+            ("key", json!({"chord": "ctrl+p"})),
+            ("type_text", json!({"text": "main.rs"})),
+        ]
+    );
+    assert_eq!(
+        steps_in("quick open a file by name", "code"),
+        [("key", json!({"chord": "ctrl+p"}))]
+    );
+    // Not in a browser, where ctrl+p prints.
+    assert!(
+        steps_in("quick open main dot rs", "firefox")
+            .iter()
+            .all(|s| s.0 != "type_text")
+    );
+}
