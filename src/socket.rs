@@ -138,6 +138,27 @@ impl Slots {
 /// How long [`SocketTask::shutdown`] waits for connections to finish their last frames.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 
+/// How long after a connection ends the daemon gives freed memory back ([`give_memory_back`]):
+/// once for all the connections that end meanwhile, not at each one.
+const TRIM_AFTER: Duration = Duration::from_secs(1);
+
+/// Give the heap's free pages back to the system (glibc `malloc_trim(0)`, every arena):
+/// after a storm of large frames or stalled subscribers the allocator otherwise keeps what
+/// it freed (measured: 94 MB ten seconds after a 315 MB burst, 32 MB idle; tests/abuse.rs).
+/// Does nothing where the C library is not glibc.
+fn give_memory_back() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim takes no pointers and only walks the allocator's own lists
+        // under its locks; it is safe to call at any time from any thread.
+        let released = unsafe { libc::malloc_trim(0) };
+        tracing::debug!(
+            released = released != 0,
+            "freed memory given back (malloc_trim)"
+        );
+    }
+}
+
 /// The longest path a unix socket address can hold (`sun_path` is 108 bytes with its NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
@@ -512,9 +533,19 @@ async fn accept_loop(listener: Listener, runner: Arc<Runner>, mut stop: watch::R
     let shared = Arc::new(access::Shared::new(runner, stop.clone(), token));
     let slots = Arc::new(Slots::new());
     let mut connections = JoinSet::new();
+    // When to give freed memory back: a moment after the last connection that ended.
+    let mut trim_at: Option<tokio::time::Instant> = None;
     tracing::info!(socket = %file.path.display(), "client socket ready");
     loop {
+        // (A disabled branch's future is still built: an hour away stands for never.)
+        let trim = tokio::time::sleep_until(
+            trim_at.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600)),
+        );
         tokio::select! {
+            () = trim, if trim_at.is_some() => {
+                trim_at = None;
+                let _ = tokio::task::spawn_blocking(give_memory_back).await;
+            }
             changed = stop.changed() => {
                 if changed.is_err() || *stop.borrow() {
                     break;
@@ -569,7 +600,10 @@ async fn accept_loop(listener: Listener, runner: Arc<Runner>, mut stop: watch::R
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             },
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            Some(_) = connections.join_next(), if !connections.is_empty() => {
+                // At most once a TRIM_AFTER, however many close meanwhile.
+                trim_at.get_or_insert_with(|| tokio::time::Instant::now() + TRIM_AFTER);
+            }
         }
     }
     drop(listener);
