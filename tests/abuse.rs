@@ -731,16 +731,13 @@ async fn memory_is_given_back_after_a_storm_of_stalled_subscribers() {
     }
     peak = peak.max(rss_kib(daemon.pid()));
     drop(stalled);
-    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
-    let after = rss_kib(daemon.pid());
-    println!(
-        "daemon RSS: {idle} KiB idle, {peak} KiB at the storm's peak (40 stalled subscribers, 200 events of 60 KB), {after} KiB 10 s after they left"
-    );
-    assert!(
-        after <= 2 * idle,
-        "RSS stayed at {after} KiB after the storm (idle {idle} KiB, peak {peak} KiB)"
-    );
-    // Still serving.
+    given_back(
+        &daemon,
+        idle,
+        peak,
+        "40 stalled subscribers, 200 events of 60 KB",
+    )
+    .await;
     client.call("runner.status", json!({})).await.unwrap();
 }
 
@@ -815,14 +812,20 @@ async fn memory_is_given_back_after_a_storm_of_large_frames() {
         answered.len()
     );
     drop(answered);
+    given_back(&daemon, idle, peak, "20 clients, 12 MB frames").await;
+    client.call("runner.status", json!({})).await.unwrap();
+}
+
+/// Ten seconds after a storm's clients left, the daemon's RSS is within twice `idle` (KiB);
+/// prints idle, `peak` and after for `storm`.
+async fn given_back(daemon: &Daemon, idle: u64, peak: u64, storm: &str) {
     tokio::time::sleep(std::time::Duration::from_secs(10)).await;
     let after = rss_kib(daemon.pid());
     println!(
-        "daemon RSS: {idle} KiB idle, {peak} KiB at the storm's peak (20 clients, 12 MB frames), {after} KiB 10 s after they left"
+        "daemon RSS: {idle} KiB idle, {peak} KiB at the storm's peak ({storm}), {after} KiB 10 s after they left"
     );
     assert!(
         after <= 2 * idle,
         "RSS stayed at {after} KiB after the storm (idle {idle} KiB, peak {peak} KiB)"
     );
-    client.call("runner.status", json!({})).await.unwrap();
 }

@@ -1173,8 +1173,9 @@ pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, E
     };
     let line = argv.join(" ");
     let in_terminal = focused_profile(sources).is_some_and(|p| p.kind == Kind::Terminal);
-    if in_terminal && place != AgentPlace::NewWindow {
-        return Some(Ok(vec![
+    // The command typed into a terminal and entered.
+    let typed = || {
+        vec![
             Matched {
                 rule: "agent",
                 op: "type_text",
@@ -1189,7 +1190,10 @@ pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, E
                 args: json!({"chord": "Return"}),
                 confirm: false,
             },
-        ]));
+        ]
+    };
+    if in_terminal && place != AgentPlace::NewWindow {
+        return Some(Ok(typed()));
     }
     // "start opencode in the terminal" from the editor: the open terminal window.
     let open_terminal = sources.context.and_then(|c| {
@@ -1200,29 +1204,14 @@ pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, E
         })
     });
     if let (AgentPlace::TheOpen, Some(app_id)) = (place, open_terminal) {
-        return Some(Ok(vec![
-            Matched {
-                rule: "agent",
-                op: "focus_app",
-                message: format!("focus the {app_id} window"),
-                args: json!({"app": app_id}),
-                confirm: false,
-            },
-            Matched {
-                rule: "agent",
-                op: "type_text",
-                message: format!("{verb} {}: type {line:?} in the terminal", agent.name),
-                args: json!({"text": line}),
-                confirm: false,
-            },
-            Matched {
-                rule: "agent",
-                op: "key",
-                message: "press Return".into(),
-                args: json!({"chord": "Return"}),
-                confirm: false,
-            },
-        ]));
+        let focus = Matched {
+            rule: "agent",
+            op: "focus_app",
+            message: format!("focus the {app_id} window"),
+            args: json!({"app": app_id}),
+            confirm: false,
+        };
+        return Some(Ok(std::iter::once(focus).chain(typed()).collect()));
     }
     if place == AgentPlace::Here {
         return Some(Err(Escalation {

@@ -321,24 +321,10 @@ fn steps_in(utterance: &str, focused: &str) -> Vec<(&'static str, Value)> {
     steps_with(utterance, &apps(), &ctx)
 }
 
-/// The steps of `utterance` with these applications installed, in `ctx`.
+/// The steps of `utterance` with these applications installed, in `ctx` (none when it
+/// escalates).
 fn steps_with(utterance: &str, apps: &[AppEntry], ctx: &Context) -> Vec<(&'static str, Value)> {
-    let normalized = normalize(utterance);
-    let apps = apps.to_vec();
-    let binds = PhraseTable::new();
-    let sources = Sources {
-        catalog: catalog(),
-        apps: &apps,
-        curated: curated(),
-        binds: &binds,
-        context: Some(ctx),
-        utterance,
-        profiles: crate::plan::builtin_profiles(),
-        words: crate::plan::builtin_words(),
-    };
-    plan_steps(strip_fillers(&normalized), &sources)
-        .map(|steps| steps.into_iter().map(|m| (m.op, m.args)).collect())
-        .unwrap_or_default()
+    planned_with(utterance, apps, ctx).unwrap_or_default()
 }
 
 #[test]
