@@ -229,6 +229,14 @@ async fn the_sixteenth_held_out_corpus_is_scored() {
     score_held_out("blind16", "sixteenth held-out", 173, 0).await;
 }
 
+/// A seventeenth held-out set (`tests/corpus/blind17/`, 200 cases), written blind by hand
+/// against a gamer's and streamer's desktop of KDE and Flatpak applications (Alacritty,
+/// Brave, Steam, Lutris, OBS, Discord) after the sixteenth had been used.
+#[tokio::test]
+async fn the_seventeenth_held_out_corpus_is_scored() {
+    score_held_out("blind17", "seventeenth held-out", 0, 200).await;
+}
+
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
 /// accuracy below the floor this matcher reached when it was written (a regression guard,
