@@ -333,11 +333,13 @@ pub fn go_to_line(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     ])
 }
 
-/// "quick open main dot rs", "go to file readme", "find file app dot tsx" in an editor whose
-/// profile has a "quick open" key: the key, then the file's name typed into its picker
-/// (symbols said as words written: `main.rs`). "quick open a file" alone is the key.
+/// "quick open main dot rs", "go to file readme dot md", "find file app dot tsx" in an editor
+/// whose profile has a "quick open" key: the key, then the file's name typed into its picker
+/// (symbols said as words written: `main.rs`); after any lead but "quick open" the name must
+/// be said with its extension ("open the file manager" is no file). "quick open a file"
+/// alone is the key.
 pub fn quick_open(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
-    let rest = [
+    let (lead, rest) = [
         "quick open the file",
         "quick open file",
         "quick open",
@@ -351,7 +353,12 @@ pub fn quick_open(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
         "open file",
     ]
     .iter()
-    .find_map(|lead| strip_word_prefix(text, lead))?;
+    .find_map(|lead| Some((*lead, strip_word_prefix(text, lead)?)))?;
+    // After words that are not the picker's own name, only a file's name said with its
+    // extension ("go to file main dot rs"): "open the file manager" is an application.
+    if !lead.starts_with("quick open") && !rest.trim().is_empty() && !rest.contains("dot ") {
+        return None;
+    }
     let profile = focused_profile(sources).filter(|p| p.kind == Kind::Editor)?;
     let chord = profile.shortcuts.get("quick open")?.clone();
     let step = |op: &'static str, message: String, args: Value| Matched {

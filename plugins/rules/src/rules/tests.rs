@@ -2653,6 +2653,16 @@ fn a_file_said_after_quick_open_is_typed_into_the_editors_picker() {
         steps_in("quick open a file by name", "code"),
         [("key", json!({"chord": "ctrl+p"}))]
     );
+    assert_eq!(
+        steps_in("go to file readme dot md", "code")[1],
+        ("type_text", json!({"text": "readme.md"}))
+    );
+    // An application's name after "open the file" is no file.
+    assert!(
+        steps_in("open the file manager", "code")
+            .iter()
+            .all(|s| s.0 != "type_text")
+    );
     // Not in a browser, where ctrl+p prints.
     assert!(
         steps_in("quick open main dot rs", "firefox")
