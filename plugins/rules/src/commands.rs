@@ -393,6 +393,15 @@ mod tests {
         assert_eq!(words.shortcut_name("new tab"), "new tab");
         assert_eq!(words.common["copy"], "ctrl+c");
         assert_eq!(words.agent("claude code").unwrap().command, ["claude"]);
+        assert_eq!(
+            words.agent("claude").unwrap().resume.as_deref(),
+            Some(&["claude".to_owned(), "--continue".to_owned()][..])
+        );
+        assert_eq!(
+            words.shell_intent("how much disk space do i have left"),
+            Some("df -h")
+        );
+        assert_eq!(words.shell_intent("delete the disk space"), None);
         assert!(words.agent("firefox").is_none());
         assert!(words.search_url.contains("{q}"));
     }
@@ -408,6 +417,18 @@ mod tests {
             (
                 "[search]\nurl = \"https://e.com/?q={q}\"\n[synonyms]\na = [\"x\"]\nb = [\"x\"]\n",
                 "both",
+            ),
+            (
+                "[search]\nurl = \"https://e.com/?q={q}\"\n[agents]\nx = { command = [\"x\"], resume = [] }\n",
+                "resume must list a program",
+            ),
+            (
+                "[search]\nurl = \"https://e.com/?q={q}\"\n[shell.intents]\n\"df -h\" = []\n",
+                "needs a one-line command and its topics",
+            ),
+            (
+                "[search]\nurl = \"https://e.com/?q={q}\"\n[shell.intents]\n\"df -h\" = [\"!!\"]\n",
+                "an empty topic",
             ),
         ] {
             let e = CommandWords::parse(text, "c.toml").unwrap_err();
