@@ -518,6 +518,25 @@ fn profile_names(profile: &crate::profiles::Profile) -> Vec<String> {
         .collect()
 }
 
+/// Whether `label` shares a word with `spoken` and has, beside it, a word that nothing said
+/// resembles, while a word said is not in it ("youtube studio" and "YouTube Music"; not "vs
+/// cold" and "VS Code", where "cold" may be "code" misheard): another thing of the same
+/// family, not the same name misheard.
+fn another_word(spoken: &str, label: &str) -> bool {
+    let said: Vec<String> = normalize(spoken).split(' ').map(str::to_owned).collect();
+    let named: Vec<String> = normalize(label).split(' ').map(str::to_owned).collect();
+    if said.len() < 2 || named.len() < 2 || !said.iter().any(|w| named.contains(w)) {
+        return false;
+    }
+    let unlike = |word: &String, others: &[String]| {
+        others
+            .iter()
+            .all(|o| strsim::normalized_damerau_levenshtein(word, o) < 0.4)
+    };
+    said.iter().any(|w| !named.contains(w) && unlike(w, &named))
+        && named.iter().any(|w| !said.contains(w) && unlike(w, &said))
+}
+
 /// Match a misheard name (see the module docs). `None` when the utterance has no verb
 /// class, or no candidate is even remotely like it.
 pub fn decide(text: &str, sources: &Sources<'_>, thresholds: Thresholds) -> Option<Decision> {
@@ -564,32 +583,35 @@ pub fn decide(text: &str, sources: &Sources<'_>, thresholds: Thresholds) -> Opti
     });
     let (top, best) = scored.first()?.clone();
     let second = scored.get(1).map_or(0.0, |s| s.0);
-    let own = if top >= thresholds.act && top - second >= MARGIN {
-        let mut m = best.step;
-        m.message = format!(
-            "heard \"{spoken}\": {} (confidence {top:.2}); {}",
-            best.label, m.message
-        );
-        return Some(Decision::Act(m));
-    } else if top >= thresholds.ask {
-        let mut m = best.step.clone();
-        m.confirm = true;
-        m.message = format!(
-            "heard \"{spoken}\": did you mean {}? (confidence {top:.2}); {}",
-            best.label, m.message
-        );
-        Decision::Ask(m, format!("did you mean {}?", best.label))
-    } else if top < thresholds.ask * 0.75 || class == Class::Phrase {
-        return None;
-    } else {
-        Decision::Unsure(
-            scored
-                .iter()
-                .take(2)
-                .map(|(s, c)| (c.label.clone(), *s))
-                .collect(),
-        )
-    };
+    // "youtube studio" is not a mishearing of "YouTube Music": a name that shares a word with
+    // what was heard but has another, unlike word in its place is asked, never acted on.
+    let own =
+        if top >= thresholds.act && top - second >= MARGIN && !another_word(spoken, &best.label) {
+            let mut m = best.step;
+            m.message = format!(
+                "heard \"{spoken}\": {} (confidence {top:.2}); {}",
+                best.label, m.message
+            );
+            return Some(Decision::Act(m));
+        } else if top >= thresholds.ask {
+            let mut m = best.step.clone();
+            m.confirm = true;
+            m.message = format!(
+                "heard \"{spoken}\": did you mean {}? (confidence {top:.2}); {}",
+                best.label, m.message
+            );
+            Decision::Ask(m, format!("did you mean {}?", best.label))
+        } else if top < thresholds.ask * 0.75 || class == Class::Phrase {
+            return None;
+        } else {
+            Decision::Unsure(
+                scored
+                    .iter()
+                    .take(2)
+                    .map(|(s, c)| (c.label.clone(), *s))
+                    .collect(),
+            )
+        };
     let floor = thresholds.ask * 0.75;
     let near: Vec<Choice> = scored
         .iter()
@@ -713,5 +735,15 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn another_word_in_a_shared_name_is_another_thing() {
+        assert!(another_word("youtube studio", "YouTube Music"));
+        assert!(another_word("google classroom", "Google Calendar"));
+        assert!(!another_word("vs cold", "VS Code"));
+        assert!(!another_word("fire fox", "Firefox"));
+        assert!(!another_word("youtube music", "YouTube Music"));
+        assert!(!another_word("gate hub", "GitHub"));
     }
 }
