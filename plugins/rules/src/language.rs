@@ -818,12 +818,11 @@ pub fn loose_shortcut(text: &str, sources: &Sources<'_>) -> Option<Matched> {
         }
     }
     // Names that press the same chord ("interrupt", "stop the command") are one key.
-    let mut chords: Vec<String> = found
+    let chords: Vec<String> = found
         .iter()
         .filter_map(|n| chord_of(n).map(|(chord, _)| chord))
         .collect();
-    chords.dedup();
-    if chords.len() == 1 {
+    if chords.windows(2).all(|pair| pair[0] == pair[1]) {
         found.truncate(1);
     }
     let [name] = found.as_slice() else {
@@ -1174,11 +1173,11 @@ pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, E
                 .any(|lead| strip_word_prefix(text, lead).is_some());
             (new && place == AgentPlace::NewWindow).then_some(("start", agent, place))
         })?;
-    let argv = match (&agent.resume, resumed.is_some()) {
+    let agent_argv = match (&agent.resume, resumed.is_some()) {
         (Some(resume), true) => resume,
         _ => &agent.command,
     };
-    let line = argv.join(" ");
+    let line = agent_argv.join(" ");
     let in_terminal = focused_profile(sources).is_some_and(|p| p.kind == Kind::Terminal);
     // The command typed into a terminal and entered.
     let typed = || {
@@ -1213,10 +1212,7 @@ pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, E
     if let (AgentPlace::TheOpen, Some(app_id)) = (place, open_terminal) {
         let focus = Matched {
             rule: "agent",
-            op: "focus_app",
-            message: format!("focus the {app_id} window"),
-            args: json!({"app": app_id}),
-            confirm: false,
+            ..crate::windows::focus_window(app_id)
         };
         return Some(Ok(std::iter::once(focus).chain(typed()).collect()));
     }
@@ -1239,7 +1235,7 @@ pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, E
         }));
     };
     let (terminal_name, mut argv) = terminal;
-    argv.extend(line.split(' ').map(str::to_owned));
+    argv.extend(agent_argv.iter().cloned());
     Some(Ok(vec![Matched {
         rule: "agent",
         op: "niri",

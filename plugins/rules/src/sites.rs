@@ -279,6 +279,14 @@ impl Catalog {
     /// requests", "my pull requests on github", "the notifications page on github" →
     /// (the site, the page's URL). `target` is [`normalize`]d.
     pub fn lookup_page(&self, target: &str) -> Option<(&Site, &str)> {
+        // It runs for every utterance with a site verb: nothing more unless a page is said.
+        if !self
+            .sites
+            .iter()
+            .any(|s| s.pages.iter().any(|(key, _)| target.contains(key.as_str())))
+        {
+            return None;
+        }
         let target = ["my ", "the ", "all my ", "all the "]
             .iter()
             .find_map(|lead| target.strip_prefix(lead))

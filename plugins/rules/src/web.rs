@@ -104,17 +104,11 @@ pub(crate) fn open_site(site: &crate::sites::Site, new_tab: bool) -> Matched {
             confirm: false,
         };
     }
-    Matched {
-        rule: "open_site",
-        op: "ensure_url",
-        args: json!({"url": site.url, "site": site.name}),
-        message: format!("open {} ({})", site.name, site.url),
-        confirm: false,
-    }
+    open_page(site, &site.url)
 }
 
-/// The step that shows a page of `site` ("my github notifications"): the tab showing the
-/// site if a browser has one, at `url`, else a new one (`ensure_url`).
+/// The step that shows `url` of `site` (its home, or a page: "my github notifications"):
+/// the tab showing the site if a browser has one, at `url`, else a new one (`ensure_url`).
 pub(crate) fn open_page(site: &crate::sites::Site, url: &str) -> Matched {
     Matched {
         rule: "open_site",

@@ -208,7 +208,7 @@ fn ensure_step(app: &AppEntry) -> Matched {
 }
 
 /// The step that focuses an open window of `app_id`.
-fn focus_window(app_id: &str) -> Matched {
+pub(crate) fn focus_window(app_id: &str) -> Matched {
     Matched {
         rule: "focus_app",
         op: "focus_app",
