@@ -201,15 +201,19 @@ fn same_as_key(args: &Value, want: &Expected) -> bool {
     }
 }
 
+/// The strings of a step's positional `args` (a `niri spawn` argv); empty without them.
+fn spawn_argv(args: &Value) -> Vec<&str> {
+    args.get("args")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
 /// `niri spawn` of a program alone where launching the application of that program was
 /// expected (or bringing it up, with no window of it open): the desktop id's last part is the
 /// program (`com.mitchellh.ghostty`, `ghostty`).
 fn spawned_app(case: &Case, args: &Value, want: &Expected) -> bool {
-    let argv: Vec<&str> = args
-        .get("args")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let argv = spawn_argv(args);
     let wanted = if want.op == "launch_app" {
         want.args.get("app_id").and_then(toml::Value::as_str)
     } else {
@@ -454,11 +458,7 @@ fn spelled_out(case: &Case, steps: &[Value]) -> Option<String> {
         let op = step["op"].as_str().unwrap_or("");
         let args = &step["args"];
         let app = args.get("app").and_then(Value::as_str);
-        let argv: Vec<&str> = args
-            .get("args")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let argv = spawn_argv(args);
         let run_at = argv.iter().position(|a| *a == "-e" || *a == "--");
         if let (Some(app), false) = (app, APP_OPS.contains(&op)) {
             let mut rest = args.clone();
