@@ -108,6 +108,22 @@ def find(role, name, timeout=10.0):
         time.sleep(0.2)
 
 
+# The node each (role, name) of a "read" found last: a meter read ten times a second must
+# not walk the whole tree each time (a walk of the settings app takes about a second).
+READ_TARGETS = {}
+
+
+def read_target(role, name, timeout):
+    """The node a "read" of (role, name) found before, while it still matches and is shown;
+    else a fresh find."""
+    node = READ_TARGETS.get((role, name))
+    if node is not None and matches(node, role, name) and shown(node):
+        return node
+    node = find(role, name, timeout)
+    READ_TARGETS[(role, name)] = node
+    return node
+
+
 def descendants_with_role(node, role):
     return [n for n in walk(node, []) if matches(n, role, None)]
 
@@ -231,6 +247,8 @@ def run(cmd):
         return {"ok": True, "labels": labels_under(row), "buttons": buttons}
     if "near" in cmd:
         node = find_near(role, cmd["near"], timeout)
+    elif op == "read":
+        node = read_target(role, name, timeout)
     else:
         node = find(role, name, timeout)
     if op == "wait":
