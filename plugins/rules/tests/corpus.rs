@@ -237,6 +237,15 @@ async fn the_seventeenth_held_out_corpus_is_scored() {
     score_held_out("blind17", "seventeenth held-out", 163, 0).await;
 }
 
+/// An eighteenth held-out set (`tests/corpus/blind18/`, 200 cases), written blind by hand
+/// against a researcher's and data scientist's desktop of GNOME and Flatpak applications
+/// (kitty, Chromium, VS Code, RStudio, JupyterLab, Zotero, Thunderbird, Slack) after the
+/// seventeenth had been used.
+#[tokio::test]
+async fn the_eighteenth_held_out_corpus_is_scored() {
+    score_held_out("blind18", "eighteenth held-out", 154, 0).await;
+}
+
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
 /// accuracy below the floor this matcher reached when it was written (a regression guard,
