@@ -213,6 +213,40 @@ fn is_name_part(name_words: &str, wanted: &str) -> bool {
     words.windows(want.len()).any(|w| w == want.as_slice())
 }
 
+/// Words for the same kind of application: a `GenericName` ending in one is said with
+/// any other ("E-Book Viewer" is an "ebook reader").
+const KIND_SYNONYMS: &[&[&str]] = &[
+    &["viewer", "reader"],
+    &["client", "app"],
+    &["editor", "maker"],
+];
+
+/// Whether `spoken` (normalised words, two or more) names the kind a `GenericName` says
+/// (`generic`, normalised words) in other words: the same last word or a synonym of it
+/// ([`KIND_SYNONYMS`]), and the words before it those of the name, in its order, some
+/// left out ("vector editor" of "Vector Graphics Editor") or written together ("ebook
+/// reader" of "E-Book Viewer").
+fn says_kind(generic: &str, spoken: &str) -> bool {
+    let (Some((g_head, g_kind)), Some((s_head, s_kind))) =
+        (generic.rsplit_once(' '), spoken.rsplit_once(' '))
+    else {
+        return false;
+    };
+    let same_kind = g_kind == s_kind
+        || KIND_SYNONYMS
+            .iter()
+            .any(|set| set.contains(&g_kind) && set.contains(&s_kind));
+    if !same_kind || matches!(s_head, "the" | "my" | "a" | "an" | "this" | "that") {
+        return false;
+    }
+    if compact(g_head) == compact(s_head) {
+        return true;
+    }
+    // Each word said is the next of the name's, in order.
+    let mut name = g_head.split(' ');
+    s_head.split(' ').all(|w| name.any(|g| g == w))
+}
+
 /// The application a spoken name refers to, if any. `spoken` is [`normalize`]d text such as
 /// `the marker writer app`. It is compared with each entry's `Name`, then `GenericName`,
 /// then `Keywords`, the desktop id, the program of `Exec` and `StartupWMClass`, ignoring
@@ -295,8 +329,9 @@ fn best_match<'a>(apps: &'a [AppEntry], spoken: &str) -> Option<&'a AppEntry> {
             } else if keys.generic_words.as_deref().is_some_and(|g| {
                 // Not its last word: that says the kind ("calculator", "launcher").
                 let qualifier = g.rsplit_once(' ').map_or("", |(head, _)| head);
-                (qualifier == spoken_words || is_name_part(qualifier, &spoken_words))
-                    && !GENERIC_WORDS.contains(&spoken_words.as_str())
+                ((qualifier == spoken_words || is_name_part(qualifier, &spoken_words))
+                    && !GENERIC_WORDS.contains(&spoken_words.as_str()))
+                    || says_kind(g, &spoken_words)
             }) {
                 MatchLevel::GenericPart
             } else {
@@ -542,6 +577,26 @@ impl AppScanner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kind_is_said_in_other_words_of_its_generic_name() {
+        let apps = vec![
+            AppEntry::new("foliate", "Foliate", Some("E-Book Viewer"), &[]),
+            AppEntry::new("okular", "Okular", Some("Document Viewer"), &[]),
+            AppEntry::new("inkscape", "Inkscape", Some("Vector Graphics Editor"), &[]),
+        ];
+        let found = |said: &str| find_app(&apps, said).map(|a| a.id.as_str());
+        assert_eq!(found("ebook reader"), Some("foliate"));
+        assert_eq!(found("my e book reader"), Some("foliate"));
+        assert_eq!(found("document reader"), Some("okular"));
+        assert_eq!(found("vector editor"), Some("inkscape"));
+        // Words out of order, another kind, or a word the name lacks: none.
+        assert_eq!(found("editor vector"), None);
+        assert_eq!(found("vector viewer"), None);
+        assert_eq!(found("raster editor"), None);
+        // A generic word before the kind names no application.
+        assert_eq!(found("the reader"), None);
+    }
 
     fn sample() -> Vec<AppEntry> {
         vec![

@@ -52,8 +52,9 @@ pub struct CommandWords {
     /// what an application of that kind is.
     pub kinds: HashMap<String, AppKind>,
     /// Spoken shell phrases → the command each runs ("go up one directory" → `cd ..`),
-    /// keyed by the normalised phrase; a key ending in ` {x}` takes the rest of what was
-    /// said, put where the command has `{x}` ("make a directory called {x}" → `mkdir {x}`).
+    /// keyed by the normalised phrase; a key with ` {x}` takes what was said there (one
+    /// name), put where the command has `{x}` ("make a directory called {x}" → `mkdir {x}`,
+    /// "install {x} with pip" → `pip install {x}`).
     pub shell_phrases: HashMap<String, String>,
     /// What people ask a terminal for in words ("how much disk space do I have left"):
     /// normalised topic ("disk space") → the command it runs (`df -h`). Matched by
@@ -252,9 +253,11 @@ impl CommandWords {
         }
         let mut shell_phrases = HashMap::new();
         for (phrase, command) in &file.shell.phrases {
-            // A trailing {x} is a slot, kept as it is written.
-            let key = match phrase.trim_end().strip_suffix("{x}") {
-                Some(head) => format!("{} {{x}}", normalize(head)),
+            // {x} is a slot, kept as it is written, with the words around it normalised.
+            let key = match phrase.trim().split_once("{x}") {
+                Some((head, tail)) => format!("{} {{x}} {}", normalize(head), normalize(tail))
+                    .trim()
+                    .to_owned(),
                 None => normalize(phrase),
             };
             let run = command.get_ref().trim();

@@ -261,7 +261,12 @@ fn same_control(args: &Value, want: &Expected) -> bool {
     };
     let planned = args.get("description").and_then(Value::as_str);
     let wanted = want.args.get("description").and_then(toml::Value::as_str);
-    matches!((planned, wanted), (Some(p), Some(w)) if p.to_lowercase() != w.to_lowercase() && bare(p) == bare(w))
+    // One role word taken from either side: "new item button" is "new item", whose last
+    // word is a role word too.
+    matches!((planned, wanted), (Some(p), Some(w)) if {
+        let (p, w) = (p.trim().to_lowercase(), w.trim().to_lowercase());
+        p != w && (bare(&p) == w || bare(&w) == p || bare(&p) == bare(&w))
+    })
 }
 
 /// A web search for the same words on another general engine (the router's default engine

@@ -336,7 +336,8 @@ pub fn go_to_line(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
 /// "quick open main dot rs", "go to file readme dot md", "find file app dot tsx" in an editor
 /// whose profile has a "quick open" key: the key, then the file's name typed into its picker
 /// (symbols said as words written: `main.rs`); after any lead but "quick open" the name must
-/// be said with its extension ("open the file manager" is no file). "quick open a file"
+/// be said with its extension ("open the file manager" is no file). "open", "go to" and
+/// "jump to" a whole name then press Return (the first match opens). "quick open a file"
 /// alone is the key.
 pub fn quick_open(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     let (lead, rest) = [
@@ -397,14 +398,27 @@ pub fn quick_open(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     } else {
         written
     };
-    Some(vec![
+    let mut steps = vec![
         key,
         step(
             "type_text",
             format!("type {written:?}"),
             json!({"text": written}),
         ),
-    ])
+    ];
+    // "open the file readme dot md": a whole name said to open it, so the picker's first
+    // match is opened; "quick open" and "find the file" leave the picker to the person.
+    let opens = ["open", "go to", "jump to"]
+        .iter()
+        .any(|verb| lead.starts_with(verb));
+    if opens && written.contains('.') {
+        steps.push(step(
+            "key",
+            "open the first match".into(),
+            json!({"chord": "Return"}),
+        ));
+    }
+    Some(steps)
 }
 
 /// The site searches that do not open with a search verb: "youtube search rust tutorial"
@@ -1598,11 +1612,19 @@ fn bare_command_from(sources: &Sources<'_>, spoken: &Spoken<'_>, first: usize) -
             .shell_phrases
             .iter()
             .find_map(|(said_as, run)| {
-                let head = said_as.strip_suffix(" {x}")?;
-                strip_word_prefix(&phrase, head).filter(|r| !r.is_empty())?;
+                let (head, tail) = said_as.split_once(" {x}")?;
+                let tail = tail.trim_start();
+                let rest = strip_word_prefix(&phrase, head).filter(|r| !r.is_empty())?;
+                let n_tail = match tail {
+                    "" => 0,
+                    tail => {
+                        strip_word_suffix(rest, tail).filter(|r| !r.trim().is_empty())?;
+                        tail.split(' ').count()
+                    }
+                };
                 let n = head.split(' ').count();
-                let name =
-                    one_name(&spoken.raw[spoken.raw_start(first + n)..spoken.raw_end(last)])?;
+                let end = last.checked_sub(n_tail).filter(|end| *end > first + n)?;
+                let name = one_name(&spoken.raw[spoken.raw_start(first + n)..spoken.raw_end(end)])?;
                 Some(run.replace("{x}", &name))
             })
     };

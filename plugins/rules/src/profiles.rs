@@ -269,6 +269,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "zoom.toml",
         include_str!("../../../data/profiles/zoom.toml"),
     ),
+    (
+        "rstudio.toml",
+        include_str!("../../../data/profiles/rstudio.toml"),
+    ),
+    (
+        "jupyterlab.toml",
+        include_str!("../../../data/profiles/jupyterlab.toml"),
+    ),
 ];
 
 /// The largest profile file read, in bytes.

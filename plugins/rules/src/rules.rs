@@ -711,7 +711,18 @@ fn plan_head(
     raw: &str,
     pending: &mut Option<Escalation>,
 ) -> Option<Matched> {
-    if let Some(m) = media::plan(text) {
+    if let Some(mut m) = media::plan(text) {
+        // "pause the video" with a browser focused: the video that browser plays (its own
+        // MPRIS player, named as its profile is), not whichever player played last.
+        let video = text.split(' ').any(|w| w == "video");
+        if video
+            && m.args.get("player").is_none()
+            && let Some(browser) = crate::language::focused_profile(sources)
+                .filter(|p| p.kind == crate::profiles::Kind::Browser)
+        {
+            m.message = format!("{} on {}", m.message, browser.name);
+            m.args["player"] = Value::String(browser.id.clone());
+        }
         return Some(m);
     }
     // "show me my pull requests on github": a page of the site, not a search on it.

@@ -60,6 +60,10 @@ pub struct Sayable {
     pub said: String,
     verb: String,
     rest: Vec<Token>,
+    /// Whether the name says where the thing is ("out-of", "from", "in"): an utterance
+    /// that says a place ("out of its column") fits it better than a name whose words
+    /// say a destination ("pull-window-into-column").
+    names_place: bool,
     /// The parameter.
     pub slot: Slot,
 }
@@ -116,11 +120,15 @@ pub fn build(table: &str, grammar: &Grammar) -> Result<Vec<Sayable>, String> {
                 Some(token) => Some(token),
             })
             .collect();
+        let names_place = name
+            .split('-')
+            .any(|w| matches!(grammar.word(w), Some(Token::In)));
         Sayable {
             command: command.to_owned(),
             said: name.to_owned(),
             verb,
             rest,
+            names_place,
             slot,
         }
     };
@@ -372,9 +380,11 @@ pub fn plan_with(text: &str, grammar: &Grammar, actions: &[Sayable]) -> Option<M
         true => reading.sizes_as_words()?,
         false => reading,
     };
-    // The fewest unsaid words win; then the action whose verb the phrase says first (its
-    // own name: "open the overview" is open-overview before toggle-overview); then the
-    // table's order.
+    // The fewest unsaid words win; then a name that says a place when the phrase does
+    // ("out of the column": expel, not the "into" of consume); then the action whose verb
+    // the phrase says first (its own name: "open the overview" is open-overview before
+    // toggle-overview); then the table's order.
+    let place_differs = |a: &Sayable| a.names_place == reading.places.is_empty();
     let verb_rank = |a: &Sayable| {
         reading
             .verbs
@@ -385,9 +395,11 @@ pub fn plan_with(text: &str, grammar: &Grammar, actions: &[Sayable]) -> Option<M
     let best = |rest: &[Token]| {
         actions
             .iter()
-            .filter_map(|a| fits(&reading, a, rest).map(|missing| (missing, verb_rank(a), a)))
-            .min_by_key(|(missing, rank, _)| (*missing, *rank))
-            .map(|(_, _, a)| a)
+            .filter_map(|a| {
+                fits(&reading, a, rest).map(|missing| (missing, place_differs(a), verb_rank(a), a))
+            })
+            .min_by_key(|(missing, place, rank, _)| (*missing, *place, *rank))
+            .map(|(_, _, _, a)| a)
     };
     let action =
         best(&reading.rest).or_else(|| along_axis(&reading.rest).and_then(|r| best(&r)))?;
@@ -504,6 +516,32 @@ mod tests {
 
     fn command(text: &str) -> Option<String> {
         planned(text).map(|(c, _)| c)
+    }
+
+    /// "pull this window into the column on the left" and "out of the column": a place said
+    /// ("out of") picks the name that says one, not the "into" of consume.
+    #[test]
+    fn a_window_is_pulled_into_a_column_or_taken_out_of_it() {
+        assert_eq!(
+            command("pull this window into the column on the left").as_deref(),
+            Some("consume-or-expel-window-left")
+        );
+        assert_eq!(
+            command("take this window out of the column").as_deref(),
+            Some("expel-window-from-column")
+        );
+        assert_eq!(
+            command("pull this window out of its column").as_deref(),
+            Some("expel-window-from-column")
+        );
+        assert_eq!(
+            command("pull the next window into this column").as_deref(),
+            Some("consume-window-into-column")
+        );
+        assert_eq!(
+            command("move this window up in the column").as_deref(),
+            Some("move-window-up")
+        );
     }
 
     /// Every action of the table plans from its own name (a parameter said after it).

@@ -2657,6 +2657,15 @@ fn a_file_said_after_quick_open_is_typed_into_the_editors_picker() {
         steps_in("go to file readme dot md", "code")[1],
         ("type_text", json!({"text": "readme.md"}))
     );
+    // Opening a whole name opens the picker's first match; quick open leaves the choice.
+    assert_eq!(
+        steps_in("open the file readme dot md", "code"),
+        [
+            ("key", json!({"chord": "ctrl+p"})),
+            ("type_text", json!({"text": "readme.md"})),
+            ("key", json!({"chord": "Return"})),
+        ]
+    );
     // An application's name after "open the file" is no file.
     assert!(
         steps_in("open the file manager", "code")
@@ -2669,4 +2678,60 @@ fn a_file_said_after_quick_open_is_typed_into_the_editors_picker() {
             .iter()
             .all(|s| s.0 != "type_text")
     );
+}
+
+#[test]
+fn the_video_with_a_browser_focused_is_that_browsers() {
+    assert_eq!(
+        steps_in("pause the video", "firefox"),
+        [("media", json!({"command": "pause", "player": "firefox"}))]
+    );
+    // Music, or a video with no browser focused: whichever player plays.
+    assert_eq!(
+        steps_in("pause the music", "firefox"),
+        [("media", json!({"command": "pause"}))]
+    );
+    assert_eq!(
+        steps_in("pause the video", "foot"),
+        [("media", json!({"command": "pause"}))]
+    );
+}
+
+#[test]
+fn notebooks_and_r_have_their_run_keys() {
+    assert_eq!(
+        steps_in("run this line", "RStudio"),
+        [("key", json!({"chord": "ctrl+Return"}))]
+    );
+    assert_eq!(
+        steps_in("insert a pipe", "RStudio"),
+        [("key", json!({"chord": "ctrl+shift+m"}))]
+    );
+    assert_eq!(
+        steps_in("run this cell", "JupyterLab"),
+        [("key", json!({"chord": "shift+Return"}))]
+    );
+}
+
+#[test]
+fn data_science_shell_words_run_their_commands() {
+    let run = |said: &str| -> Option<Value> {
+        steps_in(said, "foot")
+            .into_iter()
+            .find(|s| s.0 == "terminal")
+            .map(|s| s.1["command"].clone())
+    };
+    assert_eq!(run("check the gpu"), Some(json!("nvidia-smi")));
+    assert_eq!(
+        run("activate the conda environment called analysis"),
+        Some(json!("conda activate analysis"))
+    );
+    // A slot between words: "install {x} with pip".
+    assert_eq!(
+        run("install pandas with pip"),
+        Some(json!("pip install pandas"))
+    );
+    assert_eq!(run("install with pip"), None);
+    assert_eq!(run("install the whole thing with pip"), None);
+    assert_eq!(run("start ipython"), Some(json!("ipython")));
 }
