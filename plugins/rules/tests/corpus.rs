@@ -246,6 +246,15 @@ async fn the_eighteenth_held_out_corpus_is_scored() {
     score_held_out("blind18", "eighteenth held-out", 171, 0).await;
 }
 
+/// A nineteenth held-out set (`tests/corpus/blind19/`, 200 cases), written blind by hand
+/// against a writer's and journalist's home desktop of GNOME and Flatpak applications
+/// (GNOME Console, Firefox, Google Chrome, Evolution, LibreOffice, Lollypop, calibre) after
+/// the eighteenth had been used.
+#[tokio::test]
+async fn the_nineteenth_held_out_corpus_is_scored() {
+    score_held_out("blind19", "nineteenth held-out", 151, 0).await;
+}
+
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
 /// accuracy below the floor this matcher reached when it was written (a regression guard,
