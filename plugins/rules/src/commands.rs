@@ -359,14 +359,40 @@ impl CommandWords {
     /// words are taken out wherever they stand: "how much disk space do i have left" →
     /// `df -h`. Every other word must be the topic's, so "delete the disk space" is none.
     pub fn shell_intent(&self, phrase: &str) -> Option<&str> {
-        let mut words: Vec<&str> = phrase.split(' ').filter(|w| !w.is_empty()).collect();
-        for asking in &self.shell_asking {
-            let part: Vec<&str> = asking.split(' ').collect();
-            while let Some(at) = words.windows(part.len()).position(|w| w == part.as_slice()) {
-                words.drain(at..at + part.len());
+        let words: Vec<&str> = phrase.split(' ').filter(|w| !w.is_empty()).collect();
+        // The words left once every asking phrase is taken out, wherever it stands.
+        let unasked = |part: &[&str]| -> Vec<String> {
+            let mut rest: Vec<&str> = part.to_vec();
+            for asking in &self.shell_asking {
+                let asked: Vec<&str> = asking.split(' ').collect();
+                while let Some(at) = rest
+                    .windows(asked.len())
+                    .position(|w| w == asked.as_slice())
+                {
+                    rest.drain(at..at + asked.len());
+                }
             }
-        }
-        self.shell_intents.get(&words.join(" ")).map(String::as_str)
+            rest.into_iter().map(str::to_owned).collect()
+        };
+        // The longest run of words that is a topic, with only asking words before and after
+        // it: a topic may hold an asking word itself ("version of python" holds "of").
+        let n = words.len();
+        let run = (1..=n).rev().find_map(|len| {
+            (0..=n - len).find_map(|start| {
+                let run = self
+                    .shell_intents
+                    .get(&words[start..start + len].join(" "))?;
+                (unasked(&words[..start]).is_empty() && unasked(&words[start + len..]).is_empty())
+                    .then_some(run.as_str())
+            })
+        });
+        // Else the words left without any asking word ("pull the latest changes" is "pull
+        // latest changes").
+        run.or_else(|| {
+            self.shell_intents
+                .get(&unasked(&words).join(" "))
+                .map(String::as_str)
+        })
     }
 
     /// The shortcut name a phrase says: its synonym's name, else the phrase itself.

@@ -289,17 +289,16 @@ fn candidates(class: Class, sources: &Sources<'_>) -> Vec<Candidate> {
                 });
             }
             for app in sources.apps.all() {
+                // "open" brings up its window if one is open, as the open rule does.
                 out.push(Candidate {
                     label: app.name.clone(),
                     names: std::iter::once(app.name.clone())
                         .chain(app.generic_name.clone())
                         .collect(),
-                    step: step(
-                        "decide",
-                        "launch_app",
-                        json!({"app_id": app.id, "name": app.name}),
-                        format!("launch {} ({})", app.name, app.id),
-                    ),
+                    step: Matched {
+                        rule: "decide",
+                        ..crate::windows::ensure_step(app)
+                    },
                 });
             }
             // A profile's application without a desktop entry only where its program is

@@ -160,6 +160,7 @@ pub fn search(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escala
     let after = spoken.after_verb(SEARCH_VERBS)?;
     let verb = spoken.text(spoken.first)[..after - spoken.first].join(" ");
     let words = spoken.text(after);
+
     // "search youtube for cats": a site between the verb and "for".
     if verb == "search" {
         if let Some(for_at) = words.iter().position(|w| *w == "for") {
@@ -676,17 +677,43 @@ fn aimed_app_id<'a>(profile: &'a Profile, sources: &Sources<'a>) -> &'a str {
 /// What a phrase means in one profile: its own command, else a shortcut by name or synonym,
 /// else its command the synonym names.
 fn in_profile(phrase: &str, profile: &Profile, sources: &Sources<'_>) -> Option<Command> {
-    if let Some(command) = profile.commands.get(phrase) {
-        return Some(command.clone());
-    }
-    let name = sources.words.shortcut_name(phrase);
-    profile
-        .shortcuts
-        .get(name)
-        .map(|chord| Command::Chord(chord.clone()))
-        // A synonym of one of its own commands ("stop whatever is running": "interrupt").
-        .or_else(|| profile.commands.get(name).cloned())
+    let lookup = |phrase: &str| {
+        if let Some(command) = profile.commands.get(phrase) {
+            return Some(command.clone());
+        }
+        let name = sources.words.shortcut_name(phrase);
+        profile
+            .shortcuts
+            .get(name)
+            .map(|chord| Command::Chord(chord.clone()))
+            // A synonym of one of its own commands ("stop whatever is running": "interrupt").
+            .or_else(|| profile.commands.get(name).cloned())
+    };
+    lookup(phrase).or_else(|| {
+        // "make this line heading one", "turn this into a bullet list": the format named.
+        let rest = crate::text::after_lead(phrase, FORMAT_LEADS)?;
+        let rest = crate::text::after_lead(rest, &["a ", "an "]).unwrap_or(rest);
+        lookup(rest).filter(|_| !rest.is_empty())
+    })
 }
+
+/// What is said before a format to set on the selection or the line ("make this line
+/// heading one"), longest first.
+const FORMAT_LEADS: &[&str] = &[
+    "make this paragraph ",
+    "make this line ",
+    "make this text ",
+    "make the line ",
+    "make this ",
+    "make it ",
+    "turn this line into ",
+    "turn this into ",
+    "turn it into ",
+    "set this line to ",
+    "set this to ",
+    "change this to ",
+    "format this as ",
+];
 
 /// Rule `loose_shortcut`, tried only when no rule planned the utterance: a shortcut name of
 /// the focused application's profile (or a common one) said in other words: its content

@@ -1463,6 +1463,18 @@ mod tests {
     }
 
     #[test]
+    fn a_line_break_said_after_typed_text_is_a_step_of_its_own() {
+        let planned = plan(json!({
+            "utterance": "type interview notes and then a new line",
+            "context": {"focused": {"app_id": "org.gnome.TextEditor"}},
+        }))
+        .expect("planned")["steps"]
+            .clone();
+        assert_eq!(planned[0]["args"]["text"], "interview notes", "{planned}");
+        assert_eq!(planned[1]["args"]["chord"], "Return", "{planned}");
+    }
+
+    #[test]
     fn a_command_after_a_remark_is_planned_and_a_split_command_is_not() {
         let steps = |utterance: &str| {
             plan(json!({"utterance": utterance, "context": {"compositor": {"name": "niri"}}}))

@@ -46,7 +46,7 @@ const MEDIA_OBJECTS: &[&str] = &[
 /// Sites and places a video or a song plays on, said before it ("pause the youtube
 /// video"): they have no player of their own (the browser plays them), so the command goes
 /// to the player playing.
-const PLAYED_ON: &[&str] = &[
+pub(crate) const PLAYED_ON: &[&str] = &[
     "youtube",
     "netflix",
     "twitch",

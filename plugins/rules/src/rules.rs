@@ -474,14 +474,21 @@ fn aimed_playback(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
                 .find_map(|a| name.strip_prefix(a))
                 .unwrap_or(&name)
                 .to_owned();
-            let plays = sources.apps.find(&name).is_some_and(|a| {
+            let player = sources.apps.find(&name).filter(|a| {
                 a.categories
                     .iter()
                     .any(|c| matches!(c.as_str(), "Player" | "Audio" | "Video" | "WebBrowser"))
             });
-            if plays {
+            if let Some(app) = player {
+                // A player's MPRIS name is nearly always its program's ("Videos" is
+                // `totem`); a Flatpak's program is `flatpak`, so the name said stays.
+                let mpris = app
+                    .exec
+                    .as_deref()
+                    .filter(|p| !matches!(*p, "flatpak" | "env" | "sh" | "bash" | "snap"))
+                    .map_or(name.clone(), str::to_lowercase);
                 step.message = format!("{} on {name}", step.message);
-                step.args["player"] = Value::String(name);
+                step.args["player"] = Value::String(mpris);
                 return Some(vec![step]);
             }
         }
@@ -712,13 +719,27 @@ fn plan_head(
     pending: &mut Option<Escalation>,
 ) -> Option<Matched> {
     if let Some(mut m) = media::plan(text) {
-        // "pause the video" with a browser focused: the video that browser plays (its own
-        // MPRIS player, named as its profile is), not whichever player played last.
-        let video = text.split(' ').any(|w| w == "video");
-        if video
-            && m.args.get("player").is_none()
-            && let Some(browser) = crate::language::focused_profile(sources)
+        // "pause the video" with a browser focused, "pause the youtube video" with one open:
+        // the video that browser plays (its own MPRIS player, named as its profile is), not
+        // whichever player played last.
+        let words: Vec<&str> = text.split(' ').collect();
+        let on_the_web = words.iter().any(|w| media::PLAYED_ON.contains(w));
+        let browser = |id: &str| {
+            sources
+                .profile_of(id)
                 .filter(|p| p.kind == crate::profiles::Kind::Browser)
+        };
+        let focused = crate::language::focused_profile(sources)
+            .filter(|p| p.kind == crate::profiles::Kind::Browser)
+            .filter(|_| on_the_web || words.contains(&"video"));
+        let open = || {
+            let context = sources.context?;
+            on_the_web
+                .then(|| context.app_ids.iter().find_map(|id| browser(id)))
+                .flatten()
+        };
+        if m.args.get("player").is_none()
+            && let Some(browser) = focused.or_else(open)
         {
             m.message = format!("{} on {}", m.message, browser.name);
             m.args["player"] = Value::String(browser.id.clone());
@@ -730,6 +751,14 @@ fn plan_head(
         if let Some((site, url)) = sources.catalog.lookup_page(target) {
             return Some(crate::web::open_page(site, url));
         }
+    }
+    // "google drive", "google maps": a site's whole name, said alone, is that site, not a
+    // search of its first word's site for the rest.
+    if text.contains(' ')
+        && let Some((site, new_tab)) = site_target(text, sources.catalog)
+        && !crate::web::an_app_is_named(text, site, sources)
+    {
+        return Some(open_site(site, new_tab));
     }
     if let Some(m) = settle(language::search(sources, raw), pending) {
         return Some(m);

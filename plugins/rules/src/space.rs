@@ -542,6 +542,10 @@ mod tests {
             command("move this window up in the column").as_deref(),
             Some("move-window-up")
         );
+        assert_eq!(
+            command("show the windows in this column as tabs").as_deref(),
+            Some("toggle-column-tabbed-display")
+        );
     }
 
     /// Every action of the table plans from its own name (a parameter said after it).

@@ -190,7 +190,9 @@ fn switch_step(app: &AppEntry, sources: &Sources<'_>) -> Matched {
     }
 }
 
-fn ensure_step(app: &AppEntry) -> Matched {
+/// The step that brings up `app`: its window focused, or the application started
+/// (`ensure_app {app, desktop_id, wm_class?}`).
+pub(crate) fn ensure_step(app: &AppEntry) -> Matched {
     let mut args = json!({
         "app": app.id,
         "desktop_id": format!("{}.desktop", app.id),
@@ -295,9 +297,14 @@ pub(crate) fn close(target: &str, sources: &Sources<'_>) -> Option<Matched> {
             OfKind::Installed(_) => None,
         };
     };
+    // Its open window by the app_id the compositor knows it by (`transmission-gtk` for the
+    // entry `com.transmissionbt.Transmission`), else the entry's id.
+    let open = sources
+        .context
+        .and_then(|c| c.app_ids.iter().find(|id| app.has_app_id(id)));
     Some(Matched {
         message: format!("close {} ({})", app.name, app.id),
-        ..close_window(&app.id)
+        ..close_window(open.map_or(app.id.as_str(), String::as_str))
     })
 }
 

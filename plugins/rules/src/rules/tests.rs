@@ -2735,3 +2735,102 @@ fn data_science_shell_words_run_their_commands() {
     assert_eq!(run("install the whole thing with pip"), None);
     assert_eq!(run("start ipython"), Some(json!("ipython")));
 }
+#[test]
+fn a_sites_whole_name_said_alone_is_the_site_not_a_search() {
+    assert_eq!(steps_in("google maps", "firefox")[0].0, "ensure_url");
+    assert_eq!(
+        steps_in("google rust traits", "firefox"),
+        [(
+            "open_url",
+            json!({"url": "https://www.google.com/search?q=rust+traits"})
+        )]
+    );
+}
+
+#[test]
+fn a_windows_app_id_is_closed_and_a_guess_brings_up_the_window() {
+    let apps = vec![
+        AppEntry::new(
+            "com.transmissionbt.Transmission",
+            "Transmission",
+            Some("BitTorrent Client"),
+            &[],
+        )
+        .with_wm_class("transmission-gtk"),
+    ];
+    let ctx = context(json!({
+        "focused": {"app_id": "firefox"},
+        "windows": [{"app_id": "firefox"}, {"app_id": "transmission-gtk"}],
+    }));
+    assert_eq!(
+        steps_with("quit transmission", &apps, &ctx),
+        [("close_app", json!({"app": "transmission-gtk"}))]
+    );
+}
+
+#[test]
+fn a_line_break_said_alone_is_the_return_key() {
+    assert_eq!(
+        steps_in("new line", "org.gnome.TextEditor"),
+        [("key", json!({"chord": "Return"}))]
+    );
+}
+
+#[test]
+fn a_format_is_set_in_the_words_that_say_it() {
+    for (said, chord) in [
+        ("make this line heading one", "ctrl+1"),
+        ("make it body text", "ctrl+0"),
+        ("italics please", "ctrl+i"),
+    ] {
+        assert_eq!(
+            steps_in(said, "libreoffice-writer"),
+            [("key", json!({"chord": chord}))],
+            "{said}"
+        );
+    }
+}
+
+#[test]
+fn a_video_on_a_site_plays_in_the_open_browser_and_a_player_is_named_by_its_program() {
+    let ctx = context(json!({
+        "focused": {"app_id": "libreoffice-writer"},
+        "windows": [{"app_id": "libreoffice-writer"}, {"app_id": "firefox"}],
+    }));
+    assert_eq!(
+        steps_with("pause the youtube video", &apps(), &ctx),
+        [("media", json!({"command": "pause", "player": "firefox"}))]
+    );
+    let apps = vec![
+        AppEntry::new("org.gnome.Totem", "Videos", Some("Video Player"), &[])
+            .with_categories(&["AudioVideo", "Player", "Video"])
+            .with_exec("totem"),
+    ];
+    assert_eq!(
+        steps_with("videos, pause", &apps, &ctx),
+        [("media", json!({"command": "pause", "player": "totem"}))]
+    );
+}
+
+#[test]
+fn a_terminal_answers_questions_whose_topic_holds_an_asking_word() {
+    let run = |said: &str| -> Option<Value> {
+        steps_in(said, "foot")
+            .into_iter()
+            .find(|s| s.0 == "terminal")
+            .map(|s| s.1["command"].clone())
+    };
+    assert_eq!(
+        run("what version of python do i have"),
+        Some(json!("python3 --version"))
+    );
+    assert_eq!(
+        run("go to my documents folder"),
+        Some(json!("cd ~/Documents"))
+    );
+    assert_eq!(
+        run("count the words in draft dot md"),
+        Some(json!("wc -w draft.md"))
+    );
+    assert_eq!(run("pull the latest changes"), Some(json!("git pull")));
+}
