@@ -255,6 +255,15 @@ async fn the_nineteenth_held_out_corpus_is_scored() {
     score_held_out("blind19", "nineteenth held-out", 177, 0).await;
 }
 
+/// A twentieth held-out set (`tests/corpus/blind20/`, 200 cases), written blind by hand
+/// against a DevOps engineer's and homelab tinkerer's Arch desktop (foot, Zen Browser,
+/// Chromium, Code - OSS, Remmina, virt-manager, Wireshark, DBeaver) after the nineteenth had
+/// been used.
+#[tokio::test]
+async fn the_twentieth_held_out_corpus_is_scored() {
+    score_held_out("blind20", "twentieth held-out", 160, 0).await;
+}
+
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
 /// accuracy below the floor this matcher reached when it was written (a regression guard,
