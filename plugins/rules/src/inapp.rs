@@ -95,6 +95,43 @@ const SPOKEN_MARKS: &[(&str, &str)] = &[
     ("period", "."),
 ];
 
+/// How a mark of [`JOINED_MARKS`] joins the words beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Join {
+    /// To the word before it (a closing bracket).
+    Before,
+    /// To the word after it (an opening brace).
+    After,
+    /// To both (a slash, a call's parenthesis).
+    Both,
+}
+
+/// Marks said as words that join the words beside them, as typed in code and paths.
+const JOINED_MARKS: &[(&str, &str, Join)] = &[
+    ("slash", "/", Join::Both),
+    ("forward slash", "/", Join::Both),
+    ("backslash", "\\", Join::Both),
+    ("underscore", "_", Join::Both),
+    // A call's parenthesis and an index's bracket follow the name: "library(tidyverse)".
+    ("open paren", "(", Join::Both),
+    ("open parenthesis", "(", Join::Both),
+    ("left paren", "(", Join::Both),
+    ("close paren", ")", Join::Before),
+    ("close parenthesis", ")", Join::Before),
+    ("right paren", ")", Join::Before),
+    ("open bracket", "[", Join::Both),
+    ("close bracket", "]", Join::Before),
+    ("open brace", "{", Join::After),
+    ("close brace", "}", Join::Before),
+];
+
+/// Extensions of files and sites a spoken "dot" joins ("draft dot md", "example dot com").
+const EXTENSIONS: &[&str] = &[
+    "com", "org", "net", "io", "dev", "de", "uk", "lan", "local", "md", "txt", "rs", "py", "js",
+    "ts", "json", "toml", "yaml", "yml", "sh", "html", "css", "pdf", "csv", "docx", "odt", "png",
+    "jpg", "log", "conf", "env", "lock", "go", "c", "h", "cpp",
+];
+
 /// `text` with its spoken punctuation written as marks ([`SPOKEN_MARKS`]): a mark word
 /// after another word becomes the mark joined to that word, and the words are then
 /// single-spaced. "period" and "full stop" only end the text ("the period is over" keeps
@@ -143,9 +180,13 @@ fn written_marks(text: &str) -> String {
     if let Some((_, mark)) = SPOKEN_MARKS.iter().find(|(said, _)| *said == alone) {
         return (*mark).to_owned();
     }
-    let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
+    // "ten dot zero dot zero dot twenty": an address of numbers, in digits.
+    let dotted = crate::numbers::dotted_numbers(text);
+    let words: Vec<&str> = dotted.split(' ').filter(|w| !w.is_empty()).collect();
     let mut out = String::with_capacity(text.len());
-    let mut changed = false;
+    let mut changed = dotted != text;
+    // Whether the next word joins the last without a space ("application slash json").
+    let mut glue = false;
     let mut i = 0;
     while i < words.len() {
         let named = i == 0
@@ -153,6 +194,38 @@ fn written_marks(text: &str) -> String {
                 words[i - 1].to_lowercase().as_str(),
                 "a" | "an" | "the" | "this" | "that"
             );
+        // Marks that join words: a slash joins both sides, an opening bracket the word
+        // after it, a closing one the word before it; a dot only before a file's or a
+        // site's extension ("draft dot md", "example dot com").
+        let joined = JOINED_MARKS.iter().find_map(|(said, mark, join)| {
+            let n = said.split(' ').count();
+            let same = words
+                .get(i..i + n)?
+                .iter()
+                .map(|w| w.to_lowercase())
+                .eq(said.split(' ').map(str::to_owned));
+            same.then_some((n, *mark, *join))
+        });
+        let dot = words[i].eq_ignore_ascii_case("dot")
+            && i > 0
+            && !matches!(
+                words[i - 1].to_lowercase().as_str(),
+                "at" | "the" | "a" | "an" | "to" | "in" | "on" | "of" | "and" | "or" | "with"
+            )
+            && words
+                .get(i + 1)
+                .is_some_and(|next| EXTENSIONS.contains(&next.to_lowercase().as_str()));
+        let joined = joined.or(dot.then_some((1, ".", Join::Both)));
+        if let Some((n, mark, join)) = joined.filter(|_| !named || i == 0) {
+            if !out.is_empty() && !glue && join == Join::After {
+                out.push(' ');
+            }
+            out.push_str(mark);
+            glue = join != Join::Before;
+            changed = true;
+            i += n;
+            continue;
+        }
         let found = SPOKEN_MARKS.iter().find_map(|(said, mark)| {
             let n = said.split(' ').count();
             let same = words
@@ -173,10 +246,11 @@ fn written_marks(text: &str) -> String {
                 i += n;
             }
             None => {
-                if !out.is_empty() {
+                if !out.is_empty() && !glue {
                     out.push(' ');
                 }
                 out.push_str(words[i]);
+                glue = false;
                 i += 1;
             }
         }
@@ -884,10 +958,41 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
         &["page"],
         &["it"],
     ];
+    // What scrolls, said as where ("scroll up in the output", "scroll down on the page"):
+    // the window under the pointer, whatever it shows (an application said there, "in the
+    // terminal", is the window to scroll, planned as a target elsewhere).
+    const SCROLLED: &[&str] = &[
+        "page",
+        "window",
+        "output",
+        "document",
+        "list",
+        "log",
+        "logs",
+        "file",
+        "feed",
+        "timeline",
+        "results",
+        "thread",
+        "conversation",
+        "sidebar",
+    ];
+    let place = |w: &[&str]| match w {
+        [prep, article, noun]
+            if matches!(*prep, "in" | "on" | "through")
+                && matches!(*article, "the" | "this" | "my")
+                && SCROLLED.contains(noun) =>
+        {
+            true
+        }
+        _ => false,
+    };
     // "scroll the page down", "scroll down the page".
     let skip_object = |words: &mut &[&str]| {
         if let Some(object) = objects.iter().find(|o| words.starts_with(o)) {
             *words = &words[object.len()..];
+        } else if words.len() >= 3 && place(&words[..3]) {
+            *words = &words[3..];
         }
     };
     skip_object(&mut words);

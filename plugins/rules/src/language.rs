@@ -1387,6 +1387,9 @@ fn command_end(spoken: &Spoken<'_>, first: usize) -> usize {
 /// `python3`. Only whole words count, case aside; a command said without them stays
 /// exactly as it was (spaces and all).
 pub fn spoken_symbols(command: &str) -> String {
+    // "ping one dot one dot one dot one": an address of numbers is written in digits.
+    let dotted = crate::numbers::dotted_numbers(command);
+    let command = dotted.as_str();
     let words: Vec<&str> = command.split(' ').filter(|w| !w.is_empty()).collect();
     let symbolic = |w: &str| {
         matches!(
@@ -1525,8 +1528,14 @@ fn said_as_command(words: &[&str], flags: &[bool], sources: &Sources<'_>) -> boo
         (Some(then), Some(word)) => then.iter().any(|t| t == "*" || t == word),
         (None, first) => agent && first.is_some() && (flag(0) || rest[0] == "dash"),
     };
+    // Symbols said as words are one word of the command with what they join ("ten dot
+    // zero dot zero dot five" is one address).
+    let said = rest
+        .iter()
+        .filter(|w| !matches!(**w, "dot" | "slash" | "dash" | "colon" | "at"))
+        .count();
     first_ok
-        && rest.len() <= 8
+        && said <= 8
         && !rest
             .iter()
             .enumerate()
@@ -1671,9 +1680,17 @@ fn bare_command_from(sources: &Sources<'_>, spoken: &Spoken<'_>, first: usize) -
         // The recogniser capitalises a sentence's first word; the program's name is lower
         // case ("Cargo test" runs `cargo test`).
         let (program, rest) = said.split_once(' ').unwrap_or((said, ""));
-        format!("{} {}", program.to_lowercase(), spoken_symbols(rest))
-            .trim_end()
-            .to_owned()
+        let program = program.to_lowercase();
+        let mut rest = spoken_symbols(rest);
+        // "ssh root at ten dot zero dot zero dot five": a remote login's user at its host.
+        if matches!(program.as_str(), "ssh" | "scp" | "rsync" | "mosh" | "sftp")
+            && let Some((user, host)) = rest.split_once(" at ")
+            && !user.contains(' ')
+            && !user.is_empty()
+        {
+            rest = format!("{user}@{}", host.trim_start());
+        }
+        format!("{program} {rest}").trim_end().to_owned()
     } else {
         return None;
     };

@@ -136,6 +136,64 @@ pub fn digits(text: &str) -> String {
     out.join(" ")
 }
 
+/// `text` (words as said, single-spaced) with each number said around a spoken "dot"
+/// written in digits and joined by the dot: "ping one dot one dot one dot one" is "ping
+/// 1.1.1.1", "ten dot zero dot zero dot twenty" is "10.0.0.20", "version two dot five" is
+/// "version 2.5". A dot needs a number on both sides (one word each, digits or a number
+/// word up to ninety nine); other words are kept as said, and a text without such a run is
+/// returned unchanged.
+pub fn dotted_numbers(text: &str) -> String {
+    let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
+    let number = |w: &str| -> Option<String> {
+        let w = w.trim_end_matches([',', '.', '?', '!']);
+        if !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()) {
+            return Some(w.to_owned());
+        }
+        let lower = w.to_lowercase();
+        let lower = if lower == "oh" {
+            "zero".to_owned()
+        } else {
+            lower
+        };
+        unit(&lower).or_else(|| tens(&lower)).map(|n| n.to_string())
+    };
+    let is_dot = |w: &str| w.eq_ignore_ascii_case("dot") || w.eq_ignore_ascii_case("point");
+    let mut out: Vec<String> = Vec::with_capacity(words.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < words.len() {
+        // A run: number (dot number)+.
+        let mut end = i;
+        let mut run = Vec::new();
+        if let Some(first) = number(words[i]) {
+            run.push(first);
+            while end + 2 < words.len() && is_dot(words[end + 1]) {
+                match number(words[end + 2]) {
+                    Some(next) => {
+                        run.push(next);
+                        end += 2;
+                    }
+                    None => break,
+                }
+            }
+        }
+        if run.len() >= 2 {
+            out.push(run.join("."));
+            changed = true;
+            i = end + 1;
+        } else {
+            out.push(words[i].to_owned());
+            i += 1;
+        }
+    }
+    // Without a run the text stays exactly as said (spaces and all).
+    if changed {
+        out.join(" ")
+    } else {
+        text.to_owned()
+    }
+}
+
 /// A whole number said as people say numbers (normalised words): "120", "forty two",
 /// digit groups read together ("one twenty" is 120, "one two three" 123, "three oh five"
 /// 305), or with a scale ("one hundred and twenty", "two thousand five hundred"; "and"

@@ -751,6 +751,9 @@ fn plan_head(
         if let Some((site, url)) = sources.catalog.lookup_page(target) {
             return Some(crate::web::open_page(site, url));
         }
+        if let Some(m) = crate::web::subreddit(target, sources.catalog) {
+            return Some(m);
+        }
     }
     // "google drive", "google maps": a site's whole name, said alone, is that site, not a
     // search of its first word's site for the rest.

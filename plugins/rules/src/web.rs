@@ -107,6 +107,21 @@ pub(crate) fn open_site(site: &crate::sites::Site, new_tab: bool) -> Matched {
     open_page(site, &site.url)
 }
 
+/// "r slash homelab", "the homelab subreddit": a subreddit of Reddit (one word, letters,
+/// digits and underscores), its page as a Reddit page. `target` is normalised.
+pub(crate) fn subreddit(target: &str, catalog: &crate::sites::Catalog) -> Option<Matched> {
+    let words: Vec<&str> = target.split(' ').collect();
+    let name = match words.as_slice() {
+        ["r", "slash", name] | ["r", name] | ["slash", "r", "slash", name] => *name,
+        ["the", name, "subreddit"] | [name, "subreddit"] | ["subreddit", name] => *name,
+        _ => return None,
+    };
+    let valid = (2..=21).contains(&name.len())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let reddit = catalog.lookup("reddit")?;
+    valid.then(|| open_page(reddit, &format!("https://www.reddit.com/r/{name}")))
+}
+
 /// The step that shows `url` of `site` (its home, or a page: "my github notifications"):
 /// the tab showing the site if a browser has one, at `url`, else a new one (`ensure_url`).
 pub(crate) fn open_page(site: &crate::sites::Site, url: &str) -> Matched {
@@ -167,7 +182,14 @@ fn spoken_port(words: &[&str]) -> Option<u16> {
 /// The address a target says, after an opening verb: a development server on this machine
 /// ([`local_address`]) or a host name ("example.com"), as an `ensure_url` step.
 pub(crate) fn address(target: &str) -> Option<Matched> {
-    let (url, site) = if let Some(url) = local_address(target) {
+    // "grafana on localhost port three thousand": what runs there, then where.
+    let local = local_address(target).or_else(|| {
+        [" on ", " at "].iter().find_map(|on| {
+            let (_, place) = target.split_once(on)?;
+            local_address(place)
+        })
+    });
+    let (url, site) = if let Some(url) = local {
         let site = url.trim_start_matches("http://").to_owned();
         (url, site)
     } else {

@@ -2834,3 +2834,83 @@ fn a_terminal_answers_questions_whose_topic_holds_an_asking_word() {
     );
     assert_eq!(run("pull the latest changes"), Some(json!("git pull")));
 }
+
+#[test]
+fn code_addresses_and_symbols_said_in_words_are_written() {
+    let typed = |said: &str| -> Option<Value> {
+        steps_in(said, "org.gnome.TextEditor")
+            .into_iter()
+            .find(|s| s.0 == "type_text")
+            .map(|s| s.1["text"].clone())
+    };
+    assert_eq!(
+        typed("type application slash json"),
+        Some(json!("application/json"))
+    );
+    assert_eq!(
+        typed("type ten dot zero dot zero dot twenty"),
+        Some(json!("10.0.0.20"))
+    );
+    assert_eq!(
+        typed("type library open paren tidyverse close paren"),
+        Some(json!("library(tidyverse)"))
+    );
+    assert_eq!(
+        typed("type see the readme dot md file"),
+        Some(json!("see the readme.md file"))
+    );
+    // Prose keeps its words.
+    assert_eq!(
+        typed("type polka dot dress"),
+        Some(json!("polka dot dress"))
+    );
+    let run = |said: &str| -> Option<Value> {
+        steps_in(said, "foot")
+            .into_iter()
+            .find(|s| s.0 == "terminal")
+            .map(|s| s.1["command"].clone())
+    };
+    assert_eq!(
+        run("ping one dot one dot one dot one"),
+        Some(json!("ping 1.1.1.1"))
+    );
+    assert_eq!(
+        run("ssh root at ten dot zero dot zero dot five"),
+        Some(json!("ssh root@10.0.0.5"))
+    );
+    assert_eq!(run("list the block devices"), Some(json!("lsblk")));
+    assert_eq!(
+        run("follow the journal for sshd"),
+        Some(json!("journalctl -fu sshd"))
+    );
+}
+
+#[test]
+fn operations_pages_and_subreddits_open_as_sites() {
+    let url = |said: &str| -> Option<Value> {
+        steps_in(said, "firefox")
+            .into_iter()
+            .find(|s| s.0 == "ensure_url")
+            .map(|s| s.1["url"].clone())
+    };
+    assert_eq!(
+        url("open r slash homelab"),
+        Some(json!("https://www.reddit.com/r/homelab"))
+    );
+    assert_eq!(
+        url("go to the selfhosted subreddit"),
+        Some(json!("https://www.reddit.com/r/selfhosted"))
+    );
+    assert_eq!(
+        url("open the kubernetes docs"),
+        Some(json!("https://kubernetes.io/docs"))
+    );
+    assert_eq!(
+        url("pull up grafana on localhost port three thousand"),
+        Some(json!("http://localhost:3000"))
+    );
+    assert_eq!(
+        steps_in("scroll up in the output", "foot"),
+        [("scroll", json!({"direction": "up", "amount": 5}))]
+    );
+}
