@@ -977,15 +977,11 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
         "conversation",
         "sidebar",
     ];
-    let place = |w: &[&str]| match w {
-        [prep, article, noun]
+    let place = |w: &[&str]| {
+        matches!(w, [prep, article, noun]
             if matches!(*prep, "in" | "on" | "through")
                 && matches!(*article, "the" | "this" | "my")
-                && SCROLLED.contains(noun) =>
-        {
-            true
-        }
-        _ => false,
+                && SCROLLED.contains(noun))
     };
     // "scroll the page down", "scroll down the page".
     let skip_object = |words: &mut &[&str]| {
