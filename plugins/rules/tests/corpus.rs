@@ -264,6 +264,14 @@ async fn the_twentieth_held_out_corpus_is_scored() {
     score_held_out("blind20", "twentieth held-out", 175, 0).await;
 }
 
+/// A twenty-first held-out set (`tests/corpus/blind21/`, 200 cases), written blind by hand
+/// against a small-business owner's desktop of KDE applications (Konsole, Microsoft Edge,
+/// GnuCash, LibreOffice, Thunderbird, Elisa, VLC) after the twentieth had been used.
+#[tokio::test]
+async fn the_twenty_first_held_out_corpus_is_scored() {
+    score_held_out("blind21", "twenty-first held-out", 157, 0).await;
+}
+
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
 /// accuracy below the floor this matcher reached when it was written (a regression guard,
