@@ -147,8 +147,18 @@ fn written_marks(text: &str) -> String {
     }
     // "type john at example dot com": an address said in words, also after the words
     // that only say what it is ("type my email john at example dot com").
+    // "type my email, info at example dot com": the recogniser's comma after the lead.
+    let uncomma = text.replacen(", ", " ", 1);
+    let lead_text = if ["my email", "my e-mail", "the email", "the address"]
+        .iter()
+        .any(|lead| text.to_lowercase().starts_with(&format!("{lead},")))
+    {
+        uncomma.as_str()
+    } else {
+        text
+    };
     let address = crate::text::after_lead(
-        text,
+        lead_text,
         &[
             "my email address is ",
             "my email is ",
@@ -160,7 +170,7 @@ fn written_marks(text: &str) -> String {
             "the address ",
         ],
     )
-    .unwrap_or(text);
+    .unwrap_or(lead_text);
     if let Some(email) = spoken_email(address) {
         return email;
     }

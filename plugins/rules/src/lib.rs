@@ -471,6 +471,14 @@ impl State {
             " so i can ",
             " so we can ",
             " so that ",
+            // "start anydesk so my nephew can help me": who it is for, then why.
+            " so my ",
+            " so our ",
+            " so he ",
+            " so she ",
+            " so they ",
+            " so you ",
+            " so the ",
             " because ",
             " cause ",
             " since ",
@@ -1460,6 +1468,18 @@ mod tests {
             utter_protocol::manifest::Manifest::from_toml_str(MANIFEST, "utter-plugin.toml")
                 .expect("manifest validates");
         assert_eq!(manifest.name, "rules");
+    }
+
+    #[test]
+    fn a_command_before_who_it_is_for_is_planned() {
+        let planned = plan(json!({
+            "utterance": "pause the music so my colleague can talk",
+            "context": {"focused": {"app_id": "firefox"}},
+        }))
+        .expect("planned")["steps"]
+            .clone();
+        assert_eq!(planned[0]["op"], "media", "{planned}");
+        assert_eq!(planned[0]["args"]["command"], "pause", "{planned}");
     }
 
     #[test]

@@ -71,9 +71,10 @@ pub(crate) fn site_target<'c>(
         .map(|s| (s, new_tab))
 }
 
-/// True when an installed application's `Name` is `target` itself (without "the", "my")
-/// and the site was found by another of its names: "my calendar" is the Calendar
-/// application before Google Calendar; "google calendar" stays the site.
+/// True when an installed application's `Name` or `GenericName` is `target` itself
+/// (without "the", "my") and the site was found by another of its names: "my calendar" is
+/// the Calendar application (or Merkuro, whose GenericName is Calendar) before Google
+/// Calendar; "google calendar" stays the site.
 pub(crate) fn an_app_is_named(
     target: &str,
     site: &crate::sites::Site,
@@ -85,11 +86,12 @@ pub(crate) fn an_app_is_named(
         .unwrap_or(target);
     let said = crate::text::compact(spoken);
     crate::text::name_key(&site.name) != said
-        && sources
-            .apps
-            .all()
-            .iter()
-            .any(|a| crate::text::name_key(&a.name) == said)
+        && sources.apps.all().iter().any(|a| {
+            crate::text::name_key(&a.name) == said
+                || a.generic_name
+                    .as_deref()
+                    .is_some_and(|g| crate::text::name_key(g) == said)
+        })
 }
 
 /// The step that opens `site`: in a new tab (`open_url`), or the tab showing it if a browser

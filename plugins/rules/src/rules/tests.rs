@@ -2914,3 +2914,55 @@ fn operations_pages_and_subreddits_open_as_sites() {
         [("scroll", json!({"direction": "up", "amount": 5}))]
     );
 }
+
+#[test]
+fn a_business_desktop_is_served_by_its_data() {
+    let apps = vec![
+        AppEntry::new("org.kde.skanlite", "Skanlite", Some("Image Scanner"), &[])
+            .with_categories(&["Qt", "KDE", "Graphics", "Scanning"]),
+        AppEntry::new(
+            "org.kde.kalendar",
+            "Merkuro Calendar",
+            Some("Calendar"),
+            &[],
+        )
+        .with_categories(&["Office", "Calendar"]),
+        AppEntry::new(
+            "com.anydesk.Anydesk",
+            "AnyDesk",
+            Some("Remote Desktop"),
+            &[],
+        ),
+    ];
+    let ctx =
+        context(json!({"focused": {"app_id": "gnucash"}, "windows": [{"app_id": "gnucash"}]}));
+    let first = |said: &str| steps_with(said, &apps, &ctx).into_iter().next();
+    // The application a step brings up (started or focused).
+    let app =
+        |said: &str| first(said).map(|(_, args)| args.get("app").or(args.get("app_id")).cloned());
+    // A kind of application, and an installed calendar before Google Calendar.
+    assert_eq!(
+        app("open the scanner"),
+        Some(Some(json!("org.kde.skanlite")))
+    );
+    assert_eq!(
+        app("show me my calendar"),
+        Some(Some(json!("org.kde.kalendar")))
+    );
+    assert_eq!(first("open google calendar").unwrap().0, "ensure_url");
+    // Sites of money and government.
+    assert_eq!(
+        first("open paypal").unwrap().1["url"],
+        "https://www.paypal.com"
+    );
+    assert_eq!(
+        first("pull up the irs website").unwrap().1["url"],
+        "https://www.irs.gov"
+    );
+    // An address after the words that say what it is, and the recogniser's comma.
+    let typed = steps_in("type my email, info at rosebakery dot com", "firefox");
+    assert_eq!(
+        typed,
+        [("type_text", json!({"text": "info@rosebakery.com"}))]
+    );
+}
