@@ -327,6 +327,14 @@ fn steps_with(utterance: &str, apps: &[AppEntry], ctx: &Context) -> Vec<(&'stati
     planned_with(utterance, apps, ctx).unwrap_or_default()
 }
 
+/// The argument `key` of the first `op` step planned for `utterance` with `focused` focused.
+fn arg_in(utterance: &str, focused: &str, op: &str, key: &str) -> Option<Value> {
+    steps_in(utterance, focused)
+        .into_iter()
+        .find(|s| s.0 == op)
+        .map(|s| s.1[key].clone())
+}
+
 #[test]
 fn a_phrase_aimed_at_an_application_focuses_it_first() {
     // "<app> <phrase>", "in <app> <phrase>", "<phrase> into <app>". A key aimed at an open
@@ -2715,12 +2723,7 @@ fn notebooks_and_r_have_their_run_keys() {
 
 #[test]
 fn data_science_shell_words_run_their_commands() {
-    let run = |said: &str| -> Option<Value> {
-        steps_in(said, "foot")
-            .into_iter()
-            .find(|s| s.0 == "terminal")
-            .map(|s| s.1["command"].clone())
-    };
+    let run = |said: &str| arg_in(said, "foot", "terminal", "command");
     assert_eq!(run("check the gpu"), Some(json!("nvidia-smi")));
     assert_eq!(
         run("activate the conda environment called analysis"),
@@ -2814,12 +2817,7 @@ fn a_video_on_a_site_plays_in_the_open_browser_and_a_player_is_named_by_its_prog
 
 #[test]
 fn a_terminal_answers_questions_whose_topic_holds_an_asking_word() {
-    let run = |said: &str| -> Option<Value> {
-        steps_in(said, "foot")
-            .into_iter()
-            .find(|s| s.0 == "terminal")
-            .map(|s| s.1["command"].clone())
-    };
+    let run = |said: &str| arg_in(said, "foot", "terminal", "command");
     assert_eq!(
         run("what version of python do i have"),
         Some(json!("python3 --version"))
@@ -2837,12 +2835,7 @@ fn a_terminal_answers_questions_whose_topic_holds_an_asking_word() {
 
 #[test]
 fn code_addresses_and_symbols_said_in_words_are_written() {
-    let typed = |said: &str| -> Option<Value> {
-        steps_in(said, "org.gnome.TextEditor")
-            .into_iter()
-            .find(|s| s.0 == "type_text")
-            .map(|s| s.1["text"].clone())
-    };
+    let typed = |said: &str| arg_in(said, "org.gnome.TextEditor", "type_text", "text");
     assert_eq!(
         typed("type application slash json"),
         Some(json!("application/json"))
@@ -2864,12 +2857,7 @@ fn code_addresses_and_symbols_said_in_words_are_written() {
         typed("type polka dot dress"),
         Some(json!("polka dot dress"))
     );
-    let run = |said: &str| -> Option<Value> {
-        steps_in(said, "foot")
-            .into_iter()
-            .find(|s| s.0 == "terminal")
-            .map(|s| s.1["command"].clone())
-    };
+    let run = |said: &str| arg_in(said, "foot", "terminal", "command");
     assert_eq!(
         run("ping one dot one dot one dot one"),
         Some(json!("ping 1.1.1.1"))
@@ -2887,12 +2875,7 @@ fn code_addresses_and_symbols_said_in_words_are_written() {
 
 #[test]
 fn operations_pages_and_subreddits_open_as_sites() {
-    let url = |said: &str| -> Option<Value> {
-        steps_in(said, "firefox")
-            .into_iter()
-            .find(|s| s.0 == "ensure_url")
-            .map(|s| s.1["url"].clone())
-    };
+    let url = |said: &str| arg_in(said, "firefox", "ensure_url", "url");
     assert_eq!(
         url("open r slash homelab"),
         Some(json!("https://www.reddit.com/r/homelab"))
