@@ -355,9 +355,12 @@ impl CommandWords {
         })
     }
 
-    /// The command of the topic `phrase` (normalised words) asks about, once the asking
-    /// words are taken out wherever they stand: "how much disk space do i have left" →
-    /// `df -h`. Every other word must be the topic's, so "delete the disk space" is none.
+    /// The command of the topic `phrase` (normalised words) asks about: the longest run of
+    /// its words that is a topic with only asking words around it ("what version of python
+    /// do i have" → `python3 --version`, though "of" is an asking word), else what is left
+    /// once the asking words are taken out wherever they stand ("how much disk space do i
+    /// have left" → `df -h`). Every other word must be the topic's, so "delete the disk
+    /// space" is none.
     pub fn shell_intent(&self, phrase: &str) -> Option<&str> {
         let words: Vec<&str> = phrase.split(' ').filter(|w| !w.is_empty()).collect();
         // The words left once every asking phrase is taken out, wherever it stands.

@@ -46,7 +46,7 @@ const MEDIA_OBJECTS: &[&str] = &[
 /// Sites and places a video or a song plays on, said before it ("pause the youtube
 /// video"): they have no player of their own (the browser plays them), so the command goes
 /// to the player playing.
-pub(crate) const PLAYED_ON: &[&str] = &[
+const PLAYED_ON: &[&str] = &[
     "youtube",
     "netflix",
     "twitch",
@@ -168,6 +168,38 @@ pub(crate) fn plan(text: &str) -> Option<Matched> {
         message,
         confirm: false,
     })
+}
+
+/// [`plan`] in the desktop of `sources`: "pause the video" with a browser focused, "pause
+/// the youtube video" with one open, is for the video that browser plays (its own MPRIS
+/// player, named as its profile is), not whichever player played last.
+pub(crate) fn plan_here(text: &str, sources: &crate::plan::Sources<'_>) -> Option<Matched> {
+    let mut m = plan(text)?;
+    if m.args.get("player").is_some() {
+        return Some(m);
+    }
+    let words: Vec<&str> = text.split(' ').collect();
+    let on_the_web = words.iter().any(|w| PLAYED_ON.contains(w));
+    let browser = |id: &str| {
+        sources
+            .profile_of(id)
+            .filter(|p| p.kind == crate::profiles::Kind::Browser)
+    };
+    let context = sources.context;
+    let focused = context
+        .and_then(|c| c.focused_app_id.as_deref())
+        .and_then(browser)
+        .filter(|_| on_the_web || words.contains(&"video"));
+    let open = || {
+        on_the_web
+            .then(|| context?.app_ids.iter().find_map(|id| browser(id)))
+            .flatten()
+    };
+    if let Some(browser) = focused.or_else(open) {
+        m.message = format!("{} on {}", m.message, browser.name);
+        m.args["player"] = Value::String(browser.id.clone());
+    }
+    Some(m)
 }
 
 /// A playback command and the player it names, if `text` is one.

@@ -718,32 +718,7 @@ fn plan_head(
     raw: &str,
     pending: &mut Option<Escalation>,
 ) -> Option<Matched> {
-    if let Some(mut m) = media::plan(text) {
-        // "pause the video" with a browser focused, "pause the youtube video" with one open:
-        // the video that browser plays (its own MPRIS player, named as its profile is), not
-        // whichever player played last.
-        let words: Vec<&str> = text.split(' ').collect();
-        let on_the_web = words.iter().any(|w| media::PLAYED_ON.contains(w));
-        let browser = |id: &str| {
-            sources
-                .profile_of(id)
-                .filter(|p| p.kind == crate::profiles::Kind::Browser)
-        };
-        let focused = crate::language::focused_profile(sources)
-            .filter(|p| p.kind == crate::profiles::Kind::Browser)
-            .filter(|_| on_the_web || words.contains(&"video"));
-        let open = || {
-            let context = sources.context?;
-            on_the_web
-                .then(|| context.app_ids.iter().find_map(|id| browser(id)))
-                .flatten()
-        };
-        if m.args.get("player").is_none()
-            && let Some(browser) = focused.or_else(open)
-        {
-            m.message = format!("{} on {}", m.message, browser.name);
-            m.args["player"] = Value::String(browser.id.clone());
-        }
+    if let Some(m) = media::plan_here(text, sources) {
         return Some(m);
     }
     // "show me my pull requests on github": a page of the site, not a search on it.
