@@ -815,26 +815,8 @@ async fn transcribe_and_run(
         return report;
     };
     let transcript = text.trim().to_owned();
-    if transcript.is_empty() {
-        return no_speech(timings, "stt", "the transcript is empty");
-    }
-    if answer["non_speech"] == true {
-        return no_speech(
-            timings,
-            "stt",
-            &format!("{transcript:?} is what Whisper writes for silence or noise, not a command"),
-        );
-    }
-    let no_speech_prob = answer["no_speech_prob"].as_f64().unwrap_or(0.0);
-    let best_score = answer["hypotheses"][0]["score"].as_f64().unwrap_or(0.0);
-    if no_speech_prob > config.stt.no_speech_threshold && best_score < -1.0 {
-        return no_speech(
-            timings,
-            "stt",
-            &format!(
-                "Whisper thinks this is not speech (no_speech_prob {no_speech_prob:.2}, score {best_score:.2}); heard {transcript:?}"
-            ),
-        );
+    if let Some(why) = not_speech(&answer, config.stt.no_speech_threshold) {
+        return no_speech(timings, "stt", &why);
     }
     // The n-best list: the best hypothesis the router can plan.
     let mut hypotheses = Vec::new();
@@ -912,6 +894,40 @@ pub enum PlanKind {
     Asks,
     /// No steps and no candidates.
     Nothing,
+}
+
+/// Why an `stt.transcribe` answer holds no command, if it does not: an empty transcript,
+/// one the recogniser marks `non_speech` (what Whisper writes for silence or noise), or a
+/// `no_speech_prob` above `no_speech_threshold` (0–1, `[stt] no_speech_threshold`) with a
+/// best score below -1 (faster-whisper's rule) or with a transcript of one word. The voice loop drops such a transcript as
+/// `no-speech`; the spoken test set judges its noise clips by the same rule.
+pub fn not_speech(answer: &Value, no_speech_threshold: f64) -> Option<String> {
+    let transcript = answer["text"].as_str().unwrap_or("").trim();
+    if transcript.is_empty() {
+        return Some("the transcript is empty".into());
+    }
+    if answer["non_speech"] == true {
+        return Some(format!(
+            "{transcript:?} is what Whisper writes for silence or noise, not a command"
+        ));
+    }
+    let no_speech_prob = answer["no_speech_prob"].as_f64().unwrap_or(0.0);
+    let best_score = answer["hypotheses"][0]["score"].as_f64().unwrap_or(0.0);
+    if no_speech_prob > no_speech_threshold && best_score < -1.0 {
+        return Some(format!(
+            "Whisper thinks this is not speech (no_speech_prob {no_speech_prob:.2}, score {best_score:.2}); heard {transcript:?}"
+        ));
+    }
+    // One word where Whisper thinks there is no speech: a name of the prompt echoed over
+    // music or noise ("Google" over a tune, measured by the spoken set's clips), not a
+    // command however sure the decoding.
+    (no_speech_prob > no_speech_threshold && transcript.split_whitespace().count() == 1).then(
+        || {
+            format!(
+                "one word where Whisper hears no speech (no_speech_prob {no_speech_prob:.2}): {transcript:?} is taken for an echo of the vocabulary, not a command"
+            )
+        },
+    )
 }
 
 /// Read a `router.plan` answer as a [`PlanKind`].
@@ -1002,6 +1018,24 @@ async fn rerank(runner: &Runner, list: &[Value]) -> (Option<String>, Vec<Value>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn silence_noise_and_an_unsure_transcript_are_not_speech() {
+        let answer = |text: &str, non_speech: bool, prob: f64, score: f64| {
+            json!({"text": text, "non_speech": non_speech, "no_speech_prob": prob,
+                   "hypotheses": [{"text": text, "score": score}]})
+        };
+        assert!(not_speech(&answer("  ", false, 0.0, 0.0), 0.6).is_some());
+        assert!(not_speech(&answer("Thank you.", true, 0.1, -0.2), 0.6).is_some());
+        // Likely silence and an unsure decoding: dropped; either alone is kept.
+        assert!(not_speech(&answer("Open it.", false, 0.8, -1.4), 0.6).is_some());
+        assert!(not_speech(&answer("Open it.", false, 0.8, -0.5), 0.6).is_none());
+        // One word over music: an echo of the prompt, however sure.
+        assert!(not_speech(&answer("Google", false, 0.78, -0.86), 0.6).is_some());
+        assert!(not_speech(&answer("Pause.", false, 0.1, -0.3), 0.6).is_none());
+        assert!(not_speech(&answer("Open it.", false, 0.3, -1.4), 0.6).is_none());
+        assert!(not_speech(&answer("open youtube", false, 0.01, -0.1), 0.6).is_none());
+    }
 
     #[test]
     fn the_first_hypothesis_the_router_acts_on_wins_within_the_margin() {
