@@ -288,10 +288,17 @@ fn a_prefix_of_the_sample_order_covers_every_category_in_proportion() {
     assert_eq!(early, 5, "{order:?}");
 }
 
-/// 16 kHz mono f32 samples of `text` said as `rendition` says: espeak-ng or flite, resampled
-/// by sox, mixed with noise when the rendition is noisy.
+/// 16 kHz mono f32 samples of `text` said as `rendition` says: espeak-ng, flite or Festival,
+/// resampled by sox, mixed with noise when the rendition is noisy.
 fn speak(text: &str, rendition: Rendition) -> Vec<f32> {
     let to_raw = "sox -q -t wav - -r 16000 -c 1 -e float -b 32 -t raw -";
+    // flite and Festival write a file: a duration stretch for their speed, and a place.
+    let stretch = match rendition.speed {
+        Speed::Normal => "1.0",
+        Speed::Fast => "0.8",
+    };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let wav = dir.path().join("said.wav");
     let out = match rendition.voice {
         Voice::Espeak(voice) => {
             let wpm = match rendition.speed {
@@ -308,12 +315,6 @@ fn speak(text: &str, rendition: Rendition) -> Vec<f32> {
                 .expect("espeak-ng and sox run")
         }
         Voice::Flite(voice) => {
-            let stretch = match rendition.speed {
-                Speed::Normal => "1.0",
-                Speed::Fast => "0.8",
-            };
-            let dir = tempfile::tempdir().expect("a temp dir");
-            let wav = dir.path().join("said.wav");
             std::process::Command::new("sh")
                 .arg("-c")
                 .arg(format!(
@@ -325,12 +326,6 @@ fn speak(text: &str, rendition: Rendition) -> Vec<f32> {
                 .expect("flite and sox run")
         }
         Voice::Festival(voice) => {
-            let stretch = match rendition.speed {
-                Speed::Normal => "1.0",
-                Speed::Fast => "0.8",
-            };
-            let dir = tempfile::tempdir().expect("a temp dir");
-            let wav = dir.path().join("said.wav");
             // The text goes in on stdin and the voice and speed as Scheme calls built of
             // fixed names only (the voice is one of [`VOICES`]).
             let mut child = std::process::Command::new("sh")

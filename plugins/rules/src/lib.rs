@@ -1470,26 +1470,26 @@ mod tests {
         assert_eq!(manifest.name, "rules");
     }
 
+    /// The steps the whole router plans for `utterance` with a window of `app_id` focused.
+    fn steps_focused(utterance: &str, app_id: &str) -> Value {
+        plan(json!({"utterance": utterance, "context": {"focused": {"app_id": app_id}}}))
+            .expect("planned")["steps"]
+            .clone()
+    }
+
     #[test]
     fn a_command_before_who_it_is_for_is_planned() {
-        let planned = plan(json!({
-            "utterance": "pause the music so my colleague can talk",
-            "context": {"focused": {"app_id": "firefox"}},
-        }))
-        .expect("planned")["steps"]
-            .clone();
+        let planned = steps_focused("pause the music so my colleague can talk", "firefox");
         assert_eq!(planned[0]["op"], "media", "{planned}");
         assert_eq!(planned[0]["args"]["command"], "pause", "{planned}");
     }
 
     #[test]
     fn a_line_break_said_after_typed_text_is_a_step_of_its_own() {
-        let planned = plan(json!({
-            "utterance": "type interview notes and then a new line",
-            "context": {"focused": {"app_id": "org.gnome.TextEditor"}},
-        }))
-        .expect("planned")["steps"]
-            .clone();
+        let planned = steps_focused(
+            "type interview notes and then a new line",
+            "org.gnome.TextEditor",
+        );
         assert_eq!(planned[0]["args"]["text"], "interview notes", "{planned}");
         assert_eq!(planned[1]["args"]["chord"], "Return", "{planned}");
     }
