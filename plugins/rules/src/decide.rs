@@ -23,7 +23,11 @@
 //!   below `act`, when two or more candidates are near ([`Decision::Choose`]), the plan offers
 //!   the nearest [`MAX_CHOICES`] as candidates for the chooser to pick one by id, each asking
 //!   first, with the matcher's own decision as the plan's `fallback` (for a chooser that fails
-//!   or is unsure).
+//!   or is unsure). Near means at or above [`CHOICE_FLOOR`] × `ask` and within
+//!   [`CHOICE_SPREAD`] of the best: a chooser adds knowledge only where the matcher cannot
+//!   tell two names apart; offered names the matcher already ranks far apart ("get hub":
+//!   GitHub 0.85, GitLab 0.55) or that are all faint ("my heart": AUR 0.58, IRS 0.54) it only
+//!   turns into wrong questions, as a small model picks among them nearly at random.
 
 use crate::plan::{Matched, Sources};
 use crate::text::{compact, normalize, strip_word_prefix};
@@ -83,6 +87,13 @@ pub const MARGIN: f64 = 0.04;
 
 /// The most candidates offered to a chooser.
 pub const MAX_CHOICES: usize = 8;
+
+/// A candidate is offered to a chooser only at or above this fraction of the `ask` tier
+/// (0.85 × 0.72 ≈ 0.61 with the defaults).
+pub const CHOICE_FLOOR: f64 = 0.85;
+
+/// … and only within this much of the best candidate's score.
+pub const CHOICE_SPREAD: f64 = 0.1;
 
 /// What the matcher concluded.
 #[derive(Debug, Clone, PartialEq)]
@@ -611,7 +622,7 @@ pub fn decide(text: &str, sources: &Sources<'_>, thresholds: Thresholds) -> Opti
                     .collect(),
             )
         };
-    let floor = thresholds.ask * 0.75;
+    let floor = (thresholds.ask * CHOICE_FLOOR).max(top - CHOICE_SPREAD);
     let near: Vec<Choice> = scored
         .iter()
         .take_while(|(s, _)| *s >= floor)

@@ -1478,6 +1478,32 @@ mod tests {
     }
 
     #[test]
+    fn a_chooser_is_offered_only_names_the_matcher_cannot_tell_apart() {
+        let offered = |utterance: &str| -> Vec<String> {
+            let planned = plan(json!({"utterance": utterance,
+                "decide": {"act": 0.88, "ask": 0.72, "chooser": "llm.choose"}}))
+            .expect("planned");
+            planned["candidates"]
+                .as_array()
+                .map(|c| {
+                    c.iter()
+                        .map(|c| c["args"]["site"].as_str().unwrap_or("").to_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        // Two wikis equally near: the chooser picks.
+        let wikis = offered("open nearly wiki");
+        assert!(wikis.contains(&"Arch Wiki".to_owned()), "{wikis:?}");
+        assert!(wikis.contains(&"niri wiki".to_owned()), "{wikis:?}");
+        // GitHub is far nearer than GitLab: no choice to make, the matcher asks itself.
+        assert_eq!(offered("open get hub"), Vec::<String>::new());
+        // Faint names only: nothing to offer.
+        assert_eq!(offered("open my heart"), Vec::<String>::new());
+        assert_eq!(offered("visit grandma"), Vec::<String>::new());
+    }
+
+    #[test]
     fn a_command_before_who_it_is_for_is_planned() {
         let planned = steps_focused("pause the music so my colleague can talk", "firefox");
         assert_eq!(planned[0]["op"], "media", "{planned}");
