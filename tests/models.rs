@@ -1217,9 +1217,27 @@ fn import_of_a_model_directory_is_checked_against_the_catalog_and_installed() {
     // Nothing else in the models directory: the temporary directory was renamed.
     assert_eq!(models_entries(&home), ["tiny.en"]);
 
+    // The catalog's other models (base) are listed, not installed.
     let list = home.utter(&["models", "list", "--json"], &real_catalog());
-    assert_eq!(list.json()["models"][0]["state"], "installed", "{list}");
-    assert_eq!(list.json()["models"].as_array().unwrap().len(), 1, "{list}");
+    let states: Vec<(String, String)> = list.json()["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().into(),
+                m["state"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("tiny.en".into(), "installed".into()),
+            ("base".into(), "not-installed".into())
+        ],
+        "{list}"
+    );
 
     // Again, in words: already there and verified; nothing copied.
     let run = home.utter(
@@ -1946,7 +1964,8 @@ fn an_interrupted_import_installs_nothing_and_the_next_one_cleans_up() {
         .utter(&["models", "list", "--json"], &real_catalog())
         .json();
     let models = list["models"].as_array().unwrap();
-    assert_eq!(models.len(), 1, "{list}");
+    assert_eq!(models.len(), 2, "the catalog's tiny.en and base: {list}");
+    assert_eq!(models[0]["name"], "tiny.en", "{list}");
     assert_eq!(models[0]["state"], "not-installed", "{list}");
 
     // The next import installs it and removes the leftovers.

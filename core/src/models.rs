@@ -417,7 +417,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_embedded_catalog_pins_tiny_en() {
+    fn the_embedded_catalog_pins_tiny_en_and_base() {
         let catalog = Catalog::embedded();
         let tiny = catalog.get("tiny.en").expect("tiny.en is in the catalog");
         let names: Vec<&str> = tiny.files.iter().map(|f| f.name.as_str()).collect();
@@ -432,6 +432,10 @@ mod tests {
         );
         assert_eq!(tiny.size(), 2317 + 75_537_502 + 2_128_466 + 422_309);
         assert!(tiny.source.starts_with("https://huggingface.co/Systran/"));
+        // base, offered beside it (README "Choosing the speech model").
+        let base = catalog.get("base").expect("base is in the catalog");
+        assert_eq!(base.size(), 2309 + 145_217_532 + 2_203_239 + 459_861);
+        assert!(base.source.contains("/Systran/faster-whisper-base/"));
     }
 
     #[test]
