@@ -143,7 +143,7 @@ enum Class {
     Phrase,
 }
 
-const MEDIA_VERBS: &[(&str, &str)] = &[
+pub(crate) const MEDIA_VERBS: &[(&str, &str)] = &[
     ("pause", "pause"),
     ("play", "play"),
     ("resume", "play"),
@@ -156,7 +156,7 @@ const MEDIA_VERBS: &[(&str, &str)] = &[
 ];
 
 /// The verbs of the open class, longest first ("show" is the switch class's).
-const OPEN_VERBS: &[&str] = &[
+pub(crate) const OPEN_VERBS: &[&str] = &[
     "navigate to",
     "take me to",
     "browse to",
@@ -262,7 +262,7 @@ impl Heard {
 
 /// The Double Metaphone key of `text`'s ASCII letters ("" without any): the encoder slices
 /// by bytes, and a name with other letters ("Éditeur", "workspace ١") must not reach it.
-fn phonetic_key(text: &str) -> String {
+pub(crate) fn phonetic_key(text: &str) -> String {
     let ascii: String = text.chars().filter(char::is_ascii_alphabetic).collect();
     if ascii.is_empty() {
         return String::new();

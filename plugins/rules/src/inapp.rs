@@ -65,7 +65,7 @@ pub const MAX_SCROLL: u32 = 50;
 
 /// Verbs that type the rest of the utterance, longest first. The first that opens the
 /// utterance decides: "type in" with nothing after it types nothing (not "in").
-const TYPE_VERBS: &[&str] = &[
+pub(crate) const TYPE_VERBS: &[&str] = &[
     "enter the number",
     "input the number",
     "put in the number",
@@ -353,10 +353,10 @@ fn spoken_email(text: &str) -> Option<String> {
 }
 
 /// Verbs of a key chord. "tap" also clicks when its words are no chord.
-const KEY_VERBS: &[&str] = &["press", "hit", "tap"];
+pub(crate) const KEY_VERBS: &[&str] = &["press", "hit", "tap"];
 
 /// Verbs that click an element, longest first.
-const CLICK_VERBS: &[&str] = &["click on", "click", "tap on", "press on", "hit on"];
+pub(crate) const CLICK_VERBS: &[&str] = &["click on", "click", "tap on", "press on", "hit on"];
 
 /// Kinds of element: after "press" or "hit", words that are no chord but end with one of
 /// these click the element ("press the blue button").
@@ -1073,11 +1073,17 @@ fn click_after(spoken: &Spoken<'_>, after: usize) -> Option<Result<Matched, Stri
     let description = raw.trim().trim_matches(|c: char| {
         c.is_whitespace() || ".,!?;:\"'\u{201c}\u{201d}\u{2018}\u{2019}".contains(c)
     });
-    // "the send button" is the button called Send: the article is the speaker's.
-    let description = description
-        .get(..4)
-        .filter(|head| head.eq_ignore_ascii_case("the "))
-        .map_or(description, |_| description[4..].trim_start());
+    // "the send button" is the button called Send: the article is the speaker's ("a blue
+    // button" too, as a recogniser may write "the").
+    let description = ["the ", "an ", "a "]
+        .iter()
+        .find_map(|article| {
+            description
+                .get(..article.len())
+                .filter(|head| head.eq_ignore_ascii_case(article))
+                .map(|_| description[article.len()..].trim_start())
+        })
+        .unwrap_or(description);
     if description.is_empty() {
         return None;
     }
@@ -1472,7 +1478,10 @@ mod tests {
             ("press the blue button", "blue button"),
             ("hit the settings tab", "settings tab"),
             ("press the back button", "back button"),
-            ("press a button", "a button"),
+            ("press a button", "button"),
+            ("Press a blue button.", "blue button"),
+            ("click an OK button", "OK button"),
+            ("click A", "A"),
             ("tap OK", "OK"),
             ("tap on Save as", "Save as"),
             ("click on the settings link", "settings link"),

@@ -611,7 +611,8 @@ fn query_step(
         spoken.raw[spoken.raw_start(start)..spoken.raw_end(end)]
             .trim()
             .trim_matches(|c: char| matches!(c, '"' | '\u{201c}' | '\u{201d}'))
-            .trim_end_matches(['.', '?', '!'])
+            // A recogniser's pause is a comma: "mechanical keyboards," searches without it.
+            .trim_end_matches(['.', '?', '!', ',', ';', ':'])
             .trim()
     } else {
         ""

@@ -46,6 +46,7 @@ pub mod eval;
 pub mod examples;
 pub mod explain;
 pub mod grammar;
+pub mod heard;
 pub mod inapp;
 pub mod language;
 pub mod media;
@@ -429,6 +430,45 @@ impl State {
     /// a remark: "reopen, close tab" (a transcript's comma inside one command) is not read
     /// as "close tab". Also the command before a reason ("open obs so i can record my
     /// screen", "pause the music because the phone rings").
+    /// The plan of the first [`heard::rewrites`] of `utterance` that plans, its first step's
+    /// message saying which words were taken for which. A step that writes what was said
+    /// (typed text, a search, a shell command) asks first: "right, let me think" may have
+    /// been no command at all.
+    fn misheard_lead(
+        &self,
+        utterance: &str,
+        context: Option<&Context>,
+        profiles: &profiles::Profiles,
+        apps: &LazyApps<'_>,
+        binds: &LazyBinds<'_>,
+    ) -> Option<Vec<Matched>> {
+        heard::rewrites(utterance, &self.curated)
+            .into_iter()
+            .find_map(|rewritten| {
+                let mut steps = self
+                    .plan_text(&rewritten, context, profiles, apps, binds)
+                    .ok()?;
+                // The words replaced: all but those the rewrite kept after its lead.
+                let said: Vec<&str> = utterance.split_whitespace().collect();
+                let replaced = said.len() + 1 - rewritten.split_whitespace().count();
+                let heard = said[..replaced.clamp(1, said.len())].join(" ");
+                let meant = rewritten.split_whitespace().next().unwrap_or("");
+                for step in &mut steps {
+                    if FREE_TEXT_RULES.contains(&step.rule) {
+                        step.confirm = true;
+                    }
+                }
+                if let Some(first) = steps.first_mut() {
+                    first.message = format!(
+                        "heard \"{}\" as \"{meant}\"; {}",
+                        heard.trim_end_matches([',', '.', ';']),
+                        first.message
+                    );
+                }
+                Some(steps)
+            })
+    }
+
     fn after_remark(
         &self,
         utterance: &str,
@@ -535,6 +575,16 @@ impl State {
         let planned = match planned {
             Err(e) if e.reason != "refused" => {
                 match self.after_remark(&request.utterance, context, &profiles, &apps, &binds) {
+                    Some(steps) => Ok(steps),
+                    None => Err(e),
+                }
+            }
+            other => other,
+        };
+        // "Right, thank you.": the lead word heard as a likelier word of the same sound.
+        let planned = match planned {
+            Err(e) if matches!(e.reason, "no_rule" | "unknown_target") => {
+                match self.misheard_lead(&request.utterance, context, &profiles, &apps, &binds) {
                     Some(steps) => Ok(steps),
                     None => Err(e),
                 }
@@ -1475,6 +1525,36 @@ mod tests {
         plan(json!({"utterance": utterance, "context": {"focused": {"app_id": app_id}}}))
             .expect("planned")["steps"]
             .clone()
+    }
+
+    #[test]
+    fn a_lead_word_heard_as_its_homophone_is_planned_as_the_command() {
+        let planned = plan(json!({"utterance": "Right, thank you.",
+            "context": {"focused": {"app_id": "org.gnome.TextEditor"}}}))
+        .expect("planned");
+        let step = &planned["steps"][0];
+        assert_eq!(step["op"], "type_text", "{planned}");
+        assert_eq!(step["args"]["text"], "thank you", "{planned}");
+        // Typed text from a guessed lead asks first.
+        assert_eq!(step["confirm"], true, "{planned}");
+        let pasted = steps_focused("Post", "org.gnome.TextEditor");
+        assert_eq!(pasted[0]["op"], "key", "{pasted}");
+        assert_eq!(pasted[0]["args"]["chord"], "ctrl+v", "{pasted}");
+        let undone = steps_focused("And do.", "org.gnome.TextEditor");
+        assert_eq!(undone[0]["args"]["chord"], "ctrl+z", "{undone}");
+        // A short command written twice is planned once.
+        assert_eq!(
+            steps_focused("Clear, Clear,", "foot"),
+            steps_focused("clear", "foot")
+        );
+        // What plans as said is never rewritten; what sounds like no lead plans nothing.
+        let moved = steps_focused("move the window right", "foot");
+        assert_ne!(moved[0]["op"], "type_text", "{moved}");
+        assert!(
+            plan(json!({"utterance": "zebra crossing"})).expect("answered")["steps"]
+                .as_array()
+                .is_none_or(Vec::is_empty)
+        );
     }
 
     #[test]

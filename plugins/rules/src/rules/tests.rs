@@ -2949,3 +2949,22 @@ fn a_business_desktop_is_served_by_its_data() {
         [("type_text", json!({"text": "info@rosebakery.com"}))]
     );
 }
+
+#[test]
+fn a_query_ends_without_the_pause_a_recogniser_wrote() {
+    let query = |said: &str| -> Option<String> {
+        match steps_in(said, "firefox").as_slice() {
+            [("open_url", args)] => args["url"].as_str().map(str::to_owned),
+            _ => None,
+        }
+    };
+    assert_eq!(
+        query("Search Reddit for Mechanical Keyboards,"),
+        query("search reddit for Mechanical Keyboards")
+    );
+    assert!(
+        query("search the web for linux news;").is_some_and(|u| u.ends_with("linux+news")),
+        "{:?}",
+        query("search the web for linux news;")
+    );
+}

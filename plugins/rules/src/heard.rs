@@ -1,0 +1,189 @@
+//! Misheard lead words. A recogniser writes the likelier English word where the person said
+//! a command's first word: "Right, thank you." for "write thank you", "Post" for "paste",
+//! "And do." for "undo". When no rule plans an utterance, its first word (or its first two,
+//! heard as one: "and do") is compared by sound (the Double Metaphone key the decision head
+//! uses, [`crate::decide`]) with the **lead words** of the command space: the first word of
+//! every built-in example, common shortcut and its synonyms, the typing, key, click, open
+//! and playback verbs, and the curated focusing and closing verbs. Each lead word of the
+//! same key that is not what was heard gives one [`rewrites`] candidate, the rest of the
+//! utterance kept as it was said; the router plans them in turn and keeps the first that
+//! plans. Only the lead is ever replaced, only by a word of the same sound, and only where
+//! nothing planned: "right" in "move it right" is never touched. An utterance that is one
+//! clause written twice ("Clear, Clear,": a decoder run on past a short command) is
+//! offered once, first.
+
+use crate::decide::{MEDIA_VERBS, OPEN_VERBS, phonetic_key};
+use crate::inapp::{CLICK_VERBS, KEY_VERBS, TYPE_VERBS};
+use crate::phrases::Curated;
+use crate::text::{compact, normalize};
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+
+/// How near in spelling (normalised Damerau-Levenshtein) two words heard as one lead word
+/// must be to it.
+const TWO_WORDS_SPELLING: f64 = 0.5;
+
+/// The built-in lead words (normalised single words), each with its phonetic key.
+static BUILTIN: LazyLock<Vec<(String, String)>> = LazyLock::new(|| {
+    let mut words = BTreeSet::new();
+    let mut add = |phrase: &str| {
+        if let Some(first) = normalize(phrase).split_whitespace().next() {
+            words.insert(first.to_owned());
+        }
+    };
+    if let Ok(examples) = crate::examples::Examples::builtin() {
+        for category in &examples.categories {
+            for example in &category.examples {
+                add(&example.say);
+            }
+        }
+    }
+    let commands = crate::plan::builtin_words();
+    for name in commands.common.keys() {
+        add(name);
+    }
+    for (phrase, name) in commands.synonym_phrases() {
+        add(phrase);
+        add(name);
+    }
+    for verb in TYPE_VERBS.iter().chain(KEY_VERBS).chain(CLICK_VERBS) {
+        add(verb);
+    }
+    for verb in OPEN_VERBS
+        .iter()
+        .chain(MEDIA_VERBS.iter().map(|(verb, _)| verb))
+    {
+        add(verb);
+    }
+    keyed(words)
+});
+
+fn keyed(words: BTreeSet<String>) -> Vec<(String, String)> {
+    words
+        .into_iter()
+        // A word of one letter ("a" of "a new tab") leads nothing.
+        .filter(|w| w.chars().count() > 1)
+        .map(|w| (phonetic_key(&w), w))
+        .filter(|(key, _)| !key.is_empty())
+        .collect()
+}
+
+/// The utterances `utterance` may have been: said once where it was written twice, then
+/// with its lead replaced by a lead word of the same sound (see the module docs): the first
+/// word's twins first, then the first two words' ("and do" → "undo"), each group nearest in
+/// length, then in spelling, first ("right" is "write" before "redo"). Empty when neither
+/// applies.
+pub fn rewrites(utterance: &str, curated: &Curated) -> Vec<String> {
+    let tokens: Vec<&str> = utterance.split_whitespace().collect();
+    if tokens.is_empty() {
+        return Vec::new();
+    }
+    let extra = keyed(
+        curated
+            .focus_verbs
+            .iter()
+            .chain(&curated.close_verbs)
+            .filter_map(|v| v.split_whitespace().next().map(str::to_owned))
+            .collect(),
+    );
+    let mut out: Vec<String> = Vec::new();
+    // "Clear, Clear,": a decoder that ran on past a short command wrote it twice.
+    let half = tokens.len() / 2;
+    if tokens.len().is_multiple_of(2)
+        && half > 0
+        && (0..half).all(|i| {
+            let key = |t: &str| compact(&normalize(t));
+            !key(tokens[i]).is_empty() && key(tokens[i]) == key(tokens[i + half])
+        })
+    {
+        out.push(
+            tokens[..half]
+                .join(" ")
+                .trim_end_matches([',', ';'])
+                .to_owned(),
+        );
+    }
+    let leads: Vec<&(String, String)> = BUILTIN.iter().chain(&extra).collect();
+    let is_lead = |word: &str| leads.iter().any(|(_, w)| w == word);
+    let first = compact(&normalize(tokens[0]));
+    if first.is_empty() || is_lead(&first) {
+        return out;
+    }
+    for taken in 1..=tokens.len().min(2) {
+        let heard = compact(&normalize(&tokens[..taken].join(" ")));
+        let key = phonetic_key(&heard);
+        if key.is_empty() {
+            continue;
+        }
+        // Two words heard as one lead must also be spelt near it ("and do" is "undo"): by
+        // sound alone, "i want" would be "undo" too.
+        let near = |w: &str| strsim::normalized_damerau_levenshtein(&heard, w);
+        let mut twins: Vec<&String> = leads
+            .iter()
+            .filter(|(k, w)| *k == key && *w != heard)
+            .filter(|(_, w)| taken == 1 || near(w) >= TWO_WORDS_SPELLING)
+            .map(|(_, w)| w)
+            .collect();
+        // Nearest in length, then in spelling: "right" is "write" before "redo".
+        let length = heard.chars().count();
+        twins.sort_by(|a, b| {
+            let apart = |w: &str| w.chars().count().abs_diff(length);
+            apart(a)
+                .cmp(&apart(b))
+                .then(near(b).total_cmp(&near(a)))
+                .then(a.cmp(b))
+        });
+        for word in twins {
+            let rest = tokens[taken..].join(" ");
+            let candidate = format!("{word} {rest}").trim().to_owned();
+            if !out.contains(&candidate) {
+                out.push(candidate);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn curated() -> Curated {
+        crate::phrases::Curated::builtin().expect("curated phrases")
+    }
+
+    #[test]
+    fn a_lead_heard_as_a_likelier_word_is_offered_by_its_sound() {
+        let c = curated();
+        assert_eq!(
+            rewrites("Right, thank you.", &c)
+                .first()
+                .map(String::as_str),
+            Some("write thank you."),
+            "{:?}",
+            rewrites("Right, thank you.", &c)
+        );
+        assert!(rewrites("Post", &c).contains(&"paste".to_owned()));
+        assert_eq!(rewrites("Clear, Clear,", &c), ["Clear"]);
+        assert_eq!(rewrites("Play, Play,", &c), ["Play"]);
+        assert_eq!(rewrites("new tab new tab", &c), ["new tab"]);
+        assert!(rewrites("Baste.", &c).contains(&"paste".to_owned()));
+        assert!(
+            rewrites("And do.", &c).contains(&"undo".to_owned()),
+            "{:?}",
+            rewrites("And do.", &c)
+        );
+    }
+
+    #[test]
+    fn a_lead_word_or_an_unlike_word_is_left_alone() {
+        let c = curated();
+        assert_eq!(rewrites("press this", &c), Vec::<String>::new());
+        assert_eq!(rewrites("open youtube", &c), Vec::<String>::new());
+        assert_eq!(rewrites("zebra crossing", &c), Vec::<String>::new());
+        assert_eq!(rewrites("", &c), Vec::<String>::new());
+        // By sound alone "i want" is "undo"; spelt so far apart it is not.
+        assert_eq!(rewrites("i want to", &c), Vec::<String>::new());
+        assert_eq!(rewrites("١٢٣ ٤", &c), Vec::<String>::new());
+    }
+}
