@@ -272,6 +272,14 @@ async fn the_twenty_first_held_out_corpus_is_scored() {
     score_held_out("blind21", "twenty-first held-out", 169, 0).await;
 }
 
+/// A twenty-second held-out set (`tests/corpus/blind22/`, 200 cases), written blind by hand
+/// against a university student's desktop on niri (kitty, Firefox, Steam, Discord, OBS,
+/// Spotify, Obsidian, Anki, Zoom, LibreOffice) after the twenty-first had been used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_twenty_second_held_out_corpus_is_scored() {
+    score_held_out("blind22", "twenty-second held-out", 162, 0).await;
+}
+
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
 /// accuracy below the floor this matcher reached when it was written (a regression guard,
