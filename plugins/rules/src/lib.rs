@@ -296,7 +296,7 @@ fn refuse_wiping(steps: Vec<Matched>) -> Result<Vec<Matched>, Escalation> {
 const REMARK_LEADS: &[&str] = &[
     "i", "im", "ive", "id", "its", "it", "thats", "that", "theres", "this", "lets", "we", "were",
     "whats", "oh", "ugh", "wow", "man", "hmm", "ok", "okay", "alright", "right", "well", "yeah",
-    "nah", "damn",
+    "nah", "damn", "my", "our",
 ];
 
 /// Rules whose step takes the rest of the utterance as its text: their whole-utterance plan
@@ -497,12 +497,18 @@ impl State {
         {
             return Some(steps);
         }
-        // "zoom in a bit, the text is tiny", "open obsidian, i wanna write some notes".
-        if let Some((command, remark)) = utterance.split_once(',')
-            && !command.trim().is_empty()
-            && is_remark(remark)
+        // "zoom in a bit, the text is tiny", "open obsidian, i wanna write some notes"; "um,
+        // start zoom, my lecture starts soon" (the remark after the last comma).
+        for (command, remark) in [utterance.split_once(','), utterance.rsplit_once(',')]
+            .into_iter()
+            .flatten()
         {
-            return self.plan_text(command, context, profiles, apps, binds).ok();
+            if !command.trim().is_empty()
+                && is_remark(remark)
+                && let Ok(steps) = self.plan_text(command, context, profiles, apps, binds)
+            {
+                return Some(steps);
+            }
         }
         // "open obs so i can record my screen": the command, then why.
         let lower = utterance.to_lowercase();
@@ -522,6 +528,12 @@ impl State {
             " because ",
             " cause ",
             " since ",
+            // "play some music while i study", "scroll up to see the older messages".
+            " while i ",
+            " while we ",
+            " to see ",
+            " to read ",
+            " to check ",
         ]
         .iter()
         .filter_map(|why| lower.find(why))
@@ -1554,6 +1566,25 @@ mod tests {
             plan(json!({"utterance": "zebra crossing"})).expect("answered")["steps"]
                 .as_array()
                 .is_none_or(Vec::is_empty)
+        );
+    }
+
+    #[test]
+    fn a_remark_after_the_last_comma_and_a_purpose_after_the_command_are_not_planned() {
+        assert_eq!(
+            steps_focused(
+                "um, open firefox, my lecture starts in five minutes",
+                "foot"
+            ),
+            steps_focused("open firefox", "foot")
+        );
+        assert_eq!(
+            steps_focused("scroll up to see the older messages", "firefox"),
+            steps_focused("scroll up", "firefox")
+        );
+        assert_eq!(
+            steps_focused("play some music while i study", "foot"),
+            steps_focused("play some music", "foot")
         );
     }
 

@@ -198,8 +198,67 @@ pub(crate) fn plan_here(text: &str, sources: &crate::plan::Sources<'_>) -> Optio
     if let Some(browser) = focused.or_else(open) {
         m.message = format!("{} on {}", m.message, browser.name);
         m.args["player"] = Value::String(browser.id.clone());
+    } else if let Some((player, name)) = player_here(&words, sources) {
+        m.message = format!("{} on {name}", m.message);
+        m.args["player"] = Value::String(player);
     }
     Some(m)
+}
+
+/// The player a command that names none is for, by the windows: the focused window's
+/// application when it plays media ("pause the video" in mpv), else, for "the music", the
+/// one open window of an application that plays audio (Spotify beside the notes being
+/// written). `(MPRIS name, application name)`; `None` when the windows do not tell.
+fn player_here(words: &[&str], sources: &crate::plan::Sources<'_>) -> Option<(String, String)> {
+    let context = sources.context?;
+    let installed = |app_id: &str| sources.apps.all().iter().find(|a| a.has_app_id(app_id));
+    let player = |app_id: &str| {
+        installed(app_id)
+            .filter(|a| is_player(a))
+            .map(|a| (mpris_name(a, app_id), a.name.clone()))
+    };
+    if let Some(focused) = context.focused_app_id.as_deref()
+        && let Some(found) = player(focused)
+    {
+        return Some(found);
+    }
+    if !words.contains(&"music") {
+        return None;
+    }
+    let audio: Vec<_> = context
+        .app_ids
+        .iter()
+        .filter(|id| {
+            installed(id).is_some_and(|a| is_player(a) && a.categories.iter().any(|c| c == "Audio"))
+        })
+        .collect();
+    match audio.as_slice() {
+        [only] => player(only),
+        _ => None,
+    }
+}
+
+/// Whether an installed application may play media (its `Categories` say `Player`, `Audio`
+/// or `Video`: a video editor too, so only where it is named).
+pub(crate) fn plays(app: &crate::apps::AppEntry) -> bool {
+    app.categories
+        .iter()
+        .any(|c| matches!(c.as_str(), "Player" | "Audio" | "Video"))
+}
+
+/// Whether an installed application is a player (`Categories` says `Player`).
+fn is_player(app: &crate::apps::AppEntry) -> bool {
+    app.categories.iter().any(|c| c == "Player")
+}
+
+/// The MPRIS name a player's application is nearly always found under: its program's
+/// (`Videos` is `totem`); a Flatpak's or a wrapper's program says nothing, so `said` (the
+/// name as said, or its window's `app_id`) stays.
+pub(crate) fn mpris_name(app: &crate::apps::AppEntry, said: &str) -> String {
+    app.exec
+        .as_deref()
+        .filter(|p| !matches!(*p, "flatpak" | "env" | "sh" | "bash" | "snap"))
+        .map_or_else(|| said.to_lowercase(), str::to_lowercase)
 }
 
 /// A playback command and the player it names, if `text` is one.
@@ -302,8 +361,9 @@ fn media_phrase(text: &str) -> Option<MediaCommand> {
         return Some(command);
     }
     let volume = |c: MediaCommand| matches!(c, MediaCommand::VolumeUp | MediaCommand::VolumeDown);
-    // "hit play", "press pause": the player's button, said as a key.
-    if let Some(rest) = ["hit", "press", "tap", "click"]
+    // "hit play", "press pause": the player's button, said as a key. "click play" is the
+    // click family's: a control called Play (a game's, in Steam) is clicked.
+    if let Some(rest) = ["hit", "press", "tap"]
         .iter()
         .find_map(|verb| strip_word_prefix(text, verb))
         && let Some(command) = bare_media_phrase(rest).filter(|c| !volume(*c))

@@ -232,6 +232,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../data/profiles/obsidian.toml"),
     ),
     (
+        "anki.toml",
+        include_str!("../../../data/profiles/anki.toml"),
+    ),
+    (
         "okular.toml",
         include_str!("../../../data/profiles/okular.toml"),
     ),

@@ -172,6 +172,8 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
     match planned {
         Ok(steps) => Ok(steps),
         Err(e) => aimed_at_app(text, sources)
+            .or_else(|| named_window_action(text, sources))
+            .or_else(|| particle_after(text, sources))
             .or_else(|| language::loose_shortcut(text, sources).map(|m| vec![m]))
             .or_else(|| repeated(text, sources))
             .or_else(|| entered(sources))
@@ -453,6 +455,120 @@ fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     None
 }
 
+/// "put netflix on", "pull my calendar up", "fire steam up": a verb whose particle
+/// ("on", "up") was said after what it opens is the verb said whole ("put on netflix").
+fn particle_after(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
+    web::SITE_VERBS
+        .iter()
+        .chain(crate::plan::APP_VERBS)
+        .filter_map(|verb| verb.split_once(' '))
+        .filter(|(_, particle)| matches!(*particle, "up" | "on"))
+        .find_map(|(verb, particle)| {
+            let middle = text
+                .strip_prefix(verb)?
+                .strip_prefix(' ')?
+                .strip_suffix(particle)?
+                .strip_suffix(' ')?
+                .trim();
+            if middle.is_empty() {
+                return None;
+            }
+            plan_rules(&format!("{verb} {particle} {middle}"), sources).ok()
+        })
+}
+
+/// Whether `name` is the application's own name for the window `app_id`: its `app_id` (or
+/// the last part of a reverse-DNS one), its installed `Name` or a word of it ("obs" of "OBS
+/// Studio"), or its profile's name or aliases; not a description a fuzzy match found.
+fn own_name(name: &str, app_id: &str, sources: &Sources<'_>) -> bool {
+    let compact = |text: &str| crate::text::compact(&crate::text::normalize(text));
+    let key = compact(name);
+    let last = app_id.rsplit('.').next().unwrap_or(app_id);
+    key == compact(app_id)
+        || key == compact(last)
+        || sources
+            .apps
+            .all()
+            .iter()
+            .filter(|a| a.has_app_id(app_id))
+            .any(|a| {
+                compact(&a.name) == key
+                    || a.name
+                        .split_whitespace()
+                        .any(|w| w.chars().count() >= 3 && compact(w) == key)
+            })
+        || sources
+            .profiles
+            .for_app_id(app_id)
+            .is_some_and(|p| compact(&p.name) == key || p.spoken.iter().any(|s| compact(s) == key))
+}
+
+/// The longest name [`named_window_action`] looks for, in words.
+const MAX_WINDOW_NAME: usize = 3;
+
+/// "move spotify to workspace four", "fullscreen blender", "put discord on the left
+/// monitor": a compositor action on a window that names an open window's application where
+/// "this window" would stand. The action is planned for "this window", and the named window
+/// is focused first unless it is the focused one. Only actions of the compositor (`niri`
+/// steps), only open windows (a name of something not running is no window to move), only
+/// names (a kind, "the document", names none), the longest name first.
+fn named_window_action(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
+    let context = sources.context?;
+    let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
+    let n = words.len();
+    let open = |app_id: &str| {
+        context.focused_app_id.as_deref() == Some(app_id)
+            || context
+                .app_ids
+                .iter()
+                .any(|id| id.eq_ignore_ascii_case(app_id))
+    };
+    let alone = Sources {
+        utterance: "",
+        ..*sources
+    };
+    for k in (1..=MAX_WINDOW_NAME.min(n.saturating_sub(1))).rev() {
+        for i in 0..=n - k {
+            let name = words[i..i + k].join(" ");
+            // "the top of the document": a kind is no window's name.
+            if windows::says_a_kind(&name, sources) {
+                continue;
+            }
+            let Some(focus) = switch_to(&name, sources) else {
+                continue;
+            };
+            let Some(app_id) = brought_up(&focus)
+                .map(str::to_owned)
+                .filter(|id| open(id) && own_name(&name, id, sources))
+            else {
+                continue;
+            };
+            let said = [&words[..i], &["this", "window"][..], &words[i + k..]]
+                .concat()
+                .join(" ");
+            let Ok(steps) = plan_rules(&said, &alone) else {
+                continue;
+            };
+            if steps.is_empty() || !steps.iter().all(|m| m.op == "niri") {
+                continue;
+            }
+            if context
+                .focused_app_id
+                .as_deref()
+                .is_some_and(|f| f.eq_ignore_ascii_case(&app_id))
+            {
+                return Some(steps);
+            }
+            return Some(
+                std::iter::once(windows::focus_window(&app_id))
+                    .chain(steps)
+                    .collect(),
+            );
+        }
+    }
+    None
+}
+
 /// "pause haruna", "haruna next", "opera, play the video": a playback command and, before
 /// or after it, an installed player (or a browser, whose videos its own MPRIS player plays)
 /// by its name: the command with that name as its player.
@@ -475,18 +591,10 @@ fn aimed_playback(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
                 .unwrap_or(&name)
                 .to_owned();
             let player = sources.apps.find(&name).filter(|a| {
-                a.categories
-                    .iter()
-                    .any(|c| matches!(c.as_str(), "Player" | "Audio" | "Video" | "WebBrowser"))
+                crate::media::plays(a) || a.categories.iter().any(|c| c == "WebBrowser")
             });
             if let Some(app) = player {
-                // A player's MPRIS name is nearly always its program's ("Videos" is
-                // `totem`); a Flatpak's program is `flatpak`, so the name said stays.
-                let mpris = app
-                    .exec
-                    .as_deref()
-                    .filter(|p| !matches!(*p, "flatpak" | "env" | "sh" | "bash" | "snap"))
-                    .map_or(name.clone(), str::to_lowercase);
+                let mpris = crate::media::mpris_name(&app, &name);
                 step.message = format!("{} on {name}", step.message);
                 step.args["player"] = Value::String(mpris);
                 return Some(vec![step]);

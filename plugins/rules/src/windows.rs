@@ -145,6 +145,15 @@ fn of_kind(target: &str, sources: &Sources<'_>) -> Option<OfKind> {
     }
 }
 
+/// Whether `target` says a kind of application ("the document", "a browser", "the
+/// terminal") rather than naming one.
+pub(crate) fn says_a_kind(target: &str, sources: &Sources<'_>) -> bool {
+    kind_of(target, sources).is_some()
+        || target_names(target)
+            .into_iter()
+            .any(|n| kind_named(n).is_some())
+}
+
 /// The `[kinds]` entry `target` says ("the browser", "a file manager", "my email").
 fn kind_of<'s>(target: &str, sources: &Sources<'s>) -> Option<&'s crate::commands::AppKind> {
     let spoken = ["the ", "my ", "a ", "an "]

@@ -2968,3 +2968,92 @@ fn a_query_ends_without_the_pause_a_recogniser_wrote() {
         query("search the web for linux news;")
     );
 }
+
+#[test]
+fn a_window_action_that_names_an_open_window_acts_on_that_window() {
+    let apps = [
+        AppEntry::new("com.spotify.Client", "Spotify", Some("Music Player"), &[])
+            .with_categories(&["Audio", "Player"])
+            .with_wm_class("spotify"),
+        AppEntry::new(
+            "org.gnome.TextEditor",
+            "Text Editor",
+            Some("Text Editor"),
+            &[],
+        )
+        .with_wm_class("org.gnome.TextEditor"),
+    ];
+    let ctx = context(json!({
+        "focused": {"app_id": "org.gnome.TextEditor"},
+        "windows": [{"app_id": "org.gnome.TextEditor"}, {"app_id": "spotify"}],
+    }));
+    let steps = steps_with("move spotify to workspace four", &apps, &ctx);
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    assert_eq!(steps[0], ("focus_app", json!({"app": "spotify"})));
+    assert_eq!(steps[1].0, "niri");
+    assert_eq!(steps[1].1["command"], "move-window-to-workspace");
+    assert_eq!(steps[1].1["args"], json!([4]));
+    // The focused window is not focused again.
+    let ctx = context(json!({
+        "focused": {"app_id": "spotify"},
+        "windows": [{"app_id": "spotify"}],
+    }));
+    let steps = steps_with("put spotify on workspace two", &apps, &ctx);
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    assert_eq!(steps[0].1["command"], "move-window-to-workspace");
+    // A window that is not open is no window to move; a kind names none.
+    let ctx = context(json!({"focused": {"app_id": "org.gnome.TextEditor"}}));
+    assert!(planned_with("move spotify to workspace four", &apps, &ctx).is_err());
+    let steps = steps_with("go to the top of the document", &apps, &ctx);
+    assert!(steps.iter().all(|(op, _)| *op != "niri"), "{steps:?}");
+}
+
+#[test]
+fn a_particle_said_after_what_it_opens_is_the_verb_said_whole() {
+    let ctx = context(json!({"focused": {"app_id": "foot"}}));
+    assert_eq!(
+        steps_with("put netflix on", &apps(), &ctx),
+        steps_with("put on netflix", &apps(), &ctx)
+    );
+    assert_eq!(
+        steps_with("pull youtube up", &apps(), &ctx)[0].1["url"],
+        "https://www.youtube.com"
+    );
+}
+
+#[test]
+fn playback_without_a_player_is_for_the_player_the_windows_show() {
+    let apps = [
+        AppEntry::new("mpv", "mpv Media Player", Some("Multimedia player"), &[])
+            .with_categories(&["AudioVideo", "Audio", "Video", "Player"])
+            .with_exec("mpv")
+            .with_wm_class("mpv"),
+        AppEntry::new("com.spotify.Client", "Spotify", Some("Music Player"), &[])
+            .with_categories(&["Audio", "Music", "Player"])
+            .with_exec("spotify")
+            .with_wm_class("spotify"),
+        AppEntry::new("org.kde.kdenlive", "Kdenlive", Some("Video Editor"), &[])
+            .with_categories(&["AudioVideo", "Video"])
+            .with_wm_class("kdenlive"),
+    ];
+    let player = |utterance: &str, focused: &str, windows: &[&str]| {
+        let mut all: Vec<Value> = vec![json!({"app_id": focused})];
+        all.extend(windows.iter().map(|w| json!({"app_id": w})));
+        let ctx = context(json!({"focused": {"app_id": focused}, "windows": all}));
+        let steps = steps_with(utterance, &apps, &ctx);
+        assert_eq!(steps[0].0, "media", "{utterance}: {steps:?}");
+        steps[0].1.get("player").cloned()
+    };
+    assert_eq!(player("pause the video", "mpv", &[]), Some(json!("mpv")));
+    assert_eq!(
+        player("pause the music", "foot", &["spotify"]),
+        Some(json!("spotify"))
+    );
+    // Two players open, or a video editor focused: the windows do not tell.
+    assert_eq!(player("pause the music", "foot", &["spotify", "mpv"]), None);
+    assert_eq!(player("pause", "kdenlive", &[]), None);
+    // "click play" clicks a control called Play; "hit play" is the player's button.
+    let ctx = context(json!({"focused": {"app_id": "steam"}}));
+    assert_eq!(steps_with("click play", &apps, &ctx)[0].0, "click_element");
+    assert_eq!(steps_with("hit play", &apps, &ctx)[0].0, "media");
+}
