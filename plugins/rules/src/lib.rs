@@ -422,14 +422,6 @@ impl State {
         Some(steps)
     }
 
-    /// The steps of the last clause of `utterance` when what comes before its last comma is
-    /// a remark of the speaker's own ([`REMARK_LEADS`] first, or a statement with "is",
-    /// "are": "i want to draw something, open krita", "it's way too loud, turn the volume
-    /// down"), else of the first clause when what follows its first comma is one ("zoom in
-    /// a bit, the text is tiny"). Only after the whole utterance planned nothing, and only
-    /// a remark: "reopen, close tab" (a transcript's comma inside one command) is not read
-    /// as "close tab". Also the command before a reason ("open obs so i can record my
-    /// screen", "pause the music because the phone rings").
     /// The plan of the first [`heard::rewrites`] of `utterance` that plans, its first step's
     /// message saying which words were taken for which. A step that writes what was said
     /// (typed text, a search, a shell command) asks first: "right, let me think" may have
@@ -469,6 +461,15 @@ impl State {
             })
     }
 
+    /// The steps of the last clause of `utterance` when what comes before its last comma is
+    /// a remark of the speaker's own ([`REMARK_LEADS`] first, or a statement with "is",
+    /// "are": "i want to draw something, open krita", "it's way too loud, turn the volume
+    /// down"), else of the clause before its first or last comma when what follows it is
+    /// one ("zoom in a bit, the text is tiny", "um, start zoom, my lecture starts soon").
+    /// Only after the whole utterance planned nothing, and only a remark: "reopen, close
+    /// tab" (a transcript's comma inside one command) is not read as "close tab". Also the
+    /// command before a reason or a purpose ("open obs so i can record my screen", "pause
+    /// the music because the phone rings", "play some music while i study").
     fn after_remark(
         &self,
         utterance: &str,
