@@ -280,6 +280,15 @@ async fn the_twenty_second_held_out_corpus_is_scored() {
     score_held_out("blind22", "twenty-second held-out", 171, 0).await;
 }
 
+/// A twenty-third held-out set (`tests/corpus/blind23/`, 200 cases), written blind by hand
+/// against a musician's and video maker's desktop on niri (Alacritty, Google Chrome, Ardour,
+/// Audacity, MuseScore, Kdenlive, OBS, REAPER, Quod Libet) after the twenty-second had been
+/// used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_twenty_third_held_out_corpus_is_scored() {
+    score_held_out("blind23", "twenty-third held-out", 158, 0).await;
+}
+
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
 /// accuracy below the floor this matcher reached when it was written (a regression guard,
