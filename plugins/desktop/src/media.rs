@@ -253,7 +253,10 @@ pub fn choose<'a>(
             None => true,
             Some(w) => {
                 let suffix = p.bus_name.strip_prefix(MPRIS_PREFIX).unwrap_or(&p.bus_name);
+                // A bus name has no spaces: "quod libet" is `quodlibet`.
+                let joined: String = w.split_whitespace().collect();
                 suffix.to_lowercase().contains(w.as_str())
+                    || suffix.to_lowercase().contains(joined.as_str())
                     || p.identity.to_lowercase().contains(w.as_str())
             }
         })
@@ -567,6 +570,9 @@ mod tests {
             Some(&players[2])
         );
         assert_eq!(choose(&players, Some("rhythmbox"), None), None);
+        // A name said in words is a bus name written as one.
+        let more = [p("quodlibet", "Music", "Paused")];
+        assert_eq!(choose(&more, Some("quod libet"), None), Some(&more[0]));
         // Blank means "any".
         assert_eq!(choose(&players, Some("  "), None), Some(&players[1]));
     }

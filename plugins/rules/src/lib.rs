@@ -339,6 +339,35 @@ impl State {
         }
     }
 
+    /// "type drum and bass sample packs and press enter": text with a conjunction of its own
+    /// ("drum and bass"), then a command. Split at the last conjunction only: the text before
+    /// it (typed, searched or run) and, after it, a command that is no free text itself.
+    fn free_text_then(
+        &self,
+        utterance: &str,
+        context: Option<&Context>,
+        profiles: &profiles::Profiles,
+        apps: &LazyApps<'_>,
+        binds: &LazyBinds<'_>,
+    ) -> Option<Vec<Matched>> {
+        let lower = utterance.to_ascii_lowercase();
+        let (at, conjunction) = CONJUNCTIONS
+            .iter()
+            .filter_map(|c| lower.rfind(c).map(|at| (at, *c)))
+            .max_by_key(|(at, c)| (*at, std::cmp::Reverse(c.len())))?;
+        let (head, tail) = (&utterance[..at], &utterance[at + conjunction.len()..]);
+        let mut steps = self.plan_text(head, context, profiles, apps, binds).ok()?;
+        if !steps.iter().any(|s| FREE_TEXT_RULES.contains(&s.rule)) {
+            return None;
+        }
+        let after = self.plan_text(tail, context, profiles, apps, binds).ok()?;
+        if after.is_empty() || after.iter().any(|s| FREE_TEXT_RULES.contains(&s.rule)) {
+            return None;
+        }
+        steps.extend(after);
+        Some(steps)
+    }
+
     /// The steps of `utterance` split at its conjunctions, when every part plans; each part
     /// in the context the steps before it leave (a site opened: a browser is focused).
     fn plan_parts(
@@ -529,7 +558,12 @@ impl State {
             " because ",
             " cause ",
             " since ",
-            // "play some music while i study", "scroll up to see the older messages".
+            // "play some music while i study", "scroll up to see the older messages", "open
+            // thunderbird i need to answer a client".
+            " i need to ",
+            " i have to ",
+            " i want to ",
+            " i gotta ",
             " while i ",
             " while we ",
             " to see ",
@@ -579,7 +613,11 @@ impl State {
             .is_ok_and(|steps| steps.iter().any(|s| FREE_TEXT_RULES.contains(&s.rule)));
         let planned = match whole {
             Ok(steps) if !free_text => Ok(steps),
-            whole => match self.plan_parts(&request.utterance, context, &profiles, &apps, &binds) {
+            whole => match self
+                .plan_parts(&request.utterance, context, &profiles, &apps, &binds)
+                .or_else(|| {
+                    self.free_text_then(&request.utterance, context, &profiles, &apps, &binds)
+                }) {
                 Some(steps) => Ok(steps),
                 None => whole,
             },
@@ -1587,6 +1625,19 @@ mod tests {
             steps_focused("play some music while i study", "foot"),
             steps_focused("play some music", "foot")
         );
+    }
+
+    #[test]
+    fn typed_text_with_a_conjunction_of_its_own_is_split_at_the_last_one() {
+        let planned = steps_focused("type drum and bass sample packs and press enter", "firefox");
+        assert_eq!(
+            planned[0]["args"]["text"], "drum and bass sample packs",
+            "{planned}"
+        );
+        assert_eq!(planned[1]["args"]["chord"], "Return", "{planned}");
+        // Text that only has a conjunction stays whole.
+        let planned = steps_focused("type salt and pepper", "firefox");
+        assert_eq!(planned[0]["args"]["text"], "salt and pepper", "{planned}");
     }
 
     #[test]

@@ -236,6 +236,26 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../data/profiles/anki.toml"),
     ),
     (
+        "reaper.toml",
+        include_str!("../../../data/profiles/reaper.toml"),
+    ),
+    (
+        "audacity.toml",
+        include_str!("../../../data/profiles/audacity.toml"),
+    ),
+    (
+        "kdenlive.toml",
+        include_str!("../../../data/profiles/kdenlive.toml"),
+    ),
+    (
+        "musescore.toml",
+        include_str!("../../../data/profiles/musescore.toml"),
+    ),
+    (
+        "shotcut.toml",
+        include_str!("../../../data/profiles/shotcut.toml"),
+    ),
+    (
         "okular.toml",
         include_str!("../../../data/profiles/okular.toml"),
     ),

@@ -113,14 +113,29 @@ pub(crate) fn open_site(site: &crate::sites::Site, new_tab: bool) -> Matched {
 /// digits and underscores), its page as a Reddit page. `target` is normalised.
 pub(crate) fn subreddit(target: &str, catalog: &crate::sites::Catalog) -> Option<Matched> {
     let words: Vec<&str> = target.split(' ').collect();
+    let reddit = catalog.lookup("reddit")?;
     let name = match words.as_slice() {
         ["r", "slash", name] | ["r", name] | ["slash", "r", "slash", name] => *name,
         ["the", name, "subreddit"] | [name, "subreddit"] | ["subreddit", name] => *name,
+        // "the we are the music makers subreddit": a name said in words is written as one,
+        // with or without underscores (r/wearethemusicmakers, r/linux_gaming), which speech
+        // does not tell: Reddit's own search for communities finds it.
+        [said @ .., "subreddit"] if said.len() > 1 => {
+            let said = said.strip_prefix(&["the"]).unwrap_or(said);
+            let mut step = open_page(
+                reddit,
+                &format!(
+                    "https://www.reddit.com/search/?q={}&type=communities",
+                    said.join("+")
+                ),
+            );
+            step.message = format!("find the {} subreddit on Reddit", said.join(" "));
+            return Some(step);
+        }
         _ => return None,
     };
     let valid = (2..=21).contains(&name.len())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    let reddit = catalog.lookup("reddit")?;
     valid.then(|| open_page(reddit, &format!("https://www.reddit.com/r/{name}")))
 }
 

@@ -2884,6 +2884,13 @@ fn operations_pages_and_subreddits_open_as_sites() {
         url("go to the selfhosted subreddit"),
         Some(json!("https://www.reddit.com/r/selfhosted"))
     );
+    // A name said in several words is searched for, not guessed.
+    assert_eq!(
+        url("open the we are the music makers subreddit"),
+        Some(json!(
+            "https://www.reddit.com/search/?q=we+are+the+music+makers&type=communities"
+        ))
+    );
     assert_eq!(
         url("open the kubernetes docs"),
         Some(json!("https://kubernetes.io/docs"))
