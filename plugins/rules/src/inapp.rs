@@ -993,12 +993,18 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
                 && matches!(*article, "the" | "this" | "my")
                 && SCROLLED.contains(noun))
     };
-    // "scroll the page down", "scroll down the page".
+    // "scroll the page down", "scroll down the page", "scroll the timeline to the right".
+    let named = |w: &[&str]| {
+        matches!(w, [article, noun]
+            if matches!(*article, "the" | "this" | "my") && SCROLLED.contains(noun))
+    };
     let skip_object = |words: &mut &[&str]| {
         if let Some(object) = objects.iter().find(|o| words.starts_with(o)) {
             *words = &words[object.len()..];
         } else if words.len() >= 3 && place(&words[..3]) {
             *words = &words[3..];
+        } else if words.len() >= 2 && named(&words[..2]) {
+            *words = &words[2..];
         }
     };
     skip_object(&mut words);
@@ -1391,6 +1397,8 @@ mod tests {
             ("scroll down once", "down", 1),
             ("scroll down twenty times", "down", 20),
             ("scroll the page down", "down", 5),
+            ("scroll the timeline to the right", "right", 5),
+            ("scroll my feed down a lot", "down", 15),
             ("scroll down the page a lot", "down", 15),
             ("please scroll down", "down", 5),
             ("scroll to the right", "right", 5),
