@@ -255,8 +255,9 @@ pub fn choose<'a>(
                 let suffix = p.bus_name.strip_prefix(MPRIS_PREFIX).unwrap_or(&p.bus_name);
                 // A bus name has no spaces: "quod libet" is `quodlibet`.
                 let joined: String = w.split_whitespace().collect();
-                suffix.to_lowercase().contains(w.as_str())
-                    || suffix.to_lowercase().contains(joined.as_str())
+                let suffix = suffix.to_lowercase();
+                suffix.contains(w.as_str())
+                    || suffix.contains(joined.as_str())
                     || p.identity.to_lowercase().contains(w.as_str())
             }
         })

@@ -68,12 +68,23 @@ fn keyed(words: BTreeSet<String>) -> Vec<(String, String)> {
         .collect()
 }
 
+/// One utterance a transcript may have been ([`rewrites`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewrite {
+    /// The words of the transcript that were replaced, as written ("Right,", "Clear, Clear,").
+    pub heard: String,
+    /// What stands in their place ("write", "Clear").
+    pub meant: String,
+    /// The whole utterance with them replaced ("write thank you.").
+    pub utterance: String,
+}
+
 /// The utterances `utterance` may have been: said once where it was written twice, then
 /// with its lead replaced by a lead word of the same sound (see the module docs): the first
 /// word's twins first, then the first two words' ("and do" → "undo"), each group nearest in
 /// length, then in spelling, first ("right" is "write" before "redo"). Empty when neither
 /// applies.
-pub fn rewrites(utterance: &str, curated: &Curated) -> Vec<String> {
+pub fn rewrites(utterance: &str, curated: &Curated) -> Vec<Rewrite> {
     let tokens: Vec<&str> = utterance.split_whitespace().collect();
     if tokens.is_empty() {
         return Vec::new();
@@ -86,31 +97,32 @@ pub fn rewrites(utterance: &str, curated: &Curated) -> Vec<String> {
             .filter_map(|v| v.split_whitespace().next().map(str::to_owned))
             .collect(),
     );
-    let mut out: Vec<String> = Vec::new();
+    let mut out: Vec<Rewrite> = Vec::new();
     // "Clear, Clear,": a decoder that ran on past a short command wrote it twice.
+    let key = |t: &str| compact(&normalize(t));
     let half = tokens.len() / 2;
     if tokens.len().is_multiple_of(2)
         && half > 0
-        && (0..half).all(|i| {
-            let key = |t: &str| compact(&normalize(t));
-            !key(tokens[i]).is_empty() && key(tokens[i]) == key(tokens[i + half])
-        })
+        && (0..half).all(|i| !key(tokens[i]).is_empty() && key(tokens[i]) == key(tokens[i + half]))
     {
-        out.push(
-            tokens[..half]
-                .join(" ")
-                .trim_end_matches([',', ';'])
-                .to_owned(),
-        );
+        let once = tokens[..half]
+            .join(" ")
+            .trim_end_matches([',', ';'])
+            .to_owned();
+        out.push(Rewrite {
+            heard: tokens.join(" "),
+            meant: once.clone(),
+            utterance: once,
+        });
     }
     let leads: Vec<&(String, String)> = BUILTIN.iter().chain(&extra).collect();
     let is_lead = |word: &str| leads.iter().any(|(_, w)| w == word);
-    let first = compact(&normalize(tokens[0]));
+    let first = key(tokens[0]);
     if first.is_empty() || is_lead(&first) {
         return out;
     }
     for taken in 1..=tokens.len().min(2) {
-        let heard = compact(&normalize(&tokens[..taken].join(" ")));
+        let heard = key(&tokens[..taken].join(" "));
         let key = phonetic_key(&heard);
         if key.is_empty() {
             continue;
@@ -133,11 +145,15 @@ pub fn rewrites(utterance: &str, curated: &Curated) -> Vec<String> {
                 .then(near(b).total_cmp(&near(a)))
                 .then(a.cmp(b))
         });
+        let rest = tokens[taken..].join(" ");
         for word in twins {
-            let rest = tokens[taken..].join(" ");
             let candidate = format!("{word} {rest}").trim().to_owned();
-            if !out.contains(&candidate) {
-                out.push(candidate);
+            if !out.iter().any(|r| r.utterance == candidate) {
+                out.push(Rewrite {
+                    heard: tokens[..taken].join(" "),
+                    meant: word.clone(),
+                    utterance: candidate,
+                });
             }
         }
     }
@@ -152,38 +168,48 @@ mod tests {
         crate::phrases::Curated::builtin().expect("curated phrases")
     }
 
+    /// The rewritten utterances alone.
+    fn said(utterance: &str, c: &Curated) -> Vec<String> {
+        rewrites(utterance, c)
+            .into_iter()
+            .map(|r| r.utterance)
+            .collect()
+    }
+
     #[test]
     fn a_lead_heard_as_a_likelier_word_is_offered_by_its_sound() {
         let c = curated();
+        let right = rewrites("Right, thank you.", &c);
         assert_eq!(
-            rewrites("Right, thank you.", &c)
-                .first()
-                .map(String::as_str),
-            Some("write thank you."),
-            "{:?}",
-            rewrites("Right, thank you.", &c)
+            right.first(),
+            Some(&Rewrite {
+                heard: "Right,".into(),
+                meant: "write".into(),
+                utterance: "write thank you.".into(),
+            }),
+            "{right:?}"
         );
-        assert!(rewrites("Post", &c).contains(&"paste".to_owned()));
-        assert_eq!(rewrites("Clear, Clear,", &c), ["Clear"]);
-        assert_eq!(rewrites("Play, Play,", &c), ["Play"]);
-        assert_eq!(rewrites("new tab new tab", &c), ["new tab"]);
-        assert!(rewrites("Baste.", &c).contains(&"paste".to_owned()));
+        assert!(said("Post", &c).contains(&"paste".to_owned()));
+        assert_eq!(said("Clear, Clear,", &c), ["Clear"]);
+        assert_eq!(said("Play, Play,", &c), ["Play"]);
+        assert_eq!(said("new tab new tab", &c), ["new tab"]);
+        assert!(said("Baste.", &c).contains(&"paste".to_owned()));
         assert!(
-            rewrites("And do.", &c).contains(&"undo".to_owned()),
+            said("And do.", &c).contains(&"undo".to_owned()),
             "{:?}",
-            rewrites("And do.", &c)
+            said("And do.", &c)
         );
     }
 
     #[test]
     fn a_lead_word_or_an_unlike_word_is_left_alone() {
         let c = curated();
-        assert_eq!(rewrites("press this", &c), Vec::<String>::new());
-        assert_eq!(rewrites("open youtube", &c), Vec::<String>::new());
-        assert_eq!(rewrites("zebra crossing", &c), Vec::<String>::new());
-        assert_eq!(rewrites("", &c), Vec::<String>::new());
+        assert_eq!(said("press this", &c), Vec::<String>::new());
+        assert_eq!(said("open youtube", &c), Vec::<String>::new());
+        assert_eq!(said("zebra crossing", &c), Vec::<String>::new());
+        assert_eq!(said("", &c), Vec::<String>::new());
         // By sound alone "i want" is "undo"; spelt so far apart it is not.
-        assert_eq!(rewrites("i want to", &c), Vec::<String>::new());
-        assert_eq!(rewrites("١٢٣ ٤", &c), Vec::<String>::new());
+        assert_eq!(said("i want to", &c), Vec::<String>::new());
+        assert_eq!(said("١٢٣ ٤", &c), Vec::<String>::new());
     }
 }

@@ -465,15 +465,10 @@ impl State {
     ) -> Option<Vec<Matched>> {
         heard::rewrites(utterance, &self.curated)
             .into_iter()
-            .find_map(|rewritten| {
+            .find_map(|rewrite| {
                 let mut steps = self
-                    .plan_text(&rewritten, context, profiles, apps, binds)
+                    .plan_text(&rewrite.utterance, context, profiles, apps, binds)
                     .ok()?;
-                // The words replaced: all but those the rewrite kept after its lead.
-                let said: Vec<&str> = utterance.split_whitespace().collect();
-                let replaced = said.len() + 1 - rewritten.split_whitespace().count();
-                let heard = said[..replaced.clamp(1, said.len())].join(" ");
-                let meant = rewritten.split_whitespace().next().unwrap_or("");
                 for step in &mut steps {
                     if FREE_TEXT_RULES.contains(&step.rule) {
                         step.confirm = true;
@@ -481,8 +476,9 @@ impl State {
                 }
                 if let Some(first) = steps.first_mut() {
                     first.message = format!(
-                        "heard \"{}\" as \"{meant}\"; {}",
-                        heard.trim_end_matches([',', '.', ';']),
+                        "heard \"{}\" as \"{}\"; {}",
+                        rewrite.heard.trim_end_matches([',', '.', ';']),
+                        rewrite.meant,
                         first.message
                     );
                 }

@@ -211,7 +211,7 @@ pub(crate) fn plan_here(text: &str, sources: &crate::plan::Sources<'_>) -> Optio
 /// written). `(MPRIS name, application name)`; `None` when the windows do not tell.
 fn player_here(words: &[&str], sources: &crate::plan::Sources<'_>) -> Option<(String, String)> {
     let context = sources.context?;
-    let installed = |app_id: &str| sources.apps.all().iter().find(|a| a.has_app_id(app_id));
+    let installed = |app_id: &str| sources.installed_for(app_id);
     let player = |app_id: &str| {
         installed(app_id)
             .filter(|a| is_player(a))

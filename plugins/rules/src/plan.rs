@@ -193,9 +193,14 @@ impl<'a> Sources<'a> {
         if let Some(profile) = self.profiles.for_app_id(app_id) {
             return Some(profile);
         }
-        let apps: &'a dyn AppLookup = self.apps;
-        let entry = apps.all().iter().find(|a| a.has_app_id(app_id))?;
+        let entry = self.installed_for(app_id)?;
         self.profiles.for_categories(&entry.categories)
+    }
+
+    /// The installed application whose windows carry `app_id` ([`AppEntry::has_app_id`]).
+    pub(crate) fn installed_for(&self, app_id: &str) -> Option<&'a AppEntry> {
+        let apps: &'a dyn AppLookup = self.apps;
+        apps.all().iter().find(|a| a.has_app_id(app_id))
     }
 
     /// The utterance the in-app rules read: [`Sources::utterance`], else `text`.

@@ -486,17 +486,12 @@ fn own_name(name: &str, app_id: &str, sources: &Sources<'_>) -> bool {
     let last = app_id.rsplit('.').next().unwrap_or(app_id);
     key == compact(app_id)
         || key == compact(last)
-        || sources
-            .apps
-            .all()
-            .iter()
-            .filter(|a| a.has_app_id(app_id))
-            .any(|a| {
-                compact(&a.name) == key
-                    || a.name
-                        .split_whitespace()
-                        .any(|w| w.chars().count() >= 3 && compact(w) == key)
-            })
+        || sources.installed_for(app_id).is_some_and(|a| {
+            compact(&a.name) == key
+                || a.name
+                    .split_whitespace()
+                    .any(|w| w.chars().count() >= 3 && compact(w) == key)
+        })
         || sources
             .profiles
             .for_app_id(app_id)
@@ -516,8 +511,14 @@ fn named_window_action(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>
     let context = sources.context?;
     let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
     let n = words.len();
+    let focused = |app_id: &str| {
+        context
+            .focused_app_id
+            .as_deref()
+            .is_some_and(|f| f.eq_ignore_ascii_case(app_id))
+    };
     let open = |app_id: &str| {
-        context.focused_app_id.as_deref() == Some(app_id)
+        focused(app_id)
             || context
                 .app_ids
                 .iter()
@@ -552,11 +553,7 @@ fn named_window_action(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>
             if steps.is_empty() || !steps.iter().all(|m| m.op == "niri") {
                 continue;
             }
-            if context
-                .focused_app_id
-                .as_deref()
-                .is_some_and(|f| f.eq_ignore_ascii_case(&app_id))
-            {
+            if focused(&app_id) {
                 return Some(steps);
             }
             return Some(
