@@ -94,16 +94,28 @@ impl<S: Subscriber> Layer<S> for LogTap {
     }
 }
 
-/// Collects an event's `message` and its other fields as bounded text.
+/// Collects an event's `message` and its other fields as bounded text: each value at most
+/// [`LogLine::MAX_TEXT`] bytes, all of them with their names at most [`LogLine::MAX_LINE`]
+/// (a field with no room left is left out).
 #[derive(Default)]
 struct Fields {
     message: String,
     others: BTreeMap<String, String>,
+    /// Bytes taken so far (values and field names).
+    size: usize,
 }
 
 impl Fields {
     fn put(&mut self, field: &Field, value: String) {
-        let value = bounded(value);
+        let room = LogLine::MAX_LINE
+            .saturating_sub(self.size + field.name().len())
+            .min(LogLine::MAX_TEXT);
+        if room < '…'.len_utf8() && field.name() != "message" {
+            // No room left: the field is left out.
+            return;
+        }
+        let value = bounded(value, room);
+        self.size += value.len() + field.name().len();
         if field.name() == "message" {
             self.message = value;
         } else {
@@ -124,11 +136,12 @@ impl Visit for Fields {
     }
 }
 
-/// `text` cut to at most [`LogLine::MAX_TEXT`] bytes on a character boundary, ending with
-/// `…` when it was cut.
-fn bounded(mut text: String) -> String {
-    if text.len() > LogLine::MAX_TEXT {
-        let mut end = LogLine::MAX_TEXT - '…'.len_utf8();
+/// `text` cut to at most `max` bytes on a character boundary (but never below the 3 bytes
+/// of `…`), ending with `…` when it was cut.
+fn bounded(mut text: String, max: usize) -> String {
+    let max = max.max('…'.len_utf8());
+    if text.len() > max {
+        let mut end = max - '…'.len_utf8();
         while !text.is_char_boundary(end) {
             end -= 1;
         }
@@ -168,16 +181,36 @@ mod tests {
         assert_eq!(second.level, "WARN");
         assert!(second.message.len() <= LogLine::MAX_TEXT && second.message.ends_with('…'));
         assert!(second.fields["detail"].len() <= LogLine::MAX_TEXT);
+        // Three more long fields: the line as a whole stays within MAX_LINE.
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer()), || {
+            let long = "z".repeat(10_000);
+            tracing::warn!(a = %long, b = %long, c = %long, "{long}");
+        });
+        let third = rx.try_recv().expect("the line of many fields");
+        let size: usize = third.message.len()
+            + third
+                .fields
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>();
+        assert!(size <= LogLine::MAX_LINE, "{size}");
+        assert!(third.fields["a"].ends_with('…'), "cut to the room left");
+        assert_eq!(
+            third.fields.len(),
+            1,
+            "the fields past the bound are left out"
+        );
         assert!(rx.try_recv().is_err(), "nothing else");
         let (recent, _) = follow();
         assert!(recent.len() >= 2 && recent.len() <= RECENT);
-        assert_eq!(recent.last(), Some(&second));
+        assert_eq!(recent.last(), Some(&third));
     }
 
     #[test]
     fn a_cut_never_splits_a_character() {
-        let cut = bounded("é".repeat(LogLine::MAX_TEXT));
+        let cut = bounded("é".repeat(LogLine::MAX_TEXT), LogLine::MAX_TEXT);
         assert!(cut.len() <= LogLine::MAX_TEXT && cut.ends_with('…'));
-        assert_eq!(bounded("short".into()), "short");
+        assert_eq!(bounded("short".into(), LogLine::MAX_TEXT), "short");
+        assert_eq!(bounded("short".into(), 0), "…");
     }
 }

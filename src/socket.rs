@@ -32,7 +32,8 @@
 //!
 //! **Limits**: at most [`MAX_CONNECTIONS`] connections at once (more are refused with an
 //! error frame); per connection 1000 requests per sliding 10 s, and a bounded event backlog
-//! per subscription.
+//! per subscription; 4 MiB of frames waiting for one client and 32 MiB for all of them
+//! together before subscribers that fell behind are dropped (`session::SUBSCRIBERS_BUDGET`).
 //!
 //! The CLI's side (the `utter-ipc` crate) talks only to a socket served by a process of its own
 //! user, so a socket planted by someone else never sees a token.

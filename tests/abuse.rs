@@ -24,7 +24,7 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 /// A subscriber that stops reading is dropped once the events waiting for it pass the bound
-/// (8 MiB), with a final `dropped` notice it reads when it reads again; the daemon's memory
+/// (4 MiB), with a final `dropped` notice it reads when it reads again; the daemon's memory
 /// does not follow the flood; an utterance over 64 KiB is refused with a clear error.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_subscriber_that_never_reads_is_dropped_and_memory_stays_bounded() {
@@ -45,7 +45,7 @@ async fn a_subscriber_that_never_reads_is_dropped_and_memory_stays_bounded() {
     client.call("runner.version", json!({})).await.unwrap();
     let before = rss_kib(daemon.pid());
     // Each command's event carries its 60 KB utterance (and its dry-run result): about
-    // 24 MB of events in all, three times the bound.
+    // 24 MB of events in all, six times the bound.
     let long = format!("echo {}", "a".repeat(60_000));
     for _ in 0..200 {
         client
@@ -96,10 +96,10 @@ async fn a_subscriber_that_never_reads_is_dropped_and_memory_stays_bounded() {
     };
     assert!(notice.contains("stopped reading"), "{notice}");
     println!("the stalled subscriber received {received} bytes before its dropped notice");
-    // The bound (8 MiB) plus what sockets and the codec hold: one 120 KB event, socket
+    // The bound (4 MiB) plus what sockets and the codec hold: one 120 KB event, socket
     // buffers. Without the bound every one of the ~24 MB of events would be queued.
     assert!(
-        received < 12 * 1024 * 1024,
+        received < 8 * 1024 * 1024,
         "{received} bytes were queued for a subscriber that did not read"
     );
     assert!(
@@ -385,6 +385,52 @@ async fn the_token_file_is_there_before_the_socket() {
     );
     let _ = child.wait();
     assert!(there, "the socket appeared before the token file");
+}
+
+/// A subscriber dropped for not reading, whose connection then closes as idle, reads why it
+/// was dropped last: the closing notice repeats the drop's reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_closing_notice_of_a_dropped_subscriber_says_why_it_was_dropped() {
+    let sb = Sandbox::new();
+    let config = write_config(
+        &sb,
+        &format!("{TERMINAL_ON}[socket]\nidle_timeout_ms = 3000\n"),
+    );
+    let daemon = Daemon::start(&sb, &config, None).await;
+    let mut stalled = tokio::net::UnixStream::connect(&daemon.socket)
+        .await
+        .unwrap();
+    let mut hello = frame(1, "runner.auth", json!({"token": daemon.token()}));
+    hello.extend(frame(2, "runner.subscribe", json!({})));
+    stalled.write_all(&hello).await.unwrap();
+    let client = daemon.client().await;
+    client.call("runner.version", json!({})).await.unwrap();
+    // About 12 MB of events: three times the subscriber's bound.
+    let long = format!("echo {}", "a".repeat(60_000));
+    for _ in 0..100 {
+        client
+            .call(
+                "runner.command",
+                json!({"utterance": long, "dry_run": true}),
+            )
+            .await
+            .expect("a dry run of a long command");
+    }
+    // Read nothing until the connection has idled past its timeout, then everything.
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    let mut all = Vec::new();
+    tokio::time::timeout(LIMIT, stalled.read_to_end(&mut all))
+        .await
+        .expect("the connection is closed")
+        .unwrap();
+    let text = String::from_utf8_lossy(&all);
+    let last = text.rsplit("Content-Length").next().unwrap();
+    assert!(last.contains("runner.closing"), "the last frame: {last}");
+    assert!(
+        last.contains("sub-1 was dropped: this subscriber stopped reading")
+            && last.contains("idle for 3000 ms"),
+        "the last frame: {last}"
+    );
 }
 
 /// An authenticated connection cannot hold its slot for ever: one that trickles a frame is
@@ -692,9 +738,11 @@ async fn log_floods_are_cut_to_the_bound_and_summarised() {
     assert_eq!(run.code, Some(0), "{run}");
 }
 
-/// After a storm the daemon gives its memory back: forty subscribers that never read, each
-/// holding up to its 8 MiB bound of 60 KB events until it is dropped, then gone; ten
-/// seconds later the daemon's resident memory is within twice its idle size.
+/// After a storm the daemon gives its memory back: 64 subscribers (two on each of 32
+/// connections) that never read, each holding events of 60 KB until it is dropped, then
+/// gone. Between them they hold at most the subscribers' budget (32 MiB, plus 256 KiB per
+/// connection), not 32 × 4 MiB; ten seconds after they left the daemon's resident memory is
+/// within twice its idle size.
 #[tokio::test(flavor = "multi_thread")]
 async fn memory_is_given_back_after_a_storm_of_stalled_subscribers() {
     let sb = Sandbox::new();
@@ -705,12 +753,13 @@ async fn memory_is_given_back_after_a_storm_of_stalled_subscribers() {
     let idle = rss_kib(daemon.pid());
 
     let mut stalled = Vec::new();
-    for _ in 0..40 {
+    for _ in 0..32 {
         let mut stream = tokio::net::UnixStream::connect(&daemon.socket)
             .await
             .unwrap();
         let mut hello = frame(1, "runner.auth", json!({"token": daemon.token()}));
         hello.extend(frame(2, "runner.subscribe", json!({})));
+        hello.extend(frame(3, "runner.subscribe", json!({})));
         stream.write_all(&hello).await.unwrap();
         stalled.push(stream);
     }
@@ -730,12 +779,22 @@ async fn memory_is_given_back_after_a_storm_of_stalled_subscribers() {
         }
     }
     peak = peak.max(rss_kib(daemon.pid()));
+    let log = daemon.log();
+    assert!(
+        log.contains("subscribers' budget is spent"),
+        "the shared budget never acted: {log}"
+    );
+    // 32 × 4 MiB would be 128 MiB of queued events alone.
+    assert!(
+        peak - idle < 96 * 1024,
+        "RSS rose from {idle} KiB to {peak} KiB"
+    );
     drop(stalled);
     given_back(
         &daemon,
         idle,
         peak,
-        "40 stalled subscribers, 200 events of 60 KB",
+        "64 stalled subscribers on 32 connections, 200 events of 60 KB",
     )
     .await;
     client.call("runner.status", json!({})).await.unwrap();

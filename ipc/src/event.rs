@@ -148,6 +148,9 @@ impl LogCursor {
 impl LogLine {
     /// The longest message or field value a log event carries, in bytes.
     pub const MAX_TEXT: usize = 4096;
+    /// The most text one log event carries, message and fields (names and values)
+    /// together, in bytes: a field past it is cut (ending with `…`) or left out.
+    pub const MAX_LINE: usize = 8192;
 
     /// The line for people: `LEVEL target: message key=value …` (no time).
     pub fn display(&self) -> String {

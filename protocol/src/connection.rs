@@ -65,6 +65,52 @@ pub struct ConnectionOptions {
     /// When set, the body limit of inbound frames is read from it at each frame header,
     /// never above `max_body`: a server keeps it small until the peer authenticated.
     pub inbound_limit: Option<crate::frame::BodyLimit>,
+    /// When set, the bytes queued for this peer also count in a budget shared with other
+    /// connections, which [`Connection::try_notify`] keeps to (see [`QueueBudget`]).
+    pub shared_queue: Option<Arc<QueueBudget>>,
+}
+
+/// Bytes of frame bodies waiting for several peers together: every connection given the
+/// same budget ([`ConnectionOptions::shared_queue`]) counts its queued bytes in it from the
+/// moment a frame is queued until the writer takes it (or the connection ends).
+///
+/// [`Connection::try_notify`] refuses a notification that would take the budget past its
+/// limit, except to a peer with less than [`QueueBudget::floor`] bytes waiting: a peer that
+/// reads is never refused for what the others left unread. So the bytes waiting for all
+/// peers together stay under `limit` plus `floor` for each connection.
+#[derive(Debug)]
+pub struct QueueBudget {
+    used: AtomicUsize,
+    limit: usize,
+    floor: usize,
+}
+
+impl QueueBudget {
+    /// A budget of `limit` bytes; a connection with less than `floor` bytes queued is never
+    /// refused for it.
+    pub fn new(limit: usize, floor: usize) -> Arc<QueueBudget> {
+        Arc::new(QueueBudget {
+            used: AtomicUsize::new(0),
+            limit,
+            floor,
+        })
+    }
+
+    /// Bytes waiting for all the connections that share it.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::SeqCst)
+    }
+
+    /// The bound, in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// What a connection may have queued and still never be refused for the budget, in
+    /// bytes.
+    pub fn floor(&self) -> usize {
+        self.floor
+    }
 }
 
 impl Default for ConnectionOptions {
@@ -78,6 +124,7 @@ impl Default for ConnectionOptions {
             oversized_is_fatal: false,
             frame_timeout: None,
             inbound_limit: None,
+            shared_queue: None,
         }
     }
 }
@@ -155,6 +202,16 @@ pub enum TrySendError {
         /// Frames the queue holds at most.
         capacity: usize,
     },
+    /// The peer has at least the budget's floor waiting, and the budget shared with other
+    /// connections ([`QueueBudget`]) would pass its limit.
+    Budget {
+        /// Bytes waiting for this peer.
+        queued: usize,
+        /// Bytes waiting for all the connections of the budget.
+        shared: usize,
+        /// The budget's limit, in bytes.
+        limit: usize,
+    },
 }
 
 impl fmt::Display for TrySendError {
@@ -168,6 +225,14 @@ impl fmt::Display for TrySendError {
             TrySendError::Frames { capacity } => write!(
                 f,
                 "the peer is not reading: {capacity} frames are waiting for it"
+            ),
+            TrySendError::Budget {
+                queued,
+                shared,
+                limit,
+            } => write!(
+                f,
+                "the peer is not reading: {queued} bytes are waiting for it, and {shared} for all peers together (bound {limit})"
             ),
         }
     }
@@ -261,6 +326,8 @@ struct Inner {
     out: mpsc::Sender<Outbound>,
     /// Bytes of frame bodies in `out`, not yet handed to the writer.
     queued: AtomicUsize,
+    /// The budget those bytes also count in, when shared with other connections.
+    budget: Option<Arc<QueueBudget>>,
     pending: Mutex<HashMap<RequestId, Waiter>>,
     next_id: AtomicI64,
     prefix: Option<String>,
@@ -324,11 +391,27 @@ impl Inner {
         }
     }
 
+    /// Count `bytes` as queued (here and in the shared budget).
+    fn count_in(&self, bytes: usize) {
+        self.queued.fetch_add(bytes, Ordering::SeqCst);
+        if let Some(budget) = &self.budget {
+            budget.used.fetch_add(bytes, Ordering::SeqCst);
+        }
+    }
+
+    /// Count `bytes` as no longer queued (handed to the writer, or never to be written).
+    fn count_out(&self, bytes: usize) {
+        self.queued.fetch_sub(bytes, Ordering::SeqCst);
+        if let Some(budget) = &self.budget {
+            budget.used.fetch_sub(bytes, Ordering::SeqCst);
+        }
+    }
+
     /// Queue `item`, waiting for room in the queue; counts its bytes as queued once it is
     /// in (a caller that gives up while waiting leaves no count behind).
     async fn push(&self, item: Outbound) -> Result<(), ()> {
         let permit = self.out.reserve().await.map_err(|_| ())?;
-        self.queued.fetch_add(item.len(), Ordering::SeqCst);
+        self.count_in(item.len());
         permit.send(item);
         Ok(())
     }
@@ -344,7 +427,7 @@ impl Inner {
                 return Err(mpsc::error::TrySendError::Closed(item));
             }
         };
-        self.queued.fetch_add(item.len(), Ordering::SeqCst);
+        self.count_in(item.len());
         permit.send(item);
         Ok(())
     }
@@ -436,6 +519,7 @@ impl Connection {
         let inner = Arc::new(Inner {
             out: out_tx,
             queued: AtomicUsize::new(0),
+            budget: options.shared_queue,
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicI64::new(1),
             prefix: options.id_prefix,
@@ -603,13 +687,15 @@ impl Connection {
     /// plus this one stay within `limit` bytes and the queue has room, it is queued at
     /// once; otherwise nothing is queued. A queue that is empty always takes one
     /// notification, however large (up to the frame limit), so a bound smaller than one
-    /// message cannot starve a reading peer.
+    /// message cannot starve a reading peer. A connection with a shared budget
+    /// ([`ConnectionOptions::shared_queue`]) keeps to it too.
     ///
     /// For senders that must not wait on a slow peer (event subscriptions): the caller
     /// decides what a full queue means.
     ///
     /// # Errors
-    /// [`TrySendError::Full`] with the queued bytes; [`TrySendError::Closed`].
+    /// [`TrySendError::Full`] with the queued bytes; [`TrySendError::Budget`] past the shared
+    /// budget; [`TrySendError::Frames`] when the frame queue is full; [`TrySendError::Closed`].
     pub fn try_notify(
         &self,
         method: &str,
@@ -649,6 +735,16 @@ impl Connection {
             let queued = self.inner.queued.load(Ordering::SeqCst);
             if queued > 0 && queued.saturating_add(body.len()) > limit {
                 return Err(TrySendError::Full { queued, limit });
+            }
+            if let Some(budget) = &self.inner.budget {
+                let shared = budget.used();
+                if queued >= budget.floor && shared.saturating_add(body.len()) > budget.limit {
+                    return Err(TrySendError::Budget {
+                        queued,
+                        shared,
+                        limit: budget.limit,
+                    });
+                }
             }
             // The last free frame slot is kept for [`Connection::try_notify_final`].
             if self.inner.out.capacity() <= 1 {
@@ -832,7 +928,7 @@ async fn write_loop<W>(
         // Handed to the writer: the codec's own buffer is flushed past its bound, so the
         // bytes are no longer waiting in the queue.
         if let Some(inner) = inner.upgrade() {
-            inner.queued.fetch_sub(item.len(), Ordering::SeqCst);
+            inner.count_out(item.len());
         }
         match item {
             Outbound::Frame(body) => {
@@ -860,7 +956,7 @@ async fn write_loop<W>(
     rx.close();
     while let Ok(item) = rx.try_recv() {
         if let Some(inner) = inner.upgrade() {
-            inner.queued.fetch_sub(item.len(), Ordering::SeqCst);
+            inner.count_out(item.len());
         }
     }
     if !failed {
@@ -1308,6 +1404,66 @@ mod tests {
         let _ = tokio::time::timeout(Duration::from_millis(20), call).await;
         let cancel = seen.recv().await.unwrap();
         assert_eq!(cancel["params"]["id"], json!(1));
+    }
+
+    /// Two connections whose peers never read share a budget: the one that filled it is
+    /// refused past its floor, the other still gets what fits under the floor, and the
+    /// budget counts nothing once both are gone.
+    #[tokio::test]
+    async fn a_shared_budget_bounds_what_waits_for_all_peers() {
+        let budget = QueueBudget::new(200_000, 50_000);
+        let spawn = || {
+            // A pipe of 1 KiB that nobody reads: frames stay queued.
+            let (a, b) = tokio::io::duplex(1024);
+            let (ar, aw) = tokio::io::split(a);
+            let options = ConnectionOptions {
+                shared_queue: Some(budget.clone()),
+                ..opts("stalled", None)
+            };
+            let (conn, rx) = Connection::spawn(ar, aw, options);
+            (conn, rx, b)
+        };
+        let (first, _rx1, peer1) = spawn();
+        let (second, _rx2, peer2) = spawn();
+        let note = json!({"pad": "x".repeat(20_000)});
+        let mut sent = 0;
+        let refused = loop {
+            match first.try_notify("n", note.clone(), usize::MAX) {
+                Ok(()) => sent += 1,
+                Err(e) => break e,
+            }
+            assert!(sent < 100, "the budget never refused");
+        };
+        let TrySendError::Budget { shared, limit, .. } = refused else {
+            panic!("{refused:?}");
+        };
+        assert_eq!(limit, 200_000);
+        assert!(shared <= 200_000 + 20_100, "{shared}");
+        // The budget is spent, but the second peer has nothing waiting: under the floor it
+        // is still served.
+        // (The writer holds one frame it could not finish; the floor is 2.5 frames.)
+        let mut taken = 0;
+        let refused = loop {
+            match second.try_notify("n", note.clone(), usize::MAX) {
+                Ok(()) => taken += 1,
+                Err(e) => break e,
+            }
+            assert!(taken < 10, "the budget never refused the second peer");
+        };
+        assert!((2..=4).contains(&taken), "{taken}");
+        assert!(
+            matches!(refused, TrySendError::Budget { .. }),
+            "{refused:?}"
+        );
+        // The peers go: what was queued will never be written.
+        drop((peer1, peer2));
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while budget.used() > 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("closed connections release their share of the budget");
     }
 
     #[tokio::test]

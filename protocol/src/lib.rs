@@ -50,7 +50,9 @@ pub mod testkit;
 pub mod text;
 pub mod throttle;
 
-pub use connection::{CloseReason, Connection, ConnectionOptions, Incoming, TrySendError};
+pub use connection::{
+    CloseReason, Connection, ConnectionOptions, Incoming, QueueBudget, TrySendError,
+};
 pub use error::{ErrorCode, ErrorObject};
 pub use message::{Message, Notification, Request, RequestId, Response};
 pub use provenance::Provenance;

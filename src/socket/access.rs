@@ -200,6 +200,9 @@ pub(crate) struct Shared {
     file_token: Mutex<Option<String>>,
     /// Log bounds for what any peer can cause at will (see [`SocketLogs`]).
     pub logs: SocketLogs,
+    /// The bytes waiting for all clients together, which subscriptions keep to
+    /// ([`super::session::SUBSCRIBERS_BUDGET`]).
+    pub subscribers: Arc<utter_protocol::QueueBudget>,
 }
 
 /// One log bound per kind of line a peer can cause at will, so that a client that
@@ -238,6 +241,10 @@ impl Shared {
             token_file,
             file_token: Mutex::new(file_token),
             logs: SocketLogs::default(),
+            subscribers: utter_protocol::QueueBudget::new(
+                super::session::SUBSCRIBERS_BUDGET,
+                super::session::SUBSCRIBERS_FLOOR,
+            ),
         }
     }
 

@@ -54,13 +54,27 @@ const MAX_SUBSCRIPTIONS: usize = 16;
 const EVENT_METHOD: &str = "runner.event";
 /// Bytes of frames that may wait for a client before its event subscriptions are dropped
 /// (the events of a client that stops reading would otherwise pile up in the daemon).
-pub(crate) const SUBSCRIBER_QUEUE_BYTES: usize = 8 * 1024 * 1024;
+pub(crate) const SUBSCRIBER_QUEUE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Bytes that may wait for all clients together before a subscriber with at least
+/// [`SUBSCRIBERS_FLOOR`] waiting is dropped: one budget, so that many stalled subscribers
+/// cost at most this much between them ([`utter_protocol::QueueBudget`]).
+pub(crate) const SUBSCRIBERS_BUDGET: usize = 32 * 1024 * 1024;
+
+/// What a client may have waiting and never be dropped for the shared budget, in bytes: a
+/// subscriber that reads is not dropped for what others left unread.
+pub(crate) const SUBSCRIBERS_FLOOR: usize = 256 * 1024;
+
+/// How many bytes may wait for a client before the next line of a subscription's first
+/// burst (the snapshot and the kept log lines) is queued: the burst goes out as the client
+/// reads it, never queued whole.
+const REPLAY_WINDOW: usize = 64 * 1024;
 
 /// How long each message of a subscription's first burst (the snapshot and the kept log
-/// lines) may wait for room in a full queue before the subscriber is dropped as one that
-/// does not read. Per message, not per burst: a client that reads, however slowly, makes
-/// room within this time and keeps its subscription; one that stops reading is dropped
-/// this long after its queue filled.
+/// lines) may wait for the client to read what is before it ([`REPLAY_WINDOW`]) before the
+/// subscriber is dropped as one that does not read. Per message, not per burst: a client
+/// that reads, however slowly, makes room within this time and keeps its subscription; one
+/// that stops reading is dropped this long after it stopped.
 const REPLAY_PATIENCE: Duration = Duration::from_secs(5);
 
 /// The methods that act or answer for the person: refused to plugins and what they start
@@ -174,6 +188,7 @@ pub(super) async fn serve_connection(arrival: Arrival, shared: Arc<Shared>) {
             label: format!("client pid {pid}"),
             frame_timeout: Some(Duration::from_millis(timeouts.frame_timeout_ms)),
             inbound_limit: Some(body_limit.clone()),
+            shared_queue: Some(shared.subscribers.clone()),
             ..Default::default()
         },
     );
@@ -199,6 +214,7 @@ pub(super) async fn serve_connection(arrival: Arrival, shared: Arc<Shared>) {
         limited_auth_logged: false,
         work: Arc::new(Mutex::new(HashMap::new())),
         subscriptions: Arc::new(Mutex::new(HashMap::new())),
+        dropped: Arc::new(Mutex::new(None)),
         next_subscription: 0,
         idle_timeout: Duration::from_millis(timeouts.idle_timeout_ms),
         scope: Scope::Client(connection),
@@ -234,6 +250,9 @@ struct Session {
     limited_auth_logged: bool,
     work: Work,
     subscriptions: Arc<Mutex<HashMap<String, AbortHandle>>>,
+    /// Why the runner last ended one of this connection's subscriptions (`sub-<n> was
+    /// dropped: <reason>`), until the connection's closing notice repeats it.
+    dropped: Arc<Mutex<Option<String>>>,
     next_subscription: u64,
     /// `[socket] idle_timeout_ms`: how long the connection may send nothing while nothing
     /// of its own runs.
@@ -289,12 +308,16 @@ impl Session {
                         "client sent nothing for {} ms and has nothing running; closing",
                         self.idle_timeout.as_millis()
                     );
+                    let idle = format!("idle for {} ms with nothing running ([socket] idle_timeout_ms); connect again when needed", self.idle_timeout.as_millis());
+                    // A subscription the runner ended is why nothing runs: the last thing
+                    // the client reads says so, not only that it idled.
+                    let reason = match self.dropped.lock().expect("dropped lock").take() {
+                        Some(dropped) => format!("{dropped}; then {idle}"),
+                        None => idle,
+                    };
                     let _ = self
                         .conn
-                        .notify(
-                            "runner.closing",
-                            json!({"reason": format!("idle for {} ms with nothing running ([socket] idle_timeout_ms); connect again when needed", self.idle_timeout.as_millis())}),
-                        )
+                        .notify("runner.closing", json!({"reason": reason}))
                         .await;
                     break false;
                 }
@@ -823,6 +846,8 @@ impl Session {
                 .await;
             return;
         }
+        // A subscription that starts again is the answer to an earlier drop.
+        self.dropped.lock().expect("dropped lock").take();
         let runner = &self.shared.runner;
         // Subscribe before the snapshot, so nothing between the two is lost.
         let events = runner.subscribe();
@@ -846,6 +871,7 @@ impl Session {
             events,
             logs,
             self.subscriptions.clone(),
+            self.dropped.clone(),
         ));
         subscriptions.insert(subscription, task.abort_handle());
     }
@@ -894,6 +920,7 @@ async fn forward_events(
     mut events: broadcast::Receiver<utter_core::events::Event>,
     logs: Option<(Vec<LogLine>, broadcast::Receiver<LogLine>)>,
     subscriptions: Arc<Mutex<HashMap<String, AbortHandle>>>,
+    dropped: Arc<Mutex<Option<String>>>,
 ) {
     let send = |event: Value| {
         conn.try_notify(
@@ -903,6 +930,8 @@ async fn forward_events(
         )
     };
     let drop_with = |reason: String| {
+        *dropped.lock().expect("dropped lock") =
+            Some(format!("{subscription} was dropped: {reason}"));
         // Past the bound on purpose (try_notify keeps a slot for it): the client learns why,
         // whenever it reads again.
         let _ = conn.try_notify_final(
@@ -913,20 +942,31 @@ async fn forward_events(
     let log_event = |line: LogLine| {
         serde_json::to_value(utter_core::events::Event::Log(line)).unwrap_or(Value::Null)
     };
-    // The snapshot and the kept log lines go out in one burst the client has had no chance
-    // to read yet (several subscriptions with logs on one connection pass the frame queue's
-    // slots at once): a full queue here is waited on, for a while, before the subscriber is
-    // called one that does not read. (Polled: the byte bound drains as the writer hands
-    // frames to the socket, which wakes no one.)
+    // The snapshot and the kept log lines go out as the client reads them: each waits until
+    // at most REPLAY_WINDOW bytes wait before it, for a while, before the subscriber is
+    // called one that does not read. (Polled: the queue drains as the writer hands frames
+    // to the socket, which wakes no one.)
     let send_patiently = |event: Value| {
         let send = &send;
+        let conn = &conn;
         async move {
             let deadline = tokio::time::Instant::now() + REPLAY_PATIENCE;
             loop {
-                match send(event.clone()) {
-                    Err(TrySendError::Full { .. } | TrySendError::Frames { .. })
-                        if tokio::time::Instant::now() < deadline =>
-                    {
+                let waiting = conn.queued_bytes() > REPLAY_WINDOW;
+                let outcome = if waiting {
+                    Err(TrySendError::Full {
+                        queued: conn.queued_bytes(),
+                        limit: REPLAY_WINDOW,
+                    })
+                } else {
+                    send(event.clone())
+                };
+                match outcome {
+                    Err(
+                        TrySendError::Full { .. }
+                        | TrySendError::Frames { .. }
+                        | TrySendError::Budget { .. },
+                    ) if tokio::time::Instant::now() < deadline => {
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
                     outcome => return outcome,
@@ -1003,6 +1043,16 @@ async fn forward_events(
             tracing::warn!(%subscription, capacity, "event subscriber is not reading; dropped");
             drop_with(format!(
                 "this subscriber stopped reading: {capacity} messages were waiting for it; subscribe again for a fresh snapshot"
+            ));
+        }
+        Err(TrySendError::Budget {
+            queued,
+            shared,
+            limit,
+        }) => {
+            tracing::warn!(%subscription, queued, shared, limit, "event subscriber is behind while the subscribers' budget is spent; dropped");
+            drop_with(format!(
+                "this subscriber fell behind: {queued} bytes of events were waiting for it while all clients together had {shared} waiting (the runner keeps at most {limit}); subscribe again for a fresh snapshot"
             ));
         }
         _ => {}
@@ -1239,6 +1289,7 @@ mod tests {
             memory_pair(ConnectionOptions::default(), ConnectionOptions::default());
         let (_events, receiver) = backlog(4, 10);
         let subscriptions = Arc::new(Mutex::new(HashMap::new()));
+        let dropped = Arc::new(Mutex::new(None));
         forward_events(
             runner_side,
             "sub-1".into(),
@@ -1246,6 +1297,7 @@ mod tests {
             receiver,
             None,
             subscriptions,
+            dropped.clone(),
         )
         .await;
         let mut notes = Vec::new();
@@ -1262,6 +1314,12 @@ mod tests {
         assert_eq!(notes[1].params["event"]["event"], "dropped");
         let reason = notes[1].params["event"]["reason"].as_str().unwrap();
         assert!(reason.contains("behind"), "{reason}");
+        // The session keeps the reason for the connection's closing notice.
+        let kept = dropped.lock().unwrap().clone().expect("the drop is kept");
+        assert!(
+            kept.starts_with("sub-1 was dropped: ") && kept.ends_with(reason),
+            "{kept}"
+        );
     }
 
     /// A log follower that falls behind misses the oldest lines, is told how many, and
@@ -1283,6 +1341,7 @@ mod tests {
             lines.send(line(n)).unwrap();
         }
         let subscriptions = Arc::new(Mutex::new(HashMap::new()));
+        let dropped = Arc::new(Mutex::new(None));
         let task = tokio::spawn(forward_events(
             runner_side,
             "sub-1".into(),
@@ -1290,6 +1349,7 @@ mod tests {
             receiver,
             Some((vec![line(0)], lines_rx)),
             subscriptions,
+            dropped.clone(),
         ));
         let mut next = async || match client_rx.recv().await.unwrap() {
             Incoming::Notification(n) => n.params["event"].clone(),
@@ -1334,6 +1394,7 @@ mod tests {
         );
         let (_events, receiver) = backlog(4096, 3000);
         let subscriptions = Arc::new(Mutex::new(HashMap::new()));
+        let dropped = Arc::new(Mutex::new(None));
         // Returns: the subscription ended instead of waiting for the client.
         tokio::time::timeout(
             Duration::from_secs(30),
@@ -1344,6 +1405,7 @@ mod tests {
                 receiver,
                 None,
                 subscriptions,
+                dropped.clone(),
             ),
         )
         .await
