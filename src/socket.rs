@@ -31,7 +31,9 @@
 //! §12, items 35 and 36); this one does neither.
 //!
 //! **Limits**: at most [`MAX_CONNECTIONS`] connections at once (more are refused with an
-//! error frame); per connection 1000 requests per sliding 10 s, and a bounded event backlog
+//! error frame), [`RESERVED_CONNECTIONS`] of them for admitted clients and
+//! [`SHORT_CONNECTIONS`] of those for short calls only (no subscription or stream); at most
+//! 16 event subscriptions per client process; per connection 1000 requests per sliding 10 s, and a bounded event backlog
 //! per subscription; 4 MiB of frames waiting for one client and 32 MiB for all of them
 //! together before subscribers that fell behind are dropped (`session::SUBSCRIBERS_BUDGET`).
 //!
@@ -109,28 +111,77 @@ pub const MAX_CONNECTIONS: usize = 64;
 
 /// Of [`MAX_CONNECTIONS`], how many only clients admitted without a token (the `utter`
 /// binary, `[socket] allow_binaries`) may take, so that a flood of connections that never
-/// authenticate cannot lock the CLI out.
-pub const RESERVED_CONNECTIONS: usize = 16;
+/// authenticate cannot lock the CLI out. Includes [`SHORT_CONNECTIONS`].
+pub const RESERVED_CONNECTIONS: usize = 24;
 
-/// The connection slots: a general pool and one reserved for admitted clients.
+/// Of [`RESERVED_CONNECTIONS`], how many are kept for short calls (`status`, `say`,
+/// `confirm`): a connection in one of them cannot start a subscription or a stream, so
+/// followers that took every other slot cannot lock `utter status` out; and it is closed
+/// after [`SHORT_IDLE`] without a request.
+pub const SHORT_CONNECTIONS: usize = 8;
+
+/// How long a connection in a short-call slot may send nothing while nothing of its own
+/// runs.
+pub const SHORT_IDLE: Duration = Duration::from_secs(10);
+
+/// Which pool a connection's slot came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotKind {
+    /// Any client's.
+    General,
+    /// Admitted clients' only.
+    Reserved,
+    /// Admitted clients' short calls only.
+    Short,
+}
+
+/// A connection's slot; given back when dropped.
+struct Slot {
+    kind: SlotKind,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// The connection slots: a general pool, one reserved for admitted clients, and one kept
+/// for their short calls.
 struct Slots {
     general: Arc<Semaphore>,
     reserved: Arc<Semaphore>,
+    short: Arc<Semaphore>,
 }
 
 impl Slots {
     fn new() -> Slots {
         Slots {
             general: Arc::new(Semaphore::new(MAX_CONNECTIONS - RESERVED_CONNECTIONS)),
-            reserved: Arc::new(Semaphore::new(RESERVED_CONNECTIONS)),
+            reserved: Arc::new(Semaphore::new(RESERVED_CONNECTIONS - SHORT_CONNECTIONS)),
+            short: Arc::new(Semaphore::new(SHORT_CONNECTIONS)),
         }
     }
 
-    /// A slot for a client: a general one, else (for an admitted client) a reserved one.
-    fn take(&self, admitted: bool) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        self.general.clone().try_acquire_owned().ok().or_else(|| {
+    fn from(pool: &Arc<Semaphore>, kind: SlotKind) -> Option<Slot> {
+        let permit = pool.clone().try_acquire_owned().ok()?;
+        Some(Slot {
+            kind,
+            _permit: permit,
+        })
+    }
+
+    /// A slot for long-lived work: a general one, else (for an admitted client) a
+    /// reserved one.
+    fn take_long(&self, admitted: bool) -> Option<Slot> {
+        Slots::from(&self.general, SlotKind::General).or_else(|| {
             admitted
-                .then(|| self.reserved.clone().try_acquire_owned().ok())
+                .then(|| Slots::from(&self.reserved, SlotKind::Reserved))
+                .flatten()
+        })
+    }
+
+    /// A slot for a new connection: a long-lived one, else (for an admitted client) a
+    /// short-call one.
+    fn take(&self, admitted: bool) -> Option<Slot> {
+        self.take_long(admitted).or_else(|| {
+            admitted
+                .then(|| Slots::from(&self.short, SlotKind::Short))
                 .flatten()
         })
     }
@@ -561,16 +612,15 @@ async fn accept_loop(listener: Listener, runner: Arc<Runner>, mut stop: watch::R
                         let Some(arrival) = session::identify(stream, &shared).await else {
                             return;
                         };
-                        if matches!(arrival.admission, access::Admission::Rejected(_)) {
+                        if let access::Admission::Rejected(reason) = &arrival.admission {
                             // Refused at once; it takes no slot.
-                            session::serve_connection(arrival, shared).await;
+                            session::reject(arrival.peer, reason, arrival.stream, &shared).await;
                             return;
                         }
                         let admitted = matches!(arrival.admission, access::Admission::Admitted(_));
                         match slots.take(admitted) {
                             Some(slot) => {
-                                session::serve_connection(arrival, shared).await;
-                                drop(slot);
+                                session::serve_connection(arrival, shared, slot, slots).await;
                             }
                             None => {
                                 if let Some(suppressed) = shared.logs.full.allow() {

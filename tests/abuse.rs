@@ -124,9 +124,11 @@ async fn a_subscriber_that_never_reads_is_dropped_and_memory_stays_bounded() {
     assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
 }
 
-/// Connections that never authenticate cannot lock the `utter` CLI out: 16 of the 64 slots
+/// Connections that never authenticate cannot lock the `utter` CLI out: 24 of the 64 slots
 /// are kept for clients admitted without a token, and a client refused for want of a slot
-/// is told that, not that it belongs to another user.
+/// is told that, not that it belongs to another user. Followers cannot lock out short
+/// calls either: with the other 40 slots held and 16 `utter events` running, `utter status`
+/// is served every time, and a 17th follower is told why it cannot subscribe.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_connection_flood_leaves_the_cli_its_reserved_slots() {
     let sb = Sandbox::new();
@@ -162,27 +164,104 @@ async fn a_connection_flood_leaves_the_cli_its_reserved_slots() {
             flood.push(stream);
         }
     }
-    assert_eq!(flood.len(), 48, "48 general slots");
-    assert_eq!(refused, 22);
-    // The CLI (the utter binary, admitted as it is) still gets in, several at once.
-    let mut followers = Vec::new();
-    for _ in 0..3 {
+    assert_eq!(flood.len(), 40, "40 general slots");
+    assert_eq!(refused, 30);
+    // The CLI (the utter binary, admitted as it is) still gets in: sixteen followers, each
+    // seen subscribed (its snapshot printed) before the next starts.
+    let follower = || {
         let mut cmd = std::process::Command::new(common::bin("utter"));
         cmd.args(["events", "--json", "--socket"])
             .arg(&daemon.socket)
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null());
+            .stderr(std::process::Stdio::piped());
         common::daemon::env(&sb, "client-state").apply(&mut cmd);
-        followers.push(cmd.spawn().expect("utter events starts"));
+        cmd.spawn().expect("utter events starts")
+    };
+    let mut followers = Vec::new();
+    for _ in 0..16 {
+        let mut child = follower();
+        let stdout = child.stdout.take().unwrap();
+        let first = tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+                .map(|_| line)
+        });
+        let first = tokio::time::timeout(LIMIT, first)
+            .await
+            .expect("the follower's first line in time")
+            .unwrap()
+            .unwrap();
+        assert!(first.contains("snapshot"), "{first}\n{}", daemon.log());
+        followers.push(child);
     }
-    let run = daemon.utter(&sb, &["status", "--json"]).await;
-    assert_eq!(run.code, Some(0), "{run}\n{}", daemon.log());
-    assert_eq!(run.json()["state"], "ready", "{run}");
+    // Every slot a subscription may take is in use; short calls are still served.
+    for _ in 0..10 {
+        let run = daemon.utter(&sb, &["status", "--json"]).await;
+        assert_eq!(run.code, Some(0), "{run}\n{}", daemon.log());
+        assert_eq!(run.json()["state"], "ready", "{run}");
+    }
+    // A 17th follower gets in (a short-call slot) but cannot subscribe, and says why.
+    let extra = follower();
+    let out = tokio::task::spawn_blocking(move || extra.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("kept for short calls") && stderr.contains("cannot start a subscription"),
+        "{stderr}"
+    );
     for mut f in followers {
         let _ = f.kill();
         let _ = f.wait();
     }
     drop(flood);
+}
+
+/// One client process cannot hold more than its share of subscriptions by opening more
+/// connections: the 17th over two connections is refused with a reason, and a subscription
+/// that ends gives its share back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_over_its_share_of_subscriptions_is_refused() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    let daemon = Daemon::start(&sb, &config, None).await;
+    let first = daemon.client().await;
+    let second = daemon.client().await;
+    let mut ids = Vec::new();
+    for n in 0..16 {
+        let client = if n % 2 == 0 { &first } else { &second };
+        let answer = client
+            .call("runner.subscribe", json!({}))
+            .await
+            .expect("within the share");
+        ids.push((n % 2, answer["subscription"].as_str().unwrap().to_owned()));
+    }
+    let refused = second
+        .call("runner.subscribe", json!({}))
+        .await
+        .expect_err("the 17th is over the share");
+    assert_eq!(refused.code, -32003, "{refused:?}");
+    assert!(
+        refused
+            .message
+            .contains("its share (at most 16 per process)"),
+        "{refused:?}"
+    );
+    // Another client process is not affected.
+    let run = daemon.utter(&sb, &["status", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    // One ended: one more may start.
+    let (_, id) = &ids[0];
+    first
+        .call("runner.unsubscribe", json!({"subscription": id}))
+        .await
+        .unwrap();
+    second
+        .call("runner.subscribe", json!({}))
+        .await
+        .expect("a share given back is free again");
 }
 
 /// When every slot is taken, even by admitted clients, the CLI says so: "too many
@@ -752,16 +831,10 @@ async fn memory_is_given_back_after_a_storm_of_stalled_subscribers() {
     client.call("runner.status", json!({})).await.unwrap();
     let idle = rss_kib(daemon.pid());
 
+    // Each its own process (a process holds at most 16 subscriptions).
     let mut stalled = Vec::new();
     for _ in 0..32 {
-        let mut stream = tokio::net::UnixStream::connect(&daemon.socket)
-            .await
-            .unwrap();
-        let mut hello = frame(1, "runner.auth", json!({"token": daemon.token()}));
-        hello.extend(frame(2, "runner.subscribe", json!({})));
-        hello.extend(frame(3, "runner.subscribe", json!({})));
-        stream.write_all(&hello).await.unwrap();
-        stalled.push(stream);
+        stalled.push(stalled_subscriber(&daemon, 2).await);
     }
     client.call("runner.version", json!({})).await.unwrap();
     let long = format!("echo {}", "a".repeat(60_000));
@@ -789,7 +862,10 @@ async fn memory_is_given_back_after_a_storm_of_stalled_subscribers() {
         peak - idle < 96 * 1024,
         "RSS rose from {idle} KiB to {peak} KiB"
     );
-    drop(stalled);
+    for mut child in stalled {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
     given_back(
         &daemon,
         idle,
@@ -873,6 +949,43 @@ async fn memory_is_given_back_after_a_storm_of_large_frames() {
     drop(answered);
     given_back(&daemon, idle, peak, "20 clients, 12 MB frames").await;
     client.call("runner.status", json!({})).await.unwrap();
+}
+
+/// A process of its own (python3) that authenticates, starts `subscriptions` event
+/// subscriptions and then reads nothing until it is killed; returned once it sent them.
+async fn stalled_subscriber(daemon: &Daemon, subscriptions: usize) -> std::process::Child {
+    const SCRIPT: &str = r#"
+import json, socket, sys
+def frame(n, method, params):
+    body = json.dumps({"jsonrpc": "2.0", "id": n, "method": method, "params": params}).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+out = frame(1, "runner.auth", {"token": sys.argv[2]})
+for n in range(int(sys.argv[3])):
+    out += frame(2 + n, "runner.subscribe", {})
+s.sendall(out)
+print("sent", flush=True)
+sys.stdin.read()
+"#;
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", SCRIPT])
+        .arg(&daemon.socket)
+        .arg(daemon.token())
+        .arg(subscriptions.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let stdout = child.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+        line
+    });
+    let line = tokio::time::timeout(LIMIT, line).await.unwrap().unwrap();
+    assert_eq!(line.trim(), "sent", "the stalled subscriber connected");
+    child
 }
 
 /// Ten seconds after a storm's clients left, the daemon's RSS is within twice `idle` (KiB);

@@ -29,10 +29,12 @@
 //! belongs to this user's own processes, which can read the token file anyway, so this
 //! gives nothing away that the token does not.
 
+use std::collections::HashMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use utter_protocol::throttle::Throttle;
+use utter_protocol::{ErrorCode, ErrorObject};
 
 use tokio::sync::watch;
 
@@ -203,6 +205,34 @@ pub(crate) struct Shared {
     /// The bytes waiting for all clients together, which subscriptions keep to
     /// ([`super::session::SUBSCRIBERS_BUDGET`]).
     pub subscribers: Arc<utter_protocol::QueueBudget>,
+    /// Event subscriptions held, by client process (its pid, else its connection).
+    shares: Arc<Mutex<HashMap<ClientKey, usize>>>,
+}
+
+/// Whose share a subscription counts in: a client process, or a connection whose peer has
+/// no pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum ClientKey {
+    Process(i32),
+    Connection(u64),
+}
+
+/// One subscription counted in its client's share; given back when dropped.
+pub(crate) struct Share {
+    shares: Arc<Mutex<HashMap<ClientKey, usize>>>,
+    key: ClientKey,
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        let mut shares = self.shares.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = shares.get_mut(&self.key) {
+            *held = held.saturating_sub(1);
+            if *held == 0 {
+                shares.remove(&self.key);
+            }
+        }
+    }
 }
 
 /// One log bound per kind of line a peer can cause at will, so that a client that
@@ -219,6 +249,38 @@ pub(crate) struct SocketLogs {
 }
 
 impl Shared {
+    /// Count one more subscription for `peer`'s process (or, without a pid, for the
+    /// connection).
+    ///
+    /// # Errors
+    /// `-32003` when the process already holds
+    /// [`MAX_SUBSCRIPTIONS`](super::session::MAX_SUBSCRIPTIONS), over all its connections.
+    pub(crate) fn subscription_share(
+        &self,
+        peer: &Peer,
+        connection: u64,
+    ) -> Result<Share, ErrorObject> {
+        let key = peer
+            .pid
+            .map_or(ClientKey::Connection(connection), ClientKey::Process);
+        let mut shares = self.shares.lock().unwrap_or_else(|e| e.into_inner());
+        let held = shares.entry(key).or_insert(0);
+        let limit = super::session::MAX_SUBSCRIPTIONS;
+        if *held >= limit {
+            return Err(ErrorObject::new(
+                ErrorCode::Denied,
+                format!(
+                    "this client already holds {held} event subscriptions over its connections, its share (at most {limit} per process); end one with runner.unsubscribe"
+                ),
+            ));
+        }
+        *held += 1;
+        Ok(Share {
+            shares: self.shares.clone(),
+            key,
+        })
+    }
+
     /// `file_token` is what [`prepare_token`] wrote before the socket was bound.
     pub fn new(
         runner: Arc<Runner>,
@@ -241,6 +303,7 @@ impl Shared {
             token_file,
             file_token: Mutex::new(file_token),
             logs: SocketLogs::default(),
+            shares: Arc::default(),
             subscribers: utter_protocol::QueueBudget::new(
                 super::session::SUBSCRIBERS_BUDGET,
                 super::session::SUBSCRIBERS_FLOOR,

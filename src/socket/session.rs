@@ -29,6 +29,7 @@ use utter_protocol::{
 };
 
 use super::access::{Admission, Peer, Shared, constant_time_eq};
+use super::{MAX_CONNECTIONS, SHORT_CONNECTIONS, SHORT_IDLE, Slot, SlotKind, Slots};
 use utter_core::config::ConfigIssue;
 use utter_core::confirm::{Door, PendingConfirmation, read_answer};
 use utter_core::handles::Scope;
@@ -48,8 +49,8 @@ pub(crate) const PRE_AUTH_MAX_BODY: usize = 64 * 1024;
 const RATE_LIMIT: usize = 1000;
 /// The sliding window of the rate limit.
 const RATE_WINDOW: Duration = Duration::from_secs(10);
-/// Event subscriptions one connection may hold at once.
-const MAX_SUBSCRIPTIONS: usize = 16;
+/// Event subscriptions one client process may hold at once, over all its connections.
+pub(crate) const MAX_SUBSCRIPTIONS: usize = 16;
 /// The notification that carries events.
 const EVENT_METHOD: &str = "runner.event";
 /// Bytes of frames that may wait for a client before its event subscriptions are dropped
@@ -136,8 +137,31 @@ pub(super) async fn identify(stream: UnixStream, shared: &Shared) -> Option<Arri
     })
 }
 
-/// Admit or refuse an identified peer, and serve it until it leaves or the socket stops.
-pub(super) async fn serve_connection(arrival: Arrival, shared: Arc<Shared>) {
+/// Refuse a peer the access rules rejected: one error frame, then close.
+pub(super) async fn reject(peer: Peer, reason: &str, stream: UnixStream, shared: &Shared) {
+    if let Some(suppressed) = shared.logs.refused.allow() {
+        let exe = peer
+            .exe
+            .as_ref()
+            .map(|e| e.display().to_string())
+            .unwrap_or_default();
+        tracing::warn!(pid = peer.pid.unwrap_or(0), uid = peer.uid, exe = %exe, %reason, suppressed, "client refused");
+    }
+    refuse(
+        stream,
+        ErrorObject::new(ErrorCode::Denied, reason.to_owned()),
+    )
+    .await;
+}
+
+/// Serve an admitted peer (or one that must authenticate) in `slot` until it leaves or the
+/// socket stops.
+pub(super) async fn serve_connection(
+    arrival: Arrival,
+    shared: Arc<Shared>,
+    slot: Slot,
+    slots: Arc<Slots>,
+) {
     let Arrival {
         stream,
         peer,
@@ -151,10 +175,7 @@ pub(super) async fn serve_connection(arrival: Arrival, shared: Arc<Shared>) {
         .unwrap_or_default();
     match &admission {
         Admission::Rejected(reason) => {
-            if let Some(suppressed) = shared.logs.refused.allow() {
-                tracing::warn!(pid, uid = peer.uid, exe = %exe, %reason, suppressed, "client refused");
-            }
-            refuse(stream, ErrorObject::new(ErrorCode::Denied, reason.clone())).await;
+            reject(peer, reason, stream, &shared).await;
             return;
         }
         Admission::Admitted(why) => {
@@ -217,6 +238,8 @@ pub(super) async fn serve_connection(arrival: Arrival, shared: Arc<Shared>) {
         dropped: Arc::new(Mutex::new(None)),
         next_subscription: 0,
         idle_timeout: Duration::from_millis(timeouts.idle_timeout_ms),
+        slot,
+        slots,
         scope: Scope::Client(connection),
         connection,
     };
@@ -255,8 +278,12 @@ struct Session {
     dropped: Arc<Mutex<Option<String>>>,
     next_subscription: u64,
     /// `[socket] idle_timeout_ms`: how long the connection may send nothing while nothing
-    /// of its own runs.
+    /// of its own runs ([`SHORT_IDLE`] at most in a short-call slot).
     idle_timeout: Duration,
+    /// The connection slot it holds.
+    slot: Slot,
+    /// Where a short-call slot is exchanged for a long-lived one.
+    slots: Arc<Slots>,
     /// This connection's handle scope.
     scope: Scope,
     /// This connection's number (its scope and the owner of its streams).
@@ -294,7 +321,7 @@ impl Session {
             if *stop.borrow_and_update() {
                 break true;
             }
-            let idle_deadline = last_heard + self.idle_timeout;
+            let idle_deadline = last_heard + self.idle_limit();
             tokio::select! {
                 _ = tokio::time::sleep_until(idle_deadline), if self.authenticated => {
                     if self.busy() {
@@ -303,12 +330,16 @@ impl Session {
                         last_heard = tokio::time::Instant::now();
                         continue;
                     }
+                    let limit = self.idle_limit().as_millis();
                     tracing::info!(
                         pid = self.peer.pid.unwrap_or(0),
-                        "client sent nothing for {} ms and has nothing running; closing",
-                        self.idle_timeout.as_millis()
+                        "client sent nothing for {limit} ms and has nothing running; closing",
                     );
-                    let idle = format!("idle for {} ms with nothing running ([socket] idle_timeout_ms); connect again when needed", self.idle_timeout.as_millis());
+                    let idle = if self.slot.kind == SlotKind::Short {
+                        format!("idle for {limit} ms with nothing running in a connection slot kept for short calls; connect again when needed")
+                    } else {
+                        format!("idle for {limit} ms with nothing running ([socket] idle_timeout_ms); connect again when needed")
+                    };
                     // A subscription the runner ended is why nothing runs: the last thing
                     // the client reads says so, not only that it idled.
                     let reason = match self.dropped.lock().expect("dropped lock").take() {
@@ -362,6 +393,38 @@ impl Session {
             }
         };
         self.finish(stopping).await;
+    }
+
+    /// How long the connection may send nothing while nothing of its own runs.
+    fn idle_limit(&self) -> Duration {
+        match self.slot.kind {
+            SlotKind::Short => self.idle_timeout.min(SHORT_IDLE),
+            SlotKind::General | SlotKind::Reserved => self.idle_timeout,
+        }
+    }
+
+    /// Make sure the connection holds a slot for long-lived work (a subscription, a stream):
+    /// a short-call slot is exchanged for a free long-lived one.
+    ///
+    /// # Errors
+    /// `-32003` when every long-lived slot is taken.
+    fn take_long_slot(&mut self, what: &str) -> Result<(), ErrorObject> {
+        if self.slot.kind != SlotKind::Short {
+            return Ok(());
+        }
+        match self.slots.take_long(self.admitted_as_peer) {
+            Some(slot) => {
+                self.slot = slot;
+                Ok(())
+            }
+            None => Err(ErrorObject::new(
+                ErrorCode::Denied,
+                format!(
+                    "cannot start {what}: the runner's {} connection slots for subscriptions and streams are in use, and the last {SHORT_CONNECTIONS} are kept for short calls such as `utter status`; end a follower (`utter events`) or try again later",
+                    MAX_CONNECTIONS - SHORT_CONNECTIONS
+                ),
+            )),
+        }
     }
 
     /// Whether anything of this connection's own runs: a request, an event subscription,
@@ -686,6 +749,10 @@ impl Session {
             }
             "runner.ptt" => utter_core::ptt::socket_method(&runner.ptt, &params),
             "stream.subscribe" => {
+                if let Err(e) = self.take_long_slot("a stream") {
+                    let _ = self.conn.respond(id, Err(e)).await;
+                    return;
+                }
                 // Its own task: the plugin is asked first; the answer goes out before the
                 // first frame.
                 let conn = self.conn.clone();
@@ -833,19 +900,17 @@ impl Session {
     /// Answer `{subscription}`, then start forwarding: a snapshot first, then each event
     /// (with `logs`, the runner's last log lines after the snapshot, then each new one).
     async fn subscribe(&mut self, id: RequestId, logs: bool) {
-        if self.subscriptions.lock().expect("subscription lock").len() >= MAX_SUBSCRIPTIONS {
-            let _ = self
-                .conn
-                .respond(
-                    id,
-                    Err(ErrorObject::new(
-                        ErrorCode::Denied,
-                        format!("at most {MAX_SUBSCRIPTIONS} subscriptions per connection; end one with runner.unsubscribe"),
-                    )),
-                )
-                .await;
+        if let Err(e) = self.take_long_slot("a subscription") {
+            let _ = self.conn.respond(id, Err(e)).await;
             return;
         }
+        let share = match self.shared.subscription_share(&self.peer, self.connection) {
+            Ok(share) => share,
+            Err(e) => {
+                let _ = self.conn.respond(id, Err(e)).await;
+                return;
+            }
+        };
         // A subscription that starts again is the answer to an earlier drop.
         self.dropped.lock().expect("dropped lock").take();
         let runner = &self.shared.runner;
@@ -864,7 +929,7 @@ impl Session {
             return;
         }
         let mut subscriptions = self.subscriptions.lock().expect("subscription lock");
-        let task = tokio::spawn(forward_events(
+        let forward = forward_events(
             self.conn.clone(),
             subscription.clone(),
             serde_json::to_value(snapshot).unwrap_or(Value::Null),
@@ -872,7 +937,12 @@ impl Session {
             logs,
             self.subscriptions.clone(),
             self.dropped.clone(),
-        ));
+        );
+        // The share is given back when the subscription ends, however it ends.
+        let task = tokio::spawn(async move {
+            let _share = share;
+            forward.await
+        });
         subscriptions.insert(subscription, task.abort_handle());
     }
 
