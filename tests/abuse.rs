@@ -298,38 +298,75 @@ async fn the_cli_names_a_full_runner_as_the_cause() {
     drop(held);
 }
 
-/// All connections together cannot put more than `[runner] handle_quota_total` bytes of
-/// handles in `$XDG_RUNTIME_DIR` (memory), however many connections share the load; a
-/// clean stop removes every blob.
+/// No one client can fill the handle store: a client's connections together hold at most
+/// its share (`[runner] handle_quota`, at most half of `handle_quota_total`), so another
+/// client still stores; all clients together cannot put more than `handle_quota_total`
+/// bytes in `$XDG_RUNTIME_DIR` (memory); a clean stop removes every blob.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_handle_store_has_a_total_and_a_clean_stop_empties_it() {
     let sb = Sandbox::new();
+    // Share: min(2 MiB, 3 MiB / 2) = 1.5 MiB per client.
     let config = write_config(
         &sb,
-        &format!("{TERMINAL_ON}[runner]\nhandle_quota = 1048576\nhandle_quota_total = 3145728\n"),
+        &format!("{TERMINAL_ON}[runner]\nhandle_quota = 2097152\nhandle_quota_total = 3145728\n"),
     );
     let mut daemon = Daemon::start(&sb, &config, None).await;
     let blobs = sb.path(&format!("run/utter/handles/runner-{}", daemon.pid()));
+    // One client (this process) tries to fill the store over five connections.
     let mut clients = Vec::new();
     let mut outcomes = Vec::new();
     for n in 0..5u8 {
         let client = daemon.client().await;
-        // 1 MiB each, different bytes: within each connection's own quota.
+        // 1 MiB each, different bytes.
         let data = vec![n; 1_048_576];
         let b64 = utter_core::handles::b64_encode(&data);
         outcomes.push(client.call("handle.create", json!({"data_b64": b64})).await);
         clients.push(client);
     }
     let created = outcomes.iter().filter(|o| o.is_ok()).count();
-    assert_eq!(created, 3, "{outcomes:?}");
-    let full = outcomes[3].as_ref().expect_err("the fourth is refused");
-    assert_eq!(full.code, -32005, "{full:?}");
-    assert!(full.message.contains("handle store is full"), "{full:?}");
-    assert_eq!(full.data.as_ref().unwrap()["total"], 3_145_728, "{full:?}");
+    assert_eq!(created, 1, "{outcomes:?}");
+    let over = outcomes[1]
+        .as_ref()
+        .expect_err("the second is over the share");
+    assert_eq!(over.code, -32005, "{over:?}");
+    assert!(
+        over.message.contains("over its connections") && over.message.contains("its share"),
+        "{over:?}"
+    );
+    assert_eq!(over.data.as_ref().unwrap()["quota"], 1_572_864, "{over:?}");
+    // Other clients (processes of their own) still store, until the total is reached.
+    let mut others = Vec::new();
+    let mut replies = Vec::new();
+    for letter in ["a", "b", "c"] {
+        let (child, reply) = python_client(
+            &daemon,
+            "handle.create",
+            json!({"data": letter.repeat(1_048_576)}),
+        )
+        .await;
+        others.push(child);
+        replies.push(reply);
+    }
+    assert!(replies[0]["result"]["handle"].is_string(), "{}", replies[0]);
+    assert!(replies[1]["result"]["handle"].is_string(), "{}", replies[1]);
+    let full = &replies[2]["error"];
+    assert_eq!(full["code"], -32005, "{full}");
+    assert!(
+        full["message"]
+            .as_str()
+            .unwrap()
+            .contains("handle store is full"),
+        "{full}"
+    );
+    assert_eq!(full["data"]["total"], 3_145_728, "{full}");
     let files = std::fs::read_dir(&blobs)
         .expect("the blob directory")
         .count();
     assert_eq!(files, 3, "three blobs on disk");
+    for mut child in others {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 
     // SIGTERM: a clean stop.
     let pid = nix::unistd::Pid::from_raw(daemon.pid() as i32);
@@ -986,6 +1023,60 @@ sys.stdin.read()
     let line = tokio::time::timeout(LIMIT, line).await.unwrap().unwrap();
     assert_eq!(line.trim(), "sent", "the stalled subscriber connected");
     child
+}
+
+/// A client process of its own (python3): authenticates, sends one `method` request and
+/// returns its reply; the process keeps its connection (and what it holds) until killed.
+async fn python_client(
+    daemon: &Daemon,
+    method: &str,
+    params: utter_protocol::serde_json::Value,
+) -> (std::process::Child, utter_protocol::serde_json::Value) {
+    const SCRIPT: &str = r#"
+import json, socket, sys
+def frame(n, method, params):
+    body = json.dumps({"jsonrpc": "2.0", "id": n, "method": method, "params": params}).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+def reply(s):
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        head += s.recv(1)
+    length = int(head.split(b":")[1].split(b"\r\n")[0])
+    body = b""
+    while len(body) < length:
+        body += s.recv(length - len(body))
+    return body.decode()
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(frame(1, "runner.auth", {"token": sys.argv[2]}))
+reply(s)
+s.sendall(frame(2, sys.argv[3], json.loads(sys.stdin.readline())))
+print(reply(s), flush=True)
+sys.stdin.read()
+"#;
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", SCRIPT])
+        .arg(&daemon.socket)
+        .arg(daemon.token())
+        .arg(method)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    {
+        use std::io::Write as _;
+        let stdin = child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{params}").unwrap();
+    }
+    let stdout = child.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+        line
+    });
+    let line = tokio::time::timeout(LIMIT, line).await.unwrap().unwrap();
+    let reply = utter_protocol::serde_json::from_str(&line).expect("a JSON reply");
+    (child, reply)
 }
 
 /// Ten seconds after a storm's clients left, the daemon's RSS is within twice `idle` (KiB);

@@ -351,8 +351,11 @@ async fn handles_expire_and_are_collected_from_disk() {
     assert_eq!(e.code, -32602);
 }
 
+/// A client holds at most its quota, over all its connections (one process): the same bytes
+/// again cost nothing, a second connection of the same process shares the quota, and what
+/// is released is free again.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_connection_cannot_hold_more_than_its_quota() {
+async fn a_client_cannot_hold_more_than_its_quota() {
     let daemon = Daemon::start("handle_quota = 1000").await;
     let client = daemon.client().await;
     let first = client
@@ -370,25 +373,31 @@ async fn a_connection_cannot_hold_more_than_its_quota() {
         .await
         .unwrap_err();
     assert_eq!(e.code, -32005);
-    // The same bytes again cost nothing; another connection has its own quota.
+    // The same bytes again cost nothing, on either connection of this process.
     client
         .call("handle.create", json!({"size": 600}))
         .await
         .unwrap();
     let other = daemon.client().await;
     other
+        .call("handle.create", json!({"size": 600}))
+        .await
+        .unwrap();
+    let e = other
         .call("handle.create", json!({"data": "x".repeat(500)}))
         .await
-        .unwrap();
-    client
-        .call("handle.release", json!({"handle": first["handle"]}))
-        .await
-        .unwrap();
-    client
-        .call("handle.release", json!({"handle": first["handle"]}))
-        .await
-        .unwrap();
-    client
+        .unwrap_err();
+    assert_eq!(
+        e.code, -32005,
+        "the second connection shares the quota: {e:?}"
+    );
+    for holder in [&client, &client, &other] {
+        holder
+            .call("handle.release", json!({"handle": first["handle"]}))
+            .await
+            .unwrap();
+    }
+    other
         .call("handle.create", json!({"data": "x".repeat(500)}))
         .await
         .unwrap();

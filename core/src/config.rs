@@ -156,7 +156,8 @@ pub struct RunnerSection {
     pub handle_ttl: f64,
     /// Handle store root ("" = `$XDG_RUNTIME_DIR/utter/handles`).
     pub handle_root: String,
-    /// Bytes of handles one client connection or plugin may hold (64 MiB).
+    /// Bytes of handles one client (its connections together) or plugin may hold (64 MiB;
+    /// never more than half of `handle_quota_total`).
     pub handle_quota: u64,
     /// Bytes of handles all scopes together may hold (256 MiB): the store usually lives in
     /// `$XDG_RUNTIME_DIR`, which is memory.

@@ -11,8 +11,12 @@
 //! (the older runner searched every scope; reference §12, item 26). Each scope holds a
 //! reference count per handle; a blob is deleted by the collector once no scope refers to it
 //! or its time to live (`[runner] handle_ttl`, renewed by `create` and `retain`) has passed.
-//! Each scope may hold at most `quota` bytes, and all scopes together at most `total`
-//! bytes (the store usually lives in `$XDG_RUNTIME_DIR`, a tmpfs: memory). A runner that
+//! Each client may hold at most its share, `quota` bytes but never more than half of `total`,
+//! over all its connections (the scopes of one client process count together, see
+//! [`HandleStore::set_owner`]; each plugin is a client of its own), and all scopes together
+//! at most `total` bytes (the store usually lives in `$XDG_RUNTIME_DIR`, a tmpfs: memory).
+//! So no one client can fill the store: when it is full, the client over its share is the
+//! one refused, and another still stores. A runner that
 //! stops cleanly removes its blobs ([`HandleStore::remove_all`]); one that was killed has
 //! its directory removed by the next runner that opens the store.
 
@@ -72,6 +76,8 @@ struct Index {
     blobs: HashMap<String, Blob>,
     /// Per scope: the handles it sees, with its reference count for each (0: visible only).
     scopes: HashMap<Scope, HashMap<String, u64>>,
+    /// The client process of each client scope whose peer's pid is known.
+    owners: HashMap<Scope, u32>,
 }
 
 impl Index {
@@ -81,13 +87,26 @@ impl Index {
             .is_some_and(|held| held.contains_key(digest))
     }
 
+    /// The digests held by `scope`'s client: by every scope of the same client process, or
+    /// by `scope` alone.
+    fn client_digests(&self, scope: &Scope) -> HashSet<&String> {
+        let owner = self.owners.get(scope);
+        let mut digests = HashSet::new();
+        for (s, held) in &self.scopes {
+            if s == scope || (owner.is_some() && self.owners.get(s) == owner) {
+                digests.extend(held.keys());
+            }
+        }
+        digests
+    }
+
+    /// Bytes held by `scope`'s client (each blob once).
     fn used(&self, scope: &Scope) -> u64 {
-        self.scopes.get(scope).map_or(0, |held| {
-            held.keys()
-                .filter_map(|d| self.blobs.get(d))
-                .map(|b| b.size)
-                .sum()
-        })
+        self.client_digests(scope)
+            .into_iter()
+            .filter_map(|d| self.blobs.get(d))
+            .map(|b| b.size)
+            .sum()
     }
 
     fn referenced(&self, digest: &str) -> bool {
@@ -121,16 +140,17 @@ pub enum HandleError {
     /// Past its time to live (`-32000`).
     #[error("handle expired: {0}")]
     Expired(String),
-    /// The scope would hold more than its quota (`-32005`, `data {used, size, quota}`).
+    /// The client (all its connections) or plugin would hold more than its share
+    /// (`-32005`, `data {used, size, quota}`).
     #[error(
-        "handle quota exceeded: this scope holds {used} bytes, {size} more would pass its {quota} byte quota; release handles first"
+        "handle quota exceeded: this client holds {used} bytes over its connections, {size} more would pass its share of {quota} bytes ([runner] handle_quota, at most half of handle_quota_total); release handles first"
     )]
     Quota {
-        /// Bytes the scope holds.
+        /// Bytes the client holds.
         used: u64,
         /// Bytes asked for.
         size: u64,
-        /// The quota.
+        /// Its share.
         quota: u64,
     },
     /// The store as a whole would hold more than its total quota (`-32005`, `data {stored,
@@ -272,11 +292,6 @@ impl HandleStore {
         crate::paths::BaseDirs::from_env().handles()
     }
 
-    /// Bytes one scope may hold.
-    pub fn quota(&self) -> u64 {
-        self.quota
-    }
-
     /// The directory of this process's blobs.
     pub fn root(&self) -> &Path {
         &self.root
@@ -337,13 +352,14 @@ impl HandleStore {
         let size = bytes.len() as u64;
         {
             let mut index = self.index.lock().expect("handle index");
-            let already = index.visible(scope, &digest);
+            // A blob the client holds already (on any of its connections) costs nothing more.
+            let already = index.client_digests(scope).contains(&digest);
             let used = index.used(scope);
-            if !already && used.saturating_add(size) > self.quota {
+            if !already && used.saturating_add(size) > self.share() {
                 return Err(HandleError::Quota {
                     used,
                     size,
-                    quota: self.quota,
+                    quota: self.share(),
                 });
             }
             let stored: u64 = index.blobs.values().map(|b| b.size).sum();
@@ -599,11 +615,25 @@ impl HandleStore {
 
     /// Drop every reference `scope` holds (its connection closed or its plugin stopped).
     pub fn drop_scope(&self, scope: &Scope) {
+        let mut index = self.index.lock().expect("handle index");
+        index.scopes.remove(scope);
+        index.owners.remove(scope);
+    }
+
+    /// Count `scope` (a client connection) as one of the connections of the client process
+    /// `pid`: their handles count against one share. Forgotten with [`HandleStore::drop_scope`].
+    pub fn set_owner(&self, scope: &Scope, pid: u32) {
         self.index
             .lock()
             .expect("handle index")
-            .scopes
-            .remove(scope);
+            .owners
+            .insert(scope.clone(), pid);
+    }
+
+    /// What one client (all its connections) or plugin may hold: the quota, but never more
+    /// than half the total, so that no one client fills the store.
+    pub fn share(&self) -> u64 {
+        self.quota.min(self.total / 2)
     }
 }
 
@@ -660,6 +690,48 @@ mod tests {
         assert!(b64_decode("Zm9=").is_none());
         assert!(b64_decode("Zm=v").is_none());
         assert!(b64_decode("Zm 9v").is_none());
+    }
+
+    /// The connections of one client process share one share (at most half the total);
+    /// another process and a plugin have their own; a dropped connection gives its part back.
+    #[test]
+    fn a_client_holds_one_share_over_its_connections() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            HandleStore::open(dir.path().join("h"), Duration::from_secs(60), 100, 120).unwrap();
+        assert_eq!(store.share(), 60, "the quota, but at most half the total");
+        let (one, two, other) = (Scope::Client(1), Scope::Client(2), Scope::Client(3));
+        store.set_owner(&one, 7);
+        store.set_owner(&two, 7);
+        store.set_owner(&other, 8);
+        store.create(&one, &[1; 40]).unwrap();
+        let refused = store.create(&two, &[2; 40]).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                HandleError::Quota {
+                    used: 40,
+                    size: 40,
+                    quota: 60
+                }
+            ),
+            "{refused:?}"
+        );
+        // The same blob again costs the client nothing more.
+        store.create(&two, &[1; 40]).unwrap();
+        store.create(&other, &[3; 40]).unwrap();
+        // 80 bytes stored: a plugin's 41 more would pass the total of 120.
+        let full = store
+            .create(&Scope::Plugin("p".into()), &[4; 41])
+            .unwrap_err();
+        assert!(
+            matches!(full, HandleError::Full { stored: 80, .. }),
+            "{full:?}"
+        );
+        store.drop_scope(&one);
+        store.drop_scope(&two);
+        store.collect();
+        store.create(&other, &[5; 20]).unwrap();
     }
 
     #[test]

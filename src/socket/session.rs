@@ -221,6 +221,13 @@ pub(super) async fn serve_connection(
         }
     };
     let connection = next_connection();
+    // A client's handles count against one share over all its connections.
+    if let (Some(store), Some(pid)) = (
+        &shared.runner.handles,
+        peer.pid.and_then(|p| u32::try_from(p).ok()),
+    ) {
+        store.set_owner(&Scope::Client(connection), pid);
+    }
     let session = Session {
         shared,
         conn,

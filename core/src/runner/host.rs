@@ -471,7 +471,7 @@ pub fn handle_method(
         )
     })?;
     if method == "handle.create" {
-        let bytes = create_bytes(params, store.quota())?;
+        let bytes = create_bytes(params, store.share())?;
         return Ok(store.create(scope, &bytes)?);
     }
     let handle = required_str(params, "handle", method)?;
@@ -540,7 +540,7 @@ pub fn fd_pass(
     let quota = runner
         .handles
         .as_ref()
-        .map_or(crate::handles::DEFAULT_QUOTA, |h| h.quota());
+        .map_or(crate::handles::DEFAULT_QUOTA, |h| h.share());
     match kind {
         "handle" => {
             let store = runner.handles.as_ref().ok_or_else(|| {
