@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
 use utter_llm::choose::ChooseRequest;
-use utter_llm::{ContentFree, Scored, llama::Llama, score};
+use utter_llm::{Cancel, ContentFree, Scored, llama::Llama, score};
 use utter_protocol::serde_json::json;
 
 const RUNS: usize = 20;
@@ -117,17 +117,17 @@ fn main() {
     for n in [5, 20, 50] {
         let cache = Mutex::new(ContentFree::default());
         // Warm the cache with round 0's labels.
-        score(&llama, 1, &request("open it", n, 0), &cache).expect("scored");
+        score(&llama, 1, &request("open it", n, 0), &cache, &Cancel::new()).expect("scored");
         let (mut cold, mut warm) = (Vec::new(), Vec::new());
         for run in 0..RUNS {
             let utterance = heard[run % heard.len()];
             let r = request(utterance, n, run + 1);
             let t = Instant::now();
-            let s = score(&llama, 1, &r, &cache).expect("scored");
+            let s = score(&llama, 1, &r, &cache, &Cancel::new()).expect("scored");
             cold.push(t.elapsed().as_secs_f64() * 1e3);
             let r = request(utterance, n, 0);
             let t = Instant::now();
-            let s2 = score(&llama, 1, &r, &cache).expect("scored");
+            let s2 = score(&llama, 1, &r, &cache, &Cancel::new()).expect("scored");
             warm.push(t.elapsed().as_secs_f64() * 1e3);
             for s in [s, s2] {
                 let Scored::Calibrated(s) = s else {

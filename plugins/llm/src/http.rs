@@ -22,7 +22,7 @@
 //! are errors that name the server and quote (escaped, cut) what it sent.
 
 use crate::choose::{self, ChooseRequest, Scores};
-use crate::{Backend, LlmError, Scored};
+use crate::{Backend, Cancel, LlmError, Scored};
 use std::time::Duration;
 use utter_protocol::serde_json::{self, Value, json};
 use utter_protocol::text::escape_unprintable;
@@ -124,7 +124,10 @@ impl Http {
         format!("{}/v1/{path}", self.base)
     }
 
-    fn post(&self, path: &str, body: &Value) -> Result<Value, LlmError> {
+    /// POST `body` to `path`; a cancelled request shuts its connection down at once, so the
+    /// server sees it dropped.
+    fn post(&self, path: &str, body: &Value, cancel: &Cancel) -> Result<Value, LlmError> {
+        cancel.check()?;
         let url = self.url(path);
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(self.timeout))
@@ -133,16 +136,24 @@ impl Http {
             .http_status_as_error(false)
             .build()
             .into();
+        // An agent of its own per request: shutting it down ends this request only.
+        let shut = agent.clone();
+        cancel.on_cancel(move || shut.shutdown());
         let shown = escape_unprintable(&url, 120).0;
-        let mut response = agent.post(&url).send_json(body).map_err(|e| {
-            LlmError::Server(match e {
-                ureq::Error::Timeout(_) => format!(
-                    "the LLM server at {shown} gave no answer within {} ms",
-                    self.timeout.as_millis()
-                ),
-                e => format!("the LLM server at {shown} could not be reached: {e}"),
-            })
-        })?;
+        let cancelled = |e: ureq::Error| {
+            if cancel.is_cancelled() {
+                LlmError::Cancelled
+            } else {
+                LlmError::Server(match e {
+                    ureq::Error::Timeout(_) => format!(
+                        "the LLM server at {shown} gave no answer within {} ms",
+                        self.timeout.as_millis()
+                    ),
+                    e => format!("the LLM server at {shown} could not be reached: {e}"),
+                })
+            }
+        };
+        let mut response = agent.post(&url).send_json(body).map_err(cancelled)?;
         let status = response.status();
         let bytes = response
             .body_mut()
@@ -150,6 +161,9 @@ impl Http {
             .limit(MAX_RESPONSE)
             .read_to_vec()
             .map_err(|e| {
+                if cancel.is_cancelled() {
+                    return LlmError::Cancelled;
+                }
                 LlmError::Server(match e {
                     ureq::Error::BodyExceedsLimit(_) => format!(
                         "the LLM server's answer is larger than {} MiB",
@@ -204,7 +218,12 @@ impl Http {
 
     /// Each option number's log-probability as the first answered token; `None` when the
     /// server sent no `logprobs`.
-    fn chat_logprobs(&self, heard: &str, labels: &[String]) -> Result<Option<Vec<f64>>, LlmError> {
+    fn chat_logprobs(
+        &self,
+        heard: &str,
+        labels: &[String],
+        cancel: &Cancel,
+    ) -> Result<Option<Vec<f64>>, LlmError> {
         let answer = self.post(
             "chat/completions",
             &self.with_model(json!({
@@ -214,6 +233,7 @@ impl Http {
                 "logprobs": true,
                 "top_logprobs": TOP_LOGPROBS,
             })),
+            cancel,
         )?;
         let first = answer.pointer("/choices/0/logprobs/content/0");
         let Some(top) = first
@@ -267,7 +287,12 @@ impl Http {
     }
 
     /// Structured output: the server must answer `{"choice": <number>}` from an enum.
-    fn chat_structured(&self, heard: &str, labels: &[String]) -> Result<usize, LlmError> {
+    fn chat_structured(
+        &self,
+        heard: &str,
+        labels: &[String],
+        cancel: &Cancel,
+    ) -> Result<usize, LlmError> {
         let numbers: Vec<Value> = (1..=labels.len()).map(|n| json!(n)).collect();
         let answer = self.post(
             "chat/completions",
@@ -289,6 +314,7 @@ impl Http {
                     },
                 },
             })),
+            cancel,
         )?;
         let content = answer
             .pointer("/choices/0/message/content")
@@ -356,6 +382,7 @@ impl Backend for Http {
         &self,
         prefix: &str,
         continuations: &[String],
+        cancel: &Cancel,
     ) -> Result<Vec<f64>, LlmError> {
         let prompts: Vec<String> = continuations
             .iter()
@@ -370,6 +397,7 @@ impl Backend for Http {
                 "echo": true,
                 "logprobs": 1,
             })),
+            cancel,
         )?;
         let choices = answer
             .get("choices")
@@ -444,10 +472,11 @@ impl Backend for Http {
             .collect()
     }
 
-    fn complete(&self, prompt: &str, max_tokens: u32) -> Result<String, LlmError> {
+    fn complete(&self, prompt: &str, max_tokens: u32, cancel: &Cancel) -> Result<String, LlmError> {
         let answer = self.post(
             "completions",
             &self.with_model(json!({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0})),
+            cancel,
         )?;
         answer
             .pointer("/choices/0/text")
@@ -462,6 +491,7 @@ impl Backend for Http {
         max_tokens: u32,
         _grammar: &str,
         schema: &Value,
+        cancel: &Cancel,
     ) -> Result<String, LlmError> {
         let answer = self.post(
             "chat/completions",
@@ -474,6 +504,7 @@ impl Backend for Http {
                     "json_schema": {"name": "plan", "schema": schema},
                 },
             })),
+            cancel,
         )?;
         answer
             .pointer("/choices/0/message/content")
@@ -482,7 +513,7 @@ impl Backend for Http {
             .ok_or_else(|| malformed("chat/completions", "choices[0].message.content", &answer))
     }
 
-    fn score(&self, request: &ChooseRequest) -> Option<Result<Scored, LlmError>> {
+    fn score(&self, request: &ChooseRequest, cancel: &Cancel) -> Option<Result<Scored, LlmError>> {
         if self.api != Api::Chat {
             return None;
         }
@@ -491,18 +522,20 @@ impl Backend for Http {
         // tell them apart, so longer lists are asked for structured output.
         if labels.len() > MAX_NUMBERED {
             return Some(
-                self.chat_structured(&request.utterance, &labels)
+                self.chat_structured(&request.utterance, &labels, cancel)
                     .map(Scored::Picked),
             );
         }
         Some((|| {
-            let Some(raw) = self.chat_logprobs(&request.utterance, &labels)? else {
-                return Ok(Scored::Picked(
-                    self.chat_structured(&request.utterance, &labels)?,
-                ));
+            let Some(raw) = self.chat_logprobs(&request.utterance, &labels, cancel)? else {
+                return Ok(Scored::Picked(self.chat_structured(
+                    &request.utterance,
+                    &labels,
+                    cancel,
+                )?));
             };
             let content_free = self
-                .chat_logprobs(choose::CONTENT_FREE, &labels)?
+                .chat_logprobs(choose::CONTENT_FREE, &labels, cancel)?
                 .ok_or_else(|| {
                     LlmError::Server("the LLM server stopped sending logprobs".into())
                 })?;

@@ -26,8 +26,11 @@
 //!   its `[llm]` section. Replaces the backend in use.
 //!
 //! At most [`MAX_IN_FLIGHT`] requests use the model at once; more are refused as busy
-//! (`-32000`). When the runner closes the connection the program exits at once, abandoning a
-//! request still in flight.
+//! (`-32000`). `$/cancel` stops a request, not only its answer ([`Cancel`]): the in-process
+//! engine stops between tokens and between scoring batches, and an HTTP request's connection
+//! is shut down, so the server stops too. When the runner closes the connection the program
+//! exits at once, abandoning a request still in flight. A GGUF file that does not load is
+//! reported with llama.cpp's own reason, from its log.
 //!
 //! Errors: `-32602` for bad params (naming the field); `-32000` when no model is loaded
 //! (saying how to load one), when the model cannot be loaded, or when the server fails (its
@@ -103,12 +106,126 @@ pub enum LlmError {
     /// The HTTP server failed or answered something unusable.
     #[error("{0}")]
     Server(String),
+    /// The request was cancelled (`$/cancel`, or the runner went away) before it finished.
+    #[error("cancelled")]
+    Cancelled,
 }
 
 impl From<LlmError> for ErrorObject {
     fn from(e: LlmError) -> ErrorObject {
-        ErrorObject::plugin(e.to_string())
+        match e {
+            LlmError::Cancelled => {
+                ErrorObject::new(utter_protocol::ErrorCode::Cancelled, "cancelled")
+            }
+            e => ErrorObject::plugin(e.to_string()),
+        }
     }
+}
+
+/// Whether the request a blocking backend call serves was cancelled. The async side holds a
+/// [`CancelOnDrop`]: when its task is aborted (`$/cancel`, the runner gone) the flag is set
+/// and the hooks run. The in-process engine checks the flag between decode steps; the HTTP
+/// backend shuts its connection down from a hook, so the server sees the request dropped.
+#[derive(Clone, Default)]
+pub struct Cancel(Arc<CancelState>);
+
+#[derive(Default)]
+struct CancelState {
+    cancelled: std::sync::atomic::AtomicBool,
+    /// What to run once cancelled.
+    hooks: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
+}
+
+impl std::fmt::Debug for Cancel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cancel")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}
+
+impl Cancel {
+    /// A flag that is not set.
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    /// Set the flag and run the hooks (once; later calls do nothing).
+    pub fn cancel(&self) {
+        if self.0.cancelled.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let hooks = std::mem::take(&mut *self.0.hooks.lock().unwrap_or_else(|e| e.into_inner()));
+        for hook in hooks {
+            hook();
+        }
+    }
+
+    /// Whether the request was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// # Errors
+    /// [`LlmError::Cancelled`] once the request was cancelled.
+    pub fn check(&self) -> Result<(), LlmError> {
+        if self.is_cancelled() {
+            Err(LlmError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Run `hook` when the request is cancelled (at once when it already was).
+    pub fn on_cancel(&self, hook: impl FnOnce() + Send + 'static) {
+        let mut hooks = self.0.hooks.lock().unwrap_or_else(|e| e.into_inner());
+        if self.is_cancelled() {
+            drop(hooks);
+            hook();
+        } else {
+            hooks.push(Box::new(hook));
+        }
+    }
+}
+
+/// Cancels its [`Cancel`] when dropped, unless [`CancelOnDrop::finish`]ed: the async side of
+/// a request holds it while the blocking work runs.
+pub struct CancelOnDrop(Option<Cancel>);
+
+impl CancelOnDrop {
+    /// Guard `cancel`.
+    pub fn new(cancel: Cancel) -> CancelOnDrop {
+        CancelOnDrop(Some(cancel))
+    }
+
+    /// The work finished: dropping no longer cancels.
+    pub fn finish(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(cancel) = self.0.take() {
+            cancel.cancel();
+        }
+    }
+}
+
+/// Run `work` on a blocking thread with a [`Cancel`] that is set when the returned future is
+/// dropped before it finished (the request's task aborted). `what` names the work in the
+/// error when the thread itself fails.
+async fn blocking<T: Send + 'static>(
+    what: &str,
+    work: impl FnOnce(&Cancel) -> Result<T, LlmError> + Send + 'static,
+) -> Result<T, ErrorObject> {
+    let cancel = Cancel::new();
+    let guard = CancelOnDrop::new(cancel.clone());
+    let result = tokio::task::spawn_blocking(move || work(&cancel))
+        .await
+        .map_err(|e| ErrorObject::plugin(format!("the {what} task failed: {e}")))?;
+    guard.finish();
+    Ok(result?)
 }
 
 /// How a backend scored a choice.
@@ -133,10 +250,13 @@ pub trait Backend: Send + Sync {
 
     /// The natural-log likelihood of each of `continuations` right after `prefix`, summed over
     /// the continuation's tokens.
+    ///
+    /// Stops with [`LlmError::Cancelled`] once `cancel` is set (likewise below).
     fn sequence_logprobs(
         &self,
         prefix: &str,
         continuations: &[String],
+        cancel: &Cancel,
     ) -> Result<Vec<f64>, LlmError>;
 
     /// The prompt of `heard` that a label continues (default: [`choose::prompt`]; a model
@@ -146,7 +266,7 @@ pub trait Backend: Send + Sync {
     }
 
     /// Greedy generation after `prompt`, at most `max_tokens` tokens.
-    fn complete(&self, prompt: &str, max_tokens: u32) -> Result<String, LlmError>;
+    fn complete(&self, prompt: &str, max_tokens: u32, cancel: &Cancel) -> Result<String, LlmError>;
 
     /// Generation after `prompt` held to a shape: `grammar` (GBNF, for llama.cpp) or `schema`
     /// (JSON schema, for a server's structured output), whichever the backend takes.
@@ -156,12 +276,13 @@ pub trait Backend: Send + Sync {
         max_tokens: u32,
         grammar: &str,
         schema: &Value,
+        cancel: &Cancel,
     ) -> Result<String, LlmError>;
 
     /// A scoring of its own for `request` (a chat API); `None`: score by
     /// [`Backend::sequence_logprobs`].
-    fn score(&self, request: &ChooseRequest) -> Option<Result<Scored, LlmError>> {
-        let _ = request;
+    fn score(&self, request: &ChooseRequest, cancel: &Cancel) -> Option<Result<Scored, LlmError>> {
+        let _ = (request, cancel);
         None
     }
 }
@@ -199,17 +320,18 @@ const CONTENT_FREE_CACHE: usize = 10_000;
 
 /// Score `request` with `backend`: its own way ([`Backend::score`]), else whole-sequence
 /// log-likelihoods ([`Backend::sequence_logprobs`]) with the content-free scores taken from
-/// (and added to) `cache`. Blocking.
+/// (and added to) `cache`. Blocking; stops once `cancel` is set.
 ///
 /// # Errors
-/// The backend's.
+/// The backend's; [`LlmError::Cancelled`].
 pub fn score(
     backend: &dyn Backend,
     generation: u64,
     request: &ChooseRequest,
     cache: &Mutex<ContentFree>,
+    cancel: &Cancel,
 ) -> Result<Scored, LlmError> {
-    if let Some(own) = backend.score(request) {
+    if let Some(own) = backend.score(request, cancel) {
         return own;
     }
     let continuations: Vec<String> = request
@@ -217,7 +339,8 @@ pub fn score(
         .iter()
         .map(|c| choose::continuation(&c.label))
         .collect();
-    let raw = backend.sequence_logprobs(&backend.prompt(&request.utterance), &continuations)?;
+    let raw =
+        backend.sequence_logprobs(&backend.prompt(&request.utterance), &continuations, cancel)?;
     let known: Vec<Option<f64>> = {
         let cache = cache.lock().expect("content-free cache");
         request
@@ -235,7 +358,7 @@ pub fn score(
     let fresh = if missing.is_empty() {
         Vec::new()
     } else {
-        backend.sequence_logprobs(&backend.prompt(choose::CONTENT_FREE), &missing)?
+        backend.sequence_logprobs(&backend.prompt(choose::CONTENT_FREE), &missing, cancel)?
     };
     let mut fresh = fresh.into_iter();
     let mut cache = cache.lock().expect("content-free cache");
@@ -441,10 +564,10 @@ impl LlmPlugin {
         let (backend, generation) = self.backend().await?;
         let cache = self.content_free.clone();
         let r = request.clone();
-        let scored =
-            tokio::task::spawn_blocking(move || score(backend.as_ref(), generation, &r, &cache))
-                .await
-                .map_err(|e| ErrorObject::plugin(format!("the scoring task failed: {e}")))??;
+        let scored = blocking("scoring", move |cancel| {
+            score(backend.as_ref(), generation, &r, &cache, cancel)
+        })
+        .await?;
         Ok((request, scored))
     }
 
@@ -513,27 +636,26 @@ impl LlmPlugin {
                     },
                 };
                 let (backend, _) = self.backend().await?;
-                let text = tokio::task::spawn_blocking(move || {
-                    backend.complete(&prompt, max_tokens as u32)
+                let text = blocking("generation", move |cancel| {
+                    backend.complete(&prompt, max_tokens as u32, cancel)
                 })
-                .await
-                .map_err(|e| ErrorObject::plugin(format!("the generation task failed: {e}")))??;
+                .await?;
                 Ok(json!({"text": text}))
             }
             PLAN => {
                 let request = plan::PlanRequest::from_params(&call.params)?;
                 let (backend, _) = self.backend().await?;
-                let steps = tokio::task::spawn_blocking(move || {
+                let steps = blocking("planning", move |cancel| {
                     let text = backend.complete_constrained(
                         &plan::prompt(&request),
                         plan::MAX_TOKENS,
                         &plan::grammar(&request.ops),
                         &plan::schema(&request.ops),
+                        cancel,
                     )?;
                     plan::parse(&text, &request.ops)
                 })
-                .await
-                .map_err(|e| ErrorObject::plugin(format!("the planning task failed: {e}")))??;
+                .await?;
                 Ok(json!({"steps": steps}))
             }
             LOAD => {

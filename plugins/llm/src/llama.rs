@@ -13,7 +13,7 @@
 //! KV cache), so all candidates of a request go through in one batch, and their cells are
 //! dropped afterwards.
 
-use crate::{Backend, LlmError};
+use crate::{Backend, Cancel, LlmError};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
@@ -22,9 +22,11 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
+use std::collections::VecDeque;
 use std::num::NonZeroU32;
 use std::path::Path;
-use std::sync::{OnceLock, mpsc};
+use std::sync::{Mutex, OnceLock, mpsc};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
 
 /// The context window, in tokens: the prompt plus every continuation of a request.
 const N_CTX: u32 = 4096;
@@ -39,30 +41,94 @@ const BATCH_TOKENS: usize = 512;
 /// start, as all candidates are).
 const LABEL_TOKENS: usize = 48;
 
-/// llama.cpp's global state: initialised once per process.
+/// How many of llama.cpp's last warning and error lines are kept.
+const KEPT_LOG_LINES: usize = 8;
+/// The longest kept line, in bytes.
+const KEPT_LINE_BYTES: usize = 300;
+
+/// llama.cpp's last warning and error lines (it says why a load failed only there: the
+/// call itself returns no reason).
+fn kept_log() -> &'static Mutex<VecDeque<String>> {
+    static KEPT: OnceLock<Mutex<VecDeque<String>>> = OnceLock::new();
+    KEPT.get_or_init(|| Mutex::new(VecDeque::with_capacity(KEPT_LOG_LINES)))
+}
+
+/// A `tracing` layer that keeps the WARN and ERROR lines llama.cpp logs ([`kept_log`]) and
+/// shows nothing: llama.cpp logs every tensor it loads.
+struct KeepWarnings;
+
+impl<S: tracing::Subscriber> Layer<S> for KeepWarnings {
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+        if *event.metadata().level() > tracing::Level::WARN {
+            return;
+        }
+        struct Message(String);
+        impl tracing::field::Visit for Message {
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                if field.name() == "message" {
+                    self.0 = value.to_owned();
+                }
+            }
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = format!("{value:?}");
+                }
+            }
+        }
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        let line = utter_protocol::text::escape_unprintable(message.0.trim(), KEPT_LINE_BYTES).0;
+        if line.is_empty() {
+            return;
+        }
+        let mut kept = kept_log().lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() == KEPT_LOG_LINES {
+            kept.pop_front();
+        }
+        kept.push_back(line);
+    }
+}
+
+/// llama.cpp's global state: initialised once per process, its log kept ([`KeepWarnings`]).
 fn backend() -> Result<&'static LlamaBackend, LlmError> {
     static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {
-            let mut b = LlamaBackend::init().map_err(|e| e.to_string())?;
-            // llama.cpp logs every tensor it loads on stderr.
-            b.void_logs();
+            let b = LlamaBackend::init().map_err(|e| e.to_string())?;
+            // The plugin logs nothing else through `tracing`; a subscriber set before
+            // (a test harness) is left alone and the lines are simply not kept.
+            let _ = tracing::subscriber::set_global_default(
+                tracing_subscriber::registry()
+                    .with(KeepWarnings.with_filter(tracing_subscriber::filter::LevelFilter::WARN)),
+            );
+            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
             Ok(b)
         })
         .as_ref()
         .map_err(|e| LlmError::Backend(format!("llama.cpp did not initialise: {e}")))
 }
 
+/// The lines [`kept_log`] holds now, emptied: what llama.cpp said since the last call.
+fn take_kept_log() -> Vec<String> {
+    kept_log()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain(..)
+        .collect()
+}
+
 enum Job {
     Score {
         prefix: String,
         continuations: Vec<String>,
+        cancel: Cancel,
         reply: mpsc::Sender<Result<Vec<f64>, LlmError>>,
     },
     Complete {
         prompt: String,
         max_tokens: u32,
         grammar: Option<String>,
+        cancel: Cancel,
         reply: mpsc::Sender<Result<String, LlmError>>,
     },
 }
@@ -113,12 +179,14 @@ impl Llama {
         prompt: &str,
         max_tokens: u32,
         grammar: Option<String>,
+        cancel: &Cancel,
     ) -> Result<String, LlmError> {
         let (reply, answer) = mpsc::channel();
         self.send(Job::Complete {
             prompt: prompt.to_owned(),
             max_tokens,
             grammar,
+            cancel: cancel.clone(),
             reply,
         })?;
         answer
@@ -155,11 +223,13 @@ impl Backend for Llama {
         &self,
         prefix: &str,
         continuations: &[String],
+        cancel: &Cancel,
     ) -> Result<Vec<f64>, LlmError> {
         let (reply, answer) = mpsc::channel();
         self.send(Job::Score {
             prefix: prefix.to_owned(),
             continuations: continuations.to_vec(),
+            cancel: cancel.clone(),
             reply,
         })?;
         answer
@@ -167,8 +237,8 @@ impl Backend for Llama {
             .map_err(|_| LlmError::Backend("the llama.cpp thread stopped".into()))?
     }
 
-    fn complete(&self, prompt: &str, max_tokens: u32) -> Result<String, LlmError> {
-        self.generate(prompt, max_tokens, None)
+    fn complete(&self, prompt: &str, max_tokens: u32, cancel: &Cancel) -> Result<String, LlmError> {
+        self.generate(prompt, max_tokens, None, cancel)
     }
 
     fn complete_constrained(
@@ -177,8 +247,9 @@ impl Backend for Llama {
         max_tokens: u32,
         grammar: &str,
         _schema: &utter_protocol::serde_json::Value,
+        cancel: &Cancel,
     ) -> Result<String, LlmError> {
-        self.generate(prompt, max_tokens, Some(grammar.to_owned()))
+        self.generate(prompt, max_tokens, Some(grammar.to_owned()), cancel)
     }
 }
 
@@ -194,11 +265,19 @@ fn worker(
     ready: &mpsc::Sender<Result<(String, Option<String>), LlmError>>,
     jobs: &mpsc::Receiver<Job>,
 ) {
+    take_kept_log();
     let model = match LlamaModel::load_from_file(backend, path, &LlamaModelParams::default()) {
         Ok(m) => m,
         Err(e) => {
+            // llama.cpp's own words say why; the error value only says that it failed.
+            let said = take_kept_log();
+            let why = if said.is_empty() {
+                e.to_string()
+            } else {
+                format!("llama.cpp said: {}", said.join("; "))
+            };
             let _ = ready.send(Err(LlmError::Model(format!(
-                "llama.cpp could not load {} ({e}); is it a whole GGUF model file?",
+                "llama.cpp could not load {} ({why}); is it a whole GGUF model file?",
                 shown_path(path)
             ))));
             return;
@@ -244,20 +323,29 @@ fn worker(
     };
     while let Ok(job) = jobs.recv() {
         match job {
+            // A job cancelled while it waited is not started.
             Job::Score {
                 prefix,
                 continuations,
+                cancel,
                 reply,
             } => {
-                let _ = reply.send(state.score(&prefix, &continuations));
+                let result = cancel
+                    .check()
+                    .and_then(|()| state.score(&prefix, &continuations, &cancel));
+                let _ = reply.send(result);
             }
             Job::Complete {
                 prompt,
                 max_tokens,
                 grammar,
+                cancel,
                 reply,
             } => {
-                let _ = reply.send(state.complete(&prompt, max_tokens, grammar.as_deref()));
+                let result = cancel.check().and_then(|()| {
+                    state.complete(&prompt, max_tokens, grammar.as_deref(), &cancel)
+                });
+                let _ = reply.send(result);
             }
         }
     }
@@ -335,7 +423,13 @@ impl State<'_> {
         Ok(())
     }
 
-    fn score(&mut self, prefix: &str, continuations: &[String]) -> Result<Vec<f64>, LlmError> {
+    /// Between batches it stops once `cancel` is set.
+    fn score(
+        &mut self,
+        prefix: &str,
+        continuations: &[String],
+        cancel: &Cancel,
+    ) -> Result<Vec<f64>, LlmError> {
         self.set_prompt(prefix)?;
         let n_prompt = self.prompt.len();
         let conts: Vec<Vec<LlamaToken>> = continuations
@@ -351,6 +445,7 @@ impl State<'_> {
         // Candidates go in batches of at most N_SEQ - 1 sequences and `room` tokens.
         let mut start = 0;
         while start < conts.len() {
+            cancel.check()?;
             let mut end = start;
             let mut tokens = 0;
             while end < conts.len()
@@ -424,12 +519,14 @@ impl State<'_> {
     }
 
     /// Generate after `prompt` (greedy; within `grammar` when one is given, GBNF), in
-    /// sequence 1 so that sequence 0 keeps the prompt for the next request.
+    /// sequence 1 so that sequence 0 keeps the prompt for the next request. Stops between
+    /// tokens once `cancel` is set.
     fn complete(
         &mut self,
         prompt: &str,
         max_tokens: u32,
         grammar: Option<&str>,
+        cancel: &Cancel,
     ) -> Result<String, LlmError> {
         self.set_prompt(prompt)?;
         let n_prompt = self.prompt.len();
@@ -457,6 +554,7 @@ impl State<'_> {
             let mut out = Vec::<u8>::new();
             let end = (n_prompt + max_tokens as usize).min(N_CTX as usize - 1);
             for pos in n_prompt..end {
+                cancel.check()?;
                 let token = sampler.sample(&self.ctx, 0);
                 if self.model.vocab().is_eog(token) {
                     break;

@@ -305,6 +305,42 @@ async fn what_a_server_cannot_score_is_an_error_or_structured_output() {
     );
 }
 
+/// `$/cancel` drops a request in flight: the plugin answers -32002 at once and shuts the
+/// HTTP connection down, so the server sees the client hang up (instead of the plugin
+/// waiting out its 120 s timeout), and the plugin goes on serving.
+#[tokio::test]
+async fn a_cancelled_request_drops_its_http_connection() {
+    let server = Server::start();
+    let p = chooser(&server, "hang", "chat", &["--timeout-ms", "120000"]).await;
+    // A request timeout on our side sends `$/cancel`.
+    let cancelled = p
+        .conn
+        .request(
+            "llm.choose",
+            choose_params("open github", LABELS),
+            Some(std::time::Duration::from_millis(1500)),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        cancelled.message.contains("no response within 1500 ms"),
+        "{cancelled:?}"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.hung_up.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never saw the cancelled request's connection close"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let health = p
+        .call("plugin.health", json!({}))
+        .await
+        .expect("still serving");
+    assert_eq!(health["status"], "ok", "{health}");
+}
+
 #[tokio::test]
 async fn requests_past_the_limit_are_busy_and_closing_stdin_ends_the_plugin_at_once() {
     let server = Server::start();

@@ -250,9 +250,47 @@ async fn a_file_that_is_not_a_model_is_degraded_with_the_reason() {
         "{}",
         e.message
     );
+    println!("a file that is not a model: {}", e.message);
+    // llama.cpp's own reason, from its log (the call itself returns only "null result").
+    assert!(
+        e.message.contains("llama.cpp said:") && !e.message.contains("null result"),
+        "{}",
+        e.message
+    );
     let health = p.call("plugin.health", json!({})).await.unwrap();
     assert_eq!(health["status"], "degraded", "{health}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A generation that is cancelled stops between tokens: under a grammar that never ends
+/// (so only `max_tokens` could stop it), a cancel 300 ms in ends it with `Cancelled`, and
+/// the engine then serves the next request; a request cancelled before it starts never
+/// runs.
+#[test]
+fn a_cancelled_generation_stops_between_tokens() {
+    use utter_llm::{Backend, Cancel, LlmError};
+    let llama = utter_llm::llama::Llama::load(&model(), 2).expect("the model loads");
+    let endless = r#"root ::= "la " root"#;
+    let schema = json!({});
+    let cancel = Cancel::new();
+    let later = cancel.clone();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        later.cancel();
+    });
+    let result = llama.complete_constrained("Sing:", 4000, endless, &schema, &cancel);
+    canceller.join().unwrap();
+    assert_eq!(result, Err(LlmError::Cancelled), "{result:?}");
+    let before = Cancel::new();
+    before.cancel();
+    assert_eq!(
+        llama.complete("Hello", 8, &before),
+        Err(LlmError::Cancelled)
+    );
+    let text = llama
+        .complete("The capital of France is", 4, &Cancel::new())
+        .expect("the next request is served");
+    assert!(!text.is_empty());
 }
 
 /// The rules router program of this workspace's build (the tests run after

@@ -11,8 +11,9 @@
 //! * `echo` (completions with `echo`): per prompt, whitespace tokens with `text_offset`;
 //!   each token costs 0.3 nats per character, and a token that appears in the heard words
 //!   gains 1.
-//! * `error500`, `garbage`, `slow` (3 s), `hang` (60 s), `no-numbers` (top_logprobs of words
-//!   only), `echo-empty` (completions that score no token).
+//! * `error500`, `garbage`, `slow` (3 s), `hang` (60 s, or until the client hangs up, which
+//!   [`Server::hung_up`] counts), `no-numbers` (top_logprobs of words only), `echo-empty`
+//!   (completions that score no token).
 //! * any model, asked for structured output named `plan` (the planner): `open_url` of the
 //!   Rust website for a command that says "rust", else a `terminal` step it was not offered.
 
@@ -29,6 +30,8 @@ pub struct Server {
     pub url: String,
     /// The bodies it was sent, with their paths.
     pub requests: Arc<Mutex<Vec<(String, Value)>>>,
+    /// How many `hang` requests the client dropped (closed its connection) before the answer.
+    pub hung_up: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Server {
@@ -36,18 +39,29 @@ impl Server {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let requests: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+        let hung_up: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
         let seen = requests.clone();
+        let hangups = hung_up.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 let seen = seen.clone();
-                std::thread::spawn(move || serve(stream, &seen));
+                let hangups = hangups.clone();
+                std::thread::spawn(move || serve(stream, &seen, &hangups));
             }
         });
-        Server { url, requests }
+        Server {
+            url,
+            requests,
+            hung_up,
+        }
     }
 }
 
-fn serve(stream: TcpStream, seen: &Mutex<Vec<(String, Value)>>) {
+fn serve(
+    stream: TcpStream,
+    seen: &Mutex<Vec<(String, Value)>>,
+    hung_up: &std::sync::atomic::AtomicUsize,
+) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut request_line = String::new();
     reader.read_line(&mut request_line).unwrap();
@@ -93,7 +107,30 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<(String, Value)>>) {
             (200, "{}".to_owned())
         }
         "hang" => {
-            std::thread::sleep(std::time::Duration::from_secs(60));
+            // Wait, watching for the client to hang up (a read that ends: it sent its whole
+            // request already).
+            stream
+                .set_read_timeout(Some(std::time::Duration::from_millis(50)))
+                .unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            let mut byte = [0u8; 1];
+            while std::time::Instant::now() < deadline {
+                match stream.read(&mut byte) {
+                    Ok(0) => {
+                        hung_up.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        return;
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) => {}
+                    _ => {
+                        hung_up.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        return;
+                    }
+                }
+            }
             (200, "{}".to_owned())
         }
         _ if path == "/v1/chat/completions" => (200, chat(&model, &body).to_string()),
