@@ -9,7 +9,7 @@
 //!
 //! | member | shape |
 //! |---|---|
-//! | `Command(s utterance, a{sv} options) → s outcome` | [`CommandOutcome`] JSON; options `dry_run` (`b`), `timeout_ms` (`u`, `t`, `i` or `x`) |
+//! | `Command(s utterance, a{sv} options) → s outcome` | [`CommandOutcome`](utter_ipc::CommandOutcome) JSON; options `dry_run` (`b`), `timeout_ms` (`u`, `t`, `i` or `x`) |
 //! | `Status() → s status` | [`utter_core::runner::Status`] JSON |
 //! | `Reload() → s report` | [`utter_core::supervisor::ReloadReport`] JSON |
 //! | `Confirm(s id, b approved)` | answers a pending confirmation (door `dbus`) |
