@@ -303,64 +303,58 @@ const REMARK_LEADS: &[&str] = &[
 /// gives way to a split one ("type hello and press enter" is two steps).
 const FREE_TEXT_RULES: &[&str] = &["type_text", "search", "terminal"];
 
-impl State {
-    /// Plan one utterance in `context` with `profiles`: the rules' steps or why none.
+/// What one request is planned against: the shared state, the profiles of the moment, and
+/// the applications and niri bindings, each read at most once and only if a rule asks.
+/// Every way of planning a request (whole, in parts, after a remark, a misheard lead, the
+/// decision head) goes through it, with the context it plans in.
+struct Planning<'a> {
+    state: &'a State,
+    profiles: &'a profiles::Profiles,
+    apps: LazyApps<'a>,
+    binds: LazyBinds<'a>,
+}
+
+impl Planning<'_> {
+    /// Plan one utterance in `context`: the rules' steps or why none.
     fn plan_text(
         &self,
         utterance: &str,
         context: Option<&Context>,
-        profiles: &profiles::Profiles,
-        apps: &LazyApps<'_>,
-        binds: &LazyBinds<'_>,
     ) -> Result<Vec<Matched>, Escalation> {
         let normalized = text::normalize(utterance);
-        let sources = self.sources(utterance, context, profiles, apps, binds);
+        let sources = self.sources(utterance, context);
         rules::plan_steps(text::strip_fillers(&normalized), &sources)
     }
 
     /// What the rules consult for `utterance`.
-    fn sources<'a>(
-        &'a self,
-        utterance: &'a str,
-        context: Option<&'a Context>,
-        profiles: &'a profiles::Profiles,
-        apps: &'a LazyApps<'_>,
-        binds: &'a LazyBinds<'_>,
-    ) -> Sources<'a> {
+    fn sources<'s>(&'s self, utterance: &'s str, context: Option<&'s Context>) -> Sources<'s> {
         Sources {
-            catalog: &self.catalog,
-            apps,
-            curated: &self.curated,
-            binds,
+            catalog: &self.state.catalog,
+            apps: &self.apps,
+            curated: &self.state.curated,
+            binds: &self.binds,
             context,
             utterance,
-            profiles,
-            words: &self.words,
+            profiles: self.profiles,
+            words: &self.state.words,
         }
     }
 
     /// "type drum and bass sample packs and press enter": text with a conjunction of its own
     /// ("drum and bass"), then a command. Split at the last conjunction only: the text before
     /// it (typed, searched or run) and, after it, a command that is no free text itself.
-    fn free_text_then(
-        &self,
-        utterance: &str,
-        context: Option<&Context>,
-        profiles: &profiles::Profiles,
-        apps: &LazyApps<'_>,
-        binds: &LazyBinds<'_>,
-    ) -> Option<Vec<Matched>> {
+    fn free_text_then(&self, utterance: &str, context: Option<&Context>) -> Option<Vec<Matched>> {
         let lower = utterance.to_ascii_lowercase();
         let (at, conjunction) = CONJUNCTIONS
             .iter()
             .filter_map(|c| lower.rfind(c).map(|at| (at, *c)))
             .max_by_key(|(at, c)| (*at, std::cmp::Reverse(c.len())))?;
         let (head, tail) = (&utterance[..at], &utterance[at + conjunction.len()..]);
-        let mut steps = self.plan_text(head, context, profiles, apps, binds).ok()?;
+        let mut steps = self.plan_text(head, context).ok()?;
         if !steps.iter().any(|s| FREE_TEXT_RULES.contains(&s.rule)) {
             return None;
         }
-        let after = self.plan_text(tail, context, profiles, apps, binds).ok()?;
+        let after = self.plan_text(tail, context).ok()?;
         if after.is_empty() || after.iter().any(|s| FREE_TEXT_RULES.contains(&s.rule)) {
             return None;
         }
@@ -370,14 +364,7 @@ impl State {
 
     /// The steps of `utterance` split at its conjunctions, when every part plans; each part
     /// in the context the steps before it leave (a site opened: a browser is focused).
-    fn plan_parts(
-        &self,
-        utterance: &str,
-        context: Option<&Context>,
-        profiles: &profiles::Profiles,
-        apps: &LazyApps<'_>,
-        binds: &LazyBinds<'_>,
-    ) -> Option<Vec<Matched>> {
+    fn plan_parts(&self, utterance: &str, context: Option<&Context>) -> Option<Vec<Matched>> {
         let parts = split_parts(utterance);
         if parts.len() < 2 || parts.len() > MAX_PARTS {
             return None;
@@ -395,7 +382,7 @@ impl State {
                     return None;
                 }
                 let said = format!("search {site} for {query}");
-                self.plan_text(&said, context.as_ref(), profiles, apps, binds)
+                self.plan_text(&said, context.as_ref())
                     .ok()
                     .filter(|steps| steps.iter().all(|s| s.op == "open_url"))
             });
@@ -403,10 +390,7 @@ impl State {
             if on_site.is_some() {
                 steps.pop();
             }
-            let planned = match on_site.map_or_else(
-                || self.plan_text(part, context.as_ref(), profiles, apps, binds),
-                Ok,
-            ) {
+            let planned = match on_site.map_or_else(|| self.plan_text(part, context.as_ref()), Ok) {
                 Ok(planned) => planned,
                 // "open discord and telegram": the verb of the part before, said once for
                 // both names.
@@ -420,24 +404,23 @@ impl State {
                         .map(str::trim_end)
                         .filter(|p| !p.is_empty())
                         .unwrap_or(part);
-                    match self.plan_text(part, context.as_ref(), profiles, apps, binds) {
+                    match self.plan_text(part, context.as_ref()) {
                         Ok(planned) => planned,
                         Err(_) => {
                             let said = format!("{} {part}", verb.as_deref()?);
-                            self.plan_text(&said, context.as_ref(), profiles, apps, binds)
-                                .ok()?
+                            self.plan_text(&said, context.as_ref()).ok()?
                         }
                     }
                 }
             };
-            verb = leading_verb(part, &self.curated).or(verb);
+            verb = leading_verb(part, &self.state.curated).or(verb);
             site = planned
                 .last()
                 .filter(|s| matches!(s.op, "ensure_url" | "open_url"))
                 .and_then(|s| s.args["site"].as_str())
                 .map(str::to_owned);
             for step in &planned {
-                if let Some(app_id) = focused_after(step, profiles, context.as_ref()) {
+                if let Some(app_id) = focused_after(step, self.profiles, context.as_ref()) {
                     let mut next = context.clone().unwrap_or_default();
                     if !next.app_ids.contains(&app_id) {
                         next.app_ids.insert(0, app_id.clone());
@@ -455,20 +438,11 @@ impl State {
     /// message saying which words were taken for which. A step that writes what was said
     /// (typed text, a search, a shell command) asks first: "right, let me think" may have
     /// been no command at all.
-    fn misheard_lead(
-        &self,
-        utterance: &str,
-        context: Option<&Context>,
-        profiles: &profiles::Profiles,
-        apps: &LazyApps<'_>,
-        binds: &LazyBinds<'_>,
-    ) -> Option<Vec<Matched>> {
-        heard::rewrites(utterance, &self.curated)
+    fn misheard_lead(&self, utterance: &str, context: Option<&Context>) -> Option<Vec<Matched>> {
+        heard::rewrites(utterance, &self.state.curated)
             .into_iter()
             .find_map(|rewrite| {
-                let mut steps = self
-                    .plan_text(&rewrite.utterance, context, profiles, apps, binds)
-                    .ok()?;
+                let mut steps = self.plan_text(&rewrite.utterance, context).ok()?;
                 for step in &mut steps {
                     if FREE_TEXT_RULES.contains(&step.rule) {
                         step.confirm = true;
@@ -495,14 +469,7 @@ impl State {
     /// tab" (a transcript's comma inside one command) is not read as "close tab". Also the
     /// command before a reason or a purpose ("open obs so i can record my screen", "pause
     /// the music because the phone rings", "play some music while i study").
-    fn after_remark(
-        &self,
-        utterance: &str,
-        context: Option<&Context>,
-        profiles: &profiles::Profiles,
-        apps: &LazyApps<'_>,
-        binds: &LazyBinds<'_>,
-    ) -> Option<Vec<Matched>> {
+    fn after_remark(&self, utterance: &str, context: Option<&Context>) -> Option<Vec<Matched>> {
         let is_remark = |clause: &str| {
             // "the meeting's over": a noun's "'s" is its "is".
             if clause.contains("'s ") || clause.contains("\u{2019}s ") {
@@ -519,7 +486,7 @@ impl State {
         if let Some((remark, command)) = utterance.rsplit_once(',')
             && !command.trim().is_empty()
             && is_remark(remark)
-            && let Ok(steps) = self.plan_text(command, context, profiles, apps, binds)
+            && let Ok(steps) = self.plan_text(command, context)
         {
             return Some(steps);
         }
@@ -531,7 +498,7 @@ impl State {
         {
             if !command.trim().is_empty()
                 && is_remark(remark)
-                && let Ok(steps) = self.plan_text(command, context, profiles, apps, binds)
+                && let Ok(steps) = self.plan_text(command, context)
             {
                 return Some(steps);
             }
@@ -573,47 +540,45 @@ impl State {
         if command.trim().is_empty() {
             return None;
         }
-        self.plan_text(command, context, profiles, apps, binds).ok()
+        self.plan_text(command, context).ok()
     }
 
     /// The decision head's matcher on the whole utterance.
-    fn decide(
-        &self,
-        request: &PlanRequest,
-        context: Option<&Context>,
-        profiles: &profiles::Profiles,
-        apps: &LazyApps<'_>,
-        binds: &LazyBinds<'_>,
-    ) -> Option<decide::Decision> {
+    fn decide(&self, request: &PlanRequest, context: Option<&Context>) -> Option<decide::Decision> {
         let normalized = text::normalize(&request.utterance);
-        let sources = self.sources(&request.utterance, context, profiles, apps, binds);
+        let sources = self.sources(&request.utterance, context);
         decide::decide(text::strip_fillers(&normalized), &sources, request.decide)
     }
+}
 
+impl State {
     /// Plan one request. Blocking: it may read the application directories.
     fn plan(&self, request: &PlanRequest) -> Value {
-        let apps = LazyApps {
-            scanner: &self.apps,
-            apps: OnceCell::new(),
-            defaults: OnceCell::new(),
-        };
-        let binds = LazyBinds {
-            source: &self.binds,
-            binds: OnceCell::new(),
-        };
         let profiles = self.profiles.current();
+        let planning = Planning {
+            state: self,
+            profiles: &profiles,
+            apps: LazyApps {
+                scanner: &self.apps,
+                apps: OnceCell::new(),
+                defaults: OnceCell::new(),
+            },
+            binds: LazyBinds {
+                source: &self.binds,
+                binds: OnceCell::new(),
+            },
+        };
         let context = request.context.as_ref();
-        let whole = self.plan_text(&request.utterance, context, &profiles, &apps, &binds);
+        let whole = planning.plan_text(&request.utterance, context);
         let free_text = whole
             .as_ref()
             .is_ok_and(|steps| steps.iter().any(|s| FREE_TEXT_RULES.contains(&s.rule)));
         let planned = match whole {
             Ok(steps) if !free_text => Ok(steps),
-            whole => match self
-                .plan_parts(&request.utterance, context, &profiles, &apps, &binds)
-                .or_else(|| {
-                    self.free_text_then(&request.utterance, context, &profiles, &apps, &binds)
-                }) {
+            whole => match planning
+                .plan_parts(&request.utterance, context)
+                .or_else(|| planning.free_text_then(&request.utterance, context))
+            {
                 Some(steps) => Ok(steps),
                 None => whole,
             },
@@ -621,7 +586,7 @@ impl State {
         // "it's way too loud, turn the volume down": a remark, then the command.
         let planned = match planned {
             Err(e) if e.reason != "refused" => {
-                match self.after_remark(&request.utterance, context, &profiles, &apps, &binds) {
+                match planning.after_remark(&request.utterance, context) {
                     Some(steps) => Ok(steps),
                     None => Err(e),
                 }
@@ -631,7 +596,7 @@ impl State {
         // "Right, thank you.": the lead word heard as a likelier word of the same sound.
         let planned = match planned {
             Err(e) if matches!(e.reason, "no_rule" | "unknown_target") => {
-                match self.misheard_lead(&request.utterance, context, &profiles, &apps, &binds) {
+                match planning.misheard_lead(&request.utterance, context) {
                     Some(steps) => Ok(steps),
                     None => Err(e),
                 }
@@ -644,7 +609,7 @@ impl State {
         // No rule: perhaps a misheard name (the decision head's matcher).
         let planned = match planned {
             Err(e) if matches!(e.reason, "no_rule" | "unknown_target") => {
-                match self.decide(request, context, &profiles, &apps, &binds) {
+                match planning.decide(request, context) {
                     Some(decide::Decision::Choose(choices, own)) => {
                         let fallback = self.decided(request, *own, e);
                         return self.choose_plan(request, &choices, fallback);
