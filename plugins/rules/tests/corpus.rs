@@ -289,6 +289,15 @@ async fn the_twenty_third_held_out_corpus_is_scored() {
     score_held_out("blind23", "twenty-third held-out", 170, 0).await;
 }
 
+/// A twenty-fourth held-out set (`tests/corpus/blind24/`, 200 cases), written blind by hand
+/// against the desktop of a translator who drives it by voice (kitty, Brave, Evolution,
+/// LibreOffice, Okular, Foliate, Telegram, Slack, Obsidian, Zotero, Poedit, Zed, GNOME
+/// utilities) after the twenty-third had been used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_twenty_fourth_held_out_corpus_is_scored() {
+    score_held_out("blind24", "twenty-fourth held-out", 150, 0).await;
+}
+
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
 /// accuracy below the floor this matcher reached when it was written (a regression guard,
