@@ -6,7 +6,8 @@
 //! Both sides are normalised the same way (lower case, punctuation as spaces, words), the
 //! articles "the", "a", "an" are dropped from the description, and a word of the description
 //! that names the candidate's role ("button" for a push button, "link" for a link) is dropped
-//! for that candidate unless its own name carries the word too.
+//! for that candidate unless its own name carries the word too, and so is a word that only
+//! says what kind of thing it is ("the general channel", "the invoices folder").
 //!
 //! A candidate whose words equal the description's scores [`Score::Exact`]; one whose name
 //! contains every word of the description scores [`Score::Contains`]; the rest do not match.
@@ -70,13 +71,32 @@ pub fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Words people add to a name to say what kind of thing it is, whatever its role ("the
+/// general channel", "the invoices folder"): dropped unless the candidate's name has them.
+const KIND_WORDS: &[&str] = &[
+    "channel",
+    "folder",
+    "chat",
+    "conversation",
+    "contact",
+    "tab",
+    "icon",
+    "option",
+    "setting",
+    "entry",
+    "item",
+];
+
 /// The description's words as they apply to `candidate`.
 fn description_for(description: &[String], candidate_words: &[String], role: &str) -> Vec<String> {
     let drop = role_words(role);
     description
         .iter()
         .filter(|w| !ARTICLES.contains(&w.as_str()))
-        .filter(|w| !drop.contains(&w.as_str()) || candidate_words.contains(w))
+        .filter(|w| {
+            !(drop.contains(&w.as_str()) || KIND_WORDS.contains(&w.as_str()))
+                || candidate_words.contains(w)
+        })
         .cloned()
         .collect()
 }
@@ -179,6 +199,21 @@ mod tests {
         assert_eq!(choose("help link", &form()), Choice::One(2));
         // "link" is not a word for a push button: "ok link" names nothing.
         assert!(matches!(choose("ok link", &form()), Choice::Nothing(_)));
+    }
+
+    #[test]
+    fn words_that_only_say_a_kind_are_dropped_unless_the_name_has_them() {
+        let list = vec![
+            c("list item", "# general"),
+            c("list item", "# random"),
+            c("push button", "Channel settings"),
+        ];
+        assert_eq!(choose("the general channel", &list), Choice::One(0));
+        assert_eq!(choose("channel settings", &list), Choice::One(2));
+        assert!(matches!(
+            choose("the music channel", &list),
+            Choice::Nothing(_)
+        ));
     }
 
     #[test]

@@ -95,6 +95,72 @@ const SPOKEN_MARKS: &[(&str, &str)] = &[
     ("period", "."),
 ];
 
+/// Symbols said by name, as dictation tools take them: the name, the symbol, and whether the
+/// name alone (with or without "a"/"an"/"the") means the symbol. Other names mean it only
+/// with "sign", "symbol", "mark" or "character" after them ("type a euro sign"; "type
+/// euro" types the word).
+const NAMED_SYMBOLS: &[(&str, &str, bool)] = &[
+    ("em dash", "\u{2014}", true),
+    ("en dash", "\u{2013}", true),
+    ("ellipsis", "\u{2026}", true),
+    ("ampersand", "&", true),
+    ("asterisk", "*", true),
+    ("tilde", "~", true),
+    ("bullet point", "\u{2022}", true),
+    ("check mark", "\u{2713}", true),
+    ("right arrow", "\u{2192}", true),
+    ("left arrow", "\u{2190}", true),
+    ("euro", "\u{20ac}", false),
+    ("pound", "\u{a3}", false),
+    ("pound sterling", "\u{a3}", false),
+    ("yen", "\u{a5}", false),
+    ("dollar", "$", false),
+    ("cent", "\u{a2}", false),
+    ("degree", "\u{b0}", false),
+    ("degrees", "\u{b0}", false),
+    ("copyright", "\u{a9}", false),
+    ("registered trademark", "\u{ae}", false),
+    ("registered", "\u{ae}", false),
+    ("trademark", "\u{2122}", false),
+    ("section", "\u{a7}", false),
+    ("paragraph", "\u{b6}", false),
+    ("bullet", "\u{2022}", false),
+    ("at", "@", false),
+    ("hash", "#", false),
+    ("percent", "%", false),
+    ("plus minus", "\u{b1}", false),
+    ("plus or minus", "\u{b1}", false),
+    ("multiplication", "\u{d7}", false),
+    ("division", "\u{f7}", false),
+    ("infinity", "\u{221e}", false),
+    ("micro", "\u{b5}", false),
+    ("caret", "^", false),
+    ("pipe", "|", false),
+];
+
+/// The symbol `text` names as a whole ([`NAMED_SYMBOLS`]): "an em dash", "a euro sign", "the
+/// copyright symbol".
+fn named_symbol(text: &str) -> Option<&'static str> {
+    let lower = text
+        .trim()
+        .trim_end_matches(['.', '!', '?'])
+        .to_lowercase()
+        .replace('-', " ");
+    let name = ["a ", "an ", "the "]
+        .iter()
+        .find_map(|a| lower.strip_prefix(a))
+        .unwrap_or(&lower)
+        .trim();
+    let (name, suffixed) = [" sign", " symbol", " mark", " character"]
+        .iter()
+        .find_map(|s| name.strip_suffix(s).map(|n| (n.trim(), true)))
+        .unwrap_or((name, false));
+    NAMED_SYMBOLS
+        .iter()
+        .find(|(said, _, alone)| *said == name && (suffixed || *alone))
+        .map(|(_, symbol, _)| *symbol)
+}
+
 /// How a mark of [`JOINED_MARKS`] joins the words beside it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Join {
@@ -137,7 +203,7 @@ const EXTENSIONS: &[&str] = &[
 /// single-spaced. "period" and "full stop" only end the text ("the period is over" keeps
 /// its word), the others stand anywhere; after an article a mark word is the mark's name
 /// ("use a comma here").
-fn written_marks(text: &str) -> String {
+pub(crate) fn written_marks(text: &str) -> String {
     // "type the word comma": the word itself, as said.
     if let Some(word) = crate::text::after_lead(text, &["the word "])
         .map(str::trim)
@@ -189,6 +255,10 @@ fn written_marks(text: &str) -> String {
     let alone = text.trim_end_matches(['.', '!', '?']).to_lowercase();
     if let Some((_, mark)) = SPOKEN_MARKS.iter().find(|(said, _)| *said == alone) {
         return (*mark).to_owned();
+    }
+    // "type a euro sign", "type an em dash": a symbol by its name.
+    if let Some(symbol) = named_symbol(text) {
+        return symbol.to_owned();
     }
     // "ten dot zero dot zero dot twenty": an address of numbers, in digits.
     let dotted = crate::numbers::dotted_numbers(text);
@@ -320,6 +390,8 @@ fn describes_a_secret(text: &str) -> bool {
 /// [`crate::text::spoken_address`] reads it). `None` for anything else ("meet me at
 /// home").
 fn spoken_email(text: &str) -> Option<String> {
+    // A hyphen the recogniser wrote ("lingua-partners") is the address's own: said "dash".
+    let text = text.replace('-', " dash ");
     let normalized = crate::text::normalize(text.trim_end_matches(['.', '!', '?']));
     let words: Vec<&str> = normalized.split(' ').filter(|w| !w.is_empty()).collect();
     let at = words.iter().position(|w| *w == "at")?;
@@ -356,7 +428,9 @@ fn spoken_email(text: &str) -> Option<String> {
 pub(crate) const KEY_VERBS: &[&str] = &["press", "hit", "tap"];
 
 /// Verbs that click an element, longest first.
-pub(crate) const CLICK_VERBS: &[&str] = &["click on", "click", "tap on", "press on", "hit on"];
+pub(crate) const CLICK_VERBS: &[&str] = &[
+    "click on", "click", "tap on", "press on", "hit on", "untick", "tick", "uncheck",
+];
 
 /// Kinds of element: after "press" or "hit", words that are no chord but end with one of
 /// these click the element ("press the blue button").
@@ -624,6 +698,20 @@ const TYPE_PLACES: &[&str] = &[
 
 /// Rule 8: type the rest of the utterance.
 fn type_text(spoken: &Spoken<'_>) -> Outcome {
+    // "insert an em dash", "add a degree sign": a symbol by its name, with the verbs that
+    // otherwise mean other things ("insert a row").
+    if let Some(after) = spoken.after_verb(&["insert", "add", "put in", "put"]) {
+        let rest = spoken.raw[spoken.raw_start(after)..].trim();
+        if let Some(symbol) = named_symbol(rest) {
+            return Some(Ok(Matched {
+                rule: "type_text",
+                op: "type_text",
+                message: format!("type {symbol:?}"),
+                args: json!({"text": symbol}),
+                confirm: false,
+            }));
+        }
+    }
     let after = spoken.after_verb(TYPE_VERBS)?;
     let verb = spoken.text(spoken.first)[..after - spoken.first].join(" ");
     let mut text = spoken.raw[spoken.raw_start(after)..].trim();
@@ -1027,8 +1115,22 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
         return problem();
     }
     skip_object(&mut amount);
+    // "scroll up to the older messages": where to, after the direction; the top or the
+    // bottom is as far as a scroll goes.
+    let mut far = false;
+    if let [to, rest @ ..] = amount
+        && matches!(*to, "to" | "until" | "till" | "towards")
+        && !rest.is_empty()
+    {
+        far = matches!(
+            rest.last().copied(),
+            Some("top" | "bottom" | "beginning" | "end" | "start")
+        );
+        amount = &[];
+    }
     let amount = amount.join(" ");
     let steps = match amount.as_str() {
+        "" if far => MAX_SCROLL,
         "" | "more" | "some more" | "again" | "further" | "a bit further" => SCROLL_STEPS,
         "a little" | "a little bit" | "a bit" | "a tiny bit" | "slightly" | "just a little"
         | "a little more" | "a bit more" => SCROLL_LITTLE,
@@ -1068,6 +1170,40 @@ fn click(spoken: &Spoken<'_>) -> Outcome {
     }))
 }
 
+/// Where an element is, said after its name ("click downloads in the sidebar"): the
+/// speaker's orientation, not part of the name.
+const CLICK_PLACES: &[&str] = &[
+    "in the sidebar",
+    "on the sidebar",
+    "in the side bar",
+    "in the toolbar",
+    "on the toolbar",
+    "in the menu bar",
+    "in the top bar",
+    "in the header",
+    "in the footer",
+    "in the panel",
+    "in the dialog",
+    "in the dialogue",
+    "in the corner",
+    "in the top left corner",
+    "in the top right corner",
+    "in the bottom left corner",
+    "in the bottom right corner",
+    "at the top",
+    "at the bottom",
+    "at the top left",
+    "at the top right",
+    "at the bottom left",
+    "at the bottom right",
+    "on the left",
+    "on the right",
+    "on the left side",
+    "on the right side",
+    "up top",
+    "down below",
+];
+
 /// The `click_element` step for the words from `after` on, as said; `None` when they are
 /// none or only point ("it", "here").
 fn click_after(spoken: &Spoken<'_>, after: usize) -> Option<Result<Matched, String>> {
@@ -1090,6 +1226,33 @@ fn click_after(spoken: &Spoken<'_>, after: usize) -> Option<Result<Matched, Stri
                 .map(|_| description[article.len()..].trim_start())
         })
         .unwrap_or(description);
+    // "downloads in the sidebar", "the save icon at the top": where it is, said to help
+    // find it, is no word of its name.
+    let lower = description.to_lowercase();
+    let description = CLICK_PLACES
+        .iter()
+        .find_map(|place| {
+            lower
+                .strip_suffix(place)
+                .filter(|head| head.ends_with(' ') && !head.trim().is_empty())
+                .map(|head| description[..head.len()].trim_end())
+        })
+        .unwrap_or(description);
+    // "tick the box that says i agree": the box is found by what it says.
+    let description = crate::text::after_lead(
+        description,
+        &[
+            "box that says ",
+            "checkbox that says ",
+            "check box that says ",
+            "box labelled ",
+            "box labeled ",
+            "box next to ",
+            "box for ",
+        ],
+    )
+    .filter(|rest| !rest.is_empty())
+    .unwrap_or(description);
     if description.is_empty() {
         return None;
     }
@@ -1127,6 +1290,14 @@ mod tests {
                 "jane.doe@mail.example.org",
             ),
             ("type the number forty two", "42"),
+            ("type a euro sign", "\u{20ac}"),
+            ("type an em dash", "\u{2014}"),
+            ("insert the copyright symbol", "\u{a9}"),
+            ("type euro", "euro"),
+            (
+                "type anna at lingua-partners dot de",
+                "anna@lingua-partners.de",
+            ),
             ("enter the number forty two", "42"),
             ("enter the number one two three", "123"),
             ("type git status but don't run it", "git status"),
@@ -1408,6 +1579,8 @@ mod tests {
             ("scroll over to the left a little", "left", 2),
             ("scroll up three", "up", 3),
             ("can you scroll down 5", "down", 5),
+            ("scroll up to the older messages", "up", 5),
+            ("scroll down to the bottom", "down", MAX_SCROLL),
         ];
         for (utterance, direction, amount) in cases {
             assert_eq!(
@@ -1496,6 +1669,9 @@ mod tests {
             ("click on \"Save as…\"", "Save as…"),
             ("press on the send button", "send button"),
             ("click send please", "send"),
+            ("click on Downloads in the sidebar", "Downloads"),
+            ("click the save icon at the top", "save icon"),
+            ("tick the box that says I agree", "I agree"),
             ("please click the Next button, thanks", "Next button"),
         ];
         for (utterance, description) in cases {

@@ -22,6 +22,74 @@ pub fn focused_profile<'a>(sources: &Sources<'a>) -> Option<&'a Profile> {
     sources.profile_of(app_id)
 }
 
+/// What opens a message said to be sent, longest first.
+const SEND_LEADS: &[&str] = &[
+    "send a message saying",
+    "send the message",
+    "send a message",
+    "send message",
+    "reply with",
+    "reply saying",
+    "send",
+];
+
+/// Rule `chat_message`, tried last: "send sure, I can take it by Thursday" in a messenger
+/// (a focused window of an application whose desktop entry's categories say
+/// `InstantMessaging` or `Chat`) types the message and presses Return. "send" followed by
+/// what names a thing ("send the file", "send it", "send this window …") is no message.
+pub fn chat_message(sources: &Sources<'_>, raw: &str) -> Option<Vec<Matched>> {
+    let focused = sources.context?.focused_app_id.as_deref()?;
+    let messenger = sources.installed_for(focused).is_some_and(|app| {
+        app.categories
+            .iter()
+            .any(|c| c == "InstantMessaging" || c == "Chat")
+    });
+    if !messenger {
+        return None;
+    }
+    let said = raw
+        .trim()
+        .trim_start_matches(|c: char| !c.is_alphanumeric());
+    let lead = SEND_LEADS.iter().find(|lead| {
+        said.get(..lead.len())
+            .is_some_and(|l| l.eq_ignore_ascii_case(lead))
+            && said[lead.len()..].starts_with([' ', ','])
+    })?;
+    let message = said[lead.len()..]
+        .trim_start_matches([' ', ',', ':'])
+        .trim();
+    let first = message.split_whitespace().next()?.to_ascii_lowercase();
+    if *lead == "send"
+        && [
+            "the", "this", "that", "these", "those", "it", "them", "a", "an", "my", "your", "our",
+            "to",
+        ]
+        .contains(&first.as_str())
+    {
+        return None;
+    }
+    let text = crate::inapp::written_marks(message);
+    if text.is_empty() || text.chars().any(char::is_control) {
+        return None;
+    }
+    Some(vec![
+        Matched {
+            rule: "chat_message",
+            op: "type_text",
+            message: format!("type the message {:?}", text),
+            args: json!({"text": text}),
+            confirm: false,
+        },
+        Matched {
+            rule: "chat_message",
+            op: "key",
+            message: "press Return to send it".into(),
+            args: json!({"chord": "Return"}),
+            confirm: false,
+        },
+    ])
+}
+
 /// Verbs that open an address (the site verbs without "show", which also focuses, and
 /// with "load").
 const URL_VERBS: &[&str] = &[
@@ -617,6 +685,10 @@ fn query_step(
     } else {
         ""
     };
+    // "search the web for uh pandoc templates": a hesitation is no word of the query.
+    let query = crate::text::after_lead(query, &["uh, ", "um, ", "uh ", "um ", "erm ", "uhm "])
+        .filter(|rest| !rest.is_empty())
+        .unwrap_or(query);
     // "play some lofi beats", "find me a sourdough recipe": "some", "me a" ask for no
     // word of the query.
     let query = crate::text::after_lead(query, &["me some ", "me a ", "me an ", "me ", "some "])
@@ -690,13 +762,38 @@ fn in_profile(phrase: &str, profile: &Profile, sources: &Sources<'_>) -> Option<
             // A synonym of one of its own commands ("stop whatever is running": "interrupt").
             .or_else(|| profile.commands.get(name).cloned())
     };
-    lookup(phrase).or_else(|| {
-        // "make this line heading one", "turn this into a bullet list": the format named.
-        let rest = crate::text::after_lead(phrase, FORMAT_LEADS)?;
-        let rest = crate::text::after_lead(rest, &["a ", "an "]).unwrap_or(rest);
-        lookup(rest).filter(|_| !rest.is_empty())
-    })
+    lookup(phrase)
+        .or_else(|| {
+            // "make this line heading one", "turn this into a bullet list": the format named.
+            let rest = crate::text::after_lead(phrase, FORMAT_LEADS)?;
+            let rest = crate::text::after_lead(rest, &["a ", "an "]).unwrap_or(rest);
+            lookup(rest).filter(|_| !rest.is_empty())
+        })
+        .or_else(|| {
+            // "reply to this one", "forward this email": the phrase, and what it acts on
+            // being what is selected.
+            let head = SELECTED_OBJECTS
+                .iter()
+                .find_map(|object| strip_word_suffix(phrase, object))?
+                .trim_end();
+            let head = strip_word_suffix(head, "to").map_or(head, str::trim_end);
+            lookup(head).filter(|_| !head.is_empty())
+        })
 }
+
+/// What a phrase may end with to say it acts on what is selected ("reply to this one").
+const SELECTED_OBJECTS: &[&str] = &[
+    "this one",
+    "that one",
+    "this email",
+    "this message",
+    "this mail",
+    "this item",
+    "the selected one",
+    "this",
+    "that",
+    "it",
+];
 
 /// What is said before a format to set on the selection or the line ("make this line
 /// heading one"), longest first.
@@ -939,16 +1036,42 @@ fn command_step(command: Command, phrase: &str, owner: &str, app: Option<&str>) 
 /// Spotify is Spotify's search field, "clear" in a terminal clears it, and the person's
 /// "run tests" is theirs.
 pub fn focused_phrase(text: &str, sources: &Sources<'_>) -> Option<Matched> {
-    if let Some(profile) = focused_profile(sources)
-        && let Some(command) = in_profile(text, profile, sources)
-    {
-        return command_step(command, text, &profile.name, None);
+    if let Some(profile) = focused_profile(sources) {
+        if let Some(command) = in_profile(text, profile, sources) {
+            return command_step(command, text, &profile.name, None);
+        }
+        // "run the spell check", "do a find and replace": the phrase with a verb of doing
+        // said before it.
+        if let Some(phrase) = DOING_LEADS
+            .iter()
+            .find_map(|lead| strip_word_prefix(text, lead))
+            .filter(|p| !p.is_empty())
+            && let Some(command) = in_profile(phrase, profile, sources)
+        {
+            return command_step(command, phrase, &profile.name, None);
+        }
     }
     // The person's own commands (`commands.toml`), whatever is focused.
     let global = sources.profiles.global()?;
     let command = global.commands.get(text)?.clone();
     command_step(command, text, &global.name, None)
 }
+
+/// Verbs of doing said before an application's phrase ("run the spell check").
+const DOING_LEADS: &[&str] = &[
+    "run the",
+    "run a",
+    "do the",
+    "do a",
+    "start the",
+    "use the",
+    "open the",
+];
+
+/// Verbs of common chords that take what they act on ("copy that cell", "save the
+/// translation"), and the words that open such an object.
+const OBJECT_VERBS: &[&str] = &["copy", "cut", "save", "print"];
+const OBJECT_DETERMINERS: &[&str] = &["the", "this", "that", "these", "those", "my", "our"];
 
 /// Rule `shortcut`: a phrase aimed at a named application's profile ("firefox new tab",
 /// "new tab in firefox"; the step's `app` then focuses it first), else a common chord
@@ -980,6 +1103,33 @@ pub fn shortcut(text: &str, sources: &Sources<'_>) -> Option<Result<Matched, Esc
             }));
         }
         return command_step(Command::Chord(chord.clone()), text, "common keys", None).map(Ok);
+    }
+    // "copy that cell", "save the translation": the verb's chord, what it acts on being
+    // what is selected or open (one or two words after "the", "this", …).
+    if let Some((verb, object)) = text.split_once(' ')
+        && OBJECT_VERBS.contains(&verb)
+        && let Some(rest) = object.split_once(' ').and_then(|(det, rest)| {
+            OBJECT_DETERMINERS.contains(&det).then_some(rest)
+        })
+        && (1..=2).contains(&rest.split(' ').count())
+        && !rest.split(' ').any(|w| w == "times" || w.parse::<u32>().is_ok())
+        // A link, a tab or an image is no selection: copying one is another command.
+        && !rest.split(' ').any(|w| {
+            matches!(
+                w,
+                "link" | "url" | "address" | "tab" | "window" | "image" | "picture" | "location"
+            )
+        })
+        && !focused.is_some_and(|p| p.kind == Kind::Terminal)
+    {
+        if let Some(profile) = focused
+            && let Some(command) = in_profile(verb, profile, sources)
+        {
+            return command_step(command, verb, &profile.name, None).map(Ok);
+        }
+        if let Some(chord) = sources.words.common.get(verb) {
+            return command_step(Command::Chord(chord.clone()), verb, "common keys", None).map(Ok);
+        }
     }
     // Known, but to another kind of application.
     let owner = sources
@@ -1591,6 +1741,9 @@ fn known_folder(said: &str) -> Option<String> {
 /// of `[shell.intents]` asked about ("how much disk space is left" → `df -h`), or words
 /// opening with a program of `[shell] programs` ("git pull", "cargo test please"), as said.
 fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
+    if let Some(m) = conversion(sources, spoken) {
+        return Some(m);
+    }
     let skip = |mut first: usize, leads: &[&str]| {
         while spoken
             .words
@@ -1606,6 +1759,135 @@ fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
     // tried when the words as said are no command ("show hidden files" is one).
     bare_command_from(sources, spoken, first)
         .or_else(|| bare_command_from(sources, spoken, skip(first, RUN_LEADS)))
+}
+
+/// Formats a file is converted to, as said, with their extensions.
+const FORMATS: &[(&str, &str)] = &[
+    ("pdf", "pdf"),
+    ("a pdf", "pdf"),
+    ("word", "docx"),
+    ("word document", "docx"),
+    ("docx", "docx"),
+    ("markdown", "md"),
+    ("md", "md"),
+    ("html", "html"),
+    ("a web page", "html"),
+    ("plain text", "txt"),
+    ("text", "txt"),
+    ("txt", "txt"),
+    ("odt", "odt"),
+    ("open document", "odt"),
+    ("libreoffice", "odt"),
+    ("epub", "epub"),
+    ("an ebook", "epub"),
+    ("latex", "tex"),
+    ("csv", "csv"),
+    ("mp3", "mp3"),
+    ("wav", "wav"),
+    ("flac", "flac"),
+    ("ogg", "ogg"),
+    ("mp4", "mp4"),
+    ("mkv", "mkv"),
+    ("webm", "webm"),
+    ("gif", "gif"),
+    ("png", "png"),
+    ("jpg", "jpg"),
+    ("jpeg", "jpg"),
+    ("webp", "webp"),
+];
+
+/// Which converter a format belongs to.
+fn converter_of(extension: &str) -> Option<&'static str> {
+    match extension {
+        "md" | "markdown" | "docx" | "odt" | "html" | "txt" | "epub" | "tex" | "rst" | "org" => {
+            Some("pandoc")
+        }
+        "doc" | "xlsx" | "xls" | "ods" | "pptx" | "ppt" | "odp" | "rtf" => Some("libreoffice"),
+        "mp3" | "wav" | "flac" | "ogg" | "m4a" | "opus" | "mp4" | "mkv" | "webm" | "mov"
+        | "avi" => Some("ffmpeg"),
+        "png" | "jpg" | "jpeg" | "webp" | "gif" | "bmp" | "tiff" | "svg" => Some("magick"),
+        _ => None,
+    }
+}
+
+/// "convert notes dot md to a word file with pandoc", "turn contract dot docx into a pdf":
+/// a file converted by the tool of its formats (pandoc for documents, LibreOffice for office
+/// files to PDF, ffmpeg for audio and video, ImageMagick for images), or the tool said;
+/// the output beside it with the new extension.
+fn conversion(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
+    let said = spoken.raw.trim().trim_end_matches(['.', '!', '?']);
+    let lower = said.to_lowercase();
+    let verb = ["convert ", "turn ", "change "]
+        .iter()
+        .find(|v| lower.starts_with(*v))?;
+    let rest = &lower[verb.len()..];
+    let (file, target) = match rest.find(" into ") {
+        Some(at) => (&rest[..at], &rest[at + " into ".len()..]),
+        None => {
+            let at = rest.rfind(" to ")?;
+            (&rest[..at], &rest[at + " to ".len()..])
+        }
+    };
+    let (target, tool) = match [" with ", " using "]
+        .iter()
+        .find_map(|w| target.find(w).map(|at| (at, w.len())))
+    {
+        Some((at, len)) => (&target[..at], Some(target[at + len..].trim())),
+        None => (target, None),
+    };
+    let target = target
+        .trim()
+        .trim_end_matches(" format")
+        .trim_end_matches(" file")
+        .trim_end_matches(" document")
+        .trim();
+    // "a pdf" and "a web page" are names of their own; "a word file" is "word".
+    let format = |said: &str| FORMATS.iter().find(|(f, _)| *f == said).map(|(_, e)| *e);
+    let to = format(target).or_else(|| {
+        let bare = ["a ", "an ", "the "]
+            .iter()
+            .find_map(|a| target.strip_prefix(a))?;
+        format(bare)
+    })?;
+    let input = spoken_symbols(file.trim());
+    if input.contains(char::is_whitespace) {
+        return None;
+    }
+    let (stem, from) = input.rsplit_once('.')?;
+    if stem.is_empty() || from == to {
+        return None;
+    }
+    let output = format!("{stem}.{to}");
+    let tool = match tool {
+        Some(t) if t.contains("pandoc") => "pandoc",
+        Some(t) if t.contains("libre") || t.contains("office") => "libreoffice",
+        Some(t) if t.contains("ffmpeg") || t.contains("f f m peg") => "ffmpeg",
+        Some(t) if t.contains("magick") || t.contains("image") => "magick",
+        Some(_) => return None,
+        None => match (converter_of(from)?, to) {
+            ("pandoc" | "libreoffice", "pdf") if from != "md" => "libreoffice",
+            ("libreoffice", _) => "libreoffice",
+            (tool, _) => tool,
+        },
+    };
+    let command = match tool {
+        "pandoc" => format!("pandoc {input} -o {output}"),
+        "libreoffice" => format!("libreoffice --headless --convert-to {to} {input}"),
+        "ffmpeg" => format!("ffmpeg -i {input} {output}"),
+        _ => format!("magick {input} {output}"),
+    };
+    let app = sources.context.and_then(|c| c.focused_app_id.clone());
+    let mut args = json!({"command": command});
+    if let Some(app) = app {
+        args["app"] = Value::String(app);
+    }
+    Some(Matched {
+        rule: "terminal",
+        op: "terminal",
+        message: format!("convert {input} to {output} with {tool}: run {command:?}"),
+        args,
+        confirm: false,
+    })
 }
 
 /// Verbs said before a command that only ask for it to run ("start htop", "show me the git

@@ -491,15 +491,29 @@ impl Planning<'_> {
             return Some(steps);
         }
         // "zoom in a bit, the text is tiny", "open obsidian, i wanna write some notes"; "um,
-        // start zoom, my lecture starts soon" (the remark after the last comma).
+        // start zoom, my lecture starts soon" (the remark after the last comma). "open iate,
+        // the eu term base": what was opened, described (only after opening something).
+        let describes = |clause: &str| {
+            let first = clause.split_whitespace().next().unwrap_or("");
+            ["the", "a", "an"].contains(&first.to_ascii_lowercase().as_str())
+        };
         for (command, remark) in [utterance.split_once(','), utterance.rsplit_once(',')]
             .into_iter()
             .flatten()
         {
-            if !command.trim().is_empty()
-                && is_remark(remark)
-                && let Ok(steps) = self.plan_text(command, context)
-            {
+            if command.trim().is_empty() || !(is_remark(remark) || describes(remark)) {
+                continue;
+            }
+            let Ok(steps) = self.plan_text(command, context) else {
+                continue;
+            };
+            let opens = steps.iter().all(|s| {
+                matches!(
+                    s.op,
+                    "ensure_url" | "open_url" | "ensure_app" | "launch_app" | "focus_app"
+                )
+            });
+            if is_remark(remark) || opens {
                 return Some(steps);
             }
         }

@@ -208,7 +208,7 @@ pub(crate) fn plan_here(text: &str, sources: &crate::plan::Sources<'_>) -> Optio
 /// The player a command that names none is for, by the windows: the focused window's
 /// application when it plays media ("pause the video" in mpv), else, for "the music", the
 /// one open window of an application that plays audio (Spotify beside the notes being
-/// written). `(MPRIS name, application name)`; `None` when the windows do not tell.
+/// written), and for "the video" or "the movie" of one that plays video (mpv). `(MPRIS name, application name)`; `None` when the windows do not tell.
 fn player_here(words: &[&str], sources: &crate::plan::Sources<'_>) -> Option<(String, String)> {
     let context = sources.context?;
     let installed = |app_id: &str| sources.installed_for(app_id);
@@ -222,17 +222,26 @@ fn player_here(words: &[&str], sources: &crate::plan::Sources<'_>) -> Option<(St
     {
         return Some(found);
     }
-    if !words.contains(&"music") {
+    // "the music": an audio player; "the video", "the movie": a video player.
+    let category = if words.contains(&"music") {
+        "Audio"
+    } else if words
+        .iter()
+        .any(|w| matches!(*w, "video" | "movie" | "film" | "episode"))
+    {
+        "Video"
+    } else {
         return None;
-    }
-    let audio: Vec<_> = context
+    };
+    let open: Vec<_> = context
         .app_ids
         .iter()
         .filter(|id| {
-            installed(id).is_some_and(|a| is_player(a) && a.categories.iter().any(|c| c == "Audio"))
+            installed(id)
+                .is_some_and(|a| is_player(a) && a.categories.iter().any(|c| c == category))
         })
         .collect();
-    match audio.as_slice() {
+    match open.as_slice() {
         [only] => player(only),
         _ => None,
     }

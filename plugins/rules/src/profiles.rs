@@ -283,6 +283,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "thunderbird.toml",
         include_str!("../../../data/profiles/thunderbird.toml"),
     ),
+    (
+        "evolution.toml",
+        include_str!("../../../data/profiles/evolution.toml"),
+    ),
     ("vlc.toml", include_str!("../../../data/profiles/vlc.toml")),
     (
         "wezterm.toml",

@@ -60,6 +60,8 @@
 //!     `click_element`, args `{description}`.
 //! 18. `open_domain`: "open / go to / visit / show \<host name\>" → op `ensure_url`, args
 //!     `{url: "https://<host>", site: "<host>"}`.
+//! 19. `chat_message`: "send \<message\>" in a messenger (a desktop entry whose categories
+//!     say `InstantMessaging` or `Chat`) → op `type_text {text}`, then `key Return`.
 //!
 //! When none plans, three readings of the whole utterance are tried, in order, before
 //! giving up (they only ever plan what every rule above left unplanned):
@@ -531,18 +533,25 @@ fn named_window_action(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>
     for k in (1..=MAX_WINDOW_NAME.min(n.saturating_sub(1))).rev() {
         for i in 0..=n - k {
             let name = words[i..i + k].join(" ");
-            // "the top of the document": a kind is no window's name.
-            if windows::says_a_kind(&name, sources) {
-                continue;
-            }
-            let Some(focus) = switch_to(&name, sources) else {
-                continue;
-            };
-            let Some(app_id) = brought_up(&focus)
-                .map(str::to_owned)
-                .filter(|id| open(id) && own_name(&name, id, sources))
-            else {
-                continue;
+            // A kind names the open window of that kind ("put the pdf on workspace two");
+            // a kind with no window of it open is no window's name ("the top of the
+            // document").
+            let app_id = if windows::says_a_kind(&name, sources) {
+                let Some(app_id) = windows::open_window_of_kind(&name, sources) else {
+                    continue;
+                };
+                app_id
+            } else {
+                let Some(focus) = switch_to(&name, sources) else {
+                    continue;
+                };
+                let Some(app_id) = brought_up(&focus)
+                    .map(str::to_owned)
+                    .filter(|id| open(id) && own_name(&name, id, sources))
+                else {
+                    continue;
+                };
+                app_id
             };
             let said = [&words[..i], &["this", "window"][..], &words[i + k..]]
                 .concat()
@@ -550,7 +559,10 @@ fn named_window_action(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>
             let Ok(steps) = plan_rules(&said, &alone) else {
                 continue;
             };
-            if steps.is_empty() || !steps.iter().all(|m| m.op == "niri") {
+            // A window action, or scrolling that window ("scroll the pdf down").
+            let window_steps =
+                steps.iter().all(|m| m.op == "niri") || steps.iter().all(|m| m.op == "scroll");
+            if steps.is_empty() || !window_steps {
                 continue;
             }
             if focused(&app_id) {
@@ -793,6 +805,9 @@ fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalat
     }
     if let Some(found) = plan_tail(text, sources, raw, &mut pending) {
         return one(found);
+    }
+    if let Some(steps) = language::chat_message(sources, raw) {
+        return Ok(steps);
     }
     Err(pending
         .or_else(|| explained(text, sources))

@@ -145,6 +145,16 @@ fn of_kind(target: &str, sources: &Sources<'_>) -> Option<OfKind> {
     }
 }
 
+/// The `app_id` of an open window of the kind `target` says with "the" ("the pdf", "the
+/// browser"), when one is open.
+pub(crate) fn open_window_of_kind(target: &str, sources: &Sources<'_>) -> Option<String> {
+    target.strip_prefix("the ")?;
+    match of_kind(target, sources)? {
+        OfKind::Window(app_id) => Some(app_id),
+        OfKind::Installed(_) => None,
+    }
+}
+
 /// Whether `target` says a kind of application ("the document", "a browser", "the
 /// terminal") rather than naming one.
 pub(crate) fn says_a_kind(target: &str, sources: &Sources<'_>) -> bool {

@@ -3056,6 +3056,11 @@ fn playback_without_a_player_is_for_the_player_the_windows_show() {
         player("pause the music", "foot", &["spotify"]),
         Some(json!("spotify"))
     );
+    // "the video" with mpv open beside the document: mpv.
+    assert_eq!(
+        player("pause the video", "foot", &["mpv", "spotify"]),
+        Some(json!("mpv"))
+    );
     // Two players open, or a video editor focused: the windows do not tell.
     assert_eq!(player("pause the music", "foot", &["spotify", "mpv"]), None);
     assert_eq!(player("pause", "kdenlive", &[]), None);
@@ -3063,4 +3068,109 @@ fn playback_without_a_player_is_for_the_player_the_windows_show() {
     let ctx = context(json!({"focused": {"app_id": "steam"}}));
     assert_eq!(steps_with("click play", &apps, &ctx)[0].0, "click_element");
     assert_eq!(steps_with("hit play", &apps, &ctx)[0].0, "media");
+}
+
+/// The twenty-fourth set's families: files converted by the tool of their formats, a
+/// message sent in a messenger, a window named by its kind, what a chord's verb acts on,
+/// and a profile phrase with "this one" after it.
+#[test]
+fn conversions_messages_kinds_and_objects() {
+    let terminal = |utterance: &str| arg_in(utterance, "foot", "terminal", "command");
+    assert_eq!(
+        terminal("convert notes dot md to a word file"),
+        Some(json!("pandoc notes.md -o notes.docx"))
+    );
+    assert_eq!(
+        terminal("convert contract dot docx to pdf"),
+        Some(json!(
+            "libreoffice --headless --convert-to pdf contract.docx"
+        ))
+    );
+    assert_eq!(
+        terminal("turn the take dot wav into an mp3"),
+        None,
+        "a file is one word: \"the take.wav\" is no file"
+    );
+    assert_eq!(
+        terminal("convert take dot wav to mp3 with ffmpeg"),
+        Some(json!("ffmpeg -i take.wav take.mp3"))
+    );
+    assert_eq!(terminal("convert notes dot md to klingon"), None);
+
+    let apps = vec![
+        AppEntry::new(
+            "org.telegram.desktop",
+            "Telegram Desktop",
+            Some("Messenger"),
+            &[],
+        )
+        .with_categories(&["Chat", "Network", "InstantMessaging"])
+        .with_wm_class("TelegramDesktop"),
+        AppEntry::new("org.kde.okular", "Okular", Some("Document Viewer"), &[])
+            .with_categories(&["Office", "Viewer"])
+            .with_wm_class("okular"),
+        AppEntry::new(
+            "org.gnome.TextEditor",
+            "Text Editor",
+            Some("Text Editor"),
+            &[],
+        )
+        .with_categories(&["Utility", "TextEditor"])
+        .with_wm_class("org.gnome.TextEditor"),
+    ];
+    let in_chat = context(json!({"focused": {"app_id": "TelegramDesktop"}}));
+    assert_eq!(
+        steps_with("send see you at noon", &apps, &in_chat),
+        [
+            ("type_text", json!({"text": "see you at noon"})),
+            ("key", json!({"chord": "Return"})),
+        ]
+    );
+    // "send" with what names a thing, or outside a messenger, is no message.
+    assert!(steps_with("send the file", &apps, &in_chat).is_empty());
+    let in_editor = context(json!({
+        "focused": {"app_id": "org.gnome.TextEditor"},
+        "windows": [{"app_id": "org.gnome.TextEditor"}, {"app_id": "okular"}],
+    }));
+    assert!(steps_with("send see you at noon", &apps, &in_editor).is_empty());
+    // "the pdf": the open window of that kind.
+    assert_eq!(
+        steps_with("scroll the pdf down", &apps, &in_editor),
+        [
+            ("focus_app", json!({"app": "okular"})),
+            ("scroll", json!({"direction": "down", "amount": 5})),
+        ]
+    );
+    assert_eq!(
+        steps_with("put the pdf on workspace two", &apps, &in_editor)[1],
+        (
+            "niri",
+            json!({"command": "move-window-to-workspace", "args": [2]})
+        )
+    );
+
+    // "copy that cell": the chord of the verb; a link or a count is something else.
+    assert_eq!(
+        arg_in("copy that cell", "libreoffice-calc", "key", "chord"),
+        Some(json!("ctrl+c"))
+    );
+    assert!(steps_in("copy this link", "firefox").is_empty());
+    assert_eq!(
+        arg_in(
+            "undo that three times",
+            "org.gnome.TextEditor",
+            "key",
+            "repeat"
+        ),
+        Some(json!(3))
+    );
+    // "reply to this one": the profile's "reply"; "run the spell check": its "spell check".
+    assert_eq!(
+        arg_in("reply to this one", "evolution", "key", "chord"),
+        Some(json!("ctrl+r"))
+    );
+    assert_eq!(
+        arg_in("run the spell check", "libreoffice-writer", "key", "chord"),
+        Some(json!("F7"))
+    );
 }
