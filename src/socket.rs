@@ -32,7 +32,7 @@
 //!
 //! **Limits**: at most [`MAX_CONNECTIONS`] connections at once (more are refused with an
 //! error frame), [`RESERVED_CONNECTIONS`] of them for admitted clients and
-//! [`SHORT_CONNECTIONS`] of those for short calls only (no subscription or stream); at most
+//! [`SHORT_CONNECTIONS`] of those for short calls only (no command, subscription or stream); at most
 //! 16 event subscriptions per client process; per connection 1000 requests per sliding 10 s, and a bounded event backlog
 //! per subscription; 4 MiB of frames waiting for one client and 32 MiB for all of them
 //! together before subscribers that fell behind are dropped (`session::SUBSCRIBERS_BUDGET`).

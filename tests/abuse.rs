@@ -212,11 +212,127 @@ async fn a_connection_flood_leaves_the_cli_its_reserved_slots() {
         stderr.contains("kept for short calls") && stderr.contains("cannot start a subscription"),
         "{stderr}"
     );
+    // A command may wait for a person: not in a slot kept for short calls either.
+    let say = daemon.utter(&sb, &["say", "--dry-run", "pause"]).await;
+    assert_ne!(say.code, Some(0), "{say}");
+    assert!(say.stderr.contains("cannot start a command"), "{say}");
     for mut f in followers {
         let _ = f.kill();
         let _ = f.wait();
     }
     drop(flood);
+}
+
+/// A client that never reads its answers holds a bounded amount of memory and not its slot:
+/// after 4 MiB of answers waited 10 s it is closed (before it authenticated as well), the
+/// daemon's RSS does not follow the flood, and other clients are served; a batch of a
+/// million members is answered with one error.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_never_reads_its_answers_is_closed() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    let daemon = Daemon::start(&sb, &config, None).await;
+    let client = daemon.client().await;
+    let blob = utter_core::handles::b64_encode(&vec![7u8; 60_000]);
+    let made = client
+        .call("handle.create", json!({"data_b64": blob}))
+        .await
+        .unwrap();
+    let idle = rss_kib(daemon.pid());
+    // Four authenticated readers that never read, each asking for 2,000 answers of 80 KB
+    // (160 MB each without a bound), and one that never authenticated, flooding
+    // runner.version.
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        let stream = tokio::net::UnixStream::connect(&daemon.socket)
+            .await
+            .unwrap();
+        let mut flood = frame(1, "runner.auth", json!({"token": daemon.token()}));
+        for n in 0..2000 {
+            flood.extend(frame(
+                n + 2,
+                "handle.fetch",
+                json!({"handle": made["handle"]}),
+            ));
+        }
+        let (read, mut write) = stream.into_split();
+        tokio::spawn(async move {
+            let _ = write.write_all(&flood).await;
+            // Hold the write half open: the client is there, it just does not read.
+            tokio::time::sleep(std::time::Duration::from_secs(120)).await;
+            drop(write);
+        });
+        stalled.push(read);
+    }
+    let mut stranger = tokio::net::UnixStream::connect(&daemon.socket)
+        .await
+        .unwrap();
+    let mut versions = Vec::new();
+    for n in 0..20_000 {
+        versions.extend(frame(n, "runner.version", json!({})));
+    }
+    let stranger_write = tokio::spawn(async move {
+        let _ = stranger.write_all(&versions).await;
+        stranger
+    });
+    let mut peak = idle;
+    for _ in 0..40 {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        peak = peak.max(rss_kib(daemon.pid()));
+        if daemon.log().matches("does not read its answers").count() >= 5 {
+            break;
+        }
+    }
+    let log = daemon.log();
+    assert!(
+        log.matches("client does not read its answers; closing")
+            .count()
+            >= 4,
+        "{log}"
+    );
+    println!(
+        "daemon RSS: {idle} KiB idle, {peak} KiB at the peak of 4 non-reading clients asking 2,000 answers of 80 KB each"
+    );
+    assert!(
+        peak.saturating_sub(idle) < 96 * 1024,
+        "RSS rose from {idle} KiB to {peak} KiB"
+    );
+    // Each stalled reader's connection is closed: reading it now ends.
+    for mut read in stalled {
+        let mut sink = Vec::new();
+        tokio::time::timeout(LIMIT, read.read_to_end(&mut sink))
+            .await
+            .expect("the connection was closed")
+            .ok();
+    }
+    drop(stranger_write);
+    // Others are served; a huge batch gets one error.
+    let run = daemon.utter(&sb, &["status", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let mut batcher = tokio::net::UnixStream::connect(&daemon.socket)
+        .await
+        .unwrap();
+    batcher
+        .write_all(&frame(1, "runner.auth", json!({"token": daemon.token()})))
+        .await
+        .unwrap();
+    let body = format!("[{}1]", "1,".repeat(1_000_000));
+    batcher
+        .write_all(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes())
+        .await
+        .unwrap();
+    let mut got = String::new();
+    let mut buf = vec![0u8; 1 << 16];
+    while !got.contains("members") {
+        let n = tokio::time::timeout(LIMIT, batcher.read(&mut buf))
+            .await
+            .expect("the batch is answered in time")
+            .unwrap();
+        assert!(n > 0, "closed: {got}");
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(got.contains("1000001 members") && got.len() < 2048, "{got}");
+    assert!(!daemon.log().contains("panicked"));
 }
 
 /// One client process cannot hold more than its share of subscriptions by opening more

@@ -66,9 +66,20 @@ fn unix_now() -> f64 {
 
 struct Blob {
     size: u64,
+    /// Who created it: its bytes count against that client's share until the blob is gone,
+    /// whoever holds it then (a handle passed to a plugin is still its creator's).
+    creator: Holder,
     /// Unix seconds of the last create or retain.
     created: f64,
     expires_at: Instant,
+}
+
+/// Whose share bytes count against: a client process (all its connections), or a scope of
+/// its own (a plugin, a client whose pid is unknown).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Holder {
+    Process(u32),
+    Scope(Scope),
 }
 
 #[derive(Default)]
@@ -100,12 +111,21 @@ impl Index {
         digests
     }
 
-    /// Bytes held by `scope`'s client (each blob once).
+    /// Whose share `scope`'s bytes count against.
+    fn holder(&self, scope: &Scope) -> Holder {
+        self.owners
+            .get(scope)
+            .map_or_else(|| Holder::Scope(scope.clone()), |pid| Holder::Process(*pid))
+    }
+
+    /// Bytes held by `scope`'s client, or created by it and still stored (each blob once).
     fn used(&self, scope: &Scope) -> u64 {
-        self.client_digests(scope)
-            .into_iter()
-            .filter_map(|d| self.blobs.get(d))
-            .map(|b| b.size)
+        let holder = self.holder(scope);
+        let held = self.client_digests(scope);
+        self.blobs
+            .iter()
+            .filter(|(d, b)| b.creator == holder || held.contains(d))
+            .map(|(_, b)| b.size)
             .sum()
     }
 
@@ -330,20 +350,26 @@ impl HandleStore {
             .map(|(d, _)| d.clone())
             .collect();
         for d in &doomed {
-            index.blobs.remove(d);
-            for held in index.scopes.values_mut() {
-                held.remove(d);
-            }
-            match std::fs::remove_file(self.path_of(d)) {
-                Ok(()) => tracing::debug!(handle = %d, "handle collected"),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    tracing::warn!(handle = %d, error = %e, "handle blob could not be deleted")
-                }
-            }
+            self.delete(&mut index, d);
         }
         index.scopes.retain(|_, held| !held.is_empty());
         doomed.len()
+    }
+
+    /// Forget blob `digest` (every scope's view of it too) and delete its file; under the
+    /// index lock, so no create can race it.
+    fn delete(&self, index: &mut Index, digest: &str) {
+        index.blobs.remove(digest);
+        for held in index.scopes.values_mut() {
+            held.remove(digest);
+        }
+        match std::fs::remove_file(self.path_of(digest)) {
+            Ok(()) => tracing::debug!(handle = %digest, "handle deleted"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(handle = %digest, error = %e, "handle blob could not be deleted")
+            }
+        }
     }
 
     /// Store `bytes` for `scope`: `{handle, sha256, size}`.
@@ -386,8 +412,10 @@ impl HandleStore {
     /// Index `digest` (when new), renew its lifetime and count one more reference from
     /// `scope`: the result of `handle.create`.
     fn take_reference(&self, index: &mut Index, scope: &Scope, digest: String, size: u64) -> Value {
+        let creator = index.holder(scope);
         let blob = index.blobs.entry(digest.clone()).or_insert(Blob {
             size,
+            creator,
             created: 0.0,
             expires_at: Instant::now(),
         });
@@ -507,8 +535,9 @@ impl HandleStore {
         Ok(json!({"refcount": *n}))
     }
 
-    /// One reference fewer from `scope`. At zero the scope no longer sees the handle, and
-    /// the collector deletes the blob once nobody refers to it.
+    /// One reference fewer from `scope`. At zero the scope no longer sees the handle, and a
+    /// blob nobody refers to any more is deleted at once (its bytes free for others now,
+    /// not at the collector's next round).
     pub fn release(&self, scope: &Scope, handle: &str) -> Result<Value, HandleError> {
         let digest = parse(handle).ok_or_else(|| HandleError::Unknown(handle.to_owned()))?;
         let mut index = self.index.lock().expect("handle index");
@@ -523,6 +552,9 @@ impl HandleStore {
         let left = *n;
         if left == 0 {
             held.remove(digest);
+            if !index.referenced(digest) {
+                self.delete(&mut index, digest);
+            }
         }
         Ok(json!({"refcount": left}))
     }
@@ -734,6 +766,29 @@ mod tests {
         store.create(&other, &[5; 20]).unwrap();
     }
 
+    /// A blob handed to a plugin still counts against the client that created it, until it
+    /// is gone: passing handles on is no way past the share.
+    #[test]
+    fn a_blob_passed_on_still_counts_against_its_creator() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            HandleStore::open(dir.path().join("h"), Duration::from_secs(60), 100, 1000).unwrap();
+        let (client, plugin) = (Scope::Client(1), Scope::Plugin("p".into()));
+        store.set_owner(&client, 7);
+        let made = store.create(&client, &[1; 60]).unwrap();
+        let handle = made["handle"].as_str().unwrap().to_owned();
+        assert_eq!(store.pass(&client, &plugin, &json!([handle])), 1);
+        store.release(&client, &handle).unwrap();
+        let refused = store.create(&client, &[2; 60]).unwrap_err();
+        assert!(
+            matches!(refused, HandleError::Quota { used: 60, .. }),
+            "{refused:?}"
+        );
+        // Once the plugin lets go, the blob is gone and the share is free.
+        store.release(&plugin, &handle).unwrap();
+        store.create(&client, &[2; 60]).unwrap();
+    }
+
     #[test]
     fn scopes_refcounts_and_collection() {
         let dir = tempfile::tempdir().unwrap();
@@ -760,8 +815,11 @@ mod tests {
         assert!(store.fetch(&c, &handle).is_err());
         store.release(&a, &handle).unwrap();
         assert_eq!(store.collect(), 0, "b still refers to it");
+        let file = store.root().join(made["sha256"].as_str().unwrap());
+        assert!(file.exists());
+        // The last reference released: deleted at once, nothing left to collect.
         store.release(&b, &handle).unwrap();
-        assert_eq!(store.collect(), 1);
-        assert!(!store.root().join(made["sha256"].as_str().unwrap()).exists());
+        assert!(!file.exists());
+        assert_eq!(store.collect(), 0);
     }
 }

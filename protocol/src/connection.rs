@@ -328,6 +328,8 @@ struct Inner {
     queued: AtomicUsize,
     /// The budget those bytes also count in, when shared with other connections.
     budget: Option<Arc<QueueBudget>>,
+    /// Wakes the writer to stop at once, dropping what is queued ([`Connection::abort`]).
+    kill: Arc<tokio::sync::Notify>,
     pending: Mutex<HashMap<RequestId, Waiter>>,
     next_id: AtomicI64,
     prefix: Option<String>,
@@ -520,6 +522,7 @@ impl Connection {
             out: out_tx,
             queued: AtomicUsize::new(0),
             budget: options.shared_queue,
+            kill: Arc::new(tokio::sync::Notify::new()),
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicI64::new(1),
             prefix: options.id_prefix,
@@ -541,7 +544,12 @@ impl Connection {
         };
         let framed_read = FramedRead::new(reader, codec);
         let framed_write = FramedWrite::new(writer, FrameCodec::new(options.max_body));
-        tokio::spawn(write_loop(framed_write, out_rx, Arc::downgrade(&inner)));
+        tokio::spawn(write_loop(
+            framed_write,
+            out_rx,
+            Arc::downgrade(&inner),
+            inner.kill.clone(),
+        ));
         tokio::spawn(read_loop(framed_read, in_tx, Arc::downgrade(&inner)));
         (Connection { inner }, in_rx)
     }
@@ -791,6 +799,59 @@ impl Connection {
         self.send_body(body).await
     }
 
+    /// [`Connection::respond`] to a peer that may not read: waits at most `patience` while
+    /// more than `max_queued` bytes wait for the peer (or, for a peer with at least its
+    /// shared budget's floor waiting, while that budget is spent) and for a free frame
+    /// slot. A server answers this way so that a client which stops reading holds a
+    /// bounded amount of memory and cannot stop the server's own timers.
+    ///
+    /// # Errors
+    /// `-32001` when the answer could not be queued within `patience` (the caller should
+    /// close the connection: its peer does not read); `-32000` when the connection is
+    /// closed.
+    pub async fn respond_within(
+        &self,
+        id: RequestId,
+        result: Result<Value, ErrorObject>,
+        max_queued: usize,
+        patience: Duration,
+    ) -> Result<(), ErrorObject> {
+        let deadline = tokio::time::Instant::now() + patience;
+        let stalled = || {
+            ErrorObject::new(
+                ErrorCode::Timeout,
+                format!(
+                    "the peer did not read its answers within {} ms",
+                    patience.as_millis()
+                ),
+            )
+        };
+        loop {
+            if self.inner.closing.load(Ordering::SeqCst) {
+                return Err(self.closed_error());
+            }
+            let queued = self.queued_bytes();
+            let own = queued > 0 && queued > max_queued;
+            let shared = self
+                .inner
+                .budget
+                .as_ref()
+                .is_some_and(|b| queued >= b.floor && b.used() > b.limit);
+            if !own && !shared {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(stalled());
+            }
+            // Polled: the queue drains as the writer takes frames, which wakes no one.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        match tokio::time::timeout_at(deadline, self.respond(id, result)).await {
+            Ok(sent) => sent,
+            Err(_) => Err(stalled()),
+        }
+    }
+
     async fn send_body(&self, body: Vec<u8>) -> Result<(), ErrorObject> {
         if self.inner.closing.load(Ordering::SeqCst) {
             return Err(self.closed_error());
@@ -807,6 +868,13 @@ impl Connection {
         self.inner.finish(CloseReason::Local);
         self.inner.closing.store(true, Ordering::SeqCst);
         let _ = self.inner.out.try_send(Outbound::Close);
+    }
+
+    /// Close at once, dropping what is queued for the peer: for a peer that does not read,
+    /// whose [`Connection::close`] would wait for ever to write what is queued first.
+    pub fn abort(&self) {
+        self.close();
+        self.inner.kill.notify_one();
     }
 
     /// Whether the connection is closed or closing (on either side).
@@ -912,6 +980,7 @@ async fn write_loop<W>(
     mut sink: FramedWrite<W, FrameCodec>,
     mut rx: mpsc::Receiver<Outbound>,
     inner: Weak<Inner>,
+    kill: Arc<tokio::sync::Notify>,
 ) where
     W: FrameSink,
 {
@@ -921,8 +990,14 @@ async fn write_loop<W>(
             inner.finish(CloseReason::Io(e));
         }
     };
+    // Each write also ends at [`Connection::abort`]: a peer that never reads would hold the
+    // writer (and everything queued behind it) for ever.
     let failed = loop {
-        let Some(item) = rx.recv().await else {
+        let item = tokio::select! {
+            item = rx.recv() => item,
+            () = kill.notified() => break true,
+        };
+        let Some(item) = item else {
             break false;
         };
         // Handed to the writer: the codec's own buffer is flushed past its bound, so the
@@ -930,26 +1005,33 @@ async fn write_loop<W>(
         if let Some(inner) = inner.upgrade() {
             inner.count_out(item.len());
         }
-        match item {
-            Outbound::Frame(body) => {
-                if let Err(e) = sink.feed(body).await {
-                    fail(e.to_string());
-                    break true;
-                }
-                if rx.is_empty() {
-                    if let Err(e) = sink.flush().await {
-                        fail(e.to_string());
-                        break true;
+        let written = async {
+            match item {
+                Outbound::Frame(body) => {
+                    sink.feed(body).await.map_err(|e| e.to_string())?;
+                    if rx.is_empty() {
+                        sink.flush().await.map_err(|e| e.to_string())?;
                     }
+                    Ok(true)
                 }
+                Outbound::FrameWithFd(body, fd) => write_with_fd(&mut sink, &body, &fd)
+                    .await
+                    .map(|()| true)
+                    .map_err(|e| e.to_string()),
+                Outbound::Close => Ok(false),
             }
-            Outbound::FrameWithFd(body, fd) => {
-                if let Err(e) = write_with_fd(&mut sink, &body, &fd).await {
-                    fail(e.to_string());
-                    break true;
-                }
+        };
+        let written = tokio::select! {
+            written = written => written,
+            () = kill.notified() => break true,
+        };
+        match written {
+            Ok(true) => {}
+            Ok(false) => break false,
+            Err(e) => {
+                fail(e);
+                break true;
             }
-            Outbound::Close => break false,
         }
     };
     // What is still queued will never be written: it no longer counts as waiting.

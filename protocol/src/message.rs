@@ -204,6 +204,10 @@ pub struct Rejected {
     pub batch: Option<Vec<Option<RequestId>>>,
 }
 
+/// The most members of a batch answered one by one (each with its error); a larger batch
+/// gets one error.
+pub const MAX_BATCH: usize = 64;
+
 impl Rejected {
     fn new(id: Option<RequestId>, code: ErrorCode, message: impl Into<String>) -> Rejected {
         Rejected {
@@ -266,6 +270,22 @@ impl Message {
                 ),
             )
         })?;
+        // A batch is never served, so a large one is not read into memory member by member
+        // (an array of eight million numbers would be a gigabyte): counted without keeping
+        // its members, and past MAX_BATCH answered with one error.
+        if text.trim_start().starts_with('[')
+            && let Ok(members) = serde_json::from_str::<Vec<serde::de::IgnoredAny>>(text)
+            && members.len() > MAX_BATCH
+        {
+            return Err(Rejected::new(
+                None,
+                ErrorCode::InvalidRequest,
+                format!(
+                    "a batch of {} members: batch requests are not served, and a batch of more than {MAX_BATCH} is not answered member by member; send one JSON-RPC message per frame",
+                    members.len()
+                ),
+            ));
+        }
         let value: Value = serde_json::from_str(text).map_err(|e| {
             Rejected::new(
                 None,
@@ -551,6 +571,21 @@ mod tests {
             assert_eq!(err.error.code, -32600);
             assert_eq!(err.id, None);
         }
+    }
+
+    /// A batch past [`MAX_BATCH`] members gets one error, however large.
+    #[test]
+    fn a_large_batch_gets_one_answer() {
+        let body = format!("[{}1]", "1,".repeat(100_000));
+        let err = Message::parse(body.as_bytes()).unwrap_err();
+        assert!(err.batch.is_none() && err.reply, "{err:?}");
+        assert_eq!(err.error.code, -32600);
+        assert!(
+            err.error.message.contains("100001 members"),
+            "{}",
+            err.error.message
+        );
+        assert!(err.to_bytes().len() < 400);
     }
 
     /// JSON-RPC 2.0 §6: each request of a batch is answered (with "not served"), its

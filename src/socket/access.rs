@@ -207,6 +207,9 @@ pub(crate) struct Shared {
     pub subscribers: Arc<utter_protocol::QueueBudget>,
     /// Event subscriptions held, by client process (its pid, else its connection).
     shares: Arc<Mutex<HashMap<ClientKey, usize>>>,
+    /// Slots of the subscriptions that follow the log
+    /// ([`super::session::MAX_LOG_FOLLOWERS`]).
+    pub log_followers: Arc<tokio::sync::Semaphore>,
 }
 
 /// Whose share a subscription counts in: a client process, or a connection whose peer has
@@ -304,6 +307,9 @@ impl Shared {
             file_token: Mutex::new(file_token),
             logs: SocketLogs::default(),
             shares: Arc::default(),
+            log_followers: Arc::new(tokio::sync::Semaphore::new(
+                super::session::MAX_LOG_FOLLOWERS,
+            )),
             subscribers: utter_protocol::QueueBudget::new(
                 super::session::SUBSCRIBERS_BUDGET,
                 super::session::SUBSCRIBERS_FLOOR,

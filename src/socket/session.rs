@@ -49,6 +49,10 @@ pub(crate) const PRE_AUTH_MAX_BODY: usize = 64 * 1024;
 const RATE_LIMIT: usize = 1000;
 /// The sliding window of the rate limit.
 const RATE_WINDOW: Duration = Duration::from_secs(10);
+/// Subscriptions that follow the runner's log at once, over all clients (each replays the
+/// kept lines: up to a few hundred KB).
+pub(crate) const MAX_LOG_FOLLOWERS: usize = 16;
+
 /// Event subscriptions one client process may hold at once, over all its connections.
 pub(crate) const MAX_SUBSCRIPTIONS: usize = 16;
 /// The notification that carries events.
@@ -63,8 +67,9 @@ pub(crate) const SUBSCRIBER_QUEUE_BYTES: usize = 4 * 1024 * 1024;
 pub(crate) const SUBSCRIBERS_BUDGET: usize = 32 * 1024 * 1024;
 
 /// What a client may have waiting and never be dropped for the shared budget, in bytes: a
-/// subscriber that reads is not dropped for what others left unread.
-pub(crate) const SUBSCRIBERS_FLOOR: usize = 256 * 1024;
+/// subscriber that reads is not dropped for what others left unread (more than the largest
+/// event, a command's of a 64 KiB utterance with its results, ~300 KB).
+pub(crate) const SUBSCRIBERS_FLOOR: usize = 1024 * 1024;
 
 /// How many bytes may wait for a client before the next line of a subscription's first
 /// burst (the snapshot and the kept log lines) is queued: the burst goes out as the client
@@ -87,6 +92,18 @@ const ACTING_METHODS: &[&str] = &[
     "runner.reload",
     "runner.ptt",
 ];
+
+/// Bytes of answers that may wait for a client before the next answer waits for it to
+/// read (at most [`ANSWER_PATIENCE`]); with the subscribers' budget the same bounds hold for
+/// answers as for events.
+const ANSWER_QUEUE_BYTES: usize = 4 * 1024 * 1024;
+
+/// How long an answer waits for a client to read the ones before it; then the client is
+/// taken as one that does not read, and its connection is closed.
+const ANSWER_PATIENCE: Duration = Duration::from_secs(10);
+
+/// How long a notice the runner sends before it closes a connection may wait for room.
+const NOTICE_PATIENCE: Duration = Duration::from_secs(1);
 
 /// The message of the `-32003` sent before authentication.
 pub(crate) const AUTH_REQUIRED: &str = "authentication required (send runner.auth {token})";
@@ -353,9 +370,7 @@ impl Session {
                         Some(dropped) => format!("{dropped}; then {idle}"),
                         None => idle,
                     };
-                    let _ = self
-                        .conn
-                        .notify("runner.closing", json!({"reason": reason}))
+                    let _ = tokio::time::timeout(NOTICE_PATIENCE, self.conn.notify("runner.closing", json!({"reason": reason})))
                         .await;
                     break false;
                 }
@@ -368,12 +383,10 @@ impl Session {
                             AUTH_TIMEOUT.as_secs()
                         );
                     }
-                    let _ = self
-                        .conn
-                        .notify(
+                    let _ = tokio::time::timeout(NOTICE_PATIENCE, self.conn.notify(
                             "runner.closing",
                             json!({"reason": format!("not authenticated within {} s: send runner.auth {{token}} first", AUTH_TIMEOUT.as_secs())}),
-                        )
+                        ))
                         .await;
                     break false;
                 }
@@ -387,7 +400,11 @@ impl Session {
                             id = %utter_protocol::text::clip(&request.id.to_string(), 64),
                             method = %utter_protocol::text::clip(&request.method, 120)
                         );
-                        tracing::Instrument::instrument(self.on_request(request), span).await
+                        tracing::Instrument::instrument(self.on_request(request), span).await;
+                        // Closed while answering (a client that does not read its answers).
+                        if self.conn.is_closed() {
+                            break false;
+                        }
                     }
                     Some(Incoming::Notification(note)) => self.on_notification(note).await,
                     None => break false,
@@ -400,6 +417,14 @@ impl Session {
             }
         };
         self.finish(stopping).await;
+    }
+
+    /// Answer request `id`; a client that does not read its answers (more than
+    /// [`ANSWER_QUEUE_BYTES`] waiting for [`ANSWER_PATIENCE`]) is closed, so that it holds
+    /// neither unbounded memory nor a session that no longer checks its own timeouts.
+    /// Whether it was sent.
+    async fn answer(&self, id: RequestId, result: Result<Value, ErrorObject>) -> bool {
+        answer_on(&self.conn, id, result).await
     }
 
     /// How long the connection may send nothing while nothing of its own runs.
@@ -427,7 +452,7 @@ impl Session {
             None => Err(ErrorObject::new(
                 ErrorCode::Denied,
                 format!(
-                    "cannot start {what}: the runner's {} connection slots for subscriptions and streams are in use, and the last {SHORT_CONNECTIONS} are kept for short calls such as `utter status`; end a follower (`utter events`) or try again later",
+                    "cannot start {what}: the runner's {} connection slots for commands, subscriptions and streams are in use, and the last {SHORT_CONNECTIONS} are kept for short calls such as `utter status`; end a follower (`utter events`) or try again later",
                     MAX_CONNECTIONS - SHORT_CONNECTIONS
                 ),
             )),
@@ -457,8 +482,7 @@ impl Session {
             }
             if stopping {
                 let _ = self
-                    .conn
-                    .respond(
+                    .answer(
                         id,
                         Err(ErrorObject::plugin(
                             "the runner is stopping; the request was abandoned",
@@ -476,12 +500,10 @@ impl Session {
         for (subscription, handle) in subscriptions {
             handle.abort();
             if stopping {
-                let _ = self
-                    .conn
-                    .notify(
+                let _ = tokio::time::timeout(NOTICE_PATIENCE, self.conn.notify(
                         EVENT_METHOD,
                         json!({"subscription": subscription, "event": {"event": "dropped", "reason": "the runner is stopping"}}),
-                    )
+                    ))
                     .await;
             }
         }
@@ -495,13 +517,14 @@ impl Session {
         // Its streams stop (the plugins are told); a client still there hears why.
         for stream_id in self.shared.runner.streams.stop_owner(self.connection) {
             if stopping {
-                let _ = self
-                    .conn
-                    .notify(
+                let _ = tokio::time::timeout(
+                    NOTICE_PATIENCE,
+                    self.conn.notify(
                         utter_protocol::stream::END,
                         json!({"stream_id": stream_id, "reason": "the runner is stopping"}),
-                    )
-                    .await;
+                    ),
+                )
+                .await;
             }
         }
         if let Some(store) = &self.shared.runner.handles {
@@ -534,8 +557,7 @@ impl Session {
             }
             tracing::debug!(%id, "request cancelled by the client");
             let _ = self
-                .conn
-                .respond(
+                .answer(
                     id.clone(),
                     Err(ErrorObject::new(ErrorCode::Cancelled, "cancelled")
                         .with_data(json!({"id": id.to_value()}))),
@@ -651,14 +673,14 @@ impl Session {
                     e.message
                 );
             }
-            let _ = self.conn.respond(request.id, Err(e)).await;
+            let _ = self.answer(request.id, Err(e)).await;
             self.conn.close();
             return;
         }
         let Request { id, method, params } = request;
         if ACTING_METHODS.contains(&method.as_str()) {
             if let Err(e) = self.refuse_plugins(&method) {
-                let _ = self.conn.respond(id, Err(e)).await;
+                let _ = self.answer(id, Err(e)).await;
                 return;
             }
         }
@@ -670,7 +692,7 @@ impl Session {
             self.admit_rate()
         };
         if let Err(e) = rate {
-            let _ = self.conn.respond(id, Err(e)).await;
+            let _ = self.answer(id, Err(e)).await;
             return;
         }
         if !self.authenticated && !matches!(method.as_str(), "runner.auth" | "runner.version") {
@@ -688,9 +710,17 @@ impl Session {
                 }
             }
             let _ = self
-                .conn
-                .respond(id, Err(ErrorObject::new(ErrorCode::Denied, AUTH_REQUIRED)))
+                .answer(id, Err(ErrorObject::new(ErrorCode::Denied, AUTH_REQUIRED)))
                 .await;
+            return;
+        }
+        // A command may wait for a person (a confirmation) for as long as its timeout: it
+        // takes a long-lived slot, so that waiting commands cannot hold the ones kept for
+        // short calls.
+        if matches!(method.as_str(), "runner.command" | "runner.invoke")
+            && let Err(e) = self.take_long_slot("a command")
+        {
+            self.answer(id, Err(e)).await;
             return;
         }
         let runner = self.shared.runner.clone();
@@ -714,7 +744,7 @@ impl Session {
                 match optional_bool(&params, "logs") {
                     Ok(logs) => self.subscribe(id, logs).await,
                     Err(e) => {
-                        let _ = self.conn.respond(id, Err(e)).await;
+                        let _ = self.answer(id, Err(e)).await;
                     }
                 }
                 return;
@@ -734,7 +764,7 @@ impl Session {
             "fd.pass" => match host::fd_pass(&runner, &self.scope, &params) {
                 Ok((result, fd)) => {
                     if let Err(e) = self.conn.respond_with_fd(id.clone(), result, fd).await {
-                        let _ = self.conn.respond(id, Err(e)).await;
+                        let _ = self.answer(id, Err(e)).await;
                     }
                     return;
                 }
@@ -757,7 +787,7 @@ impl Session {
             "runner.ptt" => utter_core::ptt::socket_method(&runner.ptt, &params),
             "stream.subscribe" => {
                 if let Err(e) = self.take_long_slot("a stream") {
-                    let _ = self.conn.respond(id, Err(e)).await;
+                    let _ = self.answer(id, Err(e)).await;
                     return;
                 }
                 // Its own task: the plugin is asked first; the answer goes out before the
@@ -788,7 +818,7 @@ impl Session {
                 format!("unknown method: {}", utter_protocol::text::clip(other, 200)),
             )),
         };
-        let _ = self.conn.respond(id, result).await;
+        let _ = self.answer(id, result).await;
     }
 
     /// Run a request in its own task, so that it can be cancelled and others are served
@@ -808,8 +838,7 @@ impl Session {
         if duplicate {
             {
                 let _ = self
-                    .conn
-                    .respond(
+                    .answer(
                         id.clone(),
                         Err(ErrorObject::new(
                             ErrorCode::InvalidRequest,
@@ -827,7 +856,7 @@ impl Session {
             let result = work.await;
             let still_mine = map.lock().expect("work lock").remove(&task_id).is_some();
             if still_mine {
-                let _ = conn.respond(task_id, result).await;
+                answer_on(&conn, task_id, result).await;
             }
         }));
         let mut map = self.work.lock().expect("work lock");
@@ -908,15 +937,37 @@ impl Session {
     /// (with `logs`, the runner's last log lines after the snapshot, then each new one).
     async fn subscribe(&mut self, id: RequestId, logs: bool) {
         if let Err(e) = self.take_long_slot("a subscription") {
-            let _ = self.conn.respond(id, Err(e)).await;
+            let _ = self.answer(id, Err(e)).await;
             return;
         }
         let share = match self.shared.subscription_share(&self.peer, self.connection) {
             Ok(share) => share,
             Err(e) => {
-                let _ = self.conn.respond(id, Err(e)).await;
+                let _ = self.answer(id, Err(e)).await;
                 return;
             }
+        };
+        // Log followers each hold the runner's kept lines while they replay: a few at once.
+        let log_slot = if logs {
+            match self.shared.log_followers.clone().try_acquire_owned() {
+                Ok(slot) => Some(slot),
+                Err(_) => {
+                    let _ = self
+                        .answer(
+                            id,
+                            Err(ErrorObject::new(
+                                ErrorCode::Denied,
+                                format!(
+                                    "at most {MAX_LOG_FOLLOWERS} subscriptions follow the runner's log at once; subscribe without logs, or try again when one has ended"
+                                ),
+                            )),
+                        )
+                        .await;
+                    return;
+                }
+            }
+        } else {
+            None
         };
         // A subscription that starts again is the answer to an earlier drop.
         self.dropped.lock().expect("dropped lock").take();
@@ -927,11 +978,9 @@ impl Session {
         let snapshot = runner.status();
         self.next_subscription += 1;
         let subscription = format!("sub-{}", self.next_subscription);
-        if self
-            .conn
-            .respond(id, Ok(json!({"subscription": subscription})))
+        if !self
+            .answer(id, Ok(json!({"subscription": subscription})))
             .await
-            .is_err()
         {
             return;
         }
@@ -947,7 +996,7 @@ impl Session {
         );
         // The share is given back when the subscription ends, however it ends.
         let task = tokio::spawn(async move {
-            let _share = share;
+            let _held = (share, log_slot);
             forward.await
         });
         subscriptions.insert(subscription, task.abort_handle());
@@ -1138,6 +1187,24 @@ async fn forward_events(
         .lock()
         .expect("subscription lock")
         .remove(&subscription);
+}
+
+/// [`Session::answer`] on `conn` (also for the tasks of long requests); whether it was
+/// sent.
+async fn answer_on(conn: &Connection, id: RequestId, result: Result<Value, ErrorObject>) -> bool {
+    match conn
+        .respond_within(id, result, ANSWER_QUEUE_BYTES, ANSWER_PATIENCE)
+        .await
+    {
+        Ok(()) => true,
+        Err(e) => {
+            if e.kind() == ErrorCode::Timeout {
+                tracing::warn!(error = %e.message, "client does not read its answers; closing");
+                conn.abort();
+            }
+            false
+        }
+    }
 }
 
 /// What a subscription's forwarder woke up for.
