@@ -489,12 +489,15 @@ fn parse_error_object(err: Value) -> ErrorObject {
     }
 }
 
+/// What kind of JSON `v` is, in words; a number as an id would read it (an id is an
+/// integer that fits 64 bits).
 fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
-        Value::Number(n) if n.is_f64() => "a fractional number",
-        Value::Number(_) => "an integer out of range",
+        Value::Number(n) if n.is_i64() => "a number",
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() != 0.0) => "a fractional number",
+        Value::Number(_) => "an integer too large for an id",
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
@@ -571,6 +574,31 @@ mod tests {
             assert_eq!(err.error.code, -32600);
             assert_eq!(err.id, None);
         }
+    }
+
+    /// A number is named as what it is: a body of 42 is "a number", an id past 64 bits
+    /// "an integer too large for an id".
+    #[test]
+    fn numbers_are_named_as_they_are() {
+        let err = Message::parse(b"42").unwrap_err();
+        assert!(
+            err.error.message.ends_with("got a number"),
+            "{}",
+            err.error.message
+        );
+        let err = Message::parse(br#"{"jsonrpc":"2.0","id":18446744073709551616,"method":"m"}"#)
+            .unwrap_err();
+        assert!(
+            err.error.message.contains("too large for an id"),
+            "{}",
+            err.error.message
+        );
+        let err = Message::parse(br#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#).unwrap_err();
+        assert!(
+            err.error.message.contains("fractional"),
+            "{}",
+            err.error.message
+        );
     }
 
     /// A batch past [`MAX_BATCH`] members gets one error, however large.
