@@ -1261,6 +1261,26 @@ const AGENT_NOUNS: &[&str] = &["session", "agent", "instance"];
 
 /// The agent an utterance's object names ("the claude code session in a new terminal"), and
 /// where it should run.
+/// An agent's object and the file said after it ("aider on glossary dot py":
+/// `glossary.py`), when the last words after "on", "with" or "for" name one file.
+fn agent_file(rest: &str) -> (&str, Option<String>) {
+    for sep in [" on ", " with ", " for "] {
+        if let Some(at) = rest.rfind(sep) {
+            let file = spoken_symbols(rest[at + sep.len()..].trim());
+            let one_file = !file.contains(char::is_whitespace)
+                && file.rsplit_once('.').is_some_and(|(stem, ext)| {
+                    !stem.is_empty()
+                        && !ext.is_empty()
+                        && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                });
+            if one_file {
+                return (rest[..at].trim_end(), Some(file));
+            }
+        }
+    }
+    (rest, None)
+}
+
 fn agent_object<'a>(
     object: &str,
     sources: &'a Sources<'_>,
@@ -1350,11 +1370,14 @@ fn resumed_agent<'a>(
 /// argv and the command).
 pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, Escalation>> {
     let resumed = resumed_agent(text, sources);
-    let (verb, agent, place) = resumed
+    let (verb, agent, place, file) = resumed
+        .map(|(verb, agent, place)| (verb, agent, place, None))
         .or_else(|| {
             crate::plan::APP_VERBS.iter().find_map(|verb| {
                 let rest = strip_word_prefix(text, verb)?;
-                agent_object(rest, sources).map(|(a, place)| (*verb, a, place))
+                // "run aider on glossary dot py": the file it works on.
+                let (rest, file) = agent_file(rest);
+                agent_object(rest, sources).map(|(a, place)| (*verb, a, place, file))
             })
         })
         // "new terminal with codex": the new terminal said, with no verb.
@@ -1363,12 +1386,13 @@ pub fn agent(text: &str, sources: &Sources<'_>) -> Option<Result<Vec<Matched>, E
             let new = NEW_TERMINAL_LEADS
                 .iter()
                 .any(|lead| strip_word_prefix(text, lead).is_some());
-            (new && place == AgentPlace::NewWindow).then_some(("start", agent, place))
+            (new && place == AgentPlace::NewWindow).then_some(("start", agent, place, None))
         })?;
     let agent_argv = match (&agent.resume, resumed.is_some()) {
         (Some(resume), true) => resume,
         _ => &agent.command,
     };
+    let agent_argv: Vec<String> = agent_argv.iter().cloned().chain(file).collect();
     let line = agent_argv.join(" ");
     let in_terminal = focused_profile(sources).is_some_and(|p| p.kind == Kind::Terminal);
     // The command typed into a terminal and entered.

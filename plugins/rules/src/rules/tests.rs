@@ -3164,6 +3164,11 @@ fn conversions_messages_kinds_and_objects() {
         ),
         Some(json!(3))
     );
+    // An agent with the file it works on.
+    assert_eq!(
+        arg_in("run aider on glossary dot py", "foot", "type_text", "text"),
+        Some(json!("aider glossary.py"))
+    );
     // "reply to this one": the profile's "reply"; "run the spell check": its "spell check".
     assert_eq!(
         arg_in("reply to this one", "evolution", "key", "chord"),
