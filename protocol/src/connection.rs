@@ -826,9 +826,24 @@ impl Connection {
                 ),
             )
         };
+        if !self.wait_for_room(max_queued, deadline).await {
+            return Err(stalled());
+        }
+        match tokio::time::timeout_at(deadline, self.respond(id, result)).await {
+            Ok(sent) => sent,
+            Err(_) => Err(stalled()),
+        }
+    }
+
+    /// Wait, at most until `deadline`, for room for the peer: at most `max_queued` bytes
+    /// waiting for it (an empty queue always has room) and, for a peer with at least its
+    /// shared budget's floor waiting, the budget not spent. Whether there is room; a
+    /// closed connection returns at once (`true`: the send that follows says it is closed).
+    /// Polled: the queue drains as the writer takes frames, which wakes no one.
+    pub async fn wait_for_room(&self, max_queued: usize, deadline: tokio::time::Instant) -> bool {
         loop {
             if self.inner.closing.load(Ordering::SeqCst) {
-                return Err(self.closed_error());
+                return true;
             }
             let queued = self.queued_bytes();
             let own = queued > 0 && queued > max_queued;
@@ -838,17 +853,12 @@ impl Connection {
                 .as_ref()
                 .is_some_and(|b| queued >= b.floor && b.used() > b.limit);
             if !own && !shared {
-                break;
+                return true;
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(stalled());
+                return false;
             }
-            // Polled: the queue drains as the writer takes frames, which wakes no one.
             tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        match tokio::time::timeout_at(deadline, self.respond(id, result)).await {
-            Ok(sent) => sent,
-            Err(_) => Err(stalled()),
         }
     }
 

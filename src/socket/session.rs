@@ -370,7 +370,7 @@ impl Session {
                         Some(dropped) => format!("{dropped}; then {idle}"),
                         None => idle,
                     };
-                    let _ = tokio::time::timeout(NOTICE_PATIENCE, self.conn.notify("runner.closing", json!({"reason": reason})))
+                    self.notice("runner.closing", json!({"reason": reason}))
                         .await;
                     break false;
                 }
@@ -383,10 +383,10 @@ impl Session {
                             AUTH_TIMEOUT.as_secs()
                         );
                     }
-                    let _ = tokio::time::timeout(NOTICE_PATIENCE, self.conn.notify(
+                    self.notice(
                             "runner.closing",
                             json!({"reason": format!("not authenticated within {} s: send runner.auth {{token}} first", AUTH_TIMEOUT.as_secs())}),
-                        ))
+                        )
                         .await;
                     break false;
                 }
@@ -425,6 +425,12 @@ impl Session {
     /// Whether it was sent.
     async fn answer(&self, id: RequestId, result: Result<Value, ErrorObject>) -> bool {
         answer_on(&self.conn, id, result).await
+    }
+
+    /// Send a notice (a closing, a subscription or stream ended): it waits at most
+    /// [`NOTICE_PATIENCE`] for room, a client that does not read not holding the session.
+    async fn notice(&self, method: &str, params: Value) {
+        let _ = tokio::time::timeout(NOTICE_PATIENCE, self.conn.notify(method, params)).await;
     }
 
     /// How long the connection may send nothing while nothing of its own runs.
@@ -500,10 +506,10 @@ impl Session {
         for (subscription, handle) in subscriptions {
             handle.abort();
             if stopping {
-                let _ = tokio::time::timeout(NOTICE_PATIENCE, self.conn.notify(
+                self.notice(
                         EVENT_METHOD,
                         json!({"subscription": subscription, "event": {"event": "dropped", "reason": "the runner is stopping"}}),
-                    ))
+                    )
                     .await;
             }
         }
@@ -517,12 +523,9 @@ impl Session {
         // Its streams stop (the plugins are told); a client still there hears why.
         for stream_id in self.shared.runner.streams.stop_owner(self.connection) {
             if stopping {
-                let _ = tokio::time::timeout(
-                    NOTICE_PATIENCE,
-                    self.conn.notify(
-                        utter_protocol::stream::END,
-                        json!({"stream_id": stream_id, "reason": "the runner is stopping"}),
-                    ),
+                self.notice(
+                    utter_protocol::stream::END,
+                    json!({"stream_id": stream_id, "reason": "the runner is stopping"}),
                 )
                 .await;
             }
@@ -1078,16 +1081,13 @@ async fn forward_events(
         async move {
             let deadline = tokio::time::Instant::now() + REPLAY_PATIENCE;
             loop {
-                let waiting = conn.queued_bytes() > REPLAY_WINDOW;
-                let outcome = if waiting {
-                    Err(TrySendError::Full {
+                if !conn.wait_for_room(REPLAY_WINDOW, deadline).await {
+                    return Err(TrySendError::Full {
                         queued: conn.queued_bytes(),
                         limit: REPLAY_WINDOW,
-                    })
-                } else {
-                    send(event.clone())
-                };
-                match outcome {
+                    });
+                }
+                match send(event.clone()) {
                     Err(
                         TrySendError::Full { .. }
                         | TrySendError::Frames { .. }

@@ -1900,18 +1900,8 @@ fn conversion(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
         "ffmpeg" => format!("ffmpeg -i {input} {output}"),
         _ => format!("magick {input} {output}"),
     };
-    let app = sources.context.and_then(|c| c.focused_app_id.clone());
-    let mut args = json!({"command": command});
-    if let Some(app) = app {
-        args["app"] = Value::String(app);
-    }
-    Some(Matched {
-        rule: "terminal",
-        op: "terminal",
-        message: format!("convert {input} to {output} with {tool}: run {command:?}"),
-        args,
-        confirm: false,
-    })
+    let message = format!("convert {input} to {output} with {tool}: run {command:?}");
+    Some(terminal_step(sources, &command, message))
 }
 
 /// Verbs said before a command that only ask for it to run ("start htop", "show me the git
@@ -2009,17 +1999,8 @@ fn bare_command_from(sources: &Sources<'_>, spoken: &Spoken<'_>, first: usize) -
     {
         return None;
     }
-    let mut args = json!({"command": command});
-    if let Some(app) = sources.context.and_then(|c| c.focused_app_id.clone()) {
-        args["app"] = Value::String(app);
-    }
-    Some(Matched {
-        rule: "terminal",
-        op: "terminal",
-        message: format!("run {command:?} in the terminal"),
-        args,
-        confirm: false,
-    })
+    let message = format!("run {command:?} in the terminal");
+    Some(terminal_step(sources, &command, message))
 }
 
 /// Rule `terminal`: "run ls -la", "execute git status" with a terminal focused → op
@@ -2099,20 +2080,25 @@ pub fn terminal(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Esca
             message: format!("running {command:?} needs a terminal to be focused"),
         }));
     }
-    // The terminal that is focused now: the action plugin focuses it again before it types
-    // (the confirmation asked in between may have moved the focus).
-    let app = sources.context.and_then(|c| c.focused_app_id.clone());
+    let message = format!("run {command:?} in the terminal");
+    Some(Ok(terminal_step(sources, command, message)))
+}
+
+/// The `terminal` step of `command` in the terminal that is focused now: the action plugin
+/// focuses it again before it types (a confirmation asked in between may have moved the
+/// focus).
+fn terminal_step(sources: &Sources<'_>, command: &str, message: String) -> Matched {
     let mut args = json!({"command": command});
-    if let Some(app) = app {
+    if let Some(app) = sources.context.and_then(|c| c.focused_app_id.clone()) {
         args["app"] = Value::String(app);
     }
-    Some(Ok(Matched {
+    Matched {
         rule: "terminal",
         op: "terminal",
-        message: format!("run {command:?} in the terminal"),
+        message,
         args,
         confirm: false,
-    }))
+    }
 }
 
 /// Why a shell command would wipe the system, the home folder or a disk (`rm -rf /`, `rm -r
