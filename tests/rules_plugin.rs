@@ -15,7 +15,12 @@ async fn start(sb: &Sandbox, args: &[&str]) -> PluginProcess {
     assert_eq!(hello["plugin"]["kind"], "router");
     assert_eq!(
         hello["provides"],
-        json!(["router.plan@1", "router.rules@1", "router.vocabulary@1"])
+        json!([
+            "router.plan@1",
+            "router.rules@1",
+            "router.vocabulary@1",
+            "router.candidates@1"
+        ])
     );
     plugin
 }
@@ -55,7 +60,12 @@ async fn plans_sites_apps_and_media_keys() {
         .expect("describe");
     assert_eq!(
         describe["methods"],
-        json!(["router.plan", "router.vocabulary", "router.examples"])
+        json!([
+            "router.plan",
+            "router.vocabulary",
+            "router.candidates",
+            "router.examples"
+        ])
     );
     // "What can I say?" from the real binary: kinds with examples, whatever the params.
     for params in [json!({}), json!(null), json!({"unknown": [1, 2]})] {
@@ -199,6 +209,120 @@ async fn the_vocabulary_names_sites_installed_apps_and_open_windows_and_takes_an
         .expect_err("positional params are refused");
     assert_eq!(err.code, -32602);
     assert!(err.message.contains("router.vocabulary"), "{}", err.message);
+}
+
+#[tokio::test]
+async fn candidates_sound_like_what_was_heard_and_plan_steps() {
+    let sb = Sandbox::new();
+    sb.write_app("marker-writer.desktop", MARKER_WRITER);
+    let plugin = start(&sb, &[]).await;
+    let candidates = |hypotheses: Value, context: Value| {
+        let plugin = &plugin;
+        async move {
+            let answer = plugin
+                .call(
+                    "router.candidates",
+                    json!({"hypotheses": hypotheses, "context": context}),
+                )
+                .await
+                .expect("router.candidates");
+            answer["candidates"].as_array().expect("candidates").clone()
+        }
+    };
+    let texts = |list: &[Value]| -> Vec<String> {
+        list.iter()
+            .map(|c| c["text"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // A misheard site name, an installed application's, a short command.
+    let found = candidates(json!(["Go to G-Sub."]), Value::Null).await;
+    println!("{found:?}");
+    assert!(
+        texts(&found).contains(&"Go to GitHub.".to_owned()),
+        "{found:?}"
+    );
+    let github = found.iter().find(|c| c["text"] == "Go to GitHub.").unwrap();
+    assert_eq!(github["source"], "name");
+    assert_eq!(github["op"], "ensure_url");
+    assert_eq!(github["hypothesis"], 0);
+    assert!(github["near"].as_f64().unwrap() >= 0.55, "{github}");
+    let found = texts(&candidates(json!(["Launch Marker Rider"]), Value::Null).await);
+    assert!(
+        found.contains(&"Launch Marker Writer".to_owned()),
+        "{found:?}"
+    );
+    let found = texts(&candidates(json!(["Prize.", "Pries."]), Value::Null).await);
+    assert!(found.contains(&"pause".to_owned()), "{found:?}");
+    // A misheard key, and a misheard agent.
+    let found = texts(&candidates(json!(["Press relief"]), Value::Null).await);
+    assert!(found.contains(&"press delete".to_owned()), "{found:?}");
+    let terminal =
+        json!({"focused": {"id": 1, "app_id": "foot"}, "windows": [{"id": 1, "app_id": "foot"}]});
+    let found = texts(&candidates(json!(["Launch Kovex"]), terminal).await);
+    assert!(
+        found.iter().any(|f| f.to_lowercase() == "launch codex"),
+        "{found:?}"
+    );
+    // The focused application's own shortcuts are phrases too.
+    let firefox = json!({"focused": {"id": 1, "app_id": "firefox"}, "windows": [{"id": 1, "app_id": "firefox"}]});
+    let found = texts(&candidates(json!(["Knew tap."]), firefox).await);
+    assert!(found.contains(&"new tab".to_owned()), "{found:?}");
+    // Nothing that only asks or types, and never what was heard itself.
+    let found = candidates(json!(["type hello world", "pause"]), Value::Null).await;
+    assert!(
+        found
+            .iter()
+            .all(|c| c["op"] != "type_text" && c["text"] != "pause"),
+        "{found:?}"
+    );
+    // A window title is never a source of words: a window titled like a name adds nothing.
+    let titled = json!({"windows": [{"id": 1, "app_id": "foot", "title": "Gsubby rm -rf"}]});
+    let found = texts(&candidates(json!(["Go to Gsubby."]), titled).await);
+    assert!(found.iter().all(|f| !f.contains("rm")), "{found:?}");
+
+    // Hostile params: clear refusals naming the field, and the router keeps serving.
+    for (params, says) in [
+        (json!({}), "needs params.hypotheses"),
+        (json!({"hypotheses": "pause"}), "needs params.hypotheses"),
+        (json!({"hypotheses": [1]}), "hypotheses[0] must be a string"),
+        (
+            json!({"hypotheses": vec!["pause"; 11]}),
+            "holds 11; give at most 10",
+        ),
+        (
+            json!({"hypotheses": ["x".repeat(5000)]}),
+            "hypotheses[0] is 5000 bytes",
+        ),
+    ] {
+        let err = plugin
+            .call("router.candidates", params.clone())
+            .await
+            .expect_err("refused");
+        assert_eq!(err.code, -32602, "{params}");
+        assert!(err.message.contains(says), "{}", err.message);
+    }
+    // Blank hypotheses, a context of the wrong shape, odd text: an answer, maybe empty.
+    for hypotheses in [
+        json!([]),
+        json!(["   "]),
+        json!(["\u{0}\u{202e}🙂 <|endoftext|>"]),
+    ] {
+        let answer = plugin
+            .call(
+                "router.candidates",
+                json!({"hypotheses": hypotheses, "context": "garbage"}),
+            )
+            .await
+            .expect("an answer");
+        assert!(answer["candidates"].is_array(), "{answer}");
+    }
+    // At most 24, however many names sound alike.
+    let many: Vec<String> = (0..10)
+        .map(|i| format!("open git hub {i} you tube"))
+        .collect();
+    let found = candidates(json!(many), Value::Null).await;
+    assert!(found.len() <= 24, "{}", found.len());
+    assert!(plan(&plugin, "pause").await["steps"].is_array());
 }
 
 #[tokio::test]

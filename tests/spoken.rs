@@ -30,7 +30,10 @@ use common::{bin, repo_root, require_program, whisper_model};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::time::Instant;
-use utter_core::runner::voice::{Rerank, not_speech, plan_kind};
+use utter_core::runner::voice::{
+    MAX_RESCORED, PlanKind, RESCORE_MARGIN, Rerank, Weighed, not_speech, plan_kind, rescore_pick,
+    whisper_style,
+};
 use utter_protocol::serde_json::{Value, json};
 use utter_protocol::testkit::{SpawnOptions, TestPlugin};
 use utter_rules::eval::{self, Report, Verdict};
@@ -188,6 +191,14 @@ const MODEL_ENV: &str = "UTTER_SPOKEN_MODEL";
 /// A number of utterances to take (the first of [`sample_order`]) instead of all: two
 /// settings compared on the same sample.
 const COUNT_ENV: &str = "UTTER_SPOKEN_COUNT";
+
+/// `UTTER_SPOKEN_RESCORE=0` leaves out the runner's rescoring (`router.candidates`, then
+/// `stt.score`), to see what it adds.
+const RESCORE_ENV: &str = "UTTER_SPOKEN_RESCORE";
+
+/// The margins (natural log) the set is also judged at, to calibrate
+/// [`utter_core::runner::voice::RESCORE_MARGIN`]: the accuracy each would give is printed.
+const MARGINS: &[f64] = &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 12.0];
 
 /// How long one transcription may take.
 const TRANSCRIBE_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -622,7 +633,7 @@ fn lowercased(planned: &Value) -> Value {
     planned
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Tally {
     right: usize,
     total: usize,
@@ -673,14 +684,18 @@ async fn the_spoken_set_is_heard_and_planned() {
     )
     .await
     .expect("utter-stt-whisper starts");
-    stt.request(
+    // Loading takes a second; on a loaded machine (a build beside it) more than the test
+    // kit's 5 s.
+    stt.request_with_timeout(
         "stt.load",
         json!({"model": model.display().to_string(), "language": "en"}),
+        Some(TRANSCRIBE_LIMIT),
     )
     .await
     .expect("the model loads");
 
     let baseline = std::env::var(BASELINE_ENV).is_ok_and(|v| v == "1");
+    let rescoring = !baseline && std::env::var(RESCORE_ENV).map_or(true, |v| v != "0");
     let decoding = if baseline {
         json!({"window": "full", "beam_size": 5, "hypotheses": 1})
     } else {
@@ -720,6 +735,10 @@ async fn the_spoken_set_is_heard_and_planned() {
     let mut inference = Vec::new();
     let mut prompts: BTreeMap<Option<usize>, String> = BTreeMap::new();
     let mut commands_heard = std::collections::BTreeSet::new();
+    // Per margin: (right, heard) if the runner rescored with that margin.
+    let mut at_margin = vec![Tally::default(); MARGINS.len()];
+    let mut rescore_ms = Vec::new();
+    let mut switched = Tally::default();
     for (done, &utterance) in order.iter().enumerate() {
         if budget.is_some_and(|b| started.elapsed() >= b) {
             break;
@@ -843,6 +862,88 @@ async fn the_spoken_set_is_heard_and_planned() {
                 .expect("router.plan"),
             None => json!({"steps": []}),
         };
+        // The runner's rescoring: the router's candidates weighed against the audio.
+        // (what, its plan, taken at RESCORE_MARGIN, taken at each of MARGINS)
+        let mut best_candidate: Option<(String, Value, bool, Vec<bool>)> = None;
+        // As the runner: only a transcript the router does not act on.
+        if rescoring
+            && dropped.is_none()
+            && !transcript.trim().is_empty()
+            && plan_kind(&planned) != PlanKind::Acts
+        {
+            let texts: Vec<&str> = list.iter().filter_map(|h| h["text"].as_str()).collect();
+            let candidates = router
+                .request_with_timeout(
+                    "router.candidates",
+                    json!({"hypotheses": texts, "context": context}),
+                    Some(TRANSCRIBE_LIMIT),
+                )
+                .await
+                .expect("router.candidates");
+            let candidates: Vec<String> = candidates["candidates"]
+                .as_array()
+                .expect("candidates")
+                .iter()
+                .filter_map(|c| c["text"].as_str().map(str::to_owned))
+                .take(MAX_RESCORED)
+                .collect();
+            if !candidates.is_empty() {
+                let mut phrases = vec![transcript.clone()];
+                phrases.extend(candidates.iter().map(|c| whisper_style(c)));
+                let mut params = json!({
+                    "samples_b64": b64(&samples),
+                    "format": "audio.pcm_f32le@1", "rate": 16000, "channels": 1,
+                    "language": "en", "phrases": phrases,
+                });
+                if let Some(window) = decoding.get("window") {
+                    params["window"] = window.clone();
+                }
+                let scored = stt
+                    .request_with_timeout("stt.score", params, Some(TRANSCRIBE_LIMIT))
+                    .await
+                    .expect("stt.score");
+                rescore_ms.push(scored["inference_ms"].as_f64().unwrap_or(0.0));
+                let weights: Vec<Weighed> = scored["scores"]
+                    .as_array()
+                    .expect("scores")
+                    .iter()
+                    .map(|s| Weighed {
+                        logprob: s["logprob"].as_f64().unwrap_or(f64::NEG_INFINITY),
+                        tokens: s["tokens"].as_u64().unwrap_or(0) as usize,
+                    })
+                    .collect();
+                let acts = plan_kind(&planned) == PlanKind::Acts;
+                // The likeliest candidate is the only one any margin can pick.
+                if let Some(best) = rescore_pick(&weights[0], acts, &weights[1..], f64::INFINITY) {
+                    let text = candidates[best].clone();
+                    let plan = router
+                        .request(
+                            "router.plan",
+                            json!({"utterance": text, "provenance": "user", "context": context}),
+                        )
+                        .await
+                        .expect("router.plan");
+                    // Whether each margin switches to it.
+                    let switches: Vec<bool> = MARGINS
+                        .iter()
+                        .map(|m| rescore_pick(&weights[0], acts, &weights[1..], *m).is_some())
+                        .collect();
+                    let takes =
+                        rescore_pick(&weights[0], acts, &weights[1..], RESCORE_MARGIN).is_some();
+                    best_candidate = Some((
+                        format!(
+                            "{text:?} (#{best} of {}) {:.1} vs {:.1}",
+                            candidates.len(),
+                            weights[best + 1].logprob,
+                            weights[0].logprob,
+                        ),
+                        plan,
+                        takes,
+                        switches,
+                    ));
+                }
+            }
+        }
         let hypotheses = list
             .iter()
             .filter_map(|h| {
@@ -854,13 +955,19 @@ async fn the_spoken_set_is_heard_and_planned() {
             })
             .collect::<Vec<_>>()
             .join(" | ");
+        let transcript_plan = planned.clone();
+        let (planned, rescored) = match &best_candidate {
+            Some((what, plan, true, _)) => (plan.clone(), format!(", rescored to {what}")),
+            Some((what, _, false, _)) => (planned, format!(", candidate {what}")),
+            None => (planned, String::new()),
+        };
         let (Some(case), Some(rendition)) = (case, rendition) else {
             // No speech: nothing may be planned.
             let steps = planned["steps"].as_array().map_or(0, Vec::len);
             quiet.add(steps == 0);
             if steps > 0 {
                 misses.push(format!(
-                    "MISS [no speech] {} ({:.1} s) heard {transcript:?} (of {hypotheses}), no_speech_prob {:.2}: planned {}",
+                    "MISS [no speech] {} ({:.1} s) heard {transcript:?} (of {hypotheses}){rescored}, no_speech_prob {:.2}: planned {}",
                     clip_kind.unwrap_or("clip"),
                     samples.len() as f64 / 16_000.0,
                     heard["no_speech_prob"].as_f64().unwrap_or(f64::NAN),
@@ -873,9 +980,30 @@ async fn the_spoken_set_is_heard_and_planned() {
         let lowered = lowercased_case(case);
         let verdict = eval::judge(&lowered, &lowercased(&planned));
         let ok = matches!(verdict, Verdict::Right);
+        // What each margin would have given.
+        match &best_candidate {
+            Some((_, candidate_plan, taken, switches)) => {
+                let right = |plan: &Value| {
+                    matches!(eval::judge(&lowered, &lowercased(plan)), Verdict::Right)
+                };
+                let transcript_right = right(&transcript_plan);
+                let candidate_right = right(candidate_plan);
+                if *taken {
+                    switched.add(candidate_right);
+                }
+                for (tally, switch) in at_margin.iter_mut().zip(switches) {
+                    tally.add(if *switch {
+                        candidate_right
+                    } else {
+                        transcript_right
+                    });
+                }
+            }
+            None => at_margin.iter_mut().for_each(|t| t.add(ok)),
+        }
         if !ok {
             misses.push(format!(
-                "MISS [{}] {:?} ({rendition}) heard {transcript:?} (of {hypotheses}){}: {}",
+                "MISS [{}] {:?} ({rendition}) heard {transcript:?} (of {hypotheses}){rescored}{}: {}",
                 case.category,
                 case.say,
                 dropped
@@ -925,6 +1053,23 @@ async fn the_spoken_set_is_heard_and_planned() {
         println!("  {axis:<34} {}", tally.show());
     }
     println!("spoken set by category:\n{}", report.table());
+    if rescoring {
+        rescore_ms.sort_by(f64::total_cmp);
+        println!(
+            "rescoring: {} commands weighed candidates (stt.score p50 {:.0} ms, p90 {:.0} ms); {} switched, right after switching: {}",
+            rescore_ms.len(),
+            rescore_ms.get(rescore_ms.len() / 2).copied().unwrap_or(0.0),
+            rescore_ms
+                .get(rescore_ms.len() * 9 / 10)
+                .copied()
+                .unwrap_or(0.0),
+            switched.total,
+            switched.show()
+        );
+        for (margin, tally) in MARGINS.iter().zip(&at_margin) {
+            println!("  margin {margin:>4.1}: {}", tally.show());
+        }
+    }
     inference.sort_by(f64::total_cmp);
     let said_in_order = order
         .iter()

@@ -540,6 +540,11 @@ pub struct SttSection {
     /// Tell the recogniser the router's names (`router.vocabulary`: sites, applications,
     /// players) as its prompt, fetched while the key is held.
     pub vocabulary: bool,
+    /// Weigh the router's candidates against the audio (`router.candidates`, then the stt
+    /// plugin's `stt.score`): a phrase the router acts on that sounds like the transcript
+    /// ("pause" for "Prize.", "go to GitHub" for "Go to G-Sub.") replaces it when the audio
+    /// makes it about as likely (see `crate::runner::voice::Rescore`).
+    pub rescore: bool,
     /// A transcript whose `no_speech_prob` is above this (0–1) and whose score is below
     /// -1 (faster-whisper's rule) is dropped as `no-speech`.
     pub no_speech_threshold: f64,
@@ -556,6 +561,7 @@ impl Default for SttSection {
             beam_size: 5,
             hypotheses: 3,
             vocabulary: true,
+            rescore: true,
             no_speech_threshold: 0.6,
         }
     }

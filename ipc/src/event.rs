@@ -248,6 +248,10 @@ pub struct VoiceTimings {
     /// one hypothesis.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerank_ms: Option<f64>,
+    /// Asking the router for candidates that sound like the transcript and weighing them
+    /// against the audio (`[stt] rescore`). Absent when not done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rescore_ms: Option<f64>,
     /// Speech ended (voice-activity detection) this long before the listen ended by itself
     /// (`[audio] end_silence_ms` of silence). Absent when the key ended the listen.
     #[serde(default, skip_serializing_if = "Option::is_none")]

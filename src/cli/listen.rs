@@ -235,7 +235,25 @@ fn print_report(report: &VoiceReport) {
         out!("heard nothing: {}", text(&report.error));
     } else {
         if let Some(t) = &report.transcript {
-            out!("heard: {:?}", sanitize(t));
+            // A command the router proposed that the audio weighed likelier than what the
+            // recogniser wrote.
+            let rescored = report
+                .hypotheses
+                .iter()
+                .any(|h| h["candidate"].is_string() && h["picked"] == true);
+            let written = report
+                .hypotheses
+                .iter()
+                .find(|h| h.get("candidate").is_none())
+                .and_then(|h| h["text"].as_str());
+            match written.filter(|_| rescored) {
+                Some(written) => out!(
+                    "heard: {:?} (the recogniser wrote {:?}; this command sounds like it and the audio bears it out)",
+                    sanitize(t),
+                    sanitize(written)
+                ),
+                None => out!("heard: {:?}", sanitize(t)),
+            }
         }
         if let Some(outcome) = report.command_outcome() {
             say::print_outcome(&outcome);
@@ -245,8 +263,12 @@ fn print_report(report: &VoiceReport) {
         }
     }
     let t = &report.timings;
+    let rescore = t
+        .rescore_ms
+        .map(|ms| format!(", weighing candidates {ms:.0} ms"))
+        .unwrap_or_default();
     out!(
-        "timings: held {:.0} ms; after release: capture {:.1} ms, hand-off {:.1} ms, stt {:.0} ms, pipeline {:.1} ms, total {:.0} ms",
+        "timings: held {:.0} ms; after release: capture {:.1} ms, hand-off {:.1} ms, stt {:.0} ms{rescore}, pipeline {:.1} ms, total {:.0} ms",
         t.held_ms,
         t.capture_flush_ms,
         t.handoff_ms,

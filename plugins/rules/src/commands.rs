@@ -22,6 +22,8 @@ pub struct Agent {
     pub resume: Option<Vec<String>>,
     /// Compacted spoken names: the name and the aliases.
     spoken: Vec<String>,
+    /// The name and the aliases as written in the table ("claude", "claude code").
+    pub names: Vec<String>,
 }
 
 impl Agent {
@@ -227,11 +229,15 @@ impl CommandWords {
             let mut spoken = vec![compact(&normalize(&name))];
             spoken.extend(agent.aliases.iter().map(|a| compact(&normalize(a))));
             spoken.retain(|s| !s.is_empty());
+            let names = std::iter::once(name.clone())
+                .chain(agent.aliases.iter().cloned())
+                .collect();
             agents.push(Agent {
                 name,
                 command,
                 resume,
                 spoken,
+                names,
             });
         }
         let mut shell_programs = BTreeMap::new();

@@ -452,6 +452,12 @@ const MODIFIERS: &[(&str, &[&str])] = &[
     ("super", &["super", "windows", "win", "meta", "logo"]),
 ];
 
+/// The spoken key names of [`KEYS`] ("enter", "page down"), for the candidates that sound
+/// like a misheard key (`router.candidates`).
+pub(crate) fn key_names() -> impl Iterator<Item = &'static str> {
+    KEYS.iter().map(|(spoken, _)| *spoken)
+}
+
 /// Spoken key names (one to three normalised words) and their X keysym names. Letters,
 /// digits and function keys are handled apart (see [`key_at`]).
 const KEYS: &[(&str, &str)] = &[

@@ -39,6 +39,7 @@
 //! and click rules, [`rules`] turns text into a step.
 
 pub mod apps;
+pub mod candidates;
 pub mod commands;
 pub mod context;
 pub mod decide;
@@ -93,6 +94,20 @@ const PLAN: &str = "router.plan";
 /// for a speech recogniser's prompt ([`vocabulary`]).
 const VOCABULARY: &str = "router.vocabulary";
 
+/// `router.candidates {hypotheses, context?}` → `{candidates: [{text, source, near,
+/// hypothesis, op}]}`: phrases of the command space that sound like the recogniser's
+/// hypotheses and that this router plans steps for in the context, for the runner to weigh
+/// against the audio ([`candidates`]).
+const CANDIDATES: &str = "router.candidates";
+
+/// The most hypotheses `router.candidates` takes, and the most candidates it returns.
+pub const MAX_HYPOTHESES: usize = 10;
+/// The most candidates one `router.candidates` answer holds (planned ones, nearest first).
+pub const MAX_CANDIDATES: usize = 8;
+/// The most proposed phrases `router.candidates` plans to find them (planning is most of
+/// its time).
+pub const MAX_PLANNED: usize = 24;
+
 /// `router.examples {context?, all?}` → `{categories: [{name, about, examples: [{say, op,
 /// focused?}]}]}`: what a person can say, by kind; with a context, the focused
 /// application's and the compositor's categories first ([`examples::for_context`]).
@@ -118,6 +133,8 @@ struct State {
     binds: BindsSource,
     profiles: ProfilesSource,
     words: CommandWords,
+    /// `router.candidates`'s fixed phrases, made ready at its first call.
+    fixed_phrases: std::sync::OnceLock<candidates::PhraseList>,
 }
 
 /// The `router.plan` handler.
@@ -859,11 +876,16 @@ fn focused_after(
 
 impl Handler for RulesRouter {
     fn methods(&self) -> Vec<String> {
-        vec![PLAN.into(), VOCABULARY.into(), EXAMPLES_METHOD.into()]
+        vec![
+            PLAN.into(),
+            VOCABULARY.into(),
+            CANDIDATES.into(),
+            EXAMPLES_METHOD.into(),
+        ]
     }
 
     fn side_effect_free(&self) -> Vec<String> {
-        vec![PLAN.into(), VOCABULARY.into(), EXAMPLES_METHOD.into()]
+        self.methods()
     }
 
     async fn health(&self) -> HealthResult {
@@ -929,6 +951,14 @@ impl Handler for RulesRouter {
                     .await
                     .map_err(|e| ErrorObject::internal(format!("router.vocabulary failed: {e}")))
             }
+            CANDIDATES => {
+                let hypotheses = hypotheses(&call.params)?;
+                let (context, _) = Context::from_param_or_none(call.params.get("context"));
+                let state = self.state.clone();
+                tokio::task::spawn_blocking(move || state.candidates(&hypotheses, context))
+                    .await
+                    .map_err(|e| ErrorObject::internal(format!("router.candidates failed: {e}")))
+            }
             EXAMPLES_METHOD => {
                 // A context of the wrong shape is no context: the built-in list still answers.
                 let (context, _) = Context::from_param_or_none(call.params.get("context"));
@@ -970,6 +1000,121 @@ impl Handler for RulesRouter {
 }
 
 impl State {
+    /// `router.candidates`'s answer: the [`candidates::propose`]d phrases that plan steps
+    /// in `context` (no question, no typed text), nearest first: at most
+    /// [`MAX_CANDIDATES`], from the first [`MAX_PLANNED`] proposed.
+    fn candidates(&self, hypotheses: &[String], context: Option<Context>) -> Value {
+        let installed = self.apps.apps();
+        let profiles = self.profiles.current();
+        let agents: Vec<&str> = self.words.agents.iter().map(|a| a.name.as_str()).collect();
+        let v = vocabulary::Vocabulary::gather(
+            &self.catalog,
+            &profiles,
+            &installed,
+            &agents,
+            context.as_ref(),
+        );
+        let mut names: Vec<&str> = v
+            .sites
+            .iter()
+            .chain(&v.apps)
+            .chain(&v.installed)
+            .chain(self.words.agents.iter().flat_map(|a| &a.names))
+            .chain(&v.players)
+            .map(String::as_str)
+            .collect();
+        // Key names of 4 letters or more: "esc" and "del" sound like too much.
+        for key in inapp::key_names().filter(|k| k.len() > 3) {
+            names.push(key);
+        }
+        let names = candidates::PhraseList::of_names(names);
+        let focused = context
+            .as_ref()
+            .and_then(|c| c.focused_app_id.as_deref())
+            .and_then(|id| profiles.for_app_id(id))
+            .map(|p| {
+                candidates::PhraseList::new(
+                    p.shortcuts
+                        .keys()
+                        .chain(p.commands.keys())
+                        .map(String::as_str),
+                )
+            })
+            .unwrap_or_default();
+        let fixed = self.fixed_phrases.get_or_init(|| self.fixed_phrases());
+        let space = candidates::Space {
+            names: &names,
+            phrases: [fixed, &focused],
+        };
+        let proposed = candidates::propose(hypotheses, &space, &self.curated);
+        let mut planned = Vec::new();
+        for candidate in proposed.into_iter().take(MAX_PLANNED) {
+            if planned.len() >= MAX_CANDIDATES {
+                break;
+            }
+            let request = PlanRequest {
+                utterance: candidate.text.clone(),
+                provenance: "user".to_owned(),
+                context: context.clone(),
+                context_ignored: None,
+                decide: decide::Thresholds::from_param(None),
+            };
+            let plan = self.plan(&request);
+            let steps = plan["steps"].as_array().map_or(&[][..], Vec::as_slice);
+            let acts = !steps.is_empty() && steps.iter().all(|s| s.get("ask").is_none());
+            let typed = plan["rule"]
+                .as_str()
+                .is_some_and(|r| r.split('+').any(|r| r == "type_text"));
+            if acts && !typed {
+                planned.push(json!({
+                    "text": candidate.text,
+                    "source": candidate.source,
+                    "near": (candidate.near * 1000.0).round() / 1000.0,
+                    "hypothesis": candidate.hypothesis,
+                    "op": steps[0]["op"],
+                }));
+            }
+        }
+        json!({"candidates": planned})
+    }
+
+    /// The fixed phrases of [`State::candidates`]: the common shortcut names and their
+    /// synonyms, the playback verbs alone and with each known player, the compositor
+    /// phrases, "press" with each key, the agents with their verbs and the built-in
+    /// examples without free text.
+    fn fixed_phrases(&self) -> candidates::PhraseList {
+        let mut phrases: Vec<String> = Vec::new();
+        phrases.extend(self.words.common.keys().cloned());
+        phrases.extend(
+            self.words
+                .synonym_phrases()
+                .map(|(said, _)| said.to_owned()),
+        );
+        for (verb, _) in decide::MEDIA_VERBS {
+            phrases.push((*verb).to_owned());
+            for player in crate::plan::KNOWN_PLAYERS {
+                phrases.push(format!("{verb} {player}"));
+            }
+        }
+        phrases.extend(self.curated.table.phrases().map(str::to_owned));
+        for key in inapp::key_names().filter(|k| k.len() > 3) {
+            phrases.push(format!("press {key}"));
+        }
+        for agent in self.words.agents.iter().flat_map(|a| &a.names) {
+            for verb in ["start", "run", "open", "launch"] {
+                phrases.push(format!("{verb} {agent}"));
+            }
+        }
+        if let Ok(examples) = examples::Examples::builtin() {
+            for example in examples.categories.iter().flat_map(|c| &c.examples) {
+                if !matches!(example.op.as_str(), "type_text" | "open_url") {
+                    phrases.push(example.say.clone());
+                }
+            }
+        }
+        candidates::PhraseList::new(phrases.iter().map(String::as_str))
+    }
+
     /// `router.vocabulary`'s answer: `{prompt, terms, counts: {sites, apps, installed,
     /// players, words}}`. Blocking: it may read the application directories.
     fn vocabulary(&self, context: Option<&Context>) -> Value {
@@ -991,6 +1136,43 @@ impl State {
             },
         })
     }
+}
+
+/// `router.candidates`'s `hypotheses`: 1–[`MAX_HYPOTHESES`] strings of at most
+/// [`MAX_UTTERANCE`] bytes (blank ones are skipped); else `-32602` saying what is wrong.
+fn hypotheses(params: &Value) -> Result<Vec<String>, ErrorObject> {
+    let Some(list) = params.get("hypotheses").and_then(Value::as_array) else {
+        return Err(ErrorObject::invalid_params(format!(
+            "{CANDIDATES} needs params.hypotheses, an array of the recogniser's transcripts (best first), not {}",
+            params.get("hypotheses").map_or("nothing", json_type)
+        )));
+    };
+    if list.len() > MAX_HYPOTHESES {
+        return Err(ErrorObject::invalid_params(format!(
+            "{CANDIDATES}: hypotheses holds {}; give at most {MAX_HYPOTHESES}",
+            list.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        match item.as_str() {
+            Some(text) if text.len() > MAX_UTTERANCE => {
+                return Err(ErrorObject::invalid_params(format!(
+                    "{CANDIDATES}: hypotheses[{i}] is {} bytes; at most {MAX_UTTERANCE}",
+                    text.len()
+                )));
+            }
+            Some(text) if !text.trim().is_empty() => out.push(text.trim().to_owned()),
+            Some(_) => {}
+            None => {
+                return Err(ErrorObject::invalid_params(format!(
+                    "{CANDIDATES}: hypotheses[{i}] must be a string, not {}",
+                    json_type(item)
+                )));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The variable naming the site catalog when `--sites` is not given.
@@ -1139,6 +1321,7 @@ where
         binds,
         profiles: ProfilesSource::new(profiles::default_user_dir()),
         words,
+        fixed_phrases: Default::default(),
     };
     plugin::run_stdio(
         MANIFEST,
@@ -1172,6 +1355,7 @@ mod tests {
             // The built-in profiles only.
             profiles: ProfilesSource::new(None),
             words: CommandWords::builtin().expect("built-in command words"),
+            fixed_phrases: Default::default(),
         }
     }
 

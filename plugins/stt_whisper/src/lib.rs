@@ -25,6 +25,13 @@
 //!   short clips (the 16 MiB frame limit allows about a minute). `format` must be
 //!   `"audio.pcm_f32le@1"`, `rate` 16000 and `channels` 1; anything else is `-32602` naming
 //!   the field. Audio is limited to [`audio::MAX_SECONDS`].
+//! * `stt.score {audio | samples_b64, format, rate, channels, phrases, language?, model?,
+//!   window?, padding_ms?}` → `{scores: [{text, logprob, tokens}], inference_ms}`: how
+//!   likely the audio makes each of 1–64 `phrases` ([`model::Transcriber::score`]):
+//!   `logprob` is the natural log of the probability Whisper's decoder gives the phrase's
+//!   tokens given the audio (null for a phrase of no text tokens). The runner weighs the
+//!   router's candidates near a transcript with it. Pass the `window` and `padding_ms` the
+//!   audio was transcribed with: the encoder's work is then reused.
 //! * Notifications: `stt.partial {request, text, chunk, chunks}` for each 30 s window of a
 //!   clip longer than 30 s, and `stt.final {request, text, language, audio_ms, inference_ms,
 //!   chunks}` after every transcription (`request` is the id of the `stt.transcribe` call).

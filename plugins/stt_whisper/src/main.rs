@@ -41,7 +41,9 @@ Systran/faster-whisper-tiny.en. Nothing is ever downloaded.";
 ///     make it the default;
 ///   - stt.transcribe {audio | samples_b64, format, rate, channels, language?,
 ///     model?}: turn 16 kHz mono f32 audio into text, with stt.partial and
-///     stt.final notifications.
+///     stt.final notifications;
+///   - stt.score {audio | samples_b64, format, rate, channels, phrases}: how
+///     likely the audio makes each phrase (the log probability of its tokens).
 //
 // (verbatim_doc_comment: clap 4 without its wrap_help feature does not wrap help text, so the
 // lines above are wrapped by hand.)

@@ -181,6 +181,15 @@ pub enum TranscribeError {
         /// Its value.
         value: f32,
     },
+    /// [`Transcriber::score`] was given audio longer than one window.
+    #[error(
+        "the audio is {seconds:.1} s long; phrases are scored against one window of at most 30 s \
+         (a spoken command), so transcribe longer audio instead"
+    )]
+    TooLongToScore {
+        /// The audio's length in seconds.
+        seconds: f64,
+    },
     /// CTranslate2 failed.
     #[error("Whisper inference failed: {0}")]
     Engine(String),
@@ -309,6 +318,50 @@ struct WindowResult {
     frames: usize,
 }
 
+/// How likely the audio makes one phrase ([`Transcriber::score`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhraseScore {
+    /// The phrase, as given.
+    pub text: String,
+    /// The natural log of the probability the decoder gives the phrase's tokens, one after
+    /// the other, given the audio (the sum over its tokens; 0 is certain). Comparable
+    /// between phrases of one audio; more tokens cost more, so a phrase that stops short of
+    /// what was said is not favoured unless its last token (a full stop) is likely there.
+    pub logprob: f32,
+    /// How many tokens the phrase is.
+    pub tokens: usize,
+}
+
+/// The encoder's output for the last audio transcribed in one window, kept so that
+/// [`Transcriber::score`] on the same audio does not encode it again.
+struct Encoded {
+    /// [`audio_key`] of the samples, the frame count and the language.
+    key: u64,
+    /// Frames (10 ms) the encoder saw.
+    frames: usize,
+    /// `[1, frames / 2, d_model]` on the CPU.
+    output: ct2rs::sys::StorageView<'static>,
+}
+
+/// What identifies one encoding: the samples' bits, the frame count and the language.
+fn audio_key(samples: &[f32], frames: usize, language: Option<&str>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    samples.len().hash(&mut hasher);
+    for sample in samples {
+        sample.to_bits().hash(&mut hasher);
+    }
+    frames.hash(&mut hasher);
+    language.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The most phrases one [`Transcriber::score`] call takes.
+pub const MAX_SCORED_PHRASES: usize = 64;
+
+/// The most tokens a scored phrase may be (longer ones are refused by the model's context).
+const MAX_PHRASE_TOKENS: usize = 200;
+
 /// A loaded Whisper model: CTranslate2 on the CPU with int8 weights.
 ///
 /// Loading takes about a second for tiny.en; keep one `Transcriber` per model and share it
@@ -319,6 +372,8 @@ pub struct Transcriber {
     front_end: FrontEnd,
     dir: PathBuf,
     load_time: Duration,
+    /// The last single-window encoding ([`Transcriber::score`] reuses it).
+    encoded: std::sync::Mutex<Option<Encoded>>,
 }
 
 impl std::fmt::Debug for Transcriber {
@@ -366,6 +421,7 @@ impl Transcriber {
             front_end,
             dir: dir.to_path_buf(),
             load_time: started.elapsed(),
+            encoded: std::sync::Mutex::new(None),
         })
     }
 
@@ -419,7 +475,9 @@ impl Transcriber {
         let count = samples.len().div_ceil(CHUNK_SAMPLES);
         let mut windows = Vec::with_capacity(count);
         for (index, chunk) in samples.chunks(CHUNK_SAMPLES).enumerate() {
-            let window = self.transcribe_window(chunk, language.as_deref(), &prompt, options)?;
+            let keep = count == 1;
+            let window =
+                self.transcribe_window(chunk, language.as_deref(), &prompt, options, keep)?;
             on_chunk(ChunkText {
                 index,
                 count,
@@ -466,13 +524,15 @@ impl Transcriber {
         Ok(tokens)
     }
 
-    /// Decode one window of at most 30 s: features, prompt, beam search, detokenise.
+    /// Decode one window of at most 30 s: features, prompt, beam search, detokenise. With
+    /// `keep`, the encoder's output is kept for [`Transcriber::score`].
     fn transcribe_window(
         &self,
         chunk: &[f32],
         language: Option<&str>,
         previous: &[String],
         options: &DecodeOptions,
+        keep: bool,
     ) -> Result<WindowResult, TranscribeError> {
         let engine = |e: anyhow::Error| TranscribeError::Engine(format!("{e:#}"));
         let frames = options.window.frames(chunk.len());
@@ -480,6 +540,9 @@ impl Transcriber {
         let shape = [1, features.n_mels, features.frames];
         let view = ct2rs::sys::StorageView::new(&shape, &mut features.data, Default::default())
             .map_err(engine)?;
+        // Encoded once: the decoder takes the encoder's output as it takes features, and a
+        // later score of the same audio reuses it.
+        let encoded = self.whisper.encode(&view, true).map_err(engine)?;
         // The prompt faster-whisper uses: the previous text after <|startofprev|>, then
         // <|startoftranscript|>; English-only models take no language or task token.
         let mut prompt = Vec::with_capacity(previous.len() + 4);
@@ -527,7 +590,7 @@ impl Transcriber {
         }
         let generate = |options: &ct2rs::sys::WhisperOptions| {
             self.whisper
-                .generate(&view, std::slice::from_ref(&prompt), options)
+                .generate(&encoded, std::slice::from_ref(&prompt), options)
                 .map_err(engine)?
                 .into_iter()
                 .next()
@@ -598,11 +661,144 @@ impl Transcriber {
                 score: None,
             });
         }
+        if keep {
+            let key = audio_key(chunk, frames, language);
+            *self.encoded.lock().unwrap_or_else(|e| e.into_inner()) = Some(Encoded {
+                key,
+                frames,
+                output: encoded,
+            });
+        }
         Ok(WindowResult {
             hypotheses,
             no_speech_prob: result.no_speech_prob,
             frames,
         })
+    }
+
+    /// How likely the audio makes each of `phrases`: the log probability Whisper's decoder
+    /// gives each phrase's tokens given the audio (CTranslate2's forced alignment, which
+    /// runs the decoder over the given tokens instead of searching), so that a phrase the
+    /// recogniser did not write itself can be weighed against the ones it did. Each phrase
+    /// is scored as Whisper writes a transcript (a leading space; the caller writes the
+    /// capitals and the full stop it expects), after `<|startoftranscript|>` (and the
+    /// language and task for a multilingual model) with no previous-text prompt, so scores
+    /// do not depend on the vocabulary the decoding was prompted with.
+    ///
+    /// `options` must be those the audio was transcribed with (window, language): the
+    /// encoder's output of the last transcription is reused when the samples, window and
+    /// language match, and the audio is encoded again otherwise. Blocking; about a decoder
+    /// pass per phrase (a few milliseconds each for tiny.en on two cores).
+    ///
+    /// # Errors
+    /// [`TranscribeError::TooLongToScore`] past one 30 s window, the language errors of
+    /// [`Transcriber::transcribe`], [`TranscribeError::NotFinite`], and
+    /// [`TranscribeError::Engine`].
+    pub fn score(
+        &self,
+        samples: &[f32],
+        phrases: &[String],
+        options: &DecodeOptions,
+    ) -> Result<Vec<PhraseScore>, TranscribeError> {
+        let engine = |e: anyhow::Error| TranscribeError::Engine(format!("{e:#}"));
+        if samples.len() > CHUNK_SAMPLES {
+            return Err(TranscribeError::TooLongToScore {
+                seconds: samples.len() as f64 / f64::from(SAMPLE_RATE),
+            });
+        }
+        if let Some((index, value)) = samples.iter().enumerate().find(|(_, s)| !s.is_finite()) {
+            return Err(TranscribeError::NotFinite {
+                index,
+                value: *value,
+            });
+        }
+        let language = self.resolve_language(options.language.as_deref())?;
+        if phrases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let frames = options.window.frames(samples.len());
+        let key = audio_key(samples, frames, language.as_deref());
+        let mut cache = self.encoded.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.as_ref().is_none_or(|c| c.key != key) {
+            let mut features = self.front_end.features_frames(samples, frames);
+            let shape = [1, features.n_mels, features.frames];
+            let view = ct2rs::sys::StorageView::new(&shape, &mut features.data, Default::default())
+                .map_err(engine)?;
+            let output = self.whisper.encode(&view, true).map_err(engine)?;
+            *cache = Some(Encoded {
+                key,
+                frames,
+                output,
+            });
+        }
+        let Some(encoded) = cache.as_ref() else {
+            unreachable!("encoded just above")
+        };
+        let special = |name: &str| {
+            self.tokenizer
+                .token_to_id(name)
+                .map(|id| id as usize)
+                .ok_or_else(|| {
+                    TranscribeError::Engine(format!("the tokenizer has no {name} token"))
+                })
+        };
+        let end_of_text = special("<|endoftext|>")?;
+        let mut start = vec![special("<|startoftranscript|>")?];
+        if self.is_multilingual() {
+            let Some(language) = language.as_deref() else {
+                return Err(TranscribeError::Engine(
+                    "scoring with a multilingual model needs a language".into(),
+                ));
+            };
+            start.push(special(&format!("<|{language}|>"))?);
+            start.push(special("<|transcribe|>")?);
+        }
+        let mut scores = Vec::with_capacity(phrases.len());
+        for phrase in phrases {
+            let encoding = self
+                .tokenizer
+                .encode(format!(" {}", phrase.trim()), false)
+                .map_err(|e| TranscribeError::Engine(format!("cannot tokenise {phrase:?}: {e}")))?;
+            // Text tokens only: the ids below <|endoftext|> (a special token written in the
+            // phrase is not taken as one).
+            let ids: Vec<usize> = encoding
+                .get_ids()
+                .iter()
+                .map(|id| *id as usize)
+                .filter(|id| *id < end_of_text)
+                .take(MAX_PHRASE_TOKENS)
+                .collect();
+            if ids.is_empty() {
+                scores.push(PhraseScore {
+                    text: phrase.clone(),
+                    logprob: f32::NEG_INFINITY,
+                    tokens: 0,
+                });
+                continue;
+            }
+            let aligned = self
+                .whisper
+                .align(
+                    &encoded.output,
+                    &start,
+                    std::slice::from_ref(&ids),
+                    &[encoded.frames],
+                    7,
+                )
+                .map_err(engine)?;
+            let probs = aligned
+                .into_iter()
+                .next()
+                .map(|a| a.text_token_probs)
+                .unwrap_or_default();
+            let logprob = probs.iter().map(|p| p.max(1e-12).ln()).sum::<f32>();
+            scores.push(PhraseScore {
+                text: phrase.clone(),
+                logprob,
+                tokens: ids.len(),
+            });
+        }
+        Ok(scores)
     }
 
     /// Check `language` against this model without transcribing: `stt.load` refuses what

@@ -3,7 +3,8 @@
 
 use crate::audio;
 use crate::model::{
-    ChunkText, DecodeOptions, LoadOptions, ModelError, TranscribeError, Transcriber, Window,
+    ChunkText, DecodeOptions, LoadOptions, MAX_SCORED_PHRASES, ModelError, TranscribeError,
+    Transcriber, Window,
 };
 use crate::nonspeech::non_speech;
 use std::collections::HashMap;
@@ -19,6 +20,12 @@ use utter_protocol::{Connection, ErrorCode, ErrorObject};
 pub const LOAD: &str = "stt.load";
 /// `stt.transcribe {audio | samples_b64, format, rate, channels, language?, model?}`.
 pub const TRANSCRIBE: &str = "stt.transcribe";
+/// `stt.score {audio | samples_b64, format, rate, channels, phrases, language?, model?,
+/// window?, padding_ms?}` → `{scores: [{text, logprob, tokens}], inference_ms}`: how likely
+/// the audio makes each phrase ([`Transcriber::score`]).
+pub const SCORE: &str = "stt.score";
+/// The most bytes one phrase of `stt.score` may be.
+pub const MAX_PHRASE_BYTES: usize = 512;
 /// Notification with the text of one 30 s window of a long clip.
 pub const PARTIAL: &str = "stt.partial";
 /// Notification with the whole text once a clip is transcribed.
@@ -155,7 +162,7 @@ impl SttPlugin {
             Some(dir) => self.load(Path::new(&dir)).await?.transcriber,
             None => self.current()?,
         };
-        let mut options = decode_options(params)?;
+        let mut options = decode_options(params, TRANSCRIBE)?;
         options.language =
             language.or_else(|| self.models.lock().expect("models lock").language.clone());
 
@@ -201,6 +208,40 @@ impl SttPlugin {
         Ok(result)
     }
 
+    async fn handle_score(&self, call: &Call) -> Result<Value, ErrorObject> {
+        let params = &call.params;
+        let phrases = phrases(params)?;
+        check_format(params)?;
+        let language = optional_string(params, "language", SCORE)?;
+        let model = optional_string(params, "model", SCORE)?;
+        let samples = read_samples(&call.peer, params).await?;
+        let transcriber = match model {
+            Some(dir) => self.load(Path::new(&dir)).await?.transcriber,
+            None => self.current()?,
+        };
+        let mut options = decode_options(params, SCORE)?;
+        options.language =
+            language.or_else(|| self.models.lock().expect("models lock").language.clone());
+        let started = std::time::Instant::now();
+        let scores =
+            tokio::task::spawn_blocking(move || transcriber.score(&samples, &phrases, &options))
+                .await
+                .map_err(|e| ErrorObject::internal(format!("scoring panicked: {e}")))?
+                .map_err(transcribe_error)?;
+        let scores: Vec<Value> = scores
+            .iter()
+            .map(|s| {
+                // JSON has no infinity: a phrase with no text tokens scores null.
+                let logprob = s.logprob.is_finite().then_some(s.logprob);
+                json!({"text": s.text, "logprob": logprob, "tokens": s.tokens})
+            })
+            .collect();
+        Ok(json!({
+            "scores": scores,
+            "inference_ms": started.elapsed().as_secs_f64() * 1000.0,
+        }))
+    }
+
     /// The current model, or a `-32602` error saying how to choose one.
     fn current(&self) -> Result<Arc<Transcriber>, ErrorObject> {
         let models = self.models.lock().expect("models lock");
@@ -237,7 +278,7 @@ pub const MAX_PROMPT_CHARS: usize = 4096;
 /// (0–10 000, with `"fit"`), `beam_size` (1–10), `hypotheses` (1–`beam_size`) and `prompt`
 /// (text; its last [`MAX_PROMPT_CHARS`] bytes are taken). Each has the default of
 /// [`DecodeOptions::default`]; a bad value is `-32602` naming the field.
-fn decode_options(params: &Value) -> Result<DecodeOptions, ErrorObject> {
+fn decode_options(params: &Value, method: &str) -> Result<DecodeOptions, ErrorObject> {
     let mut options = DecodeOptions::default();
     let number =
         |field: &str, range: std::ops::RangeInclusive<u64>| -> Result<Option<u64>, ErrorObject> {
@@ -246,7 +287,7 @@ fn decode_options(params: &Value) -> Result<DecodeOptions, ErrorObject> {
                 Some(v) => match v.as_u64() {
                     Some(n) if range.contains(&n) => Ok(Some(n)),
                     _ => Err(ErrorObject::invalid_params(format!(
-                        "{TRANSCRIBE}: {field} must be an integer from {} to {}, not {}",
+                        "{method}: {field} must be an integer from {} to {}, not {}",
                         range.start(),
                         range.end(),
                         shown(Some(v))
@@ -261,7 +302,7 @@ fn decode_options(params: &Value) -> Result<DecodeOptions, ErrorObject> {
         Some(Value::String(w)) if w == "fit" => {}
         Some(other) => {
             return Err(ErrorObject::invalid_params(format!(
-                "{TRANSCRIBE}: window must be \"fit\" (the audio plus padding_ms) or \"full\" (30 s), not {}",
+                "{method}: window must be \"fit\" (the audio plus padding_ms) or \"full\" (30 s), not {}",
                 shown(Some(other))
             )));
         }
@@ -277,7 +318,7 @@ fn decode_options(params: &Value) -> Result<DecodeOptions, ErrorObject> {
     if let Some(n) = number("hypotheses", 1..=10)? {
         if n as usize > options.beam_size {
             return Err(ErrorObject::invalid_params(format!(
-                "{TRANSCRIBE}: hypotheses ({n}) cannot exceed beam_size ({}); raise beam_size or ask for fewer",
+                "{method}: hypotheses ({n}) cannot exceed beam_size ({}); raise beam_size or ask for fewer",
                 options.beam_size
             )));
         }
@@ -295,12 +336,48 @@ fn decode_options(params: &Value) -> Result<DecodeOptions, ErrorObject> {
         }
         Some(other) => {
             return Err(ErrorObject::invalid_params(format!(
-                "{TRANSCRIBE}: prompt must be a string (names the speaker may say), not {}",
+                "{method}: prompt must be a string (names the speaker may say), not {}",
                 shown(Some(other))
             )));
         }
     }
     Ok(options)
+}
+
+/// `stt.score`'s `phrases`: 1–[`MAX_SCORED_PHRASES`] strings of at most [`MAX_PHRASE_BYTES`]
+/// bytes each; else `-32602` saying what is wrong.
+fn phrases(params: &Value) -> Result<Vec<String>, ErrorObject> {
+    let Some(list) = params.get("phrases").and_then(Value::as_array) else {
+        return Err(ErrorObject::invalid_params(format!(
+            "{SCORE}: phrases must be an array of strings (the phrases to weigh against the audio), not {}",
+            shown(params.get("phrases"))
+        )));
+    };
+    if list.is_empty() || list.len() > MAX_SCORED_PHRASES {
+        return Err(ErrorObject::invalid_params(format!(
+            "{SCORE}: phrases holds {} phrases; give 1 to {MAX_SCORED_PHRASES}",
+            list.len()
+        )));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, phrase)| match phrase.as_str() {
+            Some(text) if text.len() <= MAX_PHRASE_BYTES && !text.trim().is_empty() => {
+                Ok(text.to_owned())
+            }
+            Some(text) if text.trim().is_empty() => Err(ErrorObject::invalid_params(format!(
+                "{SCORE}: phrases[{i}] is empty; every phrase needs words"
+            ))),
+            Some(text) => Err(ErrorObject::invalid_params(format!(
+                "{SCORE}: phrases[{i}] is {} bytes; a phrase is a spoken command of at most {MAX_PHRASE_BYTES}",
+                text.len()
+            ))),
+            None => Err(ErrorObject::invalid_params(format!(
+                "{SCORE}: phrases[{i}] must be a string, not {}",
+                shown(Some(phrase))
+            ))),
+        })
+        .collect()
 }
 
 /// `format`, `rate` and `channels` must say 16 kHz mono f32le; else `-32602` naming the field.
@@ -412,14 +489,16 @@ fn transcribe_error(e: TranscribeError) -> ErrorObject {
         TranscribeError::BadLanguage(_) | TranscribeError::EnglishOnly { .. } => {
             ErrorObject::invalid_params(format!("language: {e}"))
         }
-        TranscribeError::NotFinite { .. } => ErrorObject::invalid_params(format!("audio: {e}")),
+        TranscribeError::NotFinite { .. } | TranscribeError::TooLongToScore { .. } => {
+            ErrorObject::invalid_params(format!("audio: {e}"))
+        }
         TranscribeError::Engine(_) => ErrorObject::new(ErrorCode::PluginError, e.to_string()),
     }
 }
 
 impl Handler for SttPlugin {
     fn methods(&self) -> Vec<String> {
-        vec![LOAD.into(), TRANSCRIBE.into()]
+        vec![LOAD.into(), TRANSCRIBE.into(), SCORE.into()]
     }
 
     fn streams(&self) -> Vec<String> {
@@ -427,7 +506,7 @@ impl Handler for SttPlugin {
     }
 
     fn side_effect_free(&self) -> Vec<String> {
-        vec![LOAD.into(), TRANSCRIBE.into()]
+        vec![LOAD.into(), TRANSCRIBE.into(), SCORE.into()]
     }
 
     async fn health(&self) -> HealthResult {
@@ -476,6 +555,7 @@ impl Handler for SttPlugin {
         match call.method.as_str() {
             LOAD => self.handle_load(&call.params).await,
             TRANSCRIBE => self.handle_transcribe(&call).await,
+            SCORE => self.handle_score(&call).await,
             other => Err(ErrorObject::method_not_found(other)),
         }
     }

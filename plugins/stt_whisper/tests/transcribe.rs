@@ -486,3 +486,125 @@ async fn plugin_reads_audio_handles_in_ranges() {
     assert_eq!(reads[0], (0, 65536));
     assert_eq!(squashed(result["text"].as_str().unwrap()), "nexttrack");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn phrases_are_weighed_against_the_audio_and_what_was_said_weighs_most() {
+    let plugin = loaded_plugin().await;
+    let samples = speak("pause the music", US_SLOW);
+    let transcribed = plugin
+        .call("stt.transcribe", transcribe_params(&samples, json!({})))
+        .await
+        .expect("stt.transcribe");
+    println!("heard {}", transcribed["text"]);
+    let phrases = [
+        "Pause the music.",
+        "Play the music.",
+        "Pause.",
+        "Open YouTube.",
+        "Close the window.",
+    ];
+    let started = Instant::now();
+    let scored = plugin
+        .call(
+            "stt.score",
+            transcribe_params(&samples, json!({"phrases": phrases})),
+        )
+        .await
+        .expect("stt.score");
+    println!("stt.score in {:?} -> {scored}", started.elapsed());
+    let scores = scored["scores"].as_array().expect("scores");
+    assert_eq!(scores.len(), phrases.len());
+    let logprob = |i: usize| scores[i]["logprob"].as_f64().expect("a log probability");
+    for (i, phrase) in phrases.iter().enumerate() {
+        assert_eq!(scores[i]["text"], *phrase);
+        assert!(scores[i]["tokens"].as_u64().unwrap() >= 2, "{}", scores[i]);
+        assert!(logprob(i) < 0.0);
+    }
+    // What was said is likelier than a phrase one word off, which is likelier than one
+    // that shares nothing with it; a phrase that stops short pays at its full stop.
+    assert!(logprob(0) > logprob(1), "{scored}");
+    assert!(logprob(1) > logprob(3), "{scored}");
+    assert!(logprob(0) > logprob(2), "{scored}");
+    assert!(logprob(0) > logprob(4), "{scored}");
+
+    // The same audio scored again gives the same numbers (the kept encoding is that audio's).
+    let again = plugin
+        .call(
+            "stt.score",
+            transcribe_params(&samples, json!({"phrases": [phrases[1]]})),
+        )
+        .await
+        .expect("stt.score again");
+    let same = again["scores"][0]["logprob"].as_f64().unwrap();
+    assert!((same - logprob(1)).abs() < 1e-3, "{same} vs {}", logprob(1));
+    // Other audio is encoded afresh: the same phrase weighs differently there.
+    let other = speak("open youtube", US_SLOW);
+    let there = plugin
+        .call(
+            "stt.score",
+            transcribe_params(&other, json!({"phrases": ["Open YouTube.", phrases[0]]})),
+        )
+        .await
+        .expect("stt.score on other audio");
+    let there: Vec<f64> = there["scores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["logprob"].as_f64().unwrap())
+        .collect();
+    assert!(there[0] > there[1], "{there:?}");
+    assert!(there[0] > logprob(3), "{there:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_phrases_are_refused_by_name() {
+    let plugin = loaded_plugin().await;
+    let samples = speak("pause", US_SLOW);
+    let long = "word ".repeat(200);
+    let many: Vec<String> = (0..65).map(|i| format!("phrase {i}")).collect();
+    for (phrases, says) in [
+        (json!(null), "phrases must be an array"),
+        (json!("pause"), "phrases must be an array"),
+        (json!([]), "give 1 to 64"),
+        (json!(many), "holds 65 phrases"),
+        (json!(["pause", 7]), "phrases[1] must be a string"),
+        (json!(["  "]), "phrases[0] is empty"),
+        (json!([long]), "phrases[0] is 1000 bytes"),
+    ] {
+        let refused = plugin
+            .call(
+                "stt.score",
+                transcribe_params(&samples, json!({"phrases": phrases})),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code, -32602, "{}", refused.message);
+        assert!(refused.message.contains(says), "{}", refused.message);
+    }
+    // Audio longer than a window is not a command to weigh.
+    let long_audio = vec![0.0f32; CHUNK_SAMPLES + 1];
+    let refused = plugin
+        .call(
+            "stt.score",
+            transcribe_params(&long_audio, json!({"phrases": ["pause"]})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, -32602, "{}", refused.message);
+    assert!(refused.message.contains("30 s"), "{}", refused.message);
+    // A phrase of only special-token text has no text tokens: null, not a crash.
+    let scored = plugin
+        .call(
+            "stt.score",
+            transcribe_params(&samples, json!({"phrases": ["<|endoftext|>", "Pause."]})),
+        )
+        .await
+        .expect("stt.score");
+    println!("{scored}");
+    assert!(scored["scores"][1]["logprob"].is_f64());
+    // And the plugin still transcribes.
+    plugin
+        .call("stt.transcribe", transcribe_params(&samples, json!({})))
+        .await
+        .expect("still serving");
+}

@@ -161,7 +161,12 @@ impl Plugin {
             .expect("describe");
         assert_eq!(
             describe["methods"],
-            json!(["stt.load", "stt.transcribe", "stream.subscribe"])
+            json!([
+                "stt.load",
+                "stt.transcribe",
+                "stt.score",
+                "stream.subscribe"
+            ])
         );
         assert_eq!(describe["streams"], json!(["stt.partial", "stt.final"]));
         Plugin {
