@@ -59,7 +59,9 @@ pub fn matches(query: &str, app_id: &str) -> Option<Match> {
 }
 
 /// The windows of `snapshot` matching any of `names`, best match first; within one match
-/// strength, the most recently focused first (by `order`), then in the snapshot's order.
+/// strength, the most recently focused first (by `order`, what this plugin saw, then by
+/// the compositor's [`Window::focused_at`], what happened before it started), then in the
+/// snapshot's order.
 pub fn windows_of<'a>(snapshot: &'a Snapshot, names: &[&str], order: &[u64]) -> Vec<&'a Window> {
     let mut found: Vec<(Match, usize, usize, &Window)> = snapshot
         .windows
@@ -75,7 +77,17 @@ pub fn windows_of<'a>(snapshot: &'a Snapshot, names: &[&str], order: &[u64]) -> 
             Some((best, recency, position, w))
         })
         .collect();
-    found.sort_by_key(|(m, recency, position, _)| (*m, *recency, *position));
+    // Focused since this plugin started (its own order) before focused earlier (the
+    // compositor's focus timestamp, latest first), before never seen focused.
+    found.sort_by(|a, b| {
+        (a.0, a.1)
+            .cmp(&(b.0, b.1))
+            .then_with(|| {
+                let at = |w: &Window| w.focused_at.unwrap_or(f64::NEG_INFINITY);
+                at(b.3).total_cmp(&at(a.3))
+            })
+            .then(a.2.cmp(&b.2))
+    });
     found.into_iter().map(|(_, _, _, w)| w).collect()
 }
 

@@ -22,7 +22,8 @@
 //!     `fullscreen-window` with the option `state: "on" | "off" | "toggle"`, and
 //!     `move-window-to-floating` / `move-window-to-tiling`;
 //!   - `focus_app {app, window_id?}`: focus a window of the app ([`apps`] matching, the most
-//!     recently focused first);
+//!     recently focused first: by the focus changes this plugin saw, then by niri's
+//!     `focus_timestamp`, so a restart does not lose the order);
 //!   - `ensure_app {app, argv?, desktop_id?, wm_class?}`: focus one, else start the app
 //!     through the compositor (niri `Spawn`, sway `exec`) and wait up to 5 s for its
 //!     focused window;
@@ -32,7 +33,10 @@
 //!   is the niri Action object or the sway command string (`null` when nothing needed
 //!   sending), `verified` says whether the snapshot showed the effect in time (`ok: true,
 //!   verified: false` when it did not, or when the compositor does not report the state).
-//!   A dry run sends nothing, says what it would send, and has no `verified`.
+//!   A dry run sends nothing, says what it would send, and has no `verified`. niri's
+//!   `screenshot-screen` and `screenshot-window` are verified by niri's own
+//!   `ScreenshotCaptured` report, and their result has the `path` it saved (`null`: the
+//!   clipboard only).
 //! * `plugin.health` → `ok` with "connected to sway 1.7 at …", or `degraded` saying why not
 //!   (also while the event connection is lost: "lost the connection to sway at …;
 //!   reconnecting"). While it is lost, `context.snapshot` says `compositor.connected: false`

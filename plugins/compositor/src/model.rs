@@ -54,6 +54,10 @@ pub struct Snapshot {
     pub keyboard_layout: Option<String>,
     /// Whether niri's overview is open; `None` on compositors that have none.
     pub overview: Option<bool>,
+    /// The screenshots the compositor said it took since the plugin connected (niri's
+    /// `ScreenshotCaptured`); `None` before the first, and on compositors that do not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screenshot: Option<Screenshot>,
     /// Whether windows, workspaces or outputs beyond the caps ([`MAX_WINDOWS`],
     /// [`MAX_WORKSPACES`], [`MAX_OUTPUTS`]) were left out.
     #[serde(default)]
@@ -79,6 +83,17 @@ pub struct CompositorInfo {
 
 fn connected_by_default() -> bool {
     true
+}
+
+/// The screenshots a compositor reported ([`Snapshot::screenshot`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Screenshot {
+    /// How many were taken (since the plugin connected).
+    pub count: u64,
+    /// Where the last one was saved, when it was saved to a file (niri also puts it on the
+    /// clipboard).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 /// One toplevel window.
@@ -125,6 +140,11 @@ pub struct Window {
     /// not). A point is checked against the windows shown only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub visible: Option<bool>,
+    /// When it last had the focus, in seconds on the compositor's monotonic clock, when the
+    /// compositor reports it (niri 25.05+: `focus_timestamp`). Only its order means
+    /// anything: of two windows of an application, the one focused last is the later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub focused_at: Option<f64>,
 }
 
 /// A rectangle in the output layout's logical pixels: its top-left corner and size.

@@ -53,8 +53,8 @@
 
 use crate::link::{BackendError, Link, LinkState, clean};
 use crate::model::{
-    CompositorInfo, MAX_OUTPUTS, MAX_WINDOWS, MAX_WORKSPACES, Output, Rect, Snapshot, Window,
-    Workspace,
+    CompositorInfo, MAX_OUTPUTS, MAX_WINDOWS, MAX_WORKSPACES, Output, Rect, Screenshot, Snapshot,
+    Window, Workspace,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -229,6 +229,41 @@ struct WireWindow {
     /// Since niri 25.08; its parts are optional there too.
     #[serde(default)]
     layout: Option<WireWindowLayout>,
+    /// When it last had the focus, on niri's monotonic clock (since niri 25.05; `null` for a
+    /// window never focused).
+    #[serde(default)]
+    focus_timestamp: Option<WireTimestamp>,
+}
+
+/// A point on niri's monotonic clock (`Timestamp` on the wire).
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+struct WireTimestamp {
+    #[serde(default)]
+    secs: u64,
+    #[serde(default)]
+    nanos: u32,
+}
+
+impl WireTimestamp {
+    /// Seconds, for ordering.
+    fn seconds(self) -> f64 {
+        self.secs as f64 + f64::from(self.nanos.min(999_999_999)) / 1e9
+    }
+}
+
+/// `ScreenshotCaptured`: `{path}` (`null` when it went to the clipboard only).
+#[derive(Debug, Deserialize)]
+struct Captured {
+    #[serde(default)]
+    path: Option<String>,
+}
+
+/// `WindowFocusTimestampChanged`: `{id, focus_timestamp}`.
+#[derive(Debug, Deserialize)]
+struct FocusTimestamp {
+    id: u64,
+    #[serde(default)]
+    focus_timestamp: Option<WireTimestamp>,
 }
 
 /// A window's place and size (`WindowLayout` on the wire, niri 25.08+), in logical pixels.
@@ -646,6 +681,8 @@ struct Live {
     windows: Option<Vec<WireWindow>>,
     keyboard: Option<WireKeyboardLayouts>,
     overview: Option<bool>,
+    /// The screenshots `ScreenshotCaptured` reported.
+    screenshot: Option<Screenshot>,
     /// Windows beyond [`MAX_WINDOWS`] were left out.
     windows_dropped: bool,
     /// Workspaces beyond [`MAX_WORKSPACES`] were left out.
@@ -706,6 +743,7 @@ impl Live {
                             }),
                         frame: None,
                         visible: None,
+                        focused_at: w.focus_timestamp.map(WireTimestamp::seconds),
                     }
                 })
                 .collect(),
@@ -739,6 +777,7 @@ impl Live {
                 .as_ref()
                 .and_then(|k| k.names.get(k.current_idx).cloned()),
             overview: self.overview,
+            screenshot: self.screenshot.clone(),
             truncated: self.windows_dropped || self.workspaces_dropped || base.outputs_truncated,
             provenance: Default::default(),
         };
@@ -879,13 +918,31 @@ impl Live {
                     }
                 }
             }
+            "WindowFocusTimestampChanged" => {
+                let changed = parse::<FocusTimestamp>(payload)?;
+                if let Some(w) = self
+                    .windows
+                    .as_mut()
+                    .and_then(|windows| windows.iter_mut().find(|w| w.id == changed.id))
+                {
+                    w.focus_timestamp = changed.focus_timestamp;
+                }
+            }
+            "ScreenshotCaptured" => {
+                let captured = parse::<Captured>(payload)?;
+                let shot = self.screenshot.get_or_insert_with(Screenshot::default);
+                shot.count += 1;
+                // A path is a file niri wrote; an odd one (too long, a control character) is
+                // not reported.
+                shot.path = captured
+                    .path
+                    .filter(|p| p.len() <= 4096 && !p.chars().any(char::is_control));
+            }
             // Known, but nothing in the snapshot depends on them.
             "WorkspaceUrgencyChanged"
             | "WorkspaceActiveWindowChanged"
             | "WindowUrgencyChanged"
-            | "WindowFocusTimestampChanged"
             | "ConfigLoaded"
-            | "ScreenshotCaptured"
             | "CastsChanged"
             | "CastStartedOrChanged"
             | "CastStopped" => {}

@@ -594,6 +594,18 @@ impl Service {
             if let Some(ws) = after.focused_workspace() {
                 result["workspace"] = serde_json::to_value(ws).unwrap_or(Value::Null);
             }
+            // Where the screenshot went: the file niri named, or the clipboard only.
+            if action.verify == Verify::Screenshot {
+                let path = after.screenshot.as_ref().and_then(|s| s.path.clone());
+                let saved = match &path {
+                    Some(path) => format!("; saved to {path} and copied to the clipboard"),
+                    None => "; copied to the clipboard (not saved to a file)".into(),
+                };
+                result["path"] = path.into();
+                if let Some(detail) = result["detail"].as_str() {
+                    result["detail"] = format!("{detail}{saved}").into();
+                }
+            }
         }
         Ok(result)
     }
@@ -1027,6 +1039,10 @@ impl Check<'_> {
             Verify::WindowOpened => self.opened(s).is_some(),
             Verify::WindowGone => now_window.is_none(),
             Verify::OverviewFlipped => s.overview.is_some() && s.overview != self.before.overview,
+            Verify::Screenshot => {
+                let count = |s: &Snapshot| s.screenshot.as_ref().map_or(0, |shot| shot.count);
+                count(s) > count(self.before)
+            }
             Verify::LayoutChanged => s.keyboard_layout != self.before.keyboard_layout,
             Verify::Any => s != self.before,
             Verify::None => false,
@@ -1071,6 +1087,7 @@ impl Check<'_> {
             Verify::WindowOpened => "a new window appeared".into(),
             Verify::WindowGone => format!("{window} is closed"),
             Verify::OverviewFlipped => "the overview flipped".into(),
+            Verify::Screenshot => "the screenshot was taken".into(),
             Verify::LayoutChanged => "the keyboard layout changed".into(),
             Verify::Any => "the compositor state changed".into(),
             Verify::None => "nothing observable".into(),

@@ -562,6 +562,8 @@ impl Parts {
             outputs: self.outputs.clone(),
             keyboard_layout: self.keyboard_layout.clone(),
             overview: None,
+            // sway takes no screenshots itself (grim does).
+            screenshot: None,
             truncated: self.windows_dropped || self.workspaces_dropped || self.outputs_dropped,
             provenance: Default::default(),
         };
@@ -648,6 +650,8 @@ fn walk(
                 }
             }),
             visible: node.visible,
+            // sway keeps a focus order in its tree but no time.
+            focused_at: None,
         });
     }
     for child in &node.nodes {

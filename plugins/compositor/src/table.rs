@@ -130,6 +130,8 @@ pub enum Verify {
     WindowGone,
     /// niri's overview is in the other state.
     OverviewFlipped,
+    /// The compositor reported a screenshot taken (niri's `ScreenshotCaptured`).
+    Screenshot,
     /// The keyboard layout changed.
     LayoutChanged,
     /// Any change of the snapshot.

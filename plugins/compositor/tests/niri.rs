@@ -55,6 +55,7 @@ fn window(id: u64, app_id: &str, title: &str, ws: &str, ws_id: u64, output: &str
         rect: None,
         frame: None,
         visible: None,
+        focused_at: None,
     }
 }
 
@@ -78,6 +79,11 @@ async fn connect_builds_the_snapshot() {
 
         let mut firefox = window(10, "firefox", "Mozilla Firefox", "web", 1, "DP-1");
         firefox.focused = true;
+        firefox.focused_at = Some(1_700_001_010.0);
+        let mut foot = window(11, "foot", "~", "2", 2, "DP-1");
+        foot.focused_at = Some(1_700_000_011.0);
+        let mut htop = window(12, "foot", "htop", "1", 4, "HDMI-A-1");
+        htop.focused_at = Some(1_700_000_012.0);
         let mut web = workspace(1, 1, Some("web"), "DP-1", true);
         web.focused = true;
         let expected = Snapshot {
@@ -88,11 +94,7 @@ async fn connect_builds_the_snapshot() {
                 connected: true,
             },
             focused: Some(firefox.clone()),
-            windows: vec![
-                firefox,
-                window(11, "foot", "~", "2", 2, "DP-1"),
-                window(12, "foot", "htop", "1", 4, "HDMI-A-1"),
-            ],
+            windows: vec![firefox, foot, htop],
             workspaces: vec![
                 web,
                 workspace(2, 2, None, "DP-1", false),
@@ -124,6 +126,7 @@ async fn connect_builds_the_snapshot() {
             ],
             keyboard_layout: Some("English (US)".into()),
             overview: Some(false),
+            screenshot: None,
             truncated: false,
             provenance: Default::default(),
         };
@@ -918,6 +921,140 @@ async fn requests_are_answered_while_niri_floods_events() {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    })
+    .await;
+}
+
+/// `focus_app {app}` on the plugin, checked and verified; the window id it focused.
+async fn focus_app(plugin: &TestPlugin, app: &str) -> u64 {
+    let r = plugin
+        .request(
+            "action.invoke",
+            json!({"op": "focus_app", "args": {"app": app}, "provenance": "user"}),
+        )
+        .await
+        .expect("focus_app");
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["verified"], true, "{r}");
+    r["window"]["id"].as_u64().expect("a window id")
+}
+
+#[tokio::test]
+async fn of_two_windows_the_one_niri_says_was_focused_last_is_chosen_even_after_a_restart() {
+    within(async {
+        let fake = FakeNiri::start().await;
+        // Two foot windows: 11 first in niri's list, 12 focused more recently (its
+        // focus_timestamp is later). A plugin that has just started has seen no focus
+        // change of its own, and still picks 12.
+        let plugin = plugin_for(&fake).await;
+        assert_eq!(focus_app(&plugin, "foot").await, 12);
+        drop(plugin);
+
+        // By hand: the person focuses window 11, then firefox. niri updates the timestamps
+        // (`WindowFocusTimestampChanged`), which the snapshot carries.
+        fake.change(|d| {
+            let mut events = d
+                .apply_action(&json!({"FocusWindow": {"id": 11}}))
+                .expect("focus 11");
+            events.extend(
+                d.apply_action(&json!({"FocusWindow": {"id": 10}}))
+                    .expect("focus 10"),
+            );
+            events
+        });
+        let plugin = plugin_for(&fake).await;
+        let snapshot = plugin
+            .request("context.snapshot", json!({}))
+            .await
+            .expect("snapshot");
+        let at = |id: u64| {
+            snapshot["windows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|w| w["id"] == id)
+                .and_then(|w| w["focused_at"].as_f64())
+                .unwrap_or_else(|| panic!("window {id} has no focused_at: {snapshot}"))
+        };
+        assert!(at(11) > at(12) && at(10) > at(11), "{snapshot}");
+        // The restarted plugin picks 11, the foot focused last, although niri lists both.
+        assert_eq!(focus_app(&plugin, "foot").await, 11);
+
+        // Events that arrive while it runs move the order too: a timestamp for an unknown
+        // window, or none at all, changes nothing and breaks nothing.
+        fake.emit(json!({"WindowFocusTimestampChanged": {"id": 999, "focus_timestamp": {"secs": 1, "nanos": 0}}}));
+        fake.emit(json!({"WindowFocusTimestampChanged": {"id": 12, "focus_timestamp": null}}));
+        fake.emit(json!({"WindowFocusTimestampChanged": {"id": 12, "focus_timestamp": {"secs": "soon"}}}));
+        let snapshot = plugin
+            .request("context.snapshot", json!({}))
+            .await
+            .expect("a snapshot after odd events");
+        assert_eq!(snapshot["compositor"]["connected"], true, "{snapshot}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_screenshot_is_verified_by_niris_own_report_with_its_path() {
+    within(async {
+        let fake = FakeNiri::start().await;
+        let plugin = plugin_for(&fake).await;
+        let r = run(&plugin, json!({"command": "screenshot-screen"})).await;
+        assert_eq!(r["verified"], true, "{r}");
+        assert_eq!(
+            r["path"], "/tmp/Screenshot from fake niri ScreenshotScreen.png",
+            "{r}"
+        );
+        let detail = r["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("the screenshot was taken") && detail.contains("saved to /tmp/"),
+            "{detail}"
+        );
+        // To the clipboard only: still verified, and it says there is no file.
+        let r = run(
+            &plugin,
+            json!({"command": "screenshot-window", "options": {"write_to_disk": false}}),
+        )
+        .await;
+        assert_eq!(r["verified"], true, "{r}");
+        assert_eq!(r["path"], Value::Null, "{r}");
+        assert!(
+            r["detail"]
+                .as_str()
+                .unwrap()
+                .contains("not saved to a file"),
+            "{r}"
+        );
+        // niri refusing (no output to capture): an error in niri's words, nothing verified.
+        fake.refuse("ScreenshotScreen", "no outputs to screenshot");
+        let e = invoke(&plugin, json!({"command": "screenshot-screen"}), false)
+            .await
+            .expect_err("refused");
+        assert!(
+            e.message.contains("no outputs to screenshot"),
+            "{}",
+            e.message
+        );
+        fake.allow("ScreenshotScreen");
+        // A path with control characters is not passed on.
+        fake.emit(json!({"ScreenshotCaptured": {"path": "/tmp/a\u{1b}[2Jb.png"}}));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let snapshot = loop {
+            let snapshot = plugin
+                .request("context.snapshot", json!({}))
+                .await
+                .expect("snapshot");
+            if snapshot["screenshot"]["count"] == 3 {
+                break snapshot;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{snapshot}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(snapshot["screenshot"]["path"].is_null(), "{snapshot}");
+        // A payload of the wrong shape breaks nothing.
+        fake.emit(json!({"ScreenshotCaptured": {"path": 42}}));
+        let r = run(&plugin, json!({"command": "screenshot-screen"})).await;
+        assert_eq!(r["verified"], true, "{r}");
     })
     .await;
 }

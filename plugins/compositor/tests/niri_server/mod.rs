@@ -96,6 +96,8 @@ pub struct FakeWindow {
     /// `None` plays a released niri, which does not report fullscreen; `Some` a future one
     /// that sends `is_fullscreen` (and `FullscreenWindow` then flips it).
     pub is_fullscreen: Option<bool>,
+    /// When it last had the focus (`focus_timestamp.secs`); `None` for never.
+    pub focus_secs: Option<u64>,
 }
 
 /// The fake desktop's whole state.
@@ -153,6 +155,8 @@ impl Desktop {
             is_focused: focused,
             is_floating: false,
             is_fullscreen: None,
+            // Focused in the order of their ids, the focused one last.
+            focus_secs: Some(1_700_000_000 + id + if focused { 1000 } else { 0 }),
         };
         Desktop {
             version: "25.11".into(),
@@ -225,7 +229,7 @@ impl Desktop {
                 "tile_pos_in_workspace_view": null,
                 "window_offset_in_tile": [2.0, 2.0]
             },
-            "focus_timestamp": {"secs": 1700000000u64 + w.id, "nanos": 0},
+            "focus_timestamp": w.focus_secs.map(|secs| json!({"secs": secs, "nanos": 0})),
             "x_future_window_field": {"nested": [1, 2, 3]}
         });
         if let Some(fullscreen) = w.is_fullscreen {
@@ -364,8 +368,9 @@ impl Desktop {
         None
     }
 
-    /// Apply an action; `Ok(events)` or `Err(niri-like message)`.
-    fn apply_action(&mut self, action: &Value) -> Result<Vec<Value>, String> {
+    /// Apply an action; `Ok(events)` or `Err(niri-like message)`. A test calls it through
+    /// [`FakeNiri::change`] to play what the person does by hand.
+    pub fn apply_action(&mut self, action: &Value) -> Result<Vec<Value>, String> {
         let Some((name, args)) = action.as_object().and_then(|m| m.iter().next()) else {
             return Err("error parsing request: expected an action".into());
         };
@@ -382,8 +387,13 @@ impl Desktop {
                     .window(id)
                     .ok_or_else(|| format!("no window with id {id}"))?
                     .workspace_id;
+                let latest = self.windows.iter().filter_map(|w| w.focus_secs).max();
+                let stamp = latest.unwrap_or(1_700_000_000) + 1;
                 for w in &mut self.windows {
                     w.is_focused = w.id == id;
+                    if w.id == id {
+                        w.focus_secs = Some(stamp);
+                    }
                 }
                 let mut events = vec![];
                 if let Some(ws) = ws {
@@ -404,6 +414,9 @@ impl Desktop {
                     events.push(json!({"WorkspaceActivated": {"id": ws, "focused": true}}));
                 }
                 events.push(json!({"WindowFocusChanged": {"id": id}}));
+                events.push(json!({"WindowFocusTimestampChanged": {
+                    "id": id, "focus_timestamp": {"secs": stamp, "nanos": 0}
+                }}));
                 Ok(events)
             }
             "MoveWindowToWorkspace" => {
@@ -477,6 +490,14 @@ impl Desktop {
                     None => Ok(vec![]),
                 }
             }
+            "ScreenshotScreen" | "ScreenshotWindow" => {
+                // niri writes the file when asked to (`write_to_disk`), and says so.
+                let path = args["write_to_disk"]
+                    .as_bool()
+                    .unwrap_or(true)
+                    .then(|| format!("/tmp/Screenshot from fake niri {}.png", name));
+                Ok(vec![json!({"ScreenshotCaptured": {"path": path}})])
+            }
             "Spawn" | "SpawnSh" => {
                 let program = if name == "Spawn" {
                     let argv = args["command"].as_array().ok_or("command must be a list")?;
@@ -499,6 +520,7 @@ impl Desktop {
                 }
                 let id = self.windows.iter().map(|w| w.id).max().unwrap_or(0) + 1;
                 let ws = self.focused_workspace().map(|w| w.id);
+                let stamp = self.windows.iter().filter_map(|w| w.focus_secs).max();
                 for w in &mut self.windows {
                     w.is_focused = false;
                 }
@@ -511,6 +533,7 @@ impl Desktop {
                     is_focused: true,
                     is_floating: false,
                     is_fullscreen: None,
+                    focus_secs: Some(stamp.unwrap_or(1_700_000_000) + 1),
                 });
                 Ok(vec![
                     self.window_event(id),
