@@ -298,6 +298,15 @@ async fn the_twenty_fourth_held_out_corpus_is_scored() {
     score_held_out("blind24", "twenty-fourth held-out", 176, 0).await;
 }
 
+/// A twenty-fifth held-out set (`tests/corpus/blind25/`, 200 cases), written blind by hand
+/// against the desktop of a maths and physics teacher who speaks while presenting (Konsole,
+/// Firefox, Thunderbird, LibreOffice Impress, Okular, GeoGebra, Xournal++, VLC, Elisa,
+/// Discord, Zoom, KDE utilities) after the twenty-fourth had been used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_twenty_fifth_held_out_corpus_is_scored() {
+    score_held_out("blind25", "twenty-fifth held-out", 166, 0).await;
+}
+
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
 /// category is printed; a negative that plans anything fails the test, and so does an
 /// accuracy below the floor this matcher reached when it was written (a regression guard,
