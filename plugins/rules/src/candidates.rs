@@ -44,6 +44,9 @@ const NAMES_PER_HYPOTHESIS: usize = 6;
 const PHRASES_PER_HYPOTHESIS: usize = 8;
 /// The most words a replaced name span is.
 const MAX_SPAN: usize = 3;
+/// The most words a hypothesis may have to get candidates: a spoken command is short, and
+/// longer text (dictation) costs time for nothing.
+pub const MAX_WORDS: usize = 24;
 /// Words never replaced by a name on their own: "to" is not "Toot".
 const KEEP_WORDS: &[&str] = &[
     "a", "an", "the", "to", "on", "in", "of", "for", "and", "go", "open", "switch", "close",
@@ -194,6 +197,9 @@ pub fn propose(
         out.push(candidate);
     };
     for (index, hypothesis) in hypotheses.iter().enumerate() {
+        if hypothesis.split_whitespace().count() > MAX_WORDS || hypothesis.len() > 512 {
+            continue;
+        }
         for candidate in by_name(index, hypothesis, &space.names.keyed) {
             push(&mut out, candidate);
         }
@@ -358,6 +364,12 @@ mod tests {
         unique.sort();
         unique.dedup();
         assert_eq!(unique.len(), found.len(), "{found:?}");
+    }
+
+    #[test]
+    fn long_text_gets_no_candidates() {
+        let long = "go to g sub ".repeat(10);
+        assert!(texts(&[long.as_str()]).is_empty());
     }
 
     #[test]

@@ -770,6 +770,12 @@ fn in_profile(phrase: &str, profile: &Profile, sources: &Sources<'_>) -> Option<
             lookup(rest).filter(|_| !rest.is_empty())
         })
         .or_else(|| {
+            // "go back one slide", "forward a page": the profile's "previous slide", "next
+            // page".
+            let named = stepwise(phrase)?;
+            lookup(&named)
+        })
+        .or_else(|| {
             // "reply to this one", "forward this email": the phrase, and what it acts on
             // being what is selected.
             let head = SELECTED_OBJECTS
@@ -779,6 +785,31 @@ fn in_profile(phrase: &str, profile: &Profile, sources: &Sources<'_>) -> Option<
             let head = strip_word_suffix(head, "to").map_or(head, str::trim_end);
             lookup(head).filter(|_| !head.is_empty())
         })
+}
+
+/// A step back or forward by one of something, as its "previous"/"next" name: "go back one
+/// slide" and "one slide back" are "previous slide", "skip ahead a page" is "next page".
+/// `None` for anything else.
+fn stepwise(phrase: &str) -> Option<String> {
+    let words: Vec<&str> = phrase.split(' ').collect();
+    let words = match words.first() {
+        Some(&("go" | "move" | "skip" | "jump" | "step")) => &words[1..],
+        _ => &words[..],
+    };
+    let way = |w: &str| match w {
+        "back" | "backward" | "backwards" => Some("previous"),
+        "forward" | "forwards" | "ahead" | "on" => Some("next"),
+        _ => None,
+    };
+    let one = |w: &str| matches!(w, "one" | "a" | "1");
+    let (way, noun) = match words {
+        // "back one slide"
+        [w, n, noun] if one(n) => (way(w)?, *noun),
+        // "one slide back"
+        [n, noun, w] if one(n) => (way(w)?, *noun),
+        _ => return None,
+    };
+    Some(format!("{way} {noun}"))
 }
 
 /// What a phrase may end with to say it acts on what is selected ("reply to this one").
@@ -2232,4 +2263,26 @@ pub(crate) fn raw_part<'r>(raw: &'r str, phrase: &str) -> Option<&'r str> {
         .find(|&i| words[i..i + want.len()] == want[..])?;
     let end = start + want.len();
     Some(raw[spoken.raw_start(start)..spoken.raw_end(end)].trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stepwise;
+
+    #[test]
+    fn a_step_by_one_is_previous_or_next() {
+        assert_eq!(
+            stepwise("go back one slide").as_deref(),
+            Some("previous slide")
+        );
+        assert_eq!(stepwise("back a page").as_deref(), Some("previous page"));
+        assert_eq!(
+            stepwise("skip ahead one slide").as_deref(),
+            Some("next slide")
+        );
+        assert_eq!(stepwise("one slide forward").as_deref(), Some("next slide"));
+        assert_eq!(stepwise("go back two slides"), None);
+        assert_eq!(stepwise("go back"), None);
+        assert_eq!(stepwise("back one"), None);
+    }
 }

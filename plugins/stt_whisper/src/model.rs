@@ -174,7 +174,7 @@ pub enum TranscribeError {
         language: String,
     },
     /// A sample is NaN or infinite.
-    #[error("sample {index} is {value}; samples must be finite floats in [-1, 1]")]
+    #[error("sample {index} is {value}; samples must be finite floats (normally in [-1, 1])")]
     NotFinite {
         /// Its index.
         index: usize,
@@ -183,10 +183,12 @@ pub enum TranscribeError {
     },
     /// [`Transcriber::score`] was given audio longer than one window.
     #[error(
-        "the audio is {seconds:.1} s long; phrases are scored against one window of at most 30 s \
-         (a spoken command), so transcribe longer audio instead"
+        "the audio is {samples} samples ({seconds:.3} s); phrases are scored against one window \
+         of at most 480000 samples (30 s, a spoken command), so transcribe longer audio instead"
     )]
     TooLongToScore {
+        /// The audio's length in samples.
+        samples: usize,
         /// The audio's length in seconds.
         seconds: f64,
     },
@@ -703,6 +705,7 @@ impl Transcriber {
         let engine = |e: anyhow::Error| TranscribeError::Engine(format!("{e:#}"));
         if samples.len() > CHUNK_SAMPLES {
             return Err(TranscribeError::TooLongToScore {
+                samples: samples.len(),
                 seconds: samples.len() as f64 / f64::from(SAMPLE_RATE),
             });
         }
@@ -755,9 +758,21 @@ impl Transcriber {
         }
         let mut scores = Vec::with_capacity(phrases.len());
         for phrase in phrases {
+            // Whisper's special tokens written in a phrase ("<|endoftext|>") are not words:
+            // they are taken out, and a phrase with no letter or digit left has nothing to
+            // weigh (a lone space or full stop would otherwise score like a short word).
+            let words = without_special_tokens(phrase);
+            if !words.chars().any(char::is_alphanumeric) {
+                scores.push(PhraseScore {
+                    text: phrase.clone(),
+                    logprob: f32::NEG_INFINITY,
+                    tokens: 0,
+                });
+                continue;
+            }
             let encoding = self
                 .tokenizer
-                .encode(format!(" {}", phrase.trim()), false)
+                .encode(format!(" {}", words.trim()), false)
                 .map_err(|e| TranscribeError::Engine(format!("cannot tokenise {phrase:?}: {e}")))?;
             // Text tokens only: the ids below <|endoftext|> (a special token written in the
             // phrase is not taken as one).
@@ -832,6 +847,24 @@ impl Transcriber {
             }),
         }
     }
+}
+
+/// `text` without anything written like a Whisper special token (`<|…|>`).
+fn without_special_tokens(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("<|") {
+        match rest[start + 2..].find("|>") {
+            Some(end) => {
+                out.push_str(&rest[..start]);
+                out.push(' ');
+                rest = &rest[start + 2 + end + 2..];
+            }
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The most tokens a window of `samples` samples can need: 8 per second of audio (fast
@@ -966,6 +999,18 @@ fn join_words<'a>(parts: impl Iterator<Item = &'a str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn special_tokens_are_not_words() {
+        assert_eq!(without_special_tokens("<|endoftext|>").trim(), "");
+        assert_eq!(
+            without_special_tokens("pause the music<|endoftext|>").trim(),
+            "pause the music"
+        );
+        assert_eq!(without_special_tokens("a <|en|> b"), "a   b");
+        assert_eq!(without_special_tokens("a <| b"), "a <| b");
+        assert_eq!(without_special_tokens("<|x|><|y|>."), "  .");
+    }
 
     #[test]
     fn a_clause_that_loops_after_the_first_is_cut() {

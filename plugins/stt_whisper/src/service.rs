@@ -157,7 +157,7 @@ impl SttPlugin {
         check_format(params)?;
         let language = optional_string(params, "language", TRANSCRIBE)?;
         let model = optional_string(params, "model", TRANSCRIBE)?;
-        let samples = read_samples(&call.peer, params).await?;
+        let samples = read_samples(&call.peer, params, TRANSCRIBE).await?;
         let transcriber = match model {
             Some(dir) => self.load(Path::new(&dir)).await?.transcriber,
             None => self.current()?,
@@ -214,7 +214,7 @@ impl SttPlugin {
         check_format(params)?;
         let language = optional_string(params, "language", SCORE)?;
         let model = optional_string(params, "model", SCORE)?;
-        let samples = read_samples(&call.peer, params).await?;
+        let samples = read_samples(&call.peer, params, SCORE).await?;
         let transcriber = match model {
             Some(dir) => self.load(Path::new(&dir)).await?.transcriber,
             None => self.current()?,
@@ -428,22 +428,26 @@ fn shown(value: Option<&Value>) -> String {
 }
 
 /// The samples of a request: `audio` (a runner handle) or `samples_b64`, exactly one.
-async fn read_samples(peer: &Connection, params: &Value) -> Result<Vec<f32>, ErrorObject> {
-    let handle = optional_string(params, "audio", TRANSCRIBE)?;
-    let inline = optional_string(params, "samples_b64", TRANSCRIBE)?;
+async fn read_samples(
+    peer: &Connection,
+    params: &Value,
+    method: &str,
+) -> Result<Vec<f32>, ErrorObject> {
+    let handle = optional_string(params, "audio", method)?;
+    let inline = optional_string(params, "samples_b64", method)?;
     let (field, bytes) = match (handle, inline) {
         (Some(handle), None) => ("audio", audio::fetch_handle(peer, "audio", &handle).await?),
         (None, Some(b64)) => ("samples_b64", audio::decode_b64("samples_b64", &b64)?),
         (Some(_), Some(_)) => {
-            return Err(ErrorObject::invalid_params(
-                "stt.transcribe: send either audio (a handle) or samples_b64, not both",
-            ));
+            return Err(ErrorObject::invalid_params(format!(
+                "{method}: send either audio (a handle) or samples_b64, not both"
+            )));
         }
         (None, None) => {
-            return Err(ErrorObject::invalid_params(
-                "stt.transcribe needs params.audio (\"handle://<sha256>\" of f32le samples) or \
-                 params.samples_b64 (base64 of the f32le bytes)",
-            ));
+            return Err(ErrorObject::invalid_params(format!(
+                "{method} needs params.audio (\"handle://<sha256>\" of f32le samples) or \
+                 params.samples_b64 (base64 of the f32le bytes)"
+            )));
         }
     };
     audio::samples_from_bytes(field, &bytes)

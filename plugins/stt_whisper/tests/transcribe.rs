@@ -592,16 +592,41 @@ async fn bad_phrases_are_refused_by_name() {
         .unwrap_err();
     assert_eq!(refused.code, -32602, "{}", refused.message);
     assert!(refused.message.contains("30 s"), "{}", refused.message);
-    // A phrase of only special-token text has no text tokens: null, not a crash.
+    // Special-token text and punctuation are no words: null and no tokens, not a score
+    // that beats real phrases; a special token inside a phrase is left out.
     let scored = plugin
         .call(
             "stt.score",
-            transcribe_params(&samples, json!({"phrases": ["<|endoftext|>", "Pause."]})),
+            transcribe_params(
+                &samples,
+                json!({"phrases": ["<|endoftext|>", "Pause.", ".", "<|en|> <|transcribe|>", "Pause.<|endoftext|>"]}),
+            ),
         )
         .await
         .expect("stt.score");
     println!("{scored}");
+    for i in [0, 2, 3] {
+        assert!(scored["scores"][i]["logprob"].is_null(), "{scored}");
+        assert_eq!(scored["scores"][i]["tokens"], 0, "{scored}");
+    }
     assert!(scored["scores"][1]["logprob"].is_f64());
+    assert_eq!(
+        scored["scores"][4]["logprob"],
+        scored["scores"][1]["logprob"]
+    );
+    // Audio missing: the error names this method.
+    let refused = plugin
+        .call(
+            "stt.score",
+            json!({"format": "audio.pcm_f32le@1", "rate": 16000, "channels": 1, "phrases": ["pause"]}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        refused.message.starts_with("stt.score needs params.audio"),
+        "{}",
+        refused.message
+    );
     // And the plugin still transcribes.
     plugin
         .call("stt.transcribe", transcribe_params(&samples, json!({})))
