@@ -152,19 +152,31 @@ impl SttPlugin {
         }))
     }
 
-    async fn handle_transcribe(&self, call: &Call) -> Result<Value, ErrorObject> {
+    /// What `stt.transcribe` and `stt.score` both read from `call`: the format checked, the
+    /// samples, the model (`model`, else the current one) and the decoding options with the
+    /// language (`language`, else the default). Errors name `method`.
+    async fn audio_request(
+        &self,
+        call: &Call,
+        method: &str,
+    ) -> Result<(Arc<Transcriber>, Vec<f32>, DecodeOptions), ErrorObject> {
         let params = &call.params;
         check_format(params)?;
-        let language = optional_string(params, "language", TRANSCRIBE)?;
-        let model = optional_string(params, "model", TRANSCRIBE)?;
-        let samples = read_samples(&call.peer, params, TRANSCRIBE).await?;
+        let language = optional_string(params, "language", method)?;
+        let model = optional_string(params, "model", method)?;
+        let samples = read_samples(&call.peer, params, method).await?;
         let transcriber = match model {
             Some(dir) => self.load(Path::new(&dir)).await?.transcriber,
             None => self.current()?,
         };
-        let mut options = decode_options(params, TRANSCRIBE)?;
+        let mut options = decode_options(params, method)?;
         options.language =
             language.or_else(|| self.models.lock().expect("models lock").language.clone());
+        Ok((transcriber, samples, options))
+    }
+
+    async fn handle_transcribe(&self, call: &Call) -> Result<Value, ErrorObject> {
+        let (transcriber, samples, options) = self.audio_request(call, TRANSCRIBE).await?;
 
         let (partials_tx, mut partials_rx) = tokio::sync::mpsc::unbounded_channel::<ChunkText>();
         let work = tokio::task::spawn_blocking(move || {
@@ -209,19 +221,8 @@ impl SttPlugin {
     }
 
     async fn handle_score(&self, call: &Call) -> Result<Value, ErrorObject> {
-        let params = &call.params;
-        let phrases = phrases(params)?;
-        check_format(params)?;
-        let language = optional_string(params, "language", SCORE)?;
-        let model = optional_string(params, "model", SCORE)?;
-        let samples = read_samples(&call.peer, params, SCORE).await?;
-        let transcriber = match model {
-            Some(dir) => self.load(Path::new(&dir)).await?.transcriber,
-            None => self.current()?,
-        };
-        let mut options = decode_options(params, SCORE)?;
-        options.language =
-            language.or_else(|| self.models.lock().expect("models lock").language.clone());
+        let phrases = phrases(&call.params)?;
+        let (transcriber, samples, options) = self.audio_request(call, SCORE).await?;
         let started = std::time::Instant::now();
         let scores =
             tokio::task::spawn_blocking(move || transcriber.score(&samples, &phrases, &options))
