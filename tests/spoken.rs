@@ -912,9 +912,8 @@ async fn the_spoken_set_is_heard_and_planned() {
                         tokens: s["tokens"].as_u64().unwrap_or(0) as usize,
                     })
                     .collect();
-                let acts = plan_kind(&planned) == PlanKind::Acts;
                 // The likeliest candidate is the only one any margin can pick.
-                if let Some(best) = rescore_pick(&weights[0], acts, &weights[1..], f64::INFINITY) {
+                if let Some(best) = rescore_pick(&weights[0], &weights[1..], f64::INFINITY) {
                     let text = candidates[best].clone();
                     let plan = router
                         .request(
@@ -926,10 +925,9 @@ async fn the_spoken_set_is_heard_and_planned() {
                     // Whether each margin switches to it.
                     let switches: Vec<bool> = MARGINS
                         .iter()
-                        .map(|m| rescore_pick(&weights[0], acts, &weights[1..], *m).is_some())
+                        .map(|m| rescore_pick(&weights[0], &weights[1..], *m).is_some())
                         .collect();
-                    let takes =
-                        rescore_pick(&weights[0], acts, &weights[1..], RESCORE_MARGIN).is_some();
+                    let takes = rescore_pick(&weights[0], &weights[1..], RESCORE_MARGIN).is_some();
                     best_candidate = Some((
                         format!(
                             "{text:?} (#{best} of {}) {:.1} vs {:.1}",

@@ -828,18 +828,23 @@ async fn transcribe_and_run(
     let mut hypotheses = Vec::new();
     let mut transcript = transcript;
     let mut kind = None;
-    if let Some(list) = answer["hypotheses"].as_array().filter(|l| l.len() > 1) {
+    let list = answer["hypotheses"].as_array().filter(|l| l.len() > 1);
+    // The desktop context, read once for the re-ranking and the rescoring.
+    let context = if list.is_some() || config.stt.rescore {
+        let timeout = Duration::from_millis(config.runner.rpc_timeout_ms);
+        let read = runner.context.read(&runner.supervisor, timeout, None).await;
+        read.snapshot().cloned()
+    } else {
+        None
+    };
+    if let Some(list) = list {
         let started = Instant::now();
-        let (picked, weighed) = rerank(runner, list).await;
+        let (picked, picked_kind, weighed) = rerank(runner, list, context.as_ref()).await;
         timings.rerank_ms = Some(ms(started.elapsed()));
         if let Some(picked) = picked {
             transcript = picked;
         }
-        kind = weighed
-            .iter()
-            .find(|h| h["text"].as_str() == Some(transcript.as_str()))
-            .and_then(|h| h["kind"].as_str())
-            .map(PlanKind::from_word);
+        kind = picked_kind;
         hypotheses = weighed;
     }
     // Commands that sound like it, weighed against the audio.
@@ -860,8 +865,16 @@ async fn transcribe_and_run(
                 map.remove(field);
             }
         }
-        if let Some((picked, weighed)) =
-            rescore(runner, &stt, audio_params, &transcript, kind, &heard).await
+        if let Some((picked, weighed)) = rescore(
+            runner,
+            &stt,
+            audio_params,
+            &transcript,
+            kind,
+            &heard,
+            context,
+        )
+        .await
         {
             if let Some(picked) = picked {
                 transcript = picked;
@@ -937,26 +950,6 @@ pub enum PlanKind {
     Nothing,
 }
 
-impl PlanKind {
-    /// `"acts"`, `"asks"` or `"nothing"`.
-    pub fn word(self) -> &'static str {
-        match self {
-            PlanKind::Acts => "acts",
-            PlanKind::Asks => "asks",
-            PlanKind::Nothing => "nothing",
-        }
-    }
-
-    /// The kind [`PlanKind::word`] wrote (anything else is [`PlanKind::Nothing`]).
-    pub fn from_word(word: &str) -> PlanKind {
-        match word {
-            "acts" => PlanKind::Acts,
-            "asks" => PlanKind::Asks,
-            _ => PlanKind::Nothing,
-        }
-    }
-}
-
 /// How much less likely than the transcript (natural log of the probability, summed over
 /// tokens) a candidate may be and still replace a transcript the router does not act on:
 /// the prior that a person says a command the router knows rather than words it does not.
@@ -985,18 +978,12 @@ impl Weighed {
     }
 }
 
-/// The rescoring rule: given the transcript the n-best rule picked (its weight and whether
-/// the router acts on it) and the router's candidates (each planned to steps) with their
-/// weights, the index of the candidate to run instead, if any: the likeliest candidate, when
-/// its mean per token is at least [`RESCORE_FLOOR`] and its log probability is above the
-/// transcript's (the router acts on the transcript) or at least the transcript's minus
-/// `margin` (it does not: [`RESCORE_MARGIN`]).
-pub fn rescore_pick(
-    transcript: &Weighed,
-    acts: bool,
-    candidates: &[Weighed],
-    margin: f64,
-) -> Option<usize> {
+/// The rescoring rule, for a transcript the router does not act on: given its weight and
+/// the router's candidates (each planned to steps) with theirs, the index of the candidate
+/// to run instead, if any: the likeliest candidate, when its mean per token is at least
+/// [`RESCORE_FLOOR`] and its log probability at least the transcript's minus `margin`
+/// ([`RESCORE_MARGIN`]).
+pub fn rescore_pick(transcript: &Weighed, candidates: &[Weighed], margin: f64) -> Option<usize> {
     let (best, weight) = candidates
         .iter()
         .enumerate()
@@ -1005,12 +992,7 @@ pub fn rescore_pick(
     if weight.mean() < RESCORE_FLOOR {
         return None;
     }
-    let needed = if acts {
-        transcript.logprob + 1e-6
-    } else {
-        transcript.logprob - margin
-    };
-    (weight.logprob >= needed).then_some(best)
+    (weight.logprob >= transcript.logprob - margin).then_some(best)
 }
 
 /// A phrase as Whisper writes a sentence: a capital first letter and a full stop, unless it
@@ -1042,16 +1024,11 @@ async fn rescore(
     transcript: &str,
     kind: Option<PlanKind>,
     heard: &[String],
+    context: Option<Value>,
 ) -> Option<(Option<String>, Vec<Value>)> {
     let supervisor = &runner.supervisor;
     let router = supervisor.find_provider("router.candidates", "router.candidates")?;
     let timeout = Duration::from_millis(runner.config().config.runner.rpc_timeout_ms);
-    let context = runner
-        .context
-        .read(supervisor, timeout, None)
-        .await
-        .snapshot()
-        .cloned();
     let kind = match kind {
         Some(kind) => kind,
         None => match runner.plan_only(transcript, context.clone(), None).await {
@@ -1059,9 +1036,8 @@ async fn rescore(
             Err(_) => PlanKind::Nothing,
         },
     };
-    // Each phrase weighed costs a decoder pass (about 15 ms with tiny.en on two cores), and a
-    // transcript the router acts on gives way only to a likelier candidate, which the
-    // spoken set shows is rare: only transcripts it does not act on are weighed.
+    // Each phrase weighed costs a decoder pass (about 15 ms with tiny.en on two cores): only
+    // transcripts the router does not act on are weighed.
     if kind == PlanKind::Acts {
         return None;
     }
@@ -1117,12 +1093,7 @@ async fn rescore(
     if weights.len() != phrases.len() {
         return None;
     }
-    let pick = rescore_pick(
-        &weights[0],
-        kind == PlanKind::Acts,
-        &weights[1..],
-        RESCORE_MARGIN,
-    );
+    let pick = rescore_pick(&weights[0], &weights[1..], RESCORE_MARGIN);
     let weighed = candidates
         .iter()
         .zip(&weights[1..])
@@ -1235,38 +1206,38 @@ impl Rerank {
 }
 
 /// Pick among the recogniser's `list` (`[{text, score}]`, best first) the hypothesis to run
-/// by [`Rerank`], planning through [`Runner::plan_only`] in the current desktop context
-/// (nothing runs). Returns the pick (when not the best) and the list with `planned` marked.
-async fn rerank(runner: &Runner, list: &[Value]) -> (Option<String>, Vec<Value>) {
-    let timeout = Duration::from_millis(runner.config().config.runner.rpc_timeout_ms);
-    let context = runner
-        .context
-        .read(&runner.supervisor, timeout, None)
-        .await
-        .snapshot()
-        .cloned();
+/// by [`Rerank`], planning through [`Runner::plan_only`] in the desktop `context` (nothing
+/// runs). Returns the pick (when not the best), what the router made of the hypothesis run
+/// (`None`: not planned), and the list with `planned` marked.
+async fn rerank(
+    runner: &Runner,
+    list: &[Value],
+    context: Option<&Value>,
+) -> (Option<String>, Option<PlanKind>, Vec<Value>) {
     let mut rule = Rerank::default();
     let mut weighed = Vec::with_capacity(list.len());
+    let mut kinds = Vec::with_capacity(list.len());
     for hypothesis in list.iter().take(10) {
         let text = hypothesis["text"].as_str().unwrap_or("").trim().to_owned();
         let score = hypothesis["score"].as_f64();
         let mut entry = json!({"text": text, "score": score});
         let mut kind = None;
         if !text.is_empty() && rule.wants(score) {
-            if let Ok((_, planned)) = runner.plan_only(&text, context.clone(), None).await {
+            if let Ok((_, planned)) = runner.plan_only(&text, context.cloned(), None).await {
                 let k = plan_kind(&planned);
                 entry["planned"] = json!(k != PlanKind::Nothing);
-                entry["kind"] = json!(k.word());
                 kind = Some(k);
             }
         }
         rule.record(kind);
+        kinds.push(kind);
         weighed.push(entry);
     }
-    let pick = Some(rule.pick())
+    let index = rule.pick();
+    let pick = Some(index)
         .filter(|i| *i > 0)
         .and_then(|i| weighed[i]["text"].as_str().map(str::to_owned));
-    (pick, weighed)
+    (pick, kinds.get(index).copied().flatten(), weighed)
 }
 
 #[cfg(test)]
@@ -1351,13 +1322,12 @@ mod tests {
     fn a_candidate_replaces_a_transcript_the_router_cannot_act_on_within_the_margin() {
         // "Prize." (nothing planned) at -6; "Pause." at -8 is within 4 nats: taken.
         let heard = weight(-6.0, 3);
-        let pick = rescore_pick(&heard, false, &[weight(-12.0, 5), weight(-8.0, 4)], 4.0);
+        let pick = rescore_pick(&heard, &[weight(-12.0, 5), weight(-8.0, 4)], 4.0);
         assert_eq!(pick, Some(1));
-        // Past the margin, the transcript stands.
-        assert_eq!(rescore_pick(&heard, false, &[weight(-10.5, 5)], 4.0), None);
-        // A transcript the router acts on gives way only to a likelier candidate.
-        assert_eq!(rescore_pick(&heard, true, &[weight(-8.0, 4)], 4.0), None);
-        assert_eq!(rescore_pick(&heard, true, &[weight(-5.0, 3)], 4.0), Some(0));
+        // Past the margin, the transcript stands; a margin of 0 takes only what is as likely.
+        assert_eq!(rescore_pick(&heard, &[weight(-10.5, 5)], 4.0), None);
+        assert_eq!(rescore_pick(&heard, &[weight(-8.0, 4)], 0.0), None);
+        assert_eq!(rescore_pick(&heard, &[weight(-5.0, 3)], 0.0), Some(0));
     }
 
     #[test]
@@ -1365,16 +1335,13 @@ mod tests {
         // Noise transcribed as a word: everything is unlikely; a candidate whose tokens
         // average below the floor is not a command that was said.
         let heard = weight(-30.0, 3);
-        assert_eq!(rescore_pick(&heard, false, &[weight(-9.0, 3)], 4.0), None);
-        assert_eq!(
-            rescore_pick(&heard, false, &[weight(-7.4, 3)], 40.0),
-            Some(0)
-        );
+        assert_eq!(rescore_pick(&heard, &[weight(-9.0, 3)], 4.0), None);
+        assert_eq!(rescore_pick(&heard, &[weight(-7.4, 3)], 40.0), Some(0));
         // No candidates, none with tokens, or no finite score: nothing.
-        assert_eq!(rescore_pick(&heard, false, &[], 4.0), None);
-        assert_eq!(rescore_pick(&heard, false, &[weight(-1.0, 0)], 4.0), None);
+        assert_eq!(rescore_pick(&heard, &[], 4.0), None);
+        assert_eq!(rescore_pick(&heard, &[weight(-1.0, 0)], 4.0), None);
         assert_eq!(
-            rescore_pick(&heard, false, &[weight(f64::NEG_INFINITY, 2)], 4.0),
+            rescore_pick(&heard, &[weight(f64::NEG_INFINITY, 2)], 4.0),
             None
         );
     }
@@ -1386,13 +1353,5 @@ mod tests {
         assert_eq!(whisper_style("what's next?"), "What's next?");
         assert_eq!(whisper_style("  "), "");
         assert_eq!(whisper_style("élan"), "Élan.");
-    }
-
-    #[test]
-    fn plan_kinds_have_words_and_back() {
-        for kind in [PlanKind::Acts, PlanKind::Asks, PlanKind::Nothing] {
-            assert_eq!(PlanKind::from_word(kind.word()), kind);
-        }
-        assert_eq!(PlanKind::from_word("maybe"), PlanKind::Nothing);
     }
 }
