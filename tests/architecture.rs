@@ -53,6 +53,26 @@ fn the_core_depends_on_no_door_and_no_desktop_library() {
     assert_eq!(offending(&deps, &banned), Vec::<&str>::new(), "{deps:?}");
 }
 
+/// The config is a crate of its own, so that a client that edits it (the settings app) and
+/// a config checker need neither the runner's core nor a plugin to read, check and write it.
+#[test]
+fn the_config_crate_and_the_settings_app_need_no_core() {
+    let config = dependencies("utter-config");
+    assert!(config.contains("utter-protocol"), "{config:?}");
+    assert_eq!(
+        offending(&config, &["utter-core", "utter", "zbus", "gtk4"]),
+        Vec::<&str>::new(),
+        "{config:?}"
+    );
+    let settings = dependencies("utter-settings");
+    assert!(settings.contains("utter-config"), "{settings:?}");
+    assert_eq!(
+        offending(&settings, &["utter-core", "utter"]),
+        Vec::<&str>::new(),
+        "{settings:?}"
+    );
+}
+
 #[test]
 fn the_runner_binary_links_no_audio_library() {
     let deps = dependencies("utter");
@@ -172,7 +192,7 @@ fn find_cycle(graph: &std::collections::BTreeMap<String, BTreeSet<String>>) -> O
 
 #[test]
 fn no_module_cycles_in_the_core_the_doors_or_the_plugins() {
-    for src in ["core/src", "src", "ipc/src"] {
+    for src in ["core/src", "config/src", "src", "ipc/src"] {
         let graph = module_graph(src);
         assert!(graph.len() > 3, "{src}: {graph:?}");
         assert_eq!(find_cycle(&graph), None, "{src}: {graph:#?}");

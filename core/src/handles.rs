@@ -30,10 +30,11 @@ use utter_protocol::{ErrorCode, ErrorObject};
 
 /// Largest blob `handle.fetch` returns inline, in bytes.
 pub const MAX_INLINE: u64 = 65_536;
-/// Bytes one scope may hold unless configured.
-pub const DEFAULT_QUOTA: u64 = 64 * 1024 * 1024;
-/// Bytes all scopes together may hold unless configured.
-pub const DEFAULT_TOTAL_QUOTA: u64 = 256 * 1024 * 1024;
+/// Bytes one scope may hold unless configured (`[runner] handle_quota`'s default).
+pub const DEFAULT_QUOTA: u64 = crate::config::DEFAULT_HANDLE_QUOTA;
+/// Bytes all scopes together may hold unless configured (`[runner] handle_quota_total`'s
+/// default).
+pub const DEFAULT_TOTAL_QUOTA: u64 = crate::config::DEFAULT_HANDLE_QUOTA_TOTAL;
 /// The prefix of every handle.
 pub const PREFIX: &str = "handle://";
 

@@ -37,17 +37,13 @@
 #![warn(missing_docs)]
 
 pub mod audit;
-pub mod config;
 pub mod confirm;
 pub mod context;
 pub mod events;
 pub mod groups;
 pub mod handles;
 pub mod lockfile;
-pub mod models;
-pub mod ops;
 pub mod params;
-pub mod paths;
 pub mod pipeline;
 pub mod policy;
 pub mod ptt;
@@ -56,7 +52,12 @@ pub mod runner;
 pub mod sandbox;
 pub mod streams;
 pub mod supervisor;
-pub mod text_style;
 pub mod transport;
 
 pub use runner::{Runner, VERSION};
+
+// The config and the files around it are their own crate (`utter-config`), which the
+// settings app uses without the core; these names keep `utter_core::config::Config` and the
+// core's own `crate::paths` paths.
+pub use utter_config as config;
+pub use utter_config::{models, ops, paths, text_style};

@@ -442,8 +442,123 @@ pub fn text_keysyms(text: &str) -> Result<Vec<Keysym>, KeyError> {
         .collect()
 }
 
+/// The keysym of a push-to-talk key for the keyboard monitor (`[ptt] keyboard_monitor_key`):
+/// a keysym number written `0x…` (`wev` and `xev` print them), or the X name of a key that
+/// types nothing and modifies nothing, so that grabbing it takes no letter or modifier from
+/// the person: a function key `F1`…`F35` (`F13` is 0xffca), another key of the function
+/// block (`Pause`, `Scroll_Lock`, `Insert`, `Menu`, `Page_Up`, keypad keys …) or a vendor key
+/// (`XF86AudioMicMute`, `XF86Launch5`, `XF86Tools` …). Names compare without regard to case.
+///
+/// # Errors
+/// A sentence naming the bad name and giving valid examples.
+pub fn grab_keysym(name: &str) -> Result<u32, String> {
+    let name = name.trim();
+    let bad = || {
+        format!(
+            "{name:?} is not a keysym push-to-talk can grab; use an XKB keysym name such as F13, F14, Pause, Scroll_Lock, Insert, Menu or XF86AudioMicMute, or a keysym number such as 0xffca (wev or xev print them)"
+        )
+    };
+    if let Some(hex) = name.strip_prefix("0x").or_else(|| name.strip_prefix("0X")) {
+        return match u32::from_str_radix(hex, 16) {
+            // 0 is NoSymbol; above 0x1ffffff no keysym is defined.
+            Ok(v) if v != 0 && v <= 0x1ff_ffff => Ok(v),
+            _ => Err(bad()),
+        };
+    }
+    if name.chars().count() < 2 {
+        return Err(bad());
+    }
+    let sym = names()
+        .get(name)
+        .or_else(|| lowercase_names().get(&name.to_ascii_lowercase()))
+        .copied()
+        .ok_or_else(bad)?;
+    let raw = sym.raw();
+    // The function block (TTY keys, cursor and keypad keys, F1…F35) without the modifiers
+    // (Shift_L … Hyper_R, 0xffe1…0xffee), and the XFree86 vendor keys.
+    let function_block = (0xff00..=0xffff).contains(&raw) && !(0xffe1..=0xffee).contains(&raw);
+    let vendor = (0x1008_fe00..=0x1008_ffff).contains(&raw);
+    if (function_block || vendor) && !is_refused(sym) && raw != 0xffff {
+        Ok(raw)
+    } else {
+        Err(bad())
+    }
+}
+
+/// Check the shape of an evdev key name such as `KEY_F13` or `KEY_RIGHTCTRL` (the names of
+/// `linux/input-event-codes.h`) for `[ptt] evdev_key`: `KEY_` or `BTN_` and upper-case
+/// letters, digits or `_`. The evdev trigger resolves the name to a code and reports an
+/// unknown one in its status.
+///
+/// # Errors
+/// A sentence naming the bad name and valid examples.
+pub fn check_evdev_key_name(name: &str) -> Result<(), String> {
+    let name = name.trim();
+    let body = name
+        .strip_prefix("KEY_")
+        .or_else(|| name.strip_prefix("BTN_"));
+    match body {
+        Some(b)
+            if !b.is_empty()
+                && b.bytes()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_') =>
+        {
+            Ok(())
+        }
+        _ => Err(format!(
+            "{name:?} is not an evdev key name; use a name from linux/input-event-codes.h such as KEY_F13, KEY_RIGHTCTRL, KEY_RIGHTALT, KEY_PAUSE or KEY_SCROLLLOCK"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn push_to_talk_keys_are_keys_that_type_and_modify_nothing() {
+        assert_eq!(grab_keysym("F13"), Ok(0xffca));
+        assert_eq!(grab_keysym("F1"), Ok(0xffbe));
+        assert_eq!(grab_keysym("f35"), Ok(0xffe0));
+        assert_eq!(grab_keysym(" Pause "), Ok(0xff13));
+        assert_eq!(grab_keysym("scroll_lock"), Ok(0xff14));
+        assert_eq!(grab_keysym("Insert"), Ok(0xff63));
+        assert_eq!(grab_keysym("Menu"), Ok(0xff67));
+        assert_eq!(grab_keysym("XF86AudioMicMute"), Ok(0x1008_ffb2));
+        assert_eq!(grab_keysym("XF86Launch5"), Ok(0x1008_ff45));
+        assert_eq!(grab_keysym("0xffca"), Ok(0xffca));
+        for bad in [
+            "F0",
+            "F36",
+            "F013",
+            "KEY_F13",
+            "0x0",
+            "0xzz",
+            "0x2000000",
+            "",
+            "Shift_L",
+            "Control_R",
+            "a",
+            "A",
+            "space",
+            "eacute",
+            "XF86PowerOff",
+            "Terminate_Server",
+        ] {
+            let e = grab_keysym(bad).unwrap_err();
+            assert!(e.contains("F13") && e.contains("0xffca"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn evdev_key_names_are_checked_and_a_bad_one_names_examples() {
+        assert!(check_evdev_key_name("KEY_F13").is_ok());
+        assert!(check_evdev_key_name("KEY_RIGHTCTRL").is_ok());
+        assert!(check_evdev_key_name("BTN_SIDE").is_ok());
+        for bad in ["F13", "KEY_", "key_f13", "KEY_F13;rm", ""] {
+            let e = check_evdev_key_name(bad).unwrap_err();
+            assert!(e.contains("KEY_F13") && e.contains("KEY_RIGHTCTRL"), "{e}");
+        }
+    }
+
     use super::*;
 
     #[test]

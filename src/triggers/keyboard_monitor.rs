@@ -98,14 +98,14 @@ pub struct Key {
 }
 
 impl Key {
-    /// Resolve `[ptt] keyboard_monitor_key` ([`utter_core::config::keysym`]).
+    /// Resolve `[ptt] keyboard_monitor_key` ([`utter_keys::grab_keysym`]).
     ///
     /// # Errors
-    /// The sentence of [`utter_core::config::keysym`].
+    /// The sentence of [`utter_keys::grab_keysym`].
     pub fn parse(name: &str) -> Result<Key, String> {
         Ok(Key {
             name: name.trim().to_owned(),
-            keysym: utter_core::config::keysym(name)?,
+            keysym: utter_keys::grab_keysym(name)?,
         })
     }
 

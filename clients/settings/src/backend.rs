@@ -2,8 +2,8 @@
 //! (`utter-ipc`, one shared connection made again when it closed, so a restarted runner is
 //! found again, and one more for the event subscription), the
 //! systemd user manager over D-Bus (`org.freedesktop.systemd1.Manager`), and the config file
-//! through the runner's own editor and checker (`utter_core::config::set_values`). Speech
-//! models are listed from the runner's catalog (`utter_core::models`) and downloaded by the
+//! through the runner's own editor and checker (`utter_config::set_values`). Speech
+//! models are listed from the runner's catalog (`utter_config::models`) and downloaded by the
 //! `utter` binary (`utter models pull NAME --json`, run with a list of arguments, its JSON
 //! progress lines read as data); profiles are read and checked by the rules router's own
 //! library (`utter_rules::profiles`).
@@ -63,13 +63,13 @@ impl Target {
     /// When neither `--config` is given nor `XDG_CONFIG_HOME`/`HOME` name a directory.
     pub fn resolve(socket: Option<PathBuf>, config: Option<PathBuf>) -> Result<Target, String> {
         let config = config
-            .or_else(utter_core::config::user_config_path)
+            .or_else(utter_config::user_config_path)
             .ok_or("neither --config nor XDG_CONFIG_HOME or HOME is set")?;
         // A broken file must not keep the app from the runner (which runs the config it
         // loaded): what still reads of it is used, as the CLI does.
-        let loaded = match utter_core::config::load(Some(&config)) {
+        let loaded = match utter_config::load(Some(&config)) {
             Ok(loaded) => loaded.config,
-            Err(_) => utter_core::config::salvage_client_settings(Some(&config)),
+            Err(_) => utter_config::salvage_client_settings(Some(&config)),
         };
         let socket = loaded.client_socket(socket.as_deref());
         let token = loaded.socket.map(|s| s.token).filter(|t| !t.is_empty());
@@ -202,7 +202,7 @@ impl Target {
 
 /// Set `edits` (dotted keys, TOML values) in the config file at `path`, keeping its comments
 /// and order; the result is checked with the runner's own checker before anything is
-/// written ([`utter_core::config::set_in_file`]).
+/// written ([`utter_config::set_in_file`]).
 ///
 /// # Errors
 /// Every issue as `file:line: message` (nothing was written), or the write error.
@@ -210,14 +210,14 @@ pub fn save_config(
     path: &Path,
     edits: &[(String, toml_edit::Value)],
 ) -> Result<Vec<String>, String> {
-    utter_core::config::set_in_file(path, edits, true)
+    utter_config::set_in_file(path, edits, true)
         .map(|edited| edited.changed)
         .map_err(|e| e.to_string())
 }
 
 /// What the config file says now (for the forms), or why it cannot be read.
-pub fn read_config(path: &Path) -> Result<utter_core::config::Config, String> {
-    match utter_core::config::load(Some(path)) {
+pub fn read_config(path: &Path) -> Result<utter_config::Config, String> {
+    match utter_config::load(Some(path)) {
         Ok(loaded) => Ok(loaded.config),
         Err(e) => Err(e.to_string()),
     }
@@ -373,7 +373,7 @@ pub struct ModelRow {
     pub description: String,
     /// The size of its files, in bytes.
     pub size: u64,
-    /// `installed`, `incomplete` or `not-installed` ([`utter_core::models::InstallState`]).
+    /// `installed`, `incomplete` or `not-installed` ([`utter_config::models::InstallState`]).
     pub state: &'static str,
     /// Where it is (or would be) installed: `<models dir>/<name>`.
     pub dir: PathBuf,
@@ -385,8 +385,8 @@ pub struct ModelRow {
 /// # Errors
 /// An unreadable catalog, or no `XDG_DATA_HOME`/`HOME` to find the models directory.
 pub fn models() -> Result<Vec<ModelRow>, String> {
-    let catalog = utter_core::models::Catalog::from_env()?;
-    let dir = utter_core::models::models_dir()
+    let catalog = utter_config::models::Catalog::from_env()?;
+    let dir = utter_config::models::models_dir()
         .ok_or("neither XDG_DATA_HOME nor HOME is set, so there is no models directory")?;
     Ok(catalog
         .models

@@ -76,7 +76,7 @@ pub fn open(id: &str, user_dir: &Path) -> Result<Editable, String> {
         }
         None => {
             let path = PathBuf::from(&profile.source);
-            let text = utter_core::paths::read_regular_file(&path, MAX_FILE)
+            let text = utter_config::paths::read_regular_file(&path, MAX_FILE)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
             Ok(Editable {
                 id: id.to_owned(),
@@ -107,7 +107,7 @@ impl Editable {
     pub fn with_shortcut(&self, name: &str, chord: Option<&str>) -> Result<String, String> {
         let name = checked_field("shortcut name", name)?;
         // Line ends and a byte-order mark are given back as the file had them.
-        let (style, text) = utter_core::text_style::TextStyle::of(&self.text);
+        let (style, text) = utter_config::text_style::TextStyle::of(&self.text);
         let mut doc: toml_edit::DocumentMut = text
             .parse()
             .map_err(|e| format!("{}: {e}", self.path.display()))?;
@@ -158,7 +158,7 @@ impl Editable {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        utter_core::paths::write_atomic(&self.path, text.as_bytes(), 0o644)
+        utter_config::paths::write_atomic(&self.path, text.as_bytes(), 0o644)
             .map_err(|e| format!("{}: {e}", self.path.display()))?;
         self.text = text;
         self.from_builtin = false;

@@ -1,11 +1,11 @@
 //! The ops the runner knows by name: the registry the policy engine starts from
-//! ([`crate::policy`]), and the names `[policy] enabled_ops`/`disabled_ops` are checked
-//! against ([`crate::config`]). An action plugin may offer other ops too (its
+//! (`utter_core::policy`), and the names `[policy] enabled_ops`/`disabled_ops` are checked
+//! against (`crate::validate`). An action plugin may offer other ops too (its
 //! `action.capabilities`); those are open strings the registry does not list.
 
 /// The ops the policy special-cases: (op, enabled, needs confirmation, URL schemes, concrete
 /// argument keys). Compatible with the older runner's registry.
-pub(crate) const BUILTIN: &[(&str, bool, bool, bool, &[&str])] = &[
+pub const BUILTIN: &[(&str, bool, bool, bool, &[&str])] = &[
     ("ensure_url", true, false, true, &["url"]),
     ("open_url", true, false, true, &["url"]),
     ("terminal", false, true, false, &["command", "argv"]),

@@ -8,7 +8,7 @@
 //! notes the style before the edit and [`TextStyle::apply`] gives it back afterwards.
 //!
 //! ```
-//! use utter_core::text_style::TextStyle;
+//! use utter_config::text_style::TextStyle;
 //! let (style, body) = TextStyle::of("\u{feff}a = 1\r\nb = 2\r\n");
 //! assert_eq!(body, "a = 1\r\nb = 2\r\n");
 //! assert_eq!(style.apply("a = 1\nb = 3\n".to_owned()), "\u{feff}a = 1\r\nb = 3\r\n");

@@ -432,7 +432,7 @@ mod tests {
         );
         assert_eq!(tiny.size(), 2317 + 75_537_502 + 2_128_466 + 422_309);
         assert!(tiny.source.starts_with("https://huggingface.co/Systran/"));
-        // base, offered beside it (README "Choosing the speech model").
+        // base, offered beside it (docs/src/speech-models.md, "Choosing the speech model").
         let base = catalog.get("base").expect("base is in the catalog");
         assert_eq!(base.size(), 2309 + 145_217_532 + 2_203_239 + 459_861);
         assert!(base.source.contains("/Systran/faster-whisper-base/"));
