@@ -89,7 +89,7 @@ as_root() {
 # --- What was asked ----------------------------------------------------------------------
 # Checked before anything runs. A package file must be one.
 if [[ -n $package && ! -f $package ]]; then
-    echo "install.sh: --package $package is not a file (build one with cargo deb or cargo generate-rpm, see README.md)" >&2
+    echo "install.sh: --package $package is not a file (build one with cargo deb or cargo generate-rpm, see docs/src/packages.md)" >&2
     exit 2
 fi
 # os-release is read, never run; only a regular file (or a link to one) is read at all, so a

