@@ -5,6 +5,7 @@
 //! test of the provenance gate.
 
 use crate::common;
+use utter_ipc::methods::InvokeParams;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -1586,7 +1587,11 @@ async fn a_perception_chooser_is_held_to_the_same_rule() {
 /// A client's `runner.invoke` of `params` on plugin `t`, answered by `door`.
 async fn invoke(r: &Arc<Runner>, params: Value, door: Door) -> Result<Value, ErrorObject> {
     r.invoke(
-        json!({"plugin": "t", "method": "action.invoke", "params": params}),
+        InvokeParams {
+            plugin: "t".into(),
+            method: "action.invoke".into(),
+            params: Some(params),
+        },
         door,
         Scope::Client(1),
         "test client",
@@ -1803,7 +1808,11 @@ async fn what_runner_invoke_relays_is_exactly_what_the_gate_saw() {
         let method = method.to_owned();
         async move {
             r.invoke(
-                json!({"plugin": "t", "method": method, "params": params}),
+                InvokeParams {
+                    plugin: "t".into(),
+                    method,
+                    params: Some(params),
+                },
                 yes,
                 Scope::Client(1),
                 "test client",

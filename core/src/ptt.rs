@@ -464,23 +464,15 @@ impl Ptt {
     }
 }
 
-/// The client socket's `runner.ptt {action}` (action `press`, `release`, `toggle` or
+/// The client socket's `runner.ptt {action}` (the action word, `press`, `release`, `toggle`, `cancel` or
 /// `state`), as source `socket`; see [`Ptt::act`] for the result.
 ///
 /// # Errors
-/// `-32602` (invalid params) when `action` is missing or not one of the four words.
+/// `-32602` (invalid params) when `action` is not one of the words.
 pub fn socket_method(
     ptt: &Ptt,
-    params: &serde_json::Value,
+    word: &str,
 ) -> Result<serde_json::Value, utter_protocol::ErrorObject> {
-    let word = params
-        .get("action")
-        .and_then(serde_json::Value::as_str)
-        .ok_or_else(|| {
-            utter_protocol::ErrorObject::invalid_params(
-                "runner.ptt needs params.action: \"press\", \"release\", \"toggle\" or \"state\"",
-            )
-        })?;
     let action = Action::parse(word)
         .map_err(|e| utter_protocol::ErrorObject::invalid_params(format!("runner.ptt: {e}")))?;
     Ok(ptt.act(action, Source::Socket))

@@ -27,7 +27,10 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::methods::{self, CommandParams, EventParams, PttReply, VersionInfo};
+use crate::methods::{
+    self, AuditParams, CommandParams, ConfirmParams, EventParams, InvokeParams, PttParams,
+    PttReply, Request, SubscribeParams, VersionInfo,
+};
 use crate::{AuditEntry, CommandOutcome, PendingConfirmation, ReloadReport, Status};
 use utter_protocol::{Connection, ConnectionOptions, ErrorCode, ErrorObject, Incoming};
 
@@ -38,6 +41,7 @@ pub type ConfirmHandler =
 
 /// Why the client could not reach the runner.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// Nothing listens on the socket (no file, or a stale one).
     #[error(
@@ -255,12 +259,21 @@ impl Client {
         })
     }
 
+    /// One request of the runner ([`Request`]: its name and typed params), its result read
+    /// as `T`.
+    ///
+    /// # Errors
+    /// As [`Client::call_typed`].
+    pub async fn send<T: DeserializeOwned>(&self, request: &Request) -> Result<T, ErrorObject> {
+        self.call_typed(request.method(), request.params()).await
+    }
+
     /// `runner.version`.
     ///
     /// # Errors
     /// As [`Client::call_typed`].
     pub async fn version(&self) -> Result<VersionInfo, ErrorObject> {
-        self.call_typed(methods::VERSION, json!({})).await
+        self.send(&Request::Version).await
     }
 
     /// `runner.status`: the whole state.
@@ -268,7 +281,7 @@ impl Client {
     /// # Errors
     /// As [`Client::call_typed`].
     pub async fn status(&self) -> Result<Status, ErrorObject> {
-        self.call_typed(methods::STATUS, json!({})).await
+        self.send(&Request::Status).await
     }
 
     /// `runner.context`: the desktop context now.
@@ -276,7 +289,7 @@ impl Client {
     /// # Errors
     /// `-32005` without a context plugin; the plugin's error; else as [`Client::call_typed`].
     pub async fn context(&self) -> Result<crate::methods::ContextReply, ErrorObject> {
-        self.call_typed(methods::CONTEXT, json!({})).await
+        self.send(&Request::Context).await
     }
 
     /// `runner.pending`: the confirmations waiting for an answer.
@@ -284,7 +297,7 @@ impl Client {
     /// # Errors
     /// As [`Client::call_typed`].
     pub async fn pending(&self) -> Result<Vec<PendingConfirmation>, ErrorObject> {
-        self.call_typed(methods::PENDING, json!({})).await
+        self.send(&Request::Pending).await
     }
 
     /// `runner.confirm {id, approved}`.
@@ -292,7 +305,12 @@ impl Client {
     /// # Errors
     /// As [`Client::call`]; `-32602` for an unknown id.
     pub async fn confirm(&self, id: &str, approved: bool) -> Result<(), ErrorObject> {
-        self.call(methods::CONFIRM, json!({"id": id, "approved": approved}))
+        let params = ConfirmParams {
+            id: id.to_owned(),
+            approved,
+            digest: None,
+        };
+        self.send::<Value>(&Request::Confirm(params))
             .await
             .map(|_| ())
     }
@@ -303,11 +321,7 @@ impl Client {
     /// # Errors
     /// As [`Client::call_typed`].
     pub async fn audit(&self, since: Option<u64>) -> Result<Vec<AuditEntry>, ErrorObject> {
-        let params = match since {
-            Some(since) => json!({ "since": since }),
-            None => json!({}),
-        };
-        self.call_typed(methods::AUDIT, params).await
+        self.send(&Request::Audit(AuditParams { since })).await
     }
 
     /// `runner.command`: plan, check and run one utterance.
@@ -316,9 +330,7 @@ impl Client {
     /// As [`Client::call_typed`]; the runner's `-32602` for a blank utterance, `-32005`
     /// without a router.
     pub async fn command(&self, params: &CommandParams) -> Result<CommandOutcome, ErrorObject> {
-        let params = serde_json::to_value(params)
-            .map_err(|e| ErrorObject::internal(format!("runner.command params: {e}")))?;
-        self.call_typed(methods::COMMAND, params).await
+        self.send(&Request::Command(params.clone())).await
     }
 
     /// `runner.invoke {plugin, method, params}`: one call to one plugin, through the gate
@@ -332,11 +344,12 @@ impl Client {
         method: &str,
         params: Value,
     ) -> Result<Value, ErrorObject> {
-        self.call(
-            methods::INVOKE,
-            json!({"plugin": plugin, "method": method, "params": params}),
-        )
-        .await
+        let params = InvokeParams {
+            plugin: plugin.to_owned(),
+            method: method.to_owned(),
+            params: Some(params),
+        };
+        self.send(&Request::Invoke(params)).await
     }
 
     /// `runner.reload`: read the config again.
@@ -345,7 +358,7 @@ impl Client {
     /// As [`Client::call_typed`]; `-32602` with `data: {errors, warnings}` for an invalid
     /// file (the running config stays).
     pub async fn reload(&self) -> Result<ReloadReport, ErrorObject> {
-        self.call_typed(methods::RELOAD, json!({})).await
+        self.send(&Request::Reload).await
     }
 
     /// Push-to-talk: `runner.ptt {action}` with `action` one of `press`, `release`,
@@ -354,8 +367,10 @@ impl Client {
     /// # Errors
     /// As [`Client::call_typed`]; `-32602` for an unknown action.
     pub async fn ptt(&self, action: &str) -> Result<PttReply, ErrorObject> {
-        self.call_typed(methods::PTT, json!({ "action": action }))
-            .await
+        let params = PttParams {
+            action: action.to_owned(),
+        };
+        self.send(&Request::Ptt(params)).await
     }
 
     /// Subscribe to events; they then arrive through [`Client::next_event`], a
@@ -374,7 +389,8 @@ impl Client {
     /// # Errors
     /// As [`Client::call`].
     pub async fn subscribe_with(&self, logs: bool) -> Result<String, ErrorObject> {
-        let result = self.call(methods::SUBSCRIBE, json!({"logs": logs})).await?;
+        let params = SubscribeParams { logs: Some(logs) };
+        let result: Value = self.send(&Request::Subscribe(params)).await?;
         result
             .get("subscription")
             .and_then(Value::as_str)

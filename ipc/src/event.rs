@@ -14,6 +14,7 @@ use crate::status::{PluginStatus, ReloadReport, ServiceState, Source, TriggerSta
 /// `{"event":"plugin_state","id":"rules","epoch":1,"status":"ok"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Event {
     /// A plugin's status changed.
     PluginState {

@@ -94,7 +94,11 @@ impl Asked {
                 let door: Door = Arc::new(|_| Box::pin(async { Some(false) }));
                 runner
                     .invoke(
-                        json!({"plugin": plugin, "method": method, "params": params}),
+                        utter_ipc::methods::InvokeParams {
+                            plugin: plugin.to_owned(),
+                            method: method.to_owned(),
+                            params: Some(params),
+                        },
                         door,
                         Scope::Client(0),
                         "utter commands",

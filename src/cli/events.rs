@@ -146,5 +146,7 @@ fn describe(event: &Event) -> String {
             sanitize(&line.display())
         ),
         Event::PluginEvent { .. } | Event::Unknown => answer_line(event),
+        // An event a newer utter-ipc adds, before this CLI has a line for it.
+        _ => answer_line(event),
     }
 }

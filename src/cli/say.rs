@@ -142,7 +142,7 @@ async fn remote(client: Client, args: &Args, explicit_config: bool) -> u8 {
         utterance: args.utterance(),
         dry_run: args.dry_run,
         timeout_ms: args.timeout_ms,
-        context: None,
+        ..CommandParams::default()
     };
     let result = client.command(&params).await;
     client.close();

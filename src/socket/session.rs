@@ -33,13 +33,15 @@ use super::{MAX_CONNECTIONS, SHORT_CONNECTIONS, SHORT_IDLE, Slot, SlotKind, Slot
 use utter_core::config::ConfigIssue;
 use utter_core::confirm::{Door, PendingConfirmation, read_answer};
 use utter_core::handles::Scope;
-use utter_core::params::{optional_bool, required_str, timeout_ms};
 use utter_core::pipeline::CommandOptions;
 use utter_core::policy::Provenance;
 use utter_core::runner::host;
 use utter_core::runner::invoke::find_plugin;
 use utter_core::runner::{EVENT_BACKLOG, Runner, VERSION};
 use utter_ipc::LogLine;
+use utter_ipc::methods::{
+    self, AuthParams, CommandParams, ConfirmParams, Request as RunnerRequest,
+};
 
 /// The largest frame body a client may send before it authenticated, in bytes (64 KiB): a
 /// `runner.auth` is a few dozen. Larger frames are skipped unread and answered `-32700`.
@@ -86,11 +88,11 @@ const REPLAY_PATIENCE: Duration = Duration::from_secs(5);
 /// The methods that act or answer for the person: refused to plugins and what they start
 /// ([`utter_core::runner::Runner::refuse_plugin_caller`]).
 const ACTING_METHODS: &[&str] = &[
-    "runner.command",
-    "runner.confirm",
-    "runner.invoke",
-    "runner.reload",
-    "runner.ptt",
+    methods::COMMAND,
+    methods::CONFIRM,
+    methods::INVOKE,
+    methods::RELOAD,
+    methods::PTT,
 ];
 
 /// Bytes of answers that may wait for a client before the next answer waits for it to
@@ -698,7 +700,7 @@ impl Session {
             let _ = self.answer(id, Err(e)).await;
             return;
         }
-        if !self.authenticated && !matches!(method.as_str(), "runner.auth" | "runner.version") {
+        if !self.authenticated && ![methods::AUTH, methods::VERSION].contains(&method.as_str()) {
             if !self.limited_auth_logged {
                 self.limited_auth_logged = true;
                 if let Some(suppressed) = self.shared.logs.auth.allow() {
@@ -720,48 +722,85 @@ impl Session {
         // A command may wait for a person (a confirmation) for as long as its timeout: it
         // takes a long-lived slot, so that waiting commands cannot hold the ones kept for
         // short calls.
-        if matches!(method.as_str(), "runner.command" | "runner.invoke")
+        if [methods::COMMAND, methods::INVOKE].contains(&method.as_str())
             && let Err(e) = self.take_long_slot("a command")
         {
             self.answer(id, Err(e)).await;
             return;
         }
         let runner = self.shared.runner.clone();
-        let result = match method.as_str() {
-            "runner.auth" => self.auth(&params),
-            "runner.version" => Ok(json!({
-                "version": VERSION,
-                "protocol": PROTOCOL_VERSION.to_string(),
-                "abi": ABI,
-                "authenticated": self.authenticated,
-            })),
-            "runner.status" | "runner.plugins" => status(&runner),
-            "runner.pending" => {
-                serde_json::to_value(runner.confirmations.pending()).map_err(internal)
+        // The runner's own methods, typed (utter_ipc::methods::Request: the same types the
+        // clients build their calls from); then the protocol's handle, fd and stream methods.
+        let request = match RunnerRequest::parse(&method, &params) {
+            Some(Ok(request)) => Some(request),
+            Some(Err(e)) => {
+                let _ = self.answer(id, Err(e)).await;
+                return;
             }
-            "runner.audit" => audit(&runner, &params),
-            "runner.confirm" => self.confirm(&params),
-            "runner.validate_plugin" => validate_plugin(&runner, &params),
-            "runner.subscribe" => {
-                // `logs: true` asks for the runner's log lines too.
-                match optional_bool(&params, "logs") {
-                    Ok(logs) => self.subscribe(id, logs).await,
-                    Err(e) => {
-                        let _ = self.answer(id, Err(e)).await;
-                    }
+            None => None,
+        };
+        if let Some(request) = request {
+            let result = match request {
+                RunnerRequest::Auth(p) => self.auth(&p),
+                RunnerRequest::Version => Ok(json!({
+                    "version": VERSION,
+                    "protocol": PROTOCOL_VERSION.to_string(),
+                    "abi": ABI,
+                    "authenticated": self.authenticated,
+                })),
+                RunnerRequest::Status | RunnerRequest::Plugins => status(&runner),
+                RunnerRequest::Pending => {
+                    serde_json::to_value(runner.confirmations.pending()).map_err(internal)
                 }
-                return;
-            }
-            "runner.unsubscribe" => self.unsubscribe(&params),
-            "runner.context" => {
-                self.spawn_work(id, context(runner)).await;
-                return;
-            }
-            "runner.command" => {
-                let door = client_door(self.conn.clone());
-                self.spawn_work(id, command(runner, params, door)).await;
-                return;
-            }
+                RunnerRequest::Audit(p) => {
+                    serde_json::to_value(runner.audit(p.since)).map_err(internal)
+                }
+                RunnerRequest::Confirm(p) => self.confirm(p),
+                RunnerRequest::ValidatePlugin(p) => validate_plugin(&runner, &p.plugin),
+                RunnerRequest::Subscribe(p) => {
+                    // `logs: true` asks for the runner's log lines too.
+                    self.subscribe(id, p.logs.unwrap_or(false)).await;
+                    return;
+                }
+                RunnerRequest::Unsubscribe(p) => self.unsubscribe(&p.subscription),
+                RunnerRequest::Context => {
+                    self.spawn_work(id, context(runner)).await;
+                    return;
+                }
+                RunnerRequest::Command(p) => {
+                    let door = client_door(self.conn.clone());
+                    self.spawn_work(id, command(runner, p, door)).await;
+                    return;
+                }
+                RunnerRequest::Invoke(p) => {
+                    let door = client_door(self.conn.clone());
+                    let scope = self.scope.clone();
+                    let client = self.describe();
+                    self.spawn_work(
+                        id,
+                        async move { runner.invoke(p, door, scope, &client).await },
+                    )
+                    .await;
+                    return;
+                }
+                RunnerRequest::Reload => {
+                    self.spawn_work(id, reload(runner)).await;
+                    return;
+                }
+                RunnerRequest::Ptt(p) => utter_core::ptt::socket_method(&runner.ptt, &p.action),
+                // A request a newer utter-ipc knows and this runner does not serve.
+                _ => Err(ErrorObject::new(
+                    ErrorCode::MethodNotFound,
+                    format!(
+                        "unknown method: {}",
+                        utter_protocol::text::clip(&method, 200)
+                    ),
+                )),
+            };
+            let _ = self.answer(id, result).await;
+            return;
+        }
+        let result = match method.as_str() {
             "handle.create" | "handle.fetch" | "handle.stat" | "handle.retain"
             | "handle.release" => host::handle_method(&runner, &self.scope, &method, &params),
             "fd.pass" => match host::fd_pass(&runner, &self.scope, &params) {
@@ -773,21 +812,6 @@ impl Session {
                 }
                 Err(e) => Err(e),
             },
-            "runner.invoke" => {
-                let door = client_door(self.conn.clone());
-                let scope = self.scope.clone();
-                let client = self.describe();
-                self.spawn_work(id, async move {
-                    runner.invoke(params, door, scope, &client).await
-                })
-                .await;
-                return;
-            }
-            "runner.reload" => {
-                self.spawn_work(id, reload(runner)).await;
-                return;
-            }
-            "runner.ptt" => utter_core::ptt::socket_method(&runner.ptt, &params),
             "stream.subscribe" => {
                 if let Err(e) = self.take_long_slot("a stream") {
                     let _ = self.answer(id, Err(e)).await;
@@ -870,10 +894,8 @@ impl Session {
         }
     }
 
-    fn auth(&mut self, params: &Value) -> Result<Value, ErrorObject> {
-        let token = params.get("token").and_then(Value::as_str).ok_or_else(|| {
-            ErrorObject::invalid_params("runner.auth needs params.token, a string")
-        })?;
+    fn auth(&mut self, params: &AuthParams) -> Result<Value, ErrorObject> {
+        let token = params.token.as_str();
         if self.authenticated {
             return Ok(json!({}));
         }
@@ -905,31 +927,18 @@ impl Session {
         }
     }
 
-    fn confirm(&self, params: &Value) -> Result<Value, ErrorObject> {
-        let id = params.get("id").and_then(Value::as_str).ok_or_else(|| {
-            ErrorObject::invalid_params(
-                "runner.confirm needs params.id, the id of a pending confirmation (see runner.pending)",
-            )
-        })?;
-        let approved = match params.get("approved") {
-            Some(Value::Bool(b)) => *b,
-            _ => {
-                return Err(ErrorObject::invalid_params(
-                    "runner.confirm needs params.approved, a JSON boolean (true approves, false denies)",
-                ));
-            }
-        };
+    fn confirm(&self, params: ConfirmParams) -> Result<Value, ErrorObject> {
+        let ConfirmParams {
+            id,
+            approved,
+            digest,
+        } = params;
         // With `digest`, the answer only counts for exactly the step that was shown.
         let confirmations = &self.shared.runner.confirmations;
-        match params.get("digest") {
-            None | Some(Value::Null) => confirmations.answer(id, approved, "runner.confirm")?,
-            Some(Value::String(digest)) => {
-                confirmations.answer_digest(id, digest, approved, "runner.confirm")?
-            }
-            Some(_) => {
-                return Err(ErrorObject::invalid_params(
-                    "runner.confirm: params.digest must be the pending confirmation's digest string",
-                ));
+        match digest {
+            None => confirmations.answer(&id, approved, methods::CONFIRM)?,
+            Some(digest) => {
+                confirmations.answer_digest(&id, &digest, approved, methods::CONFIRM)?
             }
         }
         tracing::info!(pid = self.peer.pid.unwrap_or(0), %id, approved, "confirmation answered over the socket");
@@ -1005,15 +1014,7 @@ impl Session {
         subscriptions.insert(subscription, task.abort_handle());
     }
 
-    fn unsubscribe(&self, params: &Value) -> Result<Value, ErrorObject> {
-        let subscription = params
-            .get("subscription")
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                ErrorObject::invalid_params(
-                    "runner.unsubscribe needs params.subscription, the id runner.subscribe returned",
-                )
-            })?;
+    fn unsubscribe(&self, subscription: &str) -> Result<Value, ErrorObject> {
         let handle = self
             .subscriptions
             .lock()
@@ -1247,24 +1248,20 @@ fn internal(e: serde_json::Error) -> ErrorObject {
 }
 
 /// `runner.command`.
-async fn command(runner: Arc<Runner>, params: Value, door: Door) -> Result<Value, ErrorObject> {
-    let utterance = params
-        .get("utterance")
-        .and_then(Value::as_str)
-        .ok_or_else(|| {
-            ErrorObject::invalid_params(
-                "runner.command needs params.utterance, a non-empty string (e.g. \"open youtube\")",
-            )
-        })?
-        .to_owned();
+async fn command(
+    runner: Arc<Runner>,
+    params: CommandParams,
+    door: Door,
+) -> Result<Value, ErrorObject> {
     let options = CommandOptions {
-        dry_run: optional_bool(&params, "dry_run")?,
-        timeout_ms: timeout_ms(&params),
-        provenance: Some(Provenance::from_value(params.get("provenance"))?),
-        context: params.get("context").filter(|c| !c.is_null()).cloned(),
+        dry_run: params.dry_run,
+        timeout_ms: params.timeout_ms,
+        provenance: Some(Provenance::from_value(params.provenance.as_ref())?),
+        context: params.context.filter(|c| !c.is_null()),
         confirm_timeout_ms: None,
         decide: None,
     };
+    let utterance = params.utterance;
     let outcome = runner.command(&utterance, &options, Some(door)).await?;
     serde_json::to_value(outcome).map_err(internal)
 }
@@ -1280,19 +1277,6 @@ async fn context(runner: Arc<Runner>) -> Result<Value, ErrorObject> {
     serde_json::to_value(runner.context_now().await?).map_err(internal)
 }
 
-/// `runner.audit {since?}`: the recent gate decisions, oldest first.
-fn audit(runner: &Runner, params: &Value) -> Result<Value, ErrorObject> {
-    let since = match params.get("since") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(v.as_u64().ok_or_else(|| {
-            ErrorObject::invalid_params(
-                "runner.audit: params.since must be Unix seconds (a whole number)",
-            )
-        })?),
-    };
-    serde_json::to_value(runner.audit(since)).map_err(internal)
-}
-
 /// The plugin `name` designates: the one with that id, else the first of that kind
 /// (reference §8.6).
 fn registry() -> &'static CapabilityRegistry {
@@ -1302,8 +1286,7 @@ fn registry() -> &'static CapabilityRegistry {
 
 /// `runner.validate_plugin` (reference §9.5), with each permission as the plugin's sandbox
 /// enforces it (`{name, enforced, mechanism?, detail}`) and the whole `sandbox` report.
-fn validate_plugin(runner: &Runner, params: &Value) -> Result<Value, ErrorObject> {
-    let name = required_str(params, "plugin", "runner.validate_plugin")?;
+fn validate_plugin(runner: &Runner, name: &str) -> Result<Value, ErrorObject> {
     let plugins = runner.plugins();
     let report = find_plugin(&plugins, name).ok_or_else(|| {
         ErrorObject::invalid_params(format!(

@@ -123,8 +123,7 @@ impl Target {
         let params = utter_ipc::methods::CommandParams {
             utterance,
             dry_run: true,
-            timeout_ms: None,
-            context: None,
+            ..Default::default()
         };
         client.command(&params).await.map_err(|e| e.message)
     }

@@ -15,6 +15,7 @@ use crate::pipeline::{Author, CommandOptions, Pipeline, Target};
 use crate::policy::Provenance;
 use crate::runner::Runner;
 use crate::supervisor::PluginReport;
+use utter_ipc::methods::InvokeParams;
 
 /// The plugin a client names: by id, else the first of that kind.
 pub fn find_plugin<'a>(plugins: &'a [PluginReport], name: &str) -> Option<&'a PluginReport> {
@@ -47,13 +48,24 @@ impl Runner {
     /// plugin; the gate's `-32003`/`-32006` refusals; the plugin's own error.
     pub async fn invoke(
         self: &Arc<Self>,
-        params: Value,
+        params: InvokeParams,
         door: Door,
         scope: Scope,
         client: &str,
     ) -> Result<Value, ErrorObject> {
-        let name = required_str(&params, "plugin", "runner.invoke")?;
-        let method = required_str(&params, "method", "runner.invoke")?;
+        let InvokeParams {
+            plugin,
+            method,
+            params,
+        } = params;
+        let (name, method) = (plugin.trim(), method.trim());
+        for (key, value) in [("plugin", name), ("method", method)] {
+            if value.is_empty() {
+                return Err(ErrorObject::invalid_params(format!(
+                    "runner.invoke needs params.{key}, a non-empty string"
+                )));
+            }
+        }
         // The handshake, protocol control messages, streams, handles and descriptors are the
         // runner's own business: a relayed stream.subscribe would open a stream nobody
         // tracks or stops (clients subscribe on the socket itself, PROTOCOL.md §10.3).
@@ -62,9 +74,9 @@ impl Runner {
                 "runner.invoke cannot send {method:?}: the handshake, $/ messages, stream.*, handle.* and fd.pass belong to the runner (use the socket's own stream.subscribe and handle.* methods)"
             )));
         }
-        let call_params = match params.get("params") {
+        let call_params = match params {
             None | Some(Value::Null) => json!({}),
-            Some(v @ Value::Object(_)) => v.clone(),
+            Some(v @ Value::Object(_)) => v,
             Some(_) => {
                 return Err(ErrorObject::invalid_params(
                     "runner.invoke: params.params must be an object",
