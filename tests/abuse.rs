@@ -134,10 +134,12 @@ async fn a_connection_flood_leaves_the_cli_its_reserved_slots() {
     let sb = Sandbox::new();
     let config = write_config(&sb, TERMINAL_ON);
     let daemon = Daemon::start(&sb, &config, None).await;
-    // This test process is not admitted without the token: each connection waits for
-    // runner.auth (for 10 s) in a general slot.
+    // This test process is not admitted without the token: each connection is in a general
+    // slot, and authenticates so that it keeps it (an unauthenticated one is closed after
+    // 10 s, which a loaded machine can take before the followers below are all in).
     let mut flood = Vec::new();
     let mut refused = 0;
+    let token = daemon.token();
     for _ in 0..70 {
         let mut stream = tokio::net::UnixStream::connect(&daemon.socket)
             .await
@@ -161,6 +163,17 @@ async fn a_connection_flood_leaves_the_cli_its_reserved_slots() {
             );
             refused += 1;
         } else {
+            stream
+                .write_all(&frame(2, "runner.auth", json!({"token": token})))
+                .await
+                .unwrap();
+            let mut buf = vec![0u8; 4096];
+            let n = tokio::time::timeout(LIMIT, stream.read(&mut buf))
+                .await
+                .expect("an answer to runner.auth in time")
+                .unwrap_or(0);
+            let answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+            assert!(answer.contains("\"result\""), "{answer}");
             flood.push(stream);
         }
     }
@@ -202,10 +215,20 @@ async fn a_connection_flood_leaves_the_cli_its_reserved_slots() {
     }
     // A 17th follower gets in (a short-call slot) but cannot subscribe, and says why.
     let extra = follower();
-    let out = tokio::task::spawn_blocking(move || extra.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
+    let extra_pid = extra.id();
+    let out = tokio::time::timeout(
+        LIMIT,
+        tokio::task::spawn_blocking(move || extra.wait_with_output()),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        // It subscribed after all: stop it, so the test fails instead of hanging.
+        let pid = nix::unistd::Pid::from_raw(extra_pid as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        panic!("the 17th follower was let subscribe:\n{}", daemon.log())
+    })
+    .unwrap()
+    .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(

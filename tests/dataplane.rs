@@ -6,7 +6,6 @@ use crate::common;
 
 use common::{Sandbox, bin};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 use utter_protocol::serde_json::{Value, json};
 use utter_protocol::{Connection, ConnectionOptions, ErrorObject};
@@ -16,9 +15,20 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// A daemon in its own sandbox with `runner` added to its `[runner]` table; SIGTERM on drop.
 struct Daemon {
     sb: Sandbox,
-    child: std::process::Child,
-    socket: PathBuf,
-    log: PathBuf,
+    process: common::daemon::Daemon,
+}
+
+impl std::ops::Deref for Daemon {
+    type Target = common::daemon::Daemon;
+    fn deref(&self) -> &Self::Target {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.process
+    }
 }
 
 impl Daemon {
@@ -36,28 +46,11 @@ impl Daemon {
                 json!([bin("fake_rs").display().to_string()]),
             ),
         );
-        let log = sb.path("daemon.log");
-        let socket = sb.path("run/utter/runner.sock");
-        let mut cmd = std::process::Command::new(bin("utter"));
-        cmd.args(["daemon", "--no-dbus", "--config"])
-            .arg(&config)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"));
-        if let Some(path) = std::env::var_os("PATH") {
-            cmd.env("PATH", path);
-        }
-        sb.env(None)
-            .with("XDG_STATE_HOME", sb.path("state"))
-            .apply(&mut cmd);
-        let child = cmd.spawn().expect("utter daemon starts");
-        let mut daemon = Daemon {
-            sb,
-            child,
-            socket,
-            log,
-        };
+        let process = common::daemon::Daemon::builder(&sb)
+            .config(&config)
+            .log(&sb.path("daemon.log"))
+            .spawn();
+        let mut daemon = Daemon { sb, process };
         let deadline = tokio::time::Instant::now() + LIMIT;
         loop {
             if let Ok(Some(status)) = daemon.child.try_wait() {
@@ -77,10 +70,6 @@ impl Daemon {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         daemon
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     fn handles(&self) -> PathBuf {
@@ -108,12 +97,6 @@ impl Daemon {
 
     async fn client(&self) -> Client {
         self.try_client().await.expect("an authenticated client")
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        common::terminate(&mut self.child);
     }
 }
 

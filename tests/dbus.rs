@@ -8,6 +8,7 @@
 
 use crate::common;
 
+use common::daemon::Daemon;
 use common::{ChildEnv, DbusSession, Sandbox, bin, repo_root};
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -35,64 +36,15 @@ const NOTIFICATIONS_PATH: &str = "/org/freedesktop/Notifications";
 // ---------------------------------------------------------------------------------------
 // The runner as a child process
 
-/// `utter daemon` running with a config file and socket of the test; stopped (SIGTERM, then
-/// SIGKILL) on drop. Its stderr goes to a log file the test can read.
-struct Daemon {
-    child: std::process::Child,
-    log: PathBuf,
-    socket: PathBuf,
-}
-
-impl Daemon {
-    /// Start `utter --config CONFIG daemon --socket <dir>/<name>.sock` with the tests' PATH and
-    /// `env` only.
-    fn start(dir: &Path, name: &str, config: &Path, env: &ChildEnv) -> Daemon {
-        let log = dir.join(format!("{name}.log"));
-        let socket = dir.join(format!("{name}.sock"));
-        let mut cmd = std::process::Command::new(bin("utter"));
-        cmd.arg("--config")
-            .arg(config)
-            .arg("daemon")
-            .arg("--socket")
-            .arg(&socket)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("create the log file"));
-        if let Some(path) = std::env::var_os("PATH") {
-            cmd.env("PATH", path);
-        }
-        env.apply(&mut cmd);
-        let child = cmd.spawn().expect("utter daemon starts");
-        Daemon { child, log, socket }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// What it logged so far.
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Wait until the log contains `needle`.
-    async fn wait_log(&self, needle: &str) {
-        let found = wait_until(LIMIT, || self.log().contains(needle)).await;
-        assert!(
-            found,
-            "the runner never logged {needle:?}; its log:\n{}",
-            self.log()
-        );
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        stop_process(self.child.id());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `utter --config CONFIG daemon --socket <dir>/<name>.sock` serving D-Bus, with the tests'
+/// PATH and `env` only; its stderr in `<dir>/<name>.log`. Stopped (SIGTERM, then SIGKILL)
+/// on drop.
+fn start_daemon(dir: &Path, name: &str, config: &Path, env: &ChildEnv) -> Daemon {
+    Daemon::builder_at(dir, name)
+        .config(config)
+        .env(env.clone())
+        .dbus()
+        .spawn()
 }
 
 /// SIGTERM `pid` and wait up to 10 s for it to go (so the runner drains its plugins), then
@@ -333,7 +285,7 @@ impl Rig {
         // Dry runs of `open …` name the application that would open the URL.
         sandbox.install_url_recorder();
         let config = write_config(dir.path(), "utter.toml", config_body);
-        let daemon = Daemon::start(
+        let daemon = start_daemon(
             dir.path(),
             "runner",
             &config,
@@ -795,7 +747,7 @@ async fn without_a_session_bus_the_socket_is_served_and_one_warning_names_d_bus(
         } else {
             sandbox.env(None)
         };
-        let daemon = Daemon::start(dir.path(), "runner", &config, &env);
+        let daemon = start_daemon(dir.path(), "runner", &config, &env);
         daemon.wait_log("utter::daemon: ready").await;
         let connected = wait_until(LIMIT, || {
             std::os::unix::net::UnixStream::connect(&daemon.socket).is_ok()
@@ -831,7 +783,7 @@ async fn a_second_runner_leaves_the_name_to_the_first_and_says_so() {
 
     let sandbox = Sandbox::new();
     let config = rig.dir.path().join("utter.toml");
-    let second = Daemon::start(
+    let second = start_daemon(
         rig.dir.path(),
         "second",
         &config,
@@ -1039,7 +991,7 @@ async fn a_caller_of_another_uid_is_refused_with_access_denied() {
         &plugin("p", "action", &[&program]),
     );
     let sandbox = Sandbox::new();
-    let _daemon = Daemon::start(
+    let _daemon = start_daemon(
         dir.path(),
         "runner",
         &config,

@@ -26,14 +26,19 @@ const LIMIT: Duration = Duration::from_secs(60);
 const RUNNER_NAME: &str = "dev.utter.Runner1";
 const RUNNER_PATH: &str = "/dev/utter/Runner1";
 
-/// `utter daemon` with a test config and socket; SIGTERM then SIGKILL on drop.
+/// `utter daemon` (with D-Bus) with a test config and socket; SIGTERM then SIGKILL on drop.
 struct Daemon {
-    child: std::process::Child,
-    log: PathBuf,
-    socket: PathBuf,
+    process: common::daemon::Daemon,
     config: PathBuf,
     _dir: tempfile::TempDir,
     _sandbox: Sandbox,
+}
+
+impl std::ops::Deref for Daemon {
+    type Target = common::daemon::Daemon;
+    fn deref(&self) -> &Self::Target {
+        &self.process
+    }
 }
 
 impl Daemon {
@@ -53,32 +58,20 @@ impl Daemon {
             format!("config_version = 1\n{plugins}{config_body}"),
         )
         .expect("config");
-        let log = dir.path().join("runner.log");
-        let socket = dir.path().join("runner.sock");
-        let mut cmd = std::process::Command::new(bin("utter"));
-        cmd.arg("--config")
-            .arg(&config)
-            .args(["--log-level", "debug", "daemon", "--socket"])
-            .arg(&socket)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"));
-        sandbox.env(Some(bus)).apply(&mut cmd);
-        let child = cmd.spawn().expect("utter daemon starts");
+        let process = common::daemon::Daemon::builder(&sandbox)
+            .config(&config)
+            .socket(&dir.path().join("runner.sock"))
+            .log(&dir.path().join("runner.log"))
+            .env(sandbox.env(Some(bus)))
+            .log_level("debug")
+            .dbus()
+            .spawn();
         Daemon {
-            child,
-            log,
-            socket,
+            process,
             config,
             _dir: dir,
             _sandbox: sandbox,
         }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// `utter --socket S ARGS…` against this daemon.
@@ -86,12 +79,6 @@ impl Daemon {
         let mut all = vec!["--socket", self.socket.to_str().expect("utf-8 path")];
         all.extend_from_slice(args);
         run_utter(&all, &ChildEnv::new()).await
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        common::terminate(&mut self.child);
     }
 }
 

@@ -7,7 +7,6 @@ use crate::common;
 
 use common::{Sandbox, bin};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 use tokio::sync::mpsc::Receiver;
 use utter_protocol::serde_json::{Value, json};
@@ -19,10 +18,15 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// stream `test.ticks`) plus `extra` config; SIGTERM on drop.
 struct Daemon {
     sb: Sandbox,
-    child: std::process::Child,
-    socket: PathBuf,
-    log: PathBuf,
+    process: common::daemon::Daemon,
     record: PathBuf,
+}
+
+impl std::ops::Deref for Daemon {
+    type Target = common::daemon::Daemon;
+    fn deref(&self) -> &Self::Target {
+        &self.process
+    }
 }
 
 fn plugin_entry(id: &str, transport: &str, record: &std::path::Path) -> String {
@@ -50,27 +54,13 @@ impl Daemon {
                 plugin_entry("test", "stdio", &record),
             ),
         );
-        let log = sb.path("daemon.log");
-        let socket = sb.path("run/utter/runner.sock");
-        let mut cmd = std::process::Command::new(bin("utter"));
-        cmd.args(["daemon", "--no-dbus", "--config"])
-            .arg(&config)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"));
-        if let Some(path) = std::env::var_os("PATH") {
-            cmd.env("PATH", path);
-        }
-        sb.env(None)
-            .with("XDG_STATE_HOME", sb.path("state"))
-            .apply(&mut cmd);
-        let child = cmd.spawn().expect("utter daemon starts");
+        let process = common::daemon::Daemon::builder(&sb)
+            .config(&config)
+            .log(&sb.path("daemon.log"))
+            .spawn();
         let daemon = Daemon {
             sb,
-            child,
-            socket,
-            log,
+            process,
             record,
         };
         let deadline = tokio::time::Instant::now() + LIMIT;
@@ -94,10 +84,6 @@ impl Daemon {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         daemon
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// The plugin's record, one JSON value per line.
@@ -143,12 +129,6 @@ impl Daemon {
 
     async fn client(&self) -> Client {
         self.try_client().await.expect("an authenticated client")
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        common::terminate(&mut self.child);
     }
 }
 

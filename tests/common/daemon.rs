@@ -47,7 +47,9 @@ pub fn write_config(sb: &Sandbox, extra: &str) -> PathBuf {
 /// The usual policy section of these tests.
 pub const TERMINAL_ON: &str = "[policy]\nenabled_ops = [\"terminal\"]\n";
 
-/// A running `utter daemon`; SIGTERM on drop (then SIGKILL if it lingers).
+/// A running `utter daemon`; SIGTERM on drop (then SIGKILL if it lingers). Every test that
+/// runs the daemon as a process starts it here ([`Daemon::builder`]), whatever else it keeps
+/// beside it.
 pub struct Daemon {
     pub child: std::process::Child,
     pub socket: PathBuf,
@@ -55,49 +57,144 @@ pub struct Daemon {
     pub token_file: PathBuf,
 }
 
+/// How to start a [`Daemon`]: `utter [--log-level L] daemon [--no-dbus] [--config C]
+/// [--socket S]` with only the tests' PATH and the given environment, its stderr in a log
+/// file.
+pub struct DaemonBuilder {
+    config: Option<PathBuf>,
+    socket: Option<PathBuf>,
+    default_socket: PathBuf,
+    log: PathBuf,
+    token_file: PathBuf,
+    env: ChildEnv,
+    dbus: bool,
+    log_level: Option<String>,
+}
+
+impl DaemonBuilder {
+    /// `--config PATH` (without one, the sandbox's user config or the built-in default).
+    pub fn config(mut self, path: &Path) -> Self {
+        self.config = Some(path.to_path_buf());
+        self
+    }
+
+    /// `--socket PATH` (without one, `$XDG_RUNTIME_DIR/utter/runner.sock` of the sandbox).
+    pub fn socket(mut self, path: &Path) -> Self {
+        self.socket = Some(path.to_path_buf());
+        self
+    }
+
+    /// Where its stderr goes (default: a new `daemon-N.log` in the sandbox).
+    pub fn log(mut self, path: &Path) -> Self {
+        self.log = path.to_path_buf();
+        self
+    }
+
+    /// Its environment besides PATH (default: the sandbox's, with a state directory for the
+    /// token file).
+    pub fn env(mut self, env: ChildEnv) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// Serve D-Bus too (the session bus of its environment); without this, `--no-dbus`.
+    pub fn dbus(mut self) -> Self {
+        self.dbus = true;
+        self
+    }
+
+    /// `--log-level LEVEL`.
+    pub fn log_level(mut self, level: &str) -> Self {
+        self.log_level = Some(level.to_owned());
+        self
+    }
+
+    /// Start it without waiting for anything (a test that waits for its bus name or a log
+    /// line itself).
+    pub fn spawn(self) -> Daemon {
+        let mut cmd = std::process::Command::new(bin("utter"));
+        if let Some(level) = &self.log_level {
+            cmd.arg("--log-level").arg(level);
+        }
+        cmd.arg("daemon");
+        if !self.dbus {
+            cmd.arg("--no-dbus");
+        }
+        if let Some(config) = &self.config {
+            cmd.arg("--config").arg(config);
+        }
+        if let Some(socket) = &self.socket {
+            cmd.arg("--socket").arg(socket);
+        }
+        cmd.env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&self.log).expect("daemon log"));
+        if let Some(path) = std::env::var_os("PATH") {
+            cmd.env("PATH", path);
+        }
+        self.env.apply(&mut cmd);
+        let child = cmd.spawn().expect("utter daemon starts");
+        Daemon {
+            child,
+            socket: self.socket.unwrap_or(self.default_socket),
+            log: self.log,
+            token_file: self.token_file,
+        }
+    }
+
+    /// Start it and wait until it answers `runner.version` on its socket.
+    pub async fn start(self) -> Daemon {
+        let mut daemon = self.spawn();
+        daemon.wait_ready().await;
+        daemon
+    }
+}
+
 impl Daemon {
+    /// A daemon in `sb`, to be configured and started.
+    pub fn builder(sb: &Sandbox) -> DaemonBuilder {
+        DaemonBuilder {
+            config: None,
+            socket: None,
+            default_socket: sb.path("run/utter/runner.sock"),
+            log: sb.path(&format!("daemon-{}.log", unique())),
+            token_file: sb.path("state/utter/runner-token"),
+            env: env(sb, "state"),
+            dbus: false,
+            log_level: None,
+        }
+    }
+
+    /// A daemon whose socket and log are `<dir>/<name>.sock` and `<dir>/<name>.log`, with no
+    /// environment but PATH until [`DaemonBuilder::env`].
+    pub fn builder_at(dir: &Path, name: &str) -> DaemonBuilder {
+        DaemonBuilder {
+            config: None,
+            socket: Some(dir.join(format!("{name}.sock"))),
+            default_socket: dir.join(format!("{name}.sock")),
+            log: dir.join(format!("{name}.log")),
+            token_file: dir.join("state/utter/runner-token"),
+            env: ChildEnv::new(),
+            dbus: false,
+            log_level: None,
+        }
+    }
+
     /// Start `utter daemon --no-dbus --config CONFIG [--socket SOCKET]` in `sb` and wait
     /// until it answers on its socket.
     pub async fn start(sb: &Sandbox, config: &Path, socket: Option<&Path>) -> Daemon {
-        Daemon::start_with(sb, Some(config), socket).await
+        let mut builder = Daemon::builder(sb).config(config);
+        if let Some(socket) = socket {
+            builder = builder.socket(socket);
+        }
+        builder.start().await
     }
 
     /// Start `utter daemon --no-dbus` with no `--config`: the user's config file in `sb`
     /// (`$XDG_CONFIG_HOME/utter/config.toml`) when there is one, else the built-in default.
     pub async fn start_default(sb: &Sandbox) -> Daemon {
-        Daemon::start_with(sb, None, None).await
-    }
-
-    async fn start_with(sb: &Sandbox, config: Option<&Path>, socket: Option<&Path>) -> Daemon {
-        let log = sb.path(&format!("daemon-{}.log", unique()));
-        let mut cmd = std::process::Command::new(bin("utter"));
-        cmd.arg("daemon").arg("--no-dbus");
-        if let Some(config) = config {
-            cmd.arg("--config").arg(config);
-        }
-        cmd.env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("daemon log"));
-        if let Some(socket) = socket {
-            cmd.arg("--socket").arg(socket);
-        }
-        if let Some(path) = std::env::var_os("PATH") {
-            cmd.env("PATH", path);
-        }
-        env(sb, "state").apply(&mut cmd);
-        let child = cmd.spawn().expect("utter daemon starts");
-        let socket = socket
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| sb.path("run/utter/runner.sock"));
-        let mut daemon = Daemon {
-            child,
-            socket,
-            log,
-            token_file: sb.path("state/utter/runner-token"),
-        };
-        daemon.wait_ready().await;
-        daemon
+        Daemon::builder(sb).start().await
     }
 
     pub async fn wait_ready(&mut self) {
@@ -132,6 +229,16 @@ impl Daemon {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait until its log holds `needle`, failing with the log after [`LIMIT`].
+    pub async fn wait_log(&self, needle: &str) {
+        let found = super::wait_for(LIMIT, || self.log().contains(needle)).await;
+        assert!(
+            found,
+            "the runner never logged {needle:?}; its log:\n{}",
+            self.log()
+        );
     }
 
     pub fn token(&self) -> String {

@@ -1,7 +1,7 @@
 //! `utter daemon` on a private PipeWire session with the Whisper plugin, as the voice tests
 //! (`tests/voice.rs`) and the voice benchmark (`benches/voice.rs`) run it.
 
-use super::{ChildEnv, FAKE_MIC, PipeWireSession, Sandbox, UtterRun, bin, run_utter, terminate};
+use super::{ChildEnv, FAKE_MIC, PipeWireSession, Sandbox, UtterRun, bin, run_utter};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -13,9 +13,7 @@ pub const LIMIT: Duration = Duration::from_secs(120);
 /// `utter daemon` capturing from the virtual microphone, with the Whisper plugin; SIGTERM
 /// then SIGKILL on drop.
 pub struct VoiceDaemon {
-    child: std::process::Child,
-    log: PathBuf,
-    socket: PathBuf,
+    process: super::daemon::Daemon,
     env: ChildEnv,
     /// Where the `https` handler writes the URL it was given.
     pub recorded: PathBuf,
@@ -98,29 +96,19 @@ entrypoint = ["{audio}"]
         let recorded = sandbox.install_url_recorder();
         let config = dir.path().join("utter.toml");
         std::fs::write(&config, config_text).expect("config");
-        let log = dir.path().join("runner.log");
-        let socket = dir.path().join("runner.sock");
         // The sandbox's desktop (xdg-open's handler, XDG dirs) on the PipeWire session's bus,
         // and PipeWire's socket directory.
         let env = sandbox
             .env(Some(pw.bus_address()))
             .with("PIPEWIRE_RUNTIME_DIR", pw.runtime_dir());
-        let mut cmd = std::process::Command::new(bin("utter"));
-        cmd.arg("--config")
-            .arg(&config)
-            .args(["--log-level", "info", "daemon", "--socket"])
-            .arg(&socket)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"));
-        env.apply(&mut cmd);
-        let child = cmd.spawn().expect("utter daemon starts");
+        let process = super::daemon::Daemon::builder_at(dir.path(), "runner")
+            .config(&config)
+            .env(env.clone())
+            .log_level("info")
+            .dbus()
+            .spawn();
         VoiceDaemon {
-            child,
-            log,
-            socket,
+            process,
             env,
             recorded,
             _dir: dir,
@@ -129,12 +117,12 @@ entrypoint = ["{audio}"]
     }
 
     pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.process.log()
     }
 
     /// Its client socket.
     pub fn socket(&self) -> &Path {
-        &self.socket
+        &self.process.socket
     }
 
     /// Its `$XDG_STATE_HOME` (where its token file is), for a client that is not `utter`.
@@ -151,7 +139,7 @@ entrypoint = ["{audio}"]
     }
 
     pub fn args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
-        let mut all = vec!["--socket", self.socket.to_str().expect("utf-8 path")];
+        let mut all = vec!["--socket", self.socket().to_str().expect("utf-8 path")];
         all.extend_from_slice(args);
         all
     }
@@ -179,12 +167,6 @@ entrypoint = ["{audio}"]
             .stderr(Stdio::piped())
             .spawn()
             .expect("utter starts")
-    }
-}
-
-impl Drop for VoiceDaemon {
-    fn drop(&mut self) {
-        terminate(&mut self.child);
     }
 }
 
