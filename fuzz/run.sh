@@ -4,7 +4,7 @@
 # (what `cargo fuzz --sanitizer none` passes), no sanitizer, panics abort. A crash fails the
 # run, leaving the input in fuzz/artifacts/TARGET/.
 #
-# Usage: fuzz/run.sh [SECONDS_PER_TARGET (default 60)] [TARGET...]
+# Usage: fuzz/run.sh [--build-only] [SECONDS_PER_TARGET (default 60)] [TARGET...]
 # The corpus of each target starts from fuzz/seeds/TARGET (committed) and grows in
 # target/fuzz-corpus/TARGET (not committed). Needs a C++ compiler (g++) for libFuzzer.
 # libFuzzer runs one target on one core: FUZZ_JOBS targets (default: the number of cores)
@@ -12,6 +12,12 @@
 # 30 s each in 90 s.
 set -euo pipefail
 cd "$(dirname "$0")"
+build_only=false
+if [[ ${1:-} == --build-only ]]; then
+    # Compile the targets and stop (CI compiles them beside the test stage).
+    build_only=true
+    shift
+fi
 seconds=${1:-60}
 shift || true
 targets=("$@")
@@ -26,6 +32,9 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 # which run on the host without libFuzzer (as cargo-fuzz does).
 triple=$(rustc -vV | awk '/^host:/ {print $2}')
 cargo build --release --bins --target "$triple"
+if $build_only; then
+    exit 0
+fi
 jobs=${FUZZ_JOBS:-$(nproc)}
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT

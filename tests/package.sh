@@ -2,7 +2,7 @@
 # Build the .deb and the .rpm, check them, and install, run and remove the .deb on this
 # (Debian) machine through scripts/install.sh: what a person gets from a package.
 #
-#   tests/package.sh [--profile dev|release]
+#   tests/package.sh [--profile dev|release]     (or --tools: only install the packagers)
 #
 # CI packages the binaries tests/run.sh already built (--profile dev, the default here), so
 # CTranslate2 is not built a second time; a release package is `--profile release`. Needs
@@ -12,8 +12,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 profile=dev
+tools_only=false
 if [[ ${1:-} == --profile ]]; then
     profile=${2:?--profile needs dev or release}
+elif [[ ${1:-} == --tools ]]; then
+    # Only install the packagers (CI does it beside the test stage, so that compiling them
+    # overlaps the tests' waiting).
+    tools_only=true
 fi
 case "$profile" in
 dev) dir=debug ;;
@@ -30,6 +35,18 @@ fail() {
     exit 1
 }
 
+install_tools() {
+    # The packagers, at the versions this script was written against (their builds are
+    # cached in ~/.cargo/bin by cargo install).
+    command -v cargo-deb >/dev/null || cargo install --locked --quiet cargo-deb --version '^3.6'
+    command -v cargo-generate-rpm >/dev/null ||
+        cargo install --locked --quiet cargo-generate-rpm --version '^0.21'
+}
+if $tools_only; then
+    install_tools
+    exit 0
+fi
+
 if [[ $(id -u) -ne 0 ]]; then
     fail "run as root (it installs and removes the package)"
 fi
@@ -43,10 +60,7 @@ if ((${#need[@]})); then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-# The packagers, at the versions this script was written against (their builds are cached in
-# ~/.cargo/bin by cargo install).
-command -v cargo-deb >/dev/null || cargo install --locked --quiet cargo-deb --version '^3.6'
-command -v cargo-generate-rpm >/dev/null || cargo install --locked --quiet cargo-generate-rpm --version '^0.21'
+install_tools
 
 bins=(utter utter-input utter-audio-pipewire utter-stt-whisper utter-tts-espeak utter-settings)
 step "building the binaries ($profile profile)"

