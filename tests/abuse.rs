@@ -347,7 +347,10 @@ async fn a_client_that_never_reads_its_answers_is_closed() {
     let mut got = String::new();
     let mut buf = vec![0u8; 1 << 16];
     while !got.contains("members") {
-        let n = tokio::time::timeout(LIMIT, batcher.read(&mut buf))
+        // Generous: the unoptimised daemon may still be answering the four stalled readers
+        // above (until it closes them) on a machine that also runs three other tests and
+        // CI's background compiles; this guards against a hang, it measures nothing.
+        let n = tokio::time::timeout(3 * LIMIT, batcher.read(&mut buf))
             .await
             .expect("the batch is answered in time")
             .unwrap();
