@@ -102,11 +102,36 @@ fn entrypoint_issues(loaded: &LoadedConfig) -> (Vec<ConfigIssue>, Vec<ConfigIssu
         };
         match program_problem(&resolve_program(first, None)) {
             Some(ProgramProblem::Unstartable(why)) => errors.push(issue(why)),
+            // The built-in plugins (the file names none of its own) are each optional: one
+            // that is not installed is no fault of the file (`utter doctor` and `utter
+            // plugins` say how to install it).
+            Some(ProgramProblem::Missing(_)) if config.plugins_inherited => {}
             Some(ProgramProblem::Missing(why)) => warnings.push(issue(why)),
             None => {}
         }
     }
     (errors, warnings)
+}
+
+/// The ids of the built-in plugins (a config that names no plugins of its own) whose
+/// program is not installed; empty for a config with its own `[[plugin]]` entries.
+pub fn default_plugins_not_installed(config: &utter_core::config::Config) -> Vec<String> {
+    use utter_core::supervisor::{ProgramProblem, program_problem, resolve_program};
+    if !config.plugins_inherited {
+        return Vec::new();
+    }
+    config
+        .active_plugins()
+        .filter(|entry| {
+            entry.entrypoint.argv().first().is_some_and(|first| {
+                matches!(
+                    program_problem(&resolve_program(first, None)),
+                    Some(ProgramProblem::Missing(_))
+                )
+            })
+        })
+        .map(|entry| entry.id.clone())
+        .collect()
 }
 
 /// Run `utter check-config`; `config` is `--config`, checked when no PATH is given.
