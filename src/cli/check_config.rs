@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use utter_core::config::{self, ConfigIssue, LoadedConfig};
+use utter_core::supervisor::{ProgramProblem, program_problem, resolve_program};
 
 use super::output::{exit, out};
 
@@ -67,7 +68,6 @@ pub fn waiting_for_model(config: &config::Config) -> Option<(Vec<String>, String
 
 /// The errors and warnings about the programs the active plugins of `loaded` name.
 fn entrypoint_issues(loaded: &LoadedConfig) -> (Vec<ConfigIssue>, Vec<ConfigIssue>) {
-    use utter_core::supervisor::{ProgramProblem, program_problem, resolve_program};
     let (mut errors, mut warnings) = (Vec::new(), Vec::new());
     let config = &loaded.config;
     if let Some((ids, why)) = waiting_for_model(config) {
@@ -87,8 +87,9 @@ fn entrypoint_issues(loaded: &LoadedConfig) -> (Vec<ConfigIssue>, Vec<ConfigIssu
         });
     }
     for entry in config.active_plugins() {
-        let argv = entry.entrypoint.argv();
-        let Some(first) = argv.first() else { continue };
+        let Some(problem) = program_of(entry) else {
+            continue;
+        };
         let index = config
             .plugin
             .iter()
@@ -100,14 +101,13 @@ fn entrypoint_issues(loaded: &LoadedConfig) -> (Vec<ConfigIssue>, Vec<ConfigIssu
             key: Some(format!("plugin[{index}].entrypoint")),
             message: format!("plugin {:?}: {message}", entry.id),
         };
-        match program_problem(&resolve_program(first, None)) {
-            Some(ProgramProblem::Unstartable(why)) => errors.push(issue(why)),
+        match problem {
+            ProgramProblem::Unstartable(why) => errors.push(issue(why)),
             // The built-in plugins (the file names none of its own) are each optional: one
             // that is not installed is no fault of the file (`utter doctor` and `utter
             // plugins` say how to install it).
-            Some(ProgramProblem::Missing(_)) if config.plugins_inherited => {}
-            Some(ProgramProblem::Missing(why)) => warnings.push(issue(why)),
-            None => {}
+            ProgramProblem::Missing(_) if config.plugins_inherited => {}
+            ProgramProblem::Missing(why) => warnings.push(issue(why)),
         }
     }
     (errors, warnings)
@@ -116,22 +116,21 @@ fn entrypoint_issues(loaded: &LoadedConfig) -> (Vec<ConfigIssue>, Vec<ConfigIssu
 /// The ids of the built-in plugins (a config that names no plugins of its own) whose
 /// program is not installed; empty for a config with its own `[[plugin]]` entries.
 pub fn default_plugins_not_installed(config: &utter_core::config::Config) -> Vec<String> {
-    use utter_core::supervisor::{ProgramProblem, program_problem, resolve_program};
     if !config.plugins_inherited {
         return Vec::new();
     }
     config
         .active_plugins()
-        .filter(|entry| {
-            entry.entrypoint.argv().first().is_some_and(|first| {
-                matches!(
-                    program_problem(&resolve_program(first, None)),
-                    Some(ProgramProblem::Missing(_))
-                )
-            })
-        })
+        .filter(|entry| matches!(program_of(entry), Some(ProgramProblem::Missing(_))))
         .map(|entry| entry.id.clone())
         .collect()
+}
+
+/// What keeps the program a plugin entry names from starting (looked up as the supervisor
+/// does), if anything.
+fn program_of(entry: &utter_core::config::PluginEntry) -> Option<ProgramProblem> {
+    let argv = entry.entrypoint.argv();
+    program_problem(&resolve_program(argv.first()?, None))
 }
 
 /// Run `utter check-config`; `config` is `--config`, checked when no PATH is given.

@@ -72,6 +72,21 @@ pub struct DaemonBuilder {
 }
 
 impl DaemonBuilder {
+    /// A daemon listening on `default_socket` (without [`DaemonBuilder::socket`], no
+    /// `--socket` is passed and the runner picks that path itself), logging to `log`.
+    fn new(default_socket: PathBuf, log: PathBuf, token_file: PathBuf, env: ChildEnv) -> Self {
+        DaemonBuilder {
+            config: None,
+            socket: None,
+            default_socket,
+            log,
+            token_file,
+            env,
+            dbus: false,
+            log_level: None,
+        }
+    }
+
     /// `--config PATH` (without one, the sandbox's user config or the built-in default).
     pub fn config(mut self, path: &Path) -> Self {
         self.config = Some(path.to_path_buf());
@@ -154,31 +169,25 @@ impl DaemonBuilder {
 impl Daemon {
     /// A daemon in `sb`, to be configured and started.
     pub fn builder(sb: &Sandbox) -> DaemonBuilder {
-        DaemonBuilder {
-            config: None,
-            socket: None,
-            default_socket: sb.path("run/utter/runner.sock"),
-            log: sb.path(&format!("daemon-{}.log", unique())),
-            token_file: sb.path("state/utter/runner-token"),
-            env: env(sb, "state"),
-            dbus: false,
-            log_level: None,
-        }
+        DaemonBuilder::new(
+            sb.path("run/utter/runner.sock"),
+            sb.path(&format!("daemon-{}.log", unique())),
+            sb.path("state/utter/runner-token"),
+            env(sb, "state"),
+        )
     }
 
     /// A daemon whose socket and log are `<dir>/<name>.sock` and `<dir>/<name>.log`, with no
     /// environment but PATH until [`DaemonBuilder::env`].
     pub fn builder_at(dir: &Path, name: &str) -> DaemonBuilder {
-        DaemonBuilder {
-            config: None,
-            socket: Some(dir.join(format!("{name}.sock"))),
-            default_socket: dir.join(format!("{name}.sock")),
-            log: dir.join(format!("{name}.log")),
-            token_file: dir.join("state/utter/runner-token"),
-            env: ChildEnv::new(),
-            dbus: false,
-            log_level: None,
-        }
+        let socket = dir.join(format!("{name}.sock"));
+        DaemonBuilder::new(
+            socket.clone(),
+            dir.join(format!("{name}.log")),
+            dir.join("state/utter/runner-token"),
+            ChildEnv::new(),
+        )
+        .socket(&socket)
     }
 
     /// Start `utter daemon --no-dbus --config CONFIG [--socket SOCKET]` in `sb` and wait
