@@ -1210,12 +1210,22 @@ async fn read_loop<R>(
                 if let Some(suppressed) = PEER_LOGS.allow() {
                     tracing::warn!(peer = %inner.label, declared, limit, suppressed, "oversized frame skipped");
                 }
+                // Under a lowered inbound limit (a server's, until the peer authenticates)
+                // the usual cause is a large frame sent before the answer that raises it.
+                let lowered = if limit < inner.max_body && declared <= inner.max_body as u64 {
+                    format!(
+                        " (this connection takes frames of up to {} bytes once it is authenticated: wait for the answer to the authentication before sending a larger one)",
+                        inner.max_body
+                    )
+                } else {
+                    String::new()
+                };
                 inner.try_send_bytes(error_response_bytes(
                     None,
                     &ErrorObject::new(
                         ErrorCode::ParseError,
                         format!(
-                            "frame body of {declared} bytes exceeds the {limit}-byte limit; the frame was skipped"
+                            "frame body of {declared} bytes exceeds the {limit}-byte limit; the frame was skipped{lowered}"
                         ),
                     )
                     .with_data(json!({ "declared": declared, "limit": limit })),
