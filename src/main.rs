@@ -141,6 +141,7 @@ async fn run(cli: Cli) -> u8 {
     let service = Service {
         socket: cli.socket.as_deref(),
         config: cli.config.as_deref(),
+        json: false,
     };
     match cli.command {
         Command::Say(args) => say::run(args, cli.config.clone(), cli.socket.as_deref()).await,

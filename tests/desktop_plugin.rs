@@ -394,7 +394,7 @@ async fn open_url_without_a_bus_runs_xdg_open() {
         ensured["detail"]
             .as_str()
             .unwrap_or("")
-            .contains("cannot focus an existing browser tab"),
+            .contains("(no open window to switch to instead: "),
         "{ensured}"
     );
     assert!(wait_for(Duration::from_secs(10), || recorded.exists()).await);

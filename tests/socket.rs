@@ -1249,6 +1249,7 @@ async fn the_cli_says_when_no_runner_listens_and_reports_reloads() {
     let nowhere_str = nowhere.display().to_string();
     for command in [
         vec!["status"],
+        vec!["status", "--json"],
         vec!["pending", "--json"],
         vec!["confirm", "abc", "yes"],
         vec!["reload"],
@@ -1266,6 +1267,21 @@ async fn the_cli_says_when_no_runner_listens_and_reports_reloads() {
                 && run.stderr.contains("systemctl --user start utter"),
             "{command:?}: {run}"
         );
+        // With --json, stdout is JSON all the same: not running, where, and why.
+        if command.contains(&"--json") {
+            let said: serde_json::Value = serde_json::from_str(&run.stdout)
+                .unwrap_or_else(|e| panic!("{command:?}: stdout is not JSON ({e}): {run}"));
+            assert_eq!(said["running"], false, "{run}");
+            assert_eq!(said["socket"], nowhere_str.as_str(), "{run}");
+            assert!(
+                said["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("no runner is listening")),
+                "{run}"
+            );
+        } else {
+            assert!(run.stdout.is_empty(), "{command:?}: {run}");
+        }
     }
 
     let config = write_config(&sb, "");

@@ -55,7 +55,7 @@ fn parse_since(text: &str) -> Result<u64, String> {
 
 /// Run `utter audit`.
 pub async fn run(args: &Args, service: Service<'_>) -> u8 {
-    let client = match service.connect("audit").await {
+    let client = match service.with_json(args.json).connect("audit").await {
         Ok(c) => c,
         Err(code) => return code,
     };

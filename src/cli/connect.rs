@@ -11,7 +11,7 @@ use utter_core::config::Config;
 use utter_ipc::client::{Client, client_token};
 use utter_protocol::ErrorObject;
 
-use super::output::exit;
+use super::output::{exit, print_json};
 
 /// Where the client commands look for the service: `--socket` and `--config` as given.
 #[derive(Clone, Copy)]
@@ -20,6 +20,17 @@ pub struct Service<'a> {
     pub socket: Option<&'a Path>,
     /// `--config`.
     pub config: Option<&'a Path>,
+    /// `--json` was given: a failure to connect is also printed on stdout, as
+    /// `{"running": false, "socket", "error"}`, so that a script reading stdout gets JSON
+    /// either way (the exit code is 4 all the same).
+    pub json: bool,
+}
+
+impl<'a> Service<'a> {
+    /// The same service for a subcommand whose `--json` is `json`.
+    pub fn with_json(self, json: bool) -> Service<'a> {
+        Service { json, ..self }
+    }
 }
 
 impl Service<'_> {
@@ -53,6 +64,14 @@ impl Service<'_> {
         }
         Client::connect(&path, token, None).await.map_err(|e| {
             eprintln!("utter {what}: {e}");
+            if self.json {
+                // stdout stays JSON for a script: the runner is not running, and why.
+                print_json(&serde_json::json!({
+                    "running": false,
+                    "socket": path.display().to_string(),
+                    "error": e.to_string(),
+                }));
+            }
             if broken.is_some() && self.socket.is_none() {
                 eprintln!(
                     "utter {what}: if the service uses another socket than the broken config shows, pass --socket"

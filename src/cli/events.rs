@@ -28,7 +28,7 @@ pub struct Args {
 
 /// Run `utter events`.
 pub async fn run(args: &Args, service: Service<'_>) -> u8 {
-    let mut client = match service.connect("events").await {
+    let mut client = match service.with_json(args.json).connect("events").await {
         Ok(c) => c,
         Err(code) => return code,
     };

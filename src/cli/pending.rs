@@ -18,7 +18,7 @@ pub struct Args {
 
 /// Run `utter pending`.
 pub async fn run(args: &Args, service: Service<'_>) -> u8 {
-    let client = match service.connect("pending").await {
+    let client = match service.with_json(args.json).connect("pending").await {
         Ok(c) => c,
         Err(code) => return code,
     };

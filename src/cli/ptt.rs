@@ -55,7 +55,7 @@ impl Action {
 /// and exits 1 with why when the microphone could not be opened; with the voice loop off it
 /// says so on stderr (the key still reaches `utter events` followers).
 pub async fn run(args: &Args, service: Service<'_>) -> u8 {
-    let client = match service.connect("ptt").await {
+    let client = match service.with_json(args.json).connect("ptt").await {
         Ok(c) => c,
         Err(code) => return code,
     };

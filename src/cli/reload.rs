@@ -27,7 +27,7 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
             path.display()
         );
     }
-    let client = match service.connect("reload").await {
+    let client = match service.with_json(args.json).connect("reload").await {
         Ok(c) => c,
         Err(code) => return code,
     };

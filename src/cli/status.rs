@@ -20,7 +20,7 @@ pub struct Args {
 
 /// Run `utter status`.
 pub async fn run(args: &Args, service: Service<'_>) -> u8 {
-    let client = match service.connect("status").await {
+    let client = match service.with_json(args.json).connect("status").await {
         Ok(c) => c,
         Err(code) => return code,
     };

@@ -331,10 +331,22 @@ async fn find_window(runner: Option<&Connection>, site: &str) -> Result<Choice, 
             // session (the README's first command).
             format!(
                 "no desktop context: {}",
-                sanitize(strip_context_plugin_prefix(&e.message), 80)
+                sanitize(first_clause(strip_context_plugin_prefix(&e.message)), 80)
             )
         })?;
     choose_window(&answer, site)
+}
+
+/// The first clause of an error message, what went wrong without how to fix it ("no
+/// compositor found" of "no compositor found: none of NIRI_SOCKET, … is set …"): the fix is
+/// the compositor's to give, and the detail of an opened site is not the place for it.
+fn first_clause(message: &str) -> &str {
+    let end = [": ", "; ", ". "]
+        .iter()
+        .filter_map(|sep| message.find(sep))
+        .min()
+        .unwrap_or(message.len());
+    message[..end].trim_end_matches('.')
 }
 
 /// The reason inside the runner's `host.context` error, without its "the context plugin
@@ -454,11 +466,12 @@ pub async fn run(
         },
     };
     tracing::info!(%url, reason = %skipped, "ensure_url reuses no window");
-    let prefix = format!(
-        "no browser window to reuse ({skipped}); ensure_url cannot focus an existing browser \
-         tab in the background, so it opens the URL: "
-    );
-    let mut result = open_url::open(url, dry_run, &prefix).await?;
+    // What was done (or would be) comes first; why no open window was used, after it.
+    let mut result = open_url::open(url, dry_run).await?;
+    if let Some(detail) = result.get("detail").and_then(Value::as_str) {
+        result["detail"] =
+            format!("{detail} (no open window to switch to instead: {skipped})").into();
+    }
     result["site"] = site.map_or(Value::Null, Value::String);
     result["reused"] = false.into();
     result["reuse_skipped"] = skipped.into();
@@ -835,9 +848,15 @@ mod tests {
             "{detail}"
         );
         assert!(!detail.chars().any(char::is_control), "{detail:?}");
+        // What would be done first, why no window was used after it.
+        assert!(detail.starts_with("would "), "{detail}");
         assert!(
-            detail.contains("cannot focus an existing browser tab"),
+            detail.contains("(no open window to switch to instead: no desktop context"),
             "{detail}"
+        );
+        assert_eq!(
+            first_clause("no compositor found: none of NIRI_SOCKET, SWAYSOCK is set. Run it"),
+            "no compositor found"
         );
         assert_eq!(result["url"], "https://www.youtube.com");
 

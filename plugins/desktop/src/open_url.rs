@@ -124,16 +124,15 @@ pub fn check_url(url: &str) -> Result<String, ErrorObject> {
 /// `-32602` for a bad URL; `-32000` when nothing could open it (the message says what to
 /// install or configure).
 pub async fn run(args: UrlArgs, dry_run: bool) -> Result<Value, ErrorObject> {
-    open(args.url, dry_run, "").await
+    open(args.url, dry_run).await
 }
 
-/// Open `url` (or, in a dry run, say how it would be opened), with `prefix` put before the
-/// sentence of `detail`. The result is [`run`]'s.
+/// Open `url` (or, in a dry run, say how it would be opened). The result is [`run`]'s.
 ///
 /// # Errors
 ///
 /// As [`run`].
-pub async fn open(url: String, dry_run: bool, prefix: &str) -> Result<Value, ErrorObject> {
+pub async fn open(url: String, dry_run: bool) -> Result<Value, ErrorObject> {
     let scheme = check_url(&url)?;
 
     // Try the portal.
@@ -147,7 +146,7 @@ pub async fn open(url: String, dry_run: bool, prefix: &str) -> Result<Value, Err
                         "ok": true,
                         "dry_run": true,
                         "detail": format!(
-                            "{prefix}would open {url} through the desktop portal \
+                            "would open {url} through the desktop portal \
                              ({} OpenURI, version {version})",
                             portal::PORTAL_NAME
                         ),
@@ -168,7 +167,7 @@ pub async fn open(url: String, dry_run: bool, prefix: &str) -> Result<Value, Err
                     return Ok(json!({
                         "ok": true,
                         "dry_run": false,
-                        "detail": format!("{prefix}{how} {url} through the desktop portal ({} OpenURI)", portal::PORTAL_NAME),
+                        "detail": format!("{how} {url} through the desktop portal ({} OpenURI)", portal::PORTAL_NAME),
                         "url": url,
                         "via": "portal",
                     }));
@@ -209,7 +208,7 @@ pub async fn open(url: String, dry_run: bool, prefix: &str) -> Result<Value, Err
             return Ok(json!({
                 "ok": false,
                 "dry_run": true,
-                "detail": format!("{prefix}would fail to open {url}: {why}"),
+                "detail": format!("would fail to open {url}: {why}"),
                 "url": url,
                 "via": "xdg-open",
                 "argv": argv,
@@ -221,7 +220,7 @@ pub async fn open(url: String, dry_run: bool, prefix: &str) -> Result<Value, Err
         return Ok(json!({
             "ok": true,
             "dry_run": true,
-            "detail": format!("{prefix}would run {} {url}, which opens it with {handler} (desktop portal not used: {skipped})", xdg_open.display()),
+            "detail": format!("would run {} {url}, which opens it with {handler} (desktop portal not used: {skipped})", xdg_open.display()),
             "url": url,
             "via": "xdg-open",
             "argv": argv,
@@ -239,7 +238,7 @@ pub async fn open(url: String, dry_run: bool, prefix: &str) -> Result<Value, Err
     let mut result = json!({
         "ok": true,
         "dry_run": false,
-        "detail": format!("{prefix}{detail} (desktop portal not used: {skipped})"),
+        "detail": format!("{detail} (desktop portal not used: {skipped})"),
         "url": url,
         "via": "xdg-open",
         "argv": argv,

@@ -31,7 +31,8 @@ pub fn explain(text: &str, sources: &Sources<'_>) -> Option<String> {
 }
 
 /// [`explain`] with its reason code: `bad_number`, `other_compositor`, `incomplete` (an
-/// in-app verb without what it needs) or `unknown_target`.
+/// in-app verb without what it needs), `needs_terminal` (a shell command said with no
+/// terminal focused) or `unknown_target`.
 pub fn explained(text: &str, sources: &Sources<'_>) -> Option<Escalation> {
     if text.is_empty() {
         return None;
@@ -58,6 +59,13 @@ pub fn explained(text: &str, sources: &Sources<'_>) -> Option<Escalation> {
     }
     if let Some(message) = inapp::explain(sources.spoken(text)) {
         return Some(because("incomplete")(message));
+    }
+    // A shell command said without "run" while no terminal is focused ("git pull").
+    if let Some(command) = crate::language::shell_command(sources, sources.spoken(text)) {
+        return Some(because("needs_terminal")(format!(
+            "\"{}\" is a shell command ({command}): focus a terminal and say it again",
+            sources.spoken(text).trim()
+        )));
     }
     let launch_verbs: Vec<String> = APP_VERBS.iter().map(|v| (*v).to_owned()).collect();
     let verbs = sources

@@ -2115,6 +2115,18 @@ pub fn terminal(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Esca
     Some(Ok(terminal_step(sources, command, message)))
 }
 
+/// The shell command `raw` says without "run" ("git pull", "check disk space" → `df -h`), as
+/// the `terminal` rule would type it with a terminal focused; `None` when it says none. For
+/// [`crate::explain`]: with no terminal focused such a phrase needs one, it is not unknown.
+pub(crate) fn shell_command(sources: &Sources<'_>, raw: &str) -> Option<String> {
+    let spoken = Spoken::new(raw);
+    let m = bare_command(sources, &spoken)?;
+    m.args
+        .get("command")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
 /// The `terminal` step of `command` in the terminal that is focused now: the action plugin
 /// focuses it again before it types (a confirmation asked in between may have moved the
 /// focus).

@@ -177,9 +177,34 @@ fn kind_of<'s>(target: &str, sources: &Sources<'s>) -> Option<&'s crate::command
 
 /// The installed applications of the kind `target` says, in the scanner's order; `None`
 /// when `target` says no kind.
+///
+/// An application's variants count as the application: an entry whose name extends another
+/// installed entry's name by words and whose program extends that entry's program ("Foot
+/// Server" running `foot --server`, "Foot Client" running `footclient`, beside "Foot"
+/// running `foot`) is left out when that entry is of the kind too, so "open a terminal"
+/// opens Foot instead of asking which of three.
 fn installed_of_kind<'s>(target: &str, sources: &Sources<'s>) -> Option<Vec<&'s AppEntry>> {
     let kind = kind_of(target, sources)?;
-    Some(sources.apps.all().iter().filter(|a| kind.has(a)).collect())
+    let all: Vec<&AppEntry> = sources.apps.all().iter().filter(|a| kind.has(a)).collect();
+    let kept = all
+        .iter()
+        .filter(|a| !all.iter().any(|base| is_variant_of(a, base)))
+        .copied()
+        .collect();
+    Some(kept)
+}
+
+/// Whether `entry` is a variant of `base`: its name is `base`'s name and more words, and its
+/// program's file name begins with `base`'s (both known).
+fn is_variant_of(entry: &AppEntry, base: &AppEntry) -> bool {
+    let (Some(program), Some(base_program)) = (&entry.exec, &base.exec) else {
+        return false;
+    };
+    let name = entry.name.to_lowercase();
+    let base_name = base.name.to_lowercase();
+    name.strip_prefix(&base_name)
+        .is_some_and(|rest| rest.starts_with(' ') && !rest.trim().is_empty())
+        && program.starts_with(base_program.as_str())
 }
 
 /// "open the browser" with Vivaldi and Chromium installed, no window of either open and no

@@ -905,6 +905,21 @@ fn in_app_near_misses_are_explained() {
 }
 
 #[test]
+fn a_shell_command_with_no_terminal_focused_asks_for_one() {
+    let none = PhraseTable::new();
+    let explained = |utterance: &str| explain_with(utterance, &apps(), None, &none);
+    for (said, command) in [("git pull", "git pull"), ("check disk space", "df -h")] {
+        let message = explained(said).unwrap_or_default();
+        assert!(
+            message.contains("shell command") && message.contains(command),
+            "{said}: {message}"
+        );
+    }
+    // Words that are no command stay unknown.
+    assert_eq!(explained("purple elephant dance"), None);
+}
+
+#[test]
 fn a_users_binding_beats_an_in_app_phrase() {
     let (binds, _) = crate::niri_config::parse(
         "binds { Mod+Return hotkey-overlay-title=\"Press Enter\" { spawn \"foot\"; }; }\n",
@@ -2484,6 +2499,37 @@ fn a_kind_said_as_such_is_an_installed_application_of_it_or_a_question() {
     }));
     let steps = planned_with("open a new browser window", &installed, &in_browser).unwrap();
     assert_eq!(steps[0].0, "key", "{steps:?}");
+}
+
+#[test]
+fn an_applications_server_and_client_entries_are_not_other_applications_of_its_kind() {
+    let terminal = |id: &str, name: &str, exec: &str| {
+        AppEntry::new(id, name, Some("Terminal"), &[])
+            .with_categories(&["System", "TerminalEmulator"])
+            .with_exec(exec)
+    };
+    let foot = [
+        terminal("foot-server", "Foot Server", "foot"),
+        terminal("foot", "Foot", "foot"),
+        terminal("footclient", "Foot Client", "footclient"),
+    ];
+    let nothing_open = context(json!({"windows": []}));
+    for said in [
+        "open a terminal",
+        "launch a new terminal",
+        "switch to the terminal",
+    ] {
+        let steps = planned_with(said, &foot, &nothing_open).expect(said);
+        let app = steps[0].1.get("app").or_else(|| steps[0].1.get("app_id"));
+        assert_eq!(app, Some(&json!("foot")), "{said}: {steps:?}");
+    }
+    // Two different terminals are still two: which one is asked.
+    let two = [
+        terminal("foot", "Foot", "foot"),
+        terminal("org.wezfurlong.wezterm", "WezTerm", "wezterm"),
+    ];
+    let asked = planned_with("open a terminal", &two, &nothing_open).unwrap_err();
+    assert!(asked.message.starts_with("which one"), "{}", asked.message);
 }
 
 #[test]
