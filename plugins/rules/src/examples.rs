@@ -11,8 +11,10 @@
 //! chosen to cover many verbs. `all: true` adds every other profile's category too.
 //!
 //! Nothing is shown that does not plan as it says: the built-in file is checked by this
-//! crate's tests, and every generated example is planned before it is offered (the caller's
-//! `plans_as`), so a profile phrase another rule takes first is left out.
+//! crate's tests, each of its examples is planned where it is asked for and shown with the
+//! op it plans to there, or left out when it plans nothing ([`as_planned`]: an application
+//! that is not installed), and every generated example is planned before it is offered (the
+//! caller's `plans_as`), so a profile phrase another rule takes first is left out.
 
 use crate::context::Context;
 use crate::phrases::is_destructive;
@@ -128,6 +130,39 @@ pub fn for_context(
         }
     }
     categories.extend(builtin.categories);
+    Examples { categories }
+}
+
+/// `examples` as they plan in `context`: each is planned (with a window of its `focused`
+/// app_id focused, when it names one) and shown with the op its plan starts with, or left
+/// out when it plans nothing here ("launch the calculator" with no calculator installed);
+/// a category left empty is left out. `first_op` is the router's planner: the op of the
+/// first step it plans for `say` in a context, `None` when it plans none.
+pub fn as_planned(
+    examples: Examples,
+    context: Option<&Context>,
+    mut first_op: impl FnMut(&str, Option<&Context>) -> Option<String>,
+) -> Examples {
+    let categories = examples
+        .categories
+        .into_iter()
+        .filter_map(|mut category| {
+            category.examples.retain_mut(|example| {
+                let planned = match &example.focused {
+                    Some(app_id) => first_op(&example.say, Some(&focused_on(context, app_id))),
+                    None => first_op(&example.say, context),
+                };
+                match planned {
+                    Some(op) => {
+                        example.op = op;
+                        true
+                    }
+                    None => false,
+                }
+            });
+            (!category.examples.is_empty()).then_some(category)
+        })
+        .collect();
     Examples { categories }
 }
 
@@ -429,6 +464,70 @@ mod tests {
             "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
         ];
         format!("{} {}", ONES[n / 10], ONES[n % 10])
+    }
+
+    #[test]
+    fn builtin_examples_show_the_op_they_plan_to_here_or_are_left_out() {
+        let builtin = Examples {
+            categories: vec![
+                Category {
+                    name: "Applications".into(),
+                    about: "apps".into(),
+                    examples: vec![
+                        Example {
+                            say: "open firefox".into(),
+                            op: "launch_app".into(),
+                            focused: None,
+                        },
+                        Example {
+                            say: "launch the calculator".into(),
+                            op: "launch_app".into(),
+                            focused: None,
+                        },
+                    ],
+                },
+                Category {
+                    name: "Nothing here".into(),
+                    about: "none".into(),
+                    examples: vec![Example {
+                        say: "launch the calculator".into(),
+                        op: "launch_app".into(),
+                        focused: None,
+                    }],
+                },
+                Category {
+                    name: "In the application".into(),
+                    about: "keys".into(),
+                    examples: vec![Example {
+                        say: "new tab".into(),
+                        op: "key".into(),
+                        focused: Some("firefox".into()),
+                    }],
+                },
+            ],
+        };
+        let mut asked = Vec::new();
+        let planned = as_planned(builtin, None, |say: &str, context: Option<&Context>| {
+            asked.push((
+                say.to_owned(),
+                context.and_then(|c| c.focused_app_id.clone()),
+            ));
+            match say {
+                "open firefox" => Some("ensure_app".to_owned()),
+                "new tab"
+                    if context.is_some_and(|c| c.focused_app_id.as_deref() == Some("firefox")) =>
+                {
+                    Some("key".to_owned())
+                }
+                _ => None,
+            }
+        });
+        let names: Vec<&str> = planned.categories.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["Applications", "In the application"]);
+        assert_eq!(planned.categories[0].examples.len(), 1);
+        assert_eq!(planned.categories[0].examples[0].op, "ensure_app");
+        assert_eq!(planned.categories[1].examples[0].op, "key");
+        assert!(asked.contains(&("new tab".to_owned(), Some("firefox".to_owned()))));
     }
 
     #[test]

@@ -977,7 +977,7 @@ impl Handler for RulesRouter {
                 // Every generated example is planned before it is offered.
                 tokio::task::spawn_blocking(move || {
                     let profiles = state.profiles.current();
-                    let plans_as = |say: &str, context: Option<&Context>, op: &str| {
+                    let first_op = |say: &str, context: Option<&Context>| {
                         let request = PlanRequest {
                             utterance: say.to_owned(),
                             provenance: "user".to_owned(),
@@ -985,7 +985,15 @@ impl Handler for RulesRouter {
                             context_ignored: None,
                             decide: decide::Thresholds::from_param(None),
                         };
-                        state.plan(&request)["steps"][0]["op"] == op
+                        state.plan(&request)["steps"][0]["op"]
+                            .as_str()
+                            .map(str::to_owned)
+                    };
+                    // The built-in examples as they plan here (what is installed, what is
+                    // open), so that none is shown doing what it would not.
+                    let builtin = examples::as_planned(builtin, context.as_ref(), first_op);
+                    let plans_as = |say: &str, context: Option<&Context>, op: &str| {
+                        first_op(say, context).as_deref() == Some(op)
                     };
                     let answer =
                         examples::for_context(builtin, context.as_ref(), &profiles, all, plans_as);
