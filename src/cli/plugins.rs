@@ -49,6 +49,30 @@ pub async fn run(args: &Args, config: Option<&Path>) -> u8 {
     }
 }
 
+/// The width of the PROVIDES column, in characters.
+const PROVIDES_WIDTH: usize = 40;
+
+/// `items` joined by commas into lines of at most `width` characters, broken between items
+/// (an item longer than `width` has a line of its own).
+fn wrap_list(items: &[String], width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for item in items {
+        match lines.last_mut() {
+            // Room for the item and the comma that may follow it.
+            Some(line) if line.chars().count() + item.chars().count() + 2 <= width => {
+                line.push(',');
+                line.push_str(item);
+            }
+            Some(line) => {
+                line.push(',');
+                lines.push(item.clone());
+            }
+            None => lines.push(item.clone()),
+        }
+    }
+    lines
+}
+
 /// The plugin table: id, kind, epoch, status, what each provides and requires, and under
 /// it its last error and its sandbox (when `[security] enforce` asks for one).
 pub fn print_plugins(reports: &[PluginReport]) {
@@ -68,15 +92,21 @@ pub fn print_plugins(reports: &[PluginReport]) {
         "PROVIDES"
     );
     for p in reports {
+        // The capabilities wrap inside their column, a line each time it is full.
+        let provides: Vec<String> = p.provides.iter().map(|c| sanitize(c)).collect();
+        let mut lines = wrap_list(&provides, PROVIDES_WIDTH).into_iter();
         out!(
             "{:<12} {:<8} {:>5}  {:<10} {:<40} {}",
             sanitize(&p.id),
             sanitize(&p.kind),
             p.epoch,
             p.status.as_str(),
-            list(&p.provides, ""),
+            lines.next().unwrap_or_default(),
             list(&p.requires, "-")
         );
+        for more in lines {
+            out!("{:>40}{more}", "");
+        }
         if let Some(e) = &p.last_error {
             out!("{:>14}last error: {}", "", sanitize(e));
         }
@@ -103,5 +133,31 @@ pub fn print_plugins(reports: &[PluginReport]) {
             }
             None => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wrap_list;
+
+    #[test]
+    fn capabilities_wrap_between_items_within_the_column() {
+        let items: Vec<String> = ["router.plan@1", "router.rules@1", "router.vocabulary@1"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let lines = wrap_list(&items, 32);
+        assert_eq!(
+            lines,
+            ["router.plan@1,router.rules@1,", "router.vocabulary@1"]
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= 32));
+        // One item longer than the column has its own line; nothing is lost.
+        let long = vec!["x".repeat(50), "y".to_owned()];
+        assert_eq!(
+            wrap_list(&long, 10),
+            [format!("{},", "x".repeat(50)), "y".to_owned()]
+        );
+        assert!(wrap_list(&[], 10).is_empty());
     }
 }
