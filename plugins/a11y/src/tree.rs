@@ -91,7 +91,11 @@ impl Bus {
                 )),
                 address,
             ),
-            (Err(why), None) => return Err(why),
+            (Err(why), None) => {
+                return Err(format!(
+                    "{why}; the accessibility bus is found through the session bus: run Utter in your desktop session (or give the service DBUS_SESSION_BUS_ADDRESS with `systemctl --user import-environment`)"
+                ));
+            }
         };
         let a11y = bounded(
             &format!("cannot connect to the accessibility bus at {address}"),

@@ -27,6 +27,21 @@ pub enum BusError {
     },
 }
 
+impl BusError {
+    /// The error and what to do about it, for a step that cannot work without the bus (the
+    /// `Display` form says only what is wrong, for where the bus is one of several ways).
+    pub fn with_fix(&self) -> String {
+        match self {
+            BusError::NoAddress => format!(
+                "{self}; run Utter in your desktop session, or give the service the variable (`systemctl --user import-environment DBUS_SESSION_BUS_ADDRESS`, then `systemctl --user restart utter`)"
+            ),
+            BusError::Unreachable { .. } => {
+                format!("{self}; check that the session's dbus-daemon (or dbus-broker) runs")
+            }
+        }
+    }
+}
+
 /// The session bus address: `DBUS_SESSION_BUS_ADDRESS` when set and not empty, else
 /// `unix:path=$XDG_RUNTIME_DIR/bus` when that socket exists (the systemd user bus, which
 /// libdbus, sd-bus and zbus also fall back to).

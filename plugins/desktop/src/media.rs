@@ -317,10 +317,12 @@ pub async fn run(args: MediaArgs, dry_run: bool) -> Result<Value, ErrorObject> {
 async fn player_run(args: MediaArgs, dry_run: bool) -> Result<Value, ErrorObject> {
     let (conn, _address) = bus::connect()
         .await
-        .map_err(|e| plugin_error(e.to_string()))?;
+        .map_err(|e| plugin_error(e.with_fix()))?;
     let players = list_players(&conn).await?;
     if players.is_empty() {
-        return Err(plugin_error("no MPRIS player on the session bus"));
+        return Err(plugin_error(
+            "no MPRIS player on the session bus; start one (a music app, a browser playing media, or mpv with its MPRIS plugin, mpv-mpris) and say it again",
+        ));
     }
     let last_used = memory().last_used.clone();
     let Some(chosen) = choose(&players, args.player.as_deref(), last_used.as_deref()) else {
