@@ -41,6 +41,9 @@ pub struct AppEntry {
     pub exec: Option<String>,
     /// `Categories` (`WebBrowser`, `TerminalEmulator`, `FileManager`, …), as written.
     pub categories: Vec<String>,
+    /// `Terminal=true`: a program that runs inside a terminal (vim, htop), whose keys are
+    /// the terminal's window's.
+    pub terminal: bool,
     /// The forms a spoken name is compared with, made at the first lookup.
     keys: std::sync::OnceLock<AppKeys>,
 }
@@ -71,8 +74,22 @@ impl AppEntry {
             wm_class: None,
             exec: None,
             categories: Vec::new(),
+            terminal: false,
             keys: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The same entry with `Terminal=true`.
+    pub fn in_terminal(mut self) -> AppEntry {
+        self.terminal = true;
+        self
+    }
+
+    /// Whether it has a window of its own whose keys are its own: not a program run in a
+    /// terminal (`Terminal=true`), not a terminal emulator (whose keys go to what runs in
+    /// it).
+    pub fn is_graphical(&self) -> bool {
+        !self.terminal && !self.categories.iter().any(|c| c == "TerminalEmulator")
     }
 
     /// The same entry with these `Categories`.
@@ -479,6 +496,7 @@ fn read_entry(file: &FoundFile) -> Option<AppEntry> {
         wm_class,
         exec,
         categories,
+        terminal: entry.terminal(),
         keys: std::sync::OnceLock::new(),
     })
 }

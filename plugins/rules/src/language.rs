@@ -2157,9 +2157,18 @@ pub fn wipes_the_system(command: &str) -> Option<&'static str> {
     const ROOTS: &[&str] = &[
         "/", "/*", "~", "~/", "~/*", "$HOME", "$HOME/", "/home", "/etc", "/usr", "/boot",
     ];
+    // The same said in words, as a recogniser writes a request ("rm -rf on my home
+    // directory", "rm -r everything"): a word that names the home folder, the system or all
+    // of it is taken as that, not as a file of that name.
+    const ROOT_WORDS: &[&str] = &[
+        "home", "root", "everything", "system", "computer", "disk", "drive", "all",
+    ];
     let targets_root = |args: &[&str]| {
-        args.iter()
-            .any(|a| ROOTS.contains(a) || a.starts_with("--no-preserve-root"))
+        args.iter().any(|a| {
+            ROOTS.contains(a)
+                || a.starts_with("--no-preserve-root")
+                || ROOT_WORDS.contains(&a.trim_end_matches(['.', ',', '!']).to_lowercase().as_str())
+        })
     };
     // -r, -R, -rf, --recursive: said in words, a flag has no case ("dash r" for -R).
     let recursive = |args: &[&str]| {
@@ -2223,9 +2232,8 @@ pub fn aimed_input(text: &str, sources: &Sources<'_>, raw: &str) -> Option<Match
             }
         }
     }
-    // An open window of an application without a profile, named by its app_id or its
-    // desktop entry's name ("in slack type on my way"): typing and keys go to it. (A
-    // profile's application is the loop's above, or the aimed-at-an-application reading's.)
+    // An open window named by its app_id or its desktop entry's name ("in slack type on my
+    // way"): typing and keys go to it.
     let context = sources.context?;
     // Each spoken name is looked up among the installed applications once, whatever the
     // number of windows it is compared with.
@@ -2239,11 +2247,10 @@ pub fn aimed_input(text: &str, sources: &Sources<'_>, raw: &str) -> Option<Match
             .or_insert_with(|| sources.apps.find(name))
             .clone()
     };
-    for app_id in context
-        .app_ids
-        .iter()
-        .filter(|id| sources.profiles.for_app_id(id).is_none())
-    {
+    // Profiled applications too: their installed entry may call them otherwise than their
+    // profile does ("in text editor type …" for GNOME Text Editor, whose entry says "Text
+    // Editor").
+    for app_id in &context.app_ids {
         let own = compact(&normalize(app_id));
         let named = |name: &str| {
             let spoken = compact(name);

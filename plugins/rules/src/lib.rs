@@ -1891,6 +1891,10 @@ mod tests {
             "run sudo dd if equals dev urandom of equals slash dev slash nvme0n1",
             "in foot run rm -rf ~",
             "foot run rm dash rf tilde",
+            // The target said in words, as a request rather than a path.
+            "run rm -rf on my home directory",
+            "run rm -r everything",
+            "run sudo rm -rf the whole system",
         ] {
             let planned =
                 plan(json!({"utterance": utterance, "context": terminal})).expect("answered");

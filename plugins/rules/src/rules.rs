@@ -414,15 +414,18 @@ fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
         {
             continue;
         }
-        // A shortcut by name needs the application's own profile: without one the chord
-        // is a common one (ctrl+z, ctrl+c, ctrl+s), which a program running in a terminal
-        // (vim's entry says Terminal=true) takes as suspend, interrupt or freeze. A key
-        // the person names ("press enter") is theirs.
+        // A shortcut by name needs the application's own profile, or an installed entry
+        // with a window of its own: otherwise the chord is a common one (ctrl+z, ctrl+c,
+        // ctrl+s), which a program running in a terminal (vim's entry says Terminal=true)
+        // takes as suspend, interrupt or freeze. A key the person names ("press enter")
+        // is theirs.
+        let desktop_id = focus.args["app"].as_str().unwrap_or("");
         let profiled = sources.profiles.for_app_id(&app_id).is_some()
+            || sources.profiles.for_app_id(desktop_id).is_some()
             || sources
-                .profiles
-                .for_app_id(focus.args["app"].as_str().unwrap_or(""))
-                .is_some();
+                .installed_for(&app_id)
+                .or_else(|| sources.installed_for(desktop_id))
+                .is_some_and(crate::apps::AppEntry::is_graphical);
         if !profiled
             && steps
                 .iter()

@@ -265,7 +265,8 @@ pub(crate) fn focus_window(app_id: &str) -> Matched {
 }
 
 /// Focus or start the application of the profile `target` names ("firefox", "the vs code
-/// app"), through its `launch` argv, when no desktop entry is installed for it.
+/// app"), through its `launch` argv, when no desktop entry is installed for it; or, when
+/// none is and a site is called so where the web is meant, open that site.
 fn profile_launch(target: &str, sources: &Sources<'_>) -> Option<Matched> {
     let forms = app_forms(target);
     let profile = target_names(target)
@@ -280,6 +281,17 @@ fn profile_launch(target: &str, sources: &Sources<'_>) -> Option<Matched> {
         return Some(start_step(app, target, sources));
     }
     let profile = Some(profile).filter(|p| !p.launch.is_empty())?;
+    // Not installed, and a site of the catalog is called so where the web is meant ("open
+    // spotify" with no Spotify application: Spotify Web's `web_names`): the site opens, as
+    // it always can, rather than a program that is not there ("switch to spotify": the tab
+    // showing it, if one does).
+    if let Some(site) = target_names(target)
+        .into_iter()
+        .chain(forms.iter().map(String::as_str))
+        .find_map(|name| sources.catalog.lookup_web(name))
+    {
+        return Some(crate::web::open_site(site, false));
+    }
     let app = profile.app_ids.first().unwrap_or(&profile.id);
     Some(Matched {
         rule: "ensure_app",

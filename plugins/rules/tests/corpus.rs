@@ -361,3 +361,11 @@ async fn misheard_names_find_their_candidate_and_nonsense_matches_nothing() {
 /// The matcher alone on Whisper's garbled transcripts (25.0% when they were added).
 const GARBLED_FLOOR: f64 = 25.0;
 const FLOOR: f64 = 90.0;
+
+/// A twenty-sixth held-out set (`tests/corpus/blind26/`, 200 cases), written blind by hand
+/// against the desktop of a support team lead who drives niri by voice because of RSI
+/// (WezTerm, Chromium, Slack, Signal, Element, Thunderbird, GNOME apps, Zoom).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_twenty_sixth_held_out_corpus_is_scored() {
+    score_held_out("blind26", "twenty-sixth held-out", 0, 200).await;
+}

@@ -382,9 +382,17 @@ fn a_phrase_aimed_at_an_application_focuses_it_first() {
         "{wipe:?}"
     );
     assert!(steps_in("in the terminal type rm -rf ~", "firefox").is_empty());
-    // Without a profile, no common chord (ctrl+z to vim in a terminal suspends it); a key
-    // the person names is theirs.
-    assert!(steps_in("in calendar undo", "firefox").is_empty());
+    // Without a profile, no common chord for a program run in a terminal (ctrl+z to vim
+    // suspends it); an installed application with a window of its own takes it; a key the
+    // person names is theirs.
+    let vim = [AppEntry::new("vim", "Vim", Some("Text Editor"), &[]).in_terminal()];
+    let ctx = context(json!({
+        "focused": {"app_id": "firefox"},
+        "windows": [{"app_id": "firefox"}, {"app_id": "vim"}],
+    }));
+    assert!(steps_with("in vim undo", &vim, &ctx).is_empty());
+    let undo = steps_in("in calendar undo", "firefox");
+    assert_eq!(undo.last().map(|s| &s.1["chord"]), Some(&json!("ctrl+z")), "{undo:?}");
     let enter = steps_in("calendar press enter", "firefox");
     assert_eq!(enter[1].1["chord"], "Return", "{enter:?}");
     assert_eq!(enter[0].0, "ensure_app", "{enter:?}");
