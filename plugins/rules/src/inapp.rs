@@ -779,8 +779,19 @@ fn type_text(spoken: &Spoken<'_>) -> Outcome {
     }
     // "enter the number forty two": a number, in digits, or no typing at all ("enter the
     // number of guests" asks for something else).
+    // A text that is one number of 10 or more said in words ("type forty two") is typed in
+    // digits, as dictation writes numbers; below ten the word stays ("type one").
+    let whole_number = || {
+        text.chars()
+            .all(|c| c.is_alphabetic() || c == ' ' || c == '-')
+            .then(|| crate::numbers::said_number(&crate::text::normalize(text)))
+            .flatten()
+            .filter(|n| *n >= 10)
+    };
     let written = if verb.ends_with("the number") {
         crate::numbers::said_number(&crate::text::normalize(text))?.to_string()
+    } else if let Some(n) = whole_number() {
+        n.to_string()
     } else {
         written_marks(text)
     };
@@ -1114,6 +1125,18 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
             words = &words[lead.len()..];
         }
     }
+    // How far, said before the direction: "scroll way down", "scroll all the way up".
+    let mut far = false;
+    let mut lot = false;
+    if words.starts_with(&["all", "the", "way"]) {
+        far = true;
+        words = &words[3..];
+    } else if let [degree, _, ..] = words
+        && matches!(*degree, "way" | "far" | "much")
+    {
+        lot = true;
+        words = &words[1..];
+    }
     let Some((direction, mut amount)) = words.split_first() else {
         return problem();
     };
@@ -1123,7 +1146,6 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
     skip_object(&mut amount);
     // "scroll up to the older messages": where to, after the direction; the top or the
     // bottom is as far as a scroll goes.
-    let mut far = false;
     if let [to, rest @ ..] = amount
         && matches!(*to, "to" | "until" | "till" | "towards")
         && !rest.is_empty()
@@ -1137,6 +1159,7 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
     let amount = amount.join(" ");
     let steps = match amount.as_str() {
         "" if far => MAX_SCROLL,
+        "" if lot => SCROLL_LOT,
         "" | "more" | "some more" | "again" | "further" | "a bit further" => SCROLL_STEPS,
         "a little" | "a little bit" | "a bit" | "a tiny bit" | "slightly" | "just a little"
         | "a little more" | "a bit more" => SCROLL_LITTLE,
@@ -1411,6 +1434,23 @@ mod tests {
     }
 
     #[test]
+    fn a_number_of_ten_or_more_said_alone_is_typed_in_digits() {
+        for (utterance, text) in [
+            ("type forty two", "42"),
+            ("type twelve", "12"),
+            ("type one hundred and twenty", "120"),
+            ("Type two thousand twenty six.", "2026"),
+            // Below ten, and numbers inside other words, stay as said.
+            ("type one", "one"),
+            ("type seven", "seven"),
+            ("type forty two apples", "forty two apples"),
+            ("type twenty-one pilots", "twenty-one pilots"),
+        ] {
+            assert_eq!(typed(utterance).as_deref(), Some(text), "{utterance}");
+        }
+    }
+
+    #[test]
     fn typing_needs_text_and_the_verb_first() {
         for utterance in [
             "type",
@@ -1576,6 +1616,8 @@ mod tests {
             ("scroll the page down", "down", 5),
             ("scroll the timeline to the right", "right", 5),
             ("scroll my feed down a lot", "down", 15),
+            ("scroll way down", "down", 15),
+            ("scroll all the way up", "up", MAX_SCROLL),
             ("scroll down the page a lot", "down", 15),
             ("please scroll down", "down", 5),
             ("scroll to the right", "right", 5),

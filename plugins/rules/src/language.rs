@@ -1810,6 +1810,20 @@ fn bare_command(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Matched> {
         first
     };
     let first = skip(spoken.first, COMMAND_LEADS);
+    // "sudo apt update": a command said as root is the command after it, run with sudo.
+    if let Some(elevate) = spoken
+        .words
+        .get(first)
+        .map(|w| w.text.as_str())
+        .filter(|w| matches!(*w, "sudo" | "doas"))
+    {
+        let mut m = bare_command_from(sources, spoken, first + 1)?;
+        let command = m.args.get("command").and_then(Value::as_str)?;
+        let elevated = format!("{elevate} {command}");
+        m.message = format!("run {elevated:?} in the terminal");
+        m.args["command"] = Value::String(elevated);
+        return Some(m);
+    }
     // "start htop", "show the git log dash dash oneline": a verb that only says to run it,
     // tried when the words as said are no command ("show hidden files" is one).
     bare_command_from(sources, spoken, first)
@@ -2161,7 +2175,14 @@ pub fn wipes_the_system(command: &str) -> Option<&'static str> {
     // directory", "rm -r everything"): a word that names the home folder, the system or all
     // of it is taken as that, not as a file of that name.
     const ROOT_WORDS: &[&str] = &[
-        "home", "root", "everything", "system", "computer", "disk", "drive", "all",
+        "home",
+        "root",
+        "everything",
+        "system",
+        "computer",
+        "disk",
+        "drive",
+        "all",
     ];
     let targets_root = |args: &[&str]| {
         args.iter().any(|a| {

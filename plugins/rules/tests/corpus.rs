@@ -202,7 +202,7 @@ async fn the_twelfth_held_out_corpus_is_scored() {
 /// had been used.
 #[tokio::test]
 async fn the_thirteenth_held_out_corpus_is_scored() {
-    score_held_out("blind13", "thirteenth held-out", 189, 0).await;
+    score_held_out("blind13", "thirteenth held-out", 190, 0).await;
 }
 
 /// A fourteenth held-out set (`tests/corpus/blind14/`, 200 cases), written blind by hand
@@ -234,7 +234,7 @@ async fn the_sixteenth_held_out_corpus_is_scored() {
 /// Brave, Steam, Lutris, OBS, Discord) after the sixteenth had been used.
 #[tokio::test]
 async fn the_seventeenth_held_out_corpus_is_scored() {
-    score_held_out("blind17", "seventeenth held-out", 168, 0).await;
+    score_held_out("blind17", "seventeenth held-out", 169, 0).await;
 }
 
 /// An eighteenth held-out set (`tests/corpus/blind18/`, 200 cases), written blind by hand
@@ -304,7 +304,7 @@ async fn the_twenty_fourth_held_out_corpus_is_scored() {
 /// Discord, Zoom, KDE utilities) after the twenty-fourth had been used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_twenty_fifth_held_out_corpus_is_scored() {
-    score_held_out("blind25", "twenty-fifth held-out", 170, 0).await;
+    score_held_out("blind25", "twenty-fifth held-out", 171, 0).await;
 }
 
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
@@ -364,8 +364,10 @@ const FLOOR: f64 = 90.0;
 
 /// A twenty-sixth held-out set (`tests/corpus/blind26/`, 200 cases), written blind by hand
 /// against the desktop of a support team lead who drives niri by voice because of RSI
-/// (WezTerm, Chromium, Slack, Signal, Element, Thunderbird, GNOME apps, Zoom).
+/// (WezTerm, Chromium, Slack, Signal, Element, Thunderbird, GNOME apps, Zoom), after the
+/// twenty-fifth had been used (first score 180, 193 by effect, one false positive: a wipe
+/// of the home folder said in words, since refused).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_twenty_sixth_held_out_corpus_is_scored() {
-    score_held_out("blind26", "twenty-sixth held-out", 0, 200).await;
+    score_held_out("blind26", "twenty-sixth held-out", 183, 0).await;
 }

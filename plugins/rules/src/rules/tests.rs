@@ -392,7 +392,11 @@ fn a_phrase_aimed_at_an_application_focuses_it_first() {
     }));
     assert!(steps_with("in vim undo", &vim, &ctx).is_empty());
     let undo = steps_in("in calendar undo", "firefox");
-    assert_eq!(undo.last().map(|s| &s.1["chord"]), Some(&json!("ctrl+z")), "{undo:?}");
+    assert_eq!(
+        undo.last().map(|s| &s.1["chord"]),
+        Some(&json!("ctrl+z")),
+        "{undo:?}"
+    );
     let enter = steps_in("calendar press enter", "firefox");
     assert_eq!(enter[1].1["chord"], "Return", "{enter:?}");
     assert_eq!(enter[0].0, "ensure_app", "{enter:?}");
@@ -910,6 +914,26 @@ fn in_app_near_misses_are_explained() {
             .unwrap_or_default()
             .contains("needs the name")
     );
+}
+
+#[test]
+fn a_command_said_with_sudo_runs_with_sudo_in_the_focused_terminal() {
+    for (said, command) in [
+        ("sudo apt update", "sudo apt update"),
+        ("sudo git pull", "sudo git pull"),
+    ] {
+        let steps = steps_in(said, "foot");
+        assert_eq!(
+            steps.first().map(|s| (s.0, s.1["command"].clone())),
+            Some(("terminal", json!(command))),
+            "{said}: {steps:?}"
+        );
+    }
+    // A wipe said with sudo is still refused.
+    assert!(steps_in("sudo rm -rf /", "foot").is_empty());
+    // sudo alone, or before words that are no command, plans nothing.
+    assert!(steps_in("sudo", "foot").is_empty());
+    assert!(steps_in("sudo make me a sandwich please now", "foot").is_empty());
 }
 
 #[test]
