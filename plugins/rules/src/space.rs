@@ -258,6 +258,13 @@ fn reading(text: &str, grammar: &Grammar) -> Option<Reading> {
     if r.rest.contains(&previous) {
         r.rest.retain(|t| *t != Token::Direction("last".into()));
     }
+    // "the first window on the left", "the last column on the right": the side of the end
+    // says the end again.
+    for (end, side) in [("first", "left"), ("last", "right")] {
+        if r.rest.contains(&Token::Direction(end.into())) {
+            r.rest.retain(|t| *t != Token::Direction(side.into()));
+        }
+    }
     r.index = numbers.first().copied();
     // "move this to workspace 3": the window is what moves.
     if destination_first && r.verbs.iter().any(|v| v.iter().any(|v| v == "move")) {
@@ -640,6 +647,12 @@ mod tests {
                 "switch-preset-window-height",
             ),
             ("show me the hotkeys", "show-hotkey-overlay"),
+            ("jump to the last window", "focus-column-last"),
+            (
+                "go all the way to the last window on the right",
+                "focus-column-last",
+            ),
+            ("jump to the first window on the left", "focus-column-first"),
             (
                 "take me back to the workspace i was just on",
                 "focus-workspace-previous",
