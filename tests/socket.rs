@@ -1274,7 +1274,7 @@ async fn the_cli_says_when_no_runner_listens_and_reports_reloads() {
             assert_eq!(said["running"], false, "{run}");
             assert_eq!(said["socket"], nowhere_str.as_str(), "{run}");
             assert!(
-                said["error"]
+                said["error"]["message"]
                     .as_str()
                     .is_some_and(|e| e.contains("no runner is listening")),
                 "{run}"

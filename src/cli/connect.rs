@@ -21,7 +21,8 @@ pub struct Service<'a> {
     /// `--config`.
     pub config: Option<&'a Path>,
     /// `--json` was given: a failure to connect is also printed on stdout, as
-    /// `{"running": false, "socket", "error"}`, so that a script reading stdout gets JSON
+    /// `{"running": false, "socket", "error": {"message"}}` (the `error` object as other
+    /// `--json` failures print it), so that a script reading stdout gets JSON
     /// either way (the exit code is 4 all the same).
     pub json: bool,
 }
@@ -69,7 +70,7 @@ impl Service<'_> {
                 print_json(&serde_json::json!({
                     "running": false,
                     "socket": path.display().to_string(),
-                    "error": e.to_string(),
+                    "error": {"message": e.to_string()},
                 }));
             }
             if broken.is_some() && self.socket.is_none() {

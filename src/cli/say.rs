@@ -199,6 +199,10 @@ pub fn print_outcome(outcome: &CommandOutcome) {
                     .unwrap_or("the router returned no steps")
             )
         );
+        // Nothing came close: where to find what can be said.
+        if reason == " [no_rule]" {
+            out!("  `utter commands` lists what can be said, with examples");
+        }
         return;
     }
     out!("plan (router {router}{rule}):");

@@ -2120,6 +2120,16 @@ pub fn terminal(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Esca
         }));
     }
     if !focused_profile(sources).is_some_and(|p| p.kind == Kind::Terminal) {
+        // A wipe is refused however it was said: "focus a terminal" would invite it again.
+        // (With a terminal focused the step is planned, and the router refuses it whole.)
+        if let Some(why) = wipes_the_system(command) {
+            return Some(Err(Escalation {
+                reason: "refused",
+                message: format!(
+                    "{command:?} {why}; Utter does not run or type that for a voice (type it yourself if you mean it)"
+                ),
+            }));
+        }
         return Some(Err(Escalation {
             reason: "needs_terminal",
             message: format!("running {command:?} needs a terminal to be focused"),

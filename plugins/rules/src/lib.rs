@@ -1904,6 +1904,23 @@ mod tests {
                 "{utterance}: {planned}"
             );
         }
+        // With no terminal focused, refused too: never "focus a terminal" for a wipe.
+        let browser = json!({"compositor": {"name": "niri"}, "focused": {"app_id": "firefox"}});
+        for utterance in [
+            "run rm -rf /",
+            "run sudo rm -rf --no-preserve-root /",
+            "execute mkfs.ext4 /dev/sda",
+        ] {
+            for context in [&browser, &Value::Null] {
+                let planned =
+                    plan(json!({"utterance": utterance, "context": context})).expect("answered");
+                assert_eq!(planned["steps"], json!([]), "{utterance}: {planned}");
+                assert_eq!(
+                    planned["escalate"]["reason"], "refused",
+                    "{utterance}: {planned}"
+                );
+            }
+        }
         for utterance in ["run rm -rf node_modules", "run rm -r ./build", "run ls /"] {
             let planned =
                 plan(json!({"utterance": utterance, "context": terminal})).expect("answered");
