@@ -770,7 +770,7 @@ fn counted_units(words: &[&str]) -> Option<(u32, String)> {
 }
 
 /// [`plan_steps`] without the reading of [`aimed_at_app`].
-fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalation> {
+pub(crate) fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalation> {
     let one = |m: Matched| Ok(vec![m]);
     if text.is_empty() {
         return Err(Escalation {

@@ -517,14 +517,33 @@ fn another(text: &str, sources: &Sources<'_>) -> Option<Matched> {
             {
                 return None;
             }
-            None => match of_kind(name, sources)? {
-                OfKind::Installed(app) => *app,
-                OfKind::Window(app_id) => sources
+            None => match of_kind(name, sources) {
+                Some(OfKind::Installed(app)) => *app,
+                Some(OfKind::Window(app_id)) => sources
                     .apps
                     .all()
                     .iter()
                     .find(|a| a.has_app_id(&app_id))?
                     .clone(),
+                // A profile's application without a desktop entry: its launch argv, spawned
+                // by the compositor (a new window, as asked).
+                None => {
+                    let profile = sources
+                        .profiles
+                        .named(name)
+                        .filter(|p| !p.launch.is_empty())?;
+                    return Some(Matched {
+                        rule: "launch_app",
+                        op: "niri",
+                        message: format!(
+                            "launch another {} ({})",
+                            profile.name,
+                            profile.launch.join(" ")
+                        ),
+                        args: json!({"command": "spawn", "args": profile.launch}),
+                        confirm: false,
+                    });
+                }
             },
         }
     };

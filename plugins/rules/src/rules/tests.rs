@@ -937,6 +937,24 @@ fn a_command_said_with_sudo_runs_with_sudo_in_the_focused_terminal() {
 }
 
 #[test]
+fn a_step_asked_more_often_than_it_repeats_says_the_limit() {
+    let none = PhraseTable::new();
+    let explained = |utterance: &str| explain_with(utterance, &apps(), None, &none);
+    let message = explained("undo 25 times").unwrap_or_default();
+    assert!(message.contains("at most 20 times, not 25"), "{message}");
+    assert_eq!(explained("blorp 25 times"), None);
+}
+
+#[test]
+fn another_window_of_a_profiled_application_without_an_entry_is_spawned() {
+    let ctx = context(json!({"windows": []}));
+    let steps = steps_with("open another firefox", &[], &ctx);
+    assert_eq!(steps.first().map(|s| s.0), Some("niri"), "{steps:?}");
+    assert_eq!(steps[0].1["command"], "spawn", "{steps:?}");
+    assert_eq!(steps[0].1["args"][0], "firefox", "{steps:?}");
+}
+
+#[test]
 fn a_shell_command_with_no_terminal_focused_asks_for_one() {
     let none = PhraseTable::new();
     let explained = |utterance: &str| explain_with(utterance, &apps(), None, &none);
