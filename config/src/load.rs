@@ -226,7 +226,7 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
             origin,
             &path,
             format!(
-                "unknown key; ignored{near} (check its spelling against data/config.default.toml)"
+                "unknown key; ignored{near} (check its spelling against the default config: `utter config default` prints it)"
             ),
         ));
     }

@@ -34,9 +34,11 @@ pub fn load(path: Option<&Path>) -> Option<LoadedConfig> {
             for issue in &e.errors {
                 eprintln!("error: {issue}");
             }
-            eprintln!(
-                "utter: the configuration is invalid; fix it, then check it with `utter check-config`"
-            );
+            let check = match path {
+                Some(path) => format!("utter --config {} check-config", path.display()),
+                None => "utter check-config".to_owned(),
+            };
+            eprintln!("utter: the configuration is invalid; fix it, then check it with `{check}`");
             None
         }
     }

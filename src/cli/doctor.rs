@@ -339,11 +339,18 @@ pub async fn run(args: &Args, config_path: Option<&Path>, socket: Option<&Path>)
         };
     checks.push(if running {
         pass("service", service_detail.clone())
-    } else {
+    } else if unit_installed(&dirs) {
         warn(
             "service",
             service_detail.clone(),
             "systemctl --user start utter (or utter daemon)",
+        )
+    } else {
+        // No unit to start yet: installing it comes first.
+        warn(
+            "service",
+            format!("{service_detail}; no utter.service is installed"),
+            "utter install --user, then systemctl --user enable --now utter (or run utter daemon in a terminal)",
         )
     });
 
@@ -629,6 +636,26 @@ async fn sandbox_mechanism(config: &Config) -> Vec<Check> {
 }
 
 /// The runtime directory (0700, ours), the socket (0600) and the token file (0600).
+/// Whether a systemd user unit `utter.service` is installed: the person's own
+/// (`$XDG_CONFIG_HOME/systemd/user`, as `utter install --user` writes it) or a package's.
+fn unit_installed(dirs: &BaseDirs) -> bool {
+    let own = dirs
+        .config_home
+        .as_ref()
+        .map(|c| c.join("systemd/user/utter.service"));
+    own.into_iter()
+        .chain(
+            [
+                "/etc/systemd/user",
+                "/usr/local/lib/systemd/user",
+                "/usr/lib/systemd/user",
+            ]
+            .iter()
+            .map(|d| Path::new(d).join("utter.service")),
+        )
+        .any(|unit| unit.exists())
+}
+
 fn runtime_checks(dirs: &BaseDirs, socket: &Path) -> Vec<Check> {
     let uid = nix::unistd::getuid().as_raw();
     let private = |name: &'static str, path: &Path, mode: u32, what: &str| -> Check {

@@ -205,7 +205,11 @@ struct PlanRequest {
 impl PlanRequest {
     fn from_params(params: &Value) -> Result<PlanRequest, ErrorObject> {
         let utterance = match params.get("utterance") {
-            Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
+            // A terminal escape sequence pasted or injected into the words ("open\e[31m
+            // youtube") is no word: its parameters must not become one ("31m youtube").
+            Some(Value::String(s)) if !text::without_escape_sequences(s).trim().is_empty() => {
+                text::without_escape_sequences(s).trim().to_owned()
+            }
             Some(Value::String(_)) => {
                 return Err(ErrorObject::invalid_params(
                     "router.plan: utterance is blank; send the words to plan for",

@@ -34,6 +34,48 @@ pub struct SpokenWord {
     pub raw: Range<usize>,
 }
 
+/// `input` with every terminal escape sequence replaced by a space: CSI (`ESC [ … final`),
+/// OSC (`ESC ] … BEL` or `ESC \\`) and two-character escapes (`ESC c`). Other text is kept
+/// as it was; an escape cut off at the end is dropped.
+pub fn without_escape_sequences(input: &str) -> String {
+    if !input.contains('\u{1b}') {
+        return input.to_owned();
+    }
+    let mut out = String::with_capacity(input.len());
+    let mut chars = input.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        out.push(' ');
+        match chars.next() {
+            // CSI: parameter and intermediate bytes, then one final byte.
+            Some('[') => {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            // OSC: up to BEL or the string terminator ESC \.
+            Some(']') => {
+                while let Some(c) = chars.next() {
+                    if c == '\u{7}' {
+                        break;
+                    }
+                    if c == '\u{1b}' {
+                        chars.next_if_eq(&'\\');
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// [`normalize`] word by word: its output is these words' texts joined by single spaces.
 pub fn normalize_words(input: &str) -> Vec<SpokenWord> {
     let mut words: Vec<SpokenWord> = Vec::new();
@@ -430,6 +472,19 @@ pub fn spoken_address(words: &[&str]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escape_sequences_are_no_words() {
+        assert_eq!(
+            without_escape_sequences("open\u{1b}[31m youtube"),
+            "open  youtube"
+        );
+        assert_eq!(without_escape_sequences("a\u{1b}]0;title\u{7}b"), "a b");
+        assert_eq!(without_escape_sequences("a\u{1b}]0;t\u{1b}\\b"), "a b");
+        assert_eq!(without_escape_sequences("a\u{1b}cb"), "a b");
+        assert_eq!(without_escape_sequences("cut\u{1b}[12"), "cut ");
+        assert_eq!(without_escape_sequences("plain words"), "plain words");
+    }
 
     #[test]
     fn a_lead_is_taken_whole_and_in_any_case() {
