@@ -641,6 +641,24 @@ impl State {
         // Never a command that wipes the system, however it was reached (run, said bare,
         // typed and entered, one part of several).
         let planned = planned.and_then(refuse_wiping);
+        // More parts than are planned at once ("open youtube and open github and pause and
+        // mute and unmute"): that is why, not a name made of all of them.
+        let planned = match planned {
+            Err(e) if matches!(e.reason, "no_rule" | "unknown_target") => {
+                let parts = split_parts(&request.utterance).len();
+                if parts > MAX_PARTS {
+                    Err(Escalation {
+                        reason: "too_many_parts",
+                        message: format!(
+                            "that is {parts} commands in one; at most {MAX_PARTS} are planned at once: say the rest after"
+                        ),
+                    })
+                } else {
+                    Err(e)
+                }
+            }
+            other => other,
+        };
         // No rule: perhaps a misheard name (the decision head's matcher).
         let planned = match planned {
             Err(e) if matches!(e.reason, "no_rule" | "unknown_target") => {
@@ -1933,6 +1951,19 @@ mod tests {
                 "{utterance}: {planned}"
             );
         }
+    }
+
+    #[test]
+    fn more_parts_than_are_planned_at_once_say_so() {
+        let planned = plan(json!({
+            "utterance": "open youtube and open github and pause and mute and unmute"
+        }))
+        .expect("answered");
+        assert_eq!(planned["steps"], json!([]), "{planned}");
+        assert_eq!(planned["escalate"]["reason"], "too_many_parts", "{planned}");
+        let four = plan(json!({"utterance": "open youtube and open github and pause and mute"}))
+            .expect("answered");
+        assert_eq!(four["steps"].as_array().map(Vec::len), Some(4), "{four}");
     }
 
     #[test]

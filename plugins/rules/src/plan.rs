@@ -19,7 +19,8 @@ use utter_protocol::serde_json::Value;
 pub struct Escalation {
     /// A stable reason code: `no_rule`, `unknown_target`, `needs_browser`, `needs_terminal`,
     /// `needs_editor`, `needs_app`, `no_key` (the focused application has no key for it),
-    /// `incomplete`, `bad_number`, `other_compositor`.
+    /// `incomplete`, `bad_number`, `other_compositor`, `too_many_parts` (more commands joined
+    /// by "and" than are planned at once), `refused`.
     pub reason: &'static str,
     /// What to tell the person.
     pub message: String,
