@@ -47,20 +47,6 @@ pub fn explained(text: &str, sources: &Sources<'_>) -> Option<Escalation> {
         ))
         .map(because("bad_number"));
     }
-    // "undo 25 times": a step that plans, asked more often than a step is repeated.
-    let words: Vec<&str> = canonical.split(' ').collect();
-    if let Ok((times, rest)) = inapp::repetition(&words)
-        && times > inapp::MAX_REPEAT
-        && !rest.is_empty()
-        && crate::rules::plan_rules(&rest.join(" "), sources).is_ok()
-    {
-        return Some(format!(
-            "\"{}\" is repeated at most {} times, not {times}; say a smaller number",
-            rest.join(" "),
-            inapp::MAX_REPEAT
-        ))
-        .map(because("bad_number"));
-    }
     if !Context::may_be_niri(sources.context) && sources.binds.lookup(&canonical).is_some() {
         let compositor = sources
             .context

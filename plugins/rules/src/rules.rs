@@ -770,7 +770,7 @@ fn counted_units(words: &[&str]) -> Option<(u32, String)> {
 }
 
 /// [`plan_steps`] without the reading of [`aimed_at_app`].
-pub(crate) fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalation> {
+fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalation> {
     let one = |m: Matched| Ok(vec![m]);
     if text.is_empty() {
         return Err(Escalation {
@@ -813,11 +813,33 @@ pub(crate) fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matche
         return Ok(steps);
     }
     Err(pending
+        .or_else(|| too_often(text, sources))
         .or_else(|| explained(text, sources))
         .unwrap_or_else(|| Escalation {
             reason: "no_rule",
             message: format!("no rule matched \"{}\"", raw.trim()),
         }))
+}
+
+/// "undo 25 times": a step that plans, asked more often than a step is repeated
+/// ([`crate::inapp::MAX_REPEAT`]; [`repeated`] refuses it rather than cut it): why nothing
+/// planned, as `bad_number`.
+fn too_often(text: &str, sources: &Sources<'_>) -> Option<Escalation> {
+    let canonical = numbers::digits(text);
+    let words: Vec<&str> = canonical.split(' ').collect();
+    let (times, rest) = crate::inapp::repetition(&words).ok()?;
+    if times <= crate::inapp::MAX_REPEAT || rest.is_empty() {
+        return None;
+    }
+    let rest = rest.join(" ");
+    plan_rules(&rest, sources).ok()?;
+    Some(Escalation {
+        reason: "bad_number",
+        message: format!(
+            "\"{rest}\" is repeated at most {} times, not {times}; say a smaller number",
+            crate::inapp::MAX_REPEAT
+        ),
+    })
 }
 
 /// A step or an escalation, noting the escalation to give if no later rule plans.

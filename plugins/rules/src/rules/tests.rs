@@ -938,11 +938,16 @@ fn a_command_said_with_sudo_runs_with_sudo_in_the_focused_terminal() {
 
 #[test]
 fn a_step_asked_more_often_than_it_repeats_says_the_limit() {
-    let none = PhraseTable::new();
-    let explained = |utterance: &str| explain_with(utterance, &apps(), None, &none);
-    let message = explained("undo 25 times").unwrap_or_default();
-    assert!(message.contains("at most 20 times, not 25"), "{message}");
-    assert_eq!(explained("blorp 25 times"), None);
+    let ctx = context(json!({"windows": []}));
+    let refused = planned_with("undo 25 times", &apps(), &ctx).unwrap_err();
+    assert_eq!(refused.reason, "bad_number", "{refused:?}");
+    assert!(
+        refused.message.contains("at most 20 times, not 25"),
+        "{}",
+        refused.message
+    );
+    let unknown = planned_with("blorp 25 times", &apps(), &ctx).unwrap_err();
+    assert_eq!(unknown.reason, "no_rule", "{unknown:?}");
 }
 
 #[test]
