@@ -59,20 +59,32 @@ pub fn run(args: &Args) -> u8 {
             "commands": loaded.global().map(|g| g.commands.keys().collect::<Vec<_>>()),
         }));
     } else {
+        // Columns as wide as their longest value ("mullvad-browser", "gnome-console").
+        let rows: Vec<(String, &str, String)> = loaded
+            .iter()
+            .map(|p| (sanitize(&p.id), p.kind.as_str(), sanitize(&p.name)))
+            .collect();
+        let width = |column: fn(&(String, &str, String)) -> usize, title: &str| {
+            rows.iter()
+                .map(column)
+                .chain([title.len()])
+                .max()
+                .unwrap_or(0)
+        };
+        let id_width = width(|r| r.0.chars().count(), "id");
+        let kind_width = width(|r| r.1.chars().count(), "kind");
+        let name_width = width(|r| r.2.chars().count(), "name");
         out!(
-            "{:<12} {:<9} {:<22} {:>9} {:>8}  source",
+            "{:<id_width$} {:<kind_width$} {:<name_width$} {:>9} {:>8}  source",
             "id",
             "kind",
             "name",
             "shortcuts",
             "commands"
         );
-        for p in loaded.iter() {
+        for (p, (id, kind, name)) in loaded.iter().zip(&rows) {
             out!(
-                "{:<12} {:<9} {:<22} {:>9} {:>8}  {}",
-                sanitize(&p.id),
-                p.kind.as_str(),
-                sanitize(&p.name),
+                "{id:<id_width$} {kind:<kind_width$} {name:<name_width$} {:>9} {:>8}  {}",
                 p.shortcuts.len(),
                 p.commands.len(),
                 sanitize(&p.source)
