@@ -2122,13 +2122,8 @@ pub fn terminal(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Esca
     if !focused_profile(sources).is_some_and(|p| p.kind == Kind::Terminal) {
         // A wipe is refused however it was said: "focus a terminal" would invite it again.
         // (With a terminal focused the step is planned, and the router refuses it whole.)
-        if let Some(why) = wipes_the_system(command) {
-            return Some(Err(Escalation {
-                reason: "refused",
-                message: format!(
-                    "{command:?} {why}; Utter does not run or type that for a voice (type it yourself if you mean it)"
-                ),
-            }));
+        if let Some(refused) = refuse_wipe(command) {
+            return Some(Err(refused));
         }
         return Some(Err(Escalation {
             reason: "needs_terminal",
@@ -2166,6 +2161,18 @@ fn terminal_step(sources: &Sources<'_>, command: &str, message: String) -> Match
         args,
         confirm: false,
     }
+}
+
+/// The refusal of a shell command that [`wipes_the_system`] (reason `refused`); `None` for
+/// others. One wording wherever a wipe is caught: planned, typed, or said with no terminal.
+pub fn refuse_wipe(command: &str) -> Option<Escalation> {
+    let why = wipes_the_system(command)?;
+    Some(Escalation {
+        reason: "refused",
+        message: format!(
+            "{command:?} {why}; Utter does not run or type that for a voice (type it yourself if you mean it)"
+        ),
+    })
 }
 
 /// Why a shell command would wipe the system, the home folder or a disk (`rm -rf /`, `rm -r

@@ -207,13 +207,14 @@ impl PlanRequest {
         let utterance = match params.get("utterance") {
             // A terminal escape sequence pasted or injected into the words ("open\e[31m
             // youtube") is no word: its parameters must not become one ("31m youtube").
-            Some(Value::String(s)) if !text::without_escape_sequences(s).trim().is_empty() => {
-                text::without_escape_sequences(s).trim().to_owned()
-            }
-            Some(Value::String(_)) => {
-                return Err(ErrorObject::invalid_params(
-                    "router.plan: utterance is blank; send the words to plan for",
-                ));
+            Some(Value::String(s)) => {
+                let said = text::without_escape_sequences(s);
+                if said.trim().is_empty() {
+                    return Err(ErrorObject::invalid_params(
+                        "router.plan: utterance is blank; send the words to plan for",
+                    ));
+                }
+                said.trim().to_owned()
             }
             None | Some(Value::Null) => {
                 return Err(ErrorObject::invalid_params(
@@ -298,15 +299,8 @@ fn refuse_wiping(steps: Vec<Matched>) -> Result<Vec<Matched>, Escalation> {
             "type_text" => step.args["text"].as_str(),
             _ => None,
         };
-        if let Some(command) = text
-            && let Some(why) = language::wipes_the_system(command)
-        {
-            return Err(Escalation {
-                reason: "refused",
-                message: format!(
-                    "{command:?} {why}; Utter does not run or type that for a voice (type it yourself if you mean it)"
-                ),
-            });
+        if let Some(refused) = text.and_then(language::refuse_wipe) {
+            return Err(refused);
         }
     }
     Ok(steps)
