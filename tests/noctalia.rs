@@ -87,6 +87,14 @@ fn check_shape(event: &Value) {
                 ["pressed", "released", "cancelled"].contains(&t),
             );
         }
+        "voice_partial" => {
+            is(&event["text"], "text", event["text"].is_string());
+            is(
+                &event["audio_ms"],
+                "audio_ms",
+                event["audio_ms"].is_number(),
+            );
+        }
         "voice" => {
             let o = event["outcome"].as_str().unwrap_or_default();
             is(
@@ -276,9 +284,20 @@ async fn the_widget_follows_a_real_runner_through_voice_and_a_confirmation() {
             check_shape(&serde_json::from_str(&line).unwrap());
             json!({"line": line})
         };
+    let partial = |text: &str| {
+        let event = utter_ipc::Event::VoicePartial(utter_ipc::VoicePartial {
+            text: text.to_owned(),
+            audio_ms: 1200.0,
+            inference_ms: Some(140.0),
+        });
+        let line = serde_json::to_string(&event).unwrap();
+        check_shape(&serde_json::from_str(&line).unwrap());
+        json!({"line": line})
+    };
     let out = widget(&[
         json!({"line": voice_snapshot.to_string()}),
         json!({"line": pressed}),
+        partial("open fire"),
         json!({"line": released}),
         voice(
             "failed",
@@ -304,6 +323,7 @@ async fn the_widget_follows_a_real_runner_through_voice_and_a_confirmation() {
         [
             "idle",
             "listening",
+            "listening",
             "transcribing",
             "error",
             "listening",
@@ -315,19 +335,23 @@ async fn the_widget_follows_a_real_runner_through_voice_and_a_confirmation() {
         ],
         "{out:#?}"
     );
+    // What was heard so far shows while the key is held, and goes with the release.
+    assert_eq!(out[2]["describe"], "Listening… “open fire”", "{out:#?}");
+    assert_eq!(out[3]["state"]["partial"], "open fire");
+    assert_eq!(out[5]["describe"], "Listening…", "{out:#?}");
     assert_eq!(
-        out[3]["describe"],
+        out[4]["describe"],
         "the speech model tiny.en is not installed"
     );
-    assert_eq!(out[3]["icon"], "alert-triangle");
+    assert_eq!(out[4]["icon"], "alert-triangle");
     assert_eq!(
-        out[6]["state"]["lastTranscript"],
+        out[7]["state"]["lastTranscript"],
         "terminal echo from the bar"
     );
-    assert_eq!(out[6]["state"]["lastResult"]["text"], "done: terminal");
-    assert_eq!(out[6]["describe"], "Last: terminal echo from the bar");
+    assert_eq!(out[7]["state"]["lastResult"]["text"], "done: terminal");
+    assert_eq!(out[7]["describe"], "Last: terminal echo from the bar");
     assert_eq!(
-        out[9]["state"]["lastError"],
+        out[10]["state"]["lastError"],
         "no result from the voice loop"
     );
 

@@ -267,12 +267,25 @@ async fn candidates_sound_like_what_was_heard_and_plan_steps() {
     let firefox = json!({"focused": {"id": 1, "app_id": "firefox"}, "windows": [{"id": 1, "app_id": "firefox"}]});
     let found = texts(&candidates(json!(["Knew tap."]), firefox).await);
     assert!(found.contains(&"new tab".to_owned()), "{found:?}");
-    // Nothing that only asks or types, and never what was heard itself.
+    // Nothing that only asks or types, and never the first hypothesis itself; a later one
+    // the router acts on is weighed as heard.
     let found = candidates(json!(["type hello world", "pause"]), Value::Null).await;
     assert!(
         found
             .iter()
-            .all(|c| c["op"] != "type_text" && c["text"] != "pause"),
+            .all(|c| c["op"] != "type_text" && c["text"] != "type hello world"),
+        "{found:?}"
+    );
+    assert_eq!(found[0]["text"], "pause", "{found:?}");
+    assert_eq!(found[0]["source"], "heard", "{found:?}");
+    let found = candidates(json!(["pause", "Pause."]), Value::Null).await;
+    assert!(
+        found.iter().all(|c| c["text"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .trim_end_matches('.')
+            != "pause"),
         "{found:?}"
     );
     // A window title is never a source of words: a window titled like a name adds nothing.

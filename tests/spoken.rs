@@ -31,8 +31,8 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::time::Instant;
 use utter_core::runner::voice::{
-    MAX_RESCORED, PlanKind, RESCORE_MARGIN, Rerank, Weighed, not_speech, plan_kind, rescore_pick,
-    whisper_style,
+    MAX_RESCORED, PlanKind, RESCORE_FLOOR, RESCORE_MARGIN, Rerank, Weighed, Weighing, not_speech,
+    plan_kind, rescore_pick,
 };
 use utter_protocol::serde_json::{Value, json};
 use utter_protocol::testkit::{SpawnOptions, TestPlugin};
@@ -192,6 +192,18 @@ const MODEL_ENV: &str = "UTTER_SPOKEN_MODEL";
 /// settings compared on the same sample.
 const COUNT_ENV: &str = "UTTER_SPOKEN_COUNT";
 
+/// `UTTER_SPOKEN_ONLY=clips` hears only the clips without speech, `commands` only the
+/// commands (to calibrate the rescoring on more clips than a sample holds).
+const ONLY_ENV: &str = "UTTER_SPOKEN_ONLY";
+
+/// `UTTER_SPOKEN_WEIGHTS=FILE` writes a line for each utterance whose best candidate was
+/// weighed against the audio, to calibrate [`RESCORE_MARGIN`] and [`RESCORE_FLOOR`] offline:
+/// tab-separated `kind` (`command` or `clip`), category, rendition, the transcript's log
+/// probability and tokens, the candidate's log probability and tokens, whether the
+/// candidate's plan is right and whether the transcript's is (`-` for a clip), the
+/// transcription's `no_speech_prob` and the audio's length in seconds.
+const WEIGHTS_ENV: &str = "UTTER_SPOKEN_WEIGHTS";
+
 /// `UTTER_SPOKEN_RESCORE=0` leaves out the runner's rescoring (`router.candidates`, then
 /// `stt.score`), to see what it adds.
 const RESCORE_ENV: &str = "UTTER_SPOKEN_RESCORE";
@@ -199,6 +211,12 @@ const RESCORE_ENV: &str = "UTTER_SPOKEN_RESCORE";
 /// The margins (natural log) the set is also judged at, to calibrate
 /// [`utter_core::runner::voice::RESCORE_MARGIN`]: the accuracy each would give is printed.
 const MARGINS: &[f64] = &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 12.0];
+
+/// The floors (mean natural log per token) the set is also judged at, at
+/// [`utter_core::runner::voice::RESCORE_MARGIN`], to calibrate
+/// [`utter_core::runner::voice::RESCORE_FLOOR`]: the accuracy and the clips without speech
+/// each would turn into commands are printed.
+const FLOORS: &[f64] = &[-2.0, -2.5, -3.0, -3.5, -4.0, -5.0];
 
 /// How long one transcription may take.
 const TRANSCRIBE_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -722,6 +740,22 @@ async fn the_spoken_set_is_heard_and_planned() {
     {
         order.truncate(count);
     }
+    match std::env::var(ONLY_ENV).as_deref() {
+        Ok("clips") => order.retain(|u| matches!(u, Utterance::Clip(_))),
+        Ok("commands") => order.retain(|u| matches!(u, Utterance::Said { .. })),
+        Ok(other) => panic!("{ONLY_ENV} is `clips` or `commands`, not {other:?}"),
+        Err(_) => {}
+    }
+    let mut weights_file = std::env::var_os(WEIGHTS_ENV).map(|path| {
+        std::fs::File::create(&path)
+            .unwrap_or_else(|e| panic!("cannot write {WEIGHTS_ENV}={}: {e}", path.display()))
+    });
+    let mut write_weights = |line: String| {
+        if let Some(file) = weights_file.as_mut() {
+            use std::io::Write as _;
+            writeln!(file, "{line}").expect("the weights file is written");
+        }
+    };
     let no_speech_threshold = utter_core::config::SttSection::default().no_speech_threshold;
     let started = Instant::now();
     let mut per_rendition: BTreeMap<String, Tally> = BTreeMap::new();
@@ -736,7 +770,10 @@ async fn the_spoken_set_is_heard_and_planned() {
     let mut prompts: BTreeMap<Option<usize>, String> = BTreeMap::new();
     let mut commands_heard = std::collections::BTreeSet::new();
     // Per margin: (right, heard) if the runner rescored with that margin.
-    let mut at_margin = vec![Tally::default(); MARGINS.len()];
+    // Judged at each of MARGINS, then at each of FLOORS; and the clips without speech each
+    // would switch to a candidate (a command where nothing was said).
+    let mut at_margin = vec![Tally::default(); MARGINS.len() + FLOORS.len()];
+    let mut clips_switched = vec![0usize; MARGINS.len() + FLOORS.len()];
     let mut rescore_ms = Vec::new();
     let mut switched = Tally::default();
     for (done, &utterance) in order.iter().enumerate() {
@@ -863,8 +900,10 @@ async fn the_spoken_set_is_heard_and_planned() {
             None => json!({"steps": []}),
         };
         // The runner's rescoring: the router's candidates weighed against the audio.
-        // (what, its plan, taken at RESCORE_MARGIN, taken at each of MARGINS)
+        // (what, its plan, taken at RESCORE_MARGIN, taken at each of MARGINS and FLOORS)
         let mut best_candidate: Option<(String, Value, bool, Vec<bool>)> = None;
+        // The transcript's weight and the best candidate's, for the weights file.
+        let mut best_weights: Option<(Weighed, Weighed)> = None;
         // As the runner: only a transcript the router does not act on.
         if rescoring
             && dropped.is_none()
@@ -888,12 +927,11 @@ async fn the_spoken_set_is_heard_and_planned() {
                 .take(MAX_RESCORED)
                 .collect();
             if !candidates.is_empty() {
-                let mut phrases = vec![transcript.clone()];
-                phrases.extend(candidates.iter().map(|c| whisper_style(c)));
+                let weighing = Weighing::new(&transcript, &candidates);
                 let mut params = json!({
                     "samples_b64": b64(&samples),
                     "format": "audio.pcm_f32le@1", "rate": 16000, "channels": 1,
-                    "language": "en", "phrases": phrases,
+                    "language": "en", "phrases": weighing.phrases,
                 });
                 if let Some(window) = decoding.get("window") {
                     params["window"] = window.clone();
@@ -903,7 +941,7 @@ async fn the_spoken_set_is_heard_and_planned() {
                     .await
                     .expect("stt.score");
                 rescore_ms.push(scored["inference_ms"].as_f64().unwrap_or(0.0));
-                let weights: Vec<Weighed> = scored["scores"]
+                let scores: Vec<Weighed> = scored["scores"]
                     .as_array()
                     .expect("scores")
                     .iter()
@@ -912,9 +950,12 @@ async fn the_spoken_set_is_heard_and_planned() {
                         tokens: s["tokens"].as_u64().unwrap_or(0) as usize,
                     })
                     .collect();
-                // The likeliest candidate is the only one any margin can pick.
-                if let Some(best) = rescore_pick(&weights[0], &weights[1..], f64::INFINITY) {
+                let (heard, weights) = weighing.fold(&scores).expect("a score per phrase");
+                // The likeliest candidate is the only one any margin or floor can pick.
+                if let Some(best) = rescore_pick(&heard, &weights, f64::INFINITY, f64::NEG_INFINITY)
+                {
                     let text = candidates[best].clone();
+                    best_weights = Some((heard.clone(), weights[best].clone()));
                     let plan = router
                         .request(
                             "router.plan",
@@ -922,18 +963,25 @@ async fn the_spoken_set_is_heard_and_planned() {
                         )
                         .await
                         .expect("router.plan");
-                    // Whether each margin switches to it.
-                    let switches: Vec<bool> = MARGINS
-                        .iter()
-                        .map(|m| rescore_pick(&weights[0], &weights[1..], *m).is_some())
-                        .collect();
-                    let takes = rescore_pick(&weights[0], &weights[1..], RESCORE_MARGIN).is_some();
+                    // Whether each margin (at the floor) and each floor (at the margin)
+                    // switches to it.
+                    let switches: Vec<bool> =
+                        MARGINS
+                            .iter()
+                            .map(|m| rescore_pick(&heard, &weights, *m, RESCORE_FLOOR).is_some())
+                            .chain(FLOORS.iter().map(|f| {
+                                rescore_pick(&heard, &weights, RESCORE_MARGIN, *f).is_some()
+                            }))
+                            .collect();
+                    let takes =
+                        rescore_pick(&heard, &weights, RESCORE_MARGIN, RESCORE_FLOOR).is_some();
                     best_candidate = Some((
                         format!(
-                            "{text:?} (#{best} of {}) {:.1} vs {:.1}",
+                            "{text:?} (#{best} of {}) {:.1} ({:.2} a token) vs {:.1}",
                             candidates.len(),
-                            weights[best + 1].logprob,
-                            weights[0].logprob,
+                            weights[best].logprob,
+                            weights[best].mean(),
+                            heard.logprob,
                         ),
                         plan,
                         takes,
@@ -942,6 +990,8 @@ async fn the_spoken_set_is_heard_and_planned() {
                 }
             }
         }
+        let no_speech_prob = heard["no_speech_prob"].as_f64().unwrap_or(f64::NAN);
+        let seconds = samples.len() as f64 / 16_000.0;
         let hypotheses = list
             .iter()
             .filter_map(|h| {
@@ -961,6 +1011,23 @@ async fn the_spoken_set_is_heard_and_planned() {
         };
         let (Some(case), Some(rendition)) = (case, rendition) else {
             // No speech: nothing may be planned.
+            if let Some((heard, candidate)) = &best_weights {
+                write_weights(format!(
+                    "clip\t-\t{}\t{}\t{}\t{}\t{}\t-\t-\t{}\t{:.2}",
+                    clip_kind.unwrap_or("clip"),
+                    heard.logprob,
+                    heard.tokens,
+                    candidate.logprob,
+                    candidate.tokens,
+                    no_speech_prob,
+                    seconds,
+                ));
+            }
+            if let Some((_, _, _, switches)) = &best_candidate {
+                for (count, switch) in clips_switched.iter_mut().zip(switches) {
+                    *count += usize::from(*switch);
+                }
+            }
             let steps = planned["steps"].as_array().map_or(0, Vec::len);
             quiet.add(steps == 0);
             if steps > 0 {
@@ -986,6 +1053,18 @@ async fn the_spoken_set_is_heard_and_planned() {
                 };
                 let transcript_right = right(&transcript_plan);
                 let candidate_right = right(candidate_plan);
+                if let Some((heard, candidate)) = &best_weights {
+                    write_weights(format!(
+                        "command\t{}\t{rendition}\t{}\t{}\t{}\t{}\t{candidate_right}\t{transcript_right}\t{}\t{:.2}",
+                        case.category,
+                        heard.logprob,
+                        heard.tokens,
+                        candidate.logprob,
+                        candidate.tokens,
+                        no_speech_prob,
+                        seconds,
+                    ));
+                }
                 if *taken {
                     switched.add(candidate_right);
                 }
@@ -1064,8 +1143,19 @@ async fn the_spoken_set_is_heard_and_planned() {
             switched.total,
             switched.show()
         );
-        for (margin, tally) in MARGINS.iter().zip(&at_margin) {
-            println!("  margin {margin:>4.1}: {}", tally.show());
+        for (i, (margin, tally)) in MARGINS.iter().zip(&at_margin).enumerate() {
+            println!(
+                "  margin {margin:>4.1} (floor {RESCORE_FLOOR}): {}, clips turned into commands {}",
+                tally.show(),
+                clips_switched[i]
+            );
+        }
+        for (i, (floor, tally)) in FLOORS.iter().zip(&at_margin[MARGINS.len()..]).enumerate() {
+            println!(
+                "  floor {floor:>4.1} (margin {RESCORE_MARGIN}): {}, clips turned into commands {}",
+                tally.show(),
+                clips_switched[MARGINS.len() + i]
+            );
         }
     }
     inference.sort_by(f64::total_cmp);

@@ -116,9 +116,17 @@ async fn utter_ptt_press_speech_release_opens_youtube() {
     let wav = wav_dir.path().join("open_youtube.wav");
     espeak_wav("open youtube", &wav);
 
-    let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
+    // Partial transcripts every 300 ms while the key is held.
+    let daemon = VoiceDaemon::start_with(
+        &pw,
+        &model,
+        "[ptt]\nportal = false\nmin_hold_ms = 0",
+        "partial_ms = 300",
+    );
     wait_ready(&daemon, None).await;
     let follower = Follower::start(&daemon);
+    let mut events = daemon.spawn_utter(&["events", "--json"]);
+    let event_lines = common::stdout_lines(events.stdout.take().expect("stdout"));
     // The follower subscribes before the key goes down.
     tokio::time::sleep(Duration::from_millis(500)).await;
 
@@ -143,6 +151,8 @@ async fn utter_ptt_press_speech_release_opens_youtube() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     speak_into_mic(&pw, &wav);
+    // Held a little after the speech, so that a partial decode of all of it comes out.
+    tokio::time::sleep(Duration::from_millis(900)).await;
     let release = daemon.utter(&["ptt", "release", "--json"]).await;
     assert_eq!(
         release.json()["transition"]["transition"],
@@ -155,6 +165,32 @@ async fn utter_ptt_press_speech_release_opens_youtube() {
     assert!(
         heard.contains("open") && heard.contains("youtube"),
         "heard {heard:?}: {report:#}"
+    );
+    // While the key was held, what was heard so far went out as voice_partial events,
+    // before the cycle's voice event; the last one heard the whole command.
+    let mut partials = Vec::new();
+    loop {
+        let line = event_lines
+            .recv_timeout(LIMIT)
+            .unwrap_or_else(|_| panic!("no voice event on utter events; partials {partials:?}"));
+        let event: Value = serde_json::from_str(&line).expect("an event line");
+        match event["event"].as_str() {
+            Some("voice_partial") => {
+                assert!(event["audio_ms"].as_f64().unwrap_or(0.0) > 0.0, "{event}");
+                partials.push(loose(event["text"].as_str().expect("text")));
+            }
+            Some("voice") => break,
+            _ => {}
+        }
+    }
+    let _ = events.kill();
+    let _ = events.wait();
+    let last = partials
+        .last()
+        .unwrap_or_else(|| panic!("no partial transcript"));
+    assert!(
+        last.contains("open") && last.contains("youtube"),
+        "partials {partials:?}"
     );
     assert!(
         report["audio"]["speech_ms"].as_u64().unwrap_or(0) > 500,

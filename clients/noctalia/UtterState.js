@@ -17,6 +17,7 @@ function initial() {
         pending: [],           // [{id, op, summary, expires}] waiting for Approve/Deny
         degradedBy: [],        // ids of plugins that are not ok
         plugins: {},           // id -> status word
+        partial: "",           // what was heard so far while the key is held ("" when nothing)
         lastTranscript: "",
         lastResult: null,      // {ok, text} of the last command or voice cycle
         lastError: "",         // why the last voice cycle failed ("" when it did not)
@@ -118,6 +119,7 @@ function apply(state, event) {
             next.listening = true;
             next.transcribing = false;
             next.lastError = "";
+            next.partial = "";
         } else if (event.transition === "released") {
             next.listening = false;
             // Without a voice loop no voice event follows: nothing to wait for.
@@ -125,11 +127,17 @@ function apply(state, event) {
         } else if (event.transition === "cancelled") {
             next.listening = false;
             next.transcribing = false;
+            next.partial = "";
         }
+        break;
+    case "voice_partial":
+        // A preview while the key is held; a late one (after the release) is not shown.
+        if (next.listening) next.partial = String(event.text || "");
         break;
     case "voice":
         next.transcribing = false;
         next.listening = false;
+        next.partial = "";
         next.lastTranscript = event.transcript ? String(event.transcript) : "";
         if (event.outcome === "ok") {
             next.lastError = "";
@@ -213,7 +221,7 @@ function describe(state) {
     case "confirm": return state.pending.length === 1
         ? "Waiting for your answer: " + state.pending[0].summary
         : state.pending.length + " confirmations wait for your answer";
-    case "listening": return "Listening…";
+    case "listening": return state.partial !== "" ? "Listening… “" + state.partial + "”" : "Listening…";
     case "transcribing": return "Transcribing…";
     case "error": return state.lastError !== ""
         ? state.lastError

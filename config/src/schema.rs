@@ -502,6 +502,13 @@ pub struct SttSection {
     /// A transcript whose `no_speech_prob` is above this (0–1) and whose score is below
     /// -1 (faster-whisper's rule) is dropped as `no-speech`.
     pub no_speech_threshold: f64,
+    /// While the key is held, decode the audio so far every this many milliseconds and
+    /// publish what was heard as a `voice_partial` event (shown by `utter listen`, the
+    /// settings app and the bar widget); 0 = off, else 300–10 000. The first comes this long
+    /// after the press, so a short command (most are under a second) costs nothing; a
+    /// decode still running at release delays the final one by up to its length (~150 ms
+    /// with tiny.en on two cores).
+    pub partial_ms: u64,
 }
 
 impl Default for SttSection {
@@ -517,6 +524,7 @@ impl Default for SttSection {
             vocabulary: true,
             rescore: true,
             no_speech_threshold: 0.6,
+            partial_ms: 1_000,
         }
     }
 }

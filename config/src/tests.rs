@@ -393,7 +393,7 @@ fn audio_section_defaults_values_and_errors() {
 
 #[test]
 fn decoding_and_end_of_speech_settings_are_checked_by_name() {
-    let text = "config_version = 1\n[stt]\nwindow = \"half\"\nbeam_size = 0\nhypotheses = 3\nno_speech_threshold = 1.5\n[audio]\nend_silence_ms = 20000\n[audio.vad]\ndetector = \"silero\"\n";
+    let text = "config_version = 1\n[stt]\nwindow = \"half\"\nbeam_size = 0\nhypotheses = 3\nno_speech_threshold = 1.5\npartial_ms = 50\n[audio]\nend_silence_ms = 20000\n[audio.vad]\ndetector = \"silero\"\n";
     let err = parse(text, "test.toml").unwrap_err();
     let keys: Vec<String> = err
         .errors
@@ -405,6 +405,7 @@ fn decoding_and_end_of_speech_settings_are_checked_by_name() {
         "stt.beam_size",
         "stt.hypotheses",
         "stt.no_speech_threshold",
+        "stt.partial_ms",
         "audio.end_silence_ms",
         "audio.vad.detector",
     ] {
@@ -421,6 +422,10 @@ fn decoding_and_end_of_speech_settings_are_checked_by_name() {
     let ok = parse("config_version = 1\n", "t.toml").unwrap().config;
     assert_eq!(ok.stt.window, "fit");
     assert_eq!((ok.stt.beam_size, ok.stt.hypotheses), (5, 3));
+    assert_eq!(ok.stt.partial_ms, 1_000);
+    // 0 turns the partial transcripts off.
+    let off = parse("config_version = 1\n[stt]\npartial_ms = 0\n", "t.toml").unwrap();
+    assert_eq!(off.config.stt.partial_ms, 0);
     assert_eq!(ok.audio.configure_params()["end_silence_ms"], 600);
     assert_eq!(ok.audio.configure_params()["vad"]["detector"], "earshot");
 }

@@ -445,7 +445,8 @@ fn audio(config: &Config, c: &mut Checks<'_>) {
     }
 }
 
-/// `[stt]`: timeout, window, beam and hypotheses, the no-speech threshold, the language code.
+/// `[stt]`: timeout, window, partial interval, beam and hypotheses, the no-speech threshold,
+/// the language code.
 fn stt(config: &Config, c: &mut Checks<'_>) {
     let stt = &config.stt;
     let stt_key = |key: &str| vec![Seg::Key("stt".into()), Seg::Key(key.into())];
@@ -461,6 +462,15 @@ fn stt(config: &Config, c: &mut Checks<'_>) {
             format!(
                 "must be \"fit\" (the audio plus 1 s) or \"full\" (30 s), got {:?}",
                 stt.window
+            ),
+        );
+    }
+    if stt.partial_ms != 0 && !(300..=10_000).contains(&stt.partial_ms) {
+        c.error(
+            &stt_key("partial_ms"),
+            format!(
+                "must be 0 (off) or between 300 and 10000, got {}",
+                stt.partial_ms
             ),
         );
     }

@@ -61,6 +61,11 @@ pub enum Event {
     /// A push-to-talk cycle ended: transcript, results and the latency split
     /// (`{"event":"voice","outcome":"ok","transcript":…,"timings":{…}}`).
     Voice(Box<VoiceReport>),
+    /// What the recogniser has heard so far while the key is still held, about every
+    /// `[stt] partial_ms` (`{"event":"voice_partial","text":"open fire","audio_ms":1200.0,
+    /// "inference_ms":140.0}`, [`VoicePartial`]). Only a preview: the command is what the
+    /// [`Event::Voice`] of the same press says.
+    VoicePartial(VoicePartial),
     /// The config was reloaded.
     Reloaded {
         /// What changed.
@@ -261,6 +266,21 @@ pub struct VoiceTimings {
     pub pipeline_ms: f64,
     /// From key release until the result: the sum of the above.
     pub total_ms: f64,
+}
+
+/// A transcript of the audio so far while the key is held ([`Event::VoicePartial`]):
+/// decoded greedily (one hypothesis, the vocabulary prompt), never planned or run. The text
+/// is the person's words as heard, untrusted like any transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VoicePartial {
+    /// What was heard so far, trimmed; never empty.
+    pub text: String,
+    /// How much audio it was decoded from, in milliseconds (the silence gate's trim
+    /// included).
+    pub audio_ms: f64,
+    /// The recogniser's own inference time, in milliseconds, when it reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inference_ms: Option<f64>,
 }
 
 /// The outcome of one push-to-talk cycle, published as the event

@@ -36,7 +36,9 @@ pub use client::{Client, ClientError, ConfirmHandler};
 pub use command::{
     AuditEntry, CommandOutcome, ConfirmRequest, PendingConfirmation, Plan, StepResult,
 };
-pub use event::{CancelReason, Event, LogCursor, LogLine, PttEvent, VoiceReport, VoiceTimings};
+pub use event::{
+    CancelReason, Event, LogCursor, LogLine, PttEvent, VoicePartial, VoiceReport, VoiceTimings,
+};
 pub use status::{
     DecideStatus, DeclaredAxes, PermissionReport, PluginReport, PluginStatus, PttState,
     ReloadReport, SandboxReport, ServiceState, Source, Status, TriggerStatus, VoiceStatus,

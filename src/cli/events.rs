@@ -136,6 +136,11 @@ fn describe(event: &Event) -> String {
                 report.error.as_deref().unwrap_or("null")
             ),
         },
+        Event::VoicePartial(partial) => format!(
+            "voice partial: heard so far {:?} ({:.1} s of audio)",
+            sanitize(&partial.text),
+            partial.audio_ms / 1000.0
+        ),
         Event::PttTrigger(t) => format!(
             "push-to-talk trigger {}: {} ({})",
             t.trigger, t.state, t.detail

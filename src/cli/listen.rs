@@ -209,6 +209,14 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
                 continue;
             }
             Event::Voice(report) => report,
+            // What was heard so far while the key is held: a preview on stderr, so that
+            // stdout keeps one report per command.
+            Event::VoicePartial(partial) => {
+                if !args.json {
+                    eprintln!("hearing: {:?}…", sanitize(&partial.text));
+                }
+                continue;
+            }
             _ => continue,
         };
         if args.json {

@@ -334,6 +334,15 @@ impl RunnerObject {
         report: &str,
     ) -> zbus::Result<()>;
 
+    /// What was heard so far while the key is held (a preview, never run), and from how
+    /// many milliseconds of audio.
+    #[zbus(signal)]
+    async fn voice_partial(
+        emitter: &SignalEmitter<'_>,
+        text: &str,
+        audio_ms: f64,
+    ) -> zbus::Result<()>;
+
     /// A plugin emitted an event with `host.emit`; data is its JSON.
     #[zbus(signal)]
     async fn plugin_event(
@@ -415,6 +424,10 @@ pub(super) async fn follow_events(
                 let transcript =
                     utter_protocol::text::clip(report.transcript.as_deref().unwrap_or(""), 2000);
                 RunnerObject::voice_finished(emitter, &report.outcome, &transcript, &json).await
+            }
+            Event::VoicePartial(partial) => {
+                let text = utter_protocol::text::clip(&partial.text, 2000);
+                RunnerObject::voice_partial(emitter, &text, partial.audio_ms).await
             }
             // Subscription bookkeeping of the socket (and the log lines a socket subscriber
             // asks for), never broadcast by the runner.

@@ -676,6 +676,10 @@ fn follow_events(live: Rc<Live>) {
                     say(&live, "", false);
                     refresh_audit(live.clone());
                 }
+                // What was heard so far while the key is held, in place of "Listening…".
+                Event::VoicePartial(partial) => {
+                    say(&live, &voice::describe_partial(partial), false);
+                }
                 Event::ConfirmationRequested(_) | Event::ConfirmationResolved { .. } => {
                     refresh_pending(live.clone());
                     refresh_audit(live.clone());

@@ -1095,6 +1095,14 @@ fn try_group(live: &Rc<Live>) -> adw::PreferencesGroup {
     group
 }
 
+/// What the message line shows while the key is held: what was heard so far.
+pub fn describe_partial(partial: &utter_ipc::VoicePartial) -> String {
+    format!(
+        "Listening… heard so far: “{}”",
+        utter_protocol::text::clip(&partial.text, 200)
+    )
+}
+
 /// What "Try it" shows for a finished voice cycle: what was heard, the plan and its
 /// results, and where the time went.
 pub fn describe_voice(report: &VoiceReport) -> String {

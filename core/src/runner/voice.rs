@@ -2,7 +2,9 @@
 //!
 //! ```text
 //!  key down (portal, evdev, `utter ptt press`, D-Bus PushToTalk)
-//!      └─ audio.begin                    the capture plugin's pre-roll becomes the start
+//!      ├─ audio.begin                    the capture plugin's pre-roll becomes the start
+//!      └─ every [stt] partial_ms held:   audio.peek → stt.transcribe (greedy)
+//!                                        → Event::VoicePartial (a preview, never run)
 //!  key up
 //!      ├─ audio.end                      "capture flush" in the plugin: downmix, resample to
 //!      │                                 16 kHz, gate; the samples come back as a handle in
@@ -40,7 +42,7 @@ use crate::policy::Provenance;
 use crate::ptt::PttEvent;
 use crate::runner::Runner;
 
-pub use utter_ipc::event::{VoiceReport, VoiceTimings};
+pub use utter_ipc::event::{VoicePartial, VoiceReport, VoiceTimings};
 pub use utter_ipc::status::VoiceStatus;
 
 /// The capture plugin's notification that speech was followed by `[audio] end_silence_ms`
@@ -76,6 +78,9 @@ pub struct Voice {
     /// The router's vocabulary for the recogniser's prompt, asked for when the key went
     /// down (`[stt] vocabulary`), taken at release.
     vocabulary: Mutex<Option<tokio::task::JoinHandle<Option<String>>>>,
+    /// The last vocabulary prompt the router gave, for the partial transcripts of a held
+    /// key ([`partial_transcripts`]).
+    prompt: Mutex<Option<String>>,
     /// The silence (ms) after which voice-activity detection ended the current listen; taken
     /// by the release it caused.
     speech_ended: Mutex<Option<f64>>,
@@ -326,7 +331,13 @@ impl Voice {
         let config = runner.config().config;
         let task = config.stt.vocabulary.then(|| {
             let runner = runner.clone();
-            tokio::spawn(async move { vocabulary_prompt(&runner).await })
+            tokio::spawn(async move {
+                let prompt = vocabulary_prompt(&runner).await;
+                if prompt.is_some() {
+                    prompt.clone_into(&mut runner.voice.prompt.lock().expect("prompt"));
+                }
+                prompt
+            })
         });
         if let Some(old) =
             std::mem::replace(&mut *self.vocabulary.lock().expect("vocabulary"), task)
@@ -598,6 +609,10 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
             PttEvent::Pressed { .. } => {
                 runner.voice.begin_listening(&runner).await;
                 runner.voice.count_press();
+                if runner.voice.state() == "listening" {
+                    let press = runner.voice.status().presses;
+                    tokio::spawn(partial_transcripts(Arc::downgrade(&runner), press));
+                }
             }
             PttEvent::Cancelled { reason, .. } => {
                 runner
@@ -676,6 +691,116 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
             }
         }
     }
+}
+
+/// `stt.transcribe`'s audio and model fields for the stored audio `handle`: format, rate,
+/// channels, `[stt] model`, language and window (the caller adds the search).
+fn transcribe_params(stt: &crate::config::SttSection, handle: &str) -> Value {
+    let mut params = json!({
+        "audio": handle,
+        "format": AUDIO_FORMAT,
+        "rate": AUDIO_RATE,
+        "channels": 1,
+        "window": stt.window,
+    });
+    if let Some(model) = stt.model_path() {
+        params["model"] = json!(model);
+    }
+    if !stt.language.is_empty() {
+        params["language"] = json!(stt.language);
+    }
+    params
+}
+
+/// While press number `press` is held, every `[stt] partial_ms` (0: never): transcribe the
+/// audio so far (`audio.peek`, then `stt.transcribe` greedily with the last vocabulary
+/// prompt) and publish it as [`Event::VoicePartial`] when it says something new. One decode
+/// at a time; it stops at the release (a decode then running is not published) and on any
+/// failure of the capture or stt plugin (logged at debug: the release still transcribes).
+async fn partial_transcripts(weak: Weak<Runner>, press: u64) {
+    let mut last = String::new();
+    loop {
+        let every = match weak.upgrade() {
+            Some(runner) => runner.config().config.stt.partial_ms,
+            None => return,
+        };
+        if every == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(every)).await;
+        let Some(runner) = weak.upgrade() else { return };
+        let held = |runner: &Runner| {
+            runner.voice.state() == "listening" && runner.voice.status().presses == press
+        };
+        if !held(&runner) {
+            return;
+        }
+        let partial = match partial_transcript(&runner).await {
+            Ok(partial) => partial,
+            Err(e) => {
+                tracing::debug!(error = %e, "no partial transcript; the release transcribes");
+                return;
+            }
+        };
+        if let Some(partial) = partial
+            && held(&runner)
+            && partial.text != last
+        {
+            last.clone_from(&partial.text);
+            runner.publish(Event::VoicePartial(partial));
+        }
+    }
+}
+
+/// One partial transcript of the audio held so far: `None` when the gate hears no speech
+/// yet or the recogniser hears none.
+async fn partial_transcript(runner: &Runner) -> Result<Option<VoicePartial>, String> {
+    let config = runner.config().config;
+    let capture = runner.voice.capture(runner).await?;
+    let stt = plugin_of_kind(runner, &config.stt.plugin, "stt")
+        .ok_or_else(|| "no stt plugin is configured".to_owned())?;
+    let store = runner
+        .handles
+        .clone()
+        .ok_or_else(|| "the handle store is unavailable".to_owned())?;
+    let peeked = capture_call(runner, &capture, "audio.peek").await?;
+    let Some(handle) = peeked["handle"].as_str() else {
+        return Ok(None);
+    };
+    let capture_scope = Scope::Plugin(capture.clone());
+    let scope = Scope::Plugin(stt.clone());
+    store.pass(&capture_scope, &scope, &json!({ "audio": handle }));
+    let _ = store.release(&capture_scope, handle);
+    let mut params = transcribe_params(&config.stt, handle);
+    params["beam_size"] = json!(1);
+    params["hypotheses"] = json!(1);
+    if let Some(prompt) = runner.voice.prompt.lock().expect("prompt").clone() {
+        params["prompt"] = json!(prompt);
+    }
+    let answer = runner
+        .supervisor
+        .call(
+            &stt,
+            "stt.transcribe",
+            params,
+            Duration::from_millis(config.stt.timeout_ms),
+        )
+        .await;
+    let _ = store.release(&scope, handle);
+    let answer = answer.map_err(|e| format!("{stt}: {}", e.message))?;
+    if not_speech(&answer, config.stt.no_speech_threshold).is_some() {
+        return Ok(None);
+    }
+    let text = answer["text"].as_str().unwrap_or("").trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let samples = peeked["samples"].as_f64().unwrap_or(0.0);
+    Ok(Some(VoicePartial {
+        text: text.to_owned(),
+        audio_ms: samples * 1000.0 / f64::from(AUDIO_RATE),
+        inference_ms: answer["inference_ms"].as_f64(),
+    }))
 }
 
 /// Publish `report` (with `total_ms` since `released`), reset the state and give spoken
@@ -765,19 +890,7 @@ async fn transcribe_and_run(
     let _ = store.release(&capture_scope, &handle);
     timings.handoff_ms += ms(started.elapsed());
 
-    let mut params = json!({
-        "audio": &handle,
-        "format": AUDIO_FORMAT,
-        "rate": AUDIO_RATE,
-        "channels": 1,
-    });
-    if let Some(model) = config.stt.model_path() {
-        params["model"] = json!(model);
-    }
-    if !config.stt.language.is_empty() {
-        params["language"] = json!(config.stt.language);
-    }
-    params["window"] = json!(config.stt.window);
+    let mut params = transcribe_params(&config.stt, &handle);
     params["beam_size"] = json!(config.stt.beam_size);
     params["hypotheses"] = json!(config.stt.hypotheses);
     if let Some((prompt, waited)) = take_vocabulary(vocabulary).await {
@@ -953,15 +1066,19 @@ pub enum PlanKind {
 /// How much less likely than the transcript (natural log of the probability, summed over
 /// tokens) a candidate may be and still replace a transcript the router does not act on:
 /// the prior that a person says a command the router knows rather than words it does not.
-/// Calibrated on the spoken set (`tests/spoken.rs` prints the accuracy at other margins: on
-/// a 400-utterance sample, 0 gave 51.4%, 4 gave 53.7%, 6 gave 54.5%, 12 gave 54.8%, and every
-/// switch at 4 was right).
+/// Calibrated with [`RESCORE_FLOOR`] on the spoken set (see there).
 pub const RESCORE_MARGIN: f64 = 6.0;
 
-/// The lowest mean log probability per token a candidate may have (about one chance in
-/// twelve per token): below it the audio does not say the candidate at all, however
-/// unlikely the transcript is.
-pub const RESCORE_FLOOR: f64 = -2.5;
+/// The lowest mean log probability per token a candidate may have (about one chance in 55
+/// per token): below it the audio does not say the candidate at all, however unlikely the
+/// transcript is. Calibrated with [`RESCORE_MARGIN`] on 774 commands of the spoken set and
+/// its 100 clips without speech (`UTTER_SPOKEN_WEIGHTS` in `tests/spoken.rs` writes each
+/// weighing): of the 282 commands whose candidates were weighed, a floor of -2.5 switched
+/// 44 to the right command and 11 to a wrong one, -4.0 switches 80 right and 26 wrong,
+/// -4.5 89 and 30; no clip's best candidate averages better than -6 a token, so none is
+/// switched at any of these. Each step down buys right commands at about two for every
+/// wrong one; -4 keeps a clear distance from the clips.
+pub const RESCORE_FLOOR: f64 = -4.0;
 
 /// One phrase weighed against the audio by `stt.score`.
 #[derive(Debug, Clone, PartialEq)]
@@ -973,7 +1090,8 @@ pub struct Weighed {
 }
 
 impl Weighed {
-    fn mean(&self) -> f64 {
+    /// The mean log probability per token (the whole for a phrase of no tokens).
+    pub fn mean(&self) -> f64 {
         self.logprob / self.tokens.max(1) as f64
     }
 }
@@ -981,33 +1099,123 @@ impl Weighed {
 /// The rescoring rule, for a transcript the router does not act on: given its weight and
 /// the router's candidates (each planned to steps) with theirs, the index of the candidate
 /// to run instead, if any: the likeliest candidate, when its mean per token is at least
-/// [`RESCORE_FLOOR`] and its log probability at least the transcript's minus `margin`
-/// ([`RESCORE_MARGIN`]).
-pub fn rescore_pick(transcript: &Weighed, candidates: &[Weighed], margin: f64) -> Option<usize> {
+/// `floor` ([`RESCORE_FLOOR`]) and its log probability at least the transcript's minus
+/// `margin` ([`RESCORE_MARGIN`]).
+pub fn rescore_pick(
+    transcript: &Weighed,
+    candidates: &[Weighed],
+    margin: f64,
+    floor: f64,
+) -> Option<usize> {
     let (best, weight) = candidates
         .iter()
         .enumerate()
         .filter(|(_, c)| c.tokens > 0 && c.logprob.is_finite())
         .max_by(|a, b| a.1.logprob.total_cmp(&b.1.logprob))?;
-    if weight.mean() < RESCORE_FLOOR {
+    if weight.mean() < floor {
         return None;
     }
     (weight.logprob >= transcript.logprob - margin).then_some(best)
 }
 
-/// A phrase as Whisper writes a sentence: a capital first letter and a full stop, unless it
-/// already ends in punctuation.
-pub fn whisper_style(text: &str) -> String {
-    let text = text.trim();
-    let mut chars = text.chars();
-    let mut out: String = match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => return String::new(),
+/// The forms a candidate is weighed in against the audio, as Whisper may write it: without
+/// the closing punctuation (a full stop costs its own token, and the transcript is weighed
+/// without one too), in sentence case ("Press delete") and with every word capitalised
+/// ("Press Delete"), which is how Whisper writes names and, given the vocabulary prompt,
+/// most commands ("Start Claude": "start claude" is about 13 nats less likely for the same
+/// audio). Empty for a phrase with nothing but punctuation.
+pub fn scoring_forms(text: &str) -> Vec<String> {
+    let text = without_closing_punctuation(text);
+    let capitalised = |word: &str| {
+        let mut chars = word.chars();
+        match chars.next() {
+            Some(first) => first.to_uppercase().chain(chars).collect::<String>(),
+            None => String::new(),
+        }
     };
-    if out.chars().last().is_some_and(char::is_alphanumeric) {
-        out.push('.');
+    if text.is_empty() {
+        return Vec::new();
     }
-    out
+    let sentence = capitalised(text);
+    let title = text
+        .split_whitespace()
+        .map(capitalised)
+        .collect::<Vec<_>>()
+        .join(" ");
+    if title == sentence {
+        vec![sentence]
+    } else {
+        vec![sentence, title]
+    }
+}
+
+/// `text` trimmed, without the punctuation that closes it ("Start, Log." is "Start, Log").
+fn without_closing_punctuation(text: &str) -> &str {
+    text.trim()
+        .trim_end_matches(['.', ',', '!', '?', ';', ':', '…'])
+        .trim_end()
+}
+
+/// The phrases one rescoring weighs (`stt.score`'s `phrases`): the transcript as the
+/// recogniser wrote it (without its closing punctuation), then each candidate in its
+/// [`scoring_forms`]; [`Weighing::fold`] gives each its best form's weight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Weighing {
+    /// What to send to `stt.score`, in order.
+    pub phrases: Vec<String>,
+    /// For each phrase, whose form it is: 0 the transcript, `i + 1` candidate `i`.
+    owners: Vec<usize>,
+    /// How many candidates there are.
+    candidates: usize,
+}
+
+impl Weighing {
+    /// The phrases for `transcript` and `candidates` (texts as the router wrote them).
+    pub fn new<S: AsRef<str>>(transcript: &str, candidates: &[S]) -> Weighing {
+        let heard = without_closing_punctuation(transcript);
+        let mut phrases = vec![
+            if heard.is_empty() {
+                transcript.trim()
+            } else {
+                heard
+            }
+            .to_owned(),
+        ];
+        let mut owners = vec![0];
+        for (i, candidate) in candidates.iter().enumerate() {
+            for form in scoring_forms(candidate.as_ref()) {
+                phrases.push(form);
+                owners.push(i + 1);
+            }
+        }
+        Weighing {
+            phrases,
+            owners,
+            candidates: candidates.len(),
+        }
+    }
+
+    /// `stt.score`'s scores (one per phrase, in order) as the transcript's weight and each
+    /// candidate's (the likeliest of its forms; a candidate with none weighs nothing: no
+    /// tokens, log probability −∞). `None` when the count does not match the phrases.
+    pub fn fold(&self, scores: &[Weighed]) -> Option<(Weighed, Vec<Weighed>)> {
+        if scores.len() != self.phrases.len() {
+            return None;
+        }
+        let nothing = Weighed {
+            logprob: f64::NEG_INFINITY,
+            tokens: 0,
+        };
+        let mut weights = vec![nothing; self.candidates + 1];
+        for (owner, score) in self.owners.iter().zip(scores) {
+            let kept = &mut weights[*owner];
+            if kept.tokens == 0 || score.logprob > kept.logprob {
+                *kept = score.clone();
+            }
+        }
+        let transcript = weights.remove(0);
+        Some((transcript, weights))
+    }
 }
 
 /// When the router does not act on the transcript (it plans nothing or only asks), ask it
@@ -1064,9 +1272,9 @@ async fn rescore(
     if candidates.is_empty() {
         return None;
     }
-    let mut phrases = vec![transcript.to_owned()];
-    phrases.extend(candidates.iter().map(|(text, _)| whisper_style(text)));
-    audio_params["phrases"] = json!(phrases);
+    let texts: Vec<&str> = candidates.iter().map(|(text, _)| text.as_str()).collect();
+    let weighing = Weighing::new(transcript, &texts);
+    audio_params["phrases"] = json!(weighing.phrases);
     let scored = match supervisor
         .call(
             stt,
@@ -1090,13 +1298,11 @@ async fn rescore(
             tokens: s["tokens"].as_u64().unwrap_or(0) as usize,
         })
         .collect();
-    if weights.len() != phrases.len() {
-        return None;
-    }
-    let pick = rescore_pick(&weights[0], &weights[1..], RESCORE_MARGIN);
+    let (heard, weights) = weighing.fold(&weights)?;
+    let pick = rescore_pick(&heard, &weights, RESCORE_MARGIN, RESCORE_FLOOR);
     let weighed = candidates
         .iter()
-        .zip(&weights[1..])
+        .zip(&weights)
         .enumerate()
         .map(|(i, ((text, c), w))| {
             json!({
@@ -1109,7 +1315,7 @@ async fn rescore(
         .collect();
     tracing::debug!(
         transcript,
-        transcript_logprob = weights[0].logprob,
+        transcript_logprob = heard.logprob,
         picked = ?pick.map(|i| &candidates[i].0),
         "weighed the router's candidates"
     );
@@ -1322,12 +1528,26 @@ mod tests {
     fn a_candidate_replaces_a_transcript_the_router_cannot_act_on_within_the_margin() {
         // "Prize." (nothing planned) at -6; "Pause." at -8 is within 4 nats: taken.
         let heard = weight(-6.0, 3);
-        let pick = rescore_pick(&heard, &[weight(-12.0, 5), weight(-8.0, 4)], 4.0);
+        let pick = rescore_pick(
+            &heard,
+            &[weight(-12.0, 5), weight(-8.0, 4)],
+            4.0,
+            RESCORE_FLOOR,
+        );
         assert_eq!(pick, Some(1));
         // Past the margin, the transcript stands; a margin of 0 takes only what is as likely.
-        assert_eq!(rescore_pick(&heard, &[weight(-10.5, 5)], 4.0), None);
-        assert_eq!(rescore_pick(&heard, &[weight(-8.0, 4)], 0.0), None);
-        assert_eq!(rescore_pick(&heard, &[weight(-5.0, 3)], 0.0), Some(0));
+        assert_eq!(
+            rescore_pick(&heard, &[weight(-10.5, 5)], 4.0, RESCORE_FLOOR),
+            None
+        );
+        assert_eq!(
+            rescore_pick(&heard, &[weight(-8.0, 4)], 0.0, RESCORE_FLOOR),
+            None
+        );
+        assert_eq!(
+            rescore_pick(&heard, &[weight(-5.0, 3)], 0.0, RESCORE_FLOOR),
+            Some(0)
+        );
     }
 
     #[test]
@@ -1335,23 +1555,72 @@ mod tests {
         // Noise transcribed as a word: everything is unlikely; a candidate whose tokens
         // average below the floor is not a command that was said.
         let heard = weight(-30.0, 3);
-        assert_eq!(rescore_pick(&heard, &[weight(-9.0, 3)], 4.0), None);
-        assert_eq!(rescore_pick(&heard, &[weight(-7.4, 3)], 40.0), Some(0));
-        // No candidates, none with tokens, or no finite score: nothing.
-        assert_eq!(rescore_pick(&heard, &[], 4.0), None);
-        assert_eq!(rescore_pick(&heard, &[weight(-1.0, 0)], 4.0), None);
         assert_eq!(
-            rescore_pick(&heard, &[weight(f64::NEG_INFINITY, 2)], 4.0),
+            rescore_pick(&heard, &[weight(-13.0, 3)], 4.0, RESCORE_FLOOR),
+            None
+        );
+        assert_eq!(
+            rescore_pick(&heard, &[weight(-11.9, 3)], 40.0, RESCORE_FLOOR),
+            Some(0)
+        );
+        // No candidates, none with tokens, or no finite score: nothing.
+        assert_eq!(rescore_pick(&heard, &[], 4.0, RESCORE_FLOOR), None);
+        assert_eq!(
+            rescore_pick(&heard, &[weight(-1.0, 0)], 4.0, RESCORE_FLOOR),
+            None
+        );
+        assert_eq!(
+            rescore_pick(&heard, &[weight(f64::NEG_INFINITY, 2)], 4.0, RESCORE_FLOOR),
             None
         );
     }
 
     #[test]
-    fn candidates_are_written_as_the_recogniser_writes() {
-        assert_eq!(whisper_style("pause"), "Pause.");
-        assert_eq!(whisper_style(" go to GitHub. "), "Go to GitHub.");
-        assert_eq!(whisper_style("what's next?"), "What's next?");
-        assert_eq!(whisper_style("  "), "");
-        assert_eq!(whisper_style("élan"), "Élan.");
+    fn candidates_are_weighed_as_the_recogniser_writes_without_closing_punctuation() {
+        assert_eq!(scoring_forms("pause"), ["Pause"]);
+        assert_eq!(
+            scoring_forms(" go to GitHub. "),
+            ["Go to GitHub", "Go To GitHub"]
+        );
+        assert_eq!(
+            scoring_forms("start claude"),
+            ["Start claude", "Start Claude"]
+        );
+        assert_eq!(
+            scoring_forms("what's next?"),
+            ["What's next", "What's Next"]
+        );
+        assert!(scoring_forms("  ").is_empty());
+        assert!(scoring_forms(" ?! ").is_empty());
+        assert_eq!(scoring_forms("élan"), ["Élan"]);
+    }
+
+    #[test]
+    fn each_candidate_weighs_as_its_likeliest_form() {
+        let weighing = Weighing::new("Start, Log.", &["start claude", "pause", "..."]);
+        assert_eq!(
+            weighing.phrases,
+            ["Start, Log", "Start claude", "Start Claude", "Pause"]
+        );
+        let scores = [
+            weight(-5.5, 3),
+            weight(-18.0, 3),
+            weight(-5.4, 2),
+            weight(-20.0, 2),
+        ];
+        let (heard, candidates) = weighing.fold(&scores).expect("as many scores as phrases");
+        assert_eq!(heard, weight(-5.5, 3));
+        assert_eq!(
+            candidates,
+            [
+                weight(-5.4, 2),
+                weight(-20.0, 2),
+                weight(f64::NEG_INFINITY, 0)
+            ]
+        );
+        // A plugin that answered another count is not trusted.
+        assert_eq!(weighing.fold(&scores[..3]), None);
+        // A transcript of punctuation only is weighed as written.
+        assert_eq!(Weighing::new(" . ", &["pause"]).phrases, [".", "Pause"]);
     }
 }

@@ -465,6 +465,25 @@ impl AudioCapture {
         })
     }
 
+    /// A copy of the utterance recorded so far, which goes on recording: what
+    /// [`take`](Self::take) would give now, for a partial transcript while the key is held.
+    /// Never blocks for long (one copy under the stream's lock).
+    ///
+    /// # Errors
+    /// As [`end`](Self::end).
+    pub fn peek(&self) -> Result<RawUtterance, AudioError> {
+        let s = self.lock();
+        let raw = s.recording.clone().ok_or(AudioError::NotRecording)?;
+        self.check_healthy(&s)?;
+        Ok(RawUtterance {
+            interleaved: raw,
+            rate: s.rate,
+            channels: s.channels,
+            truncated: s.truncated,
+            gate: self.gate(),
+        })
+    }
+
     /// Drop the utterance being recorded (if any) and go back to keeping the pre-roll.
     /// Returns whether there was one.
     pub fn cancel(&self) -> bool {

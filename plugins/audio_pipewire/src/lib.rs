@@ -24,6 +24,8 @@
 //! * `audio.begin {}` → `{}`; `audio.cancel {}` → `{cancelled}`.
 //! * `audio.end {keep_silence?}` and `audio.record {seconds, keep_silence?}` → `{audio,
 //!   handle, format, rate, channels, samples, bytes, flush_ms, handoff_ms, encode_ms}`.
+//! * `audio.peek {}` → the same, for the utterance recorded so far, which goes on (partial
+//!   transcripts while the key is held); an error when no `audio.begin` utterance runs.
 //!
 //! # Modules
 //!

@@ -30,6 +30,8 @@ pub const BEGIN: &str = "audio.begin";
 pub const END: &str = "audio.end";
 /// `audio.cancel {}`.
 pub const CANCEL: &str = "audio.cancel";
+/// `audio.peek {}`: the utterance so far, as `audio.end` answers, while it goes on.
+pub const PEEK: &str = "audio.peek";
 /// `audio.record {seconds, keep_silence?}`.
 pub const RECORD: &str = "audio.record";
 /// The notification sent once per `audio.begin` when speech was heard and then
@@ -323,6 +325,27 @@ impl AudioPlugin {
             (capture, taken, flush_started)
         };
         self.finish(END, taken, &call.peer, keep_silence).await
+    }
+
+    /// [`PEEK`]: what [`END`] would answer now (a handle to the utterance so far, trimmed and
+    /// gated; no handle while the gate hears no speech yet), and the utterance goes on.
+    async fn peek(&self, call: &Call) -> Result<Value, ErrorObject> {
+        let flush_started = Instant::now();
+        let taken = {
+            let st = self.state();
+            if st.session != Session::Utterance {
+                return Err(ErrorObject::plugin(format!(
+                    "{PEEK}: no utterance is being recorded ({BEGIN} starts one)"
+                )));
+            }
+            let capture = st
+                .capture
+                .clone()
+                .ok_or_else(|| audio_error(PEEK, AudioError::NotRecording))?;
+            let peeked = capture.peek();
+            (capture, peeked, flush_started)
+        };
+        self.finish(PEEK, taken, &call.peer, false).await
     }
 
     /// Follow utterance `begin` of `capture` until speech was followed by `end_silence_ms`
@@ -900,7 +923,7 @@ fn required_seconds(params: &Value) -> Result<f64, ErrorObject> {
 
 impl Handler for AudioPlugin {
     fn methods(&self) -> Vec<String> {
-        [CONFIGURE, SOURCES, STATUS, BEGIN, END, CANCEL, RECORD]
+        [CONFIGURE, SOURCES, STATUS, BEGIN, END, CANCEL, RECORD, PEEK]
             .map(String::from)
             .to_vec()
     }
@@ -951,6 +974,7 @@ impl Handler for AudioPlugin {
             BEGIN => self.begin(&call.peer).await,
             END => self.end(&call).await,
             CANCEL => Ok(self.cancel()),
+            PEEK => self.peek(&call).await,
             RECORD => self.record(&call).await,
             other => Err(ErrorObject::method_not_found(other)),
         }

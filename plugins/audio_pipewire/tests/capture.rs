@@ -87,6 +87,7 @@ async fn capture_over_the_protocol_on_real_pipewire() {
         "audio.end",
         "audio.cancel",
         "audio.record",
+        "audio.peek",
     ] {
         assert!(
             host.describe["methods"]
@@ -200,8 +201,11 @@ async fn capture_over_the_protocol_on_real_pipewire() {
         "{health}"
     );
 
-    // end without begin.
+    // end without begin, and a peek with nothing recorded.
     let err = host.call("audio.end", json!({})).await.unwrap_err();
+    assert_eq!(err.code, -32000);
+    assert!(err.message.contains("no utterance"), "{err}");
+    let err = host.call("audio.peek", json!({})).await.unwrap_err();
     assert_eq!(err.code, -32000);
     assert!(err.message.contains("no utterance"), "{err}");
 
@@ -237,6 +241,12 @@ async fn capture_over_the_protocol_on_real_pipewire() {
         loudest > -50.0 && loudest - quiet >= 20.0,
         "the speech peaked at {loudest} dBFS on the meter, silence read {quiet}"
     );
+    // A peek while the key is held: the speech so far as a handle, and the utterance goes on.
+    let peeked = host.call("audio.peek", json!({})).await.unwrap();
+    let so_far = stored_speech(&host, &peeked);
+    assert_eq!(peeked["audio"]["has_speech"], true, "{peeked}");
+    let status = host.call("audio.status", json!({})).await.unwrap();
+    assert_eq!(status["recording"], "utterance", "{status}");
     let asked = Instant::now();
     let spoken = host.call("audio.end", json!({})).await.unwrap();
     let round_trip = asked.elapsed();
@@ -248,6 +258,13 @@ async fn capture_over_the_protocol_on_real_pipewire() {
         spoken["handoff_ms"]
     );
     let samples = stored_speech(&host, &spoken);
+    // The end holds at least what the peek held (the same speech, gated the same way).
+    assert!(
+        samples.len() >= so_far.len(),
+        "end {} samples, peek {}",
+        samples.len(),
+        so_far.len()
+    );
     let audio = &spoken["audio"];
     assert_eq!(audio["has_speech"], true, "{spoken}");
     assert_eq!(audio["rate"], 16_000);
@@ -296,7 +313,8 @@ async fn capture_over_the_protocol_on_real_pipewire() {
         ms(&audio["trimmed_leading_ms"]) >= Duration::from_millis(140),
         "the pre-roll's silence was cut: {spoken}"
     );
-    assert_eq!(host.creates.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // One handle.create for the peek, one for the end.
+    assert_eq!(host.creates.load(std::sync::atomic::Ordering::SeqCst), 2);
 
     // Silence: no speech, no handle, no handle.create.
     host.call("audio.begin", json!({})).await.unwrap();
@@ -314,7 +332,8 @@ async fn capture_over_the_protocol_on_real_pipewire() {
         captured >= Duration::from_millis(800) && captured <= Duration::from_millis(1_500),
         "{quiet}"
     );
-    assert_eq!(host.creates.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // One handle.create for the peek, one for the end.
+    assert_eq!(host.creates.load(std::sync::atomic::Ordering::SeqCst), 2);
 
     // Silence kept on purpose (untrimmed): stored although the gate found no speech.
     let untrimmed = host

@@ -51,6 +51,8 @@ async fn without_pipewire_errors_are_clear_and_the_plugin_serves_on() {
     assert!(err.message.contains("PipeWire is not running"), "{err}");
     let err = host.call("audio.end", json!({})).await.unwrap_err();
     assert!(err.message.contains("no utterance"), "{err}");
+    let err = host.call("audio.peek", json!({})).await.unwrap_err();
+    assert!(err.message.contains("no utterance"), "{err}");
 
     let exit = host.close_and_wait(Duration::from_secs(10)).await;
     assert!(exit.success(), "{exit}");
@@ -161,6 +163,7 @@ async fn hostile_params_are_refused_and_the_plugin_keeps_answering() {
         ("audio.configure", json!([1, 2]), "params"),
         ("audio.begin", json!("start"), "params"),
         ("audio.record", json!(3), "params"),
+        ("audio.peek", json!([true]), "params"),
     ];
     for (method, params, field) in &cases {
         let err = host

@@ -4,7 +4,8 @@
 //! A recogniser that does not know the command space writes the likelier English words:
 //! "Prize" for "pause", "Go to G-Sub" for "go to GitHub", "Launch Kovex" for "launch
 //! codex". The router knows which phrases it can act on, so for each hypothesis it proposes
-//! the nearest of them, from three sources:
+//! the nearest of them, from three sources, after the other hypotheses themselves (which
+//! the recogniser scored lower than a first one the router cannot act on):
 //!
 //! - **names**: a span of one to three words replaced by a name the router acts on that
 //!   sounds like it (catalog sites, application profiles, installed applications, coding
@@ -59,7 +60,7 @@ const KEEP_WORDS: &[&str] = &[
 pub struct Candidate {
     /// The phrase, as the recogniser would write it where it kept the hypothesis's words.
     pub text: String,
-    /// `"name"`, `"lead"` or `"phrase"` (see the module docs).
+    /// `"heard"`, `"name"`, `"lead"` or `"phrase"` (see the module docs and [`propose`]).
     pub source: &'static str,
     /// How near it sounds to the hypothesis it came from (0–1).
     pub near: f64,
@@ -177,8 +178,11 @@ pub fn sounds_like(a: &str, b: &str) -> f64 {
     Keyed::new(a).near(&Keyed::new(b))
 }
 
-/// The candidates for `hypotheses` (best first) in `space`, nearest first, without repeats
-/// and without the hypotheses themselves. Not yet planned: the caller keeps those that plan.
+/// The candidates for `hypotheses` (best first) in `space`: first each hypothesis after the
+/// first as written (source `"heard"`, near 1: the recogniser wrote it, but with a lower
+/// score than a transcript the router could not act on, so the audio decides between
+/// them), then the proposed phrases nearest first, without repeats and without the
+/// hypotheses. Not yet planned: the caller keeps those that plan.
 pub fn propose(
     hypotheses: &[String],
     space: &Space<'_>,
@@ -196,6 +200,19 @@ pub fn propose(
         }
         out.push(candidate);
     };
+    let mut heard: Vec<Candidate> = Vec::new();
+    for (index, hypothesis) in hypotheses.iter().enumerate().skip(1) {
+        let key = &said[index];
+        if key.is_empty() || key == &said[0] || said[1..index].contains(key) {
+            continue;
+        }
+        heard.push(Candidate {
+            text: hypothesis.trim().to_owned(),
+            source: "heard",
+            near: 1.0,
+            hypothesis: index,
+        });
+    }
     for (index, hypothesis) in hypotheses.iter().enumerate() {
         if hypothesis.split_whitespace().count() > MAX_WORDS || hypothesis.len() > 512 {
             continue;
@@ -223,7 +240,8 @@ pub fn propose(
     }
     // Nearest first (the sort is stable: the better hypothesis first among equals).
     out.sort_by(|a, b| b.near.total_cmp(&a.near));
-    out
+    heard.extend(out);
+    heard
 }
 
 /// Name substitutions of one hypothesis, nearest first.
@@ -364,6 +382,31 @@ mod tests {
         unique.sort();
         unique.dedup();
         assert_eq!(unique.len(), found.len(), "{found:?}");
+    }
+
+    #[test]
+    fn the_other_hypotheses_come_first_once_each() {
+        let hypotheses: Vec<String> = ["Press this.", "Press Space.", "press space", "Press this"]
+            .iter()
+            .map(|h| h.to_string())
+            .collect();
+        let curated = Curated::builtin().expect("curated");
+        let names = PhraseList::of_names(["GitHub"]);
+        let none = PhraseList::default();
+        let space = Space {
+            names: &names,
+            phrases: [&none, &none],
+        };
+        let found = propose(&hypotheses, &space, &curated);
+        // The second hypothesis as written, its repeat (in other case) and the first
+        // hypothesis again (without its full stop) not.
+        let heard: Vec<(&str, usize)> = found
+            .iter()
+            .filter(|c| c.source == "heard")
+            .map(|c| (c.text.as_str(), c.hypothesis))
+            .collect();
+        assert_eq!(heard, [("Press Space.", 1)], "{found:?}");
+        assert_eq!(found[0].source, "heard");
     }
 
     #[test]

@@ -6,11 +6,13 @@
 //! every built-in example, common shortcut and its synonyms, the typing, key, click, open
 //! and playback verbs, and the curated focusing and closing verbs. Each lead word of the
 //! same key that is not what was heard gives one [`rewrites`] candidate, the rest of the
-//! utterance kept as it was said; the router plans them in turn and keeps the first that
-//! plans. Only the lead is ever replaced, only by a word of the same sound, and only where
-//! nothing planned: "right" in "move it right" is never touched. An utterance that is one
-//! clause written twice ("Clear, Clear,": a decoder run on past a short command) is
-//! offered once, first.
+//! utterance kept as it was said. These guesses are only ever **candidates weighed against
+//! the audio** (`router.candidates`, then the recogniser's `stt.score`): planned from text
+//! alone, noise that Whisper wrote as "Keep" or "And I" pressed ctrl+c and ctrl+z (three of
+//! the spoken set's hundred clips without speech). Only the lead is ever replaced, only by
+//! a word of the same sound: "right" in "move it right" is never touched. An utterance that
+//! is one clause written twice ("Clear, Clear,": a decoder run on past a short command) is
+//! offered once, first; that one the router plans directly.
 
 use crate::decide::{MEDIA_VERBS, OPEN_VERBS, phonetic_key};
 use crate::inapp::{CLICK_VERBS, KEY_VERBS, TYPE_VERBS};
@@ -77,6 +79,9 @@ pub struct Rewrite {
     pub meant: String,
     /// The whole utterance with them replaced ("write thank you.").
     pub utterance: String,
+    /// Whether the lead was replaced by a word of the same sound (a guess only the audio
+    /// can confirm), rather than a clause written twice said once.
+    pub by_sound: bool,
 }
 
 /// The utterances `utterance` may have been: said once where it was written twice, then
@@ -113,6 +118,7 @@ pub fn rewrites(utterance: &str, curated: &Curated) -> Vec<Rewrite> {
             heard: tokens.join(" "),
             meant: once.clone(),
             utterance: once,
+            by_sound: false,
         });
     }
     let leads: Vec<&(String, String)> = BUILTIN.iter().chain(&extra).collect();
@@ -153,6 +159,7 @@ pub fn rewrites(utterance: &str, curated: &Curated) -> Vec<Rewrite> {
                     heard: tokens[..taken].join(" "),
                     meant: word.clone(),
                     utterance: candidate,
+                    by_sound: true,
                 });
             }
         }
@@ -186,6 +193,7 @@ mod tests {
                 heard: "Right,".into(),
                 meant: "write".into(),
                 utterance: "write thank you.".into(),
+                by_sound: true,
             }),
             "{right:?}"
         );
