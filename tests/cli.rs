@@ -45,9 +45,26 @@ async fn an_empty_or_missing_utterance_is_a_usage_error() {
         assert!(run.stdout.is_empty(), "{run}");
     }
 
+    // With --json the refusal is JSON on stdout too, for scripts.
+    let run = run_utter(&["say", "--json", ""], &env).await;
+    assert_eq!(run.code, Some(2), "{run}");
+    assert_eq!(run.json()["error"]["code"], -32602, "{run}");
+    assert!(
+        run.json()["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the utterance is empty")),
+        "{run}"
+    );
+
     let run = run_utter(&["say"], &env).await;
     assert_eq!(run.code, Some(2), "{run}");
     assert!(run.stderr.contains("<UTTERANCE>"), "clap names it: {run}");
+
+    // An utterance longer than the router plans is the caller's mistake too (2, not 4).
+    let long = "open ".repeat(1000);
+    let run = run_utter(&["say", "--local", &long], &env).await;
+    assert_eq!(run.code, Some(2), "{run}");
+    assert!(run.stderr.contains("at most 4096"), "{run}");
 }
 
 const PIGEON: &str = "config_version = 1\n\

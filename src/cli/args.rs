@@ -78,7 +78,8 @@ pub enum Command {
     ///
     /// Example: utter eval my-commands.toml
     Eval(eval::Args),
-    /// Serve a built-in plugin on stdin/stdout (the runner starts these; see the config).
+    /// Serve a built-in plugin on stdin/stdout (the runner starts these; to see the
+    /// configured plugins and their state, it is `utter plugins`).
     ///
     /// The built-in plugins are compiled into this binary, so one installed `utter` carries
     /// them; each still runs as its own process and speaks the plugin protocol.

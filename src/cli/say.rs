@@ -13,7 +13,7 @@ use utter_core::runner::Runner;
 use utter_core::supervisor::SupervisorOptions;
 use utter_ipc::client::{Client, ClientError};
 use utter_ipc::methods::CommandParams;
-use utter_ipc::{CommandOutcome, ErrorCode};
+use utter_ipc::{CommandOutcome, ErrorCode, ErrorObject};
 
 use serde_json::{Value, json};
 
@@ -52,9 +52,14 @@ impl Args {
 /// Run `utter say`; `config` is `--config`, `socket` is `--socket`.
 pub async fn run(args: Args, config: Option<PathBuf>, socket: Option<&Path>) -> u8 {
     if args.utterance().trim().is_empty() {
-        eprintln!(
-            "utter say: the utterance is empty; say what to do, e.g. utter say \"open youtube\""
-        );
+        let message = "the utterance is empty; say what to do, e.g. utter say \"open youtube\"";
+        if args.json {
+            out!(
+                "{}",
+                json!({"utterance": args.utterance(), "error": {"code": ErrorCode::InvalidParams.code(), "message": message}})
+            );
+        }
+        eprintln!("utter say: {message}");
         return exit::USAGE;
     }
     let Some(loaded) = check_config::load(config.as_deref()) else {
@@ -123,7 +128,7 @@ async fn local(mut loaded: LoadedConfig, config_path: Option<PathBuf>, args: &Ar
                         .unwrap_or_default()
                 );
             }
-            exit::RUNNER
+            failed_exit(e)
         }
     };
     runner.shutdown().await;
@@ -164,12 +169,18 @@ async fn remote(client: Client, args: &Args, explicit_config: bool) -> u8 {
                 out!("{}", json!({"utterance": args.utterance(), "error": e}));
             }
             eprintln!("utter say: {} [{}]", sanitize(&e.message), e.code);
-            if e.kind() == ErrorCode::InvalidParams {
-                exit::USAGE
-            } else {
-                exit::RUNNER
-            }
+            failed_exit(&e)
         }
+    }
+}
+
+/// The exit code of a command the runner refused: 2 (usage) for what the caller sent
+/// wrong (an utterance too long, bad params), else 4.
+fn failed_exit(e: &ErrorObject) -> u8 {
+    if e.kind() == ErrorCode::InvalidParams {
+        exit::USAGE
+    } else {
+        exit::RUNNER
     }
 }
 

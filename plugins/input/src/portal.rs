@@ -125,6 +125,30 @@ fn connect_here(token_file: Option<PathBuf>) -> Result<(OwnedFd, PortalSession),
     ))
 }
 
+/// A D-Bus library's error said in plain words: what is missing rather than the library's
+/// own wrapping ("ZBus Error: org.freedesktop.DBus.Error.ServiceUnknown: …").
+/// `named`: whether the environment names a session bus ([`session_bus_named`]).
+fn bus_reason(error: &str, named: bool) -> String {
+    if !named {
+        return "there is no session bus: DBUS_SESSION_BUS_ADDRESS and XDG_RUNTIME_DIR are unset"
+            .into();
+    }
+    if error.contains("ServiceUnknown") || error.contains("not provided by any .service") {
+        return "xdg-desktop-portal is not running and cannot be started on this bus".into();
+    }
+    let plain = error
+        .trim_start_matches("ZBus Error: ")
+        .trim_start_matches("zbus error: ");
+    plain.chars().take(300).collect()
+}
+
+/// Whether `DBUS_SESSION_BUS_ADDRESS` or `XDG_RUNTIME_DIR` (where the bus's socket is) is set.
+fn session_bus_named() -> bool {
+    ["DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|a| !a.is_empty()))
+}
+
 struct Started {
     proxy: RemoteDesktop,
     session: Session<RemoteDesktop>,
@@ -136,7 +160,10 @@ struct Started {
 async fn start(token: Option<String>) -> Result<Started, PortalError> {
     use PortalError::Failed;
     let proxy = RemoteDesktop::new().await.map_err(|e| {
-        Failed(format!("no RemoteDesktop portal on the session bus ({e}; it needs xdg-desktop-portal with a backend that offers it, such as GNOME's or KDE's)"))
+        Failed(format!(
+            "no RemoteDesktop portal on the session bus ({}; it needs xdg-desktop-portal with a backend that offers it, such as GNOME's or KDE's)",
+            bus_reason(&e.to_string(), session_bus_named())
+        ))
     })?;
     let version = proxy.version();
     if version < 2 {
@@ -197,4 +224,25 @@ fn keep_token(path: &Path, token: &str) -> std::io::Result<()> {
             .create(dir)?;
     }
     utter_protocol::files::write_atomic(path, token.as_bytes(), 0o600)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bus_reason;
+
+    #[test]
+    fn a_bus_error_is_said_without_the_librarys_wrapping() {
+        let unknown = bus_reason(
+            "ZBus Error: org.freedesktop.DBus.Error.ServiceUnknown: The name is not activatable",
+            true,
+        );
+        assert_eq!(
+            unknown,
+            "xdg-desktop-portal is not running and cannot be started on this bus"
+        );
+        let other = bus_reason("ZBus Error: Connection refused (os error 111)", true);
+        assert_eq!(other, "Connection refused (os error 111)");
+        assert!(bus_reason("anything", false).starts_with("there is no session bus"));
+        assert!(bus_reason(&"x".repeat(1000), true).chars().count() <= 300);
+    }
 }

@@ -371,3 +371,12 @@ const FLOOR: f64 = 90.0;
 async fn the_twenty_sixth_held_out_corpus_is_scored() {
     score_held_out("blind26", "twenty-sixth held-out", 183, 0).await;
 }
+
+/// A twenty-seventh held-out set (`tests/corpus/blind27/`, 200 cases), written blind by hand
+/// against the desktop of an illustrator and game streamer with a hand injury who drives
+/// niri by voice (Firefox, Alacritty, Kate, Dolphin, Spotify, Discord, Obsidian,
+/// LibreOffice, Inkscape, Steam, OBS Studio, Okular, Gwenview, KeePassXC).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_twenty_seventh_held_out_corpus_is_scored() {
+    score_held_out("blind27", "twenty-seventh held-out", 167, 0).await;
+}
