@@ -18,9 +18,9 @@
 //!    A word that names no key plans nothing, and the empty plan's message names the word.
 //! 3. `scroll`: "scroll up / down / left / right [a little | a lot | N times]" → op `scroll`,
 //!    args `{direction, amount}`, in steps: [`SCROLL_STEPS`] by default, [`SCROLL_LITTLE`]
-//!    for "a little", [`SCROLL_LOT`] for "a lot", and N steps (wheel clicks) for "N times" or a
-//!    bare "scroll down five", at most [`MAX_SCROLL`]: a counted scroll counts the wheel's
-//!    clicks, as people who count them expect.
+//!    for "a little", [`SCROLL_LOT`] for "a lot", [`SCROLL_PAGE`] for "a page", and N steps
+//!    (wheel clicks) for "N times" or a bare "scroll down five", at most [`MAX_SCROLL`]: a
+//!    counted scroll counts the wheel's clicks, as people who count them expect.
 //! 4. `click_element`: "click / click on / tap on / press on \<element\>" → op
 //!    `click_element`, args `{description}`: the words after the verb as said (case kept,
 //!    punctuation and quotes around them trimmed, trailing politeness dropped), which the
@@ -59,6 +59,9 @@ pub const SCROLL_LITTLE: u32 = 2;
 
 /// Scroll steps of "a lot".
 pub const SCROLL_LOT: u32 = 15;
+
+/// Scroll steps of "a page" (about a screenful of a document at three lines a step).
+pub const SCROLL_PAGE: u32 = 10;
 
 /// The most scroll steps one `scroll` step asks for.
 pub const MAX_SCROLL: u32 = 50;
@@ -1163,7 +1166,12 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
         "" | "more" | "some more" | "again" | "further" | "a bit further" => SCROLL_STEPS,
         "a little" | "a little bit" | "a bit" | "a tiny bit" | "slightly" | "just a little"
         | "a little more" | "a bit more" => SCROLL_LITTLE,
-        "a lot" | "a lot more" | "lots" | "a long way" | "far" | "way more" => SCROLL_LOT,
+        "a lot" | "a lot more" | "lots" | "a long way" | "far" | "way more" | "a bunch"
+        | "a ton" | "loads" | "much more" | "a good bit" => SCROLL_LOT,
+        // About a screenful: what Page Down moves in most viewers.
+        "a page" | "one page" | "a screen" | "one screen" | "a screenful" | "a page or so" => {
+            SCROLL_PAGE
+        }
         other => {
             let counted = numbers::digits(other);
             let counted: Vec<&str> = counted.split(' ').collect();

@@ -318,6 +318,26 @@ const REMARK_LEADS: &[&str] = &[
 /// gives way to a split one ("type hello and press enter" is two steps).
 const FREE_TEXT_RULES: &[&str] = &["type_text", "search", "terminal"];
 
+/// Whether `steps` is one click whose description goes on with "and" and a verb of typing,
+/// pressing or scrolling ("click the search box and type watercolor brushes"): two
+/// commands, tried as parts first. Another word after "and" stays in the description ("click
+/// save and exit" is one button).
+fn clicks_then_more(steps: &[Matched]) -> bool {
+    let [step] = steps else { return false };
+    if step.op != "click_element" {
+        return false;
+    }
+    let description = step.args["description"].as_str().unwrap_or("");
+    description.split(" and ").skip(1).any(|rest| {
+        let verb = rest.split_whitespace().next().unwrap_or("");
+        inapp::TYPE_VERBS
+            .iter()
+            .chain(inapp::KEY_VERBS)
+            .chain(&["scroll"])
+            .any(|v| v.split_whitespace().next() == Some(verb))
+    })
+}
+
 /// What one request is planned against: the shared state, the profiles of the moment, and
 /// the applications and niri bindings, each read at most once and only if a rule asks.
 /// Every way of planning a request (whole, in parts, after a remark, a misheard lead, the
@@ -593,9 +613,9 @@ impl State {
         };
         let context = request.context.as_ref();
         let whole = planning.plan_text(&request.utterance, context);
-        let free_text = whole
-            .as_ref()
-            .is_ok_and(|steps| steps.iter().any(|s| FREE_TEXT_RULES.contains(&s.rule)));
+        let free_text = whole.as_ref().is_ok_and(|steps| {
+            steps.iter().any(|s| FREE_TEXT_RULES.contains(&s.rule)) || clicks_then_more(steps)
+        });
         let planned = match whole {
             Ok(steps) if !free_text => Ok(steps),
             whole => match planning
@@ -1432,6 +1452,30 @@ mod tests {
         assert_eq!(opened(&state), json!("brave-browser"));
     }
 
+    /// "open my files" with Dolphin the only file manager installed opens Dolphin, not GNOME
+    /// Files' program (a profile called "Files" whose application is not installed).
+    #[test]
+    fn a_kind_word_naming_an_uninstalled_profile_is_the_installed_app_of_the_kind() {
+        let apps = applications(&[(
+            "org.kde.dolphin",
+            "Dolphin",
+            "Qt;KDE;System;FileTools;FileManager;",
+        )]);
+        let state = State {
+            apps: AppScanner::new(vec![apps.path().to_path_buf()]),
+            ..state()
+        };
+        for said in ["open my files", "open files", "open the file manager"] {
+            let request = PlanRequest::from_params(&json!({"utterance": said})).expect("params");
+            let planned = state.plan(&request);
+            let step = &planned["steps"][0];
+            let app = step["args"]["app"]
+                .as_str()
+                .or(step["args"]["app_id"].as_str());
+            assert_eq!(app, Some("org.kde.dolphin"), "{said}: {planned}");
+        }
+    }
+
     /// Every example of "what can I say" plans as it says, in the window it names, with a
     /// few applications installed.
     #[test]
@@ -1753,6 +1797,43 @@ mod tests {
         plan(json!({"utterance": utterance, "context": {"focused": {"app_id": app_id}}}))
             .expect("planned")["steps"]
             .clone()
+    }
+
+    #[test]
+    fn a_click_then_typing_is_two_commands_and_a_label_with_and_is_one() {
+        let steps = steps_focused(
+            "click the search box and type watercolor brushes",
+            "firefox",
+        );
+        assert_eq!(steps[0]["op"], "click_element", "{steps}");
+        assert_eq!(steps[0]["args"]["description"], "search box", "{steps}");
+        assert_eq!(steps[1]["op"], "type_text", "{steps}");
+        assert_eq!(steps[1]["args"]["text"], "watercolor brushes", "{steps}");
+        let steps = steps_focused("click the name field and press enter", "firefox");
+        assert_eq!(steps[1]["args"]["chord"], "Return", "{steps}");
+        let steps = steps_focused("click save and exit", "firefox");
+        assert_eq!(steps.as_array().map(Vec::len), Some(1), "{steps}");
+        assert_eq!(steps[0]["args"]["description"], "save and exit", "{steps}");
+    }
+
+    #[test]
+    fn scroll_amounts_people_say_and_haste_after_a_command() {
+        let scroll =
+            |said: &str| steps_focused(said, "org.kde.okular")[0]["args"]["amount"].clone();
+        assert_eq!(scroll("scroll down a bunch"), inapp::SCROLL_LOT);
+        assert_eq!(scroll("scroll down a page"), inapp::SCROLL_PAGE);
+        assert_eq!(scroll("scroll up one screen"), inapp::SCROLL_PAGE);
+        // "for now" and "real quick" are no part of what is acted on.
+        assert_eq!(
+            steps_focused("scroll down a bit for now", "org.kde.okular"),
+            steps_focused("scroll down a bit", "org.kde.okular")
+        );
+        // "pause for a moment" is a person pausing, not a command.
+        assert!(
+            steps_focused("pause for a moment", "org.kde.okular")
+                .as_array()
+                .is_none_or(Vec::is_empty)
+        );
     }
 
     #[test]

@@ -207,8 +207,19 @@ const LEADING_FILLERS: &[&str] = &[
     "quickly",
 ];
 
-/// Politeness dropped from the end of an utterance.
-const TRAILING_FILLERS: &[&str] = &["please", "thank you", "thanks", "for me"];
+/// Politeness and haste dropped from the end of an utterance ("quit discord for now", "open
+/// obs real quick"). Not "for a moment" and the like: "pause for a moment" is a person
+/// pausing their speech, not the music.
+const TRAILING_FILLERS: &[&str] = &[
+    "please",
+    "thank you",
+    "thanks",
+    "for me",
+    "for now",
+    "real quick",
+    "right now",
+    "right away",
+];
 
 /// Remove politeness fillers ("please", "can you", "hey utter", ...) from both ends of a
 /// [`normalize`]d utterance, repeatedly, so "hey utter could you please pause" is "pause".

@@ -412,19 +412,20 @@ pub(crate) fn launch(text: &str, sources: &Sources<'_>) -> Option<Matched> {
             }
             return Some(start_step(&app, target, sources));
         }
+        // "open the file manager": the application of that kind. A kind's word that also
+        // names a profile ("open my files": GNOME Files) is the person's installed
+        // application of the kind before that profile's program, which is not installed.
+        let kind = || match of_kind(target, sources) {
+            Some(OfKind::Window(app_id)) if verb.starts_with("open") => Some(focus_window(&app_id)),
+            Some(OfKind::Installed(app)) => Some(start_step(&app, target, sources)),
+            _ => None,
+        };
+        if let Some(matched) = kind() {
+            return Some(matched);
+        }
         // A profile's application without a desktop entry: its own launch argv.
         if let Some(matched) = profile_launch(target, sources) {
             return Some(matched);
-        }
-        // "open the file manager": the application of that kind.
-        match of_kind(target, sources) {
-            Some(OfKind::Window(app_id)) if verb.starts_with("open") => {
-                return Some(focus_window(&app_id));
-            }
-            Some(OfKind::Installed(app)) => {
-                return Some(start_step(&app, target, sources));
-            }
-            _ => {}
         }
     }
     None
