@@ -455,14 +455,7 @@ impl AudioCapture {
     pub fn take(&self) -> Result<RawUtterance, AudioError> {
         let mut s = self.lock();
         let raw = s.recording.take().ok_or(AudioError::NotRecording)?;
-        self.check_healthy(&s)?;
-        Ok(RawUtterance {
-            interleaved: raw,
-            rate: s.rate,
-            channels: s.channels,
-            truncated: s.truncated,
-            gate: self.gate(),
-        })
+        self.raw(&s, raw)
     }
 
     /// A copy of the utterance recorded so far, which goes on recording: what
@@ -474,9 +467,14 @@ impl AudioCapture {
     pub fn peek(&self) -> Result<RawUtterance, AudioError> {
         let s = self.lock();
         let raw = s.recording.clone().ok_or(AudioError::NotRecording)?;
-        self.check_healthy(&s)?;
+        self.raw(&s, raw)
+    }
+
+    /// `interleaved` as an utterance of the stream in state `s`, when the stream is healthy.
+    fn raw(&self, s: &pw::Shared, interleaved: Vec<f32>) -> Result<RawUtterance, AudioError> {
+        self.check_healthy(s)?;
         Ok(RawUtterance {
-            interleaved: raw,
+            interleaved,
             rate: s.rate,
             channels: s.channels,
             truncated: s.truncated,
