@@ -20,6 +20,7 @@ pub mod daemon;
 pub mod doctor;
 pub mod eval;
 pub mod events;
+pub mod history;
 pub mod install;
 pub mod listen;
 pub mod models;

@@ -135,8 +135,8 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> u8 {
     use cli::{
         audio, audit, check_config, check_manifest, commands, config_file, confirm, context,
-        daemon, doctor, eval, events, install, listen, models, pending, plugin, plugins, profiles,
-        ptt, reload, say, status,
+        daemon, doctor, eval, events, history, install, listen, models, pending, plugin, plugins,
+        profiles, ptt, reload, say, status,
     };
     let service = Service {
         socket: cli.socket.as_deref(),
@@ -167,6 +167,7 @@ async fn run(cli: Cli) -> u8 {
         }
         Command::Confirm(args) => confirm::run(&args, service).await,
         Command::Audit(args) => audit::run(&args, service).await,
+        Command::History(args) => history::run(&args, service).await,
         Command::Pending(args) => pending::run(&args, service).await,
         Command::Reload(args) => reload::run(&args, service).await,
         Command::Ptt(args) => ptt::run(&args, service).await,

@@ -1555,6 +1555,59 @@ async fn audit_reads_since_as_a_span_or_a_local_time_and_prints_local_times() {
     );
 }
 
+/// `utter history` lists the commands that acted, newest first, with their steps: a dry run
+/// is not kept, `--limit` takes the newest, `--json` gives the entries.
+#[tokio::test]
+async fn history_lists_what_acted_newest_first() {
+    let sb = Sandbox::new();
+    let config = write_config(&sb, TERMINAL_ON);
+    let daemon = Daemon::start(&sb, &config, None).await;
+    let run = daemon.utter(&sb, &["history"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(run.stdout.contains("nothing done yet"), "{run}");
+    for said in [
+        "open https://example.com/one",
+        "open https://example.com/two",
+    ] {
+        let run = daemon.utter(&sb, &["say", said]).await;
+        assert_eq!(run.code, Some(0), "{run}\n{}", daemon.log());
+    }
+    let run = daemon
+        .utter(&sb, &["say", "open https://example.com/three", "--dry-run"])
+        .await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let run = daemon.utter(&sb, &["history", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let entries = run.json();
+    let said: Vec<&str> = entries
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|e| e["utterance"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "open https://example.com/two",
+            "open https://example.com/one"
+        ],
+        "{run}"
+    );
+    let step = &entries[0]["steps"][0];
+    assert_eq!(step["op"], "open_url", "{run}");
+    assert_eq!(step["args"]["url"], "https://example.com/two", "{run}");
+    assert_eq!(step["ok"], true, "{run}");
+    assert!(entries[0]["time"].as_u64().is_some_and(|t| t > 0), "{run}");
+    let run = daemon.utter(&sb, &["history", "--limit", "1"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(
+        run.stdout.contains("\"open https://example.com/two\""),
+        "{run}"
+    );
+    assert!(!run.stdout.contains("example.com/one"), "{run}");
+    assert!(run.stdout.contains("  open_url "), "{run}");
+}
+
 /// A client admitted for its executable hands its connection to a process that is not
 /// admitted (here by inheritance, as `pidfd_getfd` would take it): the second process's
 /// first write closes the connection.

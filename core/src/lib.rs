@@ -42,6 +42,7 @@ pub mod context;
 pub mod events;
 pub mod groups;
 pub mod handles;
+pub mod history;
 pub mod lockfile;
 pub mod params;
 pub mod pipeline;

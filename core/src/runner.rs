@@ -59,6 +59,8 @@ pub struct Runner {
     reload_lock: tokio::sync::Mutex<()>,
     /// The last gate decisions.
     audit: Audit,
+    /// The last commands that acted ([`crate::history`]).
+    history: crate::history::History,
     /// The desktop context reader (the last good snapshot with it).
     pub(crate) context: crate::context::Context,
     /// The input rate limit every acting path shares ([`crate::rate`]).
@@ -139,6 +141,7 @@ impl Runner {
             config_path,
             reload_lock: tokio::sync::Mutex::new(()),
             audit: Audit::new(),
+            history: crate::history::History::new(),
             context: crate::context::Context::new(),
             input_rate: crate::rate::InputRate::new(),
         });
@@ -276,6 +279,8 @@ impl Runner {
         let mut options = options.clone();
         options.decide.get_or_insert(self.config().config.decide);
         let options = &options;
+        // The desktop before it, for the journal: the last good snapshot, not a new read.
+        let before = self.context.last().map(|(_, snapshot)| snapshot);
         let span = tracing::info_span!(
             "command",
             utterance = %utterance.chars().take(200).collect::<String>(),
@@ -295,6 +300,7 @@ impl Runner {
         )
         .await;
         if let Ok(outcome) = &outcome {
+            self.history.record(outcome, before.as_ref());
             let _ = self.events.send(Event::CommandFinished {
                 utterance: outcome.utterance.clone(),
                 results: serde_json::to_value(&outcome.results).unwrap_or_default(),
@@ -373,6 +379,12 @@ impl Runner {
     /// (seconds since the Unix epoch) only those at or after it.
     pub fn audit(&self, since: Option<u64>) -> Vec<AuditEntry> {
         self.audit.entries(since)
+    }
+
+    /// The last `limit` commands that acted (all kept when `None`), newest first
+    /// ([`crate::history`]).
+    pub fn history(&self, limit: Option<usize>) -> Vec<crate::history::HistoryEntry> {
+        self.history.entries(limit)
     }
 
     /// The current policy.

@@ -324,6 +324,18 @@ impl Client {
         self.send(&Request::Audit(AuditParams { since })).await
     }
 
+    /// `runner.history {limit?}`: the commands that acted, newest first.
+    ///
+    /// # Errors
+    /// As [`Client::call_typed`].
+    pub async fn history(
+        &self,
+        limit: Option<usize>,
+    ) -> Result<Vec<crate::HistoryEntry>, ErrorObject> {
+        self.send(&Request::History(crate::methods::HistoryParams { limit }))
+            .await
+    }
+
     /// `runner.command`: plan, check and run one utterance.
     ///
     /// # Errors

@@ -113,6 +113,51 @@ impl CommandOutcome {
     }
 }
 
+/// One command that acted, as `runner.history` lists it: what was said, what each step did
+/// and the desktop before it. Kept in memory for the last [`HistoryEntry::KEPT`] commands; the
+/// runner builds an undo from it, never from screen content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// When it finished, seconds since the Unix epoch.
+    pub time: u64,
+    /// The utterance as given (the person's words; untrusted text for display).
+    pub utterance: String,
+    /// The router's rule, when it named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The steps that ran, in order (a refused plan runs none and is not kept).
+    pub steps: Vec<HistoryStep>,
+    /// The desktop just before it ran, from the last context snapshot: `{focused: {id,
+    /// app_id, workspace, workspace_id, output}, compositor}`; `null` without a context
+    /// plugin. Window titles are left out.
+    #[serde(default)]
+    pub before: Option<Value>,
+}
+
+impl HistoryEntry {
+    /// How many commands the runner keeps.
+    pub const KEPT: usize = 50;
+}
+
+/// One step of a [`HistoryEntry`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryStep {
+    /// The op.
+    pub op: String,
+    /// The exact args it ran with.
+    pub args: Value,
+    /// Whether it succeeded.
+    pub ok: bool,
+    /// Whether its effect was observed (`None` when the plugin does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+    /// What happened, in the plugin's words.
+    pub detail: String,
+    /// The action plugin that ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+}
+
 /// A confirmation waiting for its answer, as listed by `runner.pending` and D-Bus
 /// `ListPending`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -34,7 +34,8 @@ pub mod status;
 
 pub use client::{Client, ClientError, ConfirmHandler};
 pub use command::{
-    AuditEntry, CommandOutcome, ConfirmRequest, PendingConfirmation, Plan, StepResult,
+    AuditEntry, CommandOutcome, ConfirmRequest, HistoryEntry, HistoryStep, PendingConfirmation,
+    Plan, StepResult,
 };
 pub use event::{
     CancelReason, Event, LogCursor, LogLine, PttEvent, VoicePartial, VoiceReport, VoiceTimings,

@@ -28,6 +28,9 @@ pub const PENDING: &str = "runner.pending";
 pub const CONFIRM: &str = "runner.confirm";
 /// `runner.audit {since?}` → `[`[`crate::AuditEntry`]`]`, oldest first.
 pub const AUDIT: &str = "runner.audit";
+/// `runner.history {limit?}` → `[`[`crate::HistoryEntry`]`]`, newest first: the commands
+/// that acted, with what each step did and the desktop before them.
+pub const HISTORY: &str = "runner.history";
 /// `runner.command` [`CommandParams`] → [`crate::CommandOutcome`].
 pub const COMMAND: &str = "runner.command";
 /// `runner.invoke {plugin, method, params}` → the plugin's result; acting methods pass the
@@ -151,6 +154,14 @@ pub struct AuditParams {
     pub since: Option<u64>,
 }
 
+/// `runner.history`'s params.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryParams {
+    /// At most this many entries, the newest (all the runner keeps when left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
 /// `runner.invoke`'s params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InvokeParams {
@@ -216,6 +227,8 @@ pub enum Request {
     Confirm(ConfirmParams),
     /// [`AUDIT`].
     Audit(AuditParams),
+    /// [`HISTORY`].
+    History(HistoryParams),
     /// [`COMMAND`].
     Command(CommandParams),
     /// [`INVOKE`].
@@ -242,6 +255,10 @@ const PARAM_HINTS: &[(&str, &str)] = &[
     (
         AUDIT,
         "optionally params.since, Unix seconds (a whole number)",
+    ),
+    (
+        HISTORY,
+        "optionally params.limit, the most entries to return (a whole number)",
     ),
     (
         COMMAND,
@@ -278,6 +295,7 @@ impl Request {
             Request::Pending => PENDING,
             Request::Confirm(_) => CONFIRM,
             Request::Audit(_) => AUDIT,
+            Request::History(_) => HISTORY,
             Request::Command(_) => COMMAND,
             Request::Invoke(_) => INVOKE,
             Request::Reload => RELOAD,
@@ -294,6 +312,7 @@ impl Request {
             Request::Auth(p) => serde_json::to_value(p),
             Request::Confirm(p) => serde_json::to_value(p),
             Request::Audit(p) => serde_json::to_value(p),
+            Request::History(p) => serde_json::to_value(p),
             Request::Command(p) => serde_json::to_value(p),
             Request::Invoke(p) => serde_json::to_value(p),
             Request::Ptt(p) => serde_json::to_value(p),
@@ -350,6 +369,7 @@ impl Request {
             PENDING => Ok(Request::Pending),
             CONFIRM => typed(method, params).map(Request::Confirm),
             AUDIT => typed(method, params).map(Request::Audit),
+            HISTORY => typed(method, params).map(Request::History),
             COMMAND => typed(method, params).map(Request::Command),
             INVOKE => typed(method, params).map(Request::Invoke),
             RELOAD => Ok(Request::Reload),
@@ -390,6 +410,8 @@ mod tests {
                 digest: Some("d".into()),
             }),
             Request::Audit(AuditParams { since: Some(5) }),
+            Request::History(HistoryParams { limit: Some(3) }),
+            Request::History(HistoryParams::default()),
             Request::Command(CommandParams {
                 utterance: "open youtube".into(),
                 dry_run: true,
@@ -454,6 +476,11 @@ mod tests {
             Request::parse(AUDIT, &Value::Null).unwrap().unwrap(),
             Request::Audit(AuditParams::default())
         );
+        // A limit that is not a whole number says what the method takes.
+        let err = Request::parse(HISTORY, &serde_json::json!({"limit": "ten"}))
+            .unwrap()
+            .unwrap_err();
+        assert!(err.message.contains("params.limit"), "{err}");
         let Request::Command(c) = Request::parse(
             COMMAND,
             &json!({"utterance": "pause", "timeout_ms": "soon", "colour": 1}),

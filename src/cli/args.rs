@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use super::output::EXIT_CODES;
 use super::{
     audio, audit, check_config, check_manifest, commands, config_file, confirm, context, daemon,
-    doctor, eval, events, install, listen, models, pending, plugin, plugins, profiles, ptt, reload,
-    say, status,
+    doctor, eval, events, history, install, listen, models, pending, plugin, plugins, profiles,
+    ptt, reload, say, status,
 };
 
 /// Utter: say what you want, and the desktop does it.
@@ -148,6 +148,11 @@ pub enum Command {
     /// Show the running service's recent policy decisions (allowed, denied with code,
     /// confirmed by which door, asked again, chosen candidate), oldest first.
     Audit(audit::Args),
+    /// Show what the running service did, newest first: each command that acted, its steps
+    /// (done, verified or failed) and the window focused before it (the last 50 are kept).
+    ///
+    /// Examples: utter history; utter history --limit 5 --json
+    History(history::Args),
     /// List the confirmations the running service is waiting for.
     Pending(pending::Args),
     /// Make the running service read its configuration file again (the one it was started

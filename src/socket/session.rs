@@ -755,6 +755,9 @@ impl Session {
                 RunnerRequest::Audit(p) => {
                     serde_json::to_value(runner.audit(p.since)).map_err(internal)
                 }
+                RunnerRequest::History(p) => {
+                    serde_json::to_value(runner.history(p.limit)).map_err(internal)
+                }
                 RunnerRequest::Confirm(p) => self.confirm(p),
                 RunnerRequest::ValidatePlugin(p) => validate_plugin(&runner, &p.plugin),
                 RunnerRequest::Subscribe(p) => {
