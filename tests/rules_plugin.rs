@@ -278,6 +278,13 @@ async fn candidates_sound_like_what_was_heard_and_plan_steps() {
     );
     assert_eq!(found[0]["text"], "pause", "{found:?}");
     assert_eq!(found[0]["source"], "heard", "{found:?}");
+    // A blank hypothesis keeps its place: indices are those of the list as sent.
+    let found = candidates(json!(["pouse fire fox", "", "pause firefox"]), Value::Null).await;
+    let heard = found
+        .iter()
+        .find(|c| c["source"] == "heard")
+        .expect("heard");
+    assert_eq!(heard["hypothesis"], 2, "{found:?}");
     let found = candidates(json!(["pause", "Pause."]), Value::Null).await;
     assert!(
         found.iter().all(|c| c["text"]
@@ -300,8 +307,9 @@ async fn candidates_sound_like_what_was_heard_and_plan_steps() {
         (json!({"hypotheses": [1]}), "hypotheses[0] must be a string"),
         (
             json!({"hypotheses": vec!["pause"; 11]}),
-            "holds 11; give at most 10",
+            "holds 11; give 1 to 10",
         ),
+        (json!({"hypotheses": []}), "holds 0; give 1 to 10"),
         (
             json!({"hypotheses": ["x".repeat(5000)]}),
             "hypotheses[0] is 5000 bytes",

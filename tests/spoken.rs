@@ -931,7 +931,7 @@ async fn the_spoken_set_is_heard_and_planned() {
         if rescoring
             && dropped.is_none()
             && !transcript.trim().is_empty()
-            && plan_kind(&planned) != PlanKind::Acts
+            && !matches!(plan_kind(&planned), PlanKind::Acts | PlanKind::Refused)
         {
             let texts: Vec<&str> = list.iter().filter_map(|h| h["text"].as_str()).collect();
             let candidates = router

@@ -105,14 +105,26 @@ pub fn escape_unprintable(text: &str, max_chars: usize) -> (String, usize) {
 /// [`escape_unprintable`] does, and cut to `max_chars` characters with
 /// `… (N more characters)` after it when it was longer. Whatever a peer sent (a method
 /// name, a key, an utterance) is echoed through this, so a 10 MB name makes a short
-/// message.
+/// message. What the marker would save is not worth it: a text at most
+/// [`CLIP_SLACK`] characters over `max_chars` is shown whole.
 pub fn clip(text: &str, max_chars: usize) -> String {
     let (mut shown, left) = escape_unprintable(text, max_chars);
-    if left > 0 {
-        shown.push_str(&format!("… ({left} more characters)"));
+    if left == 0 {
+        return shown;
     }
+    if left <= CLIP_SLACK {
+        let (whole, still) = escape_unprintable(text, max_chars + CLIP_SLACK);
+        if still == 0 {
+            return whole;
+        }
+    }
+    shown.push_str(&format!("… ({left} more characters)"));
     shown
 }
+
+/// How many characters past its limit [`clip`] still shows rather than cut (about the
+/// length of its `… (N more characters)` marker).
+pub const CLIP_SLACK: usize = 24;
 
 #[cfg(test)]
 mod tests {
@@ -121,6 +133,10 @@ mod tests {
     #[test]
     fn clip_cuts_long_text_and_says_how_much() {
         assert_eq!(clip("runner.status", 200), "runner.status");
+        // A few characters over the limit are shown rather than replaced by a longer marker.
+        let over = "n".repeat(204);
+        assert_eq!(clip(&over, 200), over);
+        assert!(clip(&"n".repeat(260), 200).ends_with("… (60 more characters)"));
         let long = "m".repeat(10_000_000);
         let clipped = clip(&long, 200);
         assert!(clipped.starts_with(&"m".repeat(200)));

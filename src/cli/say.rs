@@ -116,7 +116,14 @@ async fn local(mut loaded: LoadedConfig, config_path: Option<PathBuf>, args: &Ar
                 out!("{}", json!({"utterance": args.utterance(), "error": e}));
             }
             eprintln!("utter say: {} [{}]", sanitize(&e.message), e.code);
-            for plugin in runner.plugins().iter().filter(|p| !p.status.is_running()) {
+            // What is down may be why the runner could not plan; not when the caller's words
+            // were refused (too long, blank).
+            let usage = e.kind() == ErrorCode::InvalidParams;
+            for plugin in runner
+                .plugins()
+                .iter()
+                .filter(|p| !usage && !p.status.is_running())
+            {
                 eprintln!(
                     "  plugin {} is {}{}",
                     plugin.id,
@@ -253,6 +260,8 @@ pub fn print_outcome(outcome: &CommandOutcome) {
             .map(|p| format!(" [{p}]"))
             .unwrap_or_default();
         let state = match (&r.error, r.ok) {
+            // Nothing ran in a dry run: a step that could not be checked or would fail says so.
+            (Some(e), _) if outcome.dry_run => format!("would fail ({})", e.code),
             (Some(e), _) => format!("failed ({})", e.code),
             // A dry run verifies nothing by design.
             (None, true) => match r.verified.filter(|_| !outcome.dry_run) {
@@ -260,6 +269,7 @@ pub fn print_outcome(outcome: &CommandOutcome) {
                 Some(false) => "ok, not verified".to_owned(),
                 None => "ok".to_owned(),
             },
+            (None, false) if outcome.dry_run => "not possible now".to_owned(),
             (None, false) => "not ok".to_owned(),
         };
         let confirm = if r.needs_confirm && outcome.dry_run {

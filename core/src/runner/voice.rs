@@ -1061,6 +1061,9 @@ pub enum PlanKind {
     Asks,
     /// No steps and no candidates.
     Nothing,
+    /// The router refused it (`escalate.reason: "refused"`: a wipe of the system): the
+    /// refusal stands; no other hypothesis or candidate replaces it.
+    Refused,
 }
 
 /// How much less likely than the transcript (natural log of the probability, summed over
@@ -1246,7 +1249,8 @@ async fn rescore(
     };
     // Each phrase weighed costs a decoder pass (about 15 ms with tiny.en on two cores): only
     // transcripts the router does not act on are weighed.
-    if kind == PlanKind::Acts {
+    // A refusal stands: a wipe said is not weighed against commands that sound like it.
+    if matches!(kind, PlanKind::Acts | PlanKind::Refused) {
         return None;
     }
     let mut params = json!({"hypotheses": heard});
@@ -1362,6 +1366,9 @@ pub fn not_speech(answer: &Value, no_speech_threshold: f64) -> Option<String> {
 
 /// Read a `router.plan` answer as a [`PlanKind`].
 pub fn plan_kind(planned: &Value) -> PlanKind {
+    if planned["escalate"]["reason"] == "refused" {
+        return PlanKind::Refused;
+    }
     let steps = planned["steps"].as_array().map_or(&[][..], Vec::as_slice);
     let candidates = planned["candidates"]
         .as_array()
@@ -1395,10 +1402,14 @@ impl Rerank {
         self.acts.is_none() && score.is_none_or(|s| s >= best - RERANK_MARGIN)
     }
 
-    /// Record what the router made of the next hypothesis (`None`: not planned).
+    /// Record what the router made of the next hypothesis (`None`: not planned). A refused
+    /// hypothesis is decisive like one that acts: the refusal is what runs (and refuses),
+    /// nothing heard after it takes its place.
     pub fn record(&mut self, kind: Option<PlanKind>) {
         match kind {
-            Some(PlanKind::Acts) if self.acts.is_none() => self.acts = Some(self.seen),
+            Some(PlanKind::Acts | PlanKind::Refused) if self.acts.is_none() => {
+                self.acts = Some(self.seen);
+            }
             Some(PlanKind::Asks) if self.asks.is_none() => self.asks = Some(self.seen),
             _ => {}
         }
@@ -1431,7 +1442,7 @@ async fn rerank(
         if !text.is_empty() && rule.wants(score) {
             if let Ok((_, planned)) = runner.plan_only(&text, context.cloned(), None).await {
                 let k = plan_kind(&planned);
-                entry["planned"] = json!(k != PlanKind::Nothing);
+                entry["planned"] = json!(matches!(k, PlanKind::Acts | PlanKind::Asks));
                 kind = Some(k);
             }
         }
@@ -1490,6 +1501,15 @@ mod tests {
         assert!(!r2.wants(Some(-0.9)));
         r2.record(None);
         assert_eq!(r2.pick(), 0);
+
+        // A refused hypothesis is decisive: a wipe said is not replaced by a command heard
+        // after it.
+        let mut refused = Rerank::default();
+        assert!(refused.wants(Some(-0.2)));
+        refused.record(Some(PlanKind::Refused));
+        assert!(!refused.wants(Some(-0.3)));
+        refused.record(None);
+        assert_eq!(refused.pick(), 0);
     }
 
     #[test]
@@ -1516,6 +1536,10 @@ mod tests {
         assert_eq!(
             plan_kind(&json!({"steps": [], "rule": null})),
             PlanKind::Nothing
+        );
+        assert_eq!(
+            plan_kind(&json!({"steps": [], "escalate": {"reason": "refused", "message": "no"}})),
+            PlanKind::Refused
         );
         assert_eq!(plan_kind(&json!("garbage")), PlanKind::Nothing);
     }

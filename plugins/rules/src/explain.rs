@@ -105,7 +105,13 @@ pub fn explained(text: &str, sources: &Sources<'_>) -> Option<Escalation> {
     }
     let close = close_names(&name, candidates);
     if !close.is_empty() {
-        message.push_str(&format!("; similar names: {}", close.join(", ")));
+        // An app_id is written by the application, like a title: its control characters
+        // (an escape sequence) are shown escaped, never sent to a terminal.
+        let shown: Vec<String> = close
+            .iter()
+            .map(|n| utter_protocol::text::clip(n, 80))
+            .collect();
+        message.push_str(&format!("; similar names: {}", shown.join(", ")));
     }
     Some(because("unknown_target")(message))
 }

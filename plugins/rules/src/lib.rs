@@ -651,20 +651,23 @@ impl State {
         let planned = planned.and_then(refuse_wiping);
         // More parts than are planned at once ("open youtube and open github and pause and
         // mute and unmute"): that is why, not a name made of all of them.
+        let parts = split_parts(&request.utterance).len();
+        let too_many = || Escalation {
+            reason: "too_many_parts",
+            message: format!(
+                "that is {parts} commands in one; at most {MAX_PARTS} are planned at once: say the rest after"
+            ),
+        };
         let planned = match planned {
             Err(e) if matches!(e.reason, "no_rule" | "unknown_target") => {
-                let parts = split_parts(&request.utterance).len();
                 if parts > MAX_PARTS {
-                    Err(Escalation {
-                        reason: "too_many_parts",
-                        message: format!(
-                            "that is {parts} commands in one; at most {MAX_PARTS} are planned at once: say the rest after"
-                        ),
-                    })
+                    Err(too_many())
                 } else {
                     Err(e)
                 }
             }
+            // "click the x and type y and press z and scroll down and ...": not one label.
+            Ok(steps) if parts > MAX_PARTS && clicks_then_more(&steps) => Err(too_many()),
             other => other,
         };
         // No rule: perhaps a misheard name (the decision head's matcher).
@@ -1185,9 +1188,9 @@ fn hypotheses(params: &Value) -> Result<Vec<String>, ErrorObject> {
             params.get("hypotheses").map_or("nothing", json_type)
         )));
     };
-    if list.len() > MAX_HYPOTHESES {
+    if list.is_empty() || list.len() > MAX_HYPOTHESES {
         return Err(ErrorObject::invalid_params(format!(
-            "{CANDIDATES}: hypotheses holds {}; give at most {MAX_HYPOTHESES}",
+            "{CANDIDATES}: hypotheses holds {}; give 1 to {MAX_HYPOTHESES}",
             list.len()
         )));
     }
@@ -1200,8 +1203,9 @@ fn hypotheses(params: &Value) -> Result<Vec<String>, ErrorObject> {
                     text.len()
                 )));
             }
-            Some(text) if !text.trim().is_empty() => out.push(text.trim().to_owned()),
-            Some(_) => {}
+            // A blank one is kept (it proposes nothing), so that each candidate's
+            // `hypothesis` is its index in the list as sent.
+            Some(text) => out.push(text.trim().to_owned()),
             None => {
                 return Err(ErrorObject::invalid_params(format!(
                     "{CANDIDATES}: hypotheses[{i}] must be a string, not {}",
@@ -1814,6 +1818,22 @@ mod tests {
         let steps = steps_focused("click save and exit", "firefox");
         assert_eq!(steps.as_array().map(Vec::len), Some(1), "{steps}");
         assert_eq!(steps[0]["args"]["description"], "save and exit", "{steps}");
+        // More parts than are planned at once are not one long label either.
+        let planned = plan(json!({"utterance":
+            "click the x and type y and press z and scroll down and open firefox and go to github",
+            "context": {"focused": {"app_id": "firefox"}}}))
+        .expect("planned");
+        assert_eq!(planned["escalate"]["reason"], "too_many_parts", "{planned}");
+    }
+
+    #[test]
+    fn an_app_ids_control_characters_never_reach_a_message() {
+        let planned = plan(json!({"utterance": "switch to red",
+            "context": {"windows": [{"id": 1, "app_id": "\u{1b}[31mred"}]}}))
+        .expect("planned");
+        let message = planned["message"].as_str().unwrap_or("");
+        assert!(message.contains("similar names"), "{planned}");
+        assert!(!message.contains('\u{1b}'), "{planned}");
     }
 
     #[test]
