@@ -322,12 +322,9 @@ async fn candidates_sound_like_what_was_heard_and_plan_steps() {
         assert_eq!(err.code, -32602, "{params}");
         assert!(err.message.contains(says), "{}", err.message);
     }
-    // Blank hypotheses, a context of the wrong shape, odd text: an answer, maybe empty.
-    for hypotheses in [
-        json!([]),
-        json!(["   "]),
-        json!(["\u{0}\u{202e}🙂 <|endoftext|>"]),
-    ] {
+    // Blank hypotheses, a context of the wrong shape, odd text: an answer, maybe empty (an
+    // empty list is refused above).
+    for hypotheses in [json!(["   "]), json!(["\u{0}\u{202e}🙂 <|endoftext|>"])] {
         let answer = plugin
             .call(
                 "router.candidates",
