@@ -303,6 +303,19 @@ async fn the_default_config_skips_a_plugin_that_is_not_installed_without_a_warni
         ],
         &plugins,
     );
+    // A degraded plugin says why under its line (here the compositor plugin finds no
+    // compositor: the sandbox sets no NIRI_SOCKET or SWAYSOCK).
+    assert!(
+        plugins
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("compositor") && l.contains("degraded")),
+        "{plugins}"
+    );
+    assert!(
+        plugins.stdout.contains("why: no compositor found"),
+        "{plugins}"
+    );
     // Named in the user's own file, the same missing program is a warning.
     let file = write_config(
         &sb,

@@ -74,7 +74,8 @@ fn wrap_list(items: &[String], width: usize) -> Vec<String> {
 }
 
 /// The plugin table: id, kind, epoch, status, what each provides and requires, and under
-/// it its last error and its sandbox (when `[security] enforce` asks for one).
+/// it its last error (or, degraded, its health detail) and its sandbox (when `[security]
+/// enforce` asks for one).
 pub fn print_plugins(reports: &[PluginReport]) {
     let list = |items: &[String], none: &str| {
         if items.is_empty() {
@@ -109,6 +110,14 @@ pub fn print_plugins(reports: &[PluginReport]) {
         }
         if let Some(e) = &p.last_error {
             out!("{:>14}last error: {}", "", sanitize(e));
+        } else if p.status == PluginStatus::Degraded && !p.health.trim().is_empty() {
+            // Degraded: the plugin's own words for why (no compositor, no session bus).
+            let why = p.health.trim();
+            out!(
+                "{:>14}why: {}",
+                "",
+                sanitize(why.strip_prefix("degraded: ").unwrap_or(why))
+            );
         }
         // The sandbox, when one is asked for (`--json` has the whole report).
         match &p.sandbox {

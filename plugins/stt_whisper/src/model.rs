@@ -361,8 +361,10 @@ fn audio_key(samples: &[f32], frames: usize, language: Option<&str>) -> u64 {
 /// The most phrases one [`Transcriber::score`] call takes.
 pub const MAX_SCORED_PHRASES: usize = 64;
 
-/// The most tokens a scored phrase may be (longer ones are refused by the model's context).
-const MAX_PHRASE_TOKENS: usize = 200;
+/// The most tokens of a phrase that are scored (a spoken command is a few dozen at most;
+/// the rest of a longer one is not weighed, which bounds one call to
+/// [`MAX_SCORED_PHRASES`] short decoder passes).
+const MAX_PHRASE_TOKENS: usize = 64;
 
 /// A loaded Whisper model: CTranslate2 on the CPU with int8 weights.
 ///
