@@ -59,7 +59,12 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let presses = matches!(args.action, Action::Press | Action::Toggle);
+    // The voice loop's state before a press (is the microphone refused?) or a release (is
+    // anything transcribed?).
+    let presses = matches!(
+        args.action,
+        Action::Press | Action::Toggle | Action::Release
+    );
     let before = match presses {
         true => match client.status().await {
             Ok(status) => Some(status.voice),
@@ -72,6 +77,8 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         Err(e) => return call_failed("ptt", &e),
     };
     let mut code = exit::OK;
+    // The key's state changes whether or not anything listens; the line says which.
+    let voice_off = before.as_ref().is_some_and(|v| v.state == "off");
     if let (Some(voice), Some(PttEvent::Pressed { .. })) = (&before, &reply.transition) {
         if voice.state == "off" {
             eprintln!(
@@ -99,6 +106,13 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
             let mut line = describe_transition(reply.transition.as_ref());
             if code != exit::OK {
                 line = line.replace(": listening", ", then cancelled: no microphone");
+            } else if voice_off {
+                line = line
+                    .replace(": listening", ": held, but the voice loop is off")
+                    .replace(
+                        ": utterance window",
+                        ": nothing is transcribed (the voice loop is off)",
+                    );
             }
             out!("{line}");
         }
