@@ -35,7 +35,7 @@ pub async fn run(args: &Args, config: Option<&Path>) -> u8 {
     if args.json {
         print_json(&reports);
     } else {
-        print_plugins(&reports);
+        print_plugins(&reports, true);
         if let Some((ids, why)) = &waiting {
             out!("{}: not started: {why}", ids.join(", "));
         }
@@ -74,9 +74,11 @@ fn wrap_list(items: &[String], width: usize) -> Vec<String> {
 }
 
 /// The plugin table: id, kind, epoch, status, what each provides and requires, and under
-/// it its last error (or, degraded, its health detail) and its sandbox (when `[security]
-/// enforce` asks for one).
-pub fn print_plugins(reports: &[PluginReport]) {
+/// it its last error (or, degraded and `why`, its health detail) and its sandbox (when
+/// `[security] enforce` asks for one). `utter plugins` asks each plugin now and shows why;
+/// `utter status` shows the running service's table, whose health is refreshed on a timer,
+/// and leaves a detail that may be a few seconds old to the sections below it.
+pub fn print_plugins(reports: &[PluginReport], why: bool) {
     let list = |items: &[String], none: &str| {
         if items.is_empty() {
             none.to_owned()
@@ -110,7 +112,7 @@ pub fn print_plugins(reports: &[PluginReport]) {
         }
         if let Some(e) = &p.last_error {
             out!("{:>14}last error: {}", "", sanitize(e));
-        } else if p.status == PluginStatus::Degraded && !p.health.trim().is_empty() {
+        } else if why && p.status == PluginStatus::Degraded && !p.health.trim().is_empty() {
             // Degraded: the plugin's own words for why (no compositor, no session bus).
             let why = p.health.trim();
             out!(

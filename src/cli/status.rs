@@ -38,7 +38,7 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
             status.config,
             client.path().display()
         );
-        plugins::print_plugins(&status.plugins);
+        plugins::print_plugins(&status.plugins, false);
         ptt::print_state(&status.ptt);
         print_voice(&status.voice);
         print_decide(&status.decide);
