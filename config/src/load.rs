@@ -9,6 +9,19 @@ use crate::diagnostics::{
     top_level_keys,
 };
 use crate::older::read_older_booleans;
+
+/// The keys the embedded default config writes in the table at `parents` (`[stt]`,
+/// `[audio.vad]`); `None` where it has no such table (an array's element, a plugin).
+fn default_keys_of(parents: &[Seg]) -> Option<Vec<String>> {
+    static DEFAULT: std::sync::LazyLock<Option<toml::Table>> =
+        std::sync::LazyLock::new(|| DEFAULT_CONFIG.parse::<toml::Table>().ok());
+    let mut table = DEFAULT.as_ref()?;
+    for seg in parents {
+        let Seg::Key(key) = seg else { return None };
+        table = table.get(key)?.as_table()?;
+    }
+    Some(table.keys().cloned().collect())
+}
 use crate::schema::*;
 use crate::validate::Checks;
 
@@ -218,6 +231,12 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedConfig, ConfigError> {
         let near = match path.as_slice() {
             [Seg::Key(name)] => crate::ops::nearest_of(name, top_level_keys())
                 .map(|near| format!("; did you mean {near:?}?")),
+            // A misspelt key of a section ([stt] partal_ms): the nearest key the default
+            // config gives that section.
+            [parents @ .., Seg::Key(name)] => default_keys_of(parents).and_then(|keys| {
+                crate::ops::nearest_of(name, keys.iter().map(String::as_str))
+                    .map(|near| format!("; did you mean {near:?}?"))
+            }),
             _ => None,
         }
         .unwrap_or_default();

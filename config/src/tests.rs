@@ -1044,6 +1044,21 @@ fn set_values_refuses_what_the_runner_would_refuse_and_says_where() {
         e.errors[0].message.starts_with("is not a key utter reads"),
         "{e:?}"
     );
+    // A misspelt key of a section is met with the nearest key of that section.
+    assert!(
+        e.errors[0].message.contains("did you mean \"evdev\"?"),
+        "{e:?}"
+    );
+    let e = set(text, &[("stt.partal_ms", 500.into())]).unwrap_err();
+    assert!(
+        e.errors[0].message.contains("did you mean \"partial_ms\"?"),
+        "{e:?}"
+    );
+    let e = set(text, &[("audio.vad.margn_ms", 3.into())]).unwrap_err();
+    assert!(
+        e.errors[0].message.contains("did you mean \"margin_ms\"?"),
+        "{e:?}"
+    );
     let e = set(text, &[("secruity.enforce", true.into())]).unwrap_err();
     assert!(
         e.errors[0].message.contains("did you mean \"security\"?"),
