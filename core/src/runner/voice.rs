@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use crate::events::Event;
-use crate::handles::Scope;
+use crate::handles::{HandleStore, Scope};
 use crate::pipeline::CommandOptions;
 use crate::policy::Provenance;
 use crate::ptt::PttEvent;
@@ -693,6 +693,16 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
     }
 }
 
+/// The capture plugin's stored audio `handle` made the stt plugin's (the same bytes, no
+/// copy) and let go by the capture plugin: the stt plugin's scope, which releases it after.
+fn hand_over(store: &HandleStore, capture: &str, stt: &str, handle: &str) -> Scope {
+    let capture_scope = Scope::Plugin(capture.to_owned());
+    let scope = Scope::Plugin(stt.to_owned());
+    store.pass(&capture_scope, &scope, &json!({ "audio": handle }));
+    let _ = store.release(&capture_scope, handle);
+    scope
+}
+
 /// `stt.transcribe`'s audio and model fields for the stored audio `handle`: format, rate,
 /// channels, `[stt] model`, language and window (the caller adds the search).
 fn transcribe_params(stt: &crate::config::SttSection, handle: &str) -> Value {
@@ -767,10 +777,7 @@ async fn partial_transcript(runner: &Runner) -> Result<Option<VoicePartial>, Str
     let Some(handle) = peeked["handle"].as_str() else {
         return Ok(None);
     };
-    let capture_scope = Scope::Plugin(capture.clone());
-    let scope = Scope::Plugin(stt.clone());
-    store.pass(&capture_scope, &scope, &json!({ "audio": handle }));
-    let _ = store.release(&capture_scope, handle);
+    let scope = hand_over(&store, &capture, &stt, handle);
     let mut params = transcribe_params(&config.stt, handle);
     params["beam_size"] = json!(1);
     params["hypotheses"] = json!(1);
@@ -885,9 +892,7 @@ async fn transcribe_and_run(
     };
     // The capture plugin's blob becomes visible to the stt plugin: the same bytes, no copy.
     let started = Instant::now();
-    let scope = Scope::Plugin(stt.clone());
-    store.pass(&capture_scope, &scope, &json!({ "audio": handle }));
-    let _ = store.release(&capture_scope, &handle);
+    let scope = hand_over(&store, capture_plugin, &stt, &handle);
     timings.handoff_ms += ms(started.elapsed());
 
     let mut params = transcribe_params(&config.stt, &handle);

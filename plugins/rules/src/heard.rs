@@ -84,6 +84,31 @@ pub struct Rewrite {
     pub by_sound: bool,
 }
 
+/// `utterance` said once where the recogniser wrote one clause twice ("Clear, Clear,": a
+/// decoder that ran on past a short command), or `None`. The one rewrite the router plans
+/// from text alone; the first of [`rewrites`].
+pub fn said_once(utterance: &str) -> Option<Rewrite> {
+    let tokens: Vec<&str> = utterance.split_whitespace().collect();
+    let key = |t: &str| compact(&normalize(t));
+    let half = tokens.len() / 2;
+    let twice = tokens.len().is_multiple_of(2)
+        && half > 0
+        && (0..half).all(|i| !key(tokens[i]).is_empty() && key(tokens[i]) == key(tokens[i + half]));
+    if !twice {
+        return None;
+    }
+    let once = tokens[..half]
+        .join(" ")
+        .trim_end_matches([',', ';'])
+        .to_owned();
+    Some(Rewrite {
+        heard: tokens.join(" "),
+        meant: once.clone(),
+        utterance: once,
+        by_sound: false,
+    })
+}
+
 /// The utterances `utterance` may have been: said once where it was written twice, then
 /// with its lead replaced by a lead word of the same sound (see the module docs): the first
 /// word's twins first, then the first two words' ("and do" → "undo"), each group nearest in
@@ -102,25 +127,8 @@ pub fn rewrites(utterance: &str, curated: &Curated) -> Vec<Rewrite> {
             .filter_map(|v| v.split_whitespace().next().map(str::to_owned))
             .collect(),
     );
-    let mut out: Vec<Rewrite> = Vec::new();
-    // "Clear, Clear,": a decoder that ran on past a short command wrote it twice.
+    let mut out: Vec<Rewrite> = said_once(utterance).into_iter().collect();
     let key = |t: &str| compact(&normalize(t));
-    let half = tokens.len() / 2;
-    if tokens.len().is_multiple_of(2)
-        && half > 0
-        && (0..half).all(|i| !key(tokens[i]).is_empty() && key(tokens[i]) == key(tokens[i + half]))
-    {
-        let once = tokens[..half]
-            .join(" ")
-            .trim_end_matches([',', ';'])
-            .to_owned();
-        out.push(Rewrite {
-            heard: tokens.join(" "),
-            meant: once.clone(),
-            utterance: once,
-            by_sound: false,
-        });
-    }
     let leads: Vec<&(String, String)> = BUILTIN.iter().chain(&extra).collect();
     let is_lead = |word: &str| leads.iter().any(|(_, w)| w == word);
     let first = key(tokens[0]);

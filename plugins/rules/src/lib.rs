@@ -474,9 +474,7 @@ impl Planning<'_> {
     /// of its sound is not planned here but proposed as a candidate for the audio to decide
     /// ([`heard`]).
     fn said_once(&self, utterance: &str, context: Option<&Context>) -> Option<Vec<Matched>> {
-        let rewrite = heard::rewrites(utterance, &self.state.curated)
-            .into_iter()
-            .find(|r| !r.by_sound)?;
+        let rewrite = heard::said_once(utterance)?;
         let mut steps = self.plan_text(&rewrite.utterance, context).ok()?;
         if let Some(first) = steps.first_mut() {
             first.message = format!(
