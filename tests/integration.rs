@@ -76,5 +76,7 @@ mod transports;
 mod trust;
 #[path = "trust_desktop.rs"]
 mod trust_desktop;
+#[path = "undo.rs"]
+mod undo;
 #[path = "voice.rs"]
 mod voice;

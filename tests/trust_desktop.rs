@@ -35,7 +35,7 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 /// A runner in this process with the built-in rules, compositor and a11y plugins and
 /// `utter-input`, all in `desktop`'s session; `grounding` is the vision server's URL.
-async fn desktop_runner(desktop: &Desktop, grounding: &str) -> Arc<Runner> {
+pub(crate) async fn desktop_runner(desktop: &Desktop, grounding: &str) -> Arc<Runner> {
     let utter = common::bin("utter").display().to_string();
     let input = common::bin("utter-input").display().to_string();
     let runtime = desktop.sway.runtime_dir().display().to_string();
@@ -88,7 +88,7 @@ async fn desktop_runner(desktop: &Desktop, grounding: &str) -> Arc<Runner> {
 
 /// Wait until the runner's context (the compositor plugin's snapshot) shows `app_id`
 /// focused and, when given, the focused window at `rect`.
-async fn wait_context(r: &Runner, app_id: &str, rect: Option<&Value>) {
+pub(crate) async fn wait_context(r: &Runner, app_id: &str, rect: Option<&Value>) {
     let deadline = tokio::time::Instant::now() + LIMIT;
     loop {
         if let Ok(reply) = r.context_now().await {

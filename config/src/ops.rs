@@ -47,6 +47,13 @@ pub const BUILTIN: &[(&str, bool, bool, bool, &[&str])] = &[
         false,
         &["text", "app", "window_id"],
     ),
+    (
+        "delete_text",
+        true,
+        false,
+        false,
+        &["text", "at", "app", "window_id"],
+    ),
     ("scroll", true, false, false, &["direction", "amount"]),
     ("media", true, false, false, &["command", "app", "player"]),
     ("click_element", true, false, false, &["description"]),

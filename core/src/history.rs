@@ -27,50 +27,72 @@ impl History {
         History::default()
     }
 
-    /// Keep `outcome` if any of its steps reached an action plugin, with `before` (a context
-    /// snapshot as the context plugin sent it, reduced by [`desktop_before`]); the oldest
-    /// entry goes beyond [`HistoryEntry::KEPT`].
-    pub fn record(&self, outcome: &CommandOutcome, before: Option<&Value>) {
+    /// Keep `outcome` if any of its steps reached an action plugin. `befores[i]` is the
+    /// context snapshot step `i` ran in, as the context plugin sent it (reduced here by
+    /// [`desktop_before`]); a missing one is `None`. The oldest entry goes beyond
+    /// [`HistoryEntry::KEPT`]. `undid` lists the entries this command undid (they are
+    /// marked undone when it acted). Returns the new entry's id, if one was kept.
+    pub fn record(
+        &self,
+        outcome: &CommandOutcome,
+        befores: &[Option<Value>],
+        undid: &[u64],
+    ) -> Option<u64> {
         if outcome.dry_run {
-            return;
+            return None;
         }
         let steps: Vec<HistoryStep> = outcome
             .results
             .iter()
+            .zip(befores.iter().chain(std::iter::repeat(&None)))
             // A step that failed before any plugin had it (refused, no plugin offers the op)
             // did nothing.
-            .filter(|r| {
+            .filter(|(r, _)| {
                 r.ok || (r.plugin.is_some()
                     && r.error.as_ref().is_none_or(|e| {
                         !matches!(e.kind(), ErrorCode::Denied | ErrorCode::CapabilityMissing)
                     }))
             })
-            .map(|r| HistoryStep {
+            .map(|(r, before)| HistoryStep {
                 op: r.op.clone(),
                 args: r.args.clone(),
                 ok: r.ok,
                 verified: r.verified,
                 detail: r.detail.clone(),
                 plugin: r.plugin.clone(),
+                provenance: r.provenance,
+                confirmed: r.confirmed_by.is_some(),
+                result: r.result.clone().map(without_titles),
+                before: before.as_ref().map(desktop_before),
             })
             .collect();
         if steps.is_empty() {
-            return;
+            return None;
         }
+        let mut ring = self.ring.lock().expect("history lock");
+        let id = ring.back().map_or(1, |e| e.id + 1);
         let entry = HistoryEntry {
+            id,
             time: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
             utterance: outcome.utterance.clone(),
             rule: outcome.plan.rule.clone(),
+            before: steps[0].before.clone(),
             steps,
-            before: before.map(desktop_before),
+            undid: undid.to_vec(),
+            undone: false,
         };
-        let mut ring = self.ring.lock().expect("history lock");
+        if !undid.is_empty() {
+            for e in ring.iter_mut().filter(|e| undid.contains(&e.id)) {
+                e.undone = true;
+            }
+        }
         if ring.len() == HistoryEntry::KEPT {
             ring.pop_front();
         }
         ring.push_back(entry);
+        Some(id)
     }
 
     /// The last `limit` entries (all when `None`), newest first.
@@ -82,10 +104,56 @@ impl History {
             .cloned()
             .collect()
     }
+
+    /// The newest `count` entries an "undo that" reverses, newest first: those not undone
+    /// yet and not themselves an undo.
+    ///
+    /// # Errors
+    /// Why there are not `count` of them ("nothing to undo: …").
+    pub fn undoable(&self, count: usize) -> Result<Vec<HistoryEntry>, String> {
+        let ring = self.ring.lock().expect("history lock");
+        let found: Vec<HistoryEntry> = ring
+            .iter()
+            .rev()
+            .filter(|e| !e.undone && e.undid.is_empty())
+            .take(count)
+            .cloned()
+            .collect();
+        match found.len() {
+            0 if ring.is_empty() => {
+                Err("nothing to undo: no command has acted since the runner started".to_owned())
+            }
+            0 => Err(
+                "nothing to undo: every command still in the journal was undone already".to_owned(),
+            ),
+            n if n < count => Err(format!(
+                "only {n} command(s) can be undone, not {count}; say \"undo the last {n}\""
+            )),
+            _ => Ok(found),
+        }
+    }
+}
+
+/// `value` without any object field called `title`, at any depth: window titles are
+/// written by whatever runs in the window, and an undo must not be built from them.
+fn without_titles(mut value: Value) -> Value {
+    fn strip(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                map.remove("title");
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut value);
+    value
 }
 
 /// What of a context snapshot the journal keeps: `{compositor, focused: {id, app_id,
-/// workspace, workspace_id, output}}` (`focused` is `null` when nothing had focus). Fields
+/// workspace, workspace_id, output}, workspace: {id, index, name, output}}` (`focused` is
+/// `null` when nothing had focus, `workspace` when no workspace is marked focused). Fields
 /// the snapshot lacks are left out; titles never kept.
 pub fn desktop_before(snapshot: &Value) -> Value {
     let focused = snapshot.get("focused").filter(|f| f.is_object()).map(|f| {
@@ -97,9 +165,27 @@ pub fn desktop_before(snapshot: &Value) -> Value {
         }
         Value::Object(kept)
     });
+    // The focused workspace, for an undo on a desktop where no window had the focus.
+    let workspace = snapshot
+        .get("workspaces")
+        .and_then(Value::as_array)
+        .and_then(|all| {
+            all.iter()
+                .find(|w| w.get("focused") == Some(&Value::Bool(true)))
+        })
+        .map(|w| {
+            let mut kept = serde_json::Map::new();
+            for key in ["id", "index", "name", "output"] {
+                if let Some(v) = w.get(key).filter(|v| !v.is_null()) {
+                    kept.insert(key.to_owned(), v.clone());
+                }
+            }
+            Value::Object(kept)
+        });
     json!({
         "compositor": snapshot.pointer("/compositor/name").cloned().unwrap_or(Value::Null),
         "focused": focused,
+        "workspace": workspace,
     })
 }
 
@@ -154,7 +240,8 @@ mod tests {
                 vec![step("niri", true, Some("compositor"), None)],
                 false,
             ),
-            Some(&before),
+            &[Some(before.clone())],
+            &[],
         );
         // A dry run, a refused plan and a step no plugin offers leave nothing.
         history.record(
@@ -163,7 +250,8 @@ mod tests {
                 vec![step("niri", true, Some("compositor"), None)],
                 true,
             ),
-            Some(&before),
+            &[Some(before.clone())],
+            &[],
         );
         let denied = ErrorObject::new(ErrorCode::Denied, "not run");
         history.record(
@@ -172,12 +260,14 @@ mod tests {
                 vec![step("niri", false, Some("compositor"), Some(denied))],
                 false,
             ),
-            None,
+            &[],
+            &[],
         );
         let missing = ErrorObject::new(ErrorCode::CapabilityMissing, "no plugin");
         history.record(
             &outcome("y", vec![step("zap", false, None, Some(missing))], false),
-            None,
+            &[],
+            &[],
         );
         // A step a plugin tried and failed is kept, marked not ok.
         let failed = ErrorObject::plugin("the window is gone");
@@ -187,7 +277,8 @@ mod tests {
                 vec![step("close_app", false, Some("compositor"), Some(failed))],
                 false,
             ),
-            None,
+            &[],
+            &[],
         );
         let entries = history.entries(None);
         assert_eq!(entries.len(), 2, "{entries:#?}");
@@ -200,7 +291,7 @@ mod tests {
             entries[1].before,
             Some(
                 json!({"compositor": "niri", "focused": {"id": 7, "app_id": "foot",
-                "workspace": "2", "workspace_id": 5, "output": "DP-1"}})
+                "workspace": "2", "workspace_id": 5, "output": "DP-1"}, "workspace": null})
             )
         );
         // No title reaches the journal.
@@ -214,23 +305,73 @@ mod tests {
                     vec![step("key", true, Some("input"), None)],
                     false,
                 ),
-                None,
+                &[],
+                &[],
             );
         }
         let entries = history.entries(None);
         assert_eq!(entries.len(), HistoryEntry::KEPT);
         assert_eq!(entries[0].utterance, format!("n{}", HistoryEntry::KEPT + 2));
+        assert_eq!(entries[0].id, entries[1].id + 1);
+    }
+
+    #[test]
+    fn an_undo_marks_what_it_undid_and_is_not_itself_undoable() {
+        let history = History::new();
+        assert!(
+            history
+                .undoable(1)
+                .unwrap_err()
+                .contains("no command has acted")
+        );
+        let mut with_title = step("ensure_app", true, Some("compositor"), None);
+        with_title.result =
+            Some(json!({"window": {"id": 4, "title": "Inbox - mail"}, "launched": true}));
+        let a = history
+            .record(&outcome("open foot", vec![with_title], false), &[], &[])
+            .unwrap();
+        let b = history
+            .record(
+                &outcome(
+                    "workspace 2",
+                    vec![step("niri", true, Some("compositor"), None)],
+                    false,
+                ),
+                &[],
+                &[],
+            )
+            .unwrap();
+        let journal = history.entries(None);
+        assert_eq!(
+            journal[1].steps[0].result,
+            Some(json!({"window": {"id": 4}, "launched": true}))
+        );
+        let two = history.undoable(2).unwrap();
+        assert_eq!(two.iter().map(|e| e.id).collect::<Vec<_>>(), vec![b, a]);
+        assert!(history.undoable(3).unwrap_err().contains("only 2"));
+        history.record(
+            &outcome(
+                "undo that",
+                vec![step("niri", true, Some("compositor"), None)],
+                false,
+            ),
+            &[],
+            &[b],
+        );
+        let left = history.undoable(1).unwrap();
+        assert_eq!(left[0].id, a, "the undo and what it undid are skipped");
+        assert!(history.entries(None)[1].undone);
     }
 
     #[test]
     fn a_snapshot_without_focus_or_compositor_is_kept_as_nulls() {
         assert_eq!(
             desktop_before(&json!({"windows": []})),
-            json!({"compositor": null, "focused": null})
+            json!({"compositor": null, "focused": null, "workspace": null})
         );
         assert_eq!(
             desktop_before(&json!("garbage")),
-            json!({"compositor": null, "focused": null})
+            json!({"compositor": null, "focused": null, "workspace": null})
         );
     }
 }

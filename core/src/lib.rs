@@ -33,6 +33,8 @@
 //!   client's `runner.invoke`, through the gate) and [`runner::voice`] (push-to-talk → the
 //!   capture plugin → the stt plugin → the pipeline).
 //! * [`params`]: reading named JSON-RPC params with one wording of errors.
+//! * [`history`] and [`undo`]: the journal of commands that acted, and the inverse steps an
+//!   "undo that" builds from it with what the action plugins declare.
 
 #![warn(missing_docs)]
 
@@ -54,6 +56,7 @@ pub mod sandbox;
 pub mod streams;
 pub mod supervisor;
 pub mod transport;
+pub mod undo;
 
 pub use runner::{Runner, VERSION};
 

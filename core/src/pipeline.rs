@@ -145,6 +145,8 @@ pub struct Pipeline<'a> {
     pub context: &'a Context,
     /// The input rate limit shared by every acting path.
     pub input_rate: &'a crate::rate::InputRate,
+    /// The journal a command that acted is kept in, and "undo that" reads (`None`: neither).
+    pub history: Option<&'a crate::history::History>,
 }
 
 /// Check a chooser's answer (`llm.choose`, `perception.choose`) against the ids it was
@@ -357,6 +359,50 @@ impl Pipeline<'_> {
         } else {
             (steps, planned)
         };
+        // "undo that": the runner turns the router's `undo` step into the inverse steps of
+        // the journal's latest commands, which then pass the gate like any step.
+        let (steps, undid) = match self.expand_undo(steps, context.as_ref(), provenance).await {
+            Ok(expanded) => expanded,
+            Err((steps, why)) => {
+                let step = steps
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| json!({"op": "undo"}));
+                let args = step.get("args").cloned().unwrap_or_else(|| json!({}));
+                self.record(
+                    AuditEntry::new(utterance, "undo", &args, provenance, "denied")
+                        .code(ErrorCode::PluginError.code())
+                        .by("undo"),
+                );
+                let failed = Step {
+                    op: "undo".to_owned(),
+                    args,
+                    provenance,
+                    confirm_requested: false,
+                    target: Target::Action,
+                    author: Author::Router {
+                        plugin: router.clone(),
+                    },
+                }
+                .blank_result()
+                .failed(ErrorObject::plugin(why.clone()));
+                return Ok(CommandOutcome {
+                    utterance: utterance.to_owned(),
+                    dry_run: options.dry_run,
+                    plan: Plan {
+                        router: router.clone(),
+                        rule: planned
+                            .get("rule")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                        message: Some(why),
+                        steps: vec![step],
+                        escalate: None,
+                    },
+                    results: vec![failed],
+                });
+            }
+        };
         let plan = Plan {
             router: router.clone(),
             rule: planned
@@ -398,6 +444,7 @@ impl Pipeline<'_> {
             .map(|(i, _)| i + 1)
             .collect();
         let mut results = Vec::with_capacity(steps.len());
+        let mut befores = Vec::with_capacity(steps.len());
         if !refused.is_empty() {
             let which = refused
                 .iter()
@@ -427,6 +474,7 @@ impl Pipeline<'_> {
             let mut current = context;
             let count = prepared.len();
             for (i, step) in prepared.into_iter().flatten().enumerate() {
+                befores.push(current.clone());
                 let result = self
                     .run_step(utterance, step, options, timeout, current.as_ref())
                     .await;
@@ -442,12 +490,109 @@ impl Pipeline<'_> {
                 }
             }
         }
-        Ok(CommandOutcome {
+        let outcome = CommandOutcome {
             utterance: utterance.to_owned(),
             dry_run: options.dry_run,
             plan,
             results,
-        })
+        };
+        if let Some(history) = self.history {
+            history.record(&outcome, &befores, &undid);
+        }
+        Ok(outcome)
+    }
+
+    /// Replace a plan's `undo {count?, otherwise?}` step by the inverse steps of the
+    /// journal's latest `count` commands ([`crate::undo`]), or by `otherwise` (a step) when
+    /// there is none or the newest is older than [`crate::undo::RECENT_S`]; a plan without
+    /// one is returned as it is. Returns the steps and the journal ids they undo.
+    ///
+    /// # Errors
+    /// The plan's steps and why nothing can be undone (no journal, nothing left, an op
+    /// without an inverse, a window gone, an `undo` beside other steps).
+    async fn expand_undo(
+        &self,
+        steps: Vec<Value>,
+        now: Option<&Value>,
+        provenance: Provenance,
+    ) -> Result<(Vec<Value>, Vec<u64>), (Vec<Value>, String)> {
+        let is_undo = |s: &Value| s.get("op").and_then(Value::as_str) == Some("undo");
+        if !steps.iter().any(is_undo) {
+            return Ok((steps, Vec::new()));
+        }
+        if steps.len() > 1 {
+            return Err((
+                steps,
+                "\"undo\" is a command of its own; say it alone".to_owned(),
+            ));
+        }
+        let Some(history) = self.history else {
+            return Err((
+                steps,
+                "nothing to undo: this path keeps no journal".to_owned(),
+            ));
+        };
+        let count = match steps[0].pointer("/args/count") {
+            None | Some(Value::Null) => Some(1),
+            Some(n) => n
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .filter(|n| (1..=crate::undo::MAX_UNDO).contains(n)),
+        };
+        let Some(count) = count else {
+            return Err((
+                steps,
+                format!(
+                    "undo's count must be a whole number from 1 to {}",
+                    crate::undo::MAX_UNDO
+                ),
+            ));
+        };
+        // "undo that" said long after the last command, or with nothing in the journal,
+        // means the application in front of the person: the router's `otherwise` step (its
+        // undo chord) runs instead, when it gave one.
+        let otherwise = steps[0]
+            .pointer("/args/otherwise")
+            .filter(|o| o.is_object())
+            .cloned();
+        let entries = history.undoable(count);
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let stale = match &entries {
+            Ok(found) => found
+                .first()
+                .is_none_or(|e| now_s.saturating_sub(e.time) > crate::undo::RECENT_S),
+            Err(_) => true,
+        };
+        if let (true, Some(otherwise)) = (stale, otherwise) {
+            return Ok((vec![otherwise], Vec::new()));
+        }
+        let entries = match entries {
+            Ok(entries) => entries,
+            Err(why) => return Err((steps, why)),
+        };
+        let mut rules = std::collections::HashMap::new();
+        for step in entries.iter().flat_map(|e| &e.steps) {
+            if !rules.contains_key(&step.op) {
+                let spec = self.supervisor.find_action_spec(&step.op).await;
+                rules.insert(step.op.clone(), spec.and_then(|(_, s)| s?.undo));
+            }
+        }
+        let rules_of = |op: &str| rules.get(op).cloned().flatten();
+        match crate::undo::inverse_steps(&entries, &rules_of, now, provenance) {
+            Ok(inverse) => Ok((
+                inverse
+                    .into_iter()
+                    .map(|s| {
+                        json!({"op": s.op, "args": s.args, "provenance": s.provenance.as_str(),
+                               "confirm": s.confirm, "ask": format!("undo {}", s.undoes)})
+                    })
+                    .collect(),
+                entries.iter().map(|e| e.id).collect(),
+            )),
+            Err(why) => Err((steps, why)),
+        }
     }
 
     /// Run one step that did not come from a plan (a plugin's `host.action`, a client's

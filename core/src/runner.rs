@@ -279,8 +279,6 @@ impl Runner {
         let mut options = options.clone();
         options.decide.get_or_insert(self.config().config.decide);
         let options = &options;
-        // The desktop before it, for the journal: the last good snapshot, not a new read.
-        let before = self.context.last().map(|(_, snapshot)| snapshot);
         let span = tracing::info_span!(
             "command",
             utterance = %utterance.chars().take(200).collect::<String>(),
@@ -294,13 +292,13 @@ impl Runner {
                 audit: Some(&self.audit),
                 context: &self.context,
                 input_rate: &self.input_rate,
+                history: Some(&self.history),
             }
             .run(utterance, options),
             span,
         )
         .await;
         if let Ok(outcome) = &outcome {
-            self.history.record(outcome, before.as_ref());
             let _ = self.events.send(Event::CommandFinished {
                 utterance: outcome.utterance.clone(),
                 results: serde_json::to_value(&outcome.results).unwrap_or_default(),

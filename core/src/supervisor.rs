@@ -226,6 +226,9 @@ pub struct OpSpec {
     pub needs_confirm: bool,
     /// The compiled `args_schema`; `Err` holds why the plugin's schema did not compile.
     pub schema: Option<Result<Arc<jsonschema::Validator>, String>>,
+    /// How the op is undone (`undo`, [`crate::undo`]); `None` when the plugin declares
+    /// nothing (or something malformed, which is logged).
+    pub undo: Option<Vec<crate::undo::UndoRule>>,
 }
 
 impl std::fmt::Debug for OpSpec {
@@ -235,6 +238,7 @@ impl std::fmt::Debug for OpSpec {
             .field("side_effect", &self.side_effect)
             .field("needs_confirm", &self.needs_confirm)
             .field("has_schema", &self.schema.is_some())
+            .field("undo_rules", &self.undo.as_ref().map(Vec::len))
             .finish()
     }
 }
@@ -310,6 +314,7 @@ fn read_op_specs(result: &Value) -> Vec<OpSpec> {
                     side_effect: true,
                     needs_confirm: false,
                     schema: None,
+                    undo: None,
                 });
             }
             let op = o.get("op").and_then(Value::as_str)?;
@@ -317,6 +322,13 @@ fn read_op_specs(result: &Value) -> Vec<OpSpec> {
                 jsonschema::validator_for(schema)
                     .map(Arc::new)
                     .map_err(|e| e.to_string())
+            });
+            let undo = o.get("undo").and_then(|u| match crate::undo::read_rules(u) {
+                Ok(rules) => Some(rules),
+                Err(e) => {
+                    warn!(op, error = %e, "the op's undo declaration is malformed; it cannot be undone");
+                    None
+                }
             });
             Some(OpSpec {
                 op: crate::policy::normalise_op(op).to_owned(),
@@ -329,6 +341,7 @@ fn read_op_specs(result: &Value) -> Vec<OpSpec> {
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
                 schema,
+                undo,
             })
         })
         .collect()

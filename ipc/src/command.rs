@@ -118,6 +118,9 @@ impl CommandOutcome {
 /// runner builds an undo from it, never from screen content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryEntry {
+    /// Its number in this runner's journal, counting from 1 (for `undo`'s bookkeeping).
+    #[serde(default)]
+    pub id: u64,
     /// When it finished, seconds since the Unix epoch.
     pub time: u64,
     /// The utterance as given (the person's words; untrusted text for display).
@@ -132,6 +135,13 @@ pub struct HistoryEntry {
     /// plugin. Window titles are left out.
     #[serde(default)]
     pub before: Option<Value>,
+    /// The ids of the entries this command undid ("undo that"); empty for any other command.
+    /// An undo is not itself undone by the next "undo that".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub undid: Vec<u64>,
+    /// Set once a later "undo that" reversed it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undone: bool,
 }
 
 impl HistoryEntry {
@@ -156,6 +166,24 @@ pub struct HistoryStep {
     /// The action plugin that ran it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin: Option<String>,
+    /// The step's provenance; an undo of it carries the same or a less trusted one.
+    #[serde(default = "user")]
+    pub provenance: Provenance,
+    /// Whether the person confirmed it before it ran; an undo of it asks again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub confirmed: bool,
+    /// What the plugin reported (its `action.invoke` result), with every `title` field
+    /// removed: the ids, states and levels an undo is built from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// The desktop just before this step ran (the same shape as [`HistoryEntry::before`]);
+    /// the first step's is the entry's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Value>,
+}
+
+fn user() -> Provenance {
+    Provenance::User
 }
 
 /// A confirmation waiting for its answer, as listed by `runner.pending` and D-Bus

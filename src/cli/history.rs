@@ -48,7 +48,8 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
     exit::OK
 }
 
-/// `TIME "utterance" (before: app_id on workspace W)`, then one indented line per step.
+/// `#ID TIME "utterance" (before: app_id on workspace W) [undone | undid #N]`, then one
+/// indented line per step.
 fn describe(e: &HistoryEntry, tz: &jiff::tz::TimeZone) -> Vec<String> {
     let before = e
         .before
@@ -67,8 +68,18 @@ fn describe(e: &HistoryEntry, tz: &jiff::tz::TimeZone) -> Vec<String> {
             }
         })
         .unwrap_or_default();
+    // What "undo that" did and will skip.
+    let mark = if !e.undid.is_empty() {
+        let ids: Vec<String> = e.undid.iter().map(|id| format!("#{id}")).collect();
+        format!(" [undid {}]", ids.join(", "))
+    } else if e.undone {
+        " [undone]".to_owned()
+    } else {
+        String::new()
+    };
     let mut lines = vec![format!(
-        "{} {:?}{before}",
+        "#{} {} {:?}{before}{mark}",
+        e.id,
         local_time(e.time, tz),
         sanitize(&e.utterance)
     )];

@@ -250,6 +250,7 @@ impl Runner {
             audit: Some(self.audit_trail()),
             context: &self.context,
             input_rate: &self.input_rate,
+            history: None,
         }
         .run_one(
             &label,

@@ -16,7 +16,7 @@ use utter_protocol::plugin::{Call, Handler};
 use utter_protocol::{ErrorCode, ErrorObject};
 
 /// The ops this plugin serves, in `action.capabilities` order.
-pub const OPS: [&str; 2] = ["type_text", "click_element"];
+pub const OPS: [&str; 3] = ["type_text", "delete_text", "click_element"];
 /// The longest text `type_text` inserts, in characters.
 pub const MAX_TEXT: usize = 10_000;
 /// The longest description `click_element` accepts, in characters.
@@ -94,6 +94,22 @@ pub struct Service {
 }
 
 /// The application the actions work in.
+/// The focused text field of the focused app, with its text interfaces.
+struct FocusedField {
+    app: App,
+    role: String,
+    /// Its accessible name (untrusted).
+    name: String,
+    text: TextProxy<'static>,
+    editable: EditableTextProxy<'static>,
+}
+
+/// A field's role and accessible name, for results.
+struct FieldName {
+    role: String,
+    name: String,
+}
+
 struct App {
     bus_name: String,
     name: String,
@@ -312,6 +328,7 @@ impl Service {
                 other => other,
             },
             "click_element" => self.click_element(args, dry_run, context, peer).await,
+            "delete_text" => self.delete_text(args, dry_run, context).await,
             other => Err(ErrorObject::new(
                 ErrorCode::MethodNotFound,
                 format!(
@@ -322,13 +339,14 @@ impl Service {
         }
     }
 
-    async fn type_text(
+    /// The focused text field of the focused app, for `type_text` and `delete_text`: `args`
+    /// may name the `app` and the `window_id` it must be in (both checked against the
+    /// context). Errors that keystrokes could get around are marked so ([`keys_may_work`]).
+    async fn focused_field(
         &self,
         args: &Value,
-        dry_run: bool,
         context: Option<&Value>,
-    ) -> Result<Value, ErrorObject> {
-        let text = checked_text(args)?;
+    ) -> Result<FocusedField, ErrorObject> {
         let wanted_app = match args.get("app") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if !s.trim().is_empty() && s.chars().count() <= 256 => {
@@ -389,7 +407,6 @@ impl Service {
                 plugin_error(NO_TEXT_FIELD).with_data(json!({"app": app.describe()})),
             ));
         };
-        let length = text.chars().count();
         let proxies = async {
             let t = TextProxy::builder(&bus.a11y)
                 .destination(field.bus.clone())?
@@ -405,9 +422,34 @@ impl Service {
                 .await?;
             Ok::<_, zbus::Error>((t, e))
         };
-        let (text_proxy, editable) = proxies
+        let (text, editable) = proxies
             .await
             .map_err(|e| plugin_error(format!("the text field went away: {e}")))?;
+        Ok(FocusedField {
+            app,
+            role: field.role.clone(),
+            name: field.name.clone(),
+            text,
+            editable,
+        })
+    }
+
+    async fn type_text(
+        &self,
+        args: &Value,
+        dry_run: bool,
+        context: Option<&Value>,
+    ) -> Result<Value, ErrorObject> {
+        let text = checked_text(args)?;
+        let length = text.chars().count();
+        let FocusedField {
+            app,
+            role,
+            name,
+            text: text_proxy,
+            editable,
+        } = self.focused_field(args, context).await?;
+        let field = FieldName { role, name };
         let mut before = text_proxy.get_text(0, -1).await.unwrap_or_default();
         let count = before.chars().count();
         let mut caret = text_proxy
@@ -506,6 +548,92 @@ impl Service {
         Ok(json!({
             "ok": true, "verified": verified, "path": "a11y", "detail": detail,
             "app": app.describe(), "inserted_at": caret, "length": length, "replaced": replaced,
+        }))
+    }
+
+    /// `delete_text {text, at, app?, window_id?}`: remove `text` from offset `at` (in
+    /// characters) of the focused text field, only when the field holds exactly that text
+    /// there (what an undo of `type_text` sends). Result: `{ok, verified, path: "a11y",
+    /// detail, app, deleted_at, length}`.
+    ///
+    /// # Errors
+    /// `-32602` for bad args; `-32000` when there is no focused text field, or it no longer
+    /// holds the text at `at` (it was edited since), or it refused the deletion.
+    async fn delete_text(
+        &self,
+        args: &Value,
+        dry_run: bool,
+        context: Option<&Value>,
+    ) -> Result<Value, ErrorObject> {
+        let text = checked_text(args)?;
+        let at = args
+            .get("at")
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| *n <= MAX_FIELD_OFFSET)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "delete_text needs \"at\": a character offset from 0 to {MAX_FIELD_OFFSET}"
+                ))
+            })?;
+        let field = self.focused_field(args, context).await.map_err(|mut e| {
+            e.data = None;
+            e
+        })?;
+        let length = text.chars().count();
+        let now = field.text.get_text(0, -1).await.unwrap_or_default();
+        let there: String = now.chars().skip(at).take(length).collect();
+        if there != text {
+            return Err(plugin_error(format!(
+                "the focused {} of {} no longer holds the typed text at offset {at} (it was edited since), so nothing was deleted",
+                field.role, field.app.name
+            )));
+        }
+        if dry_run {
+            return Ok(json!({
+                "ok": true, "dry_run": true, "path": "a11y", "app": field.app.describe(),
+                "detail": format!("would delete {length} character(s) at offset {at} of the focused {} of {}", field.role, field.app.name),
+            }));
+        }
+        let (start, end) = (
+            i32::try_from(at).unwrap_or(i32::MAX),
+            i32::try_from(at + length).unwrap_or(i32::MAX),
+        );
+        let deleted = field
+            .editable
+            .delete_text(start, end)
+            .await
+            .map_err(|e| plugin_error(format!("the text field refused the deletion: {e}")))?;
+        if !deleted {
+            return Err(plugin_error(format!(
+                "the focused {} of {} refused the deletion (read-only?)",
+                field.role, field.app.name
+            )));
+        }
+        let expected: String = now
+            .chars()
+            .take(at)
+            .chain(now.chars().skip(at + length))
+            .collect();
+        let deadline = tokio::time::Instant::now() + VERIFY_TIMEOUT;
+        let verified = loop {
+            if field.text.get_text(0, -1).await.unwrap_or_default() == expected {
+                break true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let _ = field.text.set_caret_offset(start).await;
+        Ok(json!({
+            "ok": true, "verified": verified, "path": "a11y", "app": field.app.describe(),
+            "deleted_at": at, "length": length,
+            "detail": if verified {
+                format!("deleted {length} character(s) at offset {at} of the focused {} of {} and read the field back", field.role, field.app.name)
+            } else {
+                format!("deleted {length} character(s) at offset {at} of the focused {} of {}, but reading the field back did not show it", field.role, field.app.name)
+            },
         }))
     }
 
@@ -990,7 +1118,11 @@ fn checked_description(args: &Value) -> Result<String, ErrorObject> {
     Ok(d.trim().to_owned())
 }
 
-/// `action.capabilities`: both ops with their argument schemas.
+/// The longest offset `delete_text` takes, in characters.
+const MAX_FIELD_OFFSET: usize = 1 << 24;
+
+/// `action.capabilities`: the ops with their argument schemas, and how the runner undoes
+/// them (utter-core's `undo`).
 pub fn capabilities() -> Value {
     json!({"ops": [
         {
@@ -1004,7 +1136,36 @@ pub fn capabilities() -> Value {
                 },
                 "required": ["text"],
                 "additionalProperties": false
-            }
+            },
+            "undo": [
+                // Inserted through accessibility over no selection: delete exactly it, where
+                // it was put, if the field still holds it there.
+                {"when": {"$result.path": "a11y", "$result.replaced": 0},
+                 "steps": [{"op": "delete_text", "args": {"text": "$args.text",
+                     "at": "$result.inserted_at", "window_id": "$before.focused.id"}}],
+                 "requires": {"focused": "$before.focused.id"}},
+                {"when": {"$result.path": "a11y"},
+                 "none": "it typed over selected text, and the text it replaced was not recorded"},
+                // Typed as keystrokes: as many BackSpaces, in the same window.
+                {"steps": [{"op": "key", "args": {"chord": "BackSpace",
+                     "repeat": {"$chars": "$args.text"}, "window_id": "$before.focused.id"}}],
+                 "requires": {"focused": "$before.focused.id"}}
+            ]
+        },
+        {
+            "op": "delete_text", "side_effect": true, "needs_confirm": false,
+            "args_schema": {
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
+                    "at": {"type": "integer", "minimum": 0, "maximum": MAX_FIELD_OFFSET},
+                    "app": {"type": "string", "minLength": 1, "maxLength": 256},
+                    "window_id": {"type": "integer", "minimum": 0}
+                },
+                "required": ["text", "at"],
+                "additionalProperties": false
+            },
+            "undo": [{"none": "deleted text is not put back by undo; say \"type\" and the text"}]
         },
         {
             "op": "click_element", "side_effect": true, "needs_confirm": false,
@@ -1015,7 +1176,8 @@ pub fn capabilities() -> Value {
                 },
                 "required": ["description"],
                 "additionalProperties": false
-            }
+            },
+            "undo": [{"none": "a click is not undone; say \"undo\" to press the app's own undo"}]
         }
     ]})
 }
@@ -1081,7 +1243,7 @@ mod tests {
     }
 
     #[test]
-    fn capabilities_name_both_ops() {
+    fn capabilities_name_every_op() {
         let caps = capabilities();
         let ops: Vec<&str> = caps["ops"]
             .as_array()

@@ -361,6 +361,21 @@ async fn hostile_inputs_are_refused_and_the_plugin_keeps_serving() {
         .expect("type after the hostile inputs");
     assert_eq!(typed["verified"], true, "{typed}");
     assert!(wait_for_file(&desktop, "entry.txt", "ok").await);
+    // An undo's delete_text removes only what the field still holds where it was typed:
+    // other text, another offset, or hostile args delete nothing.
+    for (args, why) in [
+        (json!({"text": "no", "at": 0}), "no longer holds"),
+        (json!({"text": "ok", "at": 1}), "no longer holds"),
+        (json!({"text": "ok", "at": -1}), "character offset"),
+        (json!({"text": "ok", "at": "0"}), "character offset"),
+        (json!({"text": "", "at": 0}), "empty"),
+    ] {
+        let e = invoke(&plugin, "delete_text", args.clone(), &context, false)
+            .await
+            .expect_err("deleted what it should not");
+        assert!(e.message.contains(why), "{args}: {}", e.message);
+    }
+    assert_eq!(desktop.read("entry.txt").as_deref(), Some("ok"));
 
     // The fixture's buttons take the focus when clicked: then no text field is focused, and
     // type_text says so rather than typing somewhere else.
@@ -414,7 +429,7 @@ async fn without_an_accessibility_bus_health_is_degraded_and_says_why() {
         .request("action.capabilities", json!({}))
         .await
         .expect("capabilities");
-    assert_eq!(caps["ops"].as_array().map(Vec::len), Some(2));
+    assert_eq!(caps["ops"].as_array().map(Vec::len), Some(3));
     let e = plugin
         .request(
             "action.invoke",

@@ -1330,13 +1330,34 @@ pub fn capabilities() -> Value {
                 "description": "Another app_id/class to recognise the app's windows by."}
         }
     });
-    let op = |name: &str, confirm: bool, schema: Value| json!({"op": name, "side_effect": true, "needs_confirm": confirm, "args_schema": schema});
+    let op = |name: &str, confirm: bool, schema: Value, undo: Value| json!({"op": name, "side_effect": true, "needs_confirm": confirm, "args_schema": schema, "undo": undo});
+    // How the runner undoes each op (utter-core's `undo`): from the journal's args, this
+    // plugin's result and the desktop before the step.
+    let niri_undo: Vec<Value> = TABLE
+        .actions()
+        .iter()
+        .flat_map(|a| a.undo_rules(TABLE.actions()).unwrap_or_default())
+        .collect();
+    let focus_before = json!({
+        "steps": [{"op": "focus_app", "args": {"app": "$before.focused.app_id",
+                                               "window_id": "$before.focused.id"}}],
+        "requires": {"window": "$before.focused.id"}});
+    let workspace_before = json!({
+        "steps": [{"op": "niri", "args": {"command": "focus-workspace",
+                                          "args": ["$before.workspace.index"]}}]});
+    let ensure_undo = json!([
+        {"when": {"$result.launched": true},
+         "steps": [{"op": "close_app", "args": {"app": "$args.app", "window_id": "$result.window.id"}}],
+         "requires": {"window": "$result.window.id"}, "confirm": true},
+        focus_before, workspace_before,
+    ]);
     json!({
         "ops": [
-            op("niri", false, niri_schema),
-            op("ensure_app", false, ensure_schema),
-            op("focus_app", false, focus_schema.clone()),
-            op("close_app", true, focus_schema),
+            op("niri", false, niri_schema, Value::Array(niri_undo)),
+            op("ensure_app", false, ensure_schema, ensure_undo),
+            op("focus_app", false, focus_schema.clone(), json!([focus_before, workspace_before])),
+            op("close_app", true, focus_schema,
+                json!([{"none": "a closed window cannot be opened again as it was"}])),
         ],
         "niri_commands": TABLE.actions().iter().map(|a| a.describe()).collect::<Vec<_>>(),
     })

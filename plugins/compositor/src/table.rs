@@ -171,6 +171,11 @@ pub struct Action {
     /// with no monitor there is refused before anything is sent.
     #[serde(default)]
     pub monitor: Option<MonitorDirection>,
+    /// How the runner undoes it ("undo that"), see [`Action::undo_rules`]: `focus-before`,
+    /// `itself`, `state`, `layout`, `back-to-workspace <entry>`, `none: <why>`, or the name
+    /// of the entry that reverses it with the same values. Absent: it cannot be undone.
+    #[serde(default)]
+    pub undo: Option<String>,
     /// The parsed niri template.
     #[serde(skip)]
     pub niri_template: Value,
@@ -452,6 +457,9 @@ impl Table {
                 }
             }
         }
+        for action in &actions {
+            action.undo_rules(&actions)?;
+        }
         Ok(Table { actions })
     }
 
@@ -639,6 +647,77 @@ impl Action {
             "sway": self.sway.is_some(),
             "sway_hint": self.hint,
         })
+    }
+
+    /// This entry's rules of the op `niri`'s `undo` declaration (the runner's `crate::undo`
+    /// in utter-core): each matches `{"command": <name>}` and says how the runner reverses it
+    /// from the journal. `all` is the whole table, for entries named by `undo`.
+    ///
+    /// # Errors
+    /// An `undo` of unknown form, or naming an entry that does not exist.
+    pub fn undo_rules(&self, all: &[Action]) -> Result<Vec<Value>, String> {
+        use serde_json::json;
+        let name = &self.name;
+        let when = |extra: Value| {
+            let mut w = json!({"command": name});
+            if let Value::Object(more) = extra {
+                w.as_object_mut().expect("object").extend(more);
+            }
+            w
+        };
+        let send = |command: &str, args: Value, options: Value| json!({"op": "niri", "args": {"command": command, "args": args, "options": options}});
+        let Some(undo) = self.undo.as_deref() else {
+            return Ok(vec![json!({"when": when(Value::Null),
+                "none": format!("{name} cannot be undone")})]);
+        };
+        let rules = match undo
+            .split_once(' ')
+            .map_or((undo, ""), |(a, b)| (a, b.trim()))
+        {
+            ("focus-before", "") => vec![
+                json!({"when": when(Value::Null),
+                    "steps": [{"op": "focus_app", "args": {"app": "$before.focused.app_id",
+                                                           "window_id": "$before.focused.id"}}],
+                    "requires": {"window": "$before.focused.id"}}),
+                json!({"when": when(Value::Null),
+                    "steps": [send("focus-workspace", json!(["$before.workspace.index"]), json!({}))]}),
+            ],
+            ("itself", "") => vec![json!({"when": when(Value::Null),
+                "steps": [{"op": "niri", "args": "$args"}]})],
+            ("state", "") => vec![
+                json!({"when": when(json!({"options": {"state": "on"}})),
+                    "steps": [send(name, json!([]), json!({"state": "off"}))]}),
+                json!({"when": when(json!({"options": {"state": "off"}})),
+                    "steps": [send(name, json!([]), json!({"state": "on"}))]}),
+                json!({"when": when(Value::Null), "steps": [{"op": "niri", "args": "$args"}]}),
+            ],
+            ("layout", "") => vec![
+                json!({"when": when(json!({"args": ["next"]})),
+                    "steps": [send(name, json!(["prev"]), json!({}))]}),
+                json!({"when": when(json!({"args": ["prev"]})),
+                    "steps": [send(name, json!(["next"]), json!({}))]}),
+                json!({"when": when(Value::Null),
+                    "none": "a layout chosen by number cannot be undone (the one before is not recorded)"}),
+            ],
+            ("back-to-workspace", entry) if all.iter().any(|a| a.name == entry) => vec![json!({
+                "when": when(Value::Null),
+                "steps": [send(entry, json!(["$before.workspace.index"]), json!({"focus": true}))],
+                "requires": {"focused": "$before.focused.id"}})],
+            ("none:", why) if !why.is_empty() => {
+                vec![json!({"when": when(Value::Null), "none": why})]
+            }
+            (entry, "") if all.iter().any(|a| a.name == entry) => {
+                vec![json!({"when": when(Value::Null),
+                    "steps": [{"op": "niri", "args": {"command": entry, "args": "$args.args?",
+                                                       "options": "$args.options?"}}]})]
+            }
+            _ => {
+                return Err(format!(
+                    "{name}: undo {undo:?} is not focus-before, itself, state, layout, \"back-to-workspace <entry>\", \"none: <why>\" or an entry's name"
+                ));
+            }
+        };
+        Ok(rules)
     }
 
     /// The option `state`'s value in `values`, if this entry has one.

@@ -83,13 +83,23 @@ impl Handler for Desktop {
 }
 
 fn capabilities() -> Value {
-    let op = |name: &str, schema: Value| json!({"op": name, "side_effect": true, "needs_confirm": false, "args_schema": schema});
+    let op = |name: &str, schema: Value, undo: Value| json!({"op": name, "side_effect": true, "needs_confirm": false, "args_schema": schema, "undo": undo});
+    // How the runner undoes each op ("undo that"; utter-core's `undo`), from the journal.
+    let opened = json!({"none": "the page stays open; say \"close tab\" to close it"});
+    let ensure_undo = json!([
+        {"when": {"$result.reused": true},
+         "steps": [{"op": "focus_app", "args": {"app": "$before.focused.app_id",
+                                                "window_id": "$before.focused.id"}}],
+         "requires": {"window": "$before.focused.id"}},
+        opened,
+    ]);
     json!({
         "ops": [
-            op("open_url", open_url::args_schema()),
-            op("ensure_url", ensure::args_schema()),
-            op("launch_app", launch::args_schema()),
-            op("media", media::args_schema()),
+            op("open_url", open_url::args_schema(), json!([opened])),
+            op("ensure_url", ensure::args_schema(), ensure_undo),
+            op("launch_app", launch::args_schema(),
+                json!([{"none": "a started app is not closed by undo; say \"close\" and its name"}])),
+            op("media", media::args_schema(), media::undo_rules()),
         ]
     })
 }

@@ -161,6 +161,8 @@ pub enum Command {
     Mute,
     /// `Volume` back to what it was before `mute`.
     Unmute,
+    /// `Volume` to `level` (what an undo of the volume commands sends).
+    SetVolume,
 }
 
 impl Command {
@@ -173,15 +175,17 @@ impl Command {
             Command::Stop => "Stop",
             Command::Next => "Next",
             Command::Previous => "Previous",
-            Command::VolumeUp | Command::VolumeDown | Command::Mute | Command::Unmute => {
-                "Set Volume"
-            }
+            Command::VolumeUp
+            | Command::VolumeDown
+            | Command::Mute
+            | Command::Unmute
+            | Command::SetVolume => "Set Volume",
         }
     }
 
     /// Whether it sets the volume.
     pub fn is_volume(self) -> bool {
-        self.volume_change().is_some()
+        self == Command::SetVolume || self.volume_change().is_some()
     }
 
     /// The change of the system volume it stands for, if it sets the volume.
@@ -206,6 +210,31 @@ pub struct MediaArgs {
     /// Part of a player's bus name or `Identity`, e.g. `"spotify"`, `"mpv"`.
     #[serde(default)]
     pub player: Option<String>,
+    /// For `set_volume`: the level, 0 to [`crate::volume::MAX_SET`] (1 is full).
+    #[serde(default)]
+    pub level: Option<f64>,
+    /// For `set_volume`: muted or not (the system sound; a player has no mute of its own).
+    #[serde(default)]
+    pub muted: Option<bool>,
+}
+
+impl MediaArgs {
+    /// The system volume change asked for, if any.
+    ///
+    /// # Errors
+    /// `-32602` for `set_volume` without a `level`.
+    fn volume_change(&self) -> Result<Option<crate::volume::Change>, ErrorObject> {
+        match (self.command, self.level) {
+            (Command::SetVolume, Some(volume)) => Ok(Some(crate::volume::Change::Set {
+                volume,
+                muted: self.muted,
+            })),
+            (Command::SetVolume, None) => Err(ErrorObject::invalid_params(
+                "set_volume needs \"level\": a number from 0 to 1.5 (1 is full)",
+            )),
+            (command, _) => Ok(command.volume_change()),
+        }
+    }
 }
 
 /// The JSON Schema of [`MediaArgs`].
@@ -215,13 +244,44 @@ pub fn args_schema() -> Value {
         "required": ["command"],
         "additionalProperties": false,
         "properties": {
-            "command": {"enum": ["play", "pause", "play_pause", "stop", "next", "previous", "volume_up", "volume_down", "mute", "unmute"]},
+            "command": {"enum": ["play", "pause", "play_pause", "stop", "next", "previous", "volume_up", "volume_down", "mute", "unmute", "set_volume"]},
+            "level": {"type": "number", "minimum": 0, "maximum": crate::volume::MAX_SET,
+                "description": "For set_volume: the level (1 is full)."},
+            "muted": {"type": "boolean", "description": "For set_volume: muted or not."},
             "player": {
                 "type": "string",
                 "description": "Pick the player whose bus name or Identity contains this (case-insensitive); default: the one playing."
             }
         }
     })
+}
+
+/// The `undo` declaration of the op `media` (utter-core's `undo`): a volume change sets the
+/// level it had before (the system sound's with its mute, or the same player's), play and
+/// pause swap, next and previous swap; `stop` cannot be undone.
+pub fn undo_rules() -> Value {
+    let back = |command: &str| json!({"op": "media", "args": {"command": command, "player": "$result.player"}});
+    let mut rules = vec![json!({
+        "when": {"$result.target": "system"},
+        "steps": [{"op": "media", "args": {"command": "set_volume", "level": "$result.volume_before",
+                                           "muted": "$result.muted_before"}}]})];
+    for command in ["volume_up", "volume_down", "mute", "unmute", "set_volume"] {
+        rules.push(json!({"when": {"command": command},
+            "steps": [{"op": "media", "args": {"command": "set_volume", "level": "$result.volume_before",
+                                               "player": "$result.player"}}]}));
+    }
+    for (done, undo) in [
+        ("play", "pause"),
+        ("pause", "play"),
+        ("play_pause", "play_pause"),
+        ("next", "previous"),
+        ("previous", "next"),
+    ] {
+        rules.push(json!({"when": {"command": done}, "steps": [back(undo)]}));
+    }
+    rules.push(json!({"when": {"command": "stop"},
+        "none": "a stopped player does not resume where it was; say \"play\""}));
+    Value::Array(rules)
 }
 
 /// One player found on the bus.
@@ -291,7 +351,7 @@ pub async fn run(args: MediaArgs, dry_run: bool) -> Result<Value, ErrorObject> {
     // Only where that cannot be reached (no PipeWire, no WirePlumber) is a player's own
     // volume changed instead, and the result says why.
     let mut system_unreachable = None;
-    if let (Some(change), None) = (args.command.volume_change(), &args.player) {
+    if let (Some(change), None) = (args.volume_change()?, &args.player) {
         match crate::volume::level().await {
             Ok(_) => return crate::volume::run(change, dry_run).await,
             Err(why) => system_unreachable = Some(why),
@@ -360,7 +420,7 @@ async fn player_run(args: MediaArgs, dry_run: bool) -> Result<Value, ErrorObject
         memory().last_used = Some(owner.clone());
     }
     if args.command.is_volume() {
-        return set_volume(&proxy, args.command, chosen, &described, result).await;
+        return set_volume(&proxy, args.command, args.level, chosen, &described, result).await;
     }
     let call = async {
         match args.command {
@@ -388,6 +448,7 @@ async fn player_run(args: MediaArgs, dry_run: bool) -> Result<Value, ErrorObject
 async fn set_volume(
     proxy: &PlayerProxy<'_>,
     command: Command,
+    level: Option<f64>,
     chosen: &Found,
     described: &str,
     mut result: Value,
@@ -409,6 +470,7 @@ async fn set_volume(
             }
             0.0
         }
+        Command::SetVolume => level.unwrap_or(before).clamp(0.0, 1.0),
         _ => {
             let kept = memory().muted.remove(&chosen.bus_name);
             if before > 0.0 && kept.is_none() {

@@ -115,7 +115,7 @@ pub async fn level() -> Result<Level, String> {
 
 /// A change of the system volume (what the media commands `volume_up`, `volume_down`,
 /// `mute` and `unmute` do when no player is named).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Change {
     /// Up a step.
     Up,
@@ -125,7 +125,18 @@ pub enum Change {
     Mute,
     /// Unmuted.
     Unmute,
+    /// To a level, 0.0 to [`MAX_SET`] (full is 1.0), and muted or not when given (what an
+    /// undo of one of the others sends back).
+    Set {
+        /// The level.
+        volume: f64,
+        /// Muted or not; `None` leaves it.
+        muted: Option<bool>,
+    },
 }
+
+/// The highest level `set_volume` sets (wpctl allows more; a person's ears do not).
+pub const MAX_SET: f64 = 1.5;
 
 /// Change the system volume by `change` and read it back.
 ///
@@ -139,6 +150,35 @@ pub async fn run(change: Change, dry_run: bool) -> Result<Value, ErrorObject> {
     let percent = |v: f64| (v * 100.0).round();
     // The wpctl arguments, the level wanted, and what is done in words (to do, done).
     let (args, wanted, to_do, done): (Vec<String>, Level, String, String) = match change {
+        Change::Set { volume, muted } => {
+            if !(0.0..=MAX_SET).contains(&volume) {
+                return Err(ErrorObject::invalid_params(format!(
+                    "set_volume: the level must be from 0 to {MAX_SET} (1 is full), not {volume}"
+                )));
+            }
+            let wanted = Level {
+                volume: (volume * 100.0).round() / 100.0,
+                muted: muted.unwrap_or(before.muted),
+            };
+            let args = vec![
+                "set-volume".to_owned(),
+                SINK.to_owned(),
+                format!("{:.2}", wanted.volume),
+            ];
+            let change = format!(
+                "the system volume from {:.0}%{} to {:.0}%{}",
+                percent(before.volume),
+                if before.muted { " (muted)" } else { "" },
+                percent(wanted.volume),
+                if wanted.muted { " (muted)" } else { "" }
+            );
+            (
+                args,
+                wanted,
+                format!("set {change}"),
+                format!("set {change}"),
+            )
+        }
         Change::Up | Change::Down => {
             let up = change == Change::Up;
             if up && before.volume >= 1.0 {
@@ -209,6 +249,15 @@ pub async fn run(change: Change, dry_run: bool) -> Result<Value, ErrorObject> {
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     wpctl(&args).await.map_err(plugin_error)?;
+    if let Change::Set {
+        muted: Some(muted), ..
+    } = change
+        && muted != before.muted
+    {
+        wpctl(&["set-mute", SINK, if muted { "1" } else { "0" }])
+            .await
+            .map_err(plugin_error)?;
+    }
     let after = level().await.ok();
     let verified =
         after.is_some_and(|a| a.muted == wanted.muted && (a.volume - wanted.volume).abs() < 0.011);

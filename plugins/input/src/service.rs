@@ -709,22 +709,62 @@ pub fn capabilities() -> Value {
     let mut click = xy.clone();
     click["button"] = json!({"enum": ["left", "right", "middle"]});
     click["count"] = json!({"type": "integer", "minimum": 1, "maximum": 3});
-    json!({"ops": [
-        op("key", with_target(json!({
-            "chord": {"type": "string", "minLength": 1, "maxLength": keys::MAX_CHORD_LEN},
-            "repeat": {"type": "integer", "minimum": 1, "maximum": MAX_REPEAT}
-        })), &["chord"]),
-        op("type_keys", with_target(json!({
-            "text": {"type": "string", "minLength": 1, "maxLength": keys::MAX_TYPED}
-        })), &["text"]),
-        op("scroll", with_target(json!({
-            "direction": {"enum": ["up", "down", "left", "right"]},
-            "amount": {"type": "integer", "minimum": 1, "maximum": MAX_SCROLL}
-        })), &["direction"]),
+    let mut ops = json!([
+        op(
+            "key",
+            with_target(json!({
+                "chord": {"type": "string", "minLength": 1, "maxLength": keys::MAX_CHORD_LEN},
+                "repeat": {"type": "integer", "minimum": 1, "maximum": MAX_REPEAT}
+            })),
+            &["chord"]
+        ),
+        op(
+            "type_keys",
+            with_target(json!({
+                "text": {"type": "string", "minLength": 1, "maxLength": keys::MAX_TYPED}
+            })),
+            &["text"]
+        ),
+        op(
+            "scroll",
+            with_target(json!({
+                "direction": {"enum": ["up", "down", "left", "right"]},
+                "amount": {"type": "integer", "minimum": 1, "maximum": MAX_SCROLL}
+            })),
+            &["direction"]
+        ),
         op("click_point", click, &["x", "y"]),
         op("pointer_move", xy, &["x", "y"]),
         terminal,
-    ]})
+    ]);
+    // How the runner undoes each op (utter-core's `undo`), from the journal.
+    let none = |why: &str| json!([{"none": why}]);
+    let mut scroll_undo = Vec::new();
+    for (done, undo) in [
+        ("up", "down"),
+        ("down", "up"),
+        ("left", "right"),
+        ("right", "left"),
+    ] {
+        scroll_undo.push(json!({"when": {"direction": done},
+            "steps": [{"op": "scroll", "args": {"direction": undo, "amount": "$args.amount?",
+                                                "window_id": "$before.focused.id"}}],
+            "requires": {"focused": "$before.focused.id"}}));
+    }
+    let undo = [
+        none("I can't undo a key press; say \"undo\" alone to press the app's own undo"),
+        json!([{"steps": [{"op": "key", "args": {"chord": "BackSpace",
+                "repeat": {"$chars": "$args.text"}, "window_id": "$before.focused.id"}}],
+            "requires": {"focused": "$before.focused.id"}}]),
+        Value::Array(scroll_undo),
+        none("a click is not undone; say \"undo\" alone to press the app's own undo"),
+        none("the pointer is not moved back"),
+        none("a command run in a terminal is not undone"),
+    ];
+    for (op, undo) in ops.as_array_mut().expect("ops").iter_mut().zip(undo) {
+        op["undo"] = undo;
+    }
+    json!({"ops": ops})
 }
 
 impl Handler for Service {

@@ -158,7 +158,9 @@ fn app_of(args: &Value) -> Option<String> {
 /// step ([`same_as_key`]), a state set where it was to be toggled ([`set_where_toggled`]), a
 /// program spawned for its application launched ([`spawned_app`]), the same query on another
 /// web search engine ([`same_web_search`]), the same control with or without its role word
-/// ([`same_control`]), or another application op with the same outcome ([`same_app_effect`]).
+/// ([`same_control`]), the journal undo whose `otherwise` is the expected step (what it
+/// runs with nothing to undo), or another application op with the same outcome
+/// ([`same_app_effect`]).
 pub fn same_effect(case: &Case, step: &Value, want: &Expected) -> bool {
     let op = step.get("op").and_then(Value::as_str).unwrap_or("");
     let args = step.get("args").cloned().unwrap_or(Value::Null);
@@ -169,6 +171,13 @@ pub fn same_effect(case: &Case, step: &Value, want: &Expected) -> bool {
         ("niri", "launch_app" | "ensure_app") => spawned_app(case, &args, want),
         ("open_url", "open_url") => same_web_search(&args, want),
         ("click_element", "click_element") => same_control(&args, want),
+        // "undo that" is the runner's journal undo, which runs its `otherwise` (the focused
+        // application's undo chord) when nothing recent is in the journal, as in a corpus
+        // case, said on a fresh desktop.
+        ("undo", _) => args
+            .get("otherwise")
+            .filter(|o| o.is_object())
+            .is_some_and(|o| step_matches(o, want).is_ok() || same_effect(case, o, want)),
         _ => same_app_effect(case, op, &args, want),
     }
 }

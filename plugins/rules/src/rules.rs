@@ -9,7 +9,9 @@
 //! [`crate::windows`] (9-11), [`crate::language`] (1, 3, 7, 8, 12, 13), [`crate::inapp`]
 //! (14-17) and, when nothing plans, [`crate::explain`].
 //!
-//! Rules are tried in a fixed order and the first that matches decides:
+//! Rules are tried in a fixed order and the first that matches decides (before all of
+//! them, "undo that", "scratch that" and "undo the last two" plan op `undo {count}`, which
+//! the runner turns into the inverse steps of its journal's last commands):
 //!
 //! 1. `open_url`: an address said in full ("open `https://github.com/rust-lang/rust`", "go
 //!    to example.com/docs") → op `ensure_url {url, site}`, the address kept as said; and
@@ -698,6 +700,13 @@ fn repeated(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     if !(2..=crate::inapp::MAX_REPEAT).contains(&times) {
         return None;
     }
+    // "undo that three times" is the application's undo chord, three times; the journal's
+    // undo is counted as "undo the last three".
+    let rest = if journal_undo(&rest).is_some() {
+        "undo".to_owned()
+    } else {
+        rest
+    };
     let one = |text: &str| -> Option<Matched> {
         let steps = plan_rules(text, sources)
             .ok()
@@ -783,6 +792,21 @@ fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalat
     if let Some(m) = language::url(raw) {
         return one(m);
     }
+    // "undo that" reverses what the last command did (the runner's journal), before any
+    // application's own "undo" chord, which plain "undo" still presses.
+    if let Some(mut m) = journal_undo(text) {
+        // With nothing recent in the journal, the application in front of the person is
+        // what "undo that" means: its own undo chord, when it has one.
+        if m.args["count"] == 1
+            && let Ok(chord) = plan_rules("undo", sources)
+            && let [key] = chord.as_slice()
+            && key.op == "key"
+        {
+            m.args["otherwise"] =
+                utter_protocol::serde_json::json!({"op": key.op, "args": key.args});
+        }
+        return one(m);
+    }
     // The focused application's own phrase decides first (Talon's per-app context).
     if let Some(m) = language::focused_phrase(text, sources) {
         return one(m);
@@ -819,6 +843,68 @@ fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalat
             reason: "no_rule",
             message: format!("no rule matched \"{}\"", raw.trim()),
         }))
+}
+
+/// The most commands one "undo the last N" asks for (the runner's own cap, utter-core's
+/// `undo::MAX_UNDO`).
+pub const MAX_UNDO: usize = 10;
+
+/// "undo that", "scratch that", "undo the last two (commands)": op `undo {count}`, which
+/// the runner turns into the inverse steps of the last `count` commands it ran. Plain
+/// "undo" ("undo three times") is the focused application's own undo chord, as before.
+fn journal_undo(text: &str) -> Option<Matched> {
+    const THAT: &[&str] = &[
+        "undo that",
+        "undo this",
+        "undo it",
+        "scratch that",
+        "scratch this",
+        "undo the last command",
+        "undo the last action",
+        "undo the last thing",
+        "undo the last step",
+        "undo last command",
+        "undo last action",
+        "undo what you did",
+        "undo what you just did",
+        "undo that last command",
+        "take that back",
+        "revert that",
+        "reverse that",
+    ];
+    let canonical = numbers::digits(text);
+    let said = canonical.trim();
+    let count = if THAT.contains(&said) {
+        1
+    } else {
+        let rest = said
+            .strip_prefix("undo the last ")
+            .or_else(|| said.strip_prefix("undo last "))?;
+        let mut words = rest.split(' ');
+        let n: usize = words.next()?.parse().ok()?;
+        match (words.next(), words.next()) {
+            (
+                None | Some("commands" | "actions" | "things" | "steps" | "command" | "action"),
+                None,
+            ) => {}
+            _ => return None,
+        }
+        n
+    };
+    if count == 0 || count > MAX_UNDO {
+        return None;
+    }
+    Some(Matched {
+        rule: "undo",
+        op: "undo",
+        args: utter_protocol::serde_json::json!({"count": count}),
+        message: if count == 1 {
+            "undo the last command".to_owned()
+        } else {
+            format!("undo the last {count} commands")
+        },
+        confirm: false,
+    })
 }
 
 /// "undo 25 times": a step that plans, asked more often than a step is repeated

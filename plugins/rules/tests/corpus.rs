@@ -74,7 +74,10 @@ async fn the_project_corpus_plans_as_written() {
 /// Score the held-out set in `tests/corpus/<dir>/` (its `commands.toml`, with its own
 /// desktop entries), printing its table and misses under `label`, and fail when fewer than
 /// `floor` cases plan right or more than `false_positives` negatives plan something. A floor
-/// is a regression guard, raised as causes are fixed; a set is never tuned to.
+/// is a regression guard, raised as causes are fixed; a set is never tuned to. (18 floors went
+/// down by one, on purpose, when "undo that" became the runner's journal undo (issue 35):
+/// those sets expect the editor's ctrl+z, which that undo runs when nothing recent is in the
+/// journal, as on a fresh desktop, so the case now counts as the same effect.)
 async fn score_held_out(dir: &str, label: &str, floor: usize, false_positives: usize) {
     let home = tempfile::tempdir().expect("temp dir");
     let plugin = start_router_with(&home, corpus_dir().join(dir)).await;
@@ -119,7 +122,7 @@ async fn the_held_out_corpus_is_scored() {
 /// one had been used to find causes (first score 126).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_second_held_out_corpus_is_scored() {
-    score_held_out("blind2", "second held-out", 147, 0).await;
+    score_held_out("blind2", "second held-out", 146, 0).await;
 }
 
 /// A third held-out set (`tests/corpus/blind3/`, 250 cases), written blind after the first
@@ -156,7 +159,7 @@ async fn the_sixth_held_out_corpus_is_scored() {
 /// Neovide, a LibreOffice suite entry) after the sixth had been used (first score 173).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seventh_held_out_corpus_is_scored() {
-    score_held_out("blind7", "seventh held-out", 195, 0).await;
+    score_held_out("blind7", "seventh held-out", 194, 0).await;
 }
 
 /// An eighth held-out set (`tests/corpus/blind8/`, 200 cases), written blind by hand against
@@ -171,14 +174,14 @@ async fn the_eighth_held_out_corpus_is_scored() {
 /// a GNOME-leaning desktop's applications after the eighth had been used.
 #[tokio::test]
 async fn the_ninth_held_out_corpus_is_scored() {
-    score_held_out("blind9", "ninth held-out", 186, 0).await;
+    score_held_out("blind9", "ninth held-out", 185, 0).await;
 }
 
 /// A tenth held-out set (`tests/corpus/blind10/`, 200 cases), written blind by hand against
 /// a KDE Plasma-leaning desktop's applications after the ninth had been used.
 #[tokio::test]
 async fn the_tenth_held_out_corpus_is_scored() {
-    score_held_out("blind10", "tenth held-out", 180, 0).await;
+    score_held_out("blind10", "tenth held-out", 179, 0).await;
 }
 
 /// An eleventh held-out set (`tests/corpus/blind11/`, 200 cases), written blind by hand
@@ -202,7 +205,7 @@ async fn the_twelfth_held_out_corpus_is_scored() {
 /// had been used.
 #[tokio::test]
 async fn the_thirteenth_held_out_corpus_is_scored() {
-    score_held_out("blind13", "thirteenth held-out", 190, 0).await;
+    score_held_out("blind13", "thirteenth held-out", 189, 0).await;
 }
 
 /// A fourteenth held-out set (`tests/corpus/blind14/`, 200 cases), written blind by hand
@@ -218,7 +221,7 @@ async fn the_fourteenth_held_out_corpus_is_scored() {
 /// Krita, Strawberry) after the fourteenth had been used.
 #[tokio::test]
 async fn the_fifteenth_held_out_corpus_is_scored() {
-    score_held_out("blind15", "fifteenth held-out", 170, 0).await;
+    score_held_out("blind15", "fifteenth held-out", 169, 0).await;
 }
 
 /// A sixteenth held-out set (`tests/corpus/blind16/`, 200 cases), written blind by hand
@@ -226,7 +229,7 @@ async fn the_fifteenth_held_out_corpus_is_scored() {
 /// Firefox, LibreOffice, Spotify, Zoom) after the fifteenth had been used.
 #[tokio::test]
 async fn the_sixteenth_held_out_corpus_is_scored() {
-    score_held_out("blind16", "sixteenth held-out", 176, 0).await;
+    score_held_out("blind16", "sixteenth held-out", 175, 0).await;
 }
 
 /// A seventeenth held-out set (`tests/corpus/blind17/`, 200 cases), written blind by hand
@@ -234,7 +237,7 @@ async fn the_sixteenth_held_out_corpus_is_scored() {
 /// Brave, Steam, Lutris, OBS, Discord) after the sixteenth had been used.
 #[tokio::test]
 async fn the_seventeenth_held_out_corpus_is_scored() {
-    score_held_out("blind17", "seventeenth held-out", 170, 0).await;
+    score_held_out("blind17", "seventeenth held-out", 169, 0).await;
 }
 
 /// An eighteenth held-out set (`tests/corpus/blind18/`, 200 cases), written blind by hand
@@ -243,7 +246,7 @@ async fn the_seventeenth_held_out_corpus_is_scored() {
 /// seventeenth had been used.
 #[tokio::test]
 async fn the_eighteenth_held_out_corpus_is_scored() {
-    score_held_out("blind18", "eighteenth held-out", 172, 0).await;
+    score_held_out("blind18", "eighteenth held-out", 171, 0).await;
 }
 
 /// A nineteenth held-out set (`tests/corpus/blind19/`, 200 cases), written blind by hand
@@ -252,7 +255,7 @@ async fn the_eighteenth_held_out_corpus_is_scored() {
 /// the eighteenth had been used.
 #[tokio::test]
 async fn the_nineteenth_held_out_corpus_is_scored() {
-    score_held_out("blind19", "nineteenth held-out", 178, 0).await;
+    score_held_out("blind19", "nineteenth held-out", 177, 0).await;
 }
 
 /// A twentieth held-out set (`tests/corpus/blind20/`, 200 cases), written blind by hand
@@ -261,7 +264,7 @@ async fn the_nineteenth_held_out_corpus_is_scored() {
 /// been used.
 #[tokio::test]
 async fn the_twentieth_held_out_corpus_is_scored() {
-    score_held_out("blind20", "twentieth held-out", 175, 0).await;
+    score_held_out("blind20", "twentieth held-out", 174, 0).await;
 }
 
 /// A twenty-first held-out set (`tests/corpus/blind21/`, 200 cases), written blind by hand
@@ -269,7 +272,7 @@ async fn the_twentieth_held_out_corpus_is_scored() {
 /// GnuCash, LibreOffice, Thunderbird, Elisa, VLC) after the twentieth had been used.
 #[tokio::test]
 async fn the_twenty_first_held_out_corpus_is_scored() {
-    score_held_out("blind21", "twenty-first held-out", 170, 0).await;
+    score_held_out("blind21", "twenty-first held-out", 169, 0).await;
 }
 
 /// A twenty-second held-out set (`tests/corpus/blind22/`, 200 cases), written blind by hand
@@ -277,7 +280,7 @@ async fn the_twenty_first_held_out_corpus_is_scored() {
 /// Spotify, Obsidian, Anki, Zoom, LibreOffice) after the twenty-first had been used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_twenty_second_held_out_corpus_is_scored() {
-    score_held_out("blind22", "twenty-second held-out", 172, 0).await;
+    score_held_out("blind22", "twenty-second held-out", 171, 0).await;
 }
 
 /// A twenty-third held-out set (`tests/corpus/blind23/`, 200 cases), written blind by hand
@@ -286,7 +289,7 @@ async fn the_twenty_second_held_out_corpus_is_scored() {
 /// used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_twenty_third_held_out_corpus_is_scored() {
-    score_held_out("blind23", "twenty-third held-out", 172, 0).await;
+    score_held_out("blind23", "twenty-third held-out", 171, 0).await;
 }
 
 /// A twenty-fourth held-out set (`tests/corpus/blind24/`, 200 cases), written blind by hand
@@ -295,7 +298,7 @@ async fn the_twenty_third_held_out_corpus_is_scored() {
 /// utilities) after the twenty-third had been used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_twenty_fourth_held_out_corpus_is_scored() {
-    score_held_out("blind24", "twenty-fourth held-out", 176, 0).await;
+    score_held_out("blind24", "twenty-fourth held-out", 175, 0).await;
 }
 
 /// A twenty-fifth held-out set (`tests/corpus/blind25/`, 200 cases), written blind by hand
@@ -304,7 +307,7 @@ async fn the_twenty_fourth_held_out_corpus_is_scored() {
 /// Discord, Zoom, KDE utilities) after the twenty-fourth had been used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_twenty_fifth_held_out_corpus_is_scored() {
-    score_held_out("blind25", "twenty-fifth held-out", 171, 0).await;
+    score_held_out("blind25", "twenty-fifth held-out", 170, 0).await;
 }
 
 /// The decision head on misheard names (`tests/corpus/mishearings.toml`): the accuracy per
@@ -369,7 +372,7 @@ const FLOOR: f64 = 90.0;
 /// of the home folder said in words, since refused).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_twenty_sixth_held_out_corpus_is_scored() {
-    score_held_out("blind26", "twenty-sixth held-out", 183, 0).await;
+    score_held_out("blind26", "twenty-sixth held-out", 182, 0).await;
 }
 
 /// A twenty-seventh held-out set (`tests/corpus/blind27/`, 200 cases), written blind by hand
@@ -380,5 +383,5 @@ async fn the_twenty_sixth_held_out_corpus_is_scored() {
 /// media commands, renamed after scoring (its `SOURCES.md`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_twenty_seventh_held_out_corpus_is_scored() {
-    score_held_out("blind27", "twenty-seventh held-out", 177, 0).await;
+    score_held_out("blind27", "twenty-seventh held-out", 176, 0).await;
 }

@@ -1,0 +1,123 @@
+//! "undo that" on a real desktop (issue 35): headless sway with the GTK form on a real
+//! accessibility bus, the built-in rules, compositor and a11y plugins and `utter-input` as
+//! real processes under an in-process runner (the harness of `trust_desktop`).
+//!
+//! - "workspace 3" then "undo that" gives the focus back to the window that had it, on the
+//!   workspace it was on;
+//! - "type hello world" into the form's entry then "scratch that" leaves the entry as it was
+//!   (the form writes its text on every change);
+//! - with nothing left to undo, "undo that" is the focused application's undo chord;
+//! - an inverse whose window is gone is refused, and says why.
+//!
+//! Debian packages: as tests/trust_desktop.rs.
+
+use crate::desktop::Desktop;
+use crate::sway_session::poll;
+use crate::trust_desktop::{desktop_runner, wait_context};
+use std::sync::Arc;
+use std::time::Duration;
+use utter_core::pipeline::CommandOptions;
+use utter_core::runner::Runner;
+use utter_protocol::serde_json::{self, Value};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Run `words` as the person's command; the outcome as JSON.
+async fn say(r: &Arc<Runner>, words: &str) -> Value {
+    let outcome = tokio::time::timeout(LIMIT, r.command(words, &CommandOptions::default(), None))
+        .await
+        .expect("the command finishes")
+        .expect("the command is planned");
+    serde_json::to_value(outcome).expect("JSON")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn undo_that_reverses_a_workspace_switch_and_typed_text_and_refuses_when_the_window_is_gone()
+{
+    let mut desktop = Desktop::start();
+    let r = desktop_runner(&desktop, "http://127.0.0.1:9").await;
+    let form_id = desktop.context()["focused"]["app_id"]
+        .as_str()
+        .expect("the form's app_id")
+        .to_owned();
+    wait_context(&r, &form_id, None).await;
+    let home = desktop.sway.focused_workspace();
+
+    // A workspace switch, undone: the form has the focus again, on its workspace.
+    let out = say(&r, "workspace 3").await;
+    assert_eq!(out["results"][0]["ok"], true, "{out}");
+    assert_eq!(desktop.sway.focused_workspace(), "3");
+    let out = say(&r, "undo that").await;
+    let step = &out["results"][0];
+    assert_eq!(step["op"], "focus_app", "{out}");
+    assert_eq!(step["ok"], true, "{out}");
+    assert_eq!(desktop.sway.focused_workspace(), home, "{out}");
+    assert_eq!(
+        desktop.sway.focused_app().as_deref(),
+        Some(form_id.as_str())
+    );
+    wait_context(&r, &form_id, None).await;
+
+    // Typed text, scratched: exactly it is deleted, read back from the form itself.
+    let out = say(&r, "type hello world").await;
+    assert_eq!(out["results"][0]["result"]["path"], "a11y", "{out}");
+    let typed = poll(Duration::from_secs(5), || {
+        (desktop.read("entry.txt").as_deref() == Some("hello world")).then_some(())
+    });
+    assert!(typed.is_some(), "the entry did not get the text: {out}");
+    let out = say(&r, "scratch that").await;
+    let step = &out["results"][0];
+    assert_eq!(step["op"], "delete_text", "{out}");
+    assert_eq!(step["ok"], true, "{out}");
+    assert_eq!(step["verified"], true, "{out}");
+    assert_eq!(desktop.read("entry.txt").as_deref(), Some(""), "{out}");
+
+    // The journal shows what was undone and by what.
+    let journal = r.history(None);
+    assert_eq!(journal.len(), 4, "{journal:#?}");
+    assert_eq!(journal[0].undid, vec![journal[1].id]);
+    assert!(journal[1].undone && journal[3].undone, "{journal:#?}");
+
+    // Nothing is left to undo: "undo that" is the form's own undo chord.
+    let out = say(&r, "undo that").await;
+    assert_eq!(out["results"][0]["op"], "key", "{out}");
+    assert_eq!(out["results"][0]["args"]["chord"], "ctrl+z", "{out}");
+
+    // The window the focus would go back to is gone: refused, with why, and nothing acts.
+    let out = say(&r, "workspace 4").await;
+    assert_eq!(out["results"][0]["ok"], true, "{out}");
+    let _ = desktop.form.kill();
+    let _ = desktop.form.wait();
+    let gone = poll(Duration::from_secs(5), || {
+        desktop.window().is_none().then_some(())
+    });
+    assert!(gone.is_some(), "the form's window did not go");
+    // The runner's context must see it gone too.
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while r
+        .context_now()
+        .await
+        .map(|c| {
+            c.snapshot["windows"]
+                .as_array()
+                .is_some_and(|w| !w.is_empty())
+        })
+        .unwrap_or(true)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the context still shows the form"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = say(&r, "undo that").await;
+    let step = &out["results"][0];
+    assert_eq!(step["op"], "undo", "{out}");
+    assert_eq!(step["ok"], false, "{out}");
+    let why = step["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("is gone") && why.contains("workspace 4"),
+        "{why}"
+    );
+    assert_eq!(desktop.sway.focused_workspace(), "4");
+}
