@@ -7,10 +7,14 @@
 //! - "type hello world" into the form's entry then "scratch that" leaves the entry as it was
 //!   (the form writes its text on every change);
 //! - with nothing left to undo, "undo that" is the focused application's undo chord;
-//! - an inverse whose window is gone is refused, and says why.
+//! - an inverse whose window is gone is refused, and says why;
+//! - "volume up" then "undo that" puts a real mpv's MPRIS volume back, and "pause" then
+//!   "undo that" plays it again, through `utter daemon` with its built-in configuration.
 //!
-//! Debian packages: as tests/trust_desktop.rs.
+//! Debian packages: as tests/trust_desktop.rs, and mpv, mpv-mpris, dbus-daemon.
 
+use crate::common::daemon::Daemon;
+use crate::common::{DbusSession, Mpris, Mpv, Sandbox};
 use crate::desktop::Desktop;
 use crate::sway_session::poll;
 use crate::trust_desktop::{desktop_runner, wait_context};
@@ -120,4 +124,77 @@ async fn undo_that_reverses_a_workspace_switch_and_typed_text_and_refuses_when_t
         "{why}"
     );
     assert_eq!(desktop.sway.focused_workspace(), "4");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volume_up_and_pause_are_undone_on_a_real_mpv() {
+    let sb = Sandbox::new();
+    let bus = DbusSession::start();
+    let _mpv = Mpv::start(&sb, &bus);
+    let mpris = Mpris::connect(&bus).await;
+    assert_eq!(
+        mpris.wait_for_status("Playing", LIMIT).await.as_deref(),
+        Some("Playing"),
+        "mpv did not show up on the bus, playing"
+    );
+    let before = mpris.volume().await.expect("mpv's volume");
+    // The built-in configuration, on the bus where mpv is (and no PipeWire: "volume up" is
+    // the player's own volume, and its result says so).
+    let daemon = Daemon::builder(&sb)
+        .env(
+            sb.env(Some(&bus.address))
+                .with("XDG_STATE_HOME", sb.path("state")),
+        )
+        .start()
+        .await;
+    let say = |words: &'static str| {
+        let (daemon, sb) = (&daemon, &sb);
+        async move {
+            let run = daemon.utter(sb, &["say", words, "--json"]).await;
+            (run.code, run.json())
+        }
+    };
+    let (code, out) = say("volume down").await;
+    assert_eq!(code, Some(0), "{out}\n{}", daemon.log());
+    let lowered = mpris.volume().await.expect("volume");
+    assert!(lowered < before - 0.01, "{before} -> {lowered}: {out}");
+    let (code, out) = say("undo that").await;
+    assert_eq!(code, Some(0), "{out}\n{}", daemon.log());
+    let step = &out["results"][0];
+    assert_eq!(step["op"], "media", "{out}");
+    assert_eq!(step["args"]["command"], "set_volume", "{out}");
+    let after = mpris.volume().await.expect("volume");
+    assert!(
+        (after - before).abs() < 0.011,
+        "{before} -> {lowered} -> {after}: {out}"
+    );
+
+    let (code, out) = say("pause").await;
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        mpris.wait_for_status("Paused", LIMIT).await.as_deref(),
+        Some("Paused")
+    );
+    let (code, out) = say("undo that").await;
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(out["results"][0]["args"]["command"], "play", "{out}");
+    assert_eq!(
+        mpris.wait_for_status("Playing", LIMIT).await.as_deref(),
+        Some("Playing"),
+        "{out}"
+    );
+    // Both undos are in the journal, each marking what it undid.
+    let run = daemon.utter(&sb, &["history", "--json"]).await;
+    let journal = run.json();
+    assert_eq!(
+        journal[0]["undid"],
+        serde_json::json!([journal[1]["id"]]),
+        "{run}"
+    );
+    assert_eq!(journal[1]["undone"], true, "{run}");
+    assert_eq!(
+        journal[2]["undid"],
+        serde_json::json!([journal[3]["id"]]),
+        "{run}"
+    );
 }

@@ -485,6 +485,8 @@ impl Drop for Mpv {
 trait TestPlayer {
     #[zbus(property)]
     fn playback_status(&self) -> zbus::Result<String>;
+    #[zbus(property)]
+    fn volume(&self) -> zbus::Result<f64>;
 }
 
 /// Reads mpv's MPRIS state from the tests' own connection to the bus.
@@ -513,6 +515,18 @@ impl Mpris {
             .await
             .ok()?;
         proxy.playback_status().await.ok()
+    }
+
+    /// mpv's MPRIS `Volume` now (0.0 to 1.0; `None` while it is not on the bus).
+    pub async fn volume(&self) -> Option<f64> {
+        let proxy = TestPlayerProxy::builder(&self.conn)
+            .destination(MPV_BUS_NAME)
+            .ok()?
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await
+            .ok()?;
+        proxy.volume().await.ok()
     }
 
     /// Poll every 100 ms until the status is `wanted` or `limit` has passed; the last

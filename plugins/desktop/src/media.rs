@@ -316,7 +316,9 @@ pub fn choose<'a>(
                 // A bus name has no spaces: "quod libet" is `quodlibet`.
                 let joined: String = w.split_whitespace().collect();
                 let suffix = suffix.to_lowercase();
-                suffix.contains(w.as_str())
+                // The whole bus name, as a result (and so an undo) names the player.
+                p.bus_name.to_lowercase() == *w
+                    || suffix.contains(w.as_str())
                     || suffix.contains(joined.as_str())
                     || p.identity.to_lowercase().contains(w.as_str())
             }
@@ -596,6 +598,9 @@ mod tests {
         assert_eq!(choose(&players[..2], None, None), Some(&players[1]));
         assert_eq!(choose(&players[..1], None, None), Some(&players[0]));
         assert_eq!(choose(&[], None, None), None);
+        // A result's whole bus name (what an undo sends back) names its player.
+        let named = players[0].bus_name.clone();
+        assert_eq!(choose(&players, Some(&named), None), Some(&players[0]));
     }
 
     #[test]
