@@ -4,12 +4,14 @@
 //! plays the browser; the desktop plugin must find it through `host.context` and focus it
 //! through `host.action focus_app` instead of opening the URL, and open the URL (which the
 //! sandbox's URL recorder catches instead of a browser) when no browser window shows the
-//! site. Every effect is read back from sway itself.
+//! site. Every effect is read back from sway itself. Through `utter daemon`, "undo that"
+//! after a page was opened closes its tab: the key reaches the fake browser's own terminal.
 
 use crate::common;
 
 use crate::sway_session;
 
+use common::daemon::Daemon;
 use common::{ChildEnv, Sandbox, run_utter, wait_for};
 use std::path::Path;
 use std::time::Duration;
@@ -188,4 +190,97 @@ async fn a_hostile_title_only_selects_and_never_reaches_the_detail() {
         assert!(!step["args"].to_string().contains(word), "{step}");
     }
     assert!(nothing_opened(&recorded).await);
+}
+
+/// "open youtube" opens the page (no browser window showed it), the browser shows it in its
+/// focused window, and "undo that" closes that tab: ctrl+w reaches that window, and nothing is
+/// pressed when the focused window no longer shows the site.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_that_closes_the_tab_an_opened_site_shows() {
+    let sandbox = Sandbox::new();
+    let recorded = sandbox.install_url_recorder();
+    let mut sway = SwaySession::start();
+    sway.open_window("beta");
+    // The fake browser: a terminal called chromium on a new tab, which shows YouTube once
+    // the URL was handed over (`opened`), then records the one key it gets and closes, as
+    // ctrl+w closes a browser's last tab.
+    let dir = sway.runtime_dir().to_path_buf();
+    let script = format!(
+        "stty raw -echo; printf '\\033]2;New Tab - Chromium\\007'; \
+         while [ ! -e {d}/opened ]; do sleep 0.1; done; \
+         printf '\\033]2;YouTube - Chromium\\007'; \
+         head -c 1 > {d}/pressed.tmp; mv {d}/pressed.tmp {d}/pressed",
+        d = dir.display()
+    );
+    let mut browser = sway
+        .command(
+            "foot",
+            &[("WAYLAND_DISPLAY", "wayland-1"), ("SHELL", "/bin/sh")],
+        )
+        .args(["--app-id", "chromium", "sh", "-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start foot");
+    let titled = |title: &str| {
+        let title = title.to_owned();
+        let sway = &sway;
+        move || {
+            sway.views()
+                .into_iter()
+                .find(|(n, _)| n["app_id"] == "chromium" && n["name"] == title.as_str())
+        }
+    };
+    assert!(
+        sway_session::poll(Duration::from_secs(10), titled("New Tab - Chromium")).is_some(),
+        "the fake browser did not come up"
+    );
+    assert_eq!(sway.focused_app().as_deref(), Some("chromium"));
+    let daemon = Daemon::builder(&sandbox)
+        .env(sway_env(&sandbox, &sway).with("XDG_STATE_HOME", sandbox.path("state")))
+        .socket(&sandbox.path("run/utter/runner.sock"))
+        .start()
+        .await;
+    let say = |words: &'static str| {
+        let (daemon, sandbox) = (&daemon, &sandbox);
+        async move { daemon.utter(sandbox, &["say", words, "--json"]).await }
+    };
+
+    let run = say("open youtube").await;
+    assert_eq!(run.code, Some(0), "{run}\n{}", daemon.log());
+    assert_eq!(run.json()["results"][0]["result"]["reused"], false, "{run}");
+    assert_eq!(
+        opened(&recorded).await.as_deref(),
+        Some("https://www.youtube.com\n"),
+        "{run}"
+    );
+    std::fs::write(dir.join("opened"), "").expect("hand the URL to the fake browser");
+    assert!(
+        sway_session::poll(Duration::from_secs(10), titled("YouTube - Chromium")).is_some(),
+        "the fake browser did not show the page"
+    );
+    let run = say("undo that").await;
+    assert_eq!(run.code, Some(0), "{run}\n{}", daemon.log());
+    let step = &run.json()["results"][0];
+    assert_eq!(step["op"], "close_tab", "{run}");
+    assert_eq!(step["result"]["chord"], "ctrl+w", "{run}");
+    assert_eq!(step["verified"], true, "{run}");
+    let pressed = std::fs::read(dir.join("pressed")).expect("the browser got a key");
+    assert_eq!(pressed, [0x17], "ctrl+w is byte 0x17 on a terminal");
+    let _ = browser.wait();
+    assert!(
+        sway.window("chromium").is_none(),
+        "the tab's window is still open"
+    );
+
+    // Again with the page no longer shown: refused, nothing pressed.
+    let run = say("open youtube").await;
+    assert_eq!(run.code, Some(0), "{run}");
+    let run = say("undo that").await;
+    let step = &run.json()["results"][0];
+    assert_eq!(step["op"], "close_tab", "{run}");
+    assert_eq!(step["ok"], false, "{run}");
+    let why = step["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("not a web browser"), "{why}");
 }

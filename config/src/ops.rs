@@ -8,6 +8,7 @@
 pub const BUILTIN: &[(&str, bool, bool, bool, &[&str])] = &[
     ("ensure_url", true, false, true, &["url"]),
     ("open_url", true, false, true, &["url"]),
+    ("close_tab", true, false, true, &["url", "site"]),
     ("terminal", false, true, false, &["command", "argv"]),
     (
         "input",

@@ -19,8 +19,8 @@
 //!
 //! A dry run reads the context and says what it would do; it neither focuses nor opens.
 
-use crate::invalid_params;
 use crate::open_url::{self, check_url};
+use crate::{invalid_params, plugin_error};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -475,6 +475,149 @@ pub async fn run(
     result["site"] = site.map_or(Value::Null, Value::String);
     result["reused"] = false.into();
     result["reuse_skipped"] = skipped.into();
+    Ok(result)
+}
+
+/// The chord that closes the current tab in every browser of [`BROWSER_APP_IDS`].
+pub const CLOSE_TAB_CHORD: &str = "ctrl+w";
+
+/// How long `close_tab` watches for the tab to go after pressing [`CLOSE_TAB_CHORD`].
+pub const CLOSE_WAIT: Duration = Duration::from_millis(1500);
+
+/// The focused window of a `host.context` answer: `(id, app_id, title)`, scalars unwrapped.
+fn focused_window(answer: &Value) -> Option<(u64, String, String)> {
+    let focused = answer.pointer("/snapshot/focused")?;
+    let id = scalar(focused.get("id"))?.as_u64()?;
+    let app_id = scalar(focused.get("app_id"))?.as_str()?.to_owned();
+    let title = scalar(focused.get("title"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .chars()
+        .take(MAX_TITLE_CHARS)
+        .collect();
+    Some((id, app_id, title))
+}
+
+/// Run `close_tab {url, site?}` (what an undo of an `ensure_url` that opened a page sends):
+/// press the browser's close-tab chord in the focused window, only when that window is a
+/// browser's whose title mentions the site (the title selects, and the chord is the
+/// plugin's own: nothing of the title becomes an argument). Result: `{ok, dry_run, detail,
+/// window_id, app_id, chord, verified?}` (`verified`: the window went, or its title no
+/// longer mentions the site, within [`CLOSE_WAIT`]).
+///
+/// # Errors
+///
+/// `-32602` for a bad URL or site; `-32000` when the desktop cannot be read, the focused
+/// window is not a browser showing the site (nothing is pressed then), or the key press
+/// failed.
+pub async fn close_tab(
+    args: EnsureArgs,
+    dry_run: bool,
+    runner: Option<&Connection>,
+) -> Result<Value, ErrorObject> {
+    check_url(&args.url)?;
+    let Some(site) = site_name(&args.url, args.site.as_deref())? else {
+        return Err(plugin_error("a mailto: URL opens no tab to close"));
+    };
+    let shown = sanitize(&site, MAX_QUOTED_CHARS);
+    let Some(runner) = runner else {
+        return Err(plugin_error(
+            "no connection to the runner to read the desktop context",
+        ));
+    };
+    let read = || async {
+        runner
+            .request("host.context", json!({}), Some(CONTEXT_WAIT))
+            .await
+            .map_err(|e| {
+                plugin_error(format!(
+                    "the desktop context cannot be read: {}",
+                    sanitize(&e.message, MAX_QUOTED_CHARS)
+                ))
+            })
+    };
+    let answer = read().await?;
+    let Some((id, app_id, title)) = focused_window(&answer) else {
+        return Err(plugin_error(format!(
+            "no window has the focus, so no tab of {shown} was closed"
+        )));
+    };
+    if !is_browser(&app_id) {
+        return Err(plugin_error(format!(
+            "the focused window ({}) is not a web browser, so no tab of {shown} was closed",
+            sanitize(&app_id, MAX_QUOTED_CHARS)
+        )));
+    }
+    if !title_mentions(&title, &site) {
+        return Err(plugin_error(format!(
+            "the focused {} window no longer shows {shown} (its tab changed), so no tab was closed",
+            sanitize(&app_id, MAX_QUOTED_CHARS)
+        )));
+    }
+    let mut result = json!({
+        "ok": true, "dry_run": dry_run, "window_id": id, "app_id": app_id,
+        "chord": CLOSE_TAB_CHORD, "site": site,
+    });
+    let what = format!(
+        "the {shown} tab of {} window {id}",
+        sanitize(&app_id, MAX_QUOTED_CHARS)
+    );
+    if dry_run {
+        result["detail"] = format!("would close {what} with {CLOSE_TAB_CHORD}").into();
+        return Ok(result);
+    }
+    let step = runner
+        .request(
+            "host.action",
+            json!({"op": "key", "args": {"chord": CLOSE_TAB_CHORD, "window_id": id}}),
+            Some(FOCUS_WAIT),
+        )
+        .await
+        .map_err(|e| {
+            plugin_error(format!(
+                "pressing {CLOSE_TAB_CHORD} failed: {}",
+                sanitize(&e.message, MAX_QUOTED_CHARS)
+            ))
+        })?;
+    if let Some(why) = utter_protocol::plugin::step_failure(&step) {
+        return Err(plugin_error(format!(
+            "pressing {CLOSE_TAB_CHORD} failed: {}",
+            sanitize(why, MAX_QUOTED_CHARS)
+        )));
+    }
+    let deadline = tokio::time::Instant::now() + CLOSE_WAIT;
+    let verified = loop {
+        if let Ok(answer) = read().await {
+            let windows = answer
+                .pointer("/snapshot/windows")
+                .and_then(Value::as_array);
+            let still = windows.and_then(|all| {
+                all.iter()
+                    .find(|w| scalar(w.get("id")).and_then(Value::as_u64) == Some(id))
+            });
+            let gone = windows.is_some() && still.is_none();
+            let moved_on = still.is_some_and(|w| {
+                !title_mentions(
+                    scalar(w.get("title")).and_then(Value::as_str).unwrap_or(""),
+                    &site,
+                )
+            });
+            if gone || moved_on {
+                break true;
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    result["verified"] = verified.into();
+    result["detail"] = if verified {
+        format!("closed {what} with {CLOSE_TAB_CHORD}; the window no longer shows it")
+    } else {
+        format!("pressed {CLOSE_TAB_CHORD} in {what}, but the window still shows {shown}")
+    }
+    .into();
     Ok(result)
 }
 

@@ -36,7 +36,7 @@ use utter_protocol::{Connection, ErrorCode, ErrorObject};
 const MANIFEST: &str = include_str!("../utter-plugin.toml");
 
 /// The ops this plugin serves, in `action.capabilities` order.
-const OPS: [&str; 4] = ["open_url", "ensure_url", "launch_app", "media"];
+const OPS: [&str; 5] = ["open_url", "ensure_url", "launch_app", "media", "close_tab"];
 
 /// A `-32602` error.
 pub(crate) fn invalid_params(message: impl Into<String>) -> ErrorObject {
@@ -91,6 +91,10 @@ fn capabilities() -> Value {
          "steps": [{"op": "focus_app", "args": {"app": "$before.focused.app_id",
                                                 "window_id": "$before.focused.id"}}],
          "requires": {"window": "$before.focused.id"}},
+        // Opened: the tab showing the site in the focused browser window is closed (the
+        // plugin checks that window before pressing anything).
+        {"when": {"$result.reused": false},
+         "steps": [{"op": "close_tab", "args": {"url": "$args.url", "site": "$args.site?"}}]},
         opened,
     ]);
     json!({
@@ -100,6 +104,8 @@ fn capabilities() -> Value {
             op("launch_app", launch::args_schema(),
                 json!([{"none": "a started app is not closed by undo; say \"close\" and its name"}])),
             op("media", media::args_schema(), media::undo_rules()),
+            op("close_tab", ensure::args_schema(),
+                json!([{"none": "a closed tab is opened again with \"reopen closed tab\""}])),
         ]
     })
 }
@@ -130,6 +136,7 @@ async fn invoke(params: Value, runner: Option<&Connection>) -> Result<Value, Err
     let result = match op.as_str() {
         "open_url" => open_url::run(parse(&op, args)?, dry_run).await,
         "ensure_url" => ensure::run(parse(&op, args)?, dry_run, runner).await,
+        "close_tab" => ensure::close_tab(parse(&op, args)?, dry_run, runner).await,
         "launch_app" => launch::run(parse(&op, args)?, dry_run).await,
         "media" => media::run(parse(&op, args)?, dry_run).await,
         other => Err(ErrorObject::new(
@@ -152,7 +159,7 @@ fn parse<T: DeserializeOwned>(op: &str, args: Value) -> Result<T, ErrorObject> {
     serde_json::from_value(args).map_err(|e| {
         let shape = match op {
             "open_url" => "{url: string}",
-            "ensure_url" => "{url: string, site?: string}",
+            "ensure_url" | "close_tab" => "{url: string, site?: string}",
             "launch_app" => "{app_id: string, name?: string}",
             _ => "{command: \"play\"|\"pause\"|\"play_pause\"|\"stop\"|\"next\"|\"previous\", player?: string}",
         };
