@@ -385,3 +385,13 @@ async fn the_twenty_sixth_held_out_corpus_is_scored() {
 async fn the_twenty_seventh_held_out_corpus_is_scored() {
     score_held_out("blind27", "twenty-seventh held-out", 176, 0).await;
 }
+
+/// A twenty-eighth held-out set (`tests/corpus/blind28/`, 200 cases), written blind by hand
+/// against the desktop of a retired teacher new to Linux, with a tremor (Chromium, GNOME
+/// Console, Text Editor, Files, Evince, Rhythmbox, VLC, Thunderbird, LibreOffice Writer,
+/// GIMP, Shotwell, Signal, Zoom), the first with the journal's `undo`: first score 133
+/// (66.5%), 146 by effect, no false positive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_twenty_eighth_held_out_corpus_is_scored() {
+    score_held_out("blind28", "twenty-eighth held-out", 133, 0).await;
+}
