@@ -980,6 +980,13 @@ fn chord_problem(verb: &str, error: ChordError) -> String {
     }
 }
 
+/// The buttons of standard dialogs ("press ok"), which no key is called.
+const DIALOG_BUTTONS: &[&str] = &[
+    "ok", "okay", "cancel", "yes", "no", "apply", "accept", "decline", "agree", "continue",
+    "submit", "done", "allow", "deny", "confirm", "retry", "skip", "finish", "install", "upload",
+    "sign in", "log in", "login", "sign out", "log out", "dismiss", "got it",
+];
+
 /// Rule 9: press a key chord (and click, for "press the blue button" and "tap OK").
 fn key(spoken: &Spoken<'_>) -> Outcome {
     let after = spoken.after_verb(KEY_VERBS)?;
@@ -1039,7 +1046,33 @@ fn key(spoken: &Spoken<'_>) -> Outcome {
         }
         Err(problem) => {
             let names_element = rest.last().is_some_and(|w| ELEMENT_NOUNS.contains(w));
-            if verb == "tap" || names_element {
+            // "press ok", "press the little arrow thing": a dialog's button, or a thing said
+            // with its article, that is no key (and no modifier makes it a chord) is a
+            // control to click; "press blorp" stays a key nobody has.
+            let described = verb == "press"
+                && rest.len() >= 3
+                && matches!(rest.first().copied(), Some("the" | "that" | "this"));
+            let control = described || DIALOG_BUTTONS.contains(&rest.join(" ").as_str());
+            let no_chord = control
+                && !rest.iter().any(|w| {
+                    matches!(
+                        *w,
+                        "control"
+                            | "ctrl"
+                            | "shift"
+                            | "alt"
+                            | "super"
+                            | "meta"
+                            | "command"
+                            | "cmd"
+                            | "windows"
+                            | "win"
+                            | "function"
+                            | "fn"
+                    )
+                })
+                && problem.starts_with("no key is called");
+            if verb == "tap" || names_element || no_chord {
                 click_after(spoken, after).or(Some(Err(problem)))
             } else {
                 Some(Err(problem))
@@ -1059,7 +1092,14 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
         "wheel",
         "mouse wheel",
         "swipe",
+        // "go down the page", "move down the document", "roll it down": only with what
+        // scrolls said (a bare "go down" moves the focus).
+        "go",
+        "move",
+        "roll",
     ])?;
+    let verb = spoken.words[after - 1].text.clone();
+    let needs_object = matches!(verb.as_str(), "go" | "move" | "roll");
     let problem = || {
         Some(Err(format!(
             "\"scroll\" needs a direction (up, down, left or right) and may say how far: \
@@ -1115,6 +1155,7 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
             *words = &words[2..];
         }
     };
+    let after_it = words.first() == Some(&"it");
     skip_object(&mut words);
     // "scroll back up", "scroll to the right", "scroll over to the left".
     for lead in [
@@ -1141,12 +1182,19 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
         words = &words[1..];
     }
     let Some((direction, mut amount)) = words.split_first() else {
-        return problem();
+        return if needs_object { None } else { problem() };
     };
     if !matches!(*direction, "up" | "down" | "left" | "right") {
-        return problem();
+        return if needs_object { None } else { problem() };
     }
+    let before_object = amount.len();
     skip_object(&mut amount);
+    // "go down the page": the verb of moving scrolls only what scrolls, said ("roll it down"
+    // says it first).
+    let object_said = amount.len() < before_object || (verb == "roll" && after_it);
+    if needs_object && !object_said {
+        return None;
+    }
     // "scroll up to the older messages": where to, after the direction; the top or the
     // bottom is as far as a scroll goes.
     if let [to, rest @ ..] = amount

@@ -311,8 +311,25 @@ fn refuse_wiping(steps: Vec<Matched>) -> Result<Vec<Matched>, Escalation> {
 const REMARK_LEADS: &[&str] = &[
     "i", "im", "ive", "id", "its", "it", "thats", "that", "theres", "this", "lets", "we", "were",
     "whats", "oh", "ugh", "wow", "man", "hmm", "ok", "okay", "alright", "right", "well", "yeah",
-    "nah", "damn", "my", "our",
+    "nah", "damn", "my", "our", "you", "youre", "youve", "he", "she", "they", "no", "oops",
+    "sorry", "gosh", "where", "why", "how", "when", "who", "did", "dear",
 ];
+
+/// `utterance` with the end of each sentence but the last ("… by mistake. Bring it back",
+/// "… go? Show me …") written as a comma, for [`Planning::after_remark`]; a dot inside a
+/// word ("example.com") is kept.
+fn sentences_as_clauses(utterance: &str) -> String {
+    let mut out = String::with_capacity(utterance.len());
+    let mut chars = utterance.chars().peekable();
+    while let Some(c) = chars.next() {
+        if matches!(c, '.' | '?' | '!') && chars.peek().is_some_and(|n| n.is_whitespace()) {
+            out.push(',');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
 
 /// Rules whose step takes the rest of the utterance as its text: their whole-utterance plan
 /// gives way to a split one ("type hello and press enter" is two steps).
@@ -497,6 +514,10 @@ impl Planning<'_> {
     /// command before a reason or a purpose ("open obs so i can record my screen", "pause
     /// the music because the phone rings", "play some music while i study").
     fn after_remark(&self, utterance: &str, context: Option<&Context>) -> Option<Vec<Matched>> {
+        // Sentences are clauses too: "oh no, i closed it by mistake. bring it back", "where
+        // did my download go? show me the downloads".
+        let sentences = sentences_as_clauses(utterance);
+        let utterance = sentences.as_str();
         let is_remark = |clause: &str| {
             // "the meeting's over": a noun's "'s" is its "is".
             if clause.contains("'s ") || clause.contains("\u{2019}s ") {
@@ -1799,6 +1820,70 @@ mod tests {
         plan(json!({"utterance": utterance, "context": {"focused": {"app_id": app_id}}}))
             .expect("planned")["steps"]
             .clone()
+    }
+
+    #[test]
+    fn wordy_polite_commands_plan_as_their_command() {
+        let first = |said: &str, app: &str| steps_focused(said, app)[0].clone();
+        // Whom it is said to, and "again", are no part of the command.
+        assert_eq!(
+            first("Print this page for me, dear.", "firefox"),
+            first("print this page", "firefox")
+        );
+        assert_eq!(
+            first("Play the music again.", "firefox")["args"]["command"],
+            "play"
+        );
+        // A remark in a sentence of its own, before or after.
+        assert_eq!(
+            first(
+                "Where did my download go? Show me the downloads.",
+                "firefox"
+            ),
+            first("show downloads", "firefox")
+        );
+        assert_eq!(
+            first(
+                "That's not what I wanted. Put it back the way it was.",
+                "firefox"
+            )["op"],
+            "undo"
+        );
+        // Ways back to where things were, and counts said as the assistant's doing.
+        for said in [
+            "take me back to where i was",
+            "undo what you just did",
+            "scratch that",
+        ] {
+            assert_eq!(first(said, "firefox")["args"]["count"], 1, "{said}");
+        }
+        assert_eq!(
+            first("Undo the last three things you did, dear.", "firefox")["args"]["count"],
+            3
+        );
+        // "cancel that" in a terminal is its interrupt, not an undo.
+        assert_eq!(first("cancel that", "foot")["args"]["chord"], "ctrl+c");
+        // The head noun any program has, a dialog's button, the page that scrolls.
+        assert_eq!(first("press ok", "gimp")["op"], "click_element");
+        assert_eq!(
+            first("press the little arrow thing", "gimp")["op"],
+            "click_element"
+        );
+        assert_eq!(
+            first("go down the page a little", "firefox")["op"],
+            "scroll"
+        );
+        assert_eq!(first("go down", "firefox")["op"], "niri");
+        // Every terminal has the shared terminal's phrases, not its tabs.
+        assert_eq!(
+            first("clear the screen", "org.gnome.Console")["args"]["chord"],
+            "ctrl+l"
+        );
+        assert!(
+            steps_focused("new tab", "foot")
+                .as_array()
+                .is_none_or(Vec::is_empty)
+        );
     }
 
     #[test]

@@ -446,6 +446,12 @@ fn bare_media_phrase(text: &str) -> Option<MediaCommand> {
         ("unmute it", Unmute),
         ("unmute the music", Unmute),
         ("unmute the sound", Unmute),
+        // The sound (not the music) back on is the mute undone.
+        ("put the sound back on", Unmute),
+        ("turn the sound back on", Unmute),
+        ("turn the sound on", Unmute),
+        ("bring the sound back", Unmute),
+        ("sound back on", Unmute),
     ];
     if let Some((_, command)) = fixed.iter().find(|(phrase, _)| *phrase == text) {
         return Some(*command);
@@ -458,6 +464,13 @@ fn bare_media_phrase(text: &str) -> Option<MediaCommand> {
             continue;
         };
         let rest = strip_word_prefix(rest, "the").unwrap_or(rest);
+        // "go back to the song before": what is played, then "before".
+        if let Some(what) = strip_word_suffix(rest, "before")
+            && !what.is_empty()
+            && TRACK_WORDS.contains(&what)
+        {
+            return Some(Previous);
+        }
         for (direction, command, bare) in [
             ("next", Next, true),
             ("previous", Previous, true),

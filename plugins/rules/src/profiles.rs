@@ -856,7 +856,8 @@ impl Profiles {
     }
 
     /// Give each profile with a `base` the base's shortcuts and commands it does not have
-    /// itself, following a chain of bases. A base that is not there is a problem, and the
+    /// itself, following a chain of bases (a terminal's base is `any-terminal` unless it
+    /// names another). A base that is not there is a problem, and the
     /// chain stops there; so does a chain that comes back to a profile already in it (each
     /// profile of the loop keeps what it took from the others before the loop closed, and
     /// reports it).
@@ -864,7 +865,12 @@ impl Profiles {
         let original = self.list.clone();
         for profile in &mut self.list {
             let mut seen = vec![profile.id.clone()];
-            let mut next = profile.base.clone();
+            // A terminal without a base of its own takes the shared terminal profile's
+            // phrases it lacks ("clear the screen" in GNOME Console as in foot).
+            let shared = (profile.kind == Kind::Terminal && profile.id != "any-terminal")
+                .then(|| "any-terminal".to_owned())
+                .filter(|id| original.iter().any(|p| p.id == *id));
+            let mut next = profile.base.clone().or(shared);
             while let Some(id) = next {
                 if seen.contains(&id) {
                     self.problems.push(format!(
@@ -880,11 +886,16 @@ impl Profiles {
                     ));
                     break;
                 };
-                for (name, chord) in &base.shortcuts {
-                    profile
-                        .shortcuts
-                        .entry(name.clone())
-                        .or_insert_with(|| chord.clone());
+                // The shared terminal lends its phrases only: its shortcuts (tabs) are not
+                // every terminal's ("new tab" in foot, which has none).
+                let lends_shortcuts = profile.base.is_some() || seen.len() > 1;
+                if lends_shortcuts {
+                    for (name, chord) in &base.shortcuts {
+                        profile
+                            .shortcuts
+                            .entry(name.clone())
+                            .or_insert_with(|| chord.clone());
+                    }
                 }
                 for (phrase, command) in &base.commands {
                     profile

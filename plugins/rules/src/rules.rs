@@ -792,8 +792,10 @@ fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalat
     if let Some(m) = language::url(raw) {
         return one(m);
     }
-    // "undo that" reverses what the last command did (the runner's journal), before any
-    // application's own "undo" chord, which plain "undo" still presses.
+    // The focused application's own phrase decides first (Talon's per-app context).
+    // "undo that" reverses what the last command did (the runner's journal), before the
+    // focused application's phrases ("undo" alone still presses the application's own
+    // chord, and so does "undo that" when nothing recent is journaled: `otherwise`).
     if let Some(mut m) = journal_undo(text) {
         // With nothing recent in the journal, the application in front of the person is
         // what "undo that" means: its own undo chord, when it has one.
@@ -807,7 +809,6 @@ fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalat
         }
         return one(m);
     }
-    // The focused application's own phrase decides first (Talon's per-app context).
     if let Some(m) = language::focused_phrase(text, sources) {
         return one(m);
     }
@@ -853,38 +854,68 @@ pub const MAX_UNDO: usize = 10;
 /// the runner turns into the inverse steps of the last `count` commands it ran. Plain
 /// "undo" ("undo three times") is the focused application's own undo chord, as before.
 fn journal_undo(text: &str) -> Option<Matched> {
+    // What was done, said as "that" or as the assistant's own doing.
     const THAT: &[&str] = &[
-        "undo that",
-        "undo this",
-        "undo it",
+        "that",
+        "this",
+        "it",
+        "that last command",
+        "what you did",
+        "what you just did",
+        "what you just did there",
+        "your last command",
+        "your last action",
+        "the last command",
+        "the last action",
+        "the last thing",
+        "the last step",
+        "the last thing you did",
+        "last command",
+        "last action",
+    ];
+    // Said without "undo": ways back to where things were.
+    const BACK: &[&str] = &[
         "scratch that",
         "scratch this",
-        "undo the last command",
-        "undo the last action",
-        "undo the last thing",
-        "undo the last step",
-        "undo last command",
-        "undo last action",
-        "undo what you did",
-        "undo what you just did",
-        "undo that last command",
         "take that back",
+        "take it back",
         "revert that",
         "reverse that",
+        "put it back",
+        "put it back the way it was",
+        "put that back",
+        "put things back",
+        "put everything back",
+        "put it back how it was",
+        "take me back",
+        "take me back to where i was",
+        "go back to where i was",
+        "back to where i was",
     ];
     let canonical = numbers::digits(text);
     let said = canonical.trim();
-    let count = if THAT.contains(&said) {
+    let count = if BACK.contains(&said)
+        || said
+            .strip_prefix("undo ")
+            .is_some_and(|rest| THAT.contains(&rest))
+    {
         1
     } else {
-        let rest = said
-            .strip_prefix("undo the last ")
-            .or_else(|| said.strip_prefix("undo last "))?;
+        // "undo the last 2", "undo your last 3 commands", "undo the last 2 things you did".
+        let rest = said.strip_prefix("undo ")?;
+        let rest = ["the last ", "your last ", "last ", "my last "]
+            .iter()
+            .find_map(|lead| rest.strip_prefix(lead))?;
+        let rest = rest
+            .strip_suffix(" you did")
+            .or_else(|| rest.strip_suffix(" you just did"))
+            .unwrap_or(rest);
         let mut words = rest.split(' ');
         let n: usize = words.next()?.parse().ok()?;
         match (words.next(), words.next()) {
             (
-                None | Some("commands" | "actions" | "things" | "steps" | "command" | "action"),
+                None
+                | Some("commands" | "actions" | "things" | "steps" | "command" | "action" | "thing"),
                 None,
             ) => {}
             _ => return None,

@@ -457,8 +457,10 @@ fn size(reading: &Reading, actions: &[Sayable]) -> Option<Matched> {
         (true, false, false, false) => ("width", "+"),
         (false, false, _, true) => ("height", "-"),
         (false, false, true, false) => ("height", "+"),
+        // A window's share of the screen ("half the screen") is its column's width: niri
+        // sets a window's height only within its column.
         (false, false, false, false) => match object {
-            Some("window") => ("height", "+"),
+            Some("window") if reading.fraction.is_none() => ("height", "+"),
             _ => ("width", "+"),
         },
         _ => return None,

@@ -219,6 +219,17 @@ const TRAILING_FILLERS: &[&str] = &[
     "real quick",
     "right now",
     "right away",
+    // Said again ("make it smaller again", "play the music again"): the command is the same.
+    "again",
+    // Whom it is said to ("print this page for me, dear").
+    "dear",
+    "my dear",
+    "love",
+    "honey",
+    "sweetie",
+    "mate",
+    "buddy",
+    "pal",
 ];
 
 /// Remove politeness fillers ("please", "can you", "hey utter", ...) from both ends of a

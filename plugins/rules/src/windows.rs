@@ -170,9 +170,32 @@ fn kind_of<'s>(target: &str, sources: &Sources<'s>) -> Option<&'s crate::command
         .iter()
         .find_map(|a| target.strip_prefix(a))
         .unwrap_or(target);
-    target_names(spoken)
-        .into_iter()
-        .find_map(|name| sources.words.kinds.get(name))
+    let names = target_names(spoken);
+    names
+        .iter()
+        .find_map(|name| sources.words.kinds.get(*name))
+        .or_else(|| {
+            // "the music program", "the photo application": the head noun people use for
+            // any program, where `[kinds]` says "app" (or nothing).
+            names.iter().find_map(|name| {
+                let rest = [
+                    "program",
+                    "programme",
+                    "application",
+                    "software",
+                    "tool",
+                    "thing",
+                ]
+                .iter()
+                .find_map(|head| strip_word_suffix(name, head))
+                .filter(|rest| !rest.is_empty())?;
+                sources
+                    .words
+                    .kinds
+                    .get(&format!("{rest} app"))
+                    .or_else(|| sources.words.kinds.get(rest))
+            })
+        })
 }
 
 /// The installed applications of the kind `target` says, in the scanner's order; `None`
