@@ -86,6 +86,14 @@ async fn undo_that_reverses_a_workspace_switch_and_typed_text_and_refuses_when_t
     let out = say(&r, "undo that").await;
     assert_eq!(out["results"][0]["op"], "key", "{out}");
     assert_eq!(out["results"][0]["args"]["chord"], "ctrl+z", "{out}");
+    let message = out["plan"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the focused application's own undo"),
+        "{out}"
+    );
+    // Said again, the same: an application's undo run for "undo that" is no command to undo.
+    let out = say(&r, "undo that").await;
+    assert_eq!(out["results"][0]["args"]["chord"], "ctrl+z", "{out}");
 
     // The window the focus would go back to is gone: refused, with why, and nothing acts.
     let out = say(&r, "workspace 4").await;

@@ -19,7 +19,29 @@ use utter_ipc::{CommandOutcome, ErrorCode};
 #[derive(Debug, Default)]
 pub struct History {
     ring: Mutex<VecDeque<HistoryEntry>>,
+    /// Held by an "undo that" from choosing what it undoes until it is recorded, so that two
+    /// at once never reverse the same command twice.
+    undo: tokio::sync::Mutex<()>,
 }
+
+/// What an "undo that" ran, for [`History::record`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UndoRun {
+    /// For each step of the plan, the journal id of the command it reverses (`None` for the
+    /// application's undo chord run instead).
+    pub reverses: Vec<Option<u64>>,
+}
+
+/// The largest plugin result the journal keeps whole, in bytes of JSON; a larger one keeps
+/// only its top-level scalars.
+pub const MAX_RESULT_BYTES: usize = 16 * 1024;
+
+/// The largest args the journal keeps, in bytes of JSON; larger ones are not kept (and that
+/// step cannot be undone).
+pub const MAX_ARGS_BYTES: usize = 64 * 1024;
+
+/// The longest detail kept, in characters.
+pub const MAX_DETAIL_CHARS: usize = 1000;
 
 impl History {
     /// An empty journal.
@@ -30,13 +52,14 @@ impl History {
     /// Keep `outcome` if any of its steps reached an action plugin. `befores[i]` is the
     /// context snapshot step `i` ran in, as the context plugin sent it (reduced here by
     /// [`desktop_before`]); a missing one is `None`. The oldest entry goes beyond
-    /// [`HistoryEntry::KEPT`]. `undid` lists the entries this command undid (they are
-    /// marked undone when it acted). Returns the new entry's id, if one was kept.
+    /// [`HistoryEntry::KEPT`]. `undo` says which command each step of an "undo that"
+    /// reversed: a command is marked undone only when every one of its inverse steps
+    /// succeeded. Returns the new entry's id, if one was kept.
     pub fn record(
         &self,
         outcome: &CommandOutcome,
         befores: &[Option<Value>],
-        undid: &[u64],
+        undo: Option<&UndoRun>,
     ) -> Option<u64> {
         if outcome.dry_run {
             return None;
@@ -55,20 +78,33 @@ impl History {
             })
             .map(|(r, before)| HistoryStep {
                 op: r.op.clone(),
-                args: r.args.clone(),
+                args: bounded_args(&r.args),
                 ok: r.ok,
                 verified: r.verified,
-                detail: r.detail.clone(),
+                detail: utter_protocol::text::clip(&r.detail, MAX_DETAIL_CHARS),
                 plugin: r.plugin.clone(),
                 provenance: r.provenance,
                 confirmed: r.confirmed_by.is_some(),
-                result: r.result.clone().map(without_titles),
+                result: r.result.clone().map(without_titles).map(bounded_result),
                 before: before.as_ref().map(desktop_before),
             })
             .collect();
         if steps.is_empty() {
             return None;
         }
+        // The commands every inverse step of which succeeded.
+        let undid: Vec<u64> = undo.map_or_else(Vec::new, |run| {
+            let mut ids: Vec<u64> = run.reverses.iter().flatten().copied().collect();
+            ids.dedup();
+            ids.retain(|id| {
+                run.reverses
+                    .iter()
+                    .zip(&outcome.results)
+                    .filter(|(of, _)| **of == Some(*id))
+                    .all(|(_, r)| r.ok)
+            });
+            ids
+        });
         let mut ring = self.ring.lock().expect("history lock");
         let id = ring.back().map_or(1, |e| e.id + 1);
         let entry = HistoryEntry {
@@ -80,7 +116,8 @@ impl History {
             rule: outcome.plan.rule.clone(),
             before: steps[0].before.clone(),
             steps,
-            undid: undid.to_vec(),
+            undo: undo.is_some(),
+            undid: undid.clone(),
             undone: false,
         };
         if !undid.is_empty() {
@@ -105,6 +142,12 @@ impl History {
             .collect()
     }
 
+    /// Wait until no other "undo that" is choosing or running; hold the guard until the
+    /// undo is recorded.
+    pub async fn undo_guard(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.undo.lock().await
+    }
+
     /// The newest `count` entries an "undo that" reverses, newest first: those not undone
     /// yet and not themselves an undo.
     ///
@@ -115,7 +158,7 @@ impl History {
         let found: Vec<HistoryEntry> = ring
             .iter()
             .rev()
-            .filter(|e| !e.undone && e.undid.is_empty())
+            .filter(|e| !e.undone && !e.undo)
             .take(count)
             .cloned()
             .collect();
@@ -126,11 +169,47 @@ impl History {
             0 => Err(
                 "nothing to undo: every command still in the journal was undone already".to_owned(),
             ),
+            1 if count > 1 => Err(format!(
+                "only the last command can be undone, not {count}; say \"undo that\""
+            )),
             n if n < count => Err(format!(
-                "only {n} command(s) can be undone, not {count}; say \"undo the last {n}\""
+                "only {n} commands can be undone, not {count}; say \"undo the last {n}\""
             )),
             _ => Ok(found),
         }
+    }
+}
+
+/// A plugin's result as the journal keeps it: whole up to [`MAX_RESULT_BYTES`], else its
+/// top-level numbers, booleans and short strings, marked `"truncated": true`.
+fn bounded_result(value: Value) -> Value {
+    if serde_json::to_string(&value).map_or(0, |t| t.len()) <= MAX_RESULT_BYTES {
+        return value;
+    }
+    let mut kept = serde_json::Map::new();
+    if let Value::Object(map) = &value {
+        for (key, v) in map.iter().take(64) {
+            let small = match v {
+                Value::Number(_) | Value::Bool(_) => true,
+                Value::String(s) => s.len() <= 256,
+                _ => false,
+            };
+            if small && key.len() <= 64 {
+                kept.insert(key.clone(), v.clone());
+            }
+        }
+    }
+    kept.insert("truncated".to_owned(), Value::Bool(true));
+    Value::Object(kept)
+}
+
+/// A step's args as the journal keeps them: whole up to [`MAX_ARGS_BYTES`], else
+/// `{"truncated": true}`.
+fn bounded_args(args: &Value) -> Value {
+    if serde_json::to_string(args).map_or(0, |t| t.len()) <= MAX_ARGS_BYTES {
+        args.clone()
+    } else {
+        json!({"truncated": true})
     }
 }
 
@@ -241,7 +320,7 @@ mod tests {
                 false,
             ),
             &[Some(before.clone())],
-            &[],
+            None,
         );
         // A dry run, a refused plan and a step no plugin offers leave nothing.
         history.record(
@@ -251,7 +330,7 @@ mod tests {
                 true,
             ),
             &[Some(before.clone())],
-            &[],
+            None,
         );
         let denied = ErrorObject::new(ErrorCode::Denied, "not run");
         history.record(
@@ -261,13 +340,13 @@ mod tests {
                 false,
             ),
             &[],
-            &[],
+            None,
         );
         let missing = ErrorObject::new(ErrorCode::CapabilityMissing, "no plugin");
         history.record(
             &outcome("y", vec![step("zap", false, None, Some(missing))], false),
             &[],
-            &[],
+            None,
         );
         // A step a plugin tried and failed is kept, marked not ok.
         let failed = ErrorObject::plugin("the window is gone");
@@ -278,7 +357,7 @@ mod tests {
                 false,
             ),
             &[],
-            &[],
+            None,
         );
         let entries = history.entries(None);
         assert_eq!(entries.len(), 2, "{entries:#?}");
@@ -306,7 +385,7 @@ mod tests {
                     false,
                 ),
                 &[],
-                &[],
+                None,
             );
         }
         let entries = history.entries(None);
@@ -328,7 +407,7 @@ mod tests {
         with_title.result =
             Some(json!({"window": {"id": 4, "title": "Inbox - mail"}, "launched": true}));
         let a = history
-            .record(&outcome("open foot", vec![with_title], false), &[], &[])
+            .record(&outcome("open foot", vec![with_title], false), &[], None)
             .unwrap();
         let b = history
             .record(
@@ -338,7 +417,7 @@ mod tests {
                     false,
                 ),
                 &[],
-                &[],
+                None,
             )
             .unwrap();
         let journal = history.entries(None);
@@ -356,7 +435,9 @@ mod tests {
                 false,
             ),
             &[],
-            &[b],
+            Some(&UndoRun {
+                reverses: vec![Some(b)],
+            }),
         );
         let left = history.undoable(1).unwrap();
         assert_eq!(left[0].id, a, "the undo and what it undid are skipped");
@@ -372,6 +453,59 @@ mod tests {
         assert_eq!(
             desktop_before(&json!("garbage")),
             json!({"compositor": null, "focused": null, "workspace": null})
+        );
+    }
+
+    #[test]
+    fn a_failed_undo_marks_nothing_and_an_apps_own_undo_is_not_undone_again() {
+        let history = History::new();
+        let a = history
+            .record(
+                &outcome(
+                    "workspace 2",
+                    vec![step("niri", true, Some("compositor"), None)],
+                    false,
+                ),
+                &[],
+                None,
+            )
+            .unwrap();
+        // Its inverse failed at the plugin: the command is still there to undo.
+        let failed = ErrorObject::plugin("the window is gone");
+        history.record(
+            &outcome(
+                "undo that",
+                vec![step("focus_app", false, Some("compositor"), Some(failed))],
+                false,
+            ),
+            &[],
+            Some(&UndoRun {
+                reverses: vec![Some(a)],
+            }),
+        );
+        assert_eq!(history.undoable(1).unwrap()[0].id, a);
+        assert!(history.entries(Some(1))[0].undid.is_empty());
+        // The application's undo chord run instead is an undo too: never reversed itself.
+        history.record(
+            &outcome(
+                "undo that",
+                vec![step("key", true, Some("input"), None)],
+                false,
+            ),
+            &[],
+            Some(&UndoRun {
+                reverses: vec![None],
+            }),
+        );
+        assert_eq!(history.undoable(1).unwrap()[0].id, a);
+        // A huge result keeps its small fields only.
+        let mut big = step("media", true, Some("desktop"), None);
+        big.result =
+            Some(json!({"player": "mpv", "level": 0.5, "blob": "x".repeat(MAX_RESULT_BYTES)}));
+        history.record(&outcome("pause", vec![big], false), &[], None);
+        assert_eq!(
+            history.entries(Some(1))[0].steps[0].result,
+            Some(json!({"player": "mpv", "level": 0.5, "truncated": true}))
         );
     }
 }

@@ -18,6 +18,7 @@ use utter_protocol::{ErrorCode, ErrorObject};
 use crate::audit::{Audit, AuditEntry};
 use crate::confirm::Resolution;
 use crate::context::Context;
+use crate::history::UndoRun;
 use crate::policy::{Decision, Policy, Provenance, normalise_op, step_digest};
 use crate::supervisor::Supervisor;
 
@@ -203,6 +204,11 @@ fn amend_messages(planned: &mut Value, amend: impl Fn(&str) -> String) {
     }
 }
 
+/// Whether a plan's step is the router's `undo`, which the runner expands.
+fn is_undo_step(step: &Value) -> bool {
+    step.get("op").and_then(Value::as_str) == Some("undo")
+}
+
 /// What a chooser picked: the held candidate's step and how it was picked.
 struct Chosen {
     step: Value,
@@ -360,59 +366,67 @@ impl Pipeline<'_> {
             (steps, planned)
         };
         // "undo that": the runner turns the router's `undo` step into the inverse steps of
-        // the journal's latest commands, which then pass the gate like any step.
-        let (steps, undid) = match self.expand_undo(steps, context.as_ref(), provenance).await {
-            Ok(expanded) => expanded,
-            Err((steps, why)) => {
-                let step = steps
-                    .into_iter()
-                    .next()
-                    .unwrap_or_else(|| json!({"op": "undo"}));
-                let args = step.get("args").cloned().unwrap_or_else(|| json!({}));
-                self.record(
-                    AuditEntry::new(utterance, "undo", &args, provenance, "denied")
-                        .code(ErrorCode::PluginError.code())
-                        .by("undo"),
-                );
-                let failed = Step {
-                    op: "undo".to_owned(),
-                    args,
-                    provenance,
-                    confirm_requested: false,
-                    target: Target::Action,
-                    author: Author::Router {
-                        plugin: router.clone(),
-                    },
-                }
-                .blank_result()
-                .failed(ErrorObject::plugin(why.clone()));
-                return Ok(CommandOutcome {
-                    utterance: utterance.to_owned(),
-                    dry_run: options.dry_run,
-                    plan: Plan {
-                        router: router.clone(),
-                        rule: planned
-                            .get("rule")
-                            .and_then(Value::as_str)
-                            .map(str::to_owned),
-                        message: Some(why),
-                        steps: vec![step],
-                        escalate: None,
-                    },
-                    results: vec![failed],
-                });
-            }
+        // the journal's latest commands, which then pass the gate like any step. One undo
+        // at a time, from choosing what it undoes until that is recorded.
+        let _undoing = match self.history {
+            Some(history) if steps.iter().any(is_undo_step) => Some(history.undo_guard().await),
+            _ => None,
         };
+        let (steps, undo_run, undo_message) =
+            match self.expand_undo(steps, context.as_ref(), provenance).await {
+                Ok(expanded) => expanded,
+                Err((steps, why)) => {
+                    let step = steps
+                        .into_iter()
+                        .next()
+                        .unwrap_or_else(|| json!({"op": "undo"}));
+                    let args = step.get("args").cloned().unwrap_or_else(|| json!({}));
+                    self.record(
+                        AuditEntry::new(utterance, "undo", &args, provenance, "denied")
+                            .code(ErrorCode::PluginError.code())
+                            .by("undo"),
+                    );
+                    let failed = Step {
+                        op: "undo".to_owned(),
+                        args,
+                        provenance,
+                        confirm_requested: false,
+                        target: Target::Action,
+                        author: Author::Router {
+                            plugin: router.clone(),
+                        },
+                    }
+                    .blank_result()
+                    .failed(ErrorObject::plugin(why.clone()));
+                    return Ok(CommandOutcome {
+                        utterance: utterance.to_owned(),
+                        dry_run: options.dry_run,
+                        plan: Plan {
+                            router: router.clone(),
+                            rule: planned
+                                .get("rule")
+                                .and_then(Value::as_str)
+                                .map(str::to_owned),
+                            message: Some(why),
+                            steps: vec![step],
+                            escalate: None,
+                        },
+                        results: vec![failed],
+                    });
+                }
+            };
         let plan = Plan {
             router: router.clone(),
             rule: planned
                 .get("rule")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
-            message: planned
-                .get("message")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            message: undo_message.or_else(|| {
+                planned
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            }),
             steps: steps.clone(),
             escalate: planned
                 .get("escalate")
@@ -497,7 +511,7 @@ impl Pipeline<'_> {
             results,
         };
         if let Some(history) = self.history {
-            history.record(&outcome, &befores, &undid);
+            history.record(&outcome, &befores, undo_run.as_ref());
         }
         Ok(outcome)
     }
@@ -505,20 +519,21 @@ impl Pipeline<'_> {
     /// Replace a plan's `undo {count?, otherwise?}` step by the inverse steps of the
     /// journal's latest `count` commands ([`crate::undo`]), or by `otherwise` (a step) when
     /// there is none or the newest is older than [`crate::undo::RECENT_S`]; a plan without
-    /// one is returned as it is. Returns the steps and the journal ids they undo.
+    /// one is returned as it is. Returns the steps, which command each reverses (for the
+    /// journal; `None` for a plan with no undo) and the plan's message when it is an undo.
     ///
     /// # Errors
     /// The plan's steps and why nothing can be undone (no journal, nothing left, an op
     /// without an inverse, a window gone, an `undo` beside other steps).
+    #[allow(clippy::type_complexity)]
     async fn expand_undo(
         &self,
         steps: Vec<Value>,
         now: Option<&Value>,
         provenance: Provenance,
-    ) -> Result<(Vec<Value>, Vec<u64>), (Vec<Value>, String)> {
-        let is_undo = |s: &Value| s.get("op").and_then(Value::as_str) == Some("undo");
-        if !steps.iter().any(is_undo) {
-            return Ok((steps, Vec::new()));
+    ) -> Result<(Vec<Value>, Option<UndoRun>, Option<String>), (Vec<Value>, String)> {
+        if !steps.iter().any(is_undo_step) {
+            return Ok((steps, None, None));
         }
         if steps.len() > 1 {
             return Err((
@@ -566,7 +581,22 @@ impl Pipeline<'_> {
             Err(_) => true,
         };
         if let (true, Some(otherwise)) = (stale, otherwise) {
-            return Ok((vec![otherwise], Vec::new()));
+            let why = match &entries {
+                Ok(_) => format!(
+                    "nothing Utter did in the last {} s, so the focused application's own undo",
+                    crate::undo::RECENT_S
+                ),
+                Err(_) => {
+                    "nothing Utter did to undo, so the focused application's own undo".to_owned()
+                }
+            };
+            return Ok((
+                vec![otherwise],
+                Some(UndoRun {
+                    reverses: vec![None],
+                }),
+                Some(why),
+            ));
         }
         let entries = match entries {
             Ok(entries) => entries,
@@ -581,16 +611,28 @@ impl Pipeline<'_> {
         }
         let rules_of = |op: &str| rules.get(op).cloned().flatten();
         match crate::undo::inverse_steps(&entries, &rules_of, now, provenance) {
-            Ok(inverse) => Ok((
-                inverse
+            Ok(inverse) => {
+                let reverses = inverse.iter().map(|s| Some(s.entry)).collect();
+                let message = match entries.as_slice() {
+                    [one] => format!(
+                        "undo \"{}\"",
+                        utter_protocol::text::clip(&one.utterance, 80)
+                    ),
+                    many => format!("undo the last {} commands", many.len()),
+                };
+                let steps = inverse
                     .into_iter()
                     .map(|s| {
-                        json!({"op": s.op, "args": s.args, "provenance": s.provenance.as_str(),
-                               "confirm": s.confirm, "ask": format!("undo {}", s.undoes)})
+                        let mut step = json!({"op": s.op, "args": s.args,
+                            "provenance": s.provenance.as_str(), "confirm": s.confirm});
+                        if s.confirm {
+                            step["ask"] = json!(format!("undo {}", s.undoes));
+                        }
+                        step
                     })
-                    .collect(),
-                entries.iter().map(|e| e.id).collect(),
-            )),
+                    .collect();
+                Ok((steps, Some(UndoRun { reverses }), Some(message)))
+            }
             Err(why) => Err((steps, why)),
         }
     }

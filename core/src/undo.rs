@@ -27,8 +27,13 @@
 //!   the rule does not apply and the next one is tried, except for an object's field written
 //!   `"$args.<path>?"`, which is then left out. Strings taken from `$result` or
 //!   `$before` must look like an identifier (an app id, a workspace name, a bus name: at most
-//!   [`MAX_IDENT`] bytes of letters, digits and `.-_:/@+`): a window title or a page's text
-//!   cannot pass, and the journal drops every `title` field besides.
+//!   [`MAX_IDENT`] bytes of letters, digits and `.-_:`): a window title, an address or a
+//!   page's text cannot pass, and the journal drops every `title` field besides.
+//!   `{"$chars": …, "max": N}` refuses the undo, saying why, when there are more than N.
+//! * An inverse step that puts a string not taken from the journal's `$args` (one written in
+//!   the rule, or taken from `$result` or `$before`) into an argument that carries content
+//!   ([`CONTENT_ARGS`]: an address, text, a command line) asks first: the rule is the
+//!   plugin's writing, not the person's.
 //! * `requires` (optional): `window` (that window must still exist) and `focused` (that window
 //!   must have the focus now), each a template giving a window id; checked against the
 //!   desktop the "undo" is planned in. An inverse whose window is gone is refused with why.
@@ -54,6 +59,22 @@ pub const MAX_IDENT: usize = 255;
 
 /// The most commands one "undo the last N" reverses.
 pub const MAX_UNDO: usize = 10;
+
+/// The arguments, by op, that carry content (an address, text, a command line): an inverse
+/// step whose string there was not the person's own (`$args`) asks first.
+pub const CONTENT_ARGS: &[(&str, &[&str])] = &[
+    ("open_url", &["url"]),
+    ("ensure_url", &["url", "site"]),
+    ("close_tab", &["url", "site"]),
+    ("type_text", &["text"]),
+    ("type_keys", &["text"]),
+    ("delete_text", &["text"]),
+    ("terminal", &["command", "argv"]),
+    ("input", &["text", "key", "action"]),
+    ("launch_app", &["app_id", "command"]),
+    ("ensure_app", &["argv", "desktop_id"]),
+    ("niri", &["args"]),
+];
 
 /// How recent, in seconds, the last command must be for an "undo that" that has another
 /// meaning (the router's `otherwise`: the focused application's undo chord) to mean the
@@ -127,6 +148,8 @@ pub struct InverseStep {
     pub confirm: bool,
     /// What it undoes, for the question and the result: `"<op> of \"<utterance>\""`.
     pub undoes: String,
+    /// The journal id of the command it reverses.
+    pub entry: u64,
 }
 
 /// The inverse steps of `entries` (newest first, as [`crate::history::History::undoable`]
@@ -162,6 +185,7 @@ pub fn inverse_steps(
                 provenance: provenance.least_trusted(step.provenance),
                 confirm: confirm || step.confirmed,
                 undoes: format!("{} of \"{said}\"", step.op),
+                entry: entry.id,
             }));
         }
     }
@@ -174,7 +198,10 @@ fn inverse_of(
     rules: &[UndoRule],
     now: Option<&Value>,
 ) -> Result<Vec<(String, Value, bool)>, String> {
-    let journal = Journal { step };
+    let journal = Journal {
+        step,
+        foreign: Default::default(),
+    };
     let mut missing = None;
     for rule in rules {
         if !rule
@@ -187,20 +214,32 @@ fn inverse_of(
         if let Some(why) = &rule.none {
             return Err(utter_protocol::text::clip(why, 200));
         }
-        let filled: Result<Vec<(String, Value)>, Fill> = rule
+        let filled: Result<Vec<(String, Value, bool)>, Fill> = rule
             .steps
             .iter()
             .map(|t| {
                 let op = t.get("op").and_then(Value::as_str).ok_or(Fill::Malformed)?;
-                let args = journal.fill(t.get("args").unwrap_or(&Value::Null))?;
-                Ok((
-                    op.to_owned(),
-                    if args.is_null() {
-                        Value::Object(Map::new())
-                    } else {
-                        args
-                    },
-                ))
+                // The runner's own op is never an inverse.
+                if op == "undo" {
+                    return Err(Fill::Malformed);
+                }
+                journal.foreign.borrow_mut().clear();
+                let args = journal.fill_args(t.get("args").unwrap_or(&Value::Null))?;
+                let content = CONTENT_ARGS
+                    .iter()
+                    .find(|(o, _)| *o == op)
+                    .map_or(&[][..], |(_, keys)| *keys);
+                let foreign_content = journal
+                    .foreign
+                    .borrow()
+                    .iter()
+                    .any(|key| content.contains(&key.as_str()));
+                let args = if args.is_null() {
+                    Value::Object(Map::new())
+                } else {
+                    args
+                };
+                Ok((op.to_owned(), args, foreign_content))
             })
             .collect();
         let filled = match filled {
@@ -215,6 +254,7 @@ fn inverse_of(
                 ));
             }
             Err(Fill::Malformed) => return Err(format!("{}'s undo rule is malformed", step.op)),
+            Err(Fill::TooLong(why)) => return Err(why),
         };
         let required = |template: &Option<Value>| match template {
             None => Ok(None),
@@ -255,7 +295,7 @@ fn inverse_of(
         }
         return Ok(filled
             .into_iter()
-            .map(|(op, args)| (op, args, rule.confirm))
+            .map(|(op, args, foreign)| (op, args, rule.confirm || foreign))
             .collect());
     }
     Err(match missing {
@@ -272,11 +312,15 @@ enum Fill {
     Unsafe(String),
     /// `$chars` of something that is not a template string.
     Malformed,
+    /// `$chars` counted more than its `max`: why, for the person.
+    TooLong(String),
 }
 
 /// One journal step as the templates see it.
 struct Journal<'a> {
     step: &'a HistoryStep,
+    /// The top-level argument keys that got a string not from `$args` while filling.
+    foreign: std::cell::RefCell<Vec<String>>,
 }
 
 impl Journal<'_> {
@@ -304,6 +348,20 @@ impl Journal<'_> {
         Some(at)
     }
 
+    /// Fill a step's args template, noting each top-level key whose value holds a string
+    /// not taken from `$args` (in [`Journal::foreign`]).
+    fn fill_args(&self, template: &Value) -> Result<Value, Fill> {
+        let filled = self.fill(template)?;
+        if let (Value::Object(map), Value::Object(got)) = (template, &filled) {
+            for (key, value) in map {
+                if got.get(key).is_some_and(|v| foreign_strings(value, v)) {
+                    self.foreign.borrow_mut().push(key.clone());
+                }
+            }
+        }
+        Ok(filled)
+    }
+
     /// Fill a template (see the module docs).
     fn fill(&self, template: &Value) -> Result<Value, Fill> {
         match template {
@@ -317,12 +375,27 @@ impl Journal<'_> {
                 }
                 Ok(value.clone())
             }
-            Value::Object(map) if map.len() == 1 && map.contains_key("$chars") => {
+            Value::Object(map)
+                if map.contains_key("$chars")
+                    && map.keys().all(|k| k == "$chars" || k == "max") =>
+            {
                 let Some(Value::String(name)) = map.get("$chars") else {
                     return Err(Fill::Malformed);
                 };
+                let max = match map.get("max") {
+                    None => None,
+                    Some(m) => Some(m.as_u64().ok_or(Fill::Malformed)?),
+                };
                 match self.lookup(name) {
-                    Some(Value::String(text)) => Ok(Value::from(text.chars().count())),
+                    Some(Value::String(text)) => {
+                        let n = text.chars().count() as u64;
+                        match max {
+                            Some(max) if n > max => Err(Fill::TooLong(format!(
+                                "it is {n} characters long, and at most {max} are taken back this way"
+                            ))),
+                            _ => Ok(Value::from(n)),
+                        }
+                    }
                     _ => Err(Fill::Missing(name.clone())),
                 }
             }
@@ -355,6 +428,30 @@ impl Journal<'_> {
     }
 }
 
+/// Whether a template puts a string into its place that is not the journal's `$args`: a
+/// literal one, or one from `$result` or `$before`.
+fn foreign_strings(template: &Value, filled: &Value) -> bool {
+    let holds_string = |v: &Value| match v {
+        Value::String(_) => true,
+        Value::Array(_) | Value::Object(_) => v.to_string().contains('"'),
+        _ => false,
+    };
+    match template {
+        Value::String(s) if s.starts_with("$args") => false,
+        Value::String(s) if s.starts_with('$') => holds_string(filled),
+        Value::String(_) => true,
+        Value::Object(map) if map.contains_key("$chars") => false,
+        Value::Object(map) => map
+            .iter()
+            .any(|(k, t)| filled.get(k).is_some_and(|f| foreign_strings(t, f))),
+        Value::Array(items) => items
+            .iter()
+            .zip(filled.as_array().into_iter().flatten())
+            .any(|(t, f)| foreign_strings(t, f)),
+        _ => false,
+    }
+}
+
 /// Whether a value from a plugin's result or the desktop may become an argument: numbers and
 /// booleans, and strings of identifier characters only.
 fn identifier_like(value: &Value) -> bool {
@@ -363,8 +460,7 @@ fn identifier_like(value: &Value) -> bool {
         Value::String(s) => {
             !s.is_empty()
                 && s.len() <= MAX_IDENT
-                && s.chars()
-                    .all(|c| c.is_alphanumeric() || ".-_:/@+".contains(c))
+                && s.chars().all(|c| c.is_alphanumeric() || ".-_:".contains(c))
         }
         _ => false,
     }
@@ -398,6 +494,7 @@ mod tests {
             rule: None,
             before: None,
             steps,
+            undo: false,
             undid: Vec::new(),
             undone: false,
         }
@@ -604,6 +701,64 @@ mod tests {
         );
         let e = inverse_steps(&[nothing], &of, None, Provenance::User).unwrap_err();
         assert!(e.contains("no $result.label"), "{e}");
+    }
+
+    #[test]
+    fn a_plugins_own_words_in_content_ask_first_and_long_text_says_why() {
+        let evil = rules(json!([
+            {"when": {"command": "a"}, "steps": [{"op": "open_url", "args": {"url": "https://evil.example"}}]},
+            {"when": {"command": "b"}, "steps": [{"op": "type_text", "args": {"text": "$result.word"}}]},
+            {"when": {"command": "c"}, "steps": [{"op": "open_url", "args": {"url": "$args.url"}}]},
+            {"when": {"command": "d"}, "steps": [{"op": "niri", "args": {"command": "focus-workspace",
+                "args": ["$before.workspace.index"]}}]},
+            {"when": {"command": "e"}, "steps": [{"op": "key", "args": {"chord": "BackSpace",
+                "repeat": {"$chars": "$args.text", "max": 3}}}]},
+            {"when": {"command": "f"}, "steps": [{"op": "undo", "args": {}}]}
+        ]));
+        let of = |_: &str| Some(evil.clone());
+        let run = |args: Value, result: Value, before: Value| {
+            inverse_steps(
+                &[entry(
+                    "x",
+                    vec![step("op", args, Some(result), Some(before))],
+                )],
+                &of,
+                None,
+                Provenance::User,
+            )
+        };
+        // Written by the plugin, or a word from its result, into an address or text: asks.
+        assert!(run(json!({"command": "a"}), json!({}), json!({})).unwrap()[0].confirm);
+        assert!(run(json!({"command": "b"}), json!({"word": "rm"}), json!({})).unwrap()[0].confirm);
+        // The person's own address, a workspace number: does not.
+        let own = run(
+            json!({"command": "c", "url": "https://x.org"}),
+            json!({}),
+            json!({}),
+        );
+        assert!(!own.unwrap()[0].confirm);
+        let number = run(
+            json!({"command": "d"}),
+            json!({}),
+            json!({"workspace": {"index": 2}}),
+        );
+        assert!(!number.unwrap()[0].confirm);
+        // Too long to take back by keys: refused, saying why.
+        let e = run(
+            json!({"command": "e", "text": "hello"}),
+            json!({}),
+            json!({}),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("5 characters long") && e.contains("at most 3"),
+            "{e}"
+        );
+        // An inverse is never the runner's undo itself.
+        let e = run(json!({"command": "f"}), json!({}), json!({})).unwrap_err();
+        assert!(e.contains("malformed"), "{e}");
+        // An address from a result is no id.
+        assert!(!identifier_like(&json!("https://evil.example/x")));
     }
 
     #[test]

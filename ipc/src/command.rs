@@ -135,8 +135,11 @@ pub struct HistoryEntry {
     /// plugin. Window titles are left out.
     #[serde(default)]
     pub before: Option<Value>,
-    /// The ids of the entries this command undid ("undo that"); empty for any other command.
-    /// An undo is not itself undone by the next "undo that".
+    /// Whether this command was an "undo that" (its inverse steps, or the application's
+    /// undo chord it ran instead); an undo is not itself undone by the next "undo that".
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undo: bool,
+    /// The ids of the entries this undo reversed: those whose every inverse step succeeded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub undid: Vec<u64>,
     /// Set once a later "undo that" reversed it.

@@ -1118,6 +1118,10 @@ fn checked_description(args: &Value) -> Result<String, ErrorObject> {
     Ok(d.trim().to_owned())
 }
 
+/// The most BackSpaces an undo of text typed as keystrokes presses (the input plugin's
+/// `key` repeats at most this often).
+const MAX_BACKSPACES: u64 = 50;
+
 /// The longest offset `delete_text` takes, in characters.
 const MAX_FIELD_OFFSET: usize = 1 << 24;
 
@@ -1148,7 +1152,7 @@ pub fn capabilities() -> Value {
                  "none": "it typed over selected text, and the text it replaced was not recorded"},
                 // Typed as keystrokes: as many BackSpaces, in the same window.
                 {"steps": [{"op": "key", "args": {"chord": "BackSpace",
-                     "repeat": {"$chars": "$args.text"}, "window_id": "$before.focused.id"}}],
+                     "repeat": {"$chars": "$args.text", "max": MAX_BACKSPACES}, "window_id": "$before.focused.id"}}],
                  "requires": {"focused": "$before.focused.id"}}
             ]
         },

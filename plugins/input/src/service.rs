@@ -754,7 +754,7 @@ pub fn capabilities() -> Value {
     let undo = [
         none("I can't undo a key press; say \"undo\" alone to press the app's own undo"),
         json!([{"steps": [{"op": "key", "args": {"chord": "BackSpace",
-                "repeat": {"$chars": "$args.text"}, "window_id": "$before.focused.id"}}],
+                "repeat": {"$chars": "$args.text", "max": MAX_REPEAT}, "window_id": "$before.focused.id"}}],
             "requires": {"focused": "$before.focused.id"}}]),
         Value::Array(scroll_undo),
         none("a click is not undone; say \"undo\" alone to press the app's own undo"),

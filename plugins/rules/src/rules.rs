@@ -846,10 +846,6 @@ fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalat
         }))
 }
 
-/// The most commands one "undo the last N" asks for (the runner's own cap, utter-core's
-/// `undo::MAX_UNDO`).
-pub const MAX_UNDO: usize = 10;
-
 /// "undo that", "scratch that", "undo the last two (commands)": op `undo {count}`, which
 /// the runner turns into the inverse steps of the last `count` commands it ran. Plain
 /// "undo" ("undo three times") is the focused application's own undo chord, as before.
@@ -911,7 +907,12 @@ fn journal_undo(text: &str) -> Option<Matched> {
             .or_else(|| rest.strip_suffix(" you just did"))
             .unwrap_or(rest);
         let mut words = rest.split(' ');
-        let n: usize = words.next()?.parse().ok()?;
+        let number = words.next()?;
+        if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        // Out of range ("undo the last 0", "the last 50"): the runner says what it takes.
+        let n: usize = number.parse().unwrap_or(usize::MAX);
         match (words.next(), words.next()) {
             (
                 None
@@ -922,9 +923,6 @@ fn journal_undo(text: &str) -> Option<Matched> {
         }
         n
     };
-    if count == 0 || count > MAX_UNDO {
-        return None;
-    }
     Some(Matched {
         rule: "undo",
         op: "undo",
