@@ -592,7 +592,50 @@ async fn bad_input_gets_json_rpc_errors() {
         .iter()
         .filter_map(|o| o["op"].as_str())
         .collect();
-    assert_eq!(ops, ["open_url", "ensure_url", "launch_app", "media"]);
+    assert_eq!(
+        ops,
+        ["open_url", "ensure_url", "launch_app", "media", "close_tab"]
+    );
+    // Every op says how it is undone (utter-core's undo rules).
+    for op in caps["ops"].as_array().unwrap() {
+        assert!(op["undo"].is_array(), "{op}");
+    }
+
+    // An undo's set_volume needs a level in range; close_tab a web address, and a runner.
+    for (args, why) in [
+        (json!({"command": "set_volume"}), "level"),
+        (json!({"command": "set_volume", "level": 7.0}), "level"),
+        (json!({"command": "set_volume", "level": "loud"}), "level"),
+    ] {
+        let e = expect_err(
+            invoke(&plugin, "media", args.clone(), false).await,
+            "set_volume",
+        );
+        assert_eq!(e.code, -32602, "{args}");
+        assert!(e.message.contains(why), "{args}: {}", e.message);
+    }
+    let e = expect_err(
+        invoke(
+            &plugin,
+            "close_tab",
+            json!({"url": "javascript:alert(1)"}),
+            false,
+        )
+        .await,
+        "javascript URL",
+    );
+    assert_eq!(e.code, -32602);
+    let e = expect_err(
+        invoke(
+            &plugin,
+            "close_tab",
+            json!({"url": "https://www.youtube.com"}),
+            false,
+        )
+        .await,
+        "no runner",
+    );
+    assert!(e.message.contains("desktop context"), "{}", e.message);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -113,6 +113,11 @@ fn check_shape(event: &Value) {
             }
         }
         "command_finished" => {
+            is(
+                &event["undoable"],
+                "undoable",
+                event["undoable"].is_string() || event.get("undoable").is_none(),
+            );
             for r in event["results"].as_array().expect("results") {
                 is(&r["op"], "op", r["op"].is_string());
                 is(&r["ok"], "ok", r["ok"].is_boolean());
@@ -250,6 +255,13 @@ async fn the_widget_follows_a_real_runner_through_voice_and_a_confirmation() {
         last["state"]["lastResult"]["text"], "done: terminal",
         "{last}"
     );
+    // The command acted, so the panel offers to undo it (the runner's journal).
+    assert_eq!(
+        last["state"]["undoable"], "terminal echo from the bar",
+        "{last}"
+    );
+    // Nothing had acted when it subscribed.
+    assert_eq!(outputs[0]["state"]["undoable"], "", "{:?}", outputs[0]);
     assert_eq!(outputs.last().unwrap()["phase"], "offline");
     assert_eq!(outputs.last().unwrap()["icon"], "microphone-off");
 

@@ -39,6 +39,15 @@ Item {
         }
 
         NText {
+            // What "undo that" would reverse (the runner's journal).
+            visible: !!root.state && root.state.undoable !== ""
+            text: root.state ? "Say “undo that” to undo “" + root.state.undoable + "”" : ""
+            color: Color.mOnSurfaceVariant
+            wrapMode: Text.Wrap
+            Layout.fillWidth: true
+        }
+
+        NText {
             visible: !!root.state && root.state.lastResult !== null
             text: root.state && root.state.lastResult ? root.state.lastResult.text : ""
             color: root.state && root.state.lastResult && !root.state.lastResult.ok ? Color.mError : Color.mOnSurfaceVariant

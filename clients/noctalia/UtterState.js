@@ -21,6 +21,7 @@ function initial() {
         lastTranscript: "",
         lastResult: null,      // {ok, text} of the last command or voice cycle
         lastError: "",         // why the last voice cycle failed ("" when it did not)
+        undoable: "",          // what "undo that" would reverse ("" when nothing)
     };
 }
 
@@ -96,6 +97,7 @@ function apply(state, event) {
         var status = event.status || {};
         next.connected = true;
         next.runnerState = String(status.state || "");
+        next.undoable = typeof status.undoable === "string" ? status.undoable : "";
         next.listening = !!(status.ptt && status.ptt.listening);
         next.transcribing = false;
         next.voiceOn = !!(status.voice && status.voice.state && status.voice.state !== "off");
@@ -152,6 +154,7 @@ function apply(state, event) {
         break;
     case "command_finished":
         next.lastResult = describeResults(event.results);
+        next.undoable = typeof event.undoable === "string" ? event.undoable : "";
         break;
     case "confirmation_requested": {
         var entry = pendingEntry(event);

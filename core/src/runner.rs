@@ -302,6 +302,7 @@ impl Runner {
             let _ = self.events.send(Event::CommandFinished {
                 utterance: outcome.utterance.clone(),
                 results: serde_json::to_value(&outcome.results).unwrap_or_default(),
+                undoable: self.undoable(),
             });
         }
         outcome
@@ -383,6 +384,15 @@ impl Runner {
     /// ([`crate::history`]).
     pub fn history(&self, limit: Option<usize>) -> Vec<crate::history::HistoryEntry> {
         self.history.entries(limit)
+    }
+
+    /// What "undo that" would reverse now: the utterance of the journal's newest command not
+    /// undone, clipped to 200 characters.
+    pub fn undoable(&self) -> Option<String> {
+        let newest = self.history.undoable(1).ok()?;
+        newest
+            .first()
+            .map(|e| utter_protocol::text::clip(&e.utterance, 200))
     }
 
     /// The current policy.
@@ -484,6 +494,7 @@ impl Runner {
             voice: self.voice_status(&loaded.config),
             context: self.context.status(),
             decide: decide_status(&loaded.config, &plugins),
+            undoable: self.undoable(),
             plugins,
         }
     }

@@ -47,6 +47,10 @@ pub enum Event {
         utterance: String,
         /// The per-step results, as `runner.command` returns them.
         results: Value,
+        /// What "undo that" would reverse now: the utterance of the journal's newest command
+        /// not undone (`null` when there is none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        undoable: Option<String>,
     },
     /// A plugin's own event (`host.emit`).
     PluginEvent {

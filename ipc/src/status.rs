@@ -27,6 +27,10 @@ pub struct Status {
     /// The decision head: its tiers and the chooser that picks among near candidates.
     #[serde(default)]
     pub decide: DecideStatus,
+    /// What "undo that" would reverse now: the utterance of the journal's newest command not
+    /// undone; `null` when there is none.
+    #[serde(default)]
+    pub undoable: Option<String>,
 }
 
 /// The decision head (`runner.status`'s `decide`): the `[decide]` tiers and the chooser

@@ -109,7 +109,9 @@ fn describe(event: &Event) -> String {
             "confirmation {id} {} by {by}",
             if *approved { "approved" } else { "denied" }
         ),
-        Event::CommandFinished { utterance, results } => {
+        Event::CommandFinished {
+            utterance, results, ..
+        } => {
             // The results are `runner.command`'s, as JSON.
             let results = results.as_array().map_or(&[][..], Vec::as_slice);
             let ok = results.iter().filter(|r| r["ok"] == true).count();

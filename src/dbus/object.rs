@@ -399,7 +399,9 @@ pub(super) async fn follow_events(
             Event::ConfirmationResolved { id, approved, by } => {
                 RunnerObject::confirmation_resolved(emitter, &id, approved, &by).await
             }
-            Event::CommandFinished { utterance, results } => {
+            Event::CommandFinished {
+                utterance, results, ..
+            } => {
                 let results = to_json(&results).unwrap_or_default();
                 let utterance = utter_protocol::text::clip(&utterance, 2000);
                 RunnerObject::command_finished(emitter, &utterance, &results).await

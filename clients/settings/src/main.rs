@@ -415,12 +415,19 @@ fn refresh_status(live: Rc<Live>) {
         }
         voice::status_changed(&live, before.as_ref(), status.as_ref().ok());
         let subtitle = match &status {
-            Ok(status) => format!(
-                "{} · version {} · config {}",
-                status.state.as_str(),
-                status.version,
-                status.config
-            ),
+            Ok(status) => {
+                let mut line = format!(
+                    "{} · version {} · config {}",
+                    status.state.as_str(),
+                    status.version,
+                    status.config
+                );
+                // What "undo that" would reverse (the runner's journal).
+                if let Some(undoable) = &status.undoable {
+                    line.push_str(&format!(" · say “undo that” to undo “{undoable}”"));
+                }
+                line
+            }
             Err(e) => format!("not running: {e}"),
         };
         if live.state_row.subtitle().as_deref() != Some(subtitle.as_str()) {
@@ -684,7 +691,11 @@ fn follow_events(live: Rc<Live>) {
                     refresh_pending(live.clone());
                     refresh_audit(live.clone());
                 }
-                Event::CommandFinished { .. } => refresh_audit(live.clone()),
+                Event::CommandFinished { .. } => {
+                    refresh_audit(live.clone());
+                    // The status says what "undo that" would reverse now.
+                    refresh_status(live.clone());
+                }
                 Event::Snapshot { .. }
                 | Event::PluginState { .. }
                 | Event::State { .. }

@@ -161,7 +161,7 @@ fn parse<T: DeserializeOwned>(op: &str, args: Value) -> Result<T, ErrorObject> {
             "open_url" => "{url: string}",
             "ensure_url" | "close_tab" => "{url: string, site?: string}",
             "launch_app" => "{app_id: string, name?: string}",
-            _ => "{command: \"play\"|\"pause\"|\"play_pause\"|\"stop\"|\"next\"|\"previous\", player?: string}",
+            _ => "{command: \"play\"|\"pause\"|\"play_pause\"|\"stop\"|\"next\"|\"previous\"|\"volume_up\"|\"volume_down\"|\"mute\"|\"unmute\"|\"set_volume\", player?: string, level?: number (set_volume), muted?: bool}",
         };
         invalid_params(format!("bad args for {op}: {e}; expected {shape}"))
     })

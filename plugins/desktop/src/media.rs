@@ -225,10 +225,18 @@ impl MediaArgs {
     /// `-32602` for `set_volume` without a `level`.
     fn volume_change(&self) -> Result<Option<crate::volume::Change>, ErrorObject> {
         match (self.command, self.level) {
-            (Command::SetVolume, Some(volume)) => Ok(Some(crate::volume::Change::Set {
-                volume,
-                muted: self.muted,
-            })),
+            (Command::SetVolume, Some(volume))
+                if (0.0..=crate::volume::MAX_SET).contains(&volume) =>
+            {
+                Ok(Some(crate::volume::Change::Set {
+                    volume,
+                    muted: self.muted,
+                }))
+            }
+            (Command::SetVolume, Some(volume)) => Err(ErrorObject::invalid_params(format!(
+                "set_volume: the level must be from 0 to {} (1 is full), not {volume}",
+                crate::volume::MAX_SET
+            ))),
             (Command::SetVolume, None) => Err(ErrorObject::invalid_params(
                 "set_volume needs \"level\": a number from 0 to 1.5 (1 is full)",
             )),
