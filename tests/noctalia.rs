@@ -262,6 +262,11 @@ async fn the_widget_follows_a_real_runner_through_voice_and_a_confirmation() {
     );
     // Nothing had acted when it subscribed.
     assert_eq!(outputs[0]["state"]["undoable"], "", "{:?}", outputs[0]);
+    assert_eq!(outputs[0]["state"]["dictation"], false, "{:?}", outputs[0]);
+    // The dictation event, as the runner's own type serialises it, turns the mode on.
+    let on = serde_json::to_string(&utter_ipc::Event::Dictation { on: true }).unwrap();
+    let dictating = widget(&[json!({"line": lines[0]}), json!({"line": on})]);
+    assert_eq!(dictating[1]["state"]["dictation"], true, "{dictating:?}");
     assert_eq!(outputs.last().unwrap()["phase"], "offline");
     assert_eq!(outputs.last().unwrap()["icon"], "microphone-off");
 

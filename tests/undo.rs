@@ -206,3 +206,72 @@ async fn volume_up_and_pause_are_undone_on_a_real_mpv() {
         "{run}"
     );
 }
+
+/// Dictation on the GTK form: "start dictation", then what is heard (the voice loop's
+/// `dictation` option) is typed with its spoken marks, a capital and spaces; "scratch that"
+/// takes back the last phrase (read back from the form); "command …" runs one command;
+/// "stop dictation" ends it.
+#[tokio::test(flavor = "multi_thread")]
+async fn dictation_types_what_is_heard_and_scratch_that_takes_back_a_phrase() {
+    let desktop = Desktop::start();
+    let r = desktop_runner(&desktop, "http://127.0.0.1:9").await;
+    let form_id = desktop.context()["focused"]["app_id"]
+        .as_str()
+        .expect("the form's app_id")
+        .to_owned();
+    wait_context(&r, &form_id, None).await;
+    let heard = |words: &'static str| {
+        let r = r.clone();
+        async move {
+            let options = CommandOptions {
+                dictation: true,
+                ..CommandOptions::default()
+            };
+            let outcome = tokio::time::timeout(LIMIT, r.command(words, &options, None))
+                .await
+                .expect("the command finishes")
+                .expect("the command is planned");
+            serde_json::to_value(outcome).expect("JSON")
+        }
+    };
+    let entry = |want: &'static str| {
+        let desktop = &desktop;
+        async move {
+            poll(Duration::from_secs(5), || {
+                (desktop.read("entry.txt").as_deref() == Some(want)).then_some(())
+            })
+            .is_some()
+        }
+    };
+
+    // Not on yet: heard words are commands.
+    assert!(!r.status().dictation);
+    let out = say(&r, "start dictation").await;
+    assert_eq!(out["results"][0]["op"], "dictation", "{out}");
+    assert_eq!(out["results"][0]["ok"], true, "{out}");
+    assert!(r.status().dictation);
+    // Nothing a plugin did: not in the journal.
+    assert!(r.history(None).is_empty());
+
+    let out = heard("hello comma how are you").await;
+    assert_eq!(out["results"][0]["op"], "type_text", "{out}");
+    assert!(entry("Hello, how are you").await, "{out}");
+    let out = heard("i am fine period").await;
+    assert!(entry("Hello, how are you i am fine.").await, "{out}");
+    let out = heard("scratch that").await;
+    assert_eq!(out["results"][0]["op"], "delete_text", "{out}");
+    assert!(entry("Hello, how are you").await, "{out}");
+    let out = heard("question mark").await;
+    assert!(entry("Hello, how are you?").await, "{out}");
+    // One command without leaving dictation.
+    let out = heard("command select all").await;
+    assert_eq!(out["results"][0]["op"], "key", "{out}");
+    assert_eq!(out["results"][0]["args"]["chord"], "ctrl+a", "{out}");
+    assert!(r.status().dictation);
+    let out = heard("stop dictation").await;
+    assert_eq!(out["results"][0]["op"], "dictation", "{out}");
+    assert!(!r.status().dictation);
+    // Off: heard words are commands again ("type" is a verb, not text).
+    let out = heard("type ok").await;
+    assert_eq!(out["results"][0]["args"]["text"], "ok", "{out}");
+}

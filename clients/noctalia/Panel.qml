@@ -39,6 +39,15 @@ Item {
         }
 
         NText {
+            // The mode: while dictating, what is heard is typed.
+            visible: !!root.state && root.state.dictation
+            text: "Dictation: what you say is typed. Say “stop dictation” to end it."
+            color: Color.mPrimary
+            wrapMode: Text.Wrap
+            Layout.fillWidth: true
+        }
+
+        NText {
             // What "undo that" would reverse (the runner's journal).
             visible: !!root.state && root.state.undoable !== ""
             text: root.state ? "Say “undo that” to undo “" + root.state.undoable + "”" : ""

@@ -22,6 +22,7 @@ function initial() {
         lastResult: null,      // {ok, text} of the last command or voice cycle
         lastError: "",         // why the last voice cycle failed ("" when it did not)
         undoable: "",          // what "undo that" would reverse ("" when nothing)
+        dictation: false,      // what the voice loop hears is typed ("stop dictation" ends it)
     };
 }
 
@@ -98,6 +99,7 @@ function apply(state, event) {
         next.connected = true;
         next.runnerState = String(status.state || "");
         next.undoable = typeof status.undoable === "string" ? status.undoable : "";
+        next.dictation = status.dictation === true;
         next.listening = !!(status.ptt && status.ptt.listening);
         next.transcribing = false;
         next.voiceOn = !!(status.voice && status.voice.state && status.voice.state !== "off");
@@ -151,6 +153,9 @@ function apply(state, event) {
             next.lastError = String(event.error || ("failed at " + (event.stage || "?")));
             next.lastResult = { ok: false, text: next.lastError };
         }
+        break;
+    case "dictation":
+        next.dictation = event.on === true;
         break;
     case "command_finished":
         next.lastResult = describeResults(event.results);

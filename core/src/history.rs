@@ -71,10 +71,12 @@ impl History {
             // A step that failed before any plugin had it (refused, no plugin offers the op)
             // did nothing.
             .filter(|(r, _)| {
-                r.ok || (r.plugin.is_some()
-                    && r.error.as_ref().is_none_or(|e| {
-                        !matches!(e.kind(), ErrorCode::Denied | ErrorCode::CapabilityMissing)
-                    }))
+                // The runner's own steps (a dictation switch) reached no plugin either.
+                r.plugin.is_some()
+                    && (r.ok
+                        || r.error.as_ref().is_none_or(|e| {
+                            !matches!(e.kind(), ErrorCode::Denied | ErrorCode::CapabilityMissing)
+                        }))
             })
             .map(|(r, before)| HistoryStep {
                 op: r.op.clone(),

@@ -33,6 +33,7 @@
 //!   client's `runner.invoke`, through the gate) and [`runner::voice`] (push-to-talk → the
 //!   capture plugin → the stt plugin → the pipeline).
 //! * [`params`]: reading named JSON-RPC params with one wording of errors.
+//! * [`dictation`]: the mode in which the voice loop types what it hears.
 //! * [`history`] and [`undo`]: the journal of commands that acted, and the inverse steps an
 //!   "undo that" builds from it with what the action plugins declare.
 
@@ -41,6 +42,7 @@
 pub mod audit;
 pub mod confirm;
 pub mod context;
+pub mod dictation;
 pub mod events;
 pub mod groups;
 pub mod handles;

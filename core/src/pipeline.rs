@@ -42,6 +42,9 @@ pub struct CommandOptions {
     /// The decision head's tiers sent to the router (`router.plan`'s `decide`); the runner
     /// fills them from `[decide]`.
     pub decide: Option<crate::config::DecideSection>,
+    /// Heard by the voice loop while dictation is on: the router plans it as text to type
+    /// (`router.plan`'s `dictation`).
+    pub dictation: bool,
 }
 
 pub use crate::confirm::Confirmer;
@@ -148,6 +151,8 @@ pub struct Pipeline<'a> {
     pub input_rate: &'a crate::rate::InputRate,
     /// The journal a command that acted is kept in, and "undo that" reads (`None`: neither).
     pub history: Option<&'a crate::history::History>,
+    /// The dictation mode that op `dictation` switches (`None`: no mode here).
+    pub dictation: Option<&'a crate::dictation::Dictation>,
 }
 
 /// Check a chooser's answer (`llm.choose`, `perception.choose`) against the ids it was
@@ -284,6 +289,10 @@ impl Pipeline<'_> {
         if let Some(context) = &context {
             params["context"] = context.clone();
         }
+        let dictating = options.dictation && self.dictation.is_some_and(|d| d.is_on());
+        if let (true, Some(dictation)) = (dictating, self.dictation) {
+            params["dictation"] = json!({"after": dictation.after()});
+        }
         if let Some(decide) = &options.decide {
             params["decide"] = json!({"act": decide.act, "ask": decide.ask});
             // The router offers near candidates only when a chooser can take them.
@@ -415,6 +424,67 @@ impl Pipeline<'_> {
                     });
                 }
             };
+        // "start dictation", "stop dictation": the runner's own mode, switched here.
+        if let [step] = steps.as_slice()
+            && step.get("op").and_then(Value::as_str) == Some("dictation")
+        {
+            let on = step.pointer("/args/on").and_then(Value::as_bool);
+            let args = step.get("args").cloned().unwrap_or_else(|| json!({}));
+            let mut result = Step {
+                op: "dictation".to_owned(),
+                args,
+                provenance,
+                confirm_requested: false,
+                target: Target::Action,
+                author: Author::Router {
+                    plugin: router.clone(),
+                },
+            }
+            .blank_result();
+            match (on, self.dictation) {
+                (Some(on), Some(dictation)) => {
+                    if !options.dry_run {
+                        dictation.set(on);
+                    }
+                    result.ok = true;
+                    result.verified = Some(!options.dry_run);
+                    result.detail = match (on, options.dry_run) {
+                        (true, false) => "dictation on: what you say is typed into the focused field until you say \"stop dictation\"".to_owned(),
+                        (false, false) => "dictation off: what you say is a command again".to_owned(),
+                        (true, true) => "would turn dictation on".to_owned(),
+                        (false, true) => "would turn dictation off".to_owned(),
+                    };
+                }
+                (None, _) => {
+                    result = result.failed(ErrorObject::invalid_params(
+                        "dictation needs \"on\": true or false",
+                    ));
+                }
+                (_, None) => {
+                    result = result.failed(ErrorObject::plugin(
+                        "dictation is the voice loop's mode; this path has none",
+                    ));
+                }
+            }
+            return Ok(CommandOutcome {
+                utterance: utterance.to_owned(),
+                dry_run: options.dry_run,
+                plan: Plan {
+                    router: router.clone(),
+                    rule: planned
+                        .get("rule")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    message: planned
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    steps,
+                    escalate: None,
+                },
+                results: vec![result],
+            });
+        }
         let plan = Plan {
             router: router.clone(),
             rule: planned
@@ -512,6 +582,25 @@ impl Pipeline<'_> {
         };
         if let Some(history) = self.history {
             history.record(&outcome, &befores, undo_run.as_ref());
+        }
+        // What dictation typed, for the next phrase's capital and space; "scratch that"
+        // that took one back.
+        if let (true, Some(dictation), false) = (dictating, self.dictation, options.dry_run) {
+            for r in outcome.results.iter().filter(|r| r.ok) {
+                match (r.op.as_str(), undo_run.is_some()) {
+                    (_, true) => dictation.pop(),
+                    ("type_text" | "type_keys", false) => {
+                        if let Some(text) = r.args.get("text").and_then(Value::as_str) {
+                            dictation.push(text);
+                        }
+                    }
+                    ("key", false) if r.args.get("chord") == Some(&json!("Return")) => {
+                        let lines = r.args.get("repeat").and_then(Value::as_u64).unwrap_or(1);
+                        dictation.push(&"\n".repeat(usize::try_from(lines).unwrap_or(1)));
+                    }
+                    _ => {}
+                }
+            }
         }
         Ok(outcome)
     }

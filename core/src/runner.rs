@@ -61,6 +61,8 @@ pub struct Runner {
     audit: Audit,
     /// The last commands that acted ([`crate::history`]).
     history: crate::history::History,
+    /// The voice loop's dictation mode ([`crate::dictation`]).
+    dictation: crate::dictation::Dictation,
     /// The desktop context reader (the last good snapshot with it).
     pub(crate) context: crate::context::Context,
     /// The input rate limit every acting path shares ([`crate::rate`]).
@@ -142,6 +144,7 @@ impl Runner {
             reload_lock: tokio::sync::Mutex::new(()),
             audit: Audit::new(),
             history: crate::history::History::new(),
+            dictation: crate::dictation::Dictation::new(),
             context: crate::context::Context::new(),
             input_rate: crate::rate::InputRate::new(),
         });
@@ -279,6 +282,7 @@ impl Runner {
         let mut options = options.clone();
         options.decide.get_or_insert(self.config().config.decide);
         let options = &options;
+        let dictating_before = self.dictation.is_on();
         let span = tracing::info_span!(
             "command",
             utterance = %utterance.chars().take(200).collect::<String>(),
@@ -293,11 +297,16 @@ impl Runner {
                 context: &self.context,
                 input_rate: &self.input_rate,
                 history: Some(&self.history),
+                dictation: Some(&self.dictation),
             }
             .run(utterance, options),
             span,
         )
         .await;
+        let dictating = self.dictation.is_on();
+        if dictating != dictating_before {
+            let _ = self.events.send(Event::Dictation { on: dictating });
+        }
         if let Ok(outcome) = &outcome {
             let _ = self.events.send(Event::CommandFinished {
                 utterance: outcome.utterance.clone(),
@@ -384,6 +393,11 @@ impl Runner {
     /// ([`crate::history`]).
     pub fn history(&self, limit: Option<usize>) -> Vec<crate::history::HistoryEntry> {
         self.history.entries(limit)
+    }
+
+    /// Whether the voice loop dictates (types what it hears).
+    pub fn dictating(&self) -> bool {
+        self.dictation.is_on()
     }
 
     /// What "undo that" would reverse now: the utterance of the journal's newest command not
@@ -495,6 +509,7 @@ impl Runner {
             context: self.context.status(),
             decide: decide_status(&loaded.config, &plugins),
             undoable: self.undoable(),
+            dictation: self.dictation.is_on(),
             plugins,
         }
     }

@@ -52,6 +52,11 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         undoable: Option<String>,
     },
+    /// Dictation was turned on or off ("start dictation", "stop dictation").
+    Dictation {
+        /// Whether what the voice loop hears is now typed.
+        on: bool,
+    },
     /// A plugin's own event (`host.emit`).
     PluginEvent {
         /// The plugin that emitted it.

@@ -31,6 +31,9 @@ pub struct Status {
     /// undone; `null` when there is none.
     #[serde(default)]
     pub undoable: Option<String>,
+    /// Whether the voice loop dictates: types what it hears until "stop dictation".
+    #[serde(default)]
+    pub dictation: bool,
 }
 
 /// The decision head (`runner.status`'s `decide`): the `[decide]` tiers and the chooser

@@ -98,6 +98,14 @@ fn describe(event: &Event) -> String {
             format!("plugin {id}: {} (epoch {epoch})", status.as_str())
         }
         Event::State { state } => format!("state: {}", state.as_str()),
+        Event::Dictation { on } => format!(
+            "dictation {}",
+            if *on {
+                "on: what you say is typed"
+            } else {
+                "off"
+            }
+        ),
         Event::ConfirmationRequested(pending) => {
             let r = &pending.request;
             format!(

@@ -1263,6 +1263,8 @@ async fn command(
         context: params.context.filter(|c| !c.is_null()),
         confirm_timeout_ms: None,
         decide: None,
+        // A client's words are commands; only the voice loop dictates.
+        dictation: false,
     };
     let utterance = params.utterance;
     let outcome = runner.command(&utterance, &options, Some(door)).await?;

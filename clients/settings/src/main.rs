@@ -422,6 +422,9 @@ fn refresh_status(live: Rc<Live>) {
                     status.version,
                     status.config
                 );
+                if status.dictation {
+                    line.push_str(" · dictating (say “stop dictation” to end it)");
+                }
                 // What "undo that" would reverse (the runner's journal).
                 if let Some(undoable) = &status.undoable {
                     line.push_str(&format!(" · say “undo that” to undo “{undoable}”"));
@@ -699,6 +702,7 @@ fn follow_events(live: Rc<Live>) {
                 Event::Snapshot { .. }
                 | Event::PluginState { .. }
                 | Event::State { .. }
+                | Event::Dictation { .. }
                 | Event::Reloaded { .. } => refresh_status(live.clone()),
                 _ => {}
             }

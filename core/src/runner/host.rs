@@ -330,6 +330,7 @@ impl Runner {
                     context: &self.context,
                     input_rate: &self.input_rate,
                     history: None,
+                    dictation: None,
                 }
                 .run_one(
                     &label,

@@ -1008,6 +1008,8 @@ async fn transcribe_and_run(
         .set_state("running", format!("running {transcript:?}"));
     let options = CommandOptions {
         provenance: Some(Provenance::User),
+        // While dictation is on, what is heard is text to type.
+        dictation: runner.dictating(),
         ..CommandOptions::default()
     };
     let started = Instant::now();

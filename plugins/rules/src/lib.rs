@@ -43,6 +43,7 @@ pub mod candidates;
 pub mod commands;
 pub mod context;
 pub mod decide;
+pub mod dictation;
 pub mod eval;
 pub mod examples;
 pub mod explain;
@@ -191,6 +192,7 @@ impl BindsLookup for LazyBinds<'_> {
 }
 
 /// The validated params of one `router.plan` request.
+#[derive(Clone)]
 struct PlanRequest {
     utterance: String,
     provenance: String,
@@ -200,6 +202,9 @@ struct PlanRequest {
     context_ignored: Option<String>,
     /// The decision head's tiers (`params.decide`, the runner's `[decide]`).
     decide: decide::Thresholds,
+    /// `params.dictation.after` when the runner has dictation on: the text typed just
+    /// before (clipped to its last 200 characters).
+    dictation: Option<String>,
 }
 
 impl PlanRequest {
@@ -253,6 +258,11 @@ impl PlanRequest {
             context,
             context_ignored,
             decide: decide::Thresholds::from_param(params.get("decide")),
+            dictation: params.get("dictation").filter(|d| d.is_object()).map(|d| {
+                let after = d.get("after").and_then(Value::as_str).unwrap_or("");
+                let skip = after.chars().count().saturating_sub(200);
+                after.chars().skip(skip).collect()
+            }),
         })
     }
 }
@@ -616,6 +626,27 @@ impl Planning<'_> {
 impl State {
     /// Plan one request. Blocking: it may read the application directories.
     fn plan(&self, request: &PlanRequest) -> Value {
+        // Dictation: what is heard is text, but for its few commands.
+        if let Some(after) = &request.dictation {
+            return match dictation::plan(&request.utterance, after) {
+                dictation::Dictated::Steps(steps) if !steps.is_empty() => {
+                    self.plan_json(request, Ok(steps), None)
+                }
+                dictation::Dictated::Steps(_) => self.plan_json(
+                    request,
+                    Err(Escalation {
+                        reason: "no_rule",
+                        message: "nothing to type was heard".to_owned(),
+                    }),
+                    None,
+                ),
+                dictation::Dictated::Command(rest) => self.plan(&PlanRequest {
+                    utterance: rest,
+                    dictation: None,
+                    ..request.clone()
+                }),
+            };
+        }
         let profiles = self.profiles.current();
         let planning = Planning {
             state: self,
@@ -1036,6 +1067,7 @@ impl Handler for RulesRouter {
                             context: context.cloned(),
                             context_ignored: None,
                             decide: decide::Thresholds::from_param(None),
+                            dictation: None,
                         };
                         state.plan(&request)["steps"][0]["op"]
                             .as_str()
@@ -1118,6 +1150,7 @@ impl State {
                 context: context.clone(),
                 context_ignored: None,
                 decide: decide::Thresholds::from_param(None),
+                dictation: None,
             };
             let plan = self.plan(&request);
             let steps = plan["steps"].as_array().map_or(&[][..], Vec::as_slice);

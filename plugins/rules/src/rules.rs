@@ -796,6 +796,10 @@ fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalat
     // "undo that" reverses what the last command did (the runner's journal), before the
     // focused application's phrases ("undo" alone still presses the application's own
     // chord, and so does "undo that" when nothing recent is journaled: `otherwise`).
+    // "start dictation", "stop dictation": the runner's mode.
+    if let Some(m) = crate::dictation::switch(text) {
+        return one(m);
+    }
     if let Some(mut m) = journal_undo(text) {
         // With nothing recent in the journal, the application in front of the person is
         // what "undo that" means: its own undo chord, when it has one.

@@ -1,0 +1,321 @@
+//! Dictation: while the runner has dictation on (`router.plan`'s `dictation`), what is heard
+//! is text to type, written as dictation tools write it, and only a few phrases are
+//! commands: "stop dictation", "scratch that", "new line", "new paragraph", and "command
+//! <anything>" (one command, planned as usual, without leaving dictation).
+//!
+//! "start dictation" and "stop dictation" said outside dictation plan op `dictation {on}`,
+//! which the runner serves itself.
+
+use crate::inapp::written_marks;
+use crate::plan::Matched;
+use crate::text::{normalize, strip_fillers};
+use utter_protocol::serde_json::json;
+
+/// What an utterance is in dictation.
+#[derive(Debug, PartialEq)]
+pub enum Dictated {
+    /// Steps: the text typed (and Return for a new line), a mode switch, an undo.
+    Steps(Vec<Matched>),
+    /// "command <rest>": `rest` is planned as any command.
+    Command(String),
+}
+
+/// Phrases that turn dictation on.
+const START: &[&str] = &[
+    "start dictation",
+    "start dictating",
+    "begin dictation",
+    "dictation mode",
+    "dictation on",
+    "turn on dictation",
+    "switch to dictation",
+    "take dictation",
+];
+
+/// Phrases that turn it off.
+const STOP: &[&str] = &[
+    "stop dictation",
+    "stop dictating",
+    "end dictation",
+    "exit dictation",
+    "dictation off",
+    "turn off dictation",
+    "command mode",
+    "back to commands",
+];
+
+/// Phrases that take back the last phrase typed (the runner's journal undo).
+const SCRATCH: &[&str] = &["scratch that", "undo that", "delete that", "strike that"];
+
+/// "start dictation" / "stop dictation" outside dictation: op `dictation {on}`.
+pub fn switch(text: &str) -> Option<Matched> {
+    let on = if START.contains(&text) {
+        true
+    } else if STOP.contains(&text) {
+        false
+    } else {
+        return None;
+    };
+    Some(mode(on))
+}
+
+fn mode(on: bool) -> Matched {
+    Matched {
+        rule: "dictation",
+        op: "dictation",
+        args: json!({"on": on}),
+        message: if on {
+            "dictation on: what you say is typed until you say \"stop dictation\"".to_owned()
+        } else {
+            "dictation off".to_owned()
+        },
+        confirm: false,
+    }
+}
+
+/// The plan of `utterance` said in dictation; `after` is the text dictated just before
+/// (what the runner typed last, `""` at the start), which decides the capital letter and
+/// the space before this phrase.
+pub fn plan(utterance: &str, after: &str) -> Dictated {
+    let normalized = normalize(utterance);
+    let said = strip_fillers(&normalized);
+    if STOP.contains(&said) {
+        return Dictated::Steps(vec![mode(false)]);
+    }
+    if SCRATCH.contains(&said) {
+        return Dictated::Steps(vec![Matched {
+            rule: "dictation",
+            op: "undo",
+            args: json!({"count": 1}),
+            message: "take back the last phrase".to_owned(),
+            confirm: false,
+        }]);
+    }
+    if let Some(rest) = normalized
+        .strip_prefix("command ")
+        .filter(|r| !r.is_empty())
+    {
+        // The words after "command" as said (their case, their punctuation).
+        let raw = utterance.trim_start();
+        let rest_raw = raw
+            .get("command".len()..)
+            .map(|r| r.trim_start_matches([',', ':', ' ']))
+            .filter(|r| !r.is_empty())
+            .unwrap_or(rest);
+        return Dictated::Command(rest_raw.to_owned());
+    }
+    let mut steps = Vec::new();
+    let mut before = after.to_owned();
+    for (i, piece) in pieces(utterance).into_iter().enumerate() {
+        match piece {
+            Piece::Text(text) => {
+                let typed = written(&text, &before);
+                if typed.trim().is_empty() {
+                    continue;
+                }
+                before.push_str(&typed);
+                steps.push(Matched {
+                    rule: "dictation",
+                    op: "type_text",
+                    message: format!("type {typed:?}"),
+                    args: json!({"text": typed}),
+                    confirm: false,
+                });
+            }
+            Piece::Break(lines) => {
+                before.push_str(&"\n".repeat(lines));
+                let mut args = json!({"chord": "Return"});
+                if lines > 1 {
+                    args["repeat"] = json!(lines);
+                }
+                steps.push(Matched {
+                    rule: "dictation",
+                    op: "key",
+                    message: if lines > 1 {
+                        "new paragraph"
+                    } else {
+                        "new line"
+                    }
+                    .to_owned(),
+                    args,
+                    confirm: false,
+                });
+                let _ = i;
+            }
+        }
+    }
+    Dictated::Steps(steps)
+}
+
+/// A stretch of dictated text, or a line break said ("new line": 1, "new paragraph": 2).
+#[derive(Debug, PartialEq)]
+enum Piece {
+    Text(String),
+    Break(usize),
+}
+
+/// `utterance` cut at each "new line" / "new paragraph" said as words.
+fn pieces(utterance: &str) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let mut current: Vec<&str> = Vec::new();
+    let words: Vec<&str> = utterance.split_whitespace().collect();
+    let bare = |w: &str| {
+        w.trim_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase()
+    };
+    let mut i = 0;
+    while i < words.len() {
+        let pair = (
+            bare(words[i]),
+            words.get(i + 1).map(|w| bare(w)).unwrap_or_default(),
+        );
+        let lines = match (pair.0.as_str(), pair.1.as_str()) {
+            ("new", "line") | ("next", "line") => Some(1),
+            ("new", "paragraph") | ("next", "paragraph") => Some(2),
+            _ => None,
+        };
+        if let Some(lines) = lines {
+            if !current.is_empty() {
+                out.push(Piece::Text(current.join(" ")));
+                current.clear();
+            }
+            out.push(Piece::Break(lines));
+            i += 2;
+            continue;
+        }
+        current.push(words[i]);
+        i += 1;
+    }
+    if !current.is_empty() {
+        out.push(Piece::Text(current.join(" ")));
+    }
+    out
+}
+
+/// `text` as it is typed after `before`: spoken marks written ("comma" → ","), a mark the
+/// recogniser wrote beside a spoken one kept once, a capital letter after the end of a
+/// sentence (or at the start), a lowercase first letter in the middle of one (but "I"), and
+/// a space before it unless the text before ends in one or it starts with a mark.
+fn written(text: &str, before: &str) -> String {
+    let mut typed = written_marks(text.trim());
+    for (doubled, once) in [
+        ("..", "."),
+        (",.", "."),
+        (".,", "."),
+        ("?.", "?"),
+        ("!.", "!"),
+        (",,", ","),
+    ] {
+        while typed.contains(doubled) {
+            typed = typed.replace(doubled, once);
+        }
+    }
+    let tail = before.trim_end_matches([' ', '\t']);
+    let starts_sentence = tail.is_empty() || tail.ends_with(['.', '?', '!', '\n']);
+    let mut chars = typed.chars();
+    let Some(first) = chars.next() else {
+        return typed;
+    };
+    let rest: String = chars.collect();
+    let first_word = typed.split_whitespace().next().unwrap_or("");
+    let is_i =
+        first_word == "I" || first_word.starts_with("I'") || first_word.starts_with("I\u{2019}");
+    let first = if starts_sentence {
+        first.to_uppercase().collect::<String>()
+    } else if is_i || rest.chars().next().is_some_and(char::is_uppercase) {
+        // "I", and a word in capitals ("NASA"), stay as they are.
+        first.to_string()
+    } else {
+        first.to_lowercase().collect::<String>()
+    };
+    let typed = format!("{first}{rest}");
+    let needs_space = !before.is_empty()
+        && !before.ends_with([' ', '\n', '\t'])
+        && !typed.starts_with([',', '.', '?', '!', ';', ':']);
+    if needs_space {
+        format!(" {typed}")
+    } else {
+        typed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn typed(said: &str, after: &str) -> Vec<(String, String)> {
+        match plan(said, after) {
+            Dictated::Steps(steps) => steps
+                .into_iter()
+                .map(|m| {
+                    let what = m
+                        .args
+                        .get("text")
+                        .or(m.args.get("chord"))
+                        .or(m.args.get("on"));
+                    (
+                        m.op.to_owned(),
+                        what.map(|v| v.to_string()).unwrap_or_default(),
+                    )
+                })
+                .collect(),
+            Dictated::Command(rest) => vec![("command".to_owned(), rest)],
+        }
+    }
+
+    #[test]
+    fn text_is_written_with_its_marks_capitals_and_spaces() {
+        assert_eq!(
+            typed("hello comma how are you question mark", ""),
+            [("type_text".into(), "\"Hello, how are you?\"".into())]
+        );
+        // After the end of a sentence: a space and a capital; in the middle: a lowercase.
+        assert_eq!(
+            typed("I am fine period", "How are you?"),
+            [("type_text".into(), "\" I am fine.\"".into())]
+        );
+        assert_eq!(
+            typed("And you.", "Hello,"),
+            [("type_text".into(), "\" and you.\"".into())]
+        );
+        // The recogniser's own full stop beside a spoken one is one full stop.
+        assert_eq!(
+            typed("See you period.", ""),
+            [("type_text".into(), "\"See you.\"".into())]
+        );
+        assert_eq!(
+            typed("NASA called", "so"),
+            [("type_text".into(), "\" NASA called\"".into())]
+        );
+    }
+
+    #[test]
+    fn line_breaks_scratch_stop_and_command_are_commands() {
+        assert_eq!(
+            typed("dear Anna new line thanks", ""),
+            [
+                ("type_text".into(), "\"Dear Anna\"".into()),
+                ("key".into(), "\"Return\"".into()),
+                ("type_text".into(), "\"Thanks\"".into()),
+            ]
+        );
+        assert_eq!(
+            typed("New paragraph.", "x"),
+            [("key".into(), "\"Return\"".into())]
+        );
+        assert_eq!(typed("Scratch that.", "x")[0].0, "undo");
+        assert_eq!(
+            typed("stop dictation", "x"),
+            [("dictation".into(), "false".into())]
+        );
+        assert_eq!(
+            typed("Command, go to workspace 2.", "x"),
+            [("command".into(), "go to workspace 2.".into())]
+        );
+        assert_eq!(
+            switch("start dictation").map(|m| m.args),
+            Some(json!({"on": true}))
+        );
+        assert_eq!(switch("type hello"), None);
+    }
+}
