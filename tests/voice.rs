@@ -725,3 +725,54 @@ async fn under_the_sandbox_pipewire_starting_late_restarts_the_capture_plugin() 
     );
     assert!(audio_plugin["last_error"].is_null(), "{audio_plugin:#}");
 }
+
+/// Dictation through the voice loop: after "start dictation" (said as text), what is heard
+/// is planned as text to type, not as a command ("open wikipedia" is typed, not opened), and
+/// "stop dictation" ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_dictating_what_is_heard_is_typed_not_run() {
+    let model = whisper_model();
+    let pw = PipeWireSession::start();
+    let wav_dir = tempfile::tempdir().unwrap();
+    let wav = wav_dir.path().join("open_wikipedia.wav");
+    espeak_wav("open wikipedia", &wav);
+    let daemon = VoiceDaemon::start(&pw, &model, "[ptt]\nportal = false\nmin_hold_ms = 0");
+    wait_ready(&daemon, None).await;
+
+    let on = daemon.utter(&["say", "start dictation", "--json"]).await;
+    assert_eq!(on.code, Some(0), "{on}\n{}", daemon.log());
+    let status = daemon.utter(&["status", "--json"]).await;
+    assert_eq!(status.json()["dictation"], true, "{status}");
+
+    let mut listen = daemon.spawn_utter(&["listen", "--once", "--seconds", "4", "--json"]);
+    let deadline = std::time::Instant::now() + LIMIT;
+    while daemon.utter(&["ptt", "state", "--json"]).await.json()["listening"] != true {
+        assert!(std::time::Instant::now() < deadline, "listen never pressed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    speak_into_mic(&pw, &wav);
+    let out = tokio::task::spawn_blocking(move || {
+        let _ = listen.wait();
+        let mut stdout = String::new();
+        std::io::Read::read_to_string(&mut listen.stdout.take().unwrap(), &mut stdout).unwrap();
+        stdout
+    })
+    .await
+    .unwrap();
+    let report: Value = serde_json::from_str(out.trim())
+        .unwrap_or_else(|e| panic!("utter listen --json printed no report ({e}): {out:?}"));
+    let step = &report["command"]["plan"]["steps"][0];
+    assert_eq!(step["op"], "type_text", "{report:#}\n{}", daemon.log());
+    assert!(
+        loose(step["args"]["text"].as_str().unwrap_or("")).contains("wikipedia"),
+        "{report:#}"
+    );
+    // Typed (or tried to be), never opened.
+    let opened = daemon.log();
+    assert!(!opened.contains("op=\"ensure_url\""), "{opened}");
+
+    let off = daemon.utter(&["say", "stop dictation", "--json"]).await;
+    assert_eq!(off.code, Some(0), "{off}");
+    let status = daemon.utter(&["status", "--json"]).await;
+    assert_eq!(status.json()["dictation"], false, "{status}");
+}

@@ -898,7 +898,18 @@ async fn transcribe_and_run(
     let mut params = transcribe_params(&config.stt, &handle);
     params["beam_size"] = json!(config.stt.beam_size);
     params["hypotheses"] = json!(config.stt.hypotheses);
-    if let Some((prompt, waited)) = take_vocabulary(vocabulary).await {
+    // Dictation is decoded openly: its prompt is the text typed just before, for the
+    // sentence to go on as it began; a command's is the router's vocabulary.
+    let dictating = runner.dictating();
+    if dictating {
+        if let Some(task) = vocabulary {
+            task.abort();
+        }
+        let after = runner.dictation.after();
+        if !after.trim().is_empty() {
+            params["prompt"] = json!(after);
+        }
+    } else if let Some((prompt, waited)) = take_vocabulary(vocabulary).await {
         params["prompt"] = json!(prompt);
         timings.vocabulary_ms = Some(ms(waited));
     }
@@ -946,9 +957,12 @@ async fn transcribe_and_run(
     let mut hypotheses = Vec::new();
     let mut transcript = transcript;
     let mut kind = None;
-    let list = answer["hypotheses"].as_array().filter(|l| l.len() > 1);
+    // Dictated text is whatever was said: no hypothesis is picked for being a command.
+    let list = answer["hypotheses"]
+        .as_array()
+        .filter(|l| l.len() > 1 && !dictating);
     // The desktop context, read once for the re-ranking and the rescoring.
-    let context = if list.is_some() || config.stt.rescore {
+    let context = if list.is_some() || (config.stt.rescore && !dictating) {
         let timeout = Duration::from_millis(config.runner.rpc_timeout_ms);
         let read = runner.context.read(&runner.supervisor, timeout, None).await;
         read.snapshot().cloned()
@@ -966,7 +980,7 @@ async fn transcribe_and_run(
         hypotheses = weighed;
     }
     // Commands that sound like it, weighed against the audio.
-    if config.stt.rescore && !transcript.is_empty() {
+    if config.stt.rescore && !dictating && !transcript.is_empty() {
         let started = Instant::now();
         let heard: Vec<String> = answer["hypotheses"]
             .as_array()
