@@ -249,7 +249,7 @@ pub fn search(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escala
             }
         }
     }
-    // "search for cats on youtube".
+    // "search for cats on youtube", "find a video about cats on youtube".
     if let Some(on_at) = words.iter().rposition(|w| *w == "on" || *w == "in") {
         let site_words = words[on_at + 1..].join(" ");
         if let Some(site) = sources
@@ -257,13 +257,45 @@ pub fn search(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escala
             .lookup_web(&site_words)
             .filter(|s| s.search.is_some())
         {
+            let lead = what_is_searched(&words[..on_at]);
             return Some(query_step(
                 &spoken,
-                after,
+                after + lead,
                 after + on_at,
                 site.search.as_deref()?,
                 &site.name,
             ));
+        }
+    }
+    // "find me a video on youtube about irish soda bread": the site in the middle, then
+    // what it is about.
+    for (on_at, _) in words
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| **w == "on" || **w == "in")
+    {
+        for len in 1..=3 {
+            let Some(about) = words.get(on_at + 1 + len) else {
+                break;
+            };
+            if !matches!(*about, "about" | "for" | "of" | "called" | "on") {
+                continue;
+            }
+            let site_words = words[on_at + 1..on_at + 1 + len].join(" ");
+            if let Some(site) = sources
+                .catalog
+                .lookup_web(&site_words)
+                .filter(|s| s.search.is_some())
+                && on_at + 2 + len < words.len()
+            {
+                return Some(query_step(
+                    &spoken,
+                    after + on_at + 2 + len,
+                    spoken.last,
+                    site.search.as_deref()?,
+                    &site.name,
+                ));
+            }
         }
     }
     let (template, engine) = if verb.starts_with("google") || verb.contains("google") {
@@ -286,6 +318,28 @@ pub fn search(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escala
         (search_engine(sources), "the web".to_owned())
     };
     Some(query_step(&spoken, after, spoken.last, &template, &engine))
+}
+
+/// How many leading words of a site's query say what kind of thing is searched rather
+/// than what it is about ("a video about cats" on YouTube is "cats"); the site's search
+/// finds that kind already.
+fn what_is_searched(words: &[&str]) -> usize {
+    // What a video or music site holds anyway ("a recipe", "a tutorial" are what is sought).
+    const KINDS: &[&str] = &["video", "videos", "clip", "clips", "song", "songs"];
+    let mut at = usize::from(words.first() == Some(&"me"));
+    if matches!(words.get(at).copied(), Some("a" | "an" | "some" | "the")) {
+        at += 1;
+    }
+    match (words.get(at), words.get(at + 1)) {
+        (Some(kind), Some(about))
+            if KINDS.contains(kind)
+                && matches!(*about, "about" | "on" | "of" | "for" | "called")
+                && words.len() > at + 2 =>
+        {
+            at + 2
+        }
+        _ => 0,
+    }
 }
 
 /// Where a find in the focused window looks, said after the words ("find pricing on this
@@ -565,9 +619,10 @@ fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matc
                 ) {
                     return Some(Ok(crate::web::open_site(site, false)));
                 }
+                let lead = what_is_searched(&rest[..on_at]);
                 return Some(query_step(
                     spoken,
-                    after,
+                    after + lead,
                     after + on_at,
                     site.search.as_deref()?,
                     &site.name,

@@ -384,6 +384,15 @@ pub fn plan_with(text: &str, grammar: &Grammar, actions: &[Sayable]) -> Option<M
         return Some(m);
     }
     let reading = match sized {
+        // "move this window over to the left a bit": a little of a move is one step.
+        true if reading.fraction.is_none()
+            && reading.percent.is_none()
+            && reading.sizes.iter().all(|s| s == "little") =>
+        {
+            let mut once = reading.clone();
+            once.sizes.clear();
+            once
+        }
         true => reading.sizes_as_words()?,
         false => reading,
     };
