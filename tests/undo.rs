@@ -223,8 +223,9 @@ async fn dictation_types_what_is_heard_and_scratch_that_takes_back_a_phrase() {
     let heard = |words: &'static str| {
         let r = r.clone();
         async move {
+            // As the voice loop does: dictated when dictation is on as it is heard.
             let options = CommandOptions {
-                dictation: true,
+                dictation: r.dictating(),
                 ..CommandOptions::default()
             };
             let outcome = tokio::time::timeout(LIMIT, r.command(words, &options, None))
@@ -274,4 +275,22 @@ async fn dictation_types_what_is_heard_and_scratch_that_takes_back_a_phrase() {
     // Off: heard words are commands again ("type" is a verb, not text).
     let out = heard("type ok").await;
     assert_eq!(out["results"][0]["args"]["text"], "ok", "{out}");
+
+    // A new dictation's "scratch that" takes back nothing from before it.
+    say(&r, "start dictation").await;
+    let out = heard("scratch that").await;
+    assert_eq!(out["results"][0]["ok"], false, "{out}");
+    let why = out["results"][0]["error"]["message"].as_str().unwrap_or("");
+    assert!(why.starts_with("nothing to undo"), "{out}");
+    // Content read from the screen cannot switch it.
+    let screen = CommandOptions {
+        provenance: Some(utter_protocol::Provenance::Screen),
+        ..CommandOptions::default()
+    };
+    let out = r
+        .command("stop dictation", &screen, None)
+        .await
+        .expect("planned");
+    assert!(!out.results[0].ok, "{out:?}");
+    assert!(r.status().dictation);
 }

@@ -21,6 +21,8 @@ pub const AFTER_CHARS: usize = 200;
 pub struct Dictation {
     on: AtomicBool,
     typed: Mutex<Vec<String>>,
+    /// The journal id of the first command of this dictation.
+    since: std::sync::atomic::AtomicU64,
 }
 
 impl Dictation {
@@ -41,6 +43,16 @@ impl Dictation {
             self.typed.lock().expect("dictation lock").clear();
         }
         was != on
+    }
+
+    /// Where this dictation's commands begin in the journal (set when it is turned on).
+    pub fn since(&self) -> u64 {
+        self.since.load(Ordering::SeqCst)
+    }
+
+    /// Note the journal id the dictation begins at.
+    pub fn begin_at(&self, id: u64) {
+        self.since.store(id, Ordering::SeqCst);
     }
 
     /// The text typed last, at most [`AFTER_CHARS`] characters, for the router's `after`.

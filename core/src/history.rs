@@ -156,11 +156,26 @@ impl History {
     /// # Errors
     /// Why there are not `count` of them ("nothing to undo: …").
     pub fn undoable(&self, count: usize) -> Result<Vec<HistoryEntry>, String> {
+        self.undoable_since(count, 0)
+    }
+
+    /// The id the next entry gets.
+    pub fn next_id(&self) -> u64 {
+        let ring = self.ring.lock().expect("history lock");
+        ring.back().map_or(1, |e| e.id + 1)
+    }
+
+    /// [`History::undoable`] among the entries from id `since` on (what dictation typed
+    /// since it began: "scratch that" never reaches back before it).
+    ///
+    /// # Errors
+    /// As [`History::undoable`].
+    pub fn undoable_since(&self, count: usize, since: u64) -> Result<Vec<HistoryEntry>, String> {
         let ring = self.ring.lock().expect("history lock");
         let found: Vec<HistoryEntry> = ring
             .iter()
             .rev()
-            .filter(|e| !e.undone && !e.undo)
+            .filter(|e| e.id >= since && !e.undone && !e.undo)
             .take(count)
             .cloned()
             .collect();

@@ -289,7 +289,9 @@ impl Pipeline<'_> {
         if let Some(context) = &context {
             params["context"] = context.clone();
         }
-        let dictating = options.dictation && self.dictation.is_some_and(|d| d.is_on());
+        // The voice loop decided when it heard the words; the mode switched since changes
+        // nothing about them.
+        let dictating = options.dictation && self.dictation.is_some();
         if let (true, Some(dictation)) = (dictating, self.dictation) {
             params["dictation"] = json!({"after": dictation.after()});
         }
@@ -368,7 +370,8 @@ impl Pipeline<'_> {
                     ))
                 })?,
         };
-        let (steps, planned) = if steps.is_empty() && selected_by.is_none() {
+        // Dictated words are never given to the planner to make a command of.
+        let (steps, planned) = if steps.is_empty() && selected_by.is_none() && !dictating {
             self.propose(utterance, steps, planned, provenance, options, timeout)
                 .await
         } else {
@@ -381,23 +384,68 @@ impl Pipeline<'_> {
             Some(history) if steps.iter().any(is_undo_step) => Some(history.undo_guard().await),
             _ => None,
         };
-        let (steps, undo_run, undo_message) =
-            match self.expand_undo(steps, context.as_ref(), provenance).await {
-                Ok(expanded) => expanded,
-                Err((steps, why)) => {
-                    let step = steps
-                        .into_iter()
-                        .next()
-                        .unwrap_or_else(|| json!({"op": "undo"}));
-                    let args = step.get("args").cloned().unwrap_or_else(|| json!({}));
-                    self.record(
-                        AuditEntry::new(utterance, "undo", &args, provenance, "denied")
-                            .code(ErrorCode::PluginError.code())
-                            .by("undo"),
-                    );
-                    let failed = Step {
-                        op: "undo".to_owned(),
-                        args,
+        let (steps, undo_run, undo_message) = match self
+            .expand_undo(steps, context.as_ref(), provenance, dictating)
+            .await
+        {
+            Ok(expanded) => expanded,
+            Err((steps, why)) => {
+                let step = steps
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| json!({"op": "undo"}));
+                let args = step.get("args").cloned().unwrap_or_else(|| json!({}));
+                self.record(
+                    AuditEntry::new(utterance, "undo", &args, provenance, "denied")
+                        .code(ErrorCode::PluginError.code())
+                        .by("undo"),
+                );
+                let failed = Step {
+                    op: "undo".to_owned(),
+                    args,
+                    provenance,
+                    confirm_requested: false,
+                    target: Target::Action,
+                    author: Author::Router {
+                        plugin: router.clone(),
+                    },
+                }
+                .blank_result()
+                .failed(ErrorObject::plugin(why.clone()));
+                return Ok(CommandOutcome {
+                    utterance: utterance.to_owned(),
+                    dry_run: options.dry_run,
+                    plan: Plan {
+                        router: router.clone(),
+                        rule: planned
+                            .get("rule")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                        message: Some(why),
+                        steps: vec![step],
+                        escalate: None,
+                    },
+                    results: vec![failed],
+                });
+            }
+        };
+        // "start dictation", "stop dictation": the runner's own mode, switched here, alone
+        // in its plan, by the person's own words only.
+        let switches = steps
+            .iter()
+            .filter(|s| s.get("op").and_then(Value::as_str) == Some("dictation"))
+            .count();
+        if switches > 0 && steps.len() > 1 {
+            let e = ErrorObject::new(
+                ErrorCode::Denied,
+                "\"start dictation\" and \"stop dictation\" are commands of their own; say them alone",
+            );
+            let results = steps
+                .iter()
+                .map(|s| {
+                    Step {
+                        op: s.get("op").and_then(Value::as_str).unwrap_or("").to_owned(),
+                        args: s.get("args").cloned().unwrap_or_else(|| json!({})),
                         provenance,
                         confirm_requested: false,
                         target: Target::Action,
@@ -406,29 +454,39 @@ impl Pipeline<'_> {
                         },
                     }
                     .blank_result()
-                    .failed(ErrorObject::plugin(why.clone()));
-                    return Ok(CommandOutcome {
-                        utterance: utterance.to_owned(),
-                        dry_run: options.dry_run,
-                        plan: Plan {
-                            router: router.clone(),
-                            rule: planned
-                                .get("rule")
-                                .and_then(Value::as_str)
-                                .map(str::to_owned),
-                            message: Some(why),
-                            steps: vec![step],
-                            escalate: None,
-                        },
-                        results: vec![failed],
-                    });
-                }
-            };
-        // "start dictation", "stop dictation": the runner's own mode, switched here.
+                    .failed(e.clone())
+                })
+                .collect();
+            return Ok(CommandOutcome {
+                utterance: utterance.to_owned(),
+                dry_run: options.dry_run,
+                plan: Plan {
+                    router: router.clone(),
+                    rule: planned
+                        .get("rule")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    message: Some(e.message),
+                    steps,
+                    escalate: None,
+                },
+                results,
+            });
+        }
         if let [step] = steps.as_slice()
             && step.get("op").and_then(Value::as_str) == Some("dictation")
         {
-            let on = step.pointer("/args/on").and_then(Value::as_bool);
+            let step_provenance =
+                Provenance::from_value(step.get("provenance")).unwrap_or(Provenance::Screen);
+            let switch_provenance = provenance.least_trusted(step_provenance);
+            let only_on = step
+                .get("args")
+                .and_then(Value::as_object)
+                .is_some_and(|a| a.keys().all(|k| k == "on"));
+            let on = step
+                .pointer("/args/on")
+                .and_then(Value::as_bool)
+                .filter(|_| only_on);
             let args = step.get("args").cloned().unwrap_or_else(|| json!({}));
             let mut result = Step {
                 op: "dictation".to_owned(),
@@ -441,9 +499,38 @@ impl Pipeline<'_> {
                 },
             }
             .blank_result();
+            let decision = if !switch_provenance.is_trusted() {
+                "denied"
+            } else if on.is_some() && self.dictation.is_some() {
+                "allowed"
+            } else {
+                "denied"
+            };
+            self.record(
+                AuditEntry::new(
+                    utterance,
+                    "dictation",
+                    &result.args,
+                    switch_provenance,
+                    decision,
+                )
+                .by("runner"),
+            );
             match (on, self.dictation) {
+                _ if !switch_provenance.is_trusted() => {
+                    result = result.failed(ErrorObject::new(
+                        ErrorCode::UntrustedArgument,
+                        format!(
+                            "dictation is switched by the person's own words only, not by {} content",
+                            switch_provenance.as_str()
+                        ),
+                    ));
+                }
                 (Some(on), Some(dictation)) => {
                     if !options.dry_run {
+                        if on && let Some(history) = self.history {
+                            dictation.begin_at(history.next_id());
+                        }
                         dictation.set(on);
                     }
                     result.ok = true;
@@ -457,7 +544,7 @@ impl Pipeline<'_> {
                 }
                 (None, _) => {
                     result = result.failed(ErrorObject::invalid_params(
-                        "dictation needs \"on\": true or false",
+                        "dictation takes one argument, \"on\": true or false",
                     ));
                 }
                 (_, None) => {
@@ -620,6 +707,7 @@ impl Pipeline<'_> {
         steps: Vec<Value>,
         now: Option<&Value>,
         provenance: Provenance,
+        dictating: bool,
     ) -> Result<(Vec<Value>, Option<UndoRun>, Option<String>), (Vec<Value>, String)> {
         if !steps.iter().any(is_undo_step) {
             return Ok((steps, None, None));
@@ -659,7 +747,13 @@ impl Pipeline<'_> {
             .pointer("/args/otherwise")
             .filter(|o| o.is_object())
             .cloned();
-        let entries = history.undoable(count);
+        // "scratch that" in dictation takes back what this dictation typed, nothing before.
+        let since = if dictating {
+            self.dictation.map_or(0, |d| d.since())
+        } else {
+            0
+        };
+        let entries = history.undoable_since(count, since);
         let now_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());

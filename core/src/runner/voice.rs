@@ -1022,8 +1022,9 @@ async fn transcribe_and_run(
         .set_state("running", format!("running {transcript:?}"));
     let options = CommandOptions {
         provenance: Some(Provenance::User),
-        // While dictation is on, what is heard is text to type.
-        dictation: runner.dictating(),
+        // Dictated when it was heard: switching dictation off while it was being
+        // transcribed does not make the words a command.
+        dictation: dictating,
         ..CommandOptions::default()
     };
     let started = Instant::now();

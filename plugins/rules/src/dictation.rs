@@ -91,22 +91,21 @@ pub fn plan(utterance: &str, after: &str) -> Dictated {
             confirm: false,
         }]);
     }
-    if let Some(rest) = normalized
-        .strip_prefix("command ")
-        .filter(|r| !r.is_empty())
-    {
-        // The words after "command" as said (their case, their punctuation).
-        let raw = utterance.trim_start();
-        let rest_raw = raw
-            .get("command".len()..)
-            .map(|r| r.trim_start_matches([',', ':', ' ']))
-            .filter(|r| !r.is_empty())
-            .unwrap_or(rest);
-        return Dictated::Command(rest_raw.to_owned());
+    let words = crate::text::normalize_words(utterance);
+    if words.first().is_some_and(|w| w.text == "command") && words.len() > 1 {
+        // The words after "command" as said (their case, their punctuation), from the
+        // input word the second one came from.
+        let rest = utterance[words[1].raw.start..].trim();
+        return Dictated::Command(rest.to_owned());
     }
     let mut steps = Vec::new();
     let mut before = after.to_owned();
-    for (i, piece) in pieces(utterance).into_iter().enumerate() {
+    let clean: String = utterance
+        .chars()
+        .map(|c| if c.is_whitespace() { ' ' } else { c })
+        .filter(|c| !c.is_control() && !is_hidden_format(*c))
+        .collect();
+    for (i, piece) in pieces(&clean).into_iter().enumerate() {
         match piece {
             Piece::Text(text) => {
                 let typed = written(&text, &before);
@@ -147,6 +146,18 @@ pub fn plan(utterance: &str, after: &str) -> Dictated {
     Dictated::Steps(steps)
 }
 
+/// The invisible formatting characters that can disguise text (bidi embeddings, overrides
+/// and isolates, marks, zero-width ones): never typed.
+fn is_hidden_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{061c}' | '\u{feff}'
+    )
+}
+
+/// The most line breaks one utterance presses; further "new line"s are typed as words.
+const MAX_BREAKS: usize = 5;
+
 /// A stretch of dictated text, or a line break said ("new line": 1, "new paragraph": 2).
 #[derive(Debug, PartialEq)]
 enum Piece {
@@ -154,7 +165,9 @@ enum Piece {
     Break(usize),
 }
 
-/// `utterance` cut at each "new line" / "new paragraph" said as words.
+/// `utterance` cut at each "new line" / "new paragraph" said as a command of its own: at
+/// the start or the end, or set apart by punctuation ("Dear Anna, new line, thanks"), not
+/// inside a sentence ("a new line of products").
 fn pieces(utterance: &str) -> Vec<Piece> {
     let mut out = Vec::new();
     let mut current: Vec<&str> = Vec::new();
@@ -169,9 +182,17 @@ fn pieces(utterance: &str) -> Vec<Piece> {
             bare(words[i]),
             words.get(i + 1).map(|w| bare(w)).unwrap_or_default(),
         );
+        let apart = i == 0
+            || i + 2 == words.len()
+            || words[i - 1].ends_with([',', '.', ';', ':', '!', '?'])
+            || words
+                .get(i + 1)
+                .is_some_and(|w| w.ends_with([',', '.', ';', ':', '!', '?']));
+        let breaks = out.iter().filter(|p| matches!(p, Piece::Break(_))).count();
         let lines = match (pair.0.as_str(), pair.1.as_str()) {
-            ("new", "line") | ("next", "line") => Some(1),
-            ("new", "paragraph") | ("next", "paragraph") => Some(2),
+            _ if !apart || breaks >= MAX_BREAKS => None,
+            ("new", "line") => Some(1),
+            ("new", "paragraph") => Some(2),
             _ => None,
         };
         if let Some(lines) = lines {
@@ -291,10 +312,27 @@ mod tests {
 
     #[test]
     fn line_breaks_scratch_stop_and_command_are_commands() {
+        // A sentence's own "new line" is words.
         assert_eq!(
-            typed("dear Anna new line thanks", ""),
+            typed("I bought a new line of products", ""),
+            [(
+                "type_text".into(),
+                "\"I bought a new line of products\"".into()
+            )]
+        );
+        // Control and hidden formatting characters are never typed.
+        assert_eq!(
+            typed("hello\u{8}\u{202e} there\u{0}", ""),
+            [("type_text".into(), "\"Hello there\"".into())]
+        );
+        assert_eq!(
+            typed("- command open youtube", "x"),
+            [("command".into(), "open youtube".into())]
+        );
+        assert_eq!(
+            typed("dear Anna, new line, thanks", ""),
             [
-                ("type_text".into(), "\"Dear Anna\"".into()),
+                ("type_text".into(), "\"Dear Anna,\"".into()),
                 ("key".into(), "\"Return\"".into()),
                 ("type_text".into(), "\"Thanks\"".into()),
             ]

@@ -258,7 +258,17 @@ impl PlanRequest {
             context,
             context_ignored,
             decide: decide::Thresholds::from_param(params.get("decide")),
-            dictation: params.get("dictation").filter(|d| d.is_object()).map(|d| {
+            dictation: match params.get("dictation") {
+                None | Some(Value::Null) | Some(Value::Object(_)) => params.get("dictation"),
+                Some(other) => {
+                    return Err(ErrorObject::invalid_params(format!(
+                        "router.plan: dictation must be an object {{after: string}}, not {}",
+                        json_type(other)
+                    )));
+                }
+            }
+            .filter(|d| d.is_object())
+            .map(|d| {
                 let after = d.get("after").and_then(Value::as_str).unwrap_or("");
                 let skip = after.chars().count().saturating_sub(200);
                 after.chars().skip(skip).collect()
