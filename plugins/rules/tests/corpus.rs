@@ -181,7 +181,7 @@ async fn the_ninth_held_out_corpus_is_scored() {
 /// a KDE Plasma-leaning desktop's applications after the ninth had been used.
 #[tokio::test]
 async fn the_tenth_held_out_corpus_is_scored() {
-    score_held_out("blind10", "tenth held-out", 179, 0).await;
+    score_held_out("blind10", "tenth held-out", 181, 0).await;
 }
 
 /// An eleventh held-out set (`tests/corpus/blind11/`, 200 cases), written blind by hand
@@ -393,5 +393,5 @@ async fn the_twenty_seventh_held_out_corpus_is_scored() {
 /// (66.5%), 146 by effect, no false positive.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_twenty_eighth_held_out_corpus_is_scored() {
-    score_held_out("blind28", "twenty-eighth held-out", 167, 0).await;
+    score_held_out("blind28", "twenty-eighth held-out", 168, 0).await;
 }
