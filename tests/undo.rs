@@ -26,6 +26,16 @@ use utter_protocol::serde_json::{self, Value};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
+/// The form's app_id, once the runner's context shows it focused.
+async fn form_ready(desktop: &Desktop, r: &Runner) -> String {
+    let form_id = desktop.context()["focused"]["app_id"]
+        .as_str()
+        .expect("the form's app_id")
+        .to_owned();
+    wait_context(r, &form_id, None).await;
+    form_id
+}
+
 /// Run `words` as the person's command; the outcome as JSON.
 async fn say(r: &Arc<Runner>, words: &str) -> Value {
     let outcome = tokio::time::timeout(LIMIT, r.command(words, &CommandOptions::default(), None))
@@ -40,11 +50,7 @@ async fn undo_that_reverses_a_workspace_switch_and_typed_text_and_refuses_when_t
 {
     let mut desktop = Desktop::start();
     let r = desktop_runner(&desktop, "http://127.0.0.1:9").await;
-    let form_id = desktop.context()["focused"]["app_id"]
-        .as_str()
-        .expect("the form's app_id")
-        .to_owned();
-    wait_context(&r, &form_id, None).await;
+    let form_id = form_ready(&desktop, &r).await;
     let home = desktop.sway.focused_workspace();
 
     // A workspace switch, undone: the form has the focus again, on its workspace.
@@ -215,11 +221,7 @@ async fn volume_up_and_pause_are_undone_on_a_real_mpv() {
 async fn dictation_types_what_is_heard_and_scratch_that_takes_back_a_phrase() {
     let desktop = Desktop::start();
     let r = desktop_runner(&desktop, "http://127.0.0.1:9").await;
-    let form_id = desktop.context()["focused"]["app_id"]
-        .as_str()
-        .expect("the form's app_id")
-        .to_owned();
-    wait_context(&r, &form_id, None).await;
+    form_ready(&desktop, &r).await;
     let heard = |words: &'static str| {
         let r = r.clone();
         async move {

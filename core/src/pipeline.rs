@@ -209,9 +209,55 @@ fn amend_messages(planned: &mut Value, amend: impl Fn(&str) -> String) {
     }
 }
 
-/// Whether a plan's step is the router's `undo`, which the runner expands.
-fn is_undo_step(step: &Value) -> bool {
-    step.get("op").and_then(Value::as_str) == Some("undo")
+/// Whether a plan's step is `op` (the runner serves `undo` and `dictation` itself).
+fn has_op(step: &Value, op: &str) -> bool {
+    step.get("op").and_then(Value::as_str) == Some(op)
+}
+
+/// The result of a step the runner answers itself (`undo`, `dictation`) before any plugin
+/// has it: the step's op and args (`{}` when it has none), as the router wrote them.
+fn runner_step_result(step: &Value, provenance: Provenance, router: &str) -> StepResult {
+    Step {
+        op: step
+            .get("op")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        args: step.get("args").cloned().unwrap_or_else(|| json!({})),
+        provenance,
+        confirm_requested: false,
+        target: Target::Action,
+        author: Author::Router {
+            plugin: router.to_owned(),
+        },
+    }
+    .blank_result()
+}
+
+/// The outcome of a plan the runner answered itself, no plugin having run: `message`, else
+/// the router's own.
+fn answered(
+    utterance: &str,
+    options: &CommandOptions,
+    router: &str,
+    planned: &Value,
+    message: Option<String>,
+    steps: Vec<Value>,
+    results: Vec<StepResult>,
+) -> CommandOutcome {
+    let said = |key: &str| planned.get(key).and_then(Value::as_str).map(str::to_owned);
+    CommandOutcome {
+        utterance: utterance.to_owned(),
+        dry_run: options.dry_run,
+        plan: Plan {
+            router: router.to_owned(),
+            rule: said("rule"),
+            message: message.or_else(|| said("message")),
+            steps,
+            escalate: None,
+        },
+        results,
+    }
 }
 
 /// What a chooser picked: the held candidate's step and how it was picked.
@@ -381,7 +427,9 @@ impl Pipeline<'_> {
         // the journal's latest commands, which then pass the gate like any step. One undo
         // at a time, from choosing what it undoes until that is recorded.
         let _undoing = match self.history {
-            Some(history) if steps.iter().any(is_undo_step) => Some(history.undo_guard().await),
+            Some(history) if steps.iter().any(|s| has_op(s, "undo")) => {
+                Some(history.undo_guard().await)
+            }
             _ => None,
         };
         let (steps, undo_run, undo_message) = match self
@@ -394,183 +442,58 @@ impl Pipeline<'_> {
                     .into_iter()
                     .next()
                     .unwrap_or_else(|| json!({"op": "undo"}));
-                let args = step.get("args").cloned().unwrap_or_else(|| json!({}));
+                let failed = runner_step_result(&step, provenance, &router);
                 self.record(
-                    AuditEntry::new(utterance, "undo", &args, provenance, "denied")
+                    AuditEntry::new(utterance, "undo", &failed.args, provenance, "denied")
                         .code(ErrorCode::PluginError.code())
                         .by("undo"),
                 );
-                let failed = Step {
-                    op: "undo".to_owned(),
-                    args,
-                    provenance,
-                    confirm_requested: false,
-                    target: Target::Action,
-                    author: Author::Router {
-                        plugin: router.clone(),
-                    },
-                }
-                .blank_result()
-                .failed(ErrorObject::plugin(why.clone()));
-                return Ok(CommandOutcome {
-                    utterance: utterance.to_owned(),
-                    dry_run: options.dry_run,
-                    plan: Plan {
-                        router: router.clone(),
-                        rule: planned
-                            .get("rule")
-                            .and_then(Value::as_str)
-                            .map(str::to_owned),
-                        message: Some(why),
-                        steps: vec![step],
-                        escalate: None,
-                    },
-                    results: vec![failed],
-                });
+                let failed = failed.failed(ErrorObject::plugin(why.clone()));
+                return Ok(answered(
+                    utterance,
+                    options,
+                    &router,
+                    &planned,
+                    Some(why),
+                    vec![step],
+                    vec![failed],
+                ));
             }
         };
         // "start dictation", "stop dictation": the runner's own mode, switched here, alone
         // in its plan, by the person's own words only.
-        let switches = steps
-            .iter()
-            .filter(|s| s.get("op").and_then(Value::as_str) == Some("dictation"))
-            .count();
-        if switches > 0 && steps.len() > 1 {
+        if steps.len() > 1 && steps.iter().any(|s| has_op(s, "dictation")) {
             let e = ErrorObject::new(
                 ErrorCode::Denied,
                 "\"start dictation\" and \"stop dictation\" are commands of their own; say them alone",
             );
             let results = steps
                 .iter()
-                .map(|s| {
-                    Step {
-                        op: s.get("op").and_then(Value::as_str).unwrap_or("").to_owned(),
-                        args: s.get("args").cloned().unwrap_or_else(|| json!({})),
-                        provenance,
-                        confirm_requested: false,
-                        target: Target::Action,
-                        author: Author::Router {
-                            plugin: router.clone(),
-                        },
-                    }
-                    .blank_result()
-                    .failed(e.clone())
-                })
+                .map(|s| runner_step_result(s, provenance, &router).failed(e.clone()))
                 .collect();
-            return Ok(CommandOutcome {
-                utterance: utterance.to_owned(),
-                dry_run: options.dry_run,
-                plan: Plan {
-                    router: router.clone(),
-                    rule: planned
-                        .get("rule")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                    message: Some(e.message),
-                    steps,
-                    escalate: None,
-                },
+            return Ok(answered(
+                utterance,
+                options,
+                &router,
+                &planned,
+                Some(e.message),
+                steps,
                 results,
-            });
+            ));
         }
         if let [step] = steps.as_slice()
-            && step.get("op").and_then(Value::as_str) == Some("dictation")
+            && has_op(step, "dictation")
         {
-            let step_provenance =
-                Provenance::from_value(step.get("provenance")).unwrap_or(Provenance::Screen);
-            let switch_provenance = provenance.least_trusted(step_provenance);
-            let only_on = step
-                .get("args")
-                .and_then(Value::as_object)
-                .is_some_and(|a| a.keys().all(|k| k == "on"));
-            let on = step
-                .pointer("/args/on")
-                .and_then(Value::as_bool)
-                .filter(|_| only_on);
-            let args = step.get("args").cloned().unwrap_or_else(|| json!({}));
-            let mut result = Step {
-                op: "dictation".to_owned(),
-                args,
-                provenance,
-                confirm_requested: false,
-                target: Target::Action,
-                author: Author::Router {
-                    plugin: router.clone(),
-                },
-            }
-            .blank_result();
-            let decision = if !switch_provenance.is_trusted() {
-                "denied"
-            } else if on.is_some() && self.dictation.is_some() {
-                "allowed"
-            } else {
-                "denied"
-            };
-            self.record(
-                AuditEntry::new(
-                    utterance,
-                    "dictation",
-                    &result.args,
-                    switch_provenance,
-                    decision,
-                )
-                .by("runner"),
-            );
-            match (on, self.dictation) {
-                _ if !switch_provenance.is_trusted() => {
-                    result = result.failed(ErrorObject::new(
-                        ErrorCode::UntrustedArgument,
-                        format!(
-                            "dictation is switched by the person's own words only, not by {} content",
-                            switch_provenance.as_str()
-                        ),
-                    ));
-                }
-                (Some(on), Some(dictation)) => {
-                    if !options.dry_run {
-                        if on && let Some(history) = self.history {
-                            dictation.begin_at(history.next_id());
-                        }
-                        dictation.set(on);
-                    }
-                    result.ok = true;
-                    result.verified = Some(!options.dry_run);
-                    result.detail = match (on, options.dry_run) {
-                        (true, false) => "dictation on: what you say is typed into the focused field until you say \"stop dictation\"".to_owned(),
-                        (false, false) => "dictation off: what you say is a command again".to_owned(),
-                        (true, true) => "would turn dictation on".to_owned(),
-                        (false, true) => "would turn dictation off".to_owned(),
-                    };
-                }
-                (None, _) => {
-                    result = result.failed(ErrorObject::invalid_params(
-                        "dictation takes one argument, \"on\": true or false",
-                    ));
-                }
-                (_, None) => {
-                    result = result.failed(ErrorObject::plugin(
-                        "dictation is the voice loop's mode; this path has none",
-                    ));
-                }
-            }
-            return Ok(CommandOutcome {
-                utterance: utterance.to_owned(),
-                dry_run: options.dry_run,
-                plan: Plan {
-                    router: router.clone(),
-                    rule: planned
-                        .get("rule")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                    message: planned
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                    steps,
-                    escalate: None,
-                },
-                results: vec![result],
-            });
+            let result = self.switch_dictation(utterance, step, provenance, &router, options);
+            return Ok(answered(
+                utterance,
+                options,
+                &router,
+                &planned,
+                None,
+                steps,
+                vec![result],
+            ));
         }
         let plan = Plan {
             router: router.clone(),
@@ -692,6 +615,86 @@ impl Pipeline<'_> {
         Ok(outcome)
     }
 
+    /// Switch the dictation mode for a plan's one `dictation {on}` step: only the person's
+    /// own words do (any other provenance is refused), audited; nothing switches in a dry
+    /// run or where there is no mode.
+    fn switch_dictation(
+        &self,
+        utterance: &str,
+        step: &Value,
+        provenance: Provenance,
+        router: &str,
+        options: &CommandOptions,
+    ) -> StepResult {
+        let step_provenance =
+            Provenance::from_value(step.get("provenance")).unwrap_or(Provenance::Screen);
+        let switch_provenance = provenance.least_trusted(step_provenance);
+        let only_on = step
+            .get("args")
+            .and_then(Value::as_object)
+            .is_some_and(|a| a.keys().all(|k| k == "on"));
+        let on = step
+            .pointer("/args/on")
+            .and_then(Value::as_bool)
+            .filter(|_| only_on);
+        let mut result = runner_step_result(step, provenance, router);
+        let decision = if !switch_provenance.is_trusted() {
+            "denied"
+        } else if on.is_some() && self.dictation.is_some() {
+            "allowed"
+        } else {
+            "denied"
+        };
+        self.record(
+            AuditEntry::new(
+                utterance,
+                "dictation",
+                &result.args,
+                switch_provenance,
+                decision,
+            )
+            .by("runner"),
+        );
+        match (on, self.dictation) {
+            _ if !switch_provenance.is_trusted() => {
+                result = result.failed(ErrorObject::new(
+                    ErrorCode::UntrustedArgument,
+                    format!(
+                        "dictation is switched by the person's own words only, not by {} content",
+                        switch_provenance.as_str()
+                    ),
+                ));
+            }
+            (Some(on), Some(dictation)) => {
+                if !options.dry_run {
+                    if on && let Some(history) = self.history {
+                        dictation.begin_at(history.next_id());
+                    }
+                    dictation.set(on);
+                }
+                result.ok = true;
+                result.verified = Some(!options.dry_run);
+                result.detail = match (on, options.dry_run) {
+                    (true, false) => "dictation on: what you say is typed into the focused field until you say \"stop dictation\"".to_owned(),
+                    (false, false) => "dictation off: what you say is a command again".to_owned(),
+                    (true, true) => "would turn dictation on".to_owned(),
+                    (false, true) => "would turn dictation off".to_owned(),
+                };
+            }
+            (None, _) => {
+                result = result.failed(ErrorObject::invalid_params(
+                    "dictation takes one argument, \"on\": true or false",
+                ));
+            }
+            (_, None) => {
+                result = result.failed(ErrorObject::plugin(
+                    "dictation is the voice loop's mode; this path has none",
+                ));
+            }
+        }
+        result
+    }
+
     /// Replace a plan's `undo {count?, otherwise?}` step by the inverse steps of the
     /// journal's latest `count` commands ([`crate::undo`]), or by `otherwise` (a step) when
     /// there is none or the newest is older than [`crate::undo::RECENT_S`]; a plan without
@@ -709,7 +712,7 @@ impl Pipeline<'_> {
         provenance: Provenance,
         dictating: bool,
     ) -> Result<(Vec<Value>, Option<UndoRun>, Option<String>), (Vec<Value>, String)> {
-        if !steps.iter().any(is_undo_step) {
+        if !steps.iter().any(|s| has_op(s, "undo")) {
             return Ok((steps, None, None));
         }
         if steps.len() > 1 {

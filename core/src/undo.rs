@@ -431,11 +431,14 @@ impl Journal<'_> {
 /// Whether a template puts a string into its place that is not the journal's `$args`: a
 /// literal one, or one from `$result` or `$before`.
 fn foreign_strings(template: &Value, filled: &Value) -> bool {
-    let holds_string = |v: &Value| match v {
-        Value::String(_) => true,
-        Value::Array(_) | Value::Object(_) => v.to_string().contains('"'),
-        _ => false,
-    };
+    fn holds_string(v: &Value) -> bool {
+        match v {
+            Value::String(_) => true,
+            Value::Array(items) => items.iter().any(holds_string),
+            Value::Object(map) => map.values().any(holds_string),
+            _ => false,
+        }
+    }
     match template {
         Value::String(s) if s.starts_with("$args") => false,
         Value::String(s) if s.starts_with('$') => holds_string(filled),

@@ -507,26 +507,23 @@ impl Mpris {
 
     /// mpv's `PlaybackStatus` now (`None` while it is not on the bus).
     pub async fn status(&self) -> Option<String> {
-        let proxy = TestPlayerProxy::builder(&self.conn)
-            .destination(MPV_BUS_NAME)
-            .ok()?
-            .cache_properties(zbus::proxy::CacheProperties::No)
-            .build()
-            .await
-            .ok()?;
-        proxy.playback_status().await.ok()
+        self.player().await?.playback_status().await.ok()
     }
 
     /// mpv's MPRIS `Volume` now (0.0 to 1.0; `None` while it is not on the bus).
     pub async fn volume(&self) -> Option<f64> {
-        let proxy = TestPlayerProxy::builder(&self.conn)
+        self.player().await?.volume().await.ok()
+    }
+
+    /// mpv's player object, read afresh each time (`None` while it is not on the bus).
+    async fn player(&self) -> Option<TestPlayerProxy<'_>> {
+        TestPlayerProxy::builder(&self.conn)
             .destination(MPV_BUS_NAME)
             .ok()?
             .cache_properties(zbus::proxy::CacheProperties::No)
             .build()
             .await
-            .ok()?;
-        proxy.volume().await.ok()
+            .ok()
     }
 
     /// Poll every 100 ms until the status is `wanted` or `limit` has passed; the last

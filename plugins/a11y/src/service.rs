@@ -514,17 +514,7 @@ impl Service {
             .chain(text.chars())
             .chain(before.chars().skip(caret))
             .collect();
-        let deadline = tokio::time::Instant::now() + VERIFY_TIMEOUT;
-        let verified = loop {
-            let now = text_proxy.get_text(0, -1).await.unwrap_or_default();
-            if now == expected {
-                break true;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                break false;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let verified = reads_back(&text_proxy, &expected).await;
         // Typing leaves the caret after the typed text; so does this (best effort: a field
         // that refuses keeps its caret, and the text is in place either way).
         let caret_after = i32::try_from(caret + length).unwrap_or(i32::MAX);
@@ -615,16 +605,7 @@ impl Service {
             .take(at)
             .chain(now.chars().skip(at + length))
             .collect();
-        let deadline = tokio::time::Instant::now() + VERIFY_TIMEOUT;
-        let verified = loop {
-            if field.text.get_text(0, -1).await.unwrap_or_default() == expected {
-                break true;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                break false;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let verified = reads_back(&field.text, &expected).await;
         let _ = field.text.set_caret_offset(start).await;
         Ok(json!({
             "ok": true, "verified": verified, "path": "a11y", "app": field.app.describe(),
@@ -1116,6 +1097,21 @@ fn checked_description(args: &Value) -> Result<String, ErrorObject> {
         return Err(invalid("description has no words"));
     }
     Ok(d.trim().to_owned())
+}
+
+/// Whether the field's whole text reads `expected` within [`VERIFY_TIMEOUT`] (polled every
+/// 50 ms): how an insertion or a deletion is verified.
+async fn reads_back(text: &TextProxy<'_>, expected: &str) -> bool {
+    let deadline = tokio::time::Instant::now() + VERIFY_TIMEOUT;
+    loop {
+        if text.get_text(0, -1).await.unwrap_or_default() == expected {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The most BackSpaces an undo of text typed as keystrokes presses (the input plugin's

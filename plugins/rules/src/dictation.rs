@@ -105,7 +105,7 @@ pub fn plan(utterance: &str, after: &str) -> Dictated {
         .map(|c| if c.is_whitespace() { ' ' } else { c })
         .filter(|c| !c.is_control() && !is_hidden_format(*c))
         .collect();
-    for (i, piece) in pieces(&clean).into_iter().enumerate() {
+    for piece in pieces(&clean) {
         match piece {
             Piece::Text(text) => {
                 let typed = written(&text, &before);
@@ -139,7 +139,6 @@ pub fn plan(utterance: &str, after: &str) -> Dictated {
                     args,
                     confirm: false,
                 });
-                let _ = i;
             }
         }
     }
