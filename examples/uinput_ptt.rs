@@ -74,6 +74,7 @@ async fn round_trip() -> Result<(), String> {
     match next(&mut events).await? {
         PttEvent::Pressed {
             source: Source::Evdev,
+            dictation: false,
         } => println!("key down → pressed"),
         other => return Err(format!("key down gave {other:?}")),
     }
@@ -84,6 +85,7 @@ async fn round_trip() -> Result<(), String> {
         PttEvent::Released {
             source: Source::Evdev,
             held,
+            ..
         } if held >= Duration::from_millis(300) => {
             println!("autorepeat ignored; key up → released after {held:?}")
         }

@@ -27,7 +27,14 @@ pub fn starter(use_bus: bool) -> TriggerStarter {
         if section.portal && !use_bus {
             ptt.set_trigger("portal", "disabled", "utter daemon --no-dbus");
         } else if section.portal {
-            tasks.push(portal::spawn(ptt.clone(), section.shortcut.clone()));
+            let dictate = Some(section.dictation_key.trim())
+                .filter(|k| !k.is_empty())
+                .map(str::to_owned);
+            tasks.push(portal::spawn(
+                ptt.clone(),
+                section.shortcut.clone(),
+                dictate,
+            ));
         } else {
             ptt.set_trigger("portal", "disabled", "[ptt] portal = false");
         }
@@ -35,9 +42,21 @@ pub fn starter(use_bus: bool) -> TriggerStarter {
         if section.keyboard_monitor && !use_bus {
             ptt.set_trigger(monitor, "disabled", "utter daemon --no-dbus");
         } else if section.keyboard_monitor {
-            match keyboard_monitor::Key::parse(&section.keyboard_monitor_key) {
-                Ok(key) => tasks.push(keyboard_monitor::spawn(ptt.clone(), key)),
-                Err(e) => ptt.set_trigger(monitor, "error", &e),
+            let dictate = match section.dictation_key.trim() {
+                "" => Ok(None),
+                name => keyboard_monitor::Key::parse(name).map(Some),
+            };
+            match (
+                keyboard_monitor::Key::parse(&section.keyboard_monitor_key),
+                dictate,
+            ) {
+                (Ok(talk), Ok(dictate)) => {
+                    // The same keysym twice is push-to-talk only.
+                    let dictate = dictate.filter(|d| d.keysym != talk.keysym);
+                    let keys = keyboard_monitor::Keys { talk, dictate };
+                    tasks.push(keyboard_monitor::spawn(ptt.clone(), keys));
+                }
+                (Err(e), _) | (_, Err(e)) => ptt.set_trigger(monitor, "error", &e),
             }
         } else {
             ptt.set_trigger(monitor, "disabled", "[ptt] keyboard_monitor = false");

@@ -564,7 +564,7 @@ async fn the_real_portal_frontend_binds_the_shortcut_and_activation_drives_liste
 
     let daemon = Daemon::start(
         &bus.address,
-        "[ptt]\nportal = true\nshortcut = \"CTRL+ALT+F13\"\nmin_hold_ms = 0\n",
+        "[ptt]\nportal = true\nshortcut = \"CTRL+ALT+F13\"\nmin_hold_ms = 0\ndictation_key = \"F14\"\n",
     );
     wait_for_name(&backend, RUNNER_NAME, || daemon.log()).await;
     let runner = runner_proxy(&backend).await;
@@ -577,11 +577,18 @@ async fn the_real_portal_frontend_binds_the_shortcut_and_activation_drives_liste
     };
     assert_eq!(
         bound,
-        vec![(
-            "push-to-talk".to_owned(),
-            "CTRL+ALT+F13".to_owned(),
-            "Push to talk: hold to speak to Utter".to_owned()
-        )],
+        vec![
+            (
+                "push-to-talk".to_owned(),
+                "CTRL+ALT+F13".to_owned(),
+                "Push to talk: hold to speak to Utter".to_owned()
+            ),
+            (
+                "dictation".to_owned(),
+                "F14".to_owned(),
+                "Dictate: hold to type what you say".to_owned()
+            )
+        ],
         "BindShortcuts as the backend saw it"
     );
     let session = session.expect("CreateSession reached the backend");
@@ -605,6 +612,15 @@ async fn the_real_portal_frontend_binds_the_shortcut_and_activation_drives_liste
     );
     let status = json(&runner.push_to_talk_status().await.unwrap());
     assert_eq!(status["listening"], false, "{status}");
+    assert_eq!(status["dictation"], false, "{status}");
+
+    // The second shortcut holds to dictate.
+    portal.key(&session, "dictation", true, 2000).await;
+    assert!(wait_listening(&runner, true).await, "{}", log());
+    let status = json(&runner.push_to_talk_status().await.unwrap());
+    assert_eq!(status["dictation"], true, "{status}");
+    portal.key(&session, "dictation", false, 2500).await;
+    assert!(wait_listening(&runner, false).await, "{}", log());
 }
 
 /// Poll `Listening` until it is `wanted`.
@@ -930,6 +946,74 @@ async fn the_keyboard_monitor_grabs_the_key_drives_hold_to_talk_and_follows_the_
     assert_eq!(events.next_ptt()["transition"], "released");
     // Exactly one SetKeyGrabs per owner.
     assert_eq!(monitor.calls().len(), 1);
+}
+
+/// `[ptt] dictation_key`: a second keysym grabbed beside push-to-talk; held, it is a hold to
+/// dictate (events and state say so); `utter ptt press --dictation` does the same from a
+/// compositor binding, and `--dictation` with a release is refused.
+#[tokio::test]
+async fn the_dictation_key_is_grabbed_beside_push_to_talk_and_holds_to_dictate() {
+    let bus = DbusSession::start();
+    let monitor = Monitor::start(&bus.address, GrabReply::Ok).await;
+    let daemon = Daemon::start(
+        &bus.address,
+        "[ptt]\nportal = false\nmin_hold_ms = 200\nkeyboard_monitor_key = \"F13\"\ndictation_key = \"F14\"\n",
+    );
+    let conn = connect(&bus.address).await;
+    wait_for_name(&conn, RUNNER_NAME, || daemon.log()).await;
+    let runner = runner_proxy(&conn).await;
+    let detail = wait_trigger(&runner, "keyboard-monitor", "bound", || daemon.log()).await;
+    assert!(
+        detail.contains("F13") && detail.contains("F14") && detail.contains("dictate"),
+        "{detail}"
+    );
+    let calls = monitor.wait_calls(1).await;
+    let mut want = f13_grabs();
+    want.extend(f13_grabs().iter().map(|&(k, m)| (k + 1, m)));
+    assert_eq!(calls[0].keystrokes, want);
+    let events = EventsTail::start(&daemon);
+
+    monitor.key(false, F13 + 1).await;
+    assert!(wait_listening(&runner, true).await, "{}", daemon.log());
+    let e = events.next_ptt();
+    assert_eq!(e["transition"], "pressed", "{e}");
+    assert_eq!(e["dictation"], true, "{e}");
+    let state = daemon.utter(&["ptt", "state", "--json"]).await;
+    assert_eq!(state.json()["state"]["dictation"], true, "{state}");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    monitor.key(true, F13 + 1).await;
+    assert!(wait_listening(&runner, false).await);
+    let e = events.next_ptt();
+    assert_eq!(e["transition"], "released", "{e}");
+    assert_eq!(e["dictation"], true, "{e}");
+
+    // The push-to-talk key is a command hold: no "dictation" on its events.
+    monitor.key(false, F13).await;
+    assert!(wait_listening(&runner, true).await);
+    let e = events.next_ptt();
+    assert!(e.get("dictation").is_none(), "{e}");
+    monitor.key(true, F13).await;
+    assert!(wait_listening(&runner, false).await);
+    events.next_ptt();
+
+    // From a compositor binding.
+    let pressed = daemon.utter(&["ptt", "press", "--dictation"]).await;
+    assert_eq!(pressed.code, Some(0), "{pressed}");
+    assert!(pressed.stdout.contains("to dictate"), "{pressed}");
+    let refused = daemon.utter(&["ptt", "release", "--dictation"]).await;
+    assert_ne!(refused.code, Some(0), "{refused}");
+    assert!(
+        refused.stderr.contains("\"press\" or \"toggle\""),
+        "{refused}"
+    );
+    let state = daemon.utter(&["ptt", "state", "--json"]).await;
+    assert_eq!(
+        state.json()["state"]["dictation"],
+        true,
+        "still held: {state}"
+    );
+    let released = daemon.utter(&["ptt", "release"]).await;
+    assert!(released.stdout.contains("dictated words"), "{released}");
 }
 
 #[tokio::test]

@@ -259,6 +259,12 @@ pub struct PttSection {
     /// The key grabbed through the keyboard monitor: an XKB keysym name (`F13`, `Pause`,
     /// `Scroll_Lock`, ...; see [`keysym`]) or a keysym number (`0xffca`).
     pub keyboard_monitor_key: String,
+    /// A second key, held to dictate: what is heard is typed into the focused field, as in
+    /// dictation mode, for that hold only. An XKB keysym name (`F14`, `Pause`, ...), grabbed
+    /// through the keyboard monitor and asked of the portal beside `shortcut`; `""` (the
+    /// default) binds none. evdev reads only the push-to-talk key; a compositor binding can
+    /// run `utter ptt press --dictation`.
+    pub dictation_key: String,
 }
 
 impl PttSection {
@@ -272,6 +278,7 @@ impl PttSection {
             &self.evdev_key,
             self.keyboard_monitor,
             &self.keyboard_monitor_key,
+            &self.dictation_key,
         ) == (
             other.portal,
             &other.shortcut,
@@ -279,6 +286,7 @@ impl PttSection {
             &other.evdev_key,
             other.keyboard_monitor,
             &other.keyboard_monitor_key,
+            &other.dictation_key,
         )
     }
 }
@@ -294,6 +302,7 @@ impl Default for PttSection {
             evdev_key: "KEY_F13".to_owned(),
             keyboard_monitor: true,
             keyboard_monitor_key: "F13".to_owned(),
+            dictation_key: String::new(),
         }
     }
 }

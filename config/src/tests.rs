@@ -481,6 +481,21 @@ fn a_bad_keyboard_monitor_key_fails_the_load() {
     };
     assert!(!a.same_triggers(&b));
     assert!(a.same_triggers(&c));
+    // The dictation key: none by default, a keysym when set, a restart when changed.
+    assert_eq!(loaded.config.ptt.dictation_key, "");
+    let dictate = parse("config_version = 1\n[ptt]\ndictation_key = \"F14\"\n", "c").unwrap();
+    assert_eq!(dictate.config.ptt.dictation_key, "F14");
+    assert!(!a.same_triggers(&dictate.config.ptt));
+    let err = parse(
+        "config_version = 1\n[ptt]\ndictation_key = \"KEY_F14\"\n",
+        "c",
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.errors[0].key.as_deref(),
+        Some("ptt.dictation_key"),
+        "{err:?}"
+    );
 }
 
 #[test]

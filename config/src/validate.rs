@@ -385,6 +385,11 @@ fn ptt(config: &Config, c: &mut Checks<'_>) {
     if let Err(e) = utter_keys::grab_keysym(&ptt.keyboard_monitor_key) {
         c.error(&ptt_key("keyboard_monitor_key"), e);
     }
+    if !ptt.dictation_key.trim().is_empty() {
+        if let Err(e) = utter_keys::grab_keysym(&ptt.dictation_key) {
+            c.error(&ptt_key("dictation_key"), e);
+        }
+    }
     if ptt.portal && ptt.shortcut.trim().is_empty() {
         c.error(&ptt_key("shortcut"),
             "must name a key in the XDG shortcuts format, e.g. \"F13\" or \"CTRL+ALT+space\" (or set portal = false)".into());

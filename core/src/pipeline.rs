@@ -604,10 +604,6 @@ impl Pipeline<'_> {
                             dictation.push(text);
                         }
                     }
-                    ("key", false) if r.args.get("chord") == Some(&json!("Return")) => {
-                        let lines = r.args.get("repeat").and_then(Value::as_u64).unwrap_or(1);
-                        dictation.push(&"\n".repeat(usize::try_from(lines).unwrap_or(1)));
-                    }
                     _ => {}
                 }
             }

@@ -40,6 +40,10 @@ pub const PTT_BACKLOG: usize = 64;
 /// The shortcut id the runner binds through the portal (and the trigger's name in status).
 pub const PORTAL_SHORTCUT_ID: &str = "push-to-talk";
 
+/// The shortcut id of the key held to dictate (`[ptt] dictation_key`), bound beside
+/// [`PORTAL_SHORTCUT_ID`].
+pub const PORTAL_DICTATION_ID: &str = "dictation";
+
 /// The pure press/release state machine. Every method takes the moment it happens at.
 #[derive(Debug, Clone)]
 pub struct Machine {
@@ -48,6 +52,8 @@ pub struct Machine {
     held: Option<(Source, Instant)>,
     /// The hold began with [`Machine::toggle`].
     toggled: bool,
+    /// The hold is to dictate (a press with `dictation`).
+    dictation: bool,
 }
 
 impl Machine {
@@ -59,6 +65,7 @@ impl Machine {
             max_hold,
             held: None,
             toggled: false,
+            dictation: false,
         }
     }
 
@@ -94,12 +101,24 @@ impl Machine {
     /// Press: `Pressed` when released before; `None` when already held (by anyone, even
     /// past the stuck deadline: call [`Machine::tick`] first).
     pub fn press(&mut self, source: Source, now: Instant) -> Option<PttEvent> {
+        self.press_for(source, now, false)
+    }
+
+    /// [`Machine::press`] to command (`dictation` false) or to dictate: the hold, and the
+    /// `Released` that ends it, carry `dictation`.
+    pub fn press_for(&mut self, source: Source, now: Instant, dictation: bool) -> Option<PttEvent> {
         if self.held.is_some() {
             return None;
         }
         self.held = Some((source, now));
         self.toggled = false;
-        Some(PttEvent::Pressed { source })
+        self.dictation = dictation;
+        Some(PttEvent::Pressed { source, dictation })
+    }
+
+    /// Whether the current hold is to dictate (false when not held).
+    pub fn dictating(&self) -> bool {
+        self.held.is_some() && self.dictation
     }
 
     /// Release (by any source): `Released` or `Cancelled` (too short, or past the stuck
@@ -124,15 +143,26 @@ impl Machine {
         Some(PttEvent::Released {
             source: owner,
             held,
+            dictation: self.dictation,
         })
     }
 
     /// Toggle: press when released, release when held.
     pub fn toggle(&mut self, source: Source, now: Instant) -> Option<PttEvent> {
+        self.toggle_for(source, now, false)
+    }
+
+    /// [`Machine::toggle`]; a press it makes is to dictate when `dictation`.
+    pub fn toggle_for(
+        &mut self,
+        source: Source,
+        now: Instant,
+        dictation: bool,
+    ) -> Option<PttEvent> {
         if self.held.is_some() {
             self.release(source, now)
         } else {
-            let pressed = self.press(source, now);
+            let pressed = self.press_for(source, now, dictation);
             self.toggled = pressed.is_some();
             pressed
         }
@@ -234,11 +264,16 @@ impl Ptt {
 
     /// Press; returns the transition it caused (`None`: already held).
     pub fn press(&self, source: Source) -> Option<PttEvent> {
+        self.press_for(source, false)
+    }
+
+    /// Press to dictate when `dictation` ([`Machine::press_for`]).
+    pub fn press_for(&self, source: Source, dictation: bool) -> Option<PttEvent> {
         let now = Instant::now();
         let (stuck, event, deadline) = {
             let mut m = self.machine();
             let stuck = m.tick(now);
-            let event = m.press(source, now);
+            let event = m.press_for(source, now, dictation);
             (stuck, event, m.deadline())
         };
         if let Some(stuck) = stuck {
@@ -256,13 +291,18 @@ impl Ptt {
 
     /// Toggle: press when released, release when held.
     pub fn toggle(&self, source: Source) -> Option<PttEvent> {
+        self.toggle_for(source, false)
+    }
+
+    /// Toggle; a press it makes is to dictate when `dictation`.
+    pub fn toggle_for(&self, source: Source, dictation: bool) -> Option<PttEvent> {
         let now = Instant::now();
         let (event, deadline) = {
             let mut m = self.machine();
             let event = match m.tick(now) {
                 // Held past its deadline: that hold ends as stuck (the toggle's release).
                 Some(stuck) => Some(stuck),
-                None => m.toggle(source, now),
+                None => m.toggle_for(source, now, dictation),
             };
             (event, m.deadline())
         };
@@ -343,6 +383,7 @@ impl Ptt {
             held_ms: m.held().map(|(_, since)| {
                 u64::try_from(now.saturating_duration_since(since).as_millis()).unwrap_or(u64::MAX)
             }),
+            dictation: m.dictating(),
             min_hold_ms: u64::try_from(m.min_hold().as_millis()).unwrap_or(u64::MAX),
             max_hold_ms: u64::try_from(m.max_hold().as_millis()).unwrap_or(u64::MAX),
             triggers: self
@@ -447,10 +488,15 @@ impl Ptt {
     /// action caused (`null`: none, e.g. a press while already held) and `state` is
     /// [`PttState`].
     pub fn act(&self, action: Action, source: Source) -> serde_json::Value {
+        self.act_for(action, source, false)
+    }
+
+    /// [`Ptt::act`]; a press (or a toggle's press) is to dictate when `dictation`.
+    pub fn act_for(&self, action: Action, source: Source, dictation: bool) -> serde_json::Value {
         let transition = match action {
-            Action::Press => self.press(source),
+            Action::Press => self.press_for(source, dictation),
             Action::Release => self.release(source),
-            Action::Toggle => self.toggle(source),
+            Action::Toggle => self.toggle_for(source, dictation),
             Action::State => None,
             Action::Cancel => self.cancel(CancelReason::Cancelled),
         };
@@ -464,18 +510,27 @@ impl Ptt {
     }
 }
 
-/// The client socket's `runner.ptt {action}` (the action word, `press`, `release`, `toggle`, `cancel` or
-/// `state`), as source `socket`; see [`Ptt::act`] for the result.
+/// The client socket's `runner.ptt {action, dictation?}` (the action word, `press`,
+/// `release`, `toggle`, `cancel` or `state`; `dictation` holds to dictate), as source
+/// `socket`; see [`Ptt::act`] for the result.
 ///
 /// # Errors
-/// `-32602` (invalid params) when `action` is not one of the words.
+/// `-32602` (invalid params) when `action` is not one of the words, or `dictation` is given
+/// with an action that presses nothing.
 pub fn socket_method(
     ptt: &Ptt,
     word: &str,
+    dictation: bool,
 ) -> Result<serde_json::Value, utter_protocol::ErrorObject> {
     let action = Action::parse(word)
         .map_err(|e| utter_protocol::ErrorObject::invalid_params(format!("runner.ptt: {e}")))?;
-    Ok(ptt.act(action, Source::Socket))
+    if dictation && !matches!(action, Action::Press | Action::Toggle) {
+        return Err(utter_protocol::ErrorObject::invalid_params(format!(
+            "runner.ptt: \"dictation\" goes with \"press\" or \"toggle\", not \"{}\"",
+            action.as_str()
+        )));
+    }
+    Ok(ptt.act_for(action, Source::Socket, dictation))
 }
 
 #[cfg(test)]
@@ -496,14 +551,16 @@ mod tests {
         assert_eq!(
             m.press(Source::Socket, t0),
             Some(PttEvent::Pressed {
-                source: Source::Socket
+                source: Source::Socket,
+                dictation: false,
             })
         );
         assert_eq!(
             m.release(Source::Socket, t0 + ms(800)),
             Some(PttEvent::Released {
                 source: Source::Socket,
-                held: ms(800)
+                held: ms(800),
+                dictation: false,
             })
         );
         assert_eq!(m.held(), None);
@@ -561,6 +618,66 @@ mod tests {
     }
 
     #[test]
+    fn a_hold_to_dictate_says_so_from_press_to_release() {
+        let mut m = Machine::new(MIN, MAX);
+        let t0 = Instant::now();
+        assert_eq!(
+            m.press_for(Source::KeyboardMonitor, t0, true),
+            Some(PttEvent::Pressed {
+                source: Source::KeyboardMonitor,
+                dictation: true
+            })
+        );
+        assert!(m.dictating());
+        // A second press (the other key) changes nothing.
+        assert_eq!(m.press_for(Source::KeyboardMonitor, t0, false), None);
+        assert!(m.dictating());
+        assert!(matches!(
+            m.release(Source::KeyboardMonitor, t0 + MIN + ms(1)),
+            Some(PttEvent::Released {
+                dictation: true,
+                ..
+            })
+        ));
+        assert!(!m.dictating());
+        // The next plain press is to command.
+        m.press(Source::Socket, t0);
+        assert!(!m.dictating());
+        assert!(matches!(
+            m.release(Source::Socket, t0 + MIN + ms(1)),
+            Some(PttEvent::Released {
+                dictation: false,
+                ..
+            })
+        ));
+        // A toggle to dictate, and its wire: `dictation` is left out when false.
+        assert!(m.toggle_for(Source::Socket, t0, true).is_some());
+        assert!(m.dictating());
+        let wire = serde_json::to_value(PttEvent::Pressed {
+            source: Source::Socket,
+            dictation: false,
+        })
+        .unwrap();
+        assert_eq!(
+            wire,
+            serde_json::json!({"transition": "pressed", "source": "socket"})
+        );
+    }
+
+    #[tokio::test]
+    async fn the_socket_method_takes_dictation_only_with_a_press() {
+        let ptt = Ptt::new(MIN, MAX);
+        let err = socket_method(&ptt, "release", true).unwrap_err();
+        assert_eq!(err.code, -32602);
+        assert!(err.message.contains("press"), "{err:?}");
+        let reply = socket_method(&ptt, "press", true).unwrap();
+        assert_eq!(reply["transition"]["dictation"], true, "{reply}");
+        assert_eq!(reply["state"]["dictation"], true, "{reply}");
+        let reply = socket_method(&ptt, "cancel", false).unwrap();
+        assert_eq!(reply["state"]["dictation"], false, "{reply}");
+    }
+
+    #[test]
     fn zero_max_hold_disables_the_timeout() {
         let t0 = Instant::now();
         let mut m = Machine::new(MIN, Duration::ZERO);
@@ -583,7 +700,8 @@ mod tests {
             m.release(Source::Evdev, t0 + ms(500)),
             Some(PttEvent::Released {
                 source: Source::Portal,
-                held: ms(500)
+                held: ms(500),
+                dictation: false,
             })
         );
         assert_eq!(m.release(Source::Portal, t0 + ms(501)), None);

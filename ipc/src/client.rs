@@ -379,8 +379,18 @@ impl Client {
     /// # Errors
     /// As [`Client::call_typed`]; `-32602` for an unknown action.
     pub async fn ptt(&self, action: &str) -> Result<PttReply, ErrorObject> {
+        self.ptt_for(action, false).await
+    }
+
+    /// [`Client::ptt`]; with `dictation`, a `press` or `toggle` holds to dictate (what is
+    /// heard is typed, for this hold).
+    ///
+    /// # Errors
+    /// As [`Client::ptt`]; `-32602` for `dictation` with another action.
+    pub async fn ptt_for(&self, action: &str, dictation: bool) -> Result<PttReply, ErrorObject> {
         let params = PttParams {
             action: action.to_owned(),
+            dictation,
         };
         self.send(&Request::Ptt(params)).await
     }

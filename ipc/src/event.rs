@@ -213,6 +213,10 @@ pub enum PttEvent {
     Pressed {
         /// Who pressed.
         source: Source,
+        /// Held to dictate (`[ptt] dictation_key`, `utter ptt press --dictation`): what is
+        /// heard is typed, whatever the mode. Left out when false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        dictation: bool,
     },
     /// Listening ended normally: `held` is a valid utterance window (≥ `min_hold`).
     Released {
@@ -221,6 +225,9 @@ pub enum PttEvent {
         /// How long it was held.
         #[serde(rename = "held_ms", with = "crate::ms")]
         held: Duration,
+        /// The hold was to dictate (see `Pressed`). Left out when false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        dictation: bool,
     },
     /// Listening ended without an utterance.
     Cancelled {
@@ -360,7 +367,8 @@ mod tests {
             event,
             Event::Ptt(PttEvent::Released {
                 source: Source::Dbus,
-                held: Duration::from_millis(840)
+                held: Duration::from_millis(840),
+                dictation: false,
             })
         );
         assert_eq!(serde_json::to_value(&event).unwrap(), wire);

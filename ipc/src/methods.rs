@@ -179,6 +179,10 @@ pub struct InvokeParams {
 pub struct PttParams {
     /// `press`, `release`, `toggle`, `cancel` or `state`.
     pub action: String,
+    /// With `press` or `toggle`: hold to dictate (what is heard is typed into the focused
+    /// field, as in dictation mode, for this hold only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dictation: bool,
 }
 
 /// `runner.subscribe`'s params.
@@ -427,6 +431,7 @@ mod tests {
             Request::Reload,
             Request::Ptt(PttParams {
                 action: "toggle".into(),
+                dictation: true,
             }),
             Request::Subscribe(SubscribeParams { logs: Some(true) }),
             Request::Unsubscribe(UnsubscribeParams {

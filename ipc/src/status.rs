@@ -276,6 +276,9 @@ pub struct PttState {
     pub source: Option<Source>,
     /// For how long, in ms.
     pub held_ms: Option<u64>,
+    /// Held to dictate (`[ptt] dictation_key`): what is heard is typed.
+    #[serde(default)]
+    pub dictation: bool,
     /// `[ptt] min_hold_ms` in force.
     pub min_hold_ms: u64,
     /// `[ptt] max_hold_ms` in force (0: no stuck-key timeout).

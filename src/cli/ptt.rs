@@ -18,6 +18,12 @@ use super::output::{exit, out, print_answer, sanitize};
 pub struct Args {
     /// What to do.
     action: Action,
+    /// With press or toggle: hold to dictate. What is heard is typed into the focused
+    /// field (spoken marks written, "scratch that" takes a phrase back), as in dictation
+    /// mode, for this hold only. Bind it to a second key, e.g. in niri:
+    /// `Mod+F14 { spawn "utter" "ptt" "toggle" "--dictation"; }`.
+    #[arg(long)]
+    dictation: bool,
     /// Print JSON: {action, transition, listening, state}.
     #[arg(long)]
     json: bool,
@@ -72,7 +78,7 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
         },
         false => None,
     };
-    let mut reply = match client.ptt(args.action.as_str()).await {
+    let mut reply = match client.ptt_for(args.action.as_str(), args.dictation).await {
         Ok(reply) => reply,
         Err(e) => return call_failed("ptt", &e),
     };
@@ -172,13 +178,28 @@ pub fn print_state(state: &PttState) {
 /// One line for a person about a push-to-talk transition (`None`: nothing changed).
 pub fn describe_transition(transition: Option<&PttEvent>) -> String {
     match transition {
-        Some(PttEvent::Pressed { source }) => {
-            format!("push-to-talk pressed ({}): listening", source.as_str())
-        }
-        Some(PttEvent::Released { source, held }) => format!(
-            "push-to-talk released after {} ms ({}): utterance window",
+        Some(PttEvent::Pressed { source, dictation }) => format!(
+            "push-to-talk pressed ({}): listening{}",
+            source.as_str(),
+            if *dictation {
+                " to dictate (what you say is typed)"
+            } else {
+                ""
+            }
+        ),
+        Some(PttEvent::Released {
+            source,
+            held,
+            dictation,
+        }) => format!(
+            "push-to-talk released after {} ms ({}): {}",
             held.as_millis(),
-            source.as_str()
+            source.as_str(),
+            if *dictation {
+                "dictated words"
+            } else {
+                "utterance window"
+            }
         ),
         Some(PttEvent::Cancelled {
             source,

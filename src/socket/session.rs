@@ -790,7 +790,9 @@ impl Session {
                     self.spawn_work(id, reload(runner)).await;
                     return;
                 }
-                RunnerRequest::Ptt(p) => utter_core::ptt::socket_method(&runner.ptt, &p.action),
+                RunnerRequest::Ptt(p) => {
+                    utter_core::ptt::socket_method(&runner.ptt, &p.action, p.dictation)
+                }
                 // A request a newer utter-ipc knows and this runner does not serve.
                 _ => Err(ErrorObject::new(
                     ErrorCode::MethodNotFound,

@@ -505,7 +505,8 @@ mod tests {
         assert!(matches!(
             apply(&ptt, KeyTransition::Press),
             Some(PttEvent::Pressed {
-                source: Source::Evdev
+                source: Source::Evdev,
+                dictation: false,
             })
         ));
         assert!(matches!(

@@ -119,6 +119,47 @@ impl Key {
     }
 }
 
+/// The keys grabbed: push-to-talk, and the one held to dictate (`[ptt] dictation_key`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keys {
+    /// `[ptt] keyboard_monitor_key`.
+    pub talk: Key,
+    /// `[ptt] dictation_key`, when set (and not the same keysym as `talk`).
+    pub dictate: Option<Key>,
+}
+
+impl Keys {
+    /// Every keystroke grabbed.
+    pub fn keystrokes(&self) -> Vec<(u32, u32)> {
+        let mut all = self.talk.keystrokes();
+        if let Some(d) = &self.dictate {
+            all.extend(d.keystrokes());
+        }
+        all
+    }
+
+    /// The transition a `KeyEvent` of `keysym` causes, and whether its key dictates; `None`
+    /// for a key not grabbed.
+    pub fn transition(&self, released: bool, keysym: u32) -> Option<(KeyTransition, bool)> {
+        if let Some(t) = transition(&self.talk, released, keysym) {
+            return Some((t, false));
+        }
+        let dictate = self.dictate.as_ref()?;
+        transition(dictate, released, keysym).map(|t| (t, true))
+    }
+
+    fn describe(&self) -> String {
+        match &self.dictate {
+            Some(d) => format!(
+                "{} to talk and {} to dictate",
+                self.talk.describe(),
+                d.describe()
+            ),
+            None => self.talk.describe(),
+        }
+    }
+}
+
 /// What one `KeyEvent` means for push-to-talk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyTransition {
@@ -164,7 +205,7 @@ fn is_refusal(e: &zbus::Error) -> bool {
 
 /// One binding with the current owner: subscribe to `KeyEvent`, set the grabs, then feed
 /// `ptt` until the signal stream ends. Returns why it ended.
-async fn session(ptt: Ptt, conn: Connection, key: Key) -> super::bus::Ended {
+async fn session(ptt: Ptt, conn: Connection, key: Keys) -> super::bus::Ended {
     let proxy = match KeyboardMonitorProxy::builder(&conn)
         .cache_properties(zbus::proxy::CacheProperties::No)
         .build()
@@ -212,16 +253,20 @@ async fn session(ptt: Ptt, conn: Connection, key: Key) -> super::bus::Ended {
         "{} grabbed through {INTERFACE}: hold it to talk",
         key.describe()
     );
+    let bound = match &key.dictate {
+        Some(_) => bound.replace("hold it to talk", "hold one to speak"),
+        None => bound,
+    };
     tracing::info!("push-to-talk: {bound}");
     ptt.set_trigger(TRIGGER, "bound", &bound);
     let mut malformed: u64 = 0;
     while let Some(event) = events.next().await {
         match event.args() {
-            Ok(args) => match transition(&key, args.released, args.keysym) {
-                Some(KeyTransition::Press) => {
-                    ptt.press(Source::KeyboardMonitor);
+            Ok(args) => match key.transition(args.released, args.keysym) {
+                Some((KeyTransition::Press, dictation)) => {
+                    ptt.press_for(Source::KeyboardMonitor, dictation);
                 }
-                Some(KeyTransition::Release) => {
+                Some((KeyTransition::Release, _)) => {
                     ptt.release(Source::KeyboardMonitor);
                 }
                 None => {}
@@ -251,7 +296,7 @@ async fn session(ptt: Ptt, conn: Connection, key: Key) -> super::bus::Ended {
 }
 
 /// Follow the keyboard monitor on `conn` and feed `ptt` with `key` until the task is dropped.
-pub async fn run(ptt: Ptt, conn: Connection, key: Key) {
+pub async fn run(ptt: Ptt, conn: Connection, key: Keys) {
     let service = super::bus::Service {
         trigger: TRIGGER,
         source: Source::KeyboardMonitor,
@@ -271,7 +316,7 @@ pub async fn run(ptt: Ptt, conn: Connection, key: Key) {
 
 /// Connect to the session bus and start [`run`] as a task; without a session bus the trigger
 /// is `unavailable` at once.
-pub fn spawn(ptt: Ptt, key: Key) -> tokio::task::JoinHandle<()> {
+pub fn spawn(ptt: Ptt, key: Keys) -> tokio::task::JoinHandle<()> {
     ptt.set_trigger(
         TRIGGER,
         "starting",
@@ -307,6 +352,26 @@ mod tests {
         assert_eq!(transition(&key, true, 0xffca), Some(KeyTransition::Release));
         assert_eq!(transition(&key, false, 0xffcb), None);
         assert_eq!(transition(&key, true, u32::from(b'a')), None);
+        // With a dictation key: each key says whether it dictates; a release of either
+        // releases.
+        let keys = Keys {
+            talk: key,
+            dictate: Some(Key::parse("F14").unwrap()),
+        };
+        assert_eq!(
+            keys.transition(false, 0xffca),
+            Some((KeyTransition::Press, false))
+        );
+        assert_eq!(
+            keys.transition(false, 0xffcb),
+            Some((KeyTransition::Press, true))
+        );
+        assert_eq!(
+            keys.transition(true, 0xffcb),
+            Some((KeyTransition::Release, true))
+        );
+        assert_eq!(keys.keystrokes().len(), 8);
+        assert_eq!(keys.transition(false, 0xffcc), None);
     }
 
     #[test]

@@ -21,10 +21,13 @@ use futures::StreamExt;
 use zbus::Connection;
 
 use ashpd::desktop::global_shortcuts::{BindShortcutsOptions, GlobalShortcuts, NewShortcut};
-use utter_core::ptt::{PORTAL_SHORTCUT_ID, Ptt, Source};
+use utter_core::ptt::{PORTAL_DICTATION_ID, PORTAL_SHORTCUT_ID, Ptt, Source};
 
 /// The description shown by the desktop's shortcut dialog.
 pub const SHORTCUT_DESCRIPTION: &str = "Push to talk: hold to speak to Utter";
+
+/// The description of the key held to dictate.
+pub const DICTATION_DESCRIPTION: &str = "Dictate: hold to type what you say";
 
 /// A sentence for why the portal cannot be used.
 fn reason(e: &ashpd::Error) -> String {
@@ -55,7 +58,7 @@ fn reason(e: &ashpd::Error) -> String {
 /// `org.freedesktop.portal.Desktop` and feed `ptt` until the task is dropped. A frontend that
 /// exits or is replaced leaves the trigger `unavailable` until one is back, and is bound
 /// again then. Status goes to trigger `portal`.
-pub async fn run(ptt: Ptt, conn: Connection, shortcut: String) {
+pub async fn run(ptt: Ptt, conn: Connection, shortcut: String, dictate: Option<String>) {
     ptt.set_trigger(
         "portal",
         "starting",
@@ -81,19 +84,24 @@ pub async fn run(ptt: Ptt, conn: Connection, shortcut: String) {
     };
     let (p, c) = (ptt.clone(), conn.clone());
     super::bus::follow(&ptt, &conn, service, move || {
-        session(p.clone(), c.clone(), shortcut.clone())
+        session(p.clone(), c.clone(), shortcut.clone(), dictate.clone())
     })
     .await;
 }
 
 /// One binding with the current frontend: check it serves GlobalShortcuts, bind, follow
 /// `Activated`/`Deactivated`. Returns why it ended.
-async fn session(ptt: Ptt, conn: Connection, shortcut: String) -> super::bus::Ended {
+async fn session(
+    ptt: Ptt,
+    conn: Connection,
+    shortcut: String,
+    dictate: Option<String>,
+) -> super::bus::Ended {
     if let Err(why) = probe(&conn).await {
         tracing::info!("push-to-talk: the GlobalShortcuts portal is unavailable: {why}");
         return ("unavailable", why);
     }
-    match bind_and_follow(&ptt, conn, &shortcut).await {
+    match bind_and_follow(&ptt, conn, &shortcut, dictate.as_deref()).await {
         Ok(()) => {
             tracing::info!("push-to-talk: the GlobalShortcuts portal closed its signals");
             (
@@ -149,40 +157,65 @@ async fn probe(conn: &Connection) -> Result<u32, String> {
     }
 }
 
-async fn bind_and_follow(ptt: &Ptt, conn: Connection, shortcut: &str) -> Result<(), ashpd::Error> {
+async fn bind_and_follow(
+    ptt: &Ptt,
+    conn: Connection,
+    shortcut: &str,
+    dictate: Option<&str>,
+) -> Result<(), ashpd::Error> {
     let portal = GlobalShortcuts::with_connection(conn).await?;
     // Subscribe first, so no activation between binding and following is lost.
     let mut activated = portal.receive_activated().await?;
     let mut deactivated = portal.receive_deactivated().await?;
     let session = portal.create_session(Default::default()).await?;
-    let wanted = NewShortcut::new(PORTAL_SHORTCUT_ID, SHORTCUT_DESCRIPTION)
-        .preferred_trigger(Some(shortcut));
+    let mut wanted = vec![
+        NewShortcut::new(PORTAL_SHORTCUT_ID, SHORTCUT_DESCRIPTION)
+            .preferred_trigger(Some(shortcut)),
+    ];
+    if let Some(key) = dictate {
+        wanted.push(
+            NewShortcut::new(PORTAL_DICTATION_ID, DICTATION_DESCRIPTION)
+                .preferred_trigger(Some(key)),
+        );
+    }
     let bound = portal
-        .bind_shortcuts(&session, &[wanted], None, BindShortcutsOptions::default())
+        .bind_shortcuts(&session, &wanted, None, BindShortcutsOptions::default())
         .await?
         .response()?;
-    let trigger = bound
-        .shortcuts()
-        .iter()
-        .find(|s| s.id() == PORTAL_SHORTCUT_ID)
-        .map(|s| s.trigger_description().to_owned());
-    let detail = match trigger.as_deref() {
-        Some("") | None => format!(
-            "{PORTAL_SHORTCUT_ID} bound (preferred {shortcut}); the desktop shows no key for it yet: assign one in its shortcut settings"
-        ),
-        Some(t) => format!("{PORTAL_SHORTCUT_ID} bound to {t}"),
+    let described = |id: &str, preferred: &str| {
+        let trigger = bound
+            .shortcuts()
+            .iter()
+            .find(|s| s.id() == id)
+            .map(|s| s.trigger_description().to_owned());
+        match trigger.as_deref() {
+            Some("") | None => format!(
+                "{id} bound (preferred {preferred}); the desktop shows no key for it yet: assign one in its shortcut settings"
+            ),
+            Some(t) => format!("{id} bound to {t}"),
+        }
     };
+    let mut detail = described(PORTAL_SHORTCUT_ID, shortcut);
+    if let Some(key) = dictate {
+        detail = format!("{detail}; {}", described(PORTAL_DICTATION_ID, key));
+    }
     tracing::info!(portal_version = portal.version(), "push-to-talk: {detail}");
     ptt.set_trigger("portal", "bound", &detail);
     loop {
         tokio::select! {
             a = activated.next() => match a {
                 Some(a) if a.shortcut_id() == PORTAL_SHORTCUT_ID => { ptt.press(Source::Portal); }
+                Some(a) if dictate.is_some() && a.shortcut_id() == PORTAL_DICTATION_ID => {
+                    ptt.press_for(Source::Portal, true);
+                }
                 Some(_) => {}
                 None => break,
             },
             d = deactivated.next() => match d {
-                Some(d) if d.shortcut_id() == PORTAL_SHORTCUT_ID => { ptt.release(Source::Portal); }
+                Some(d) if d.shortcut_id() == PORTAL_SHORTCUT_ID
+                    || (dictate.is_some() && d.shortcut_id() == PORTAL_DICTATION_ID) => {
+                    ptt.release(Source::Portal);
+                }
                 Some(_) => {}
                 None => break,
             },
@@ -194,10 +227,10 @@ async fn bind_and_follow(ptt: &Ptt, conn: Connection, shortcut: &str) -> Result<
 
 /// Connect to the session bus and start [`run`] as a task; without a session bus the trigger
 /// is `unavailable` at once.
-pub fn spawn(ptt: Ptt, shortcut: String) -> tokio::task::JoinHandle<()> {
+pub fn spawn(ptt: Ptt, shortcut: String, dictate: Option<String>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         match super::session_bus().await {
-            Ok(conn) => run(ptt, conn, shortcut).await,
+            Ok(conn) => run(ptt, conn, shortcut, dictate).await,
             Err(why) => ptt.set_trigger("portal", "unavailable", &why),
         }
     })

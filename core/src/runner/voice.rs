@@ -634,7 +634,9 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
                     );
                 }
             }
-            PttEvent::Released { held, .. } => {
+            PttEvent::Released {
+                held, dictation, ..
+            } => {
                 let released = Instant::now();
                 let timings = VoiceTimings {
                     held_ms: ms(held),
@@ -675,9 +677,10 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
                         tokio::spawn(async move {
                             let microphone = capture_call(&runner, &plugin, "audio.status").await;
                             runner.voice.set_microphone(microphone.ok());
-                            let report =
-                                transcribe_and_run(&runner, &plugin, captured, vocabulary, timings)
-                                    .await;
+                            let report = transcribe_and_run(
+                                &runner, &plugin, captured, vocabulary, timings, dictation,
+                            )
+                            .await;
                             publish(&runner, report, released).await;
                         });
                     }
@@ -695,10 +698,19 @@ async fn voice_loop(weak: Weak<Runner>, mut events: broadcast::Receiver<PttEvent
 
 /// The capture plugin's stored audio `handle` made the stt plugin's (the same bytes, no
 /// copy) and let go by the capture plugin: the stt plugin's scope, which releases it after.
+///
+/// Handles name their bytes, so a partial decode during the hold and the decode after the
+/// release can hand over the very same audio (the gate trimmed the same speech from both):
+/// each hand-over then holds a reference of its own, and the partial's release cannot take
+/// the audio away from the final decode (or its rescoring).
 fn hand_over(store: &HandleStore, capture: &str, stt: &str, handle: &str) -> Scope {
     let capture_scope = Scope::Plugin(capture.to_owned());
     let scope = Scope::Plugin(stt.to_owned());
-    store.pass(&capture_scope, &scope, &json!({ "audio": handle }));
+    let value = json!({ "audio": handle });
+    let held_already = store.unseen(&scope, &value).is_empty();
+    if !held_already || store.retain(&scope, handle).is_err() {
+        store.pass(&capture_scope, &scope, &value);
+    }
     let _ = store.release(&capture_scope, handle);
     scope
 }
@@ -853,6 +865,7 @@ async fn transcribe_and_run(
     captured: Value,
     vocabulary: Option<tokio::task::JoinHandle<Option<String>>>,
     mut timings: VoiceTimings,
+    held_to_dictate: bool,
 ) -> VoiceReport {
     let audio = captured.get("audio").cloned();
     let no_speech = |timings: VoiceTimings, stage: &str, why: &str| VoiceReport {
@@ -900,7 +913,8 @@ async fn transcribe_and_run(
     params["hypotheses"] = json!(config.stt.hypotheses);
     // Dictation is decoded openly: its prompt is the text typed just before, for the
     // sentence to go on as it began; a command's is the router's vocabulary.
-    let dictating = runner.dictating();
+    // Dictated: the mode is on, or the key was held to dictate (`[ptt] dictation_key`).
+    let dictating = held_to_dictate || runner.dictating();
     if dictating {
         if let Some(task) = vocabulary {
             task.abort();
@@ -979,8 +993,9 @@ async fn transcribe_and_run(
         kind = picked_kind;
         hypotheses = weighed;
     }
-    // Commands that sound like it, weighed against the audio.
-    if config.stt.rescore && !dictating && !transcript.is_empty() {
+    // Commands that sound like it, weighed against the audio; in dictation, only its own
+    // few commands, for a short transcript.
+    if config.stt.rescore && !transcript.is_empty() {
         let started = Instant::now();
         let heard: Vec<String> = answer["hypotheses"]
             .as_array()
@@ -997,17 +1012,21 @@ async fn transcribe_and_run(
                 map.remove(field);
             }
         }
-        if let Some((picked, weighed)) = rescore(
-            runner,
-            &stt,
-            audio_params,
-            &transcript,
-            kind,
-            &heard,
-            context,
-        )
-        .await
-        {
+        let weighed = if dictating {
+            rescore_dictated(runner, &stt, audio_params, &transcript, &heard).await
+        } else {
+            rescore(
+                runner,
+                &stt,
+                audio_params,
+                &transcript,
+                kind,
+                &heard,
+                context,
+            )
+            .await
+        };
+        if let Some((picked, weighed)) = weighed {
             if let Some(picked) = picked {
                 transcript = picked;
             }
@@ -1253,7 +1272,7 @@ impl Weighing {
 async fn rescore(
     runner: &Runner,
     stt: &str,
-    mut audio_params: Value,
+    audio_params: Value,
     transcript: &str,
     kind: Option<PlanKind>,
     heard: &[String],
@@ -1295,6 +1314,55 @@ async fn rescore(
         .filter_map(|c| Some((c["text"].as_str()?.to_owned(), c.clone())))
         .take(MAX_RESCORED)
         .collect();
+    weigh(runner, stt, audio_params, transcript, &candidates).await
+}
+
+/// In dictation, a short transcript weighed against the dictation commands that sound like
+/// it (`router.candidates` with `dictation`): "Crash mod" is "scratch that" when the audio
+/// favours it within [`RESCORE_MARGIN`]; anything else stays the words to type. Returns as
+/// [`rescore`].
+async fn rescore_dictated(
+    runner: &Runner,
+    stt: &str,
+    audio_params: Value,
+    transcript: &str,
+    heard: &[String],
+) -> Option<(Option<String>, Vec<Value>)> {
+    let supervisor = &runner.supervisor;
+    let router = supervisor.find_provider("router.candidates", "router.candidates")?;
+    let timeout = Duration::from_millis(runner.config().config.runner.rpc_timeout_ms);
+    let params = json!({"hypotheses": heard, "dictation": {}});
+    let answer = match supervisor
+        .call(&router, "router.candidates", params, timeout)
+        .await
+    {
+        Ok(answer) => answer,
+        Err(e) => {
+            tracing::debug!(router, error = %e.message, "router.candidates (dictation) failed");
+            return None;
+        }
+    };
+    let candidates: Vec<(String, Value)> = answer["candidates"]
+        .as_array()?
+        .iter()
+        .filter(|c| c["source"] == "dictation")
+        .filter_map(|c| Some((c["text"].as_str()?.to_owned(), c.clone())))
+        .take(MAX_RESCORED)
+        .collect();
+    weigh(runner, stt, audio_params, transcript, &candidates).await
+}
+
+/// `candidates` (text, the router's candidate) weighed against the audio with the
+/// transcript (`stt.score`): the one [`rescore_pick`] takes, if any, and each weighed as
+/// `{text, candidate, logprob, picked}`. `None` when nothing could be weighed.
+async fn weigh(
+    runner: &Runner,
+    stt: &str,
+    mut audio_params: Value,
+    transcript: &str,
+    candidates: &[(String, Value)],
+) -> Option<(Option<String>, Vec<Value>)> {
+    let supervisor = &runner.supervisor;
     if candidates.is_empty() {
         return None;
     }
@@ -1482,6 +1550,36 @@ async fn rerank(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_partial_and_the_final_decode_of_the_same_audio_each_hold_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            HandleStore::open(dir.path().join("h"), Duration::from_secs(60), 1000, 1000).unwrap();
+        let capture = Scope::Plugin("audio".into());
+        let bytes = b"the same trimmed speech";
+        // A partial decode during the hold peeks the audio and hands it over...
+        let peeked = store.create(&capture, bytes).unwrap()["handle"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let partial = hand_over(&store, "audio", "stt", &peeked);
+        // ...and the release captures the very same bytes while the partial still runs.
+        let ended = store.create(&capture, bytes).unwrap()["handle"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(peeked, ended, "handles name their bytes");
+        let last = hand_over(&store, "audio", "stt", &ended);
+        // The partial ends and lets go: the final decode still has its audio.
+        store.release(&partial, &peeked).unwrap();
+        assert!(
+            store.fetch(&last, &ended).is_ok(),
+            "the final decode lost its audio"
+        );
+        store.release(&last, &ended).unwrap();
+        assert!(store.fetch(&last, &ended).is_err());
+    }
 
     #[test]
     fn silence_noise_and_an_unsure_transcript_are_not_speech() {

@@ -102,6 +102,8 @@ struct FocusedField {
     name: String,
     text: TextProxy<'static>,
     editable: EditableTextProxy<'static>,
+    /// The field holds one line (AT-SPI state `single-line`: an entry, not a text view).
+    single_line: bool,
 }
 
 /// A field's role and accessible name, for results.
@@ -431,6 +433,7 @@ impl Service {
             name: field.name.clone(),
             text,
             editable,
+            single_line: field.has("single-line"),
         })
     }
 
@@ -448,7 +451,16 @@ impl Service {
             name,
             text: text_proxy,
             editable,
+            single_line,
         } = self.focused_field(args, context).await?;
+        // A line break ("new line" in dictation) goes into a text view; an entry would
+        // either keep it as an odd character or, pressed as Return, send what it holds.
+        if single_line && text.contains(['\n', '\r']) {
+            return Err(plugin_error(format!(
+                "the focused {role} of {} holds a single line, so a line break cannot be typed into it (say \"press enter\" to send or submit it)",
+                app.name
+            )));
+        }
         let field = FieldName { role, name };
         let mut before = text_proxy.get_text(0, -1).await.unwrap_or_default();
         let count = before.chars().count();

@@ -14,7 +14,7 @@ use utter_protocol::serde_json::json;
 /// What an utterance is in dictation.
 #[derive(Debug, PartialEq)]
 pub enum Dictated {
-    /// Steps: the text typed (and Return for a new line), a mode switch, an undo.
+    /// Steps: the text typed (a line break is typed text too), a mode switch, an undo.
     Steps(Vec<Matched>),
     /// "command <rest>": `rest` is planned as any command.
     Command(String),
@@ -46,6 +46,47 @@ const STOP: &[&str] = &[
 
 /// Phrases that take back the last phrase typed (the runner's journal undo).
 const SCRATCH: &[&str] = &["scratch that", "undo that", "delete that", "strike that"];
+
+/// The line breaks said as commands.
+const BREAKS: &[&str] = &["new line", "new paragraph"];
+
+/// The most words a dictated hypothesis may have to be weighed against the dictation
+/// commands: they are said on their own, between sentences.
+const COMMAND_WORDS: usize = 4;
+
+/// The dictation commands that sound like a short dictated hypothesis ("Crash mod" for
+/// "scratch that", "new power graph" for "new paragraph"), nearest first, for the runner to
+/// weigh against the audio (`router.candidates` with `dictation`): whichever the audio
+/// favours, the open transcript or one of these, is planned. Each is `(phrase, near)`, at
+/// most four; none for a hypothesis that is one already or is longer than a command.
+pub fn candidates(hypotheses: &[String]) -> Vec<(&'static str, f64)> {
+    let mut out: Vec<(&'static str, f64)> = Vec::new();
+    for (index, hypothesis) in hypotheses.iter().enumerate() {
+        let said = strip_fillers(&normalize(hypothesis)).to_owned();
+        let words = said.split_whitespace().count();
+        if words == 0 || words > COMMAND_WORDS {
+            continue;
+        }
+        for &phrase in SCRATCH.iter().chain(STOP).chain(BREAKS) {
+            // The transcript is a command already; a lower hypothesis that is one is the
+            // nearest candidate there is.
+            let near = match (said == phrase, index) {
+                (true, 0) => return Vec::new(),
+                (true, _) => 1.0,
+                (false, _) => crate::candidates::sounds_like(&said, phrase),
+            };
+            if near >= crate::candidates::WORD_NEAR {
+                match out.iter_mut().find(|(p, _)| *p == phrase) {
+                    Some(seen) => seen.1 = seen.1.max(near),
+                    None => out.push((phrase, near)),
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    out.truncate(4);
+    out
+}
 
 /// "start dictation" / "stop dictation" outside dictation: op `dictation {on}`.
 pub fn switch(text: &str) -> Option<Matched> {
@@ -122,21 +163,21 @@ pub fn plan(utterance: &str, after: &str) -> Dictated {
                 });
             }
             Piece::Break(lines) => {
-                before.push_str(&"\n".repeat(lines));
-                let mut args = json!({"chord": "Return"});
-                if lines > 1 {
-                    args["repeat"] = json!(lines);
-                }
+                // Typed as text, not pressed as Return: a line break goes into a text view
+                // (and "scratch that" takes it back like any text), while an entry refuses
+                // it instead of sending what it holds.
+                let breaks = "\n".repeat(lines);
+                before.push_str(&breaks);
                 steps.push(Matched {
                     rule: "dictation",
-                    op: "key",
+                    op: "type_text",
                     message: if lines > 1 {
                         "new paragraph"
                     } else {
                         "new line"
                     }
                     .to_owned(),
-                    args,
+                    args: json!({"text": breaks}),
                     confirm: false,
                 });
             }
@@ -332,13 +373,13 @@ mod tests {
             typed("dear Anna, new line, thanks", ""),
             [
                 ("type_text".into(), "\"Dear Anna,\"".into()),
-                ("key".into(), "\"Return\"".into()),
+                ("type_text".into(), "\"\\n\"".into()),
                 ("type_text".into(), "\"Thanks\"".into()),
             ]
         );
         assert_eq!(
             typed("New paragraph.", "x"),
-            [("key".into(), "\"Return\"".into())]
+            [("type_text".into(), "\"\\n\\n\"".into())]
         );
         assert_eq!(typed("Scratch that.", "x")[0].0, "undo");
         assert_eq!(
@@ -354,5 +395,30 @@ mod tests {
             Some(json!({"on": true}))
         );
         assert_eq!(switch("type hello"), None);
+    }
+
+    #[test]
+    fn short_hypotheses_are_offered_the_dictation_commands_they_sound_like() {
+        let near = |h: &str| candidates(&[h.to_owned()]);
+        for (heard, meant) in [
+            ("Crash mod", "scratch that"),
+            ("scratch not", "scratch that"),
+            ("new power graph.", "new paragraph"),
+            ("in your line", "new line"),
+        ] {
+            let offered = near(heard);
+            eprintln!("{heard:?} -> {offered:?}");
+            assert!(
+                offered.iter().any(|(p, _)| *p == meant),
+                "{heard:?}: {offered:?}"
+            );
+        }
+        // Already a command, or a sentence: nothing to weigh.
+        assert!(near("Scratch that.").is_empty());
+        assert!(near("Stop dictating.").is_empty());
+        // A lower hypothesis that is a command comes first.
+        let both = candidates(&["Crash mod.".to_owned(), "Scratch that.".to_owned()]);
+        assert_eq!(both[0], ("scratch that", 1.0), "{both:?}");
+        assert!(near("I bought milk and bread at the shop today").is_empty());
     }
 }

@@ -98,7 +98,9 @@ const VOCABULARY: &str = "router.vocabulary";
 /// `router.candidates {hypotheses, context?}` → `{candidates: [{text, source, near,
 /// hypothesis, op}]}`: phrases of the command space that sound like the recogniser's
 /// hypotheses and that this router plans steps for in the context, for the runner to weigh
-/// against the audio ([`candidates`]).
+/// against the audio ([`candidates`]). With `dictation: {}` (the words are dictated), only
+/// the dictation commands that sound like a short hypothesis ([`dictation::candidates`]):
+/// `{candidates: [{text, source: "dictation", near}]}`.
 const CANDIDATES: &str = "router.candidates";
 
 /// The most hypotheses `router.candidates` takes, and the most candidates it returns.
@@ -1046,6 +1048,25 @@ impl Handler for RulesRouter {
             }
             CANDIDATES => {
                 let hypotheses = hypotheses(&call.params)?;
+                // In dictation, only its own few commands are candidates: the rest is text.
+                match call.params.get("dictation") {
+                    None | Some(Value::Null) => {}
+                    Some(Value::Object(_)) => {
+                        let candidates: Vec<Value> = dictation::candidates(&hypotheses)
+                            .into_iter()
+                            .map(|(text, near)| {
+                                json!({"text": text, "source": "dictation", "near": near})
+                            })
+                            .collect();
+                        return Ok(json!({"candidates": candidates}));
+                    }
+                    Some(other) => {
+                        return Err(ErrorObject::invalid_params(format!(
+                            "router.candidates: dictation must be an object, not {}",
+                            json_type(other)
+                        )));
+                    }
+                }
                 let (context, _) = Context::from_param_or_none(call.params.get("context"));
                 let state = self.state.clone();
                 tokio::task::spawn_blocking(move || state.candidates(&hypotheses, context))

@@ -108,6 +108,16 @@ impl Drop for Desktop {
 
 impl Desktop {
     pub fn start() -> Desktop {
+        Desktop::start_with(&[])
+    }
+
+    /// The notes window instead of the form: one multi-line text view, its text in
+    /// `notes.txt` (the fixture's `notes` mode).
+    pub fn start_notes() -> Desktop {
+        Desktop::start_with(&["notes"])
+    }
+
+    fn start_with(fixture_args: &[&str]) -> Desktop {
         let sway = SwaySession::start();
         // Headless sway has no input device, so no client ever gets the keyboard focus and
         // GTK marks nothing FOCUSED. A virtual keyboard (wtype, held open by a long sleep
@@ -146,6 +156,7 @@ impl Desktop {
         let form = Command::new("/usr/bin/python3")
             .arg(&fixture)
             .arg(out.path())
+            .args(fixture_args)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", out.path())
