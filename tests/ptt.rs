@@ -997,23 +997,32 @@ async fn the_dictation_key_is_grabbed_beside_push_to_talk_and_holds_to_dictate()
     events.next_ptt();
 
     // From a compositor binding.
-    let pressed = daemon.utter(&["ptt", "press", "--dictation"]).await;
+    let pressed = daemon
+        .utter(&["ptt", "press", "--dictation", "--json"])
+        .await;
     assert_eq!(pressed.code, Some(0), "{pressed}");
-    assert!(pressed.stdout.contains("to dictate"), "{pressed}");
-    let refused = daemon.utter(&["ptt", "release", "--dictation"]).await;
-    assert_ne!(refused.code, Some(0), "{refused}");
+    assert_eq!(pressed.json()["transition"]["dictation"], true, "{pressed}");
+    // No voice loop here: the line says so rather than promising typed words.
+    let toggled = daemon.utter(&["ptt", "toggle"]).await;
     assert!(
-        refused.stderr.contains("\"press\" or \"toggle\""),
-        "{refused}"
+        toggled.stdout.contains("no change"),
+        "the other mode's toggle: {toggled}"
     );
+    let refused = daemon.utter(&["ptt", "release", "--dictation"]).await;
+    assert_eq!(refused.code, Some(2), "a usage error: {refused}");
+    assert!(refused.stderr.contains("press or toggle"), "{refused}");
     let state = daemon.utter(&["ptt", "state", "--json"]).await;
     assert_eq!(
         state.json()["state"]["dictation"],
         true,
         "still held: {state}"
     );
-    let released = daemon.utter(&["ptt", "release"]).await;
-    assert!(released.stdout.contains("dictated words"), "{released}");
+    let released = daemon.utter(&["ptt", "release", "--json"]).await;
+    assert_eq!(
+        released.json()["transition"]["dictation"],
+        true,
+        "{released}"
+    );
 }
 
 #[tokio::test]

@@ -496,6 +496,15 @@ fn a_bad_keyboard_monitor_key_fails_the_load() {
         Some("ptt.dictation_key"),
         "{err:?}"
     );
+    // The push-to-talk key itself, by name or number, is refused.
+    for same in ["F13", "0xffca"] {
+        let err = parse(
+            &format!("config_version = 1\n[ptt]\ndictation_key = \"{same}\"\n"),
+            "c",
+        )
+        .unwrap_err();
+        assert!(err.errors[0].message.contains("push-to-talk"), "{err:?}");
+    }
 }
 
 #[test]

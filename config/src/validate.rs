@@ -386,8 +386,24 @@ fn ptt(config: &Config, c: &mut Checks<'_>) {
         c.error(&ptt_key("keyboard_monitor_key"), e);
     }
     if !ptt.dictation_key.trim().is_empty() {
-        if let Err(e) = utter_keys::grab_keysym(&ptt.dictation_key) {
-            c.error(&ptt_key("dictation_key"), e);
+        match utter_keys::grab_keysym(&ptt.dictation_key) {
+            Err(e) => c.error(&ptt_key("dictation_key"), e),
+            // One key cannot both talk and dictate.
+            Ok(sym) if utter_keys::grab_keysym(&ptt.keyboard_monitor_key) == Ok(sym) => c.error(
+                &ptt_key("dictation_key"),
+                format!(
+                    "{:?} is the push-to-talk key (keyboard_monitor_key = {:?}); choose another key to dictate with, or leave it \"\" for none",
+                    ptt.dictation_key, ptt.keyboard_monitor_key
+                ),
+            ),
+            Ok(_) if ptt.dictation_key.trim().eq_ignore_ascii_case(ptt.shortcut.trim()) => c.error(
+                &ptt_key("dictation_key"),
+                format!(
+                    "{:?} is the portal's push-to-talk shortcut (shortcut = {:?}); choose another key to dictate with",
+                    ptt.dictation_key, ptt.shortcut
+                ),
+            ),
+            Ok(_) => {}
         }
     }
     if ptt.portal && ptt.shortcut.trim().is_empty() {

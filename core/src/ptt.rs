@@ -159,6 +159,11 @@ impl Machine {
         now: Instant,
         dictation: bool,
     ) -> Option<PttEvent> {
+        // A toggle of the other mode (to dictate while a command hold runs, or the
+        // reverse) changes nothing, as a second press does not.
+        if self.held.is_some() && self.dictation != dictation {
+            return None;
+        }
         if self.held.is_some() {
             self.release(source, now)
         } else {
@@ -653,6 +658,16 @@ mod tests {
         // A toggle to dictate, and its wire: `dictation` is left out when false.
         assert!(m.toggle_for(Source::Socket, t0, true).is_some());
         assert!(m.dictating());
+        // A toggle of the other mode leaves the hold alone; its own mode's ends it.
+        assert_eq!(m.toggle_for(Source::Socket, t0 + MIN, false), None);
+        assert!(m.dictating());
+        assert!(matches!(
+            m.toggle_for(Source::Socket, t0 + MIN + ms(1), true),
+            Some(PttEvent::Released {
+                dictation: true,
+                ..
+            })
+        ));
         let wire = serde_json::to_value(PttEvent::Pressed {
             source: Source::Socket,
             dictation: false,

@@ -61,6 +61,13 @@ impl Action {
 /// and exits 1 with why when the microphone could not be opened; with the voice loop off it
 /// says so on stderr (the key still reaches `utter events` followers).
 pub async fn run(args: &Args, service: Service<'_>) -> u8 {
+    if args.dictation && !matches!(args.action, Action::Press | Action::Toggle) {
+        eprintln!(
+            "utter ptt: --dictation goes with press or toggle (a hold to dictate), not {}",
+            args.action.as_str()
+        );
+        return exit::USAGE;
+    }
     let client = match service.with_json(args.json).connect("ptt").await {
         Ok(c) => c,
         Err(code) => return code,
@@ -114,7 +121,12 @@ pub async fn run(args: &Args, service: Service<'_>) -> u8 {
                 line = line.replace(": listening", ", then cancelled: no microphone");
             } else if voice_off {
                 line = line
+                    .replace(
+                        ": listening to dictate (what you say is typed)",
+                        ": listening",
+                    )
                     .replace(": listening", ": held, but the voice loop is off")
+                    .replace(": dictated words", ": utterance window")
                     .replace(
                         ": utterance window",
                         ": nothing is transcribed (the voice loop is off)",

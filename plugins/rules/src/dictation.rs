@@ -118,6 +118,22 @@ fn mode(on: bool) -> Matched {
 /// (what the runner typed last, `""` at the start), which decides the capital letter and
 /// the space before this phrase.
 pub fn plan(utterance: &str, after: &str) -> Dictated {
+    // Control and hidden formatting characters are never typed, nor do they part words or
+    // hide the end of the sentence before.
+    let visible = |text: &str| -> String {
+        text.chars()
+            .map(|c| if c.is_whitespace() { ' ' } else { c })
+            .filter(|c| !c.is_control() && !is_hidden_format(*c))
+            .collect()
+    };
+    let keep_lines = |text: &str| -> String {
+        text.chars()
+            .filter(|&c| c == '\n' || (!c.is_control() && !is_hidden_format(c)))
+            .collect()
+    };
+    let after = keep_lines(after);
+    let clean = visible(utterance);
+    let utterance = clean.as_str();
     let normalized = normalize(utterance);
     let said = strip_fillers(&normalized);
     if STOP.contains(&said) {
@@ -140,13 +156,8 @@ pub fn plan(utterance: &str, after: &str) -> Dictated {
         return Dictated::Command(rest.to_owned());
     }
     let mut steps = Vec::new();
-    let mut before = after.to_owned();
-    let clean: String = utterance
-        .chars()
-        .map(|c| if c.is_whitespace() { ' ' } else { c })
-        .filter(|c| !c.is_control() && !is_hidden_format(*c))
-        .collect();
-    for piece in pieces(&clean) {
+    let mut before = after;
+    for piece in pieces(utterance) {
         match piece {
             Piece::Text(text) => {
                 let typed = written(&text, &before);
@@ -291,7 +302,7 @@ fn written(text: &str, before: &str) -> String {
     };
     let typed = format!("{first}{rest}");
     let needs_space = !before.is_empty()
-        && !before.ends_with([' ', '\n', '\t'])
+        && !before.ends_with([' ', '\n', '\t', '(', '[', '{', '\u{201c}', '\u{2018}', '/'])
         && !typed.starts_with([',', '.', '?', '!', ';', ':']);
     if needs_space {
         format!(" {typed}")
@@ -395,6 +406,12 @@ mod tests {
             Some(json!({"on": true}))
         );
         assert_eq!(switch("type hello"), None);
+        // Hidden characters neither part words nor hide the end of the sentence before.
+        assert_eq!(typed("scratch\u{202e}that", "x")[0].0, "type_text");
+        assert_eq!(
+            typed("hello world", "Fine.\u{200b}\u{202e}"),
+            [("type_text".into(), "\" Hello world\"".into())]
+        );
     }
 
     #[test]

@@ -261,20 +261,28 @@ impl PlanRequest {
             context_ignored,
             decide: decide::Thresholds::from_param(params.get("decide")),
             dictation: match params.get("dictation") {
-                None | Some(Value::Null) | Some(Value::Object(_)) => params.get("dictation"),
+                None | Some(Value::Null) => None,
+                Some(Value::Object(d)) => match d.get("after") {
+                    None | Some(Value::Null) => Some(String::new()),
+                    Some(Value::String(after)) => {
+                        // The runner sends the last 200 characters; only they count.
+                        let skip = after.chars().count().saturating_sub(200);
+                        Some(after.chars().skip(skip).collect())
+                    }
+                    Some(other) => {
+                        return Err(ErrorObject::invalid_params(format!(
+                            "router.plan: dictation.after must be a string (the text typed just before), not {}",
+                            json_type(other)
+                        )));
+                    }
+                },
                 Some(other) => {
                     return Err(ErrorObject::invalid_params(format!(
                         "router.plan: dictation must be an object {{after: string}}, not {}",
                         json_type(other)
                     )));
                 }
-            }
-            .filter(|d| d.is_object())
-            .map(|d| {
-                let after = d.get("after").and_then(Value::as_str).unwrap_or("");
-                let skip = after.chars().count().saturating_sub(200);
-                after.chars().skip(skip).collect()
-            }),
+            },
         })
     }
 }
