@@ -396,6 +396,70 @@ fn same_app_effect(case: &Case, op: &str, args: &Value, want: &Expected) -> bool
     }
 }
 
+/// `planned` with each step's `app` that is the window class (`StartupWMClass`) of an
+/// installed application written as that application's desktop id, where `case` names the
+/// application by its desktop id and never by the class: a window of `com.spotify.Client`
+/// has the app id `spotify`, and the router aims at a window by its app id, so
+/// `close_app {app: "spotify"}` closes the application the case calls `com.spotify.Client`.
+/// `classes` maps a lowercased window class to its desktop id (without `.desktop`); see
+/// [`window_classes`].
+pub fn by_desktop_id(case: &Case, planned: &Value, classes: &BTreeMap<String, String>) -> Value {
+    let expected: Vec<String> = case
+        .expect
+        .iter()
+        .filter_map(|want| want.args.get("app").and_then(toml::Value::as_str))
+        .map(str::to_lowercase)
+        .collect();
+    let mut planned = planned.clone();
+    let Some(steps) = planned.get_mut("steps").and_then(Value::as_array_mut) else {
+        return planned;
+    };
+    for step in steps {
+        let Some(app) = step.pointer_mut("/args/app") else {
+            continue;
+        };
+        let Some(class) = app.as_str().map(str::to_lowercase) else {
+            continue;
+        };
+        if let Some(id) = classes.get(&class)
+            && expected.contains(&id.to_lowercase())
+            && !expected.contains(&class)
+        {
+            *app = json!(id);
+        }
+    }
+    planned
+}
+
+/// The window classes of the desktop entries in `dir` (`StartupWMClass`, lowercased) and
+/// the desktop id each belongs to, for [`by_desktop_id`]. Unreadable entries are skipped.
+pub fn window_classes(dir: &std::path::Path) -> BTreeMap<String, String> {
+    let mut classes = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return classes;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(id) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".desktop"))
+        else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        if let Some(class) = text
+            .lines()
+            .find_map(|line| line.strip_prefix("StartupWMClass="))
+        {
+            classes.insert(class.trim().to_lowercase(), id.to_owned());
+        }
+    }
+    classes
+}
+
 /// Judge a router's `router.plan` answer for `case`.
 pub fn judge(case: &Case, planned: &Value) -> Verdict {
     let steps = planned
@@ -735,6 +799,28 @@ mod tests {
 
     fn case(text: &str) -> Case {
         parse(text, "t.toml").unwrap().remove(0)
+    }
+
+    /// A window's class is its application's desktop id where the case names that id, and
+    /// only there.
+    #[test]
+    fn a_window_class_is_read_as_the_desktop_id_the_case_names() {
+        let classes = BTreeMap::from([("spotify".to_owned(), "com.spotify.Client".to_owned())]);
+        let plan = json!({"steps": [{"op": "close_app", "args": {"app": "spotify"}}]});
+        let by_id = case(
+            "[[case]]\ncategory = \"apps\"\nsay = \"close spotify\"\nwindows = [\"spotify\"]\n\
+             expect = [{ op = \"close_app\", args = { app = \"com.spotify.Client\" } }]\n",
+        );
+        assert!(matches!(judge(&by_id, &plan), Verdict::Wrong(_)));
+        let read = by_desktop_id(&by_id, &plan, &classes);
+        assert!(matches!(judge(&by_id, &read), Verdict::Right));
+        // A case that names the class keeps it, and so does a class no entry has.
+        let by_class = case(
+            "[[case]]\ncategory = \"apps\"\nsay = \"close spotify\"\nwindows = [\"spotify\"]\n\
+             expect = [{ op = \"close_app\", args = { app = \"spotify\" } }]\n",
+        );
+        assert_eq!(by_desktop_id(&by_class, &plan, &classes), plan);
+        assert_eq!(by_desktop_id(&by_id, &plan, &BTreeMap::new()), plan);
     }
 
     /// A control's name is compared without case (speech has none); its role word taken

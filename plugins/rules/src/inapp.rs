@@ -550,6 +550,43 @@ fn decide(utterance: &str) -> Outcome {
         .or_else(|| key(&spoken))
         .or_else(|| scroll(&spoken))
         .or_else(|| click(&spoken))
+        .or_else(|| bare_chord(&spoken))
+}
+
+/// A shortcut said on its own, the way people read it off a menu ("ctrl z", "control shift
+/// t", "alt f4"): pressed as if "press" came before it. Only a chord that opens with a
+/// modifier and names one key (so "shift the window left" or "super mario" are not chords),
+/// and only when nothing else in the utterance is left over. "alt tab" is not one: it is the
+/// compositor's window switch (a curated phrase), which a tapped chord is not on every
+/// compositor.
+fn bare_chord(spoken: &Spoken<'_>) -> Outcome {
+    let rest = spoken.text(spoken.first);
+    let opens_with_modifier = rest.first().is_some_and(|first| {
+        matches!(
+            *first,
+            "control" | "ctrl" | "ctl" | "shift" | "alt" | "super"
+        )
+    });
+    if !opens_with_modifier {
+        return None;
+    }
+    let canonical = numbers::digits(&rest.join(" "));
+    let words: Vec<&str> = canonical
+        .split(' ')
+        .filter(|w| !w.is_empty() && !matches!(*w, "key" | "keys"))
+        .collect();
+    let chord = parse_chord(&words).ok().filter(|c| c.key.is_some())?;
+    let name = chord.name();
+    if name == "alt+Tab" {
+        return None;
+    }
+    Some(Ok(Matched {
+        rule: "key",
+        op: "key",
+        args: json!({"chord": name}),
+        message: format!("press {name}"),
+        confirm: false,
+    }))
 }
 
 /// An utterance as normalised words that remember where they came from.
@@ -1436,6 +1473,35 @@ mod tests {
         match step(utterance) {
             Some(("click_element", args)) => args["description"].as_str().map(str::to_owned),
             _ => None,
+        }
+    }
+
+    #[test]
+    fn a_shortcut_said_alone_is_pressed() {
+        for (utterance, name) in [
+            ("ctrl z", "ctrl+z"),
+            ("control shift t", "ctrl+shift+t"),
+            ("Alt F4.", "alt+F4"),
+            ("shift tab", "shift+Tab"),
+            ("super 1", "super+1"),
+            ("please control s", "ctrl+s"),
+        ] {
+            assert_eq!(
+                chord(utterance),
+                Some(json!({"chord": name})),
+                "{utterance}"
+            );
+        }
+        // A modifier word that opens something else, or a modifier with no key, is no chord.
+        for utterance in [
+            "shift the window left",
+            "super mario",
+            "control",
+            "alt",
+            "ctrl z now",
+            "alt tab",
+        ] {
+            assert_eq!(chord(utterance), None, "{utterance}");
         }
     }
 

@@ -121,9 +121,29 @@ pub fn normalize_words(input: &str) -> Vec<SpokenWord> {
                 word.push(' ');
             }
         }
-        word.split_whitespace().for_each(&mut push);
+        for w in word.split_whitespace() {
+            match slang(w) {
+                Some(expanded) => expanded.split(' ').for_each(&mut push),
+                None => push(w),
+            }
+        }
     }
     words
+}
+
+/// Spoken contractions written as one word, as they are said ("gimme a new tab", "lemme see
+/// discord"): the words they stand for.
+fn slang(word: &str) -> Option<&'static str> {
+    Some(match word {
+        "gimme" => "give me",
+        "lemme" => "let me",
+        "wanna" => "want to",
+        "gonna" => "going to",
+        "gotta" => "got to",
+        "pls" | "plz" => "please",
+        "thx" => "thanks",
+        _ => return None,
+    })
 }
 
 /// "minus" or "plus" for a sign character.
@@ -187,7 +207,17 @@ const LEADING_FILLERS: &[&str] = &[
     "go ahead and",
     "lets",
     "let us",
+    "let me",
     "let",
+    "yo",
+    "yoo",
+    "nah",
+    "never mind",
+    "nevermind",
+    "no wait",
+    "wait",
+    "bro",
+    "dude",
     "okay so",
     "ok so",
     "okay",
