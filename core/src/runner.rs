@@ -500,18 +500,20 @@ impl Runner {
     pub fn status(&self) -> Status {
         let plugins = self.plugins();
         let loaded = self.config.read().expect("config lock");
-        Status {
-            version: VERSION.to_owned(),
-            state: *self.state.borrow(),
-            config: loaded.origin.clone(),
-            ptt: self.ptt.state(),
-            voice: self.voice_status(&loaded.config),
-            context: self.context.status(),
-            decide: decide_status(&loaded.config, &plugins),
-            undoable: self.undoable(),
-            dictation: self.dictation.is_on(),
+        let decide = decide_status(&loaded.config, &plugins);
+        let mut status = Status::new(
+            VERSION.to_owned(),
+            *self.state.borrow(),
+            loaded.origin.clone(),
             plugins,
-        }
+            self.ptt.state(),
+            self.voice_status(&loaded.config),
+        );
+        status.context = self.context.status();
+        status.decide = decide;
+        status.undoable = self.undoable();
+        status.dictation = self.dictation.is_on();
+        status
     }
 
     /// The voice loop's status, with what to do when `[stt] model` names a model that is not

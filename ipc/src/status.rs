@@ -4,8 +4,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// A full status snapshot: `{version, state, config, plugins}`.
+/// A full status snapshot: `{version, state, config, plugins, ...}`.
+///
+/// `#[non_exhaustive]`: a newer runner adds fields (old clients ignore them, new clients
+/// read a missing one as its default), so outside this crate a `Status` is built with
+/// [`Status::new`] and the optional parts are then set field by field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Status {
     /// Runner version.
     pub version: String,
@@ -34,6 +39,32 @@ pub struct Status {
     /// Whether the voice loop dictates: types what it hears until "stop dictation".
     #[serde(default)]
     pub dictation: bool,
+}
+
+impl Status {
+    /// A snapshot of the required parts; `context`, `undoable` are `None`, `decide` its
+    /// default and `dictation` false until set.
+    pub fn new(
+        version: String,
+        state: ServiceState,
+        config: String,
+        plugins: Vec<PluginReport>,
+        ptt: PttState,
+        voice: VoiceStatus,
+    ) -> Status {
+        Status {
+            version,
+            state,
+            config,
+            plugins,
+            ptt,
+            voice,
+            context: None,
+            decide: DecideStatus::default(),
+            undoable: None,
+            dictation: false,
+        }
+    }
 }
 
 /// The decision head (`runner.status`'s `decide`): the `[decide]` tiers and the chooser
