@@ -555,10 +555,13 @@ fn decide(utterance: &str) -> Outcome {
 
 /// A shortcut said on its own, the way people read it off a menu ("ctrl z", "control shift
 /// t", "alt f4"): pressed as if "press" came before it. Only a chord that opens with a
-/// modifier and names one key (so "shift the window left" or "super mario" are not chords),
-/// and only when nothing else in the utterance is left over. "alt tab" is not one: it is the
+/// modifier and names one key that is a letter, a digit said as a digit or a function key
+/// ("alt right" is a direction, "shift one" a work shift, "super mario" a game), and only
+/// when nothing else in the utterance is left over. "alt tab" is not one: it is the
 /// compositor's window switch (a curated phrase), which a tapped chord is not on every
-/// compositor.
+/// compositor. A chord that closes a window, quits an application or reaches the system
+/// (alt+F4, ctrl+q, ctrl+alt+…, super+shift+e) asks first: said without "press", it is too
+/// easily heard in speech.
 fn bare_chord(spoken: &Spoken<'_>) -> Outcome {
     let rest = spoken.text(spoken.first);
     let opens_with_modifier = rest.first().is_some_and(|first| {
@@ -570,22 +573,34 @@ fn bare_chord(spoken: &Spoken<'_>) -> Outcome {
     if !opens_with_modifier {
         return None;
     }
-    let canonical = numbers::digits(&rest.join(" "));
-    let words: Vec<&str> = canonical
-        .split(' ')
-        .filter(|w| !w.is_empty() && !matches!(*w, "key" | "keys"))
+    let words: Vec<&str> = rest
+        .iter()
+        .copied()
+        .filter(|w| !matches!(*w, "key" | "keys"))
         .collect();
-    let chord = parse_chord(&words).ok().filter(|c| c.key.is_some())?;
+    let chord = parse_chord(&words).ok()?;
+    let key = chord.key.as_deref()?;
+    let function_key = key
+        .strip_prefix('F')
+        .is_some_and(|n| n.parse::<u8>().is_ok());
+    let said_as_character = key.chars().count() == 1 && words.contains(&key);
+    if !(function_key || said_as_character) {
+        return None;
+    }
     let name = chord.name();
     if name == "alt+Tab" {
         return None;
     }
+    let [ctrl, shift, alt, logo] = chord.modifiers;
+    let ends_something = (alt && (ctrl || key == "F4"))
+        || (ctrl && matches!(key, "q" | "w"))
+        || (logo && shift && matches!(key, "e" | "q"));
     Some(Ok(Matched {
         rule: "key",
         op: "key",
         args: json!({"chord": name}),
         message: format!("press {name}"),
-        confirm: false,
+        confirm: ends_something,
     }))
 }
 
@@ -1481,8 +1496,7 @@ mod tests {
         for (utterance, name) in [
             ("ctrl z", "ctrl+z"),
             ("control shift t", "ctrl+shift+t"),
-            ("Alt F4.", "alt+F4"),
-            ("shift tab", "shift+Tab"),
+            ("shift f5", "shift+F5"),
             ("super 1", "super+1"),
             ("please control s", "ctrl+s"),
         ] {
@@ -1500,9 +1514,29 @@ mod tests {
             "alt",
             "ctrl z now",
             "alt tab",
+            "alt right",
+            "shift one",
+            "super one",
+            "shift tab",
+            "control alt delete",
         ] {
             assert_eq!(chord(utterance), None, "{utterance}");
         }
+        // A chord that ends a window, an application or the session asks first.
+        for utterance in [
+            "alt f4",
+            "control alt f2",
+            "ctrl q",
+            "super shift e",
+            "ctrl w",
+        ] {
+            assert_eq!(
+                plan(utterance).map(|m| m.confirm),
+                Some(true),
+                "{utterance}"
+            );
+        }
+        assert_eq!(plan("ctrl z").map(|m| m.confirm), Some(false));
     }
 
     #[test]
