@@ -151,8 +151,26 @@ async fn utter_ptt_press_speech_release_opens_youtube() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     speak_into_mic(&pw, &wav);
-    // Held a little after the speech, so that a partial decode of all of it comes out.
-    tokio::time::sleep(Duration::from_millis(900)).await;
+    // Held after the speech until a partial decode has heard all of it (how soon depends on
+    // the machine's load: a fixed hold let a loaded machine release before any partial).
+    let mut partials = Vec::new();
+    let deadline = std::time::Instant::now() + LIMIT;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = event_lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no whole partial while held; partials {partials:?}"));
+        let event: Value = serde_json::from_str(&line).expect("an event line");
+        if event["event"] == "voice_partial" {
+            assert!(event["audio_ms"].as_f64().unwrap_or(0.0) > 0.0, "{event}");
+            let text = loose(event["text"].as_str().expect("text"));
+            let whole = text.contains("open") && text.contains("youtube");
+            partials.push(text);
+            if whole {
+                break;
+            }
+        }
+    }
     let release = daemon.utter(&["ptt", "release", "--json"]).await;
     assert_eq!(
         release.json()["transition"]["transition"],
@@ -168,7 +186,6 @@ async fn utter_ptt_press_speech_release_opens_youtube() {
     );
     // While the key was held, what was heard so far went out as voice_partial events,
     // before the cycle's voice event; the last one heard the whole command.
-    let mut partials = Vec::new();
     loop {
         let line = event_lines
             .recv_timeout(LIMIT)
