@@ -591,16 +591,12 @@ fn bare_chord(spoken: &Spoken<'_>) -> Outcome {
     if name == "alt+Tab" {
         return None;
     }
-    let [ctrl, shift, alt, logo] = chord.modifiers;
-    let ends_something = (alt && (ctrl || key == "F4"))
-        || (ctrl && matches!(key, "q" | "w"))
-        || (logo && shift && matches!(key, "e" | "q"));
     Some(Ok(Matched {
         rule: "key",
         op: "key",
         args: json!({"chord": name}),
         message: format!("press {name}"),
-        confirm: ends_something,
+        confirm: chord.ends_something(),
     }))
 }
 
@@ -900,6 +896,17 @@ impl Chord {
         parts.join("+")
     }
 
+    /// True for a chord that closes a window, quits an application or reaches the system
+    /// (alt+F4, ctrl+q, ctrl+w, ctrl+alt+anything, super+shift+e or q): the step asks first,
+    /// as closing a window by its compositor action does, since a misheard chord loses work.
+    fn ends_something(&self) -> bool {
+        let [ctrl, shift, alt, logo] = self.modifiers;
+        let key = self.key.as_deref().unwrap_or("");
+        (alt && (ctrl || key == "F4"))
+            || (ctrl && matches!(key, "q" | "w"))
+            || (logo && shift && matches!(key, "e" | "q"))
+    }
+
     /// True when the key is a lone letter or digit.
     fn is_character(&self) -> bool {
         self.key.as_ref().is_some_and(|k| k.chars().count() == 1)
@@ -1078,6 +1085,7 @@ fn key(spoken: &Spoken<'_>) -> Outcome {
     match parsed {
         Ok((chord, times)) => {
             let name = chord.name();
+            let confirm = chord.ends_something();
             let repeat = times.min(MAX_REPEAT);
             let mut args = json!({"chord": name});
             let mut message = format!("press {name}");
@@ -1093,7 +1101,7 @@ fn key(spoken: &Spoken<'_>) -> Outcome {
                 op: "key",
                 args,
                 message,
-                confirm: false,
+                confirm,
             }))
         }
         Err(problem) => {
@@ -1537,6 +1545,13 @@ mod tests {
             );
         }
         assert_eq!(plan("ctrl z").map(|m| m.confirm), Some(false));
+        // The same chords after "press" ask too.
+        assert_eq!(plan("press alt f4").map(|m| m.confirm), Some(true));
+        assert_eq!(
+            plan("press control alt delete").map(|m| m.confirm),
+            Some(true)
+        );
+        assert_eq!(plan("press enter").map(|m| m.confirm), Some(false));
     }
 
     #[test]

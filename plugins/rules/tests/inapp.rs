@@ -39,7 +39,7 @@ async fn in_app_steps_through_the_plugin() {
             "key",
             json!({"chord": "Return", "repeat": 3}),
         ),
-        ("press alt f4", "key", json!({"chord": "alt+F4"})),
+        ("press alt f5", "key", json!({"chord": "alt+F5"})),
         (
             "scroll down a lot",
             "scroll",
@@ -65,6 +65,14 @@ async fn in_app_steps_through_the_plugin() {
             "{utterance}"
         );
     }
+
+    // A chord that closes the window asks first, as closing it by its action does.
+    let result = plan(&plugin, json!({"utterance": "press alt f4"})).await;
+    assert_eq!(
+        result["steps"],
+        json!([{"op": "key", "args": {"chord": "alt+F4"}, "provenance": "user", "confirm": true}]),
+        "{result}"
+    );
 
     // The step keeps the request's provenance.
     let result = plan(
