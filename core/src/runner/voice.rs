@@ -1278,9 +1278,9 @@ async fn rescore(
     heard: &[String],
     context: Option<Value>,
 ) -> Option<(Option<String>, Vec<Value>)> {
-    let supervisor = &runner.supervisor;
-    let router = supervisor.find_provider("router.candidates", "router.candidates")?;
-    let timeout = Duration::from_millis(runner.config().config.runner.rpc_timeout_ms);
+    let router = runner
+        .supervisor
+        .find_provider("router.candidates", "router.candidates")?;
     let kind = match kind {
         Some(kind) => kind,
         None => match runner.plan_only(transcript, context.clone(), None).await {
@@ -1298,8 +1298,23 @@ async fn rescore(
     if let Some(context) = context {
         params["context"] = context;
     }
-    let answer = match supervisor
-        .call(&router, "router.candidates", params, timeout)
+    let candidates = router_candidates(runner, &router, params, None).await?;
+    weigh(runner, stt, audio_params, transcript, &candidates).await
+}
+
+/// The router's `router.candidates` for `params`, as (text, candidate) pairs, at most
+/// [`MAX_RESCORED`], only those of `source` when given. `None` when the call failed (logged
+/// at debug) or the answer has no candidate list.
+async fn router_candidates(
+    runner: &Runner,
+    router: &str,
+    params: Value,
+    source: Option<&str>,
+) -> Option<Vec<(String, Value)>> {
+    let timeout = Duration::from_millis(runner.config().config.runner.rpc_timeout_ms);
+    let answer = match runner
+        .supervisor
+        .call(router, "router.candidates", params, timeout)
         .await
     {
         Ok(answer) => answer,
@@ -1308,13 +1323,14 @@ async fn rescore(
             return None;
         }
     };
-    let candidates: Vec<(String, Value)> = answer["candidates"]
+    let candidates = answer["candidates"]
         .as_array()?
         .iter()
+        .filter(|c| source.is_none_or(|source| c["source"] == source))
         .filter_map(|c| Some((c["text"].as_str()?.to_owned(), c.clone())))
         .take(MAX_RESCORED)
         .collect();
-    weigh(runner, stt, audio_params, transcript, &candidates).await
+    Some(candidates)
 }
 
 /// In dictation, a short transcript weighed against the dictation commands that sound like
@@ -1328,27 +1344,11 @@ async fn rescore_dictated(
     transcript: &str,
     heard: &[String],
 ) -> Option<(Option<String>, Vec<Value>)> {
-    let supervisor = &runner.supervisor;
-    let router = supervisor.find_provider("router.candidates", "router.candidates")?;
-    let timeout = Duration::from_millis(runner.config().config.runner.rpc_timeout_ms);
+    let router = runner
+        .supervisor
+        .find_provider("router.candidates", "router.candidates")?;
     let params = json!({"hypotheses": heard, "dictation": {}});
-    let answer = match supervisor
-        .call(&router, "router.candidates", params, timeout)
-        .await
-    {
-        Ok(answer) => answer,
-        Err(e) => {
-            tracing::debug!(router, error = %e.message, "router.candidates (dictation) failed");
-            return None;
-        }
-    };
-    let candidates: Vec<(String, Value)> = answer["candidates"]
-        .as_array()?
-        .iter()
-        .filter(|c| c["source"] == "dictation")
-        .filter_map(|c| Some((c["text"].as_str()?.to_owned(), c.clone())))
-        .take(MAX_RESCORED)
-        .collect();
+    let candidates = router_candidates(runner, &router, params, Some("dictation")).await?;
     weigh(runner, stt, audio_params, transcript, &candidates).await
 }
 

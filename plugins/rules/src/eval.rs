@@ -432,32 +432,14 @@ pub fn by_desktop_id(case: &Case, planned: &Value, classes: &BTreeMap<String, St
 }
 
 /// The window classes of the desktop entries in `dir` (`StartupWMClass`, lowercased) and
-/// the desktop id each belongs to, for [`by_desktop_id`]. Unreadable entries are skipped.
+/// the desktop id each belongs to, for [`by_desktop_id`]; read by the router's own
+/// [`crate::apps::AppScanner`], which skips what it cannot parse.
 pub fn window_classes(dir: &std::path::Path) -> BTreeMap<String, String> {
-    let mut classes = BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return classes;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Some(id) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".desktop"))
-        else {
-            continue;
-        };
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        if let Some(class) = text
-            .lines()
-            .find_map(|line| line.strip_prefix("StartupWMClass="))
-        {
-            classes.insert(class.trim().to_lowercase(), id.to_owned());
-        }
-    }
-    classes
+    crate::apps::AppScanner::new(vec![dir.to_path_buf()])
+        .apps()
+        .iter()
+        .filter_map(|app| Some((app.wm_class.as_ref()?.to_lowercase(), app.id.clone())))
+        .collect()
 }
 
 /// Judge a router's `router.plan` answer for `case`.
