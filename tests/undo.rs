@@ -49,6 +49,58 @@ async fn say(r: &Arc<Runner>, words: &str) -> Value {
     serde_json::to_value(outcome).expect("JSON")
 }
 
+/// A window moved to another workspace is moved back, fullscreen is left and a floated
+/// window tiled again, each read back from sway itself.
+#[tokio::test(flavor = "multi_thread")]
+async fn undo_that_moves_a_window_back_and_leaves_fullscreen_and_floating() {
+    let desktop = Desktop::start();
+    let r = desktop_runner(&desktop, "http://127.0.0.1:9").await;
+    let form_id = form_ready(&desktop, &r).await;
+    let home = desktop.sway.focused_workspace();
+    let workspace_of = || {
+        desktop
+            .sway
+            .window(&form_id)
+            .map(|(_, workspace)| workspace)
+    };
+
+    let out = say(&r, "move this window to workspace 5").await;
+    assert_eq!(out["results"][0]["ok"], true, "{out}");
+    assert_eq!(workspace_of().as_deref(), Some("5"), "{out}");
+    wait_context(&r, &form_id, None).await;
+    let out = say(&r, "undo that").await;
+    assert_eq!(out["results"][0]["ok"], true, "{out}");
+    assert_eq!(workspace_of(), Some(home.clone()), "{out}");
+    wait_context(&r, &form_id, None).await;
+
+    let fullscreen = || {
+        desktop
+            .sway
+            .window(&form_id)
+            .map(|(node, _)| node["fullscreen_mode"].clone())
+    };
+    let out = say(&r, "fullscreen").await;
+    assert_eq!(out["results"][0]["ok"], true, "{out}");
+    assert_eq!(fullscreen(), Some(serde_json::json!(1)), "{out}");
+    let out = say(&r, "undo that").await;
+    assert_eq!(out["results"][0]["ok"], true, "{out}");
+    assert_eq!(fullscreen(), Some(serde_json::json!(0)), "{out}");
+
+    // Floated, then tiled again.
+    let kind = || {
+        desktop
+            .sway
+            .window(&form_id)
+            .map(|(node, _)| node["type"].clone())
+    };
+    let out = say(&r, "float this window").await;
+    assert_eq!(out["results"][0]["ok"], true, "{out}");
+    assert_eq!(kind(), Some(serde_json::json!("floating_con")), "{out}");
+    let out = say(&r, "undo that").await;
+    assert_eq!(out["results"][0]["ok"], true, "{out}");
+    assert_eq!(kind(), Some(serde_json::json!("con")), "{out}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn undo_that_reverses_a_workspace_switch_and_typed_text_and_refuses_when_the_window_is_gone()
 {
