@@ -215,38 +215,8 @@ async fn volume_up_and_mute_change_the_default_sink_under_a_real_pipewire() {
     let pw = PipeWireSession::start();
     let dir = tempfile::tempdir().unwrap();
     let config = rules_and_desktop_config(dir.path());
-    let level = || {
-        let out = pw
-            .command("wpctl")
-            .args(["get-volume", "@DEFAULT_AUDIO_SINK@"])
-            .output()
-            .expect("wpctl runs");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
-    let volume = |text: &str| -> f64 {
-        text.split_whitespace()
-            .nth(1)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("wpctl said {text:?}"))
-    };
-    // A known start: 50%, not muted (WirePlumber may still be choosing the default sink).
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let set = pw
-            .command("wpctl")
-            .args(["set-volume", "@DEFAULT_AUDIO_SINK@", "0.5"])
-            .status()
-            .expect("wpctl runs");
-        if set.success() && (volume(&level()) - 0.5).abs() < 0.011 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the test sink takes no volume: {}",
-            level()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    // A known start: 50%, not muted.
+    pw.reset_sink(0.5);
     let config = config.display().to_string();
     let say = |words: &'static str| {
         let config = config.clone();
@@ -260,23 +230,31 @@ async fn volume_up_and_mute_change_the_default_sink_under_a_real_pipewire() {
     assert_eq!(step["result"]["target"], "system", "{run}");
     assert_eq!(step["verified"], true, "{run}");
     assert!(
-        (volume(&level()) - 0.55).abs() < 0.011,
+        (pw.sink_volume() - 0.55).abs() < 0.011,
         "{} after: {run}",
-        level()
+        pw.sink_level()
     );
     let run = say("turn the volume down").await;
     assert_eq!(run.code, Some(0), "{run}");
     assert!(
-        (volume(&level()) - 0.50).abs() < 0.011,
+        (pw.sink_volume() - 0.50).abs() < 0.011,
         "{} after: {run}",
-        level()
+        pw.sink_level()
     );
     let run = say("mute").await;
     assert_eq!(run.code, Some(0), "{run}");
-    assert!(level().contains("[MUTED]"), "{} after: {run}", level());
+    assert!(
+        pw.sink_level().contains("[MUTED]"),
+        "{} after: {run}",
+        pw.sink_level()
+    );
     let run = say("unmute").await;
     assert_eq!(run.code, Some(0), "{run}");
-    assert!(!level().contains("[MUTED]"), "{} after: {run}", level());
+    assert!(
+        !pw.sink_level().contains("[MUTED]"),
+        "{} after: {run}",
+        pw.sink_level()
+    );
     // Above full already: "volume up" is refused and changes nothing (wpctl's limit would
     // have set it back to 100%).
     let set = pw
@@ -288,7 +266,11 @@ async fn volume_up_and_mute_change_the_default_sink_under_a_real_pipewire() {
     let run = say("volume up").await;
     assert_eq!(run.code, Some(1), "{run}");
     assert!(run.stdout.contains("not raised"), "{run}");
-    assert!((volume(&level()) - 1.5).abs() < 0.011, "{}", level());
+    assert!(
+        (pw.sink_volume() - 1.5).abs() < 0.011,
+        "{}",
+        pw.sink_level()
+    );
 }
 
 /// A `wpctl` that lies is never taken at its word: a change it does not make, a level that

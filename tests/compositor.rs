@@ -300,6 +300,69 @@ async fn the_same_phrases_send_the_right_action_json_to_niri() {
     runner.shutdown().await;
 }
 
+/// niri's own actions with a declared inverse, each undone by "undo that": the inverse
+/// action niri receives is read from the fake niri's wire (niri itself cannot run here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_that_sends_niri_the_inverse_of_each_reversible_action() {
+    let niri = FakeNiri::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let runner = niri_runner(&niri, home.path()).await;
+    let last_action = || {
+        let sent = niri.actions().last().cloned().expect("an action");
+        sent["Action"]
+            .as_object()
+            .and_then(|a| a.keys().next().cloned())
+            .unwrap_or_else(|| panic!("not an action: {sent}"))
+    };
+    let cases = [
+        ("move the column left", "MoveColumnLeft", "MoveColumnRight"),
+        ("move the window down", "MoveWindowDown", "MoveWindowUp"),
+        (
+            "move this window to the workspace below",
+            "MoveWindowToWorkspaceDown",
+            "MoveWindowToWorkspaceUp",
+        ),
+        (
+            "move this workspace up",
+            "MoveWorkspaceUp",
+            "MoveWorkspaceDown",
+        ),
+        ("next workspace", "FocusWorkspaceDown", "FocusWindow"),
+    ];
+    for (words, done, undone) in cases {
+        let out = runner
+            .command(words, &CommandOptions::default(), None)
+            .await
+            .unwrap_or_else(|e| panic!("{words:?}: {e:?}"));
+        assert!(out.all_ok(), "{words:?}: {out:?}");
+        assert_eq!(last_action(), done, "{words:?}");
+        let before = niri.actions().len();
+        let out = runner
+            .command("undo that", &CommandOptions::default(), None)
+            .await
+            .unwrap_or_else(|e| panic!("undo {words:?}: {e:?}"));
+        assert!(out.all_ok(), "undo {words:?}: {out:?}");
+        assert_eq!(niri.actions().len(), before + 1, "undo {words:?}: {out:?}");
+        assert_eq!(last_action(), undone, "undo {words:?}: {out:?}");
+    }
+    // An action whose inverse is not recorded says why and sends nothing.
+    let out = runner
+        .command("center the column", &CommandOptions::default(), None)
+        .await
+        .unwrap();
+    assert!(out.all_ok(), "{out:?}");
+    let before = niri.actions().len();
+    let out = runner
+        .command("undo that", &CommandOptions::default(), None)
+        .await
+        .unwrap();
+    assert!(!out.all_ok(), "{out:?}");
+    let why = out.results[0].error.as_ref().expect("why").message.clone();
+    assert!(why.contains("not recorded"), "{why}");
+    assert_eq!(niri.actions().len(), before);
+    runner.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_is_asked_again_on_a_timer_so_a_broken_niri_config_shows_with_its_line() {
     let niri = FakeNiri::start().await;

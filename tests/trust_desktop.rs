@@ -106,7 +106,7 @@ pub(crate) async fn wait_context(r: &Runner, app_id: &str, rect: Option<&Value>)
 }
 
 /// Run `words` in a task; return its handle.
-fn command(r: &Arc<Runner>, words: &str) -> tokio::task::JoinHandle<Value> {
+pub(crate) fn command(r: &Arc<Runner>, words: &str) -> tokio::task::JoinHandle<Value> {
     let r = r.clone();
     let words = words.to_owned();
     tokio::spawn(async move {
@@ -119,7 +119,7 @@ fn command(r: &Arc<Runner>, words: &str) -> tokio::task::JoinHandle<Value> {
 }
 
 /// The next confirmation the runner asks, within [`LIMIT`].
-async fn next_question(
+pub(crate) async fn next_question(
     events: &mut tokio::sync::broadcast::Receiver<Event>,
 ) -> utter_core::confirm::PendingConfirmation {
     tokio::time::timeout(LIMIT, async {

@@ -10,6 +10,10 @@
 //! - an inverse whose window is gone is refused, and says why;
 //! - "volume up" then "undo that" puts a real mpv's MPRIS volume back, and "pause" then
 //!   "undo that" plays it again, through `utter daemon` with its built-in configuration;
+//! - "mute" and "volume up" on the system sound (a real PipeWire's default sink) are put
+//!   back by "undo that", read back with `wpctl`;
+//! - an application launched from its desktop entry is closed by "undo that", asking first
+//!   (declined, it stays); a scroll of the form is scrolled back;
 //! - spoken dictation (espeak-ng into a private PipeWire microphone, Whisper tiny.en) held
 //!   on the dictation key lands in a GTK text view with its marks and a line break, and a
 //!   spoken "scratch that" takes the last phrase back.
@@ -21,7 +25,7 @@ use crate::common::voice::{Follower, LIMIT as VOICE_LIMIT, VoiceDaemon, speak_in
 use crate::common::{DbusSession, Mpris, Mpv, PipeWireSession, Sandbox, bin, whisper_model};
 use crate::desktop::Desktop;
 use crate::sway_session::poll;
-use crate::trust_desktop::{desktop_runner, wait_context};
+use crate::trust_desktop::{command, desktop_runner, next_question, wait_context};
 use std::sync::Arc;
 use std::time::Duration;
 use utter_core::pipeline::CommandOptions;
@@ -267,6 +271,175 @@ async fn volume_up_and_pause_are_undone_on_a_real_mpv() {
         serde_json::json!([journal[3]["id"]]),
         "{run}"
     );
+}
+
+/// Where the form's scrolled area comes to rest (GTK's smooth scrolling runs on after the
+/// event): its position once two reads 300 ms apart agree, 0 before it ever moved.
+fn scroll_settled(desktop: &Desktop) -> i64 {
+    let read = || {
+        desktop
+            .read("scroll")
+            .and_then(|s| s.parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    let mut last = read();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = read();
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
+/// A scroll is scrolled back, and an application launched from its desktop entry is closed
+/// by "undo that" after asking (declined, its window stays), each read back from the form
+/// and from sway.
+#[tokio::test(flavor = "multi_thread")]
+async fn undo_that_scrolls_back_and_closes_the_window_it_launched_asking_first() {
+    let desktop = Desktop::start();
+    // An installed application whose window is "gamma": a desktop entry that starts foot,
+    // in the plugins' own $HOME (desktop_runner's).
+    let foot = crate::sway_session::which("foot").expect("foot (Debian: foot)");
+    let apps = desktop.path("home/.local/share/applications");
+    std::fs::create_dir_all(&apps).expect("applications dir");
+    std::fs::write(
+        apps.join("gamma.desktop"),
+        format!(
+            "[Desktop Entry]\nType=Application\nName=Gamma\nExec={} --app-id gamma\nStartupWMClass=gamma\n",
+            foot.display()
+        ),
+    )
+    .expect("desktop entry");
+    let r = desktop_runner(&desktop, "http://127.0.0.1:9").await;
+    let form_id = form_ready(&desktop, &r).await;
+
+    // Scrolled down, then up by one wheel step, the second undone: the area is back where
+    // the first left it.
+    let out = say(&r, "scroll down").await;
+    assert_eq!(out["results"][0]["ok"], true, "{out}");
+    let first = scroll_settled(&desktop);
+    assert!(first > 0, "the form did not scroll: {out}");
+    let out = say(&r, "scroll up one").await;
+    assert_eq!(out["results"][0]["ok"], true, "{out}");
+    let second = scroll_settled(&desktop);
+    assert!(second < first, "{first} -> {second}: {out}");
+    let out = say(&r, "undo that").await;
+    let step = &out["results"][0];
+    assert_eq!(step["op"], "scroll", "{out}");
+    assert_eq!(step["args"]["direction"], "down", "{out}");
+    assert_eq!(step["args"]["amount"], 1, "{out}");
+    assert_eq!(step["ok"], true, "{out}");
+    assert_eq!(
+        scroll_settled(&desktop),
+        first,
+        "{first} -> {second} -> undo: {out}"
+    );
+
+    // "open gamma" launches it from its entry; its window gets the focus.
+    let out = say(&r, "open gamma").await;
+    let step = &out["results"][0];
+    assert_eq!(step["op"], "ensure_app", "{out}");
+    assert_eq!(step["result"]["launched"], true, "{out}");
+    let shown = poll(Duration::from_secs(10), || desktop.sway.window("gamma"));
+    assert!(shown.is_some(), "gamma did not open: {out}");
+    wait_context(&r, "gamma", None).await;
+
+    // "undo that" asks before closing it; declined, the window stays and nothing is undone.
+    let mut events = r.subscribe();
+    let call = command(&r, "undo that");
+    let asked = next_question(&mut events).await;
+    assert_eq!(asked.request.op, "close_app", "{asked:?}");
+    assert!(asked.request.summary.contains("gamma"), "{asked:?}");
+    r.confirmations
+        .answer(&asked.id, false, "test")
+        .expect("answered");
+    let out = tokio::time::timeout(LIMIT, call).await.unwrap().unwrap();
+    assert_eq!(out["results"][0]["ok"], false, "{out}");
+    assert!(desktop.sway.window("gamma").is_some(), "{out}");
+
+    // Asked again and approved: exactly that window is closed; the form stays.
+    let call = command(&r, "undo that");
+    let asked = next_question(&mut events).await;
+    assert_eq!(asked.request.op, "close_app", "{asked:?}");
+    r.confirmations
+        .answer(&asked.id, true, "test")
+        .expect("answered");
+    let out = tokio::time::timeout(LIMIT, call).await.unwrap().unwrap();
+    assert_eq!(out["results"][0]["ok"], true, "{out}");
+    let closed = poll(Duration::from_secs(10), || {
+        desktop.sway.window("gamma").is_none().then_some(())
+    });
+    assert!(closed.is_some(), "gamma is still open: {out}");
+    assert!(desktop.sway.window(&form_id).is_some(), "{out}");
+}
+
+/// "mute" and "volume up" on the system sound, each undone: a real PipeWire's default
+/// sink is back at its level and unmuted, read back with `wpctl` (the test's own oracle),
+/// through `utter daemon` with its built-in configuration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mute_and_volume_up_on_the_system_sound_are_undone_under_a_real_pipewire() {
+    let pw = PipeWireSession::start();
+    pw.reset_sink(0.5);
+    let sb = Sandbox::new();
+    // The daemon's own runtime directory is the sandbox's; PipeWire is found through
+    // PIPEWIRE_RUNTIME_DIR, and no bus has a player on it: the sound is the system's.
+    let daemon = Daemon::builder(&sb)
+        .env(
+            sb.env(None)
+                .with("XDG_STATE_HOME", sb.path("state"))
+                .with("PIPEWIRE_RUNTIME_DIR", pw.runtime_dir()),
+        )
+        .start()
+        .await;
+    let say = |words: &'static str| {
+        let (daemon, sb) = (&daemon, &sb);
+        async move {
+            let run = daemon.utter(sb, &["say", words, "--json"]).await;
+            (run.code, run.json())
+        }
+    };
+    let (code, out) = say("mute").await;
+    assert_eq!(code, Some(0), "{out}\n{}", daemon.log());
+    assert_eq!(out["results"][0]["result"]["target"], "system", "{out}");
+    assert!(
+        pw.sink_level().contains("[MUTED]"),
+        "{}: {out}",
+        pw.sink_level()
+    );
+    let (code, out) = say("undo that").await;
+    assert_eq!(code, Some(0), "{out}\n{}", daemon.log());
+    assert_eq!(out["results"][0]["args"]["command"], "set_volume", "{out}");
+    assert_eq!(out["results"][0]["verified"], true, "{out}");
+    assert!(
+        !pw.sink_level().contains("[MUTED]"),
+        "{}: {out}",
+        pw.sink_level()
+    );
+    assert!(
+        (pw.sink_volume() - 0.5).abs() < 0.011,
+        "{}",
+        pw.sink_level()
+    );
+
+    let (code, out) = say("volume up").await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        (pw.sink_volume() - 0.55).abs() < 0.011,
+        "{}",
+        pw.sink_level()
+    );
+    let (code, out) = say("undo that").await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        (pw.sink_volume() - 0.5).abs() < 0.011,
+        "{}: {out}",
+        pw.sink_level()
+    );
+    assert!(!pw.sink_level().contains("[MUTED]"), "{}", pw.sink_level());
 }
 
 /// Dictation on the GTK form: "start dictation", then what is heard (the voice loop's

@@ -815,6 +815,62 @@ impl PipeWireSession {
         cmd
     }
 
+    /// `wpctl get-volume @DEFAULT_AUDIO_SINK@` as this session answers it
+    /// (`Volume: 0.50`, `Volume: 0.50 [MUTED]`): the tests' own oracle for the system sound.
+    pub fn sink_level(&self) -> String {
+        let out = self
+            .command("wpctl")
+            .args(["get-volume", "@DEFAULT_AUDIO_SINK@"])
+            .output()
+            .expect("wpctl runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// The volume in [`sink_level`](Self::sink_level)'s answer; panics on anything else.
+    pub fn sink_volume(&self) -> f64 {
+        let text = self.sink_level();
+        text.split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("wpctl said {text:?}"))
+    }
+
+    /// Set the default sink to `volume`, not muted, and wait (up to 20 s) until it reads
+    /// back so: WirePlumber may still be choosing the default sink when the session starts.
+    pub fn reset_sink(&self, volume: f64) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let level = volume.to_string();
+            let set = self
+                .command("wpctl")
+                .args(["set-volume", "@DEFAULT_AUDIO_SINK@", &level])
+                .status()
+                .expect("wpctl runs");
+            let unmuted = self
+                .command("wpctl")
+                .args(["set-mute", "@DEFAULT_AUDIO_SINK@", "0"])
+                .status()
+                .expect("wpctl runs");
+            let now = self.sink_level();
+            if set.success() && unmuted.success() && !now.contains("[MUTED]") {
+                if let Some(v) = now
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<f64>().ok())
+                {
+                    if (v - volume).abs() < 0.011 {
+                        return;
+                    }
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the test sink takes no volume: {now}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     fn spawn(&mut self, program: &'static str, args: &[&str]) {
         let log = std::fs::File::create(self.dir.path().join(format!("{program}.log")))
             .expect("log file");
