@@ -408,7 +408,7 @@ pub fn by_desktop_id(case: &Case, planned: &Value, classes: &BTreeMap<String, St
         .expect
         .iter()
         .filter_map(|want| want.args.get("app").and_then(toml::Value::as_str))
-        .map(str::to_lowercase)
+        .map(str::to_owned)
         .collect();
     let mut planned = planned.clone();
     let Some(steps) = planned.get_mut("steps").and_then(Value::as_array_mut) else {
@@ -418,12 +418,15 @@ pub fn by_desktop_id(case: &Case, planned: &Value, classes: &BTreeMap<String, St
         let Some(app) = step.pointer_mut("/args/app") else {
             continue;
         };
-        let Some(class) = app.as_str().map(str::to_lowercase) else {
+        let Some(said) = app.as_str().map(str::to_owned) else {
             continue;
         };
-        if let Some(id) = classes.get(&class)
-            && expected.contains(&id.to_lowercase())
-            && !expected.contains(&class)
+        // The class is the id the case expects already, or names another application.
+        if expected.contains(&said) {
+            continue;
+        }
+        if let Some(id) = classes.get(&said.to_lowercase())
+            && expected.contains(id)
         {
             *app = json!(id);
         }

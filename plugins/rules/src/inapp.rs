@@ -83,6 +83,10 @@ pub(crate) const TYPE_VERBS: &[&str] = &[
     "write the text",
     "write",
     "dictate",
+    // A message's text said as the answer to one ("reply with on my way").
+    "reply with",
+    "respond with",
+    "answer with",
 ];
 
 /// Punctuation said as words in dictation, and the mark each stands for. The mark joins the

@@ -345,6 +345,7 @@ fn what_is_searched(words: &[&str]) -> usize {
 /// Where a find in the focused window looks, said after the words ("find pricing on this
 /// page") or after "search" ("search this page for pricing").
 const FIND_PLACES: &[&[&str]] = &[
+    &["on", "page"],
     &["on", "this", "page"],
     &["on", "the", "page"],
     &["in", "this", "page"],
@@ -380,10 +381,15 @@ pub fn find_in_page(sources: &Sources<'_>, text: &str, raw: &str) -> Option<Vec<
         (rest.get(place.len()) == Some(&"for")).then_some(())?;
         (after + place.len() + 1, spoken.last)
     } else {
-        // "find pricing on this page".
+        // "find pricing on this page", or the place first: "find on page pricing".
         let after = spoken.after_verb(&["find", "look for", "search for"])?;
-        let place = FIND_PLACES.iter().find(|p| words.ends_with(p))?;
-        (after, spoken.last - place.len())
+        let rest = &words[after - spoken.first..];
+        if let Some(place) = FIND_PLACES.iter().find(|p| words.ends_with(p)) {
+            (after, spoken.last - place.len())
+        } else {
+            let place = FIND_PLACES.iter().find(|p| rest.starts_with(p))?;
+            (after + place.len(), spoken.last)
+        }
     };
     if start >= end {
         return None;
@@ -574,6 +580,33 @@ fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matc
             &site.name,
         ));
     }
+    // "find youtube videos about split keyboards": a site right after the verb, then what
+    // kind of thing is sought and what it is about.
+    if let Some(after) = spoken
+        .after_verb(SEARCH_VERBS)
+        .or_else(|| spoken.after_verb(SITE_SEARCH_VERBS))
+    {
+        let rest = spoken.text(after);
+        for len in (1..=3.min(rest.len())).rev() {
+            let lead = what_is_searched(&rest[len..]);
+            if lead == 0 {
+                continue;
+            }
+            if let Some(site) = sources
+                .catalog
+                .lookup_web(&rest[..len].join(" "))
+                .filter(|s| s.search.is_some())
+            {
+                return Some(query_step(
+                    spoken,
+                    after + len + lead,
+                    spoken.last,
+                    site.search.as_deref()?,
+                    &site.name,
+                ));
+            }
+        }
+    }
     // "on youtube find how to solder", "on github search for niri".
     if matches!(words.first(), Some(&("on" | "in"))) {
         for k in 1..=4.min(words.len().saturating_sub(2)) {
@@ -674,9 +707,11 @@ pub fn site_query(sources: &Sources<'_>, raw: &str) -> Option<(Matched, String)>
             if words[k..].iter().any(|w| REMARK_WORDS.contains(w)) {
                 return None;
             }
+            // "youtube videos about cats": what the site holds anyway is not searched.
+            let lead = what_is_searched(&words[k..]);
             let mut m = query_step(
                 &spoken,
-                spoken.first + k,
+                spoken.first + k + lead,
                 spoken.last,
                 site.search.as_deref()?,
                 &site.name,
@@ -1152,6 +1187,14 @@ const DOING_LEADS: &[&str] = &[
     "start the",
     "use the",
     "open the",
+    // "compose a new message", "start a new chat": a phrase that names what is made.
+    "compose a",
+    "create a",
+    "start a",
+    "write a",
+    "make a",
+    "begin a",
+    "open a",
 ];
 
 /// Verbs of common chords that take what they act on ("copy that cell", "save the
@@ -1232,7 +1275,7 @@ fn aimed<'t>(text: &'t str, profile: &Profile) -> Vec<&'t str> {
 }
 
 /// [`aimed`] for any naming: the phrases of `text` aimed at what `is_named` accepts, as
-/// "<name> <phrase>" or "<phrase> in|on <name>", and with `in_first` "in <name> <phrase>".
+/// "<name> <phrase>" or "<phrase> in|on|from <name>", and with `in_first` "in <name> <phrase>".
 fn aimed_at(text: &str, is_named: impl Fn(&str) -> bool, in_first: bool) -> Vec<&str> {
     let mut found = Vec::new();
     let words: Vec<&str> = text.split(' ').collect();
@@ -1259,11 +1302,12 @@ fn aimed_at(text: &str, is_named: impl Fn(&str) -> bool, in_first: bool) -> Vec<
                 }
             }
         }
-        if n - cut <= MAX_NAME_WORDS + 1 && matches!(words[cut], "in" | "on") {
+        if n - cut <= MAX_NAME_WORDS + 1 && matches!(words[cut], "in" | "on" | "from") {
             let tail = words[cut..].join(" ");
             let name = tail
                 .strip_prefix("in ")
                 .or_else(|| tail.strip_prefix("on "))
+                .or_else(|| tail.strip_prefix("from "))
                 .unwrap_or("");
             if is_named(name) {
                 let phrase = strip_word_suffix(text, &tail).unwrap_or("").trim_end();

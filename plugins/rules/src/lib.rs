@@ -341,7 +341,7 @@ fn refuse_wiping(steps: Vec<Matched>) -> Result<Vec<Matched>, Escalation> {
 const REMARK_LEADS: &[&str] = &[
     "i", "im", "ive", "id", "its", "it", "thats", "that", "theres", "this", "lets", "we", "were",
     "whats", "oh", "ugh", "wow", "man", "hmm", "ok", "okay", "alright", "right", "well", "yeah",
-    "nah", "damn", "my", "our", "you", "youre", "youve", "he", "she", "they", "no", "oops",
+    "nah", "nope", "damn", "my", "our", "you", "youre", "youve", "he", "she", "they", "no", "oops",
     "sorry", "gosh", "where", "why", "how", "when", "who", "did", "dear",
 ];
 
@@ -1892,6 +1892,45 @@ mod tests {
         plan(json!({"utterance": utterance, "context": {"focused": {"app_id": app_id}}}))
             .expect("planned")["steps"]
             .clone()
+    }
+
+    #[test]
+    fn talon_habits_and_other_orders_plan_as_their_command() {
+        let first = |said: &str, app: &str| steps_focused(said, app)[0].clone();
+        // Talon's object-first order is the verb-first command.
+        assert_eq!(first("tab close", "firefox"), first("close tab", "firefox"));
+        assert_eq!(
+            first("tab restore", "firefox"),
+            first("restore tab", "firefox")
+        );
+        // Talon's typing verbs type what follows; a described object is no text.
+        assert_eq!(first("say good morning", "firefox")["op"], "type_text");
+        assert_eq!(
+            first("insert maintenance window", "gedit")["args"]["text"],
+            "maintenance window"
+        );
+        assert_ne!(steps_focused("say the name", "gedit")[0]["op"], "type_text");
+        // The place before the words of a find.
+        let found = steps_focused("find on page dhcp", "firefox");
+        assert_eq!(found[0]["args"]["chord"], "ctrl+f");
+        assert_eq!(found[1]["args"]["text"], "dhcp");
+        // A site and the kind of thing sought right after the verb.
+        assert_eq!(
+            first("find youtube videos about split keyboards", "firefox")["args"]["url"],
+            "https://www.youtube.com/results?search_query=split+keyboards"
+        );
+        // Text given as a reply, then sent.
+        let replied = steps_focused("reply with on my way and send it", "discord");
+        assert_eq!(replied[0]["args"]["text"], "on my way");
+        assert_eq!(replied[1]["args"]["chord"], "Return");
+        // A plain "undo" after regret is the journal's; alone, the app's chord.
+        assert_eq!(first("nope, undo", "gedit")["op"], "undo");
+        assert_eq!(first("oops undo", "gedit")["op"], "undo");
+        assert_eq!(first("undo", "gedit")["op"], "key");
+        // A volume said as a level.
+        let volume = first("set the volume to fifty percent", "firefox");
+        assert_eq!(volume["args"]["command"], "set_volume");
+        assert_eq!(volume["args"]["level"], 0.5);
     }
 
     #[test]

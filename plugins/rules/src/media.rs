@@ -154,6 +154,22 @@ impl MediaCommand {
 
 /// The family's step for `text`, if it is a playback command (with the player it names).
 pub(crate) fn plan(text: &str) -> Option<Matched> {
+    if let Some((level, player)) = set_volume(text) {
+        let percent = (level * 100.0).round();
+        let mut args = json!({"command": "set_volume", "level": level});
+        let mut message = format!("set the volume to {percent}%");
+        if let Some(player) = player {
+            message = format!("{message} on {player}");
+            args["player"] = Value::String(player);
+        }
+        return Some(Matched {
+            rule: "media",
+            op: "media",
+            args,
+            message,
+            confirm: false,
+        });
+    }
     let (command, player) = media(text)?;
     let mut args = json!({"command": command.as_str()});
     let mut message = command.describe().to_owned();
@@ -321,6 +337,90 @@ fn known_player(spoken: &str) -> String {
         .filter(|(score, _)| *score >= 0.85)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map_or_else(|| spoken.to_owned(), |(_, p)| p.to_owned())
+}
+
+/// Verbs that may open a volume setting ("set the volume to 40 percent").
+const VOLUME_VERBS: &[&str] = &["set", "put", "turn", "change", "bring", "adjust", "make"];
+
+/// Levels said by name, as fractions of full volume.
+const NAMED_LEVELS: &[(&str, f64)] = &[
+    ("half", 0.5),
+    ("halfway", 0.5),
+    ("max", 1.0),
+    ("maximum", 1.0),
+    ("full", 1.0),
+    ("a hundred percent", 1.0),
+];
+
+/// "set the volume to 40 percent", "volume 30", "put the sound at fifty percent", "spotify
+/// volume to 20", "set the volume of spotify to half", "half volume", "max volume": the
+/// level (0 to 1; a number is a percentage, 0 to 100) and the player named, if any. Other
+/// words, or a number above 100, are no volume setting.
+pub(crate) fn set_volume(text: &str) -> Option<(f64, Option<String>)> {
+    // "half volume", "full volume", "max volume".
+    for (name, level) in NAMED_LEVELS {
+        if let Some(rest) = strip_word_prefix(text, name)
+            && matches!(rest, "volume" | "sound")
+        {
+            return Some((*level, None));
+        }
+    }
+    let mut rest = text;
+    for verb in VOLUME_VERBS {
+        if let Some(after) = strip_word_prefix(rest, verb) {
+            rest = after;
+            break;
+        }
+    }
+    rest = strip_word_prefix(rest, "the").unwrap_or(rest);
+    // A player before the volume: "spotify volume 20", "the spotify volume to 20".
+    let mut player = None;
+    for known in KNOWN_PLAYERS {
+        if let Some(after) = strip_word_prefix(rest, known) {
+            player = Some((*known).to_owned());
+            rest = after;
+            break;
+        }
+    }
+    rest = ["volume", "sound"]
+        .iter()
+        .find_map(|n| strip_word_prefix(rest, n))?;
+    // ... or after it: "the volume of spotify", "the volume on vlc".
+    for preposition in ["of", "on", "in", "for"] {
+        if player.is_some() {
+            break;
+        }
+        if let Some(after) = strip_word_prefix(rest, preposition) {
+            let after = strip_word_prefix(after, "the").unwrap_or(after);
+            if let Some((known, tail)) = KNOWN_PLAYERS
+                .iter()
+                .find_map(|k| strip_word_prefix(after, k).map(|t| (*k, t)))
+            {
+                player = Some(known.to_owned());
+                rest = tail;
+            }
+        }
+    }
+    let rest = ["to", "at"]
+        .iter()
+        .find_map(|p| strip_word_prefix(rest, p))
+        .unwrap_or(rest);
+    let rest = rest.trim();
+    if let Some((_, level)) = NAMED_LEVELS.iter().find(|(name, _)| *name == rest) {
+        return Some((*level, player));
+    }
+    let number = ["percent", "per cent", "%"]
+        .iter()
+        .find_map(|unit| strip_word_suffix(rest, unit))
+        .unwrap_or(rest)
+        .trim();
+    if number.is_empty() {
+        return None;
+    }
+    let percent = crate::numbers::said_number(number).filter(|n| *n <= 100)?;
+    #[allow(clippy::cast_precision_loss)] // at most 100
+    let level = percent as f64 / 100.0;
+    Some((level, player))
 }
 
 /// How much, said around a volume change ("a bit quieter", "turn it down a little"): a
@@ -520,6 +620,42 @@ fn bare_media_phrase(text: &str) -> Option<MediaCommand> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_volume_said_as_a_level_is_set() {
+        let level = |text: &str| super::set_volume(text);
+        assert_eq!(level("set the volume to 50 percent"), Some((0.5, None)));
+        assert_eq!(level("set volume to 30"), Some((0.3, None)));
+        assert_eq!(level("volume 20"), Some((0.2, None)));
+        assert_eq!(level("put the sound at 75 percent"), Some((0.75, None)));
+        assert_eq!(level("half volume"), Some((0.5, None)));
+        assert_eq!(level("volume to max"), Some((1.0, None)));
+        assert_eq!(level("turn the volume to 0"), Some((0.0, None)));
+        assert_eq!(
+            level("set the volume of spotify to 40"),
+            Some((0.4, Some("spotify".to_owned())))
+        );
+        assert_eq!(
+            level("spotify volume 10 percent"),
+            Some((0.1, Some("spotify".to_owned())))
+        );
+        // Not levels: above full, no number, other sentences.
+        for text in [
+            "set the volume to 150",
+            "volume up",
+            "turn the sound on",
+            "put the sound back on",
+            "set the volume",
+            "volume",
+            "the volume is 50",
+            "set the alarm to 50",
+        ] {
+            assert_eq!(level(text), None, "{text}");
+        }
+        let m = super::plan("set the volume to 50 percent").expect("planned");
+        assert_eq!(m.args["command"], "set_volume");
+        assert_eq!(m.args["level"], 0.5);
+    }
+
     use super::*;
 
     #[test]

@@ -180,6 +180,8 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
             .or_else(|| particle_after(text, sources))
             .or_else(|| language::loose_shortcut(text, sources).map(|m| vec![m]))
             .or_else(|| repeated(text, sources))
+            .or_else(|| object_first(text, sources))
+            .or_else(|| new_instance(text, sources))
             .or_else(|| entered(sources))
             .or_else(|| named_alone(text, sources))
             .or_else(|| said_here(text, sources))
@@ -279,11 +281,57 @@ fn said_here(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     })
 }
 
-/// "enter jdoe", "enter john smith": text typed as "type …" types it, when the phrase
-/// planned nothing else ("enter fullscreen" and a bare "enter" are rules of their own).
+/// What Talon's grammar says first, before the verb ("tab close", "window new").
+const OBJECTS_FIRST: &[&str] = &[
+    "tab",
+    "tabs",
+    "window",
+    "file",
+    "page",
+    "workspace",
+    "column",
+];
+
+/// "tab close", "tab restore", "window new", "workspace next": Talon's object-first order,
+/// planned as the verb first ("close tab") when that plans and the whole did not. Two or
+/// three words only: a longer one is a sentence of its own.
+fn object_first(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
+    let (object, rest) = text.split_once(' ')?;
+    if !OBJECTS_FIRST.contains(&object) || rest.split(' ').count() > 2 {
+        return None;
+    }
+    let turned = format!("{rest} {object}");
+    let alone = Sources {
+        utterance: &turned,
+        ..*sources
+    };
+    plan_rules(&turned, &alone).ok()
+}
+
+/// "new terminal", "another firefox": a bare "new" or "another" before an application or a
+/// kind of one, as "open a new terminal" would plan it (a new window of it), when nothing
+/// else planned the whole.
+fn new_instance(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
+    let rest = ["new", "another"]
+        .iter()
+        .find_map(|lead| crate::text::strip_word_prefix(text, lead))
+        .filter(|rest| !rest.is_empty())?;
+    let said = format!("open a new {rest}");
+    let alone = Sources {
+        utterance: &said,
+        ..*sources
+    };
+    plan_rules(&said, &alone)
+        .ok()
+        .filter(|steps| steps.iter().all(|s| s.op == "launch_app"))
+}
+
+/// "enter jdoe", "enter john smith", Talon's "say good morning" and "insert maintenance
+/// window": text typed as "type …" types it, when the phrase planned nothing else ("enter
+/// fullscreen" and a bare "enter" are rules of their own).
 fn entered(sources: &Sources<'_>) -> Option<Vec<Matched>> {
     let spoken = crate::inapp::Spoken::new(sources.utterance);
-    let after = spoken.after_verb(&["enter"])?;
+    let after = spoken.after_verb(&["enter", "say", "insert"])?;
     if after >= spoken.last {
         return None;
     }
@@ -800,11 +848,17 @@ fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalat
     if let Some(m) = crate::dictation::switch(text) {
         return one(m);
     }
-    if let Some(mut m) = journal_undo(text) {
+    if let Some(mut m) = journal_undo(text).or_else(|| regretted_undo(text, sources)) {
         // With nothing recent in the journal, the application in front of the person is
         // what "undo that" means: its own undo chord, when it has one.
+        // (Planned as "undo" said alone: the regret that made "nope, undo" the journal's
+        // is not said again.)
+        let alone = Sources {
+            utterance: "undo",
+            ..*sources
+        };
         if m.args["count"] == 1
-            && let Ok(chord) = plan_rules("undo", sources)
+            && let Ok(chord) = plan_rules("undo", &alone)
             && let [key] = chord.as_slice()
             && key.op == "key"
         {
@@ -848,6 +902,25 @@ fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalat
             reason: "no_rule",
             message: format!("no rule matched \"{}\"", raw.trim()),
         }))
+}
+
+/// Words of regret that open an utterance ("nope, undo", "oops, undo"): what just happened
+/// was not wanted.
+const REGRETS: &[&str] = &["nope", "oops", "whoops", "no", "nah", "damn", "argh", "ugh"];
+
+/// "nope, undo", "oops undo": a plain "undo" said right after regret is about what was just
+/// done, so it is the journal's undo of the last command (which presses the focused
+/// application's own chord when nothing recent is journaled), as "undo that" is.
+fn regretted_undo(text: &str, sources: &Sources<'_>) -> Option<Matched> {
+    if text != "undo" {
+        return None;
+    }
+    let said = crate::text::normalize(sources.utterance);
+    let first = said.split(' ').next()?;
+    if !REGRETS.contains(&first) {
+        return None;
+    }
+    journal_undo("undo that")
 }
 
 /// "undo that", "scratch that", "undo the last two (commands)": op `undo {count}`, which

@@ -212,6 +212,7 @@ const LEADING_FILLERS: &[&str] = &[
     "yo",
     "yoo",
     "nah",
+    "nope",
     "never mind",
     "nevermind",
     "no wait",
