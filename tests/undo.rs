@@ -13,7 +13,8 @@
 //! - "mute" and "volume up" on the system sound (a real PipeWire's default sink) are put
 //!   back by "undo that", read back with `wpctl`;
 //! - an application launched from its desktop entry is closed by "undo that", asking first
-//!   (declined, it stays); a scroll of the form is scrolled back;
+//!   (declined, it stays); a scroll of the form is scrolled back; text typed as keystrokes
+//!   into a terminal is backspaced away;
 //! - spoken dictation (espeak-ng into a private PipeWire microphone, Whisper tiny.en) held
 //!   on the dictation key lands in a GTK text view with its marks and a line break, and a
 //!   spoken "scratch that" takes the last phrase back.
@@ -375,6 +376,60 @@ async fn undo_that_scrolls_back_and_closes_the_window_it_launched_asking_first()
     });
     assert!(closed.is_some(), "gamma is still open: {out}");
     assert!(desktop.sway.window(&form_id).is_some(), "{out}");
+}
+
+/// Typed as keystrokes (a terminal has no accessible text field), "scratch that" sends as
+/// many BackSpaces: a shell's `read` in a real foot window gets only what was typed after.
+#[tokio::test(flavor = "multi_thread")]
+async fn scratch_that_backspaces_text_typed_as_keystrokes_in_a_terminal() {
+    let desktop = Desktop::start();
+    let r = desktop_runner(&desktop, "http://127.0.0.1:9").await;
+    form_ready(&desktop, &r).await;
+    // The session's user (nobody, when the tests run as root) writes the line here.
+    let shared = tempfile::tempdir().expect("temp dir");
+    std::fs::set_permissions(
+        shared.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .expect("chmod");
+    let out_file = shared.path().join("line.txt");
+    let script = format!(
+        "read line; printf '%s' \"$line\" > '{}'",
+        out_file.display()
+    );
+    let mut foot = desktop
+        .sway
+        .command("foot", &[("WAYLAND_DISPLAY", "wayland-1")])
+        .args(["--app-id", "typing", "sh", "-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start foot");
+    let shown = poll(Duration::from_secs(10), || desktop.sway.window("typing"));
+    assert!(shown.is_some(), "foot did not open");
+    wait_context(&r, "typing", None).await;
+
+    let out = say(&r, "type hello").await;
+    let step = &out["results"][0];
+    assert_eq!(step["ok"], true, "{out}");
+    assert_ne!(step["result"]["path"], "a11y", "{out}");
+    let out = say(&r, "scratch that").await;
+    let step = &out["results"][0];
+    assert_eq!(step["op"], "key", "{out}");
+    assert_eq!(step["args"]["chord"], "BackSpace", "{out}");
+    assert_eq!(step["args"]["repeat"], 5, "{out}");
+    assert_eq!(step["ok"], true, "{out}");
+    let out = say(&r, "type ok").await;
+    assert_eq!(out["results"][0]["ok"], true, "{out}");
+    let out = say(&r, "press enter").await;
+    assert_eq!(out["results"][0]["ok"], true, "{out}");
+    let line = poll(Duration::from_secs(10), || {
+        std::fs::read_to_string(&out_file).ok()
+    });
+    assert_eq!(line.as_deref(), Some("ok"), "{out}");
+    let _ = foot.kill();
+    let _ = foot.wait();
 }
 
 /// "mute" and "volume up" on the system sound, each undone: a real PipeWire's default
