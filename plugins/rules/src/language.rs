@@ -58,14 +58,61 @@ pub fn chat_message(sources: &Sources<'_>, raw: &str) -> Option<Vec<Matched>> {
     let message = said[lead.len()..]
         .trim_start_matches([' ', ',', ':'])
         .trim();
+    // What follows names or places the message rather than saying it ("send the link",
+    // "send me the link", "send bob a message" is caught by "a" later, "send now", "reply
+    // with the password"): no message to type.
     let first = message.split_whitespace().next()?.to_ascii_lowercase();
-    if *lead == "send"
-        && [
-            "the", "this", "that", "these", "those", "it", "them", "a", "an", "my", "your", "our",
-            "to",
-        ]
-        .contains(&first.as_str())
+    if [
+        "the",
+        "this",
+        "that",
+        "these",
+        "those",
+        "it",
+        "them",
+        "a",
+        "an",
+        "my",
+        "your",
+        "our",
+        "to",
+        "me",
+        "him",
+        "her",
+        "us",
+        "you",
+        "now",
+        "later",
+        "anyway",
+        "and",
+        "out",
+        "over",
+        "back",
+        "off",
+        "for",
+        "all",
+        "everyone",
+        "everybody",
+        "again",
+        "when",
+        "once",
+        "after",
+        "before",
+        "soon",
+    ]
+    .contains(&first.as_str())
     {
+        return None;
+    }
+    // "send bob a message", "send alice the file": a person, then what is sent.
+    let words: Vec<String> = message
+        .split_whitespace()
+        .map(str::to_ascii_lowercase)
+        .collect();
+    if matches!(
+        words.get(1).map(String::as_str),
+        Some("a" | "an" | "the" | "my" | "this")
+    ) {
         return None;
     }
     let text = crate::inapp::written_marks(message);
@@ -1302,7 +1349,10 @@ fn aimed_at(text: &str, is_named: impl Fn(&str) -> bool, in_first: bool) -> Vec<
                 }
             }
         }
-        if n - cut <= MAX_NAME_WORDS + 1 && matches!(words[cut], "in" | "on" | "from") {
+        // "from <app>" only for what is taken out of it ("copy the password from keepass"):
+        // "paste from chromium" names where the text comes from, not where it goes.
+        let from = words[cut] == "from" && words[0] == "copy";
+        if n - cut <= MAX_NAME_WORDS + 1 && (matches!(words[cut], "in" | "on") || from) {
             let tail = words[cut..].join(" ");
             let name = tail
                 .strip_prefix("in ")

@@ -336,6 +336,79 @@ fn refuse_wiping(steps: Vec<Matched>) -> Result<Vec<Matched>, Escalation> {
     Ok(steps)
 }
 
+/// Endings that take back the command said before them ("quit chromium, no wait", "close
+/// the tab? No.", "pause, never mind"), as normalised words after its last comma or mark.
+const TAKEN_BACK: &[&str] = &[
+    "no",
+    "no wait",
+    "wait",
+    "wait no",
+    "no no",
+    "nope",
+    "never mind",
+    "nevermind",
+    // Not "cancel": "stop it, cancel that" is the command said twice (a terminal's ctrl+c).
+    "actually no",
+    "no dont",
+    "dont",
+    "forget it",
+    "forget that",
+    "scratch that",
+    "not that",
+    "no sorry",
+    "sorry no",
+];
+
+/// Why nothing is planned when the last clause of `utterance` takes back what came before
+/// it ("quit chromium, no wait"): `None` when it does not.
+fn taken_back(utterance: &str) -> Option<Escalation> {
+    let cut = utterance
+        .trim_end()
+        .trim_end_matches(['.', '!', '?', ',', ' '])
+        .rfind([',', '?', '!', ';', '.'])?;
+    let (before, after) = utterance.split_at(cut);
+    let after = text::normalize(&after[1..]);
+    let before = text::normalize(before);
+    if before.is_empty() || !TAKEN_BACK.contains(&after.as_str()) {
+        return None;
+    }
+    Some(Escalation {
+        reason: "refused",
+        message: format!("\"{}\" was taken back; nothing is done", before.trim()),
+    })
+}
+
+/// Words a remark ends with when what follows it is what someone said, not a command ("he
+/// said, quit chromium", "i was like, close slack").
+pub(crate) const REPORTED_SPEECH: &[&str] = &[
+    "said",
+    "says",
+    "say",
+    "told me",
+    "tells me",
+    "told us",
+    "asked",
+    "asks",
+    "was like",
+    "were like",
+    "is like",
+    "goes",
+    "went",
+    "wrote",
+    "writes",
+    "texted",
+    "replied",
+    "yelled",
+];
+
+/// Whether a normalised remark ends with a verb of saying ([`REPORTED_SPEECH`]): what
+/// follows it is quoted.
+pub(crate) fn quotes(remark: &str) -> bool {
+    REPORTED_SPEECH
+        .iter()
+        .any(|verb| remark == *verb || remark.ends_with(&format!(" {verb}")))
+}
+
 /// First words of a remark the speaker makes before a command, after a comma ("i want to
 /// draw something, open krita"): a pronoun or an exclamation, never a verb of a command.
 const REMARK_LEADS: &[&str] = &[
@@ -560,9 +633,18 @@ impl Planning<'_> {
                     .iter()
                     .any(|verb| padded.contains(verb))
         };
+        // "he said, quit chromium": what follows is quoted, not asked.
+        let quoting = |remark: &str| quotes(&text::normalize(remark));
+        // "we ship tomorrow, right?": a one-word question tag is no command.
+        let tag = |command: &str| {
+            let command = command.trim();
+            command.ends_with('?') && !command.trim_end_matches('?').contains(' ')
+        };
         // "i want to draw something, open krita".
         if let Some((remark, command)) = utterance.rsplit_once(',')
             && !command.trim().is_empty()
+            && !quoting(remark)
+            && !tag(command)
             && is_remark(remark)
             && let Ok(steps) = self.plan_text(command, context)
         {
@@ -682,6 +764,10 @@ impl State {
             },
         };
         let context = request.context.as_ref();
+        // "quit chromium, no wait": taken back before it was planned.
+        if let Some(e) = taken_back(&request.utterance) {
+            return self.plan_json(request, Err(e), None);
+        }
         let whole = planning.plan_text(&request.utterance, context);
         let free_text = whole.as_ref().is_ok_and(|steps| {
             steps.iter().any(|s| FREE_TEXT_RULES.contains(&s.rule)) || clicks_then_more(steps)
@@ -1931,6 +2017,60 @@ mod tests {
         let volume = first("set the volume to fifty percent", "firefox");
         assert_eq!(volume["args"]["command"], "set_volume");
         assert_eq!(volume["args"]["level"], 0.5);
+    }
+
+    #[test]
+    fn taken_back_quoted_asked_and_described_plan_nothing() {
+        let nothing = |said: &str, app: &str| {
+            let planned = plan(json!({"utterance": said, "context": {"focused": {"app_id": app}}}))
+                .expect("answered");
+            assert_eq!(planned["steps"], json!([]), "{said:?} in {app}: {planned}");
+        };
+        // A command taken back at its end.
+        for said in [
+            "quit firefox, no wait",
+            "Close the tab? No.",
+            "pause, never mind",
+            "scroll down, wait",
+        ] {
+            nothing(said, "firefox");
+        }
+        // Someone else's words, and a question tag.
+        nothing("he said, quit firefox", "firefox");
+        nothing("i was like, close the tab", "firefox");
+        nothing("we ship tomorrow, right?", "gedit");
+        // Talon's verbs before what is not text; a word of "new" that is no application.
+        for said in [
+            "say it again",
+            "say what",
+            "let's say 5",
+            "insert link",
+            "enter key",
+        ] {
+            nothing(said, "gedit");
+        }
+        nothing("new task", "gedit");
+        // A level that is not one number.
+        nothing("set volume to 0.8", "gedit");
+        nothing("volume 1/2", "gedit");
+        // In a messenger: no message said.
+        for said in [
+            "send me the link",
+            "send bob a message",
+            "reply with the password",
+        ] {
+            nothing(said, "discord");
+        }
+        // Still planned: the remark before a command.
+        assert_eq!(
+            steps_focused("it is way too loud, turn the volume down", "firefox")[0]["op"],
+            "media"
+        );
+        // A new line in a messenger is shift+Return: Return sends.
+        assert_eq!(
+            steps_focused("new line", "discord")[0]["args"]["chord"],
+            "shift+Return"
+        );
     }
 
     #[test]

@@ -414,7 +414,19 @@ pub(crate) fn set_volume(text: &str) -> Option<(f64, Option<String>)> {
         .find_map(|unit| strip_word_suffix(rest, unit))
         .unwrap_or(rest)
         .trim();
-    if number.is_empty() {
+    // One number: not digits run together ("0.8" and "1/2" are written "0 8", "1 2"), nor
+    // a fraction ("one third").
+    let words: Vec<&str> = number.split(' ').collect();
+    let digits = |w: &&str| w.bytes().all(|b| b.is_ascii_digit());
+    if number.is_empty()
+        || (words.len() > 1 && words.iter().any(digits))
+        || words.iter().any(|w| {
+            matches!(
+                *w,
+                "third" | "thirds" | "quarter" | "quarters" | "fifth" | "fifths" | "point"
+            )
+        })
+    {
         return None;
     }
     let percent = crate::numbers::said_number(number).filter(|n| *n <= 100)?;
@@ -648,6 +660,9 @@ mod tests {
             "volume",
             "the volume is 50",
             "set the alarm to 50",
+            "set volume to 0.8",
+            "volume 1/2",
+            "volume one third",
         ] {
             assert_eq!(level(text), None, "{text}");
         }

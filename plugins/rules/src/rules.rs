@@ -216,7 +216,11 @@ fn said_after_a_comma(sources: &Sources<'_>) -> Option<Vec<Matched>> {
     // One word before the comma is a piece of the command the recogniser split off
     // ("reopen, close tab" is a misheard "reopen closed tab"), not a description.
     let head_words = head.split(' ').filter(|w| !w.is_empty()).count();
+    // "we ship tomorrow, right?": a one-word question tag asks, it does not command.
+    let question_tag = tail.ends_with('?') && !tail.trim_end_matches('?').contains(' ');
     if tail.is_empty()
+        || question_tag
+        || crate::quotes(&head)
         || !(2..=6).contains(&head_words)
         || head.split(' ').any(|w| TAKING_BACK.contains(&w))
     {
@@ -308,6 +312,15 @@ fn object_first(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     plan_rules(&turned, &alone).ok()
 }
 
+/// The kinds of application a bare "new" or "another" opens a window of.
+const NEW_KINDS: &[&str] = &[
+    "terminal",
+    "browser",
+    "browser window",
+    "file manager",
+    "editor",
+];
+
 /// "new terminal", "another firefox": a bare "new" or "another" before an application or a
 /// kind of one, as "open a new terminal" would plan it (a new window of it), when nothing
 /// else planned the whole.
@@ -316,6 +329,16 @@ fn new_instance(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
         .iter()
         .find_map(|lead| crate::text::strip_word_prefix(text, lead))
         .filter(|rest| !rest.is_empty())?;
+    // Only an application by its name or the kinds people open windows of: "new task",
+    // "new document" or "new password" name things made inside an application.
+    let named = crate::text::strip_word_suffix(rest, "window").map_or(rest, str::trim_end);
+    let said = crate::text::compact(named);
+    let an_app = sources.apps.all().iter().any(|a| {
+        crate::text::name_key(&a.name) == said || crate::text::compact(&a.id.to_lowercase()) == said
+    });
+    if !an_app && !NEW_KINDS.contains(&named) {
+        return None;
+    }
     let said = format!("open a new {rest}");
     let alone = Sources {
         utterance: &said,
@@ -326,12 +349,73 @@ fn new_instance(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
         .filter(|steps| steps.iter().all(|s| s.op == "launch_app"))
 }
 
+/// First words after "say", "insert" or "enter" that make no text to type: what is asked,
+/// or a thing an application inserts.
+const NOT_TEXT: &[&str] = &[
+    "it",
+    "that",
+    "this",
+    "what",
+    "when",
+    "so",
+    "again",
+    "something",
+    "anything",
+    "key",
+    "tab",
+    "space",
+    "link",
+    "table",
+    "image",
+    "picture",
+    "photo",
+    "signature",
+    "attachment",
+    "file",
+    "comment",
+    "snippet",
+    "code",
+    "mode",
+    "emoji",
+    "new",
+    "line",
+    "row",
+    "column",
+    "cursor",
+    "page",
+    "break",
+    "date",
+    "time",
+    "symbol",
+    "character",
+    "footnote",
+    "header",
+    "footer",
+];
+
 /// "enter jdoe", "enter john smith", Talon's "say good morning" and "insert maintenance
 /// window": text typed as "type …" types it, when the phrase planned nothing else ("enter
 /// fullscreen" and a bare "enter" are rules of their own).
 fn entered(sources: &Sources<'_>) -> Option<Vec<Matched>> {
     let spoken = crate::inapp::Spoken::new(sources.utterance);
     let after = spoken.after_verb(&["enter", "say", "insert"])?;
+    // "say it again", "say what", "let's say 5", "say, are you free": no text to type; "insert
+    // link", "enter key": what is named is an application's command, not words.
+    let said = crate::text::normalize(sources.utterance);
+    if said.starts_with("lets ")
+        || said.starts_with("let us ")
+        || sources
+            .utterance
+            .split_whitespace()
+            .next()
+            .is_some_and(|w| w.ends_with(','))
+        || spoken
+            .words
+            .get(after)
+            .is_some_and(|w| NOT_TEXT.contains(&w.text.as_str()))
+    {
+        return None;
+    }
     if after >= spoken.last {
         return None;
     }

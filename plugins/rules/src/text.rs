@@ -263,6 +263,17 @@ const TRAILING_FILLERS: &[&str] = &[
     "pal",
 ];
 
+/// Verbs whose object is words to write: a trailing "thanks" after them is the message.
+const MESSAGE_VERBS: &[&str] = &[
+    "send",
+    "say",
+    "type",
+    "write",
+    "reply",
+    "reply with",
+    "insert",
+];
+
 /// Remove politeness fillers ("please", "can you", "hey utter", ...) from both ends of a
 /// [`normalize`]d utterance, repeatedly, so "hey utter could you please pause" is "pause".
 pub fn strip_fillers(text: &str) -> &str {
@@ -283,6 +294,10 @@ pub fn filler_span(text: &str) -> (usize, usize) {
         }
         for filler in TRAILING_FILLERS {
             if let Some(rest) = strip_word_suffix(&text[start..end], filler) {
+                // "send thanks", "type thank you": the words are the message, not manners.
+                if MESSAGE_VERBS.contains(&rest.trim()) {
+                    continue;
+                }
                 end = start + rest.len();
             }
         }
