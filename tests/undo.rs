@@ -432,9 +432,9 @@ async fn scratch_that_backspaces_text_typed_as_keystrokes_in_a_terminal() {
     let _ = foot.wait();
 }
 
-/// "mute" and "volume up" on the system sound, each undone: a real PipeWire's default
-/// sink is back at its level and unmuted, read back with `wpctl` (the test's own oracle),
-/// through `utter daemon` with its built-in configuration.
+/// "mute", "volume up" and "set the volume to thirty percent" on the system sound, each
+/// undone: a real PipeWire's default sink is back at its level and unmuted, read back with
+/// `wpctl` (the test's own oracle), through `utter daemon` with its built-in configuration.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mute_and_volume_up_on_the_system_sound_are_undone_under_a_real_pipewire() {
     let pw = PipeWireSession::start();
@@ -457,6 +457,14 @@ async fn mute_and_volume_up_on_the_system_sound_are_undone_under_a_real_pipewire
             (run.code, run.json())
         }
     };
+    // The sink at `level` (a fraction of full), not muted.
+    let at = |level: f64, out: &Value| {
+        let now = pw.sink_level();
+        assert!(
+            (pw.sink_volume() - level).abs() < 0.011 && !now.contains("[MUTED]"),
+            "{now}, not {level}: {out}"
+        );
+    };
     let (code, out) = say("mute").await;
     assert_eq!(code, Some(0), "{out}\n{}", daemon.log());
     assert_eq!(out["results"][0]["result"]["target"], "system", "{out}");
@@ -469,32 +477,23 @@ async fn mute_and_volume_up_on_the_system_sound_are_undone_under_a_real_pipewire
     assert_eq!(code, Some(0), "{out}\n{}", daemon.log());
     assert_eq!(out["results"][0]["args"]["command"], "set_volume", "{out}");
     assert_eq!(out["results"][0]["verified"], true, "{out}");
-    assert!(
-        !pw.sink_level().contains("[MUTED]"),
-        "{}: {out}",
-        pw.sink_level()
-    );
-    assert!(
-        (pw.sink_volume() - 0.5).abs() < 0.011,
-        "{}",
-        pw.sink_level()
-    );
+    at(0.5, &out);
 
     let (code, out) = say("volume up").await;
     assert_eq!(code, Some(0), "{out}");
-    assert!(
-        (pw.sink_volume() - 0.55).abs() < 0.011,
-        "{}",
-        pw.sink_level()
-    );
+    at(0.55, &out);
     let (code, out) = say("undo that").await;
     assert_eq!(code, Some(0), "{out}");
-    assert!(
-        (pw.sink_volume() - 0.5).abs() < 0.011,
-        "{}: {out}",
-        pw.sink_level()
-    );
-    assert!(!pw.sink_level().contains("[MUTED]"), "{}", pw.sink_level());
+    at(0.5, &out);
+
+    // A level said in words, then undone.
+    let (code, out) = say("set the volume to thirty percent").await;
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(out["results"][0]["verified"], true, "{out}");
+    at(0.3, &out);
+    let (code, out) = say("undo that").await;
+    assert_eq!(code, Some(0), "{out}");
+    at(0.5, &out);
 }
 
 /// Dictation on the GTK form: "start dictation", then what is heard (the voice loop's
