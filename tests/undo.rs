@@ -78,12 +78,14 @@ async fn undo_that_moves_a_window_back_and_leaves_fullscreen_and_floating() {
     assert_eq!(workspace_of(), Some(home.clone()), "{out}");
     wait_context(&r, &form_id, None).await;
 
-    let fullscreen = || {
+    // A field of the form's node in sway's tree.
+    let field = |key: &str| {
         desktop
             .sway
             .window(&form_id)
-            .map(|(node, _)| node["fullscreen_mode"].clone())
+            .map(|(node, _)| node[key].clone())
     };
+    let fullscreen = || field("fullscreen_mode");
     let out = say(&r, "fullscreen").await;
     assert_eq!(out["results"][0]["ok"], true, "{out}");
     assert_eq!(fullscreen(), Some(serde_json::json!(1)), "{out}");
@@ -92,12 +94,7 @@ async fn undo_that_moves_a_window_back_and_leaves_fullscreen_and_floating() {
     assert_eq!(fullscreen(), Some(serde_json::json!(0)), "{out}");
 
     // Floated, then tiled again.
-    let kind = || {
-        desktop
-            .sway
-            .window(&form_id)
-            .map(|(node, _)| node["type"].clone())
-    };
+    let kind = || field("type");
     let out = say(&r, "float this window").await;
     assert_eq!(out["results"][0]["ok"], true, "{out}");
     assert_eq!(kind(), Some(serde_json::json!("floating_con")), "{out}");

@@ -188,6 +188,15 @@ pub fn builtin_words() -> &'static CommandWords {
 }
 
 impl<'a> Sources<'a> {
+    /// These sources with `utterance` as the words as said: a part, a rewording or a
+    /// clause planned on its own ("" lets the normalised text stand in for it).
+    pub fn saying<'b>(&self, utterance: &'b str) -> Sources<'b>
+    where
+        'a: 'b,
+    {
+        Sources { utterance, ..*self }
+    }
+
     /// The profile of a window's `app_id`: its own, else the profile that stands for its
     /// installed desktop entry's `Categories` (Ptyxis, with no profile, is a terminal).
     pub(crate) fn profile_of(&self, app_id: &str) -> Option<&'a crate::profiles::Profile> {

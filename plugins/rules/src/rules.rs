@@ -189,10 +189,7 @@ pub fn plan_steps(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Esc
             .or_else(|| {
                 let (m, query) = language::site_query(sources, sources.spoken(text))?;
                 // The query read alone, as its own utterance.
-                let alone = Sources {
-                    utterance: "",
-                    ..*sources
-                };
+                let alone = sources.saying("");
                 let command = plan_rules(&query, &alone).is_ok()
                     || language::loose_shortcut(&query, &alone).is_some();
                 (!command).then(|| vec![m])
@@ -226,10 +223,7 @@ fn said_after_a_comma(sources: &Sources<'_>) -> Option<Vec<Matched>> {
     {
         return None;
     }
-    let alone = Sources {
-        utterance: tail,
-        ..*sources
-    };
+    let alone = sources.saying(tail);
     let acts = |steps: &Vec<Matched>| {
         steps
             .iter()
@@ -243,10 +237,7 @@ fn said_after_a_comma(sources: &Sources<'_>) -> Option<Vec<Matched>> {
     }
     // "stop it, control c": a chord said alone is pressed.
     let pressed = format!("press {tail}");
-    let press = Sources {
-        utterance: &pressed,
-        ..*sources
-    };
+    let press = sources.saying(&pressed);
     plan_rules(&crate::text::normalize(&pressed), &press)
         .ok()
         .filter(|steps| steps.iter().all(|s| s.op == "key"))
@@ -274,10 +265,7 @@ fn said_here(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     if rest.is_empty() {
         return None;
     }
-    let alone = Sources {
-        utterance: "",
-        ..*sources
-    };
+    let alone = sources.saying("");
     plan_rules(rest, &alone).ok().filter(|steps| {
         steps.iter().all(|s| {
             matches!(s.op, "key" | "scroll" | "click_element") && s.args.get("app").is_none()
@@ -305,10 +293,7 @@ fn object_first(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
         return None;
     }
     let turned = format!("{rest} {object}");
-    let alone = Sources {
-        utterance: &turned,
-        ..*sources
-    };
+    let alone = sources.saying(&turned);
     plan_rules(&turned, &alone).ok()
 }
 
@@ -340,10 +325,7 @@ fn new_instance(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
         return None;
     }
     let said = format!("open a new {rest}");
-    let alone = Sources {
-        utterance: &said,
-        ..*sources
-    };
+    let alone = sources.saying(&said);
     plan_rules(&said, &alone)
         .ok()
         .filter(|steps| steps.iter().all(|s| s.op == "launch_app"))
@@ -429,10 +411,7 @@ fn entered(sources: &Sources<'_>) -> Option<Vec<Matched>> {
         return None;
     }
     let said = format!("type {rest}");
-    let typing = Sources {
-        utterance: &said,
-        ..*sources
-    };
+    let typing = sources.saying(&said);
     let steps = plan_rules(&crate::text::normalize(&said), &typing).ok()?;
     steps.iter().all(|s| s.op == "type_text").then_some(steps)
 }
@@ -663,10 +642,7 @@ fn named_window_action(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>
                 .iter()
                 .any(|id| id.eq_ignore_ascii_case(app_id))
     };
-    let alone = Sources {
-        utterance: "",
-        ..*sources
-    };
+    let alone = sources.saying("");
     for k in (1..=MAX_WINDOW_NAME.min(n.saturating_sub(1))).rev() {
         for i in 0..=n - k {
             let name = words[i..i + k].join(" ");
@@ -937,10 +913,7 @@ fn plan_rules(text: &str, sources: &Sources<'_>) -> Result<Vec<Matched>, Escalat
         // what "undo that" means: its own undo chord, when it has one.
         // (Planned as "undo" said alone: the regret that made "nope, undo" the journal's
         // is not said again.)
-        let alone = Sources {
-            utterance: "undo",
-            ..*sources
-        };
+        let alone = sources.saying("undo");
         if m.args["count"] == 1
             && let Ok(chord) = plan_rules("undo", &alone)
             && let [key] = chord.as_slice()
