@@ -20,7 +20,8 @@
 //! - the session sockets its environment names that its permissions grant, bound one by
 //!   one: the session bus (`DBUS_SESSION_BUS_ADDRESS`, a `unix:path=` address) with `dbus`,
 //!   the Wayland display with `wayland`, the compositor's IPC socket (`NIRI_SOCKET`,
-//!   `SWAYSOCK`, `I3SOCK`) with `compositor`, the accessibility bus with `accessibility`,
+//!   `SWAYSOCK`, `I3SOCK`, Hyprland's two sockets of `HYPRLAND_INSTANCE_SIGNATURE`) with
+//!   `compositor`, the accessibility bus with `accessibility`,
 //!   PipeWire with `microphone`, `/dev/uinput` with `input-injection`, and the plugin
 //!   socket directory for the `connect` and `listen` transports. The variables naming
 //!   what is not passed in are withheld;
@@ -397,6 +398,24 @@ pub fn plan(mechanism: &Mechanism, start: Start<'_>) -> Plan {
             Some(_) => withheld_env.push(name),
             None => {}
         }
+    }
+    // Hyprland names an instance, not a socket: its two sockets are
+    // `$XDG_RUNTIME_DIR/hypr/<signature>/.socket.sock` and `.socket2.sock` (one path
+    // component: a signature holding `/` or `..` binds nothing).
+    match (start.env)("HYPRLAND_INSTANCE_SIGNATURE") {
+        Some(signature) if granted("compositor") => {
+            let one_component = !signature.is_empty()
+                && !signature.contains('/')
+                && signature != "."
+                && signature != "..";
+            if let (Some(dir), true) = (&runtime, one_component) {
+                let instance = dir.join("hypr").join(&signature);
+                socket(instance.join(".socket.sock"), &mut binds);
+                socket(instance.join(".socket2.sock"), &mut binds);
+            }
+        }
+        Some(_) => withheld_env.push("HYPRLAND_INSTANCE_SIGNATURE"),
+        None => {}
     }
     if granted("microphone") {
         let pipewire = (start.env)("PIPEWIRE_RUNTIME_DIR")
@@ -779,6 +798,36 @@ mod tests {
         );
         assert!(plan.withheld_env.is_empty());
         assert!(args(&plan).contains(&"--new-session".to_owned()));
+        // Hyprland's two sockets, found from the signature under the runtime directory.
+        let instance = dir.path().join("hypr").join("sig_1");
+        std::fs::create_dir_all(&instance).unwrap();
+        let _requests =
+            std::os::unix::net::UnixListener::bind(instance.join(".socket.sock")).unwrap();
+        let _events =
+            std::os::unix::net::UnixListener::bind(instance.join(".socket2.sock")).unwrap();
+        let runtime = dir.path().display().to_string();
+        let hypr_env = [
+            ("HYPRLAND_INSTANCE_SIGNATURE", "sig_1"),
+            ("XDG_RUNTIME_DIR", runtime.as_str()),
+        ];
+        let plan = plan_for("", &hypr_env);
+        assert!(!args(&plan).join(" ").contains("sig_1"));
+        assert_eq!(plan.withheld_env, ["HYPRLAND_INSTANCE_SIGNATURE"]);
+        let plan = plan_for("permissions = [\"compositor\"]\n", &hypr_env);
+        let a = args(&plan).join(" ");
+        for name in [".socket.sock", ".socket2.sock"] {
+            let path = instance.join(name);
+            assert!(
+                a.contains(&format!("--bind {0} {0}", path.display())),
+                "{a}"
+            );
+        }
+        let hostile = [
+            ("HYPRLAND_INSTANCE_SIGNATURE", "../hypr/sig_1"),
+            ("XDG_RUNTIME_DIR", runtime.as_str()),
+        ];
+        let plan = plan_for("permissions = [\"compositor\"]\n", &hostile);
+        assert!(!args(&plan).join(" ").contains(".socket.sock"));
     }
 
     #[test]

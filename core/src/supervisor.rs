@@ -73,6 +73,7 @@ const PASSED_ENV: &[&str] = &[
     "WAYLAND_DISPLAY",
     "DISPLAY",
     "NIRI_SOCKET",
+    "HYPRLAND_INSTANCE_SIGNATURE",
     "SWAYSOCK",
     "I3SOCK",
     // An EIS server the input plugin may send to directly (libei's own variable).

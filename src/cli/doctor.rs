@@ -722,9 +722,27 @@ async fn desktop_checks() -> Vec<Check> {
     let mut checks = Vec::new();
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let connectable = |path: &Path| std::os::unix::net::UnixStream::connect(path).is_ok();
-    let compositor = ["NIRI_SOCKET", "SWAYSOCK", "I3SOCK"]
-        .iter()
-        .find_map(|name| env(name).map(|v| (*name, v)));
+    // Hyprland names an instance; its request socket is under the runtime directory.
+    let hyprland = env("HYPRLAND_INSTANCE_SIGNATURE").map(|signature| {
+        let runtime = BaseDirs::from_env().session_runtime_dir().to_path_buf();
+        let dir = if signature.contains('/') || signature == ".." {
+            PathBuf::new()
+        } else {
+            runtime.join("hypr").join(&signature)
+        };
+        (
+            "HYPRLAND_INSTANCE_SIGNATURE",
+            dir.join(".socket.sock").display().to_string(),
+        )
+    });
+    let compositor = env("NIRI_SOCKET")
+        .map(|v| ("NIRI_SOCKET", v))
+        .or(hyprland)
+        .or_else(|| {
+            ["SWAYSOCK", "I3SOCK"]
+                .iter()
+                .find_map(|name| env(name).map(|v| (*name, v)))
+        });
     checks.push(match compositor {
         Some((name, path)) if connectable(Path::new(&path)) => {
             pass("compositor", format!("{name}={path} answers"))
@@ -736,8 +754,8 @@ async fn desktop_checks() -> Vec<Check> {
         ),
         None => warn(
             "compositor",
-            "none of NIRI_SOCKET, SWAYSOCK, I3SOCK is set: windows, workspaces and focus are unknown",
-            "systemctl --user import-environment NIRI_SOCKET SWAYSOCK (in the compositor's startup)",
+            "none of NIRI_SOCKET, HYPRLAND_INSTANCE_SIGNATURE, SWAYSOCK, I3SOCK is set: windows, workspaces and focus are unknown",
+            "systemctl --user import-environment NIRI_SOCKET HYPRLAND_INSTANCE_SIGNATURE SWAYSOCK (in the compositor's startup)",
         ),
     });
     let runtime = BaseDirs::from_env().session_runtime_dir().to_path_buf();

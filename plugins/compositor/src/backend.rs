@@ -1,10 +1,11 @@
 //! The running compositor, whichever it is: detection from the environment and one handle
-//! over the two IPC clients ([`crate::niri`], [`crate::sway`]).
+//! over the three IPC clients ([`crate::niri`], [`crate::sway`], [`crate::hyprland`]).
 //!
 //! Each client keeps a [`Snapshot`] fresh from the compositor's event stream in a
 //! `tokio::sync::watch` channel: reading the context costs no round trip, and an action's
 //! effect is verified by waiting for the snapshot that shows it ([`wait_for`]).
 
+use crate::hyprland::Hyprland;
 use crate::link::BackendError;
 use crate::link::LinkState;
 use crate::model::Snapshot;
@@ -21,6 +22,9 @@ use tokio::sync::watch;
 pub enum Detected {
     /// `$NIRI_SOCKET`.
     Niri(PathBuf),
+    /// `$HYPRLAND_INSTANCE_SIGNATURE`: the instance directory holding Hyprland's two sockets
+    /// ([`crate::hyprland::instance_dir`]).
+    Hyprland(PathBuf),
     /// `$SWAYSOCK` (sway, or i3 through `$I3SOCK`: the same wire).
     Sway(PathBuf),
     /// None of them is set.
@@ -29,15 +33,34 @@ pub enum Detected {
 
 impl Detected {
     /// Read the environment: `NIRI_SOCKET` first (niri also sets nothing else), then
-    /// `SWAYSOCK`, then `I3SOCK`. Empty values count as unset.
+    /// `HYPRLAND_INSTANCE_SIGNATURE` (with `XDG_RUNTIME_DIR`), then `SWAYSOCK`, then
+    /// `I3SOCK`. Empty values count as unset; a signature that is not one directory name
+    /// counts as unset too (and is logged).
     pub fn from_env() -> Detected {
         let var = |name: &str| {
             std::env::var_os(name)
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
         };
+        let hyprland = std::env::var("HYPRLAND_INSTANCE_SIGNATURE")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .and_then(
+                |signature| match crate::hyprland::check_signature(&signature) {
+                    Ok(()) => Some(crate::hyprland::instance_dir(
+                        var("XDG_RUNTIME_DIR").as_deref(),
+                        &signature,
+                    )),
+                    Err(why) => {
+                        tracing::warn!("{why}; not looking for Hyprland");
+                        None
+                    }
+                },
+            );
         if let Some(path) = var("NIRI_SOCKET") {
             Detected::Niri(path)
+        } else if let Some(dir) = hyprland {
+            Detected::Hyprland(dir)
         } else if let Some(path) = var("SWAYSOCK").or_else(|| var("I3SOCK")) {
             Detected::Sway(path)
         } else {
@@ -48,21 +71,27 @@ impl Detected {
 
 impl Detected {
     /// The environment variables [`Detected::from_env`] reads, in order.
-    pub const ENV_VARS: [&'static str; 3] = ["NIRI_SOCKET", "SWAYSOCK", "I3SOCK"];
+    pub const ENV_VARS: [&'static str; 4] = [
+        "NIRI_SOCKET",
+        "HYPRLAND_INSTANCE_SIGNATURE",
+        "SWAYSOCK",
+        "I3SOCK",
+    ];
 
-    /// `"niri"`, `"sway"` or `"none"`.
+    /// `"niri"`, `"hyprland"`, `"sway"` or `"none"`.
     pub fn name(&self) -> &'static str {
         match self {
             Detected::Niri(_) => "niri",
+            Detected::Hyprland(_) => "hyprland",
             Detected::Sway(_) => "sway",
             Detected::None => "none",
         }
     }
 
-    /// The socket path, if a compositor was detected.
+    /// The socket path (Hyprland's instance directory), if a compositor was detected.
     pub fn socket(&self) -> Option<&std::path::Path> {
         match self {
-            Detected::Niri(p) | Detected::Sway(p) => Some(p),
+            Detected::Niri(p) | Detected::Hyprland(p) | Detected::Sway(p) => Some(p),
             Detected::None => None,
         }
     }
@@ -74,6 +103,8 @@ pub enum Backend {
     Niri(Niri),
     /// sway or i3, through [`crate::sway`].
     Sway(Sway),
+    /// Hyprland, through [`crate::hyprland`].
+    Hyprland(Hyprland),
 }
 
 impl std::fmt::Debug for Backend {
@@ -92,12 +123,13 @@ impl Backend {
         match detected {
             Detected::Niri(path) => Ok(Backend::Niri(Niri::connect(path.clone()).await?)),
             Detected::Sway(path) => Ok(Backend::Sway(Sway::connect(path.clone()).await?)),
+            Detected::Hyprland(dir) => Ok(Backend::Hyprland(Hyprland::connect(dir.clone()).await?)),
             Detected::None => Err(BackendError::Connect {
                 compositor: "none",
                 socket: String::new(),
                 source: std::io::Error::new(
                     std::io::ErrorKind::NotFound,
-                    "none of NIRI_SOCKET, SWAYSOCK, I3SOCK is set",
+                    "none of NIRI_SOCKET, HYPRLAND_INSTANCE_SIGNATURE, SWAYSOCK, I3SOCK is set",
                 ),
             }),
         }
@@ -108,6 +140,7 @@ impl Backend {
         match self {
             Backend::Niri(n) => n.state(),
             Backend::Sway(s) => s.state(),
+            Backend::Hyprland(h) => h.state(),
         }
     }
 
@@ -118,12 +151,13 @@ impl Backend {
 
     /// Read the compositor's state again before the next [`Backend::snapshot`], when its
     /// events may not have told a change (sway sends none for a floating window moved or
-    /// resized); niri's event stream covers window layouts, so there it is the snapshot as
-    /// it is. `false` when the re-read did not finish within `limit`.
+    /// resized, nor does Hyprland); niri's event stream covers window layouts, so there it is
+    /// the snapshot as it is. `false` when the re-read did not finish within `limit`.
     pub async fn resync(&self, limit: std::time::Duration) -> bool {
         match self {
             Backend::Niri(_) => true,
             Backend::Sway(s) => s.resync(limit).await,
+            Backend::Hyprland(h) => h.resync(limit).await,
         }
     }
 
@@ -132,14 +166,16 @@ impl Backend {
         match self {
             Backend::Niri(n) => n.link(),
             Backend::Sway(s) => s.link(),
+            Backend::Hyprland(h) => h.link(),
         }
     }
 
-    /// `"niri"` or `"sway"`.
+    /// `"niri"`, `"sway"` or `"hyprland"`.
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Niri(_) => "niri",
             Backend::Sway(_) => "sway",
+            Backend::Hyprland(_) => "hyprland",
         }
     }
 
@@ -148,11 +184,12 @@ impl Backend {
         match self {
             Backend::Niri(n) => n.version(),
             Backend::Sway(s) => s.version(),
+            Backend::Hyprland(h) => h.version(),
         }
     }
 
     /// Send one request in the compositor's own form: a niri `Action` JSON object for niri,
-    /// a command string for sway. A request of the other form is a [`BackendError::Io`]
+    /// a command string for sway, a command (`dispatch …`) for Hyprland. A request of the other form is a [`BackendError::Io`]
     /// (a bug of the caller, never sent).
     ///
     /// # Errors
@@ -161,6 +198,7 @@ impl Backend {
         match (self, request) {
             (Backend::Niri(n), Sent::Niri(action)) => n.action(action.clone()).await,
             (Backend::Sway(s), Sent::Sway(command)) => s.command(command).await,
+            (Backend::Hyprland(h), Sent::Hyprland(command)) => h.command(command).await,
             (backend, request) => Err(BackendError::Io {
                 compositor: backend.name(),
                 message: format!("cannot send {} to {}", request.describe(), backend.name()),
@@ -168,24 +206,35 @@ impl Backend {
         }
     }
 
-    /// The request that focuses window `id`: niri `FocusWindow`, sway `[con_id=N] focus`.
+    /// The request that focuses window `id`: niri `FocusWindow`, sway `[con_id=N] focus`,
+    /// Hyprland `dispatch focuswindow address:0x…`.
     pub fn focus_window(&self, id: u64) -> Sent {
         match self {
             Backend::Niri(_) => Sent::Niri(serde_json::json!({"FocusWindow": {"id": id}})),
             Backend::Sway(_) => Sent::Sway(format!("[con_id={id}] focus")),
+            Backend::Hyprland(_) => Sent::Hyprland(format!(
+                "dispatch focuswindow {}",
+                crate::hyprland::window_selector(id)
+            )),
         }
     }
 
-    /// The request that closes window `id`: niri `CloseWindow`, sway `[con_id=N] kill`.
+    /// The request that closes window `id`: niri `CloseWindow`, sway `[con_id=N] kill`,
+    /// Hyprland `dispatch closewindow address:0x…`.
     pub fn close_window(&self, id: u64) -> Sent {
         match self {
             Backend::Niri(_) => Sent::Niri(serde_json::json!({"CloseWindow": {"id": id}})),
             Backend::Sway(_) => Sent::Sway(format!("[con_id={id}] kill")),
+            Backend::Hyprland(_) => Sent::Hyprland(format!(
+                "dispatch closewindow {}",
+                crate::hyprland::window_selector(id)
+            )),
         }
     }
 
     /// The request that starts `argv` through the compositor: niri `Spawn` (no shell), sway
-    /// `exec exec '<program>' '<arg>'…` ([`crate::sway::exec_argv`]).
+    /// `exec exec '<program>' '<arg>'…` ([`crate::sway::exec_argv`]), Hyprland
+    /// `dispatch exec exec '<program>' …` ([`crate::hyprland::exec_argv`]).
     ///
     /// # Errors
     /// A message when `argv` is empty, an argument holds a control character, or an
@@ -210,6 +259,10 @@ impl Backend {
                 }
                 Ok(Sent::Sway(command))
             }
+            Backend::Hyprland(_) => Ok(Sent::Hyprland(format!(
+                "dispatch exec {}",
+                crate::hyprland::exec_argv(argv)?
+            ))),
         }
     }
 }
@@ -221,6 +274,8 @@ pub enum Sent {
     Niri(Value),
     /// A sway command, e.g. `workspace number 2`.
     Sway(String),
+    /// A Hyprland command as sent after its flags, e.g. `dispatch workspace 2`.
+    Hyprland(String),
 }
 
 impl Sent {
@@ -228,7 +283,7 @@ impl Sent {
     pub fn to_json(&self) -> Value {
         match self {
             Sent::Niri(v) => v.clone(),
-            Sent::Sway(s) => Value::String(s.clone()),
+            Sent::Sway(s) | Sent::Hyprland(s) => Value::String(s.clone()),
         }
     }
 
@@ -236,7 +291,7 @@ impl Sent {
     pub fn describe(&self) -> String {
         match self {
             Sent::Niri(v) => v.to_string(),
-            Sent::Sway(s) => format!("{s:?}"),
+            Sent::Sway(s) | Sent::Hyprland(s) => format!("{s:?}"),
         }
     }
 }

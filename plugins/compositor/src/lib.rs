@@ -1,8 +1,8 @@
-//! `utter-compositor`: desktop context and compositor actions on niri and sway (kind
+//! `utter-compositor`: desktop context and compositor actions on niri, sway and Hyprland (kind
 //! `bundle`: `context.*` and `action.*` in one process, PROTOCOL.md §8).
 //!
 //! The compositor is found from the environment ([`backend::Detected::from_env`]:
-//! `$NIRI_SOCKET`, then `$SWAYSOCK`, then `$I3SOCK`). Its client keeps a [`model::Snapshot`]
+//! `$NIRI_SOCKET`, then `$HYPRLAND_INSTANCE_SIGNATURE`, then `$SWAYSOCK`, then `$I3SOCK`). Its client keeps a [`model::Snapshot`]
 //! fresh from the compositor's event stream, so reading the context costs no round trip and
 //! every action's effect is checked against the snapshot that follows it.
 //!
@@ -13,11 +13,13 @@
 //!   event when a floating window moves; the runner asks so before it checks a click
 //!   against the focused window's geometry).
 //! * `action.capabilities {}` → `{ops: [{op, side_effect, needs_confirm, args_schema}],
-//!   niri_commands: [{name, doc, params, options, sway}]}`.
+//!   niri_commands: [{name, doc, params, options, sway, sway_hint, hyprland,
+//!   hyprland_hint}]}`.
 //! * `action.invoke {op, args, provenance, dry_run?}` with the ops
 //!   - `niri {command, args?, options?}`: one action of the table
 //!     `data/compositor-actions.toml` ([`table`]), named as `niri msg action` names it,
-//!     sent to niri as its IPC `Action` JSON or to sway as the matching command. Among them
+//!     sent to niri as its IPC `Action` JSON, to sway as the matching command, to Hyprland
+//!     as the matching dispatcher (grim takes screenshots on both). Among them
 //!     `spawn` (args: the program and its arguments), `spawn-sh` (args: one shell line),
 //!     `fullscreen-window` with the option `state: "on" | "off" | "toggle"`, and
 //!     `move-window-to-floating` / `move-window-to-tiling`;
@@ -25,12 +27,14 @@
 //!     recently focused first: by the focus changes this plugin saw, then by niri's
 //!     `focus_timestamp`, so a restart does not lose the order);
 //!   - `ensure_app {app, argv?, desktop_id?, wm_class?}`: focus one, else start the app
-//!     through the compositor (niri `Spawn`, sway `exec`) and wait up to 5 s for its
+//!     through the compositor (niri `Spawn`, sway `exec`, Hyprland's `exec` dispatcher) and
+//!     wait up to 5 s for its
 //!     focused window;
 //!   - `close_app {app, window_id?}` (needs confirmation): close one window of the app.
 //!
 //!   Every result is `{ok, detail, verified, sent, compositor, dry_run, window?}`: `sent`
-//!   is the niri Action object or the sway command string (`null` when nothing needed
+//!   is the niri Action object, the sway command or the Hyprland command string (`null`
+//!   when nothing needed
 //!   sending), `verified` says whether the snapshot showed the effect in time (`ok: true,
 //!   verified: false` when it did not, or when the compositor does not report the state).
 //!   A dry run sends nothing, says what it would send, and has no `verified`. niri's
@@ -46,16 +50,19 @@
 //! command and its parameters, or close names for an unknown command); `-32000` no
 //! compositor (the message names the variables looked at), a command the running compositor
 //! cannot do ("sway cannot do maximize-column (it exists only in niri); try
-//! fullscreen-window", with `data.supported` listing what sway can do), a monitor action
+//! fullscreen-window", "Hyprland has no dispatcher doing toggle-overview", with
+//! `data.supported` listing what that compositor can do), a monitor action
 //! with no monitor in its direction ("there is no monitor to the right of HEADLESS-1"), the
 //! compositor's refusal in its own words, no window of the app.
 //!
 //! Module map: [`model`] is the snapshot shape, [`backend`] detects the compositor and
-//! wraps the two IPC clients [`niri`] and [`sway`], [`table`] is the action table,
+//! wraps the three IPC clients [`niri`], [`sway`] and [`hyprland`], [`table`] is the action
+//! table, [`screenshot`] takes screenshots with grim,
 //! [`apps`] matches windows to apps, [`service`] serves the methods.
 
 pub mod apps;
 pub mod backend;
+pub mod hyprland;
 pub mod link;
 pub mod model;
 pub mod niri;

@@ -51,7 +51,7 @@
 //! applied, and during a continuous stream at most every [`PUBLISH_EVERY`]. The first change
 //! after a quiet period is published at once.
 
-use crate::link::{BackendError, Link, LinkState, clean};
+use crate::link::{BackendError, LineReader, Link, LinkState, ReadLine, clean};
 use crate::model::{
     CompositorInfo, MAX_OUTPUTS, MAX_WINDOWS, MAX_WORKSPACES, Output, Rect, Screenshot, Snapshot,
     Window, Workspace,
@@ -61,7 +61,7 @@ use serde_json::Value;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedReadHalf;
 use tokio::sync::{oneshot, watch};
@@ -380,7 +380,7 @@ async fn request_at(socket: &Path, request: &Value) -> Result<Value, BackendErro
         .await
         .map_err(|e| connect_error(socket, e))?;
     let (read, mut write) = stream.into_split();
-    let mut reader = LineReader::new(read);
+    let mut reader = LineReader::new(read, MAX_LINE);
     let exchange = async {
         write_line(&mut write, &line).await?;
         read_reply(&mut reader, &line).await
@@ -527,7 +527,7 @@ async fn open_event_stream(socket: &Path) -> Result<LineReader<OwnedReadHalf>, B
         .await
         .map_err(|e| connect_error(socket, e))?;
     let (read, mut write) = stream.into_split();
-    let mut reader = LineReader::new(read);
+    let mut reader = LineReader::new(read, MAX_LINE);
     let line = "\"EventStream\"";
     let handshake = async {
         write_line(&mut write, line).await?;
@@ -551,77 +551,6 @@ async fn open_event_stream(socket: &Path) -> Result<LineReader<OwnedReadHalf>, B
     // down writing), which niri does not mind.
     drop(write);
     Ok(reader)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Bounded line reading.
-
-enum ReadLine {
-    /// One line without its `\n` (a last line without `\n` before EOF counts too).
-    Line(Vec<u8>),
-    /// The peer closed the connection.
-    Eof,
-    /// The line grew past [`MAX_LINE`]; the connection is no longer usable.
-    TooLong,
-}
-
-/// Reads `\n`-terminated lines of at most [`MAX_LINE`] bytes. Cancel-safe: a partly read line
-/// is kept in `self` and completed by the next call.
-struct LineReader<R> {
-    inner: BufReader<R>,
-    partial: Vec<u8>,
-}
-
-impl<R: AsyncRead + Unpin> LineReader<R> {
-    fn new(read: R) -> Self {
-        LineReader {
-            inner: BufReader::with_capacity(64 * 1024, read),
-            partial: Vec::new(),
-        }
-    }
-
-    /// The next complete line if it is already buffered (no reading, no waiting).
-    fn buffered_line(&mut self) -> Option<ReadLine> {
-        let chunk = self.inner.buffer();
-        let pos = chunk.iter().position(|&b| b == b'\n')?;
-        if self.partial.len() + pos > MAX_LINE {
-            self.partial = Vec::new();
-            return Some(ReadLine::TooLong);
-        }
-        self.partial.extend_from_slice(&chunk[..pos]);
-        self.inner.consume(pos + 1);
-        Some(ReadLine::Line(std::mem::take(&mut self.partial)))
-    }
-
-    async fn next_line(&mut self) -> std::io::Result<ReadLine> {
-        loop {
-            let chunk = self.inner.fill_buf().await?;
-            if chunk.is_empty() {
-                return Ok(if self.partial.is_empty() {
-                    ReadLine::Eof
-                } else {
-                    ReadLine::Line(std::mem::take(&mut self.partial))
-                });
-            }
-            // No await between looking at the chunk and consuming it: cancel-safe.
-            if let Some(pos) = chunk.iter().position(|&b| b == b'\n') {
-                if self.partial.len() + pos > MAX_LINE {
-                    self.partial = Vec::new();
-                    return Ok(ReadLine::TooLong);
-                }
-                self.partial.extend_from_slice(&chunk[..pos]);
-                self.inner.consume(pos + 1);
-                return Ok(ReadLine::Line(std::mem::take(&mut self.partial)));
-            }
-            let n = chunk.len();
-            if self.partial.len() + n > MAX_LINE {
-                self.partial = Vec::new();
-                return Ok(ReadLine::TooLong);
-            }
-            self.partial.extend_from_slice(chunk);
-            self.inner.consume(n);
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1411,7 +1340,7 @@ mod tests {
             .unwrap();
         rt.block_on(async {
             let data: &[u8] = b"one\ntwo\nthr";
-            let mut reader = LineReader::new(data);
+            let mut reader = LineReader::new(data, MAX_LINE);
             assert!(reader.buffered_line().is_none(), "nothing read yet");
             assert!(matches!(reader.next_line().await, Ok(ReadLine::Line(l)) if l == b"one"));
             assert!(matches!(reader.buffered_line(), Some(ReadLine::Line(l)) if l == b"two"));

@@ -1,11 +1,12 @@
-//! Screenshots on sway, which has no screenshot action of its own: niri's `screenshot`,
-//! `screenshot-screen` and `screenshot-window` done with `grim` (wlr-screencopy, which sway
-//! serves), saved where niri saves them by default
+//! Screenshots on sway and Hyprland, which have no screenshot action of their own: niri's
+//! `screenshot`, `screenshot-screen` and `screenshot-window` done with `grim`
+//! (wlr-screencopy, which both serve), saved where niri saves them by default
 //! (`~/Pictures/Screenshots/Screenshot from YYYY-MM-DD HH-MM-SS.png`), and checked: the
 //! result is `verified` once the file is there and is a PNG.
 //!
 //! `screenshot` (niri's interactive picker) and `screenshot-screen` take the focused output;
 //! `screenshot-window` the focused window's content rectangle.
+
 
 use crate::model::Snapshot;
 use serde_json::{Value, json};
@@ -33,9 +34,12 @@ pub fn grim_target(action: &str, snapshot: &Snapshot) -> Result<Vec<String>, Str
             .focused
             .as_ref()
             .ok_or("no window is focused, so there is no window to take")?;
-        let rect = window
-            .rect
-            .ok_or("sway gives no geometry for the focused window")?;
+        let rect = window.rect.ok_or_else(|| {
+            format!(
+                "{} gives no geometry for the focused window",
+                snapshot.compositor.name
+            )
+        })?;
         return Ok(vec![
             "-g".into(),
             format!("{},{} {}x{}", rect.x, rect.y, rect.width, rect.height),
@@ -46,7 +50,7 @@ pub fn grim_target(action: &str, snapshot: &Snapshot) -> Result<Vec<String>, Str
         .iter()
         .find(|o| o.focused)
         .or_else(|| snapshot.outputs.first())
-        .ok_or("sway reports no output to take")?;
+        .ok_or_else(|| format!("{} reports no output to take", snapshot.compositor.name))?;
     Ok(vec!["-o".into(), output.name.clone()])
 }
 
@@ -59,10 +63,11 @@ fn failed(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::PluginError, message)
 }
 
-/// Take `action`'s screenshot on sway with grim (see the module docs).
+/// Take `action`'s screenshot with grim (see the module docs); `snapshot` is the
+/// compositor's current one (its name goes into the result and messages).
 ///
-/// Result: `{ok, dry_run, command, compositor: "sway", tool: "grim", grim_args, path,
-/// verified, detail}`.
+/// Result: `{ok, dry_run, command, compositor: "sway" | "hyprland", tool: "grim", grim_args,
+/// path, verified, detail}`.
 ///
 /// # Errors
 /// `-32000` when grim is missing, nothing can be captured, grim fails, or no home directory
@@ -70,7 +75,8 @@ fn failed(message: impl Into<String>) -> ErrorObject {
 pub async fn take(action: &str, snapshot: &Snapshot, dry_run: bool) -> Result<Value, ErrorObject> {
     let grim = utter_desktop::spawn::find_program("grim", None).ok_or_else(|| {
         failed(format!(
-            "sway has no screenshot action and grim is not installed (Debian: apt install grim), so {action} cannot be done"
+            "{} has no screenshot action and grim is not installed (Debian: apt install grim), so {action} cannot be done",
+            snapshot.compositor.name
         ))
     })?;
     let target = grim_target(action, snapshot).map_err(|why| failed(format!("{action}: {why}")))?;
@@ -98,7 +104,7 @@ pub async fn take(action: &str, snapshot: &Snapshot, dry_run: bool) -> Result<Va
         "ok": true,
         "dry_run": dry_run,
         "command": action,
-        "compositor": "sway",
+        "compositor": snapshot.compositor.name,
         "tool": "grim",
         "grim_args": target,
         "path": path.display().to_string(),

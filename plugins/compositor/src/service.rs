@@ -18,7 +18,7 @@ use crate::link::{BackendError, clean};
 use crate::model::Output;
 use crate::model::{Snapshot, Window};
 use crate::table::{
-    Action, Arg, MAX_ARG, MAX_ARGV, MonitorDirection, SwayError, TABLE, Verify, WantedState,
+    Action, Arg, CommandError, MAX_ARG, MAX_ARGV, MonitorDirection, TABLE, Verify, WantedState,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -260,8 +260,9 @@ impl Service {
     fn explain_none(&self) -> String {
         format!(
             "no compositor found: none of {} is set in the plugin's environment. Run \
-             Utter inside a niri or sway session, or pass the variable to the runner \
-             (e.g. `systemctl --user import-environment NIRI_SOCKET SWAYSOCK`)",
+             Utter inside a niri, Hyprland or sway session, or pass the variable to the \
+             runner (e.g. `systemctl --user import-environment NIRI_SOCKET \
+             HYPRLAND_INSTANCE_SIGNATURE SWAYSOCK`)",
             Detected::ENV_VARS.join(", ")
         )
     }
@@ -279,6 +280,12 @@ impl Service {
                 "{e} (from SWAYSOCK/I3SOCK={}); is sway running in this session? The \
                  variable may be stale",
                 path.display()
+            ),
+            Detected::Hyprland(dir) => format!(
+                "{e} (the instance directory {} from HYPRLAND_INSTANCE_SIGNATURE and \
+                 XDG_RUNTIME_DIR); is Hyprland running in this session? The variable may be \
+                 stale",
+                dir.display()
             ),
         }
     }
@@ -391,16 +398,23 @@ impl Service {
         } else {
             before.focused.clone()
         };
-        // sway has no screenshot action: grim takes it (wlr-screencopy).
-        if matches!(backend.as_ref(), Backend::Sway(_)) && action.name.starts_with("screenshot") {
+        // sway and Hyprland have no screenshot action: grim takes it (wlr-screencopy).
+        if !matches!(backend.as_ref(), Backend::Niri(_)) && action.name.starts_with("screenshot") {
             return crate::screenshot::take(&action.name, &before, dry_run).await;
         }
         let sent = match backend.as_ref() {
             Backend::Niri(_) => Sent::Niri(resolved.niri()),
             Backend::Sway(_) => match resolved.sway() {
                 Ok(command) => Sent::Sway(command),
-                Err(SwayError::Unsupported) => return Err(sway_cannot_do(action)),
-                Err(SwayError::Unsafe(why)) => {
+                Err(CommandError::Unsupported) => return Err(cannot_do(action, "sway")),
+                Err(CommandError::Unsafe(why)) => {
+                    return Err(invalid_params(format!("{}: {why}", action.name)));
+                }
+            },
+            Backend::Hyprland(_) => match resolved.hyprland() {
+                Ok(command) => Sent::Hyprland(command),
+                Err(CommandError::Unsupported) => return Err(cannot_do(action, "hyprland")),
+                Err(CommandError::Unsafe(why)) => {
                     return Err(invalid_params(format!("{}: {why}", action.name)));
                 }
             },
@@ -428,12 +442,12 @@ impl Service {
             result["window"] = window_json(w);
         }
 
-        // niri only toggles fullscreen: "on" or "off" sends the toggle only when the window
-        // is known to be in the other state.
-        let niri_toggle_only = matches!(backend.as_ref(), Backend::Niri(_))
+        // niri and Hyprland (as this table drives it) only toggle fullscreen: "on" or "off"
+        // sends the toggle only when the window is known to be in the other state.
+        let toggle_only = matches!(backend.as_ref(), Backend::Niri(_) | Backend::Hyprland(_))
             && action.verify == Verify::Fullscreen
             && !matches!(wanted, None | Some(WantedState::Toggle));
-        if niri_toggle_only {
+        if toggle_only {
             if let Some(w) = &target {
                 let want = wanted.and_then(|s| s.target(w.fullscreen));
                 if w.fullscreen.is_some() && w.fullscreen == want {
@@ -517,9 +531,10 @@ impl Service {
                 ),
             )
         } else if let (Some(what), Some(w)) = (unreported, &target) {
-            let blind = if niri_toggle_only {
+            let blind = if toggle_only {
                 format!(
-                    "; niri has only a toggle, so window {} may now be {what} or not (say it again to undo)",
+                    "; {} has only a toggle, so window {} may now be {what} or not (say it again to undo)",
+                    backend.name(),
                     w.id
                 )
             } else {
@@ -1095,23 +1110,40 @@ impl Check<'_> {
     }
 }
 
-/// The `-32000` error for an action sway has no command for: short, with a close
-/// equivalent when the table names one, and the whole list of what sway can do in `data`.
-fn sway_cannot_do(action: &Action) -> ErrorObject {
+/// The `-32000` error for an action `compositor` (`"sway"` or `"hyprland"`) has no command
+/// for: short, with a close equivalent when the table names one, and the whole list of what
+/// that compositor can do in `data`.
+fn cannot_do(action: &Action, compositor: &str) -> ErrorObject {
+    let hyprland = compositor == "hyprland";
     let supported: Vec<&str> = TABLE
         .actions()
         .iter()
-        .filter(|a| a.sway.is_some())
+        .filter(|a| {
+            if hyprland {
+                a.hyprland.is_some()
+            } else {
+                a.sway.is_some()
+            }
+        })
         .map(|a| a.name.as_str())
         .collect();
-    let mut message = format!("sway cannot do {} (it exists only in niri)", action.name);
-    if let Some(hint) = &action.hint {
+    let hint = if hyprland {
+        &action.hyprland_hint
+    } else {
+        &action.hint
+    };
+    let mut message = if hyprland {
+        format!("Hyprland has no dispatcher doing {}", action.name)
+    } else {
+        format!("sway cannot do {} (it exists only in niri)", action.name)
+    };
+    if let Some(hint) = hint {
         message.push_str(&format!("; try {hint}"));
     }
     plugin_error(message).with_data(json!({
         "command": action.name,
-        "compositor": "sway",
-        "hint": action.hint,
+        "compositor": compositor,
+        "hint": hint,
         "supported": supported,
     }))
 }
@@ -1476,7 +1508,8 @@ mod tests {
             .expect_err("no compositor");
         assert_eq!(err.code, -32000);
         assert!(
-            err.message.contains("NIRI_SOCKET, SWAYSOCK, I3SOCK"),
+            err.message
+                .contains("NIRI_SOCKET, HYPRLAND_INSTANCE_SIGNATURE, SWAYSOCK, I3SOCK"),
             "{}",
             err.message
         );

@@ -1,10 +1,11 @@
 //! The action table: `data/compositor-actions.toml`, embedded at build time. It maps each
 //! niri action name (as `niri msg action <name>` spells it) to its positional parameters,
-//! its named options, the niri IPC `Action` JSON, the sway command doing the same (where one
-//! exists) and how the effect is verified. The file's header documents the format.
+//! its named options, the niri IPC `Action` JSON, the sway command and the Hyprland command
+//! doing the same (where one exists) and how the effect is verified. The file's header
+//! documents the format.
 //!
 //! [`Table::resolve`] checks a call's `args`/`options` against an entry and renders what
-//! will be sent: [`Resolved::niri`] and [`Resolved::sway`].
+//! will be sent: [`Resolved::niri`], [`Resolved::sway`] and [`Resolved::hyprland`].
 
 use serde::Deserialize;
 use serde_json::{Map, Number, Value};
@@ -167,6 +168,17 @@ pub struct Action {
     /// Another entry to suggest when sway cannot do this one (it names an entry sway can do).
     #[serde(default)]
     pub hint: Option<String>,
+    /// The Hyprland command template (`dispatch <dispatcher> <args>`, or `switchxkblayout
+    /// …`), if Hyprland can do it.
+    #[serde(default)]
+    pub hyprland: Option<String>,
+    /// The Hyprland command when the option `focus` is false.
+    #[serde(default)]
+    pub hyprland_no_focus: Option<String>,
+    /// Another entry to suggest when Hyprland cannot do this one (it names an entry Hyprland
+    /// can do).
+    #[serde(default)]
+    pub hyprland_hint: Option<String>,
     /// For monitor focus and moves: the direction of the monitor acted on, so that a call
     /// with no monitor there is refused before anything is sent.
     #[serde(default)]
@@ -310,14 +322,14 @@ pub struct Resolved<'a> {
 #[error("{0}")]
 pub struct ArgError(pub String);
 
-/// Why a call cannot be sent to sway.
+/// Why a call cannot be sent to sway or Hyprland as a command.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SwayError {
-    /// sway has no command doing this action.
-    #[error("sway has no command for this action")]
+pub enum CommandError {
+    /// The compositor has no command doing this action.
+    #[error("the compositor has no command for this action")]
     Unsupported,
-    /// An argument cannot pass through sway's command syntax safely (the message says
-    /// which and why).
+    /// An argument cannot pass through the compositor's command syntax safely (the message
+    /// says which and why).
     #[error("{0}")]
     Unsafe(String),
 }
@@ -381,6 +393,25 @@ impl Table {
                     }
                 }
             }
+            for hyprland in action
+                .hyprland
+                .iter()
+                .chain(action.hyprland_no_focus.iter())
+            {
+                for p in sway_placeholders(hyprland) {
+                    if !names.contains(&p.as_str()) {
+                        return Err(format!(
+                            "{name}: the hyprland template uses {{{p}}}, which is no parameter"
+                        ));
+                    }
+                }
+                if !(hyprland.starts_with("dispatch ") || hyprland.starts_with("switchxkblayout "))
+                {
+                    return Err(format!(
+                        "{name}: a hyprland template is a dispatch or switchxkblayout command"
+                    ));
+                }
+            }
             for (i, param) in action.params.iter().enumerate() {
                 if param.kind == ParamType::Argv && i + 1 != action.params.len() {
                     return Err(format!(
@@ -412,6 +443,11 @@ impl Table {
             }
             if action.sway_no_focus.is_some() && !action.options.iter().any(|o| o.name == "focus") {
                 return Err(format!("{name}: sway_no_focus without a focus option"));
+            }
+            if action.hyprland_no_focus.is_some()
+                && !action.options.iter().any(|o| o.name == "focus")
+            {
+                return Err(format!("{name}: hyprland_no_focus without a focus option"));
             }
             for option in &action.options {
                 let Some(default) = &option.default else {
@@ -452,6 +488,23 @@ impl Table {
                 if !actions.iter().any(|a| &a.name == hint && a.sway.is_some()) {
                     return Err(format!(
                         "{}: the hint {hint} names no entry sway can do",
+                        action.name
+                    ));
+                }
+            }
+            if let Some(hint) = &action.hyprland_hint {
+                if action.hyprland.is_some() {
+                    return Err(format!(
+                        "{}: a hyprland_hint is only for entries Hyprland cannot do",
+                        action.name
+                    ));
+                }
+                if !actions
+                    .iter()
+                    .any(|a| &a.name == hint && a.hyprland.is_some())
+                {
+                    return Err(format!(
+                        "{}: the hyprland_hint {hint} names no entry Hyprland can do",
                         action.name
                     ));
                 }
@@ -646,6 +699,8 @@ impl Action {
             "options": self.options.iter().map(param).collect::<Vec<_>>(),
             "sway": self.sway.is_some(),
             "sway_hint": self.hint,
+            "hyprland": self.hyprland.is_some(),
+            "hyprland_hint": self.hyprland_hint,
         })
     }
 
@@ -759,10 +814,10 @@ impl Resolved<'_> {
     /// The sway command.
     ///
     /// # Errors
-    /// [`SwayError::Unsupported`] when sway cannot do this action, [`SwayError::Unsafe`]
-    /// when an argument cannot pass through sway's `exec` quoting (a single quote, a
-    /// backslash) or the command would be longer than sway reads.
-    pub fn sway(&self) -> Result<String, SwayError> {
+    /// [`CommandError::Unsupported`] when sway cannot do this action,
+    /// [`CommandError::Unsafe`] when an argument cannot pass through sway's `exec` quoting (a
+    /// single quote, a backslash) or the command would be longer than sway reads.
+    pub fn sway(&self) -> Result<String, CommandError> {
         let focus = !matches!(self.values.get("focus"), Some(Arg::Bool(false)));
         let template = if focus {
             self.action.sway.as_ref()
@@ -772,7 +827,7 @@ impl Resolved<'_> {
                 .as_ref()
                 .or(self.action.sway.as_ref())
         }
-        .ok_or(SwayError::Unsupported)?;
+        .ok_or(CommandError::Unsupported)?;
         let mut out = template.clone();
         for param in self.action.params.iter().chain(self.action.options.iter()) {
             let placeholder = format!("{{{}}}", param.name);
@@ -780,14 +835,53 @@ impl Resolved<'_> {
                 continue;
             }
             let value = &self.values[&param.name];
-            let rendered = sway_value(value, param).map_err(SwayError::Unsafe)?;
+            let rendered = sway_value(value, param).map_err(CommandError::Unsafe)?;
             out = out.replace(&placeholder, &rendered);
         }
         if out.len() > crate::sway::MAX_EXEC {
-            return Err(SwayError::Unsafe(format!(
+            return Err(CommandError::Unsafe(format!(
                 "the sway command would be {} bytes, more than the {} sway's exec reads",
                 out.len(),
                 crate::sway::MAX_EXEC
+            )));
+        }
+        Ok(out)
+    }
+
+    /// The Hyprland command (as sent after its flags: `dispatch workspace 2`).
+    ///
+    /// # Errors
+    /// [`CommandError::Unsupported`] when Hyprland cannot do this action,
+    /// [`CommandError::Unsafe`] when an argument cannot be said in Hyprland's syntax (an
+    /// exact size: `resizeactive exact` sets both sides at once) or the command would be
+    /// longer than [`crate::hyprland::MAX_REQUEST`].
+    pub fn hyprland(&self) -> Result<String, CommandError> {
+        let focus = !matches!(self.values.get("focus"), Some(Arg::Bool(false)));
+        let template = if focus {
+            self.action.hyprland.as_ref()
+        } else {
+            self.action
+                .hyprland_no_focus
+                .as_ref()
+                .or(self.action.hyprland.as_ref())
+        }
+        .ok_or(CommandError::Unsupported)?;
+        let mut out = template.clone();
+        for param in self.action.params.iter().chain(self.action.options.iter()) {
+            let placeholder = format!("{{{}}}", param.name);
+            if !out.contains(&placeholder) {
+                continue;
+            }
+            let value = &self.values[&param.name];
+            let rendered = hyprland_value(value, param).map_err(CommandError::Unsafe)?;
+            out = out.replace(&placeholder, &rendered);
+        }
+        // The request is `/` and this.
+        if out.len() + 1 > crate::hyprland::MAX_REQUEST {
+            return Err(CommandError::Unsafe(format!(
+                "the Hyprland command would be {} bytes, more than the {} this client sends",
+                out.len(),
+                crate::hyprland::MAX_REQUEST - 1
             )));
         }
         Ok(out)
@@ -937,6 +1031,48 @@ fn sway_value(arg: &Arg, param: &Param) -> Result<String, String> {
         Arg::Shell(s) => crate::sway::exec_quote(s)?,
         Arg::State(WantedState::On) => "enable".into(),
         Arg::State(WantedState::Off) => "disable".into(),
+        Arg::State(WantedState::Toggle) => "toggle".into(),
+    })
+}
+
+/// An argument in Hyprland's dispatcher syntax (`Err` when it cannot be said there).
+/// Strings were checked on the way in to hold no control character, quote, backslash, `;` or
+/// `,` (a `,` would start a window selector after a workspace).
+fn hyprland_value(arg: &Arg, param: &Param) -> Result<String, String> {
+    let width = param.axis.as_deref() != Some("height");
+    let delta = |d: String| {
+        if width {
+            format!("{d} 0")
+        } else {
+            format!("0 {d}")
+        }
+    };
+    Ok(match arg {
+        Arg::Integer(n) => n.to_string(),
+        Arg::WorkspaceIndex(0) => {
+            return Err("Hyprland numbers workspaces from 1; there is no workspace 0".into());
+        }
+        Arg::WorkspaceIndex(i) => i.to_string(),
+        Arg::WorkspaceName(n) => format!("name:{n}"),
+        Arg::Str(s) => s.clone(),
+        Arg::Bool(b) => b.to_string(),
+        Arg::Size(SizeChange::AdjustFixed(n)) => delta(n.to_string()),
+        // Hyprland reads a relative percentage as one of the window's own size.
+        Arg::Size(SizeChange::AdjustProportion(p)) => delta(format!("{}%", p.round() as i64)),
+        Arg::Size(SizeChange::SetFixed(_) | SizeChange::SetProportion(_)) => {
+            return Err(format!(
+                "Hyprland's resizeactive sets both sides at once, so an exact {} cannot be set \
+                 alone; say a change instead (\"+10%\", \"-100\")",
+                if width { "width" } else { "height" }
+            ));
+        }
+        Arg::Layout(LayoutTarget::Next) => "next".into(),
+        Arg::Layout(LayoutTarget::Prev) => "prev".into(),
+        Arg::Layout(LayoutTarget::Index(i)) => i.to_string(),
+        Arg::Argv(argv) => crate::hyprland::exec_argv(argv)?,
+        Arg::Shell(s) => format!("sh -c {}", crate::hyprland::sh_quote(s)?),
+        Arg::State(WantedState::On) => "set".into(),
+        Arg::State(WantedState::Off) => "unset".into(),
         Arg::State(WantedState::Toggle) => "toggle".into(),
     })
 }
@@ -1225,13 +1361,160 @@ mod tests {
             .map_err(|e| e.0)
     }
 
-    fn sway_of(name: &str, args: Value, options: Value) -> Result<String, SwayError> {
+    fn sway_of(name: &str, args: Value, options: Value) -> Result<String, CommandError> {
         let args = args.as_array().cloned().unwrap_or_default();
         let options = options.as_object().cloned().unwrap_or_default();
         TABLE
             .resolve(name, &args, &options)
             .expect("resolves")
             .sway()
+    }
+
+    fn hyprland_of(name: &str, args: Value, options: Value) -> Result<String, CommandError> {
+        let args = args.as_array().cloned().unwrap_or_default();
+        let options = options.as_object().cloned().unwrap_or_default();
+        TABLE
+            .resolve(name, &args, &options)
+            .expect("resolves")
+            .hyprland()
+    }
+
+    #[test]
+    fn every_action_has_a_hyprland_command_a_hint_or_a_reason() {
+        // What Hyprland has nothing close to: niri's scrolling columns and overview, and the
+        // workspace order (Hyprland's workspaces are numbered, not stacked). Screenshots are
+        // grim's there, as on sway.
+        let without = [
+            "move-workspace-down",
+            "move-workspace-up",
+            "focus-column",
+            "focus-floating",
+            "focus-tiling",
+            "switch-focus-between-floating-and-tiling",
+            "center-visible-columns",
+            "reset-window-height",
+            "toggle-overview",
+            "open-overview",
+            "close-overview",
+            "show-hotkey-overlay",
+            "screenshot",
+            "screenshot-screen",
+            "screenshot-window",
+        ];
+        for action in TABLE.actions() {
+            let covered = action.hyprland.is_some() || action.hyprland_hint.is_some();
+            assert!(
+                covered || without.contains(&action.name.as_str()),
+                "{}: no hyprland command, hint or reason",
+                action.name
+            );
+            assert!(
+                !(covered && without.contains(&action.name.as_str())),
+                "{}: listed as without a command but has one",
+                action.name
+            );
+        }
+    }
+
+    #[test]
+    fn arguments_render_in_hyprland_dispatcher_syntax() {
+        let h = |name: &str, args: Value, options: Value| hyprland_of(name, args, options).unwrap();
+        assert_eq!(
+            h("focus-workspace", json!([2]), json!({})),
+            "dispatch workspace 2"
+        );
+        assert_eq!(
+            h("focus-workspace", json!(["chat room"]), json!({})),
+            "dispatch workspace name:chat room"
+        );
+        assert_eq!(
+            h("move-window-to-workspace", json!([3]), json!({})),
+            "dispatch movetoworkspace 3"
+        );
+        assert_eq!(
+            h(
+                "move-window-to-workspace",
+                json!([3]),
+                json!({"focus": false})
+            ),
+            "dispatch movetoworkspacesilent 3"
+        );
+        assert_eq!(
+            h("move-column-to-monitor-left", json!([]), json!({})),
+            "dispatch movewindow mon:l"
+        );
+        assert_eq!(
+            h("set-column-width", json!(["+10%"]), json!({})),
+            "dispatch resizeactive 10% 0"
+        );
+        assert_eq!(
+            h("set-window-height", json!(["-40"]), json!({})),
+            "dispatch resizeactive 0 -40"
+        );
+        assert_eq!(
+            h("switch-layout", json!(["next"]), json!({})),
+            "switchxkblayout all next"
+        );
+        assert_eq!(
+            h("spawn", json!(["foot", "--title", "it's"]), json!({})),
+            r"dispatch exec exec 'foot' '--title' 'it'\''s'"
+        );
+        assert_eq!(
+            h("spawn-sh", json!(["echo hi; [x] $(id)"]), json!({})),
+            "dispatch exec sh -c 'echo hi; [x] $(id)'"
+        );
+        // fullscreen's state is decided by the plugin (only a toggle is sent).
+        assert_eq!(
+            h("fullscreen-window", json!([]), json!({"state": "on"})),
+            "dispatch fullscreen 0"
+        );
+        // Not sayable there: an exact size (both sides at once), workspace 0.
+        for (name, args) in [
+            ("set-column-width", json!(["50%"])),
+            ("set-window-height", json!(["800"])),
+            ("focus-workspace", json!([0])),
+        ] {
+            assert!(
+                matches!(
+                    hyprland_of(name, args.clone(), json!({})),
+                    Err(CommandError::Unsafe(_))
+                ),
+                "{name} {args}"
+            );
+        }
+        assert_eq!(
+            hyprland_of("toggle-overview", json!([]), json!({})),
+            Err(CommandError::Unsupported)
+        );
+        assert_eq!(
+            TABLE.get("center-column").unwrap().hyprland_hint.as_deref(),
+            Some("center-window")
+        );
+    }
+
+    #[test]
+    fn broken_hyprland_columns_are_refused() {
+        let entry = |extra: &str| {
+            format!(
+                "[[action]]\nname = \"a\"\ndoc = \"d\"\nniri = '{{\"A\":{{}}}}'\nverify = \"any\"\n{extra}\n"
+            )
+        };
+        for (extra, why) in [
+            ("hyprland = \"workspace 2\"", "dispatch or switchxkblayout"),
+            ("hyprland = \"dispatch workspace {nope}\"", "no parameter"),
+            (
+                "hyprland_no_focus = \"dispatch x\"",
+                "without a focus option",
+            ),
+            (
+                "hyprland = \"dispatch x\"\nhyprland_hint = \"a\"",
+                "only for entries",
+            ),
+            ("hyprland_hint = \"missing\"", "names no entry"),
+        ] {
+            let err = Table::parse(&entry(extra)).expect_err(extra);
+            assert!(err.contains(why), "{extra}: {err}");
+        }
     }
 
     #[test]
@@ -1522,17 +1805,20 @@ mod tests {
             let args = json!(["sh", "-c", bad]);
             assert!(resolve("spawn", args.clone(), json!({})).is_ok(), "{bad}");
             assert!(
-                matches!(sway_of("spawn", args, json!({})), Err(SwayError::Unsafe(_))),
+                matches!(
+                    sway_of("spawn", args, json!({})),
+                    Err(CommandError::Unsafe(_))
+                ),
                 "{bad}"
             );
         }
         assert!(matches!(
             sway_of("spawn", json!(["-x"]), json!({})),
-            Err(SwayError::Unsafe(_))
+            Err(CommandError::Unsafe(_))
         ));
         assert!(matches!(
             sway_of("spawn", json!(["prog", "y".repeat(4000)]), json!({})),
-            Err(SwayError::Unsafe(_))
+            Err(CommandError::Unsafe(_))
         ));
         // Strings only, bounded, no control characters, a program first.
         for bad in [
@@ -1571,7 +1857,7 @@ mod tests {
         );
         assert!(matches!(
             sway_of("spawn-sh", json!(["echo 'hi'"]), json!({})),
-            Err(SwayError::Unsafe(_))
+            Err(CommandError::Unsafe(_))
         ));
         for bad in [
             json!([]),
@@ -1639,7 +1925,7 @@ mod tests {
         );
         assert_eq!(
             sway_of("maximize-column", json!([]), json!({})),
-            Err(SwayError::Unsupported)
+            Err(CommandError::Unsupported)
         );
         assert_eq!(
             TABLE.get("focus-monitor-right").unwrap().monitor,
@@ -1662,7 +1948,7 @@ mod tests {
             ("move-window-to-workspace", json!(["chat$x"])),
         ] {
             match sway_of(name, args.clone(), json!({})) {
-                Err(SwayError::Unsafe(why)) => assert!(why.contains("expand"), "{name}: {why}"),
+                Err(CommandError::Unsafe(why)) => assert!(why.contains("expand"), "{name}: {why}"),
                 other => panic!("{name} {args}: {other:?}"),
             }
             // niri takes them literally.
@@ -1688,7 +1974,7 @@ mod tests {
         ] {
             for command in ["focus-workspace", "move-window-to-workspace"] {
                 match sway_of(command, json!([name]), json!({})) {
-                    Err(SwayError::Unsafe(why)) => assert!(why.contains("keyword"), "{why}"),
+                    Err(CommandError::Unsafe(why)) => assert!(why.contains("keyword"), "{why}"),
                     other => panic!("{command} {name:?}: {other:?}"),
                 }
             }

@@ -559,6 +559,7 @@ async fn plugin_for(fake: &FakeNiri) -> TestPlugin {
         ("NIRI_SOCKET".into(), fake.socket().into()),
         ("SWAYSOCK".into(), "".into()),
         ("I3SOCK".into(), "".into()),
+        ("HYPRLAND_INSTANCE_SIGNATURE".into(), "".into()),
     ];
     let options = SpawnOptions {
         env,

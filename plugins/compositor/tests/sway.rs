@@ -28,6 +28,7 @@ async fn start_plugin_with(
 ) -> TestPlugin {
     let mut env: Vec<(OsString, OsString)> = vec![
         ("NIRI_SOCKET".into(), "".into()),
+        ("HYPRLAND_INSTANCE_SIGNATURE".into(), "".into()),
         ("I3SOCK".into(), "".into()),
         ("SWAYSOCK".into(), "".into()),
     ];
@@ -105,7 +106,10 @@ async fn without_a_compositor_the_plugin_starts_degraded_and_says_why() {
         .expect("health");
     assert_eq!(health["status"], "degraded", "{health}");
     let detail = health["detail"].as_str().unwrap_or_default();
-    assert!(detail.contains("NIRI_SOCKET, SWAYSOCK, I3SOCK"), "{detail}");
+    assert!(
+        detail.contains("NIRI_SOCKET, HYPRLAND_INSTANCE_SIGNATURE, SWAYSOCK, I3SOCK"),
+        "{detail}"
+    );
 
     let e = plugin
         .request("context.snapshot", json!({}))

@@ -23,7 +23,8 @@ const MAX_APP_ID: usize = 255;
 /// What the rules use of a plan request's context.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Context {
-    /// `compositor.name`: `"niri"`, `"sway"`, or `None` when the snapshot does not say.
+    /// `compositor.name`: `"niri"`, `"sway"`, `"hyprland"`, or `None` when the snapshot does
+    /// not say.
     pub compositor: Option<String>,
     /// The `app_id`s of `focused` and `windows`, in that order, without repeats.
     pub app_ids: Vec<String>,
@@ -154,12 +155,12 @@ impl Context {
     }
 
     /// True when the context names a compositor the compositor plugin has a backend for
-    /// (niri, sway), which can look for an application's window when a step runs
+    /// (niri, sway, Hyprland), which can look for an application's window when a step runs
     /// (`ensure_app`, `focus_app`).
     pub fn has_window_ipc(context: Option<&Context>) -> bool {
         context
             .and_then(|c| c.compositor.as_deref())
-            .is_some_and(|name| matches!(name, "niri" | "sway"))
+            .is_some_and(|name| matches!(name, "niri" | "sway" | "hyprland"))
     }
 
     /// False when the context names a compositor other than niri: niri actions would fail
