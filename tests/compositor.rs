@@ -407,3 +407,68 @@ async fn until_status(runner: &Runner, want: &str) -> utter_core::supervisor::Pl
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Without compositor IPC (GNOME, KDE Plasma) "take a screenshot" goes through the real
+/// xdg-desktop-portal frontend, whose Screenshot backend is the test's (the only fake): the
+/// file it saved is reported and checked, a window-only screenshot is refused with the reason,
+/// and a refusal by the person is an error, not a success.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn screenshots_without_compositor_ipc_go_through_the_portal() {
+    let bus = common::DbusSession::start();
+    let portal = common::portal::FakePortal::start(&bus.address).await;
+    let sandbox = Sandbox::new();
+    let mut env = sandbox.env(Some(&bus.address));
+    for name in [
+        "NIRI_SOCKET",
+        "SWAYSOCK",
+        "I3SOCK",
+        "HYPRLAND_INSTANCE_SIGNATURE",
+    ] {
+        env = env.without(name);
+    }
+
+    let reply = say(&env, "take a screenshot").await;
+    let result = &reply["results"][0]["result"];
+    assert_eq!(result["tool"], "portal", "{reply}");
+    assert_eq!(result["compositor"], "none", "{reply}");
+    assert_eq!(result["verified"], true, "{reply}");
+    let path = result["path"].as_str().expect("the saved file");
+    assert!(path.ends_with("Screenshot 1.png"), "{path}");
+    assert_eq!(
+        std::fs::read(path).unwrap(),
+        common::portal::ONE_PIXEL_PNG,
+        "the portal's file, found from its percent-encoded URI"
+    );
+    {
+        let seen = portal.seen.lock().unwrap();
+        assert_eq!(seen.screenshots.len(), 1);
+        assert_eq!(seen.screenshots[0].get("interactive"), Some(&false));
+    }
+
+    // One window cannot be taken without the person picking it: refused, nothing asked.
+    let run = run_utter(
+        &[
+            "say",
+            "--local",
+            "--json",
+            "take a screenshot of this window",
+        ],
+        &env,
+    )
+    .await;
+    assert_ne!(run.code, Some(0), "{run}");
+    assert!(
+        run.stdout.contains("picks") || run.stderr.contains("picks"),
+        "{run}"
+    );
+    assert_eq!(portal.seen.lock().unwrap().screenshots.len(), 1);
+
+    // The person says no: an error that says so.
+    portal.seen.lock().unwrap().refuse_screenshots = true;
+    let run = run_utter(&["say", "--local", "--json", "take a screenshot"], &env).await;
+    assert_ne!(run.code, Some(0), "{run}");
+    assert!(
+        run.stdout.contains("refused") || run.stderr.contains("refused"),
+        "{run}"
+    );
+}

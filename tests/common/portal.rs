@@ -1,7 +1,8 @@
 //! The real xdg-desktop-portal frontend (`/usr/libexec/xdg-desktop-portal`, Debian package
-//! `xdg-desktop-portal`) on a private bus, with a GlobalShortcuts + Access *backend* served by
-//! the test: no headless desktop implements GlobalShortcuts, so the backend is the only fake,
-//! and it speaks the real `org.freedesktop.impl.portal.*` interfaces to the real frontend.
+//! `xdg-desktop-portal`) on a private bus, with a GlobalShortcuts + Access + Screenshot
+//! *backend* served by the test: no headless desktop implements GlobalShortcuts (nor a
+//! screenshot backend that runs here), so the backend is the only fake, and it speaks the real
+//! `org.freedesktop.impl.portal.*` interfaces to the real frontend.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -22,6 +23,61 @@ pub struct Seen {
     pub session: Option<OwnedObjectPath>,
     /// (id, preferred_trigger, description) of each bound shortcut.
     pub bound: Vec<(String, String, String)>,
+    /// The options of each `Screenshot` call (`interactive`, `modal`, …), as booleans.
+    pub screenshots: Vec<HashMap<String, bool>>,
+    /// Answer `Screenshot` with 1 (the person dismissed the dialog) instead of a file.
+    pub refuse_screenshots: bool,
+}
+
+/// The smallest PNG there is (one transparent pixel): what the fake screenshot backend saves.
+pub const ONE_PIXEL_PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89, 0x00, 0x00, 0x00, 0x0a, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0x00, 0x01, 0x00, 0x00,
+    0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae,
+    0x42, 0x60, 0x82,
+];
+
+/// `org.freedesktop.impl.portal.Screenshot` (xdg-desktop-portal's
+/// `org.freedesktop.impl.portal.Screenshot.xml`): saves [`ONE_PIXEL_PNG`] under `dir` with a
+/// space in its name (so the URI is percent-encoded) and answers its `file://` URI.
+pub struct FakeScreenshot {
+    pub seen: Arc<Mutex<Seen>>,
+    pub dir: std::path::PathBuf,
+}
+
+#[zbus::interface(name = "org.freedesktop.impl.portal.Screenshot")]
+impl FakeScreenshot {
+    async fn screenshot(
+        &self,
+        _handle: OwnedObjectPath,
+        _app_id: &str,
+        _parent_window: &str,
+        options: HashMap<String, OwnedValue>,
+    ) -> (u32, HashMap<String, OwnedValue>) {
+        let flags = options
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), bool::try_from(v).ok()?)))
+            .collect();
+        let refuse = {
+            let mut seen = self.seen.lock().unwrap();
+            seen.screenshots.push(flags);
+            seen.refuse_screenshots
+        };
+        if refuse {
+            return (1, HashMap::new());
+        }
+        let n = self.seen.lock().unwrap().screenshots.len();
+        let path = self.dir.join(format!("Screenshot {n}.png"));
+        std::fs::write(&path, ONE_PIXEL_PNG).expect("write the screenshot");
+        let uri = format!("file://{}", path.display().to_string().replace(' ', "%20"));
+        (0, HashMap::from([("uri".to_owned(), ov(uri))]))
+    }
+
+    #[zbus(property(emits_changed_signal = "const"), name = "version")]
+    fn version(&self) -> u32 {
+        2
+    }
 }
 
 pub fn ov<'a>(v: impl Into<DbusValue<'a>>) -> OwnedValue {
@@ -184,7 +240,7 @@ impl FakePortal {
         std::fs::write(
             portals.join("uttertest.portal"),
             format!(
-                "[portal]\nDBusName={BACKEND_NAME}\nInterfaces=org.freedesktop.impl.portal.GlobalShortcuts;org.freedesktop.impl.portal.Access;\nUseIn=uttertest\n"
+                "[portal]\nDBusName={BACKEND_NAME}\nInterfaces=org.freedesktop.impl.portal.GlobalShortcuts;org.freedesktop.impl.portal.Access;org.freedesktop.impl.portal.Screenshot;\nUseIn=uttertest\n"
             ),
         )
         .expect("portal file");
@@ -196,6 +252,14 @@ impl FakePortal {
             .serve_at(BACKEND_PATH, FakeShortcuts(seen.clone()))
             .unwrap()
             .serve_at(BACKEND_PATH, FakeAccess)
+            .unwrap()
+            .serve_at(
+                BACKEND_PATH,
+                FakeScreenshot {
+                    seen: seen.clone(),
+                    dir: dir.path().to_path_buf(),
+                },
+            )
             .unwrap()
             .method_timeout(Duration::from_secs(60))
             .build()

@@ -4,7 +4,9 @@
 //!
 //! The steps, each bounded: the focused window's rectangle from the desktop context
 //! ([`Rect::from_context`]); a PNG of it from `grim` ([`screenshot`], at most [`MAX_PNG`]
-//! bytes, its size read from the IHDR header by [`png_size`]); one OpenAI-compatible chat
+//! bytes, its size read from the IHDR header by [`png_size`]), or where grim cannot, the
+//! xdg-desktop-portal's whole screen cropped to the window ([`screenshot_any`], [`crop`]; the
+//! result's `screenshot` says which); one OpenAI-compatible chat
 //! completion to `UTTER_GROUNDING_URL` with the screenshot as a `data:` URL ([`request_body`],
 //! [`ask`]); the point read from the answer ([`parse_answer`]) and mapped back to layout
 //! pixels ([`to_layout`]).
@@ -283,6 +285,126 @@ pub async fn screenshot(rect: Rect) -> Result<Vec<u8>, String> {
     Ok(png)
 }
 
+/// The layout's bounding box: the union of the context's `outputs` that have a position and
+/// a size (`None` when none has, or the numbers are out of bounds).
+pub fn layout_from_context(context: Option<&Value>) -> Option<Rect> {
+    let outputs = context?.get("outputs")?.as_array()?;
+    let rects: Vec<Rect> = outputs.iter().filter_map(Rect::from_value).collect();
+    let left = rects.iter().map(|r| r.x).min()?;
+    let top = rects.iter().map(|r| r.y).min()?;
+    let right = rects.iter().map(|r| r.x + r.width).max()?;
+    let bottom = rects.iter().map(|r| r.y + r.height).max()?;
+    Rect::from_value(&json!({"x": left, "y": top, "width": right - left, "height": bottom - top}))
+}
+
+/// Which tool took a screenshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// `grim` (wlr-screencopy: sway, Hyprland, niri).
+    Grim,
+    /// The xdg-desktop-portal's Screenshot, cropped to the window.
+    Portal,
+}
+
+impl Tool {
+    /// `"grim"` or `"portal"`, as results name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Grim => "grim",
+            Tool::Portal => "portal",
+        }
+    }
+}
+
+/// A screenshot of `rect` with whichever tool works: `grim` first, else the
+/// xdg-desktop-portal's whole screen cropped to `rect`, which needs `layout` (the outputs'
+/// bounding box in layout pixels, which the portal's image covers) to place it.
+///
+/// # Errors
+/// Why neither worked, both reasons given.
+pub async fn screenshot_any(rect: Rect, layout: Option<Rect>) -> Result<(Vec<u8>, Tool), String> {
+    let grim = match screenshot(rect).await {
+        Ok(png) => return Ok((png, Tool::Grim)),
+        Err(why) => why,
+    };
+    let portal = async {
+        let layout = layout.ok_or("the context gives no output geometry to place the window in")?;
+        let (conn, _) = utter_desktop::bus::connect()
+            .await
+            .map_err(|e| e.to_string())?;
+        let path = match utter_desktop::portal::screenshot(&conn).await {
+            Ok(path) => path,
+            Err(utter_desktop::portal::Failure::Cancelled) => {
+                return Err("the person refused the screenshot".to_owned());
+            }
+            Err(utter_desktop::portal::Failure::Failed(why)) => return Err(why),
+        };
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if size > MAX_PNG as u64 {
+            return Err(format!(
+                "its screenshot is larger than {} MiB",
+                MAX_PNG >> 20
+            ));
+        }
+        let whole = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        crop(&whole, rect, layout)
+    };
+    match portal.await {
+        Ok(png) => Ok((png, Tool::Portal)),
+        Err(why) => Err(format!("{grim}; and the screenshot portal: {why}")),
+    }
+}
+
+/// The part of `whole` (a PNG of the whole layout `layout`, at any scale) that shows `rect`,
+/// as a PNG of its own.
+///
+/// # Errors
+/// A PNG that cannot be read, or a `rect` outside the image.
+pub fn crop(whole: &[u8], rect: Rect, layout: Rect) -> Result<Vec<u8>, String> {
+    let mut decoder = png::Decoder::new(whole);
+    decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+    let mut reader = decoder
+        .read_info()
+        .map_err(|e| format!("the screenshot is not a readable PNG: {e}"))?;
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    let frame = reader
+        .next_frame(&mut pixels)
+        .map_err(|e| format!("the screenshot is not a readable PNG: {e}"))?;
+    let (color, depth) = reader.output_color_type();
+    let channels = color.samples();
+    if depth != png::BitDepth::Eight {
+        return Err("the screenshot's pixels are not 8 bits".into());
+    }
+    let scale = f64::from(frame.width) / layout.width as f64;
+    let px = |v: i64| (v as f64 * scale).round() as i64;
+    let left = px(rect.x - layout.x).max(0);
+    let top = px(rect.y - layout.y).max(0);
+    let right = px(rect.x + rect.width - layout.x).min(i64::from(frame.width));
+    let bottom = px(rect.y + rect.height - layout.y).min(i64::from(frame.height));
+    if right <= left || bottom <= top {
+        return Err("the window lies outside the screenshot".into());
+    }
+    let (w, h) = ((right - left) as usize, (bottom - top) as usize);
+    let mut out = Vec::new();
+    {
+        let mut encoder = png::Encoder::new(&mut out, w as u32, h as u32);
+        encoder.set_color(color);
+        encoder.set_depth(png::BitDepth::Eight);
+        let mut writer = encoder
+            .write_header()
+            .map_err(|e| format!("encoding the crop: {e}"))?;
+        let mut data = Vec::with_capacity(w * h * channels);
+        for row in top as usize..bottom as usize {
+            let start = row * frame.line_size + left as usize * channels;
+            data.extend_from_slice(&pixels[start..start + w * channels]);
+        }
+        writer
+            .write_image_data(&data)
+            .map_err(|e| format!("encoding the crop: {e}"))?;
+    }
+    Ok(out)
+}
+
 /// The prompt: the person's description (user provenance) quoted, the image's size, and
 /// the one answer form wanted.
 pub fn prompt(description: &str, image: (u32, u32)) -> String {
@@ -526,6 +648,99 @@ pub fn to_layout(rect: Rect, image: (u32, u32), pixel: (u32, u32)) -> (i64, i64)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An RGB PNG `width`×`height` whose pixel (x, y) is (x, y, 7).
+    fn gradient(width: u32, height: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut encoder = png::Encoder::new(&mut out, width, height);
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        let mut writer = encoder.write_header().unwrap();
+        let data: Vec<u8> = (0..height)
+            .flat_map(|y| (0..width).flat_map(move |x| [x as u8, y as u8, 7]))
+            .collect();
+        writer.write_image_data(&data).unwrap();
+        drop(writer);
+        out
+    }
+
+    fn pixels(png: &[u8]) -> (u32, u32, Vec<u8>) {
+        let mut reader = png::Decoder::new(png).read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let frame = reader.next_frame(&mut buf).unwrap();
+        buf.truncate(frame.buffer_size());
+        (frame.width, frame.height, buf)
+    }
+
+    #[test]
+    fn a_portal_screenshot_is_cropped_to_the_window_at_its_scale() {
+        // A layout of 40×20 logical pixels shot at scale 2 (80×40 pixels), starting at -10.
+        let whole = gradient(80, 40);
+        let layout = Rect {
+            x: -10,
+            y: 0,
+            width: 40,
+            height: 20,
+        };
+        let window = Rect {
+            x: 0,
+            y: 5,
+            width: 3,
+            height: 2,
+        };
+        let (w, h, data) = pixels(&crop(&whole, window, layout).unwrap());
+        assert_eq!((w, h), (6, 4));
+        assert_eq!(
+            &data[..3],
+            &[20, 10, 7],
+            "the window's corner at (10, 5) × 2"
+        );
+        assert_eq!(&data[data.len() - 3..], &[25, 13, 7]);
+        // Partly outside: cut to the image; wholly outside: an error.
+        let (w, _, _) = pixels(
+            &crop(
+                &whole,
+                Rect {
+                    x: 25,
+                    y: 0,
+                    width: 10,
+                    height: 1,
+                },
+                layout,
+            )
+            .unwrap(),
+        );
+        assert_eq!(w, 10);
+        assert!(
+            crop(
+                &whole,
+                Rect {
+                    x: 40,
+                    y: 0,
+                    width: 5,
+                    height: 5
+                },
+                layout
+            )
+            .is_err()
+        );
+        assert!(crop(b"not a png", window, layout).is_err());
+        let outputs = json!({"outputs": [
+            {"x": 0, "y": 0, "width": 1920, "height": 1080},
+            {"x": 1920, "y": -200, "width": 1280, "height": 1024},
+            {"name": "off"}
+        ]});
+        assert_eq!(
+            layout_from_context(Some(&outputs)),
+            Some(Rect {
+                x: 0,
+                y: -200,
+                width: 3200,
+                height: 1280
+            })
+        );
+        assert_eq!(layout_from_context(Some(&json!({}))), None);
+    }
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let pairs: Vec<(String, String)> = pairs

@@ -929,7 +929,7 @@ impl Grounding<'_> {
                  (sway and niri 25.08 or later do)",
             )
         })?;
-        let png = grounding::screenshot(rect)
+        let (png, tool) = grounding::screenshot_any(rect, grounding::layout_from_context(context))
             .await
             .map_err(|r| self.could_not_run(r))?;
         let image = grounding::png_size(&png)
@@ -979,6 +979,7 @@ impl Grounding<'_> {
             "confidence": answer.confidence,
             "app": self.app.describe(),
             "provenance": "screen",
+            "screenshot": tool.name(),
         });
         if dry_run {
             result["dry_run"] = json!(true);

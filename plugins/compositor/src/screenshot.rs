@@ -6,7 +6,13 @@
 //!
 //! `screenshot` (niri's interactive picker) and `screenshot-screen` take the focused output;
 //! `screenshot-window` the focused window's content rectangle.
-
+//!
+//! Where grim cannot work (no compositor IPC, as on GNOME and KDE Plasma; grim not
+//! installed), the whole screen is asked of the xdg-desktop-portal instead
+//! ([`take_with_portal`]: `org.freedesktop.portal.Screenshot`, not interactive; the portal
+//! may ask the person once whether Utter may take screenshots, and saves the file itself).
+//! The result's `tool` says which was used. The portal has no way to take one window without
+//! asking the person to pick it, so `screenshot-window` is refused there with that reason.
 
 use crate::model::Snapshot;
 use serde_json::{Value, json};
@@ -73,12 +79,17 @@ fn failed(message: impl Into<String>) -> ErrorObject {
 /// `-32000` when grim is missing, nothing can be captured, grim fails, or no home directory
 /// is known.
 pub async fn take(action: &str, snapshot: &Snapshot, dry_run: bool) -> Result<Value, ErrorObject> {
-    let grim = utter_desktop::spawn::find_program("grim", None).ok_or_else(|| {
-        failed(format!(
-            "{} has no screenshot action and grim is not installed (Debian: apt install grim), so {action} cannot be done",
-            snapshot.compositor.name
-        ))
-    })?;
+    let Some(grim) = utter_desktop::spawn::find_program("grim", None) else {
+        return take_with_portal(action, &snapshot.compositor.name, dry_run)
+            .await
+            .map_err(|e| {
+                failed(format!(
+                    "{} has no screenshot action and grim is not installed (Debian: apt install \
+                     grim); {}",
+                    snapshot.compositor.name, e.message
+                ))
+            });
+    };
     let target = grim_target(action, snapshot).map_err(|why| failed(format!("{action}: {why}")))?;
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
@@ -162,6 +173,81 @@ pub async fn take(action: &str, snapshot: &Snapshot, dry_run: bool) -> Result<Va
     result["verified"] = json!(true);
     result["detail"] = json!(format!(
         "took the screenshot with grim into {}",
+        path.display()
+    ));
+    Ok(result)
+}
+
+/// Take `action`'s screenshot through the xdg-desktop-portal (see the module docs);
+/// `compositor` is the name the result carries (`"none"` without compositor IPC).
+///
+/// Result: `{ok, dry_run, command, compositor, tool: "portal", path, verified, detail}`:
+/// `path` is the file the portal saved, `verified` that it is there as a PNG.
+///
+/// # Errors
+/// `-32000` for `screenshot-window` (the portal takes one window only when the person picks
+/// it), no session bus, no portal, the person refusing, or an answer that is no PNG file.
+pub async fn take_with_portal(
+    action: &str,
+    compositor: &str,
+    dry_run: bool,
+) -> Result<Value, ErrorObject> {
+    if action == "screenshot-window" {
+        return Err(failed(format!(
+            "{action}: without compositor IPC the screenshot portal is the way, and it takes \
+             one window only when the person picks it; say \"take a screenshot\" for the whole \
+             screen"
+        )));
+    }
+    let (conn, _) = utter_desktop::bus::connect()
+        .await
+        .map_err(|e| failed(format!("{action}: {}", e.with_fix())))?;
+    let mut result = json!({
+        "ok": true,
+        "dry_run": dry_run,
+        "command": action,
+        "compositor": compositor,
+        "tool": "portal",
+    });
+    if dry_run {
+        utter_desktop::portal::available(&conn)
+            .await
+            .map_err(|why| failed(format!("{action}: {why}")))?;
+        result["detail"] = json!(
+            "would ask the xdg-desktop-portal for a screenshot of the whole screen (it saves the file)"
+        );
+        return Ok(result);
+    }
+    let path = match utter_desktop::portal::screenshot(&conn).await {
+        Ok(path) => path,
+        Err(utter_desktop::portal::Failure::Cancelled) => {
+            return Err(failed(format!(
+                "{action}: the screenshot portal was refused (its dialog was dismissed or \
+                 Utter may not take screenshots); nothing was taken"
+            )));
+        }
+        Err(utter_desktop::portal::Failure::Failed(why)) => {
+            return Err(failed(format!("{action} through the portal: {why}")));
+        }
+    };
+    let verified = {
+        use std::io::Read as _;
+        let mut head = [0u8; 8];
+        std::fs::File::open(&path)
+            .and_then(|mut f| f.read_exact(&mut head))
+            .is_ok()
+            && is_png(&head)
+    };
+    if !verified {
+        return Err(failed(format!(
+            "the portal answered {}, which is no PNG file, so no screenshot was taken",
+            path.display()
+        )));
+    }
+    result["path"] = json!(path.display().to_string());
+    result["verified"] = json!(true);
+    result["detail"] = json!(format!(
+        "took the screenshot through the xdg-desktop-portal into {}",
         path.display()
     ));
     Ok(result)

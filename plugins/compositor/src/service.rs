@@ -383,6 +383,19 @@ impl Service {
             .resolve(&args.command, &args.args, &args.options)
             .map_err(|e| invalid_params(e.0))?;
         let action = resolved.action;
+        // Without compositor IPC (GNOME, KDE Plasma) a screenshot is still possible: the
+        // xdg-desktop-portal takes it.
+        if action.name.starts_with("screenshot")
+            && !matches!(self.inner.detected, Detected::Niri(_))
+        {
+            if let Err(no_compositor) = self.backend().await {
+                return crate::screenshot::take_with_portal(&action.name, "none", dry_run)
+                    .await
+                    .map_err(|e| {
+                        plugin_error(format!("{}; {}", e.message, no_compositor.message))
+                    });
+            }
+        }
         let backend = self.live_backend().await?;
         let mut state = backend.state();
         let before = state.borrow_and_update().clone();

@@ -56,6 +56,21 @@ trait OpenUri {
 }
 
 #[zbus::proxy(
+    interface = "org.freedesktop.portal.Screenshot",
+    default_service = "org.freedesktop.portal.Desktop",
+    default_path = "/org/freedesktop/portal/desktop",
+    gen_blocking = false
+)]
+trait Screenshot {
+    /// Ask for a screenshot; the answer's `uri` names the file it was saved to.
+    fn screenshot(
+        &self,
+        parent_window: &str,
+        options: HashMap<&str, Value<'_>>,
+    ) -> zbus::Result<OwnedObjectPath>;
+}
+
+#[zbus::proxy(
     interface = "org.freedesktop.portal.Request",
     default_service = "org.freedesktop.portal.Desktop",
     gen_blocking = false
@@ -124,12 +139,10 @@ pub enum Failure {
 
 static TOKENS: AtomicU64 = AtomicU64::new(0);
 
-/// Open `uri` through the portal and wait (bounded) for the outcome.
-///
-/// # Errors
-///
-/// [`Failure::Cancelled`] or [`Failure::Failed`] with the reason.
-pub async fn open_uri(conn: &Connection, uri: &str) -> Result<Outcome, Failure> {
+/// A fresh `handle_token` and the request path the portal will answer on (documented as
+/// `/org/freedesktop/portal/desktop/request/SENDER/TOKEN`, SENDER the unique name without
+/// its `:` and with `.` as `_`), so the answer can be subscribed to before calling.
+fn request_path(conn: &Connection) -> Result<(String, String), Failure> {
     let token = format!(
         "utter_{}_{}",
         std::process::id(),
@@ -140,6 +153,16 @@ pub async fn open_uri(conn: &Connection, uri: &str) -> Result<Outcome, Failure> 
         .map(|n| n.trim_start_matches(':').replace('.', "_"))
         .ok_or_else(|| Failure::Failed("the bus gave us no unique name".to_owned()))?;
     let expected = format!("{PORTAL_PATH}/request/{sender}/{token}");
+    Ok((token, expected))
+}
+
+/// Open `uri` through the portal and wait (bounded) for the outcome.
+///
+/// # Errors
+///
+/// [`Failure::Cancelled`] or [`Failure::Failed`] with the reason.
+pub async fn open_uri(conn: &Connection, uri: &str) -> Result<Outcome, Failure> {
+    let (token, expected) = request_path(conn)?;
     let mut responses = subscribe(conn, &expected).await.map_err(Failure::Failed)?;
 
     let proxy = bounded(
@@ -191,4 +214,146 @@ async fn subscribe(conn: &Connection, path: &str) -> Result<ResponseStream, Stri
         .cache_properties(CacheProperties::No);
     let request = bounded(QUICK, "Request proxy", builder.build()).await?;
     bounded(QUICK, "subscribing to Response", request.receive_response()).await
+}
+
+/// How long a portal screenshot may take, from the call to its answer: the portal may ask
+/// the person once whether Utter may take screenshots.
+pub const SCREENSHOT_WAIT: Duration = Duration::from_secs(30);
+
+/// Take a screenshot of the whole screen through the portal
+/// (`org.freedesktop.portal.Screenshot.Screenshot` with `interactive: false`, `modal:
+/// false`): the way on desktops where `grim` cannot capture (GNOME, KDE Plasma). The
+/// portal saves the PNG itself (GNOME: in `~/Pictures/Screenshots`) and answers its
+/// `file://` URI; the returned path is that file, checked to exist.
+///
+/// # Errors
+///
+/// [`Failure::Cancelled`] when the person refused (the portal's dialog, or a permission
+/// denied), [`Failure::Failed`] with the reason otherwise (no portal, no Screenshot
+/// interface, no answer within [`SCREENSHOT_WAIT`], an answer that names no local file).
+pub async fn screenshot(conn: &Connection) -> Result<std::path::PathBuf, Failure> {
+    let (token, expected) = request_path(conn)?;
+    let mut responses = subscribe(conn, &expected).await.map_err(Failure::Failed)?;
+    let proxy = bounded(
+        QUICK,
+        "Screenshot proxy",
+        ScreenshotProxy::builder(conn)
+            .cache_properties(CacheProperties::No)
+            .build(),
+    )
+    .await
+    .map_err(Failure::Failed)?;
+    let options = HashMap::from([
+        ("handle_token", Value::from(token.as_str())),
+        ("interactive", Value::from(false)),
+        ("modal", Value::from(false)),
+    ]);
+    let handle = bounded(CALL, "Screenshot", proxy.screenshot("", options))
+        .await
+        .map_err(Failure::Failed)?;
+    if handle.as_str() != expected {
+        responses = subscribe(conn, handle.as_str())
+            .await
+            .map_err(Failure::Failed)?;
+    }
+    let signal = match tokio::time::timeout(SCREENSHOT_WAIT, responses.next()).await {
+        Err(_) => {
+            return Err(Failure::Failed(format!(
+                "the portal gave no screenshot within {} s",
+                SCREENSHOT_WAIT.as_secs()
+            )));
+        }
+        Ok(None) => {
+            return Err(Failure::Failed(
+                "the bus connection closed before the portal answered".to_owned(),
+            ));
+        }
+        Ok(Some(signal)) => signal,
+    };
+    let args = signal
+        .args()
+        .map_err(|e| Failure::Failed(format!("unreadable portal Response: {e}")))?;
+    match args.response {
+        0 => {}
+        1 => return Err(Failure::Cancelled),
+        other => {
+            return Err(Failure::Failed(format!(
+                "the portal answered {other} (failure)"
+            )));
+        }
+    }
+    let uri = args
+        .results
+        .get("uri")
+        .and_then(|v| String::try_from(v.try_clone().ok()?).ok())
+        .ok_or_else(|| Failure::Failed("the portal's answer has no uri".to_owned()))?;
+    let path = file_path(&uri).ok_or_else(|| {
+        Failure::Failed(format!(
+            "the portal's screenshot is not a local file: {}",
+            utter_protocol::text::escape_unprintable(&uri, 200).0
+        ))
+    })?;
+    if !path.is_file() {
+        return Err(Failure::Failed(format!(
+            "the portal named {} but there is no such file",
+            path.display()
+        )));
+    }
+    Ok(path)
+}
+
+/// The local path of a `file://` URI, percent-decoded (`None` for another scheme, a host
+/// other than empty or `localhost`, a relative path or an invalid escape).
+pub fn file_path(uri: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let rest = uri.strip_prefix("file://")?;
+    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+    if !rest.starts_with('/') {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(rest.len());
+    let mut it = rest.bytes();
+    while let Some(b) = it.next() {
+        if b == b'%' {
+            let hi = (it.next()? as char).to_digit(16)?;
+            let lo = (it.next()? as char).to_digit(16)?;
+            bytes.push(u8::try_from(hi * 16 + lo).ok()?);
+        } else {
+            bytes.push(b);
+        }
+    }
+    if bytes.contains(&0) {
+        return None;
+    }
+    Some(std::path::PathBuf::from(std::ffi::OsString::from_vec(
+        bytes,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_path;
+    use std::path::Path;
+
+    #[test]
+    fn file_uris_become_paths() {
+        assert_eq!(
+            file_path("file:///home/a/Pictures/Screenshot%20from%202026.png").as_deref(),
+            Some(Path::new("/home/a/Pictures/Screenshot from 2026.png"))
+        );
+        assert_eq!(
+            file_path("file://localhost/tmp/x.png").as_deref(),
+            Some(Path::new("/tmp/x.png"))
+        );
+        for bad in [
+            "http://x/y.png",
+            "file://host/x.png",
+            "file://relative",
+            "file:///a%zz",
+            "file:///a%00b",
+            "file:///a%4",
+        ] {
+            assert_eq!(file_path(bad), None, "{bad}");
+        }
+    }
 }
