@@ -472,3 +472,46 @@ async fn screenshots_without_compositor_ipc_go_through_the_portal() {
         "{run}"
     );
 }
+
+/// GNOME and KDE Plasma have no window IPC the compositor plugin speaks: there the desktop
+/// context comes from accessibility (the a11y plugin's `context.snapshot`, asked only when no
+/// compositor plugin answers): the application with the active window, its title and pid,
+/// and a compositor named "none" so every reader knows what is missing. Played here by a real
+/// GTK window on a real accessibility bus, with the compositor's socket withheld.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_compositor_ipc_the_focused_application_comes_from_accessibility() {
+    let desktop = crate::desktop::Desktop::start();
+    let no_ipc = [("SWAYSOCK", ""), ("I3SOCK", ""), ("NIRI_SOCKET", "")];
+    let (code, reply) = crate::desktop::utter_json(&desktop, &["context", "--json"], &no_ipc);
+    assert_eq!(code, Some(0), "{reply}");
+    assert_eq!(reply["source"], "a11y", "{reply}");
+    let snapshot = &reply["snapshot"];
+    assert_eq!(snapshot["compositor"]["name"], "none", "{snapshot}");
+    assert_eq!(
+        snapshot["compositor"]["source"], "accessibility",
+        "{snapshot}"
+    );
+    let focused = &snapshot["focused"];
+    assert_eq!(focused["title"], "Utter a11y form", "{snapshot}");
+    assert_eq!(focused["pid"], desktop.form.id(), "{snapshot}");
+    assert_eq!(
+        focused["app_id"], "form.py",
+        "GTK's program name: {snapshot}"
+    );
+    assert_eq!(snapshot["provenance"]["title"], "title");
+
+    // With the socket, the compositor plugin answers as before (it comes first).
+    let (code, reply) = crate::desktop::utter_json(&desktop, &["context", "--json"], &[]);
+    assert_eq!(code, Some(0), "{reply}");
+    assert_eq!(reply["source"], "compositor", "{reply}");
+    assert_eq!(reply["snapshot"]["compositor"]["name"], "sway", "{reply}");
+
+    // A command planned in that context types into the focused field by accessibility.
+    let (code, out) = crate::desktop::say_with_env(&desktop, "type hello there", &no_ipc);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        crate::desktop::wait_for_file(&desktop, "entry.txt", "hello there").await,
+        "{out}\n{}",
+        desktop.form_log()
+    );
+}

@@ -102,6 +102,10 @@ impl Context {
             .await
     }
 
+    /// Ask each context source in turn ([`Supervisor::find_context_sources`]) until one
+    /// answers: the compositor plugin first; where it has no compositor to read (GNOME, KDE
+    /// Plasma), a plugin that serves `context.snapshot` without declaring `context.live` (the
+    /// a11y plugin's focused application). When none answers, the first one's failure.
     async fn read_with(
         &self,
         supervisor: &Supervisor,
@@ -109,12 +113,33 @@ impl Context {
         exclude: Option<&str>,
         params: Value,
     ) -> ContextRead {
-        let Some(source) = supervisor
-            .find_context_source()
+        let sources: Vec<String> = supervisor
+            .find_context_sources()
+            .into_iter()
             .filter(|s| Some(s.as_str()) != exclude)
-        else {
-            return ContextRead::NoPlugin;
-        };
+            .collect();
+        let mut first_failure = None;
+        for source in sources {
+            match self
+                .read_one(supervisor, source, timeout, params.clone())
+                .await
+            {
+                fresh @ ContextRead::Fresh { .. } => return fresh,
+                failed => {
+                    first_failure.get_or_insert(failed);
+                }
+            }
+        }
+        first_failure.unwrap_or(ContextRead::NoPlugin)
+    }
+
+    async fn read_one(
+        &self,
+        supervisor: &Supervisor,
+        source: String,
+        timeout: Duration,
+        params: Value,
+    ) -> ContextRead {
         match supervisor
             .call_as(
                 &source,
@@ -144,7 +169,13 @@ impl Context {
             }
             Ok(snapshot) => {
                 *self.last.lock().expect("context lock") = Some((source.clone(), snapshot.clone()));
-                *self.last_error.lock().expect("context lock") = None;
+                // Another source's lasting failure (no compositor IPC, when the a11y plugin
+                // answered instead) stays, so it is logged once and status can say it.
+                let mut last_error = self.last_error.lock().expect("context lock");
+                if last_error.as_ref().is_some_and(|(s, _)| *s == source) {
+                    *last_error = None;
+                }
+                drop(last_error);
                 ContextRead::Fresh { source, snapshot }
             }
             Err(e) => {

@@ -936,30 +936,34 @@ impl Supervisor {
             })
     }
 
-    /// The plugin the desktop context is read from: the first running plugin that declares
-    /// the capability `context.live` (config order), else the first that lists
-    /// `context.snapshot` in its `plugin.describe`. The context is what a plugin-written
-    /// point is checked against, so a plugin that merely serves the method does not come
-    /// before the one that declares the capability (the compositor plugin).
-    pub fn find_context_source(&self) -> Option<String> {
+    /// The plugins the desktop context is read from, in the order they are asked: every
+    /// running plugin that declares the capability `context.live` (config order), then those
+    /// that only list `context.snapshot` in their `plugin.describe` (the a11y plugin's
+    /// focused application, for desktops without compositor IPC). The context is what a
+    /// plugin-written point is checked against, so a plugin that merely serves the method
+    /// never comes before one that declares the capability (the compositor plugin).
+    pub fn find_context_sources(&self) -> Vec<String> {
         let running = self.running();
-        running
+        let provides = |slot: &Slot| {
+            has_capability(
+                &slot.state.lock().expect("slot lock").provides,
+                "context.live",
+            )
+        };
+        let lists = |inst: &Instance| {
+            inst.describe
+                .methods
+                .iter()
+                .any(|m| m == "context.snapshot")
+        };
+        let first = running.iter().filter(|(slot, _)| provides(slot));
+        let then = running
             .iter()
-            .find(|(slot, _)| {
-                has_capability(
-                    &slot.state.lock().expect("slot lock").provides,
-                    "context.live",
-                )
-            })
-            .or_else(|| {
-                running.iter().find(|(_, inst)| {
-                    inst.describe
-                        .methods
-                        .iter()
-                        .any(|m| m == "context.snapshot")
-                })
-            })
+            .filter(|(slot, inst)| !provides(slot) && lists(inst));
+        first
+            .chain(then)
             .map(|(slot, _)| slot.entry.id.clone())
+            .collect()
     }
 
     /// The first running plugin that provides capability `name` (any version) or lists

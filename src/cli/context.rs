@@ -101,6 +101,17 @@ fn print_context(reply: &ContextReply) {
         text(compositor.and_then(|c| c.get("version"))),
         sanitize(&reply.source)
     );
+    // A desktop without compositor IPC (GNOME, KDE Plasma): say what the context lacks.
+    if compositor
+        .and_then(|c| c.get("source"))
+        .and_then(Value::as_str)
+        == Some("accessibility")
+    {
+        out!(
+            "(no compositor IPC here: the focused application comes from accessibility; \
+             windows, workspaces and outputs are unknown)"
+        );
+    }
     if let Some(layout) = s.get("keyboard_layout").filter(|l| !l.is_null()) {
         out!("keyboard layout: {}", text(Some(layout)));
     }

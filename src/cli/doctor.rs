@@ -754,7 +754,7 @@ async fn desktop_checks() -> Vec<Check> {
         ),
         None => warn(
             "compositor",
-            "none of NIRI_SOCKET, HYPRLAND_INSTANCE_SIGNATURE, SWAYSOCK, I3SOCK is set: windows, workspaces and focus are unknown",
+            "none of NIRI_SOCKET, HYPRLAND_INSTANCE_SIGNATURE, SWAYSOCK, I3SOCK is set: windows and workspaces are unknown, and the focused application is read from accessibility (GNOME, KDE Plasma)",
             "systemctl --user import-environment NIRI_SOCKET HYPRLAND_INSTANCE_SIGNATURE SWAYSOCK (in the compositor's startup)",
         ),
     });

@@ -1,4 +1,5 @@
-//! The plugin's methods: `perception.a11y`, `action.capabilities`, `action.invoke`
+//! The plugin's methods: `perception.a11y`, `context.snapshot` (the focused application,
+//! for desktops without compositor IPC), `action.capabilities`, `action.invoke`
 //! (`type_text`, `click_element`) and `plugin.health`.
 
 use crate::grounding;
@@ -25,6 +26,8 @@ pub const MAX_DESCRIPTION: usize = 256;
 pub const DEFAULT_DEPTH: usize = 12;
 /// `perception.a11y`'s default node bound.
 pub const DEFAULT_NODES: usize = 2000;
+/// The most applications `context.snapshot` looks at for the active window.
+const MAX_CONTEXT_APPS: usize = 256;
 /// The largest bounds a caller may ask for.
 const MAX_DEPTH: usize = 64;
 const MAX_NODES: usize = 20_000;
@@ -302,6 +305,51 @@ impl Service {
             "truncated": walk.truncated,
             "provenance": "a11y",
         }))
+    }
+
+    /// `context.snapshot {}`: the desktop context as accessibility sees it, for desktops
+    /// whose compositor has no IPC the compositor plugin speaks (GNOME, KDE Plasma): the
+    /// application with an `ACTIVE` window, its name as `app_id` (the name the application
+    /// gives itself on the accessibility bus), that window's name as `title` (untrusted, as
+    /// every title), its pid. No windows besides it, no workspaces, no outputs;
+    /// `compositor.name` is `"none"` and `compositor.source` `"accessibility"`, so a reader
+    /// knows what is missing. The runner asks it only when no compositor plugin answers.
+    ///
+    /// # Errors
+    /// `-32000` when the accessibility bus is not usable or no application says it has the
+    /// active window.
+    async fn context_snapshot(&self) -> Result<Value, ErrorObject> {
+        let bus = self.bus_or_error().await?;
+        let apps = bus.applications().await.map_err(plugin_error)?;
+        for name in apps.iter().take(MAX_CONTEXT_APPS) {
+            let Some(title) = bus.active_frame(name).await else {
+                continue;
+            };
+            let app = utter_protocol::text::clip(&bus.app_name(name).await, 256);
+            let window = json!({
+                "id": 0,
+                "app_id": (!app.is_empty()).then_some(app),
+                "title": utter_protocol::text::clip(&title, 1024),
+                "pid": bus.pid_of(name).await,
+                "focused": true,
+            });
+            return Ok(json!({
+                "compositor": {"name": "none", "version": null, "socket": null,
+                               "connected": true, "source": "accessibility"},
+                "focused": window,
+                "windows": [window],
+                "workspaces": [],
+                "outputs": [],
+                "keyboard_layout": null,
+                "overview": null,
+                "truncated": false,
+                "provenance": {"title": "title"},
+            }));
+        }
+        Err(plugin_error(format!(
+            "none of the {} application(s) on the accessibility bus has an active window",
+            apps.len()
+        )))
     }
 
     /// `action.invoke {op, args, provenance, dry_run?, context?}`.
@@ -1199,13 +1247,18 @@ impl Handler for Service {
     fn methods(&self) -> Vec<String> {
         vec![
             "perception.a11y".into(),
+            "context.snapshot".into(),
             "action.capabilities".into(),
             "action.invoke".into(),
         ]
     }
 
     fn side_effect_free(&self) -> Vec<String> {
-        vec!["perception.a11y".into(), "action.capabilities".into()]
+        vec![
+            "perception.a11y".into(),
+            "context.snapshot".into(),
+            "action.capabilities".into(),
+        ]
     }
 
     async fn health(&self) -> HealthResult {
@@ -1215,6 +1268,7 @@ impl Handler for Service {
     async fn handle(&self, call: Call) -> Result<Value, ErrorObject> {
         match call.method.as_str() {
             "perception.a11y" => self.perceive(&call.params).await,
+            "context.snapshot" => self.context_snapshot().await,
             "action.capabilities" => Ok(capabilities()),
             "action.invoke" => self.invoke(&call.params, &call.peer).await,
             other => Err(ErrorObject::method_not_found(other)),

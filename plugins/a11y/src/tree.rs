@@ -179,12 +179,14 @@ impl Bus {
 
     /// Whether any direct child of the application (its windows) is `ACTIVE`.
     pub async fn has_active_frame(&self, name: &str) -> bool {
-        let Ok(root) = self.accessible(name, ROOT).await else {
-            return false;
-        };
-        let Ok(children) = root.get_children().await else {
-            return false;
-        };
+        self.active_frame(name).await.is_some()
+    }
+
+    /// The name (the window's title, as the application gives it) of the application's
+    /// `ACTIVE` direct child, if one is; the first 64 children are looked at.
+    pub async fn active_frame(&self, name: &str) -> Option<String> {
+        let root = self.accessible(name, ROOT).await.ok()?;
+        let children = root.get_children().await.ok()?;
         for child in children.iter().take(64) {
             let (Some(n), path) = (child.name_as_str(), child.path_as_str()) else {
                 continue;
@@ -193,10 +195,10 @@ impl Bus {
                 && let Ok(states) = p.get_state().await
                 && states.contains(State::Active)
             {
-                return true;
+                return Some(p.name().await.unwrap_or_default());
             }
         }
-        false
+        None
     }
 
     /// Walk the application `name`'s tree breadth first within `limits`.
