@@ -33,6 +33,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(20_000);
 pub const TIMEOUT_RANGE_MS: std::ops::RangeInclusive<u64> = 100..=600_000;
 /// The largest screenshot sent, in bytes.
 pub const MAX_PNG: usize = 32 << 20;
+/// The most pixels a portal screenshot may have (more than four 4K screens) to be cut.
+pub const MAX_PIXELS: u64 = 40_000_000;
 /// The largest HTTP answer read, in bytes.
 pub const MAX_RESPONSE: u64 = 4 << 20;
 /// How much of the model's text [`parse_answer`] looks at, in bytes.
@@ -366,6 +368,13 @@ pub fn crop(whole: &[u8], rect: Rect, layout: Rect) -> Result<Vec<u8>, String> {
     let mut reader = decoder
         .read_info()
         .map_err(|e| format!("the screenshot is not a readable PNG: {e}"))?;
+    // A few bytes can claim any size: the pixels are only allocated for a believable screen.
+    let (width, height) = (reader.info().width, reader.info().height);
+    if u64::from(width) * u64::from(height) > MAX_PIXELS {
+        return Err(format!(
+            "the screenshot claims {width}x{height} pixels, more than any screen this reads"
+        ));
+    }
     let mut pixels = vec![0; reader.output_buffer_size()];
     let frame = reader
         .next_frame(&mut pixels)
@@ -725,6 +734,23 @@ mod tests {
             .is_err()
         );
         assert!(crop(b"not a png", window, layout).is_err());
+        // A few bytes claiming a million pixels a side: refused before anything is allocated.
+        let mut liar = Vec::new();
+        {
+            let mut encoder = png::Encoder::new(&mut liar, 1_000_000, 1_000_000);
+            encoder.set_color(png::ColorType::Rgb);
+            let mut writer = encoder.write_header().unwrap();
+            // One IDAT chunk (an empty zlib stream): the header is read up to it.
+            writer
+                .write_chunk(
+                    png::chunk::IDAT,
+                    &[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01],
+                )
+                .unwrap();
+            drop(writer);
+        }
+        let e = crop(&liar, window, layout).unwrap_err();
+        assert!(e.contains("1000000x1000000"), "{e}");
         let outputs = json!({"outputs": [
             {"x": 0, "y": 0, "width": 1920, "height": 1080},
             {"x": 1920, "y": -200, "width": 1280, "height": 1024},

@@ -71,22 +71,28 @@ pub const MAX_REPLY: usize = 16 * 1024 * 1024;
 /// The longest event line read from `.socket2.sock` (1 MiB); a longer one breaks the
 /// connection (which is then reopened).
 pub const MAX_EVENT_LINE: usize = 1024 * 1024;
+/// The largest coordinate or side believed of Hyprland's geometry, in logical pixels.
+const MAX_SIDE: i64 = 1 << 20;
 /// The longest request sent, in bytes (a longer one is refused before sending).
 pub const MAX_REQUEST: usize = 4096;
 /// How long one request may take, from connecting to the end of its reply.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The least time between the starts of two state refreshes during an event flood.
-pub const REFRESH_EVERY: Duration = Duration::from_millis(16);
+/// (Hyprland answers requests on its main thread, so a flood of events must not become a
+/// flood of requests.)
+pub const REFRESH_EVERY: Duration = Duration::from_millis(40);
 
 /// The request socket's file name in the instance directory.
 pub const REQUEST_SOCKET: &str = ".socket.sock";
 /// The event socket's file name in the instance directory.
 pub const EVENT_SOCKET: &str = ".socket2.sock";
 
-/// What an event asked to re-read (bit flags).
-const DIRTY_STATE: u8 = 1;
-const DIRTY_DEVICES: u8 = 2;
-const DIRTY_ALL: u8 = 3;
+/// What an event asked to re-read (bit flags): the clients alone (a title changed), the
+/// whole layout (clients, workspaces, monitors, the active window), the keyboards.
+const DIRTY_CLIENTS: u8 = 1;
+const DIRTY_STATE: u8 = 3;
+const DIRTY_DEVICES: u8 = 4;
+const DIRTY_ALL: u8 = 7;
 
 /// The instance directory of the Hyprland whose signature is `signature`:
 /// `<runtime>/hypr/<signature>` when it holds the request socket or when `/tmp` has none
@@ -169,7 +175,11 @@ pub struct Hyprland {
     dir: PathBuf,
     state: watch::Receiver<Snapshot>,
     version: Option<String>,
+    /// The event connection's state.
     link: Link,
+    /// Whether the last re-read of the state worked: a reply that cannot be read leaves the
+    /// snapshot as it was, so it is marked stale (down) until a re-read works again.
+    reads: Link,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// What the refresh task must re-read, and its wake-up.
     dirty: Arc<AtomicU8>,
@@ -230,6 +240,13 @@ async fn ask(dir: &Path, request: &str) -> Result<Vec<u8>, BackendError> {
             .write_all(request.as_bytes())
             .await
             .map_err(|e| io_error(format!("writing {:?}: {e}", clean(request))))?;
+        // Hyprland reads a request in chunks until a short one; a request of a multiple of
+        // its chunk size would leave it waiting for more (its whole event loop, up to 5 s)
+        // unless it sees the end of the stream.
+        stream
+            .shutdown()
+            .await
+            .map_err(|e| io_error(format!("ending {:?}: {e}", clean(request))))?;
         let mut reply = Vec::new();
         let mut limited = (&mut stream).take(MAX_REPLY as u64 + 1);
         limited
@@ -254,10 +271,12 @@ async fn ask(dir: &Path, request: &str) -> Result<Vec<u8>, BackendError> {
     }
 }
 
-/// A JSON query (`j/<what>`), parsed.
+/// A JSON query (`j/<what>`), parsed. Bytes that are not UTF-8 (Hyprland passes a Latin-1
+/// X11 title through as it is) are read as U+FFFD rather than failing the whole reply.
 async fn query<T: serde::de::DeserializeOwned>(dir: &Path, what: &str) -> Result<T, BackendError> {
     let reply = ask(dir, &format!("j/{what}")).await?;
-    serde_json::from_slice(&reply).map_err(|e| {
+    let text = String::from_utf8_lossy(&reply);
+    serde_json::from_str(&text).map_err(|e| {
         let text = String::from_utf8_lossy(&reply[..reply.len().min(400)]).into_owned();
         io_error(format!(
             "the reply to j/{what} is not what Hyprland sends ({e}): {}",
@@ -303,6 +322,7 @@ impl Hyprland {
         let dirty = Arc::new(AtomicU8::new(0));
         let wake = Arc::new(Notify::new());
         let link = Link::default();
+        let reads = Link::default();
         let tx = Arc::new(tx);
         let reader = tokio::spawn(read_events(
             dir.clone(),
@@ -318,6 +338,10 @@ impl Hyprland {
             parts,
             info,
             tx,
+            Links {
+                events: link.clone(),
+                reads: reads.clone(),
+            },
             dirty.clone(),
             wake.clone(),
             done,
@@ -327,6 +351,7 @@ impl Hyprland {
             state: rx,
             version,
             link,
+            reads,
             tasks: vec![reader, refresher],
             dirty,
             wake,
@@ -349,9 +374,16 @@ impl Hyprland {
         &self.dir
     }
 
-    /// Whether the event connection is up, and since when.
+    /// Whether the client is following Hyprland, and since when: the event connection is
+    /// up and the last re-read of the state worked (a reply that could not be read leaves
+    /// the snapshot stale, which is said here until a re-read works).
     pub fn link(&self) -> LinkState {
-        self.link.get()
+        let events = self.link.get();
+        if events.connected {
+            self.reads.get()
+        } else {
+            events
+        }
     }
 
     /// Re-read the state now and wait (up to `limit`) until the snapshot holds it: Hyprland
@@ -436,7 +468,7 @@ async fn read_events(
                     tracing::info!(dir = %dir.display(), "Hyprland event stream reconnected");
                     events = stream;
                     link.up();
-                    tx.send_if_modified(|s| !std::mem::replace(&mut s.compositor.connected, true));
+                    // The re-read that follows marks the snapshot connected again.
                     dirty.fetch_or(DIRTY_ALL, Ordering::SeqCst);
                     wake.notify_one();
                     break;
@@ -458,6 +490,8 @@ fn event_bits(line: &[u8]) -> u8 {
     match name {
         b"activelayout" => DIRTY_DEVICES,
         b"configreloaded" => DIRTY_ALL,
+        // A page with a ticking title sends these all the time: one query, not four.
+        b"windowtitle" | b"windowtitlev2" => DIRTY_CLIENTS,
         // The cursor's submap, a screencast's state, the pointer's bell and the like.
         b"submap" | b"screencast" | b"bell" | b"urgent" | b"minimized" | b"ignoregrouplock"
         | b"lockgroups" => 0,
@@ -466,12 +500,20 @@ fn event_bits(line: &[u8]) -> u8 {
     }
 }
 
+/// The two states the snapshot's `connected` is made of.
+struct Links {
+    events: Link,
+    reads: Link,
+}
+
 /// Re-read what events invalidated and publish the new snapshot when it changed.
+#[allow(clippy::too_many_arguments)]
 async fn refresh_loop(
     dir: PathBuf,
     mut parts: Parts,
     info: CompositorInfo,
     tx: Arc<watch::Sender<Snapshot>>,
+    links: Links,
     dirty: Arc<AtomicU8>,
     wake: Arc<Notify>,
     done: watch::Sender<u64>,
@@ -492,8 +534,9 @@ async fn refresh_loop(
         }
         match parts.refresh(&dir, bits).await {
             Ok(()) => {
+                links.reads.up();
                 let mut next = parts.snapshot(&info);
-                next.compositor.connected = tx.borrow().compositor.connected;
+                next.compositor.connected = links.events.get().connected;
                 if next.truncated && !std::mem::replace(&mut truncation_logged, true) {
                     tracing::warn!(
                         "Hyprland reports more than {MAX_WINDOWS} windows, {MAX_WORKSPACES} \
@@ -513,8 +556,12 @@ async fn refresh_loop(
             }
             Err(e) => {
                 tracing::warn!(error = %e, "re-reading Hyprland's state failed; retrying");
+                links
+                    .reads
+                    .down(&format!("re-reading its state failed: {e}"));
+                tx.send_if_modified(|s| std::mem::replace(&mut s.compositor.connected, false));
                 dirty.fetch_or(bits, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
                 wake.notify_one();
             }
         }
@@ -665,13 +712,45 @@ struct WireActive {
     address: Option<String>,
 }
 
-/// A window address (`0x55d1c0a2e6b0`, or the bare hex that events carry) as a number.
+/// A JSON array read as at most `N` elements: the rest are skipped without being kept, so a
+/// huge reply costs its bytes, not a value per element.
+struct Capped<T, const N: usize>(Vec<T>);
+
+impl<'de, T: Deserialize<'de>, const N: usize> Deserialize<'de> for Capped<T, N> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<T, const N: usize>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>, const N: usize> serde::de::Visitor<'de> for Visit<T, N> {
+            type Value = Capped<T, N>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut kept = Vec::new();
+                while kept.len() < N {
+                    match seq.next_element()? {
+                        Some(item) => kept.push(item),
+                        None => return Ok(Capped(kept)),
+                    }
+                }
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Capped(kept))
+            }
+        }
+        deserializer.deserialize_seq(Visit::<T, N>(std::marker::PhantomData))
+    }
+}
+
+/// A window address (`0x55d1c0a2e6b0`, or the bare hex that events carry) as a number: 1 to
+/// 16 hex digits, nothing else.
 pub fn parse_address(address: &str) -> Option<u64> {
     let hex = address
         .strip_prefix("0x")
         .or_else(|| address.strip_prefix("0X"))
         .unwrap_or(address);
-    if hex.is_empty() || hex.len() > 16 {
+    if hex.is_empty() || hex.len() > 16 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     u64::from_str_radix(hex, 16).ok()
@@ -682,10 +761,12 @@ pub fn workspace_id(id: i64) -> u64 {
     id as u64
 }
 
+/// Whether a client is fullscreen: Hyprland 0.42+ reports a state whose bit 2 is
+/// fullscreen (1 is maximized, which is not), older Hyprland a boolean.
 fn fullscreen_of(value: &Value) -> Option<bool> {
     match value {
         Value::Bool(b) => Some(*b),
-        Value::Number(n) => n.as_i64().map(|n| n != 0),
+        Value::Number(n) => n.as_i64().map(|n| n & 2 != 0),
         _ => None,
     }
 }
@@ -702,16 +783,20 @@ struct Parts {
 
 impl Parts {
     async fn refresh(&mut self, dir: &Path, bits: u8) -> Result<(), BackendError> {
-        if bits & DIRTY_STATE != 0 {
+        if bits & DIRTY_STATE == DIRTY_STATE {
             // Read into locals first: a failed read leaves the last whole state in place.
-            let clients: Vec<WireClient> = query(dir, "clients").await?;
-            let workspaces: Vec<WireWorkspace> = query(dir, "workspaces").await?;
-            let monitors: Vec<WireMonitor> = query(dir, "monitors").await?;
+            let clients: Capped<WireClient, { MAX_WINDOWS + 1 }> = query(dir, "clients").await?;
+            let workspaces: Capped<WireWorkspace, { MAX_WORKSPACES + 1 }> =
+                query(dir, "workspaces").await?;
+            let monitors: Capped<WireMonitor, { MAX_OUTPUTS + 1 }> = query(dir, "monitors").await?;
             let active: WireActive = query(dir, "activewindow").await?;
-            self.clients = clients;
-            self.workspaces = workspaces;
-            self.monitors = monitors;
+            self.clients = clients.0;
+            self.workspaces = workspaces.0;
+            self.monitors = monitors.0;
             self.active = active.address.as_deref().and_then(parse_address);
+        } else if bits & DIRTY_CLIENTS != 0 {
+            let clients: Capped<WireClient, { MAX_WINDOWS + 1 }> = query(dir, "clients").await?;
+            self.clients = clients.0;
         }
         if bits & DIRTY_DEVICES != 0 {
             let devices: WireDevices = query(dir, "devices").await?;
@@ -750,7 +835,12 @@ impl Parts {
                     .filter(|s| !s.is_empty())
                     .or_else(|| Some(c.initial_class.clone()).filter(|s| !s.is_empty()));
                 let rect = match (c.at, c.size) {
-                    (Some([x, y]), Some([width, height])) if width > 0 && height > 0 => {
+                    (Some([x, y]), Some([width, height]))
+                        if (1..=MAX_SIDE).contains(&width)
+                            && (1..=MAX_SIDE).contains(&height)
+                            && (-MAX_SIDE..=MAX_SIDE).contains(&x)
+                            && (-MAX_SIDE..=MAX_SIDE).contains(&y) =>
+                    {
                         Some(Rect {
                             x,
                             y,
@@ -801,7 +891,8 @@ impl Parts {
             .take(MAX_OUTPUTS)
             .map(|m| {
                 let on = !m.disabled && m.width > 0 && m.height > 0;
-                let scale = if m.scale.is_finite() && m.scale > 0.0 {
+                // Hyprland's scales lie between 0.25 and 10; anything else is not believed.
+                let scale = if m.scale.is_finite() && (0.1..=16.0).contains(&m.scale) {
                     m.scale
                 } else {
                     1.0
@@ -811,7 +902,7 @@ impl Parts {
                 } else {
                     (m.width, m.height)
                 };
-                let logical = |px: i64| (px as f64 / scale).round() as i64;
+                let logical = |px: i64| ((px as f64 / scale).round() as i64).clamp(0, MAX_SIDE);
                 Output {
                     name: m.name.clone(),
                     focused: m.focused,
@@ -856,6 +947,7 @@ mod tests {
         assert_eq!(parse_address("0x"), None);
         assert_eq!(parse_address("0x12345678901234567"), None);
         assert_eq!(parse_address("zz"), None);
+        assert_eq!(parse_address("0x+10"), None, "a sign is no hex digit");
     }
 
     #[test]
@@ -877,6 +969,7 @@ mod tests {
         assert_eq!(event_bits(b"openwindow>>55,2,kitty,a>>b,c"), DIRTY_STATE);
         assert_eq!(event_bits(b"somethingnew>>1"), DIRTY_STATE);
         assert_eq!(event_bits(b"submap>>resize"), 0);
+        assert_eq!(event_bits(b"windowtitlev2>>55,a page"), DIRTY_CLIENTS);
         assert_eq!(event_bits(b""), 0);
     }
 
@@ -894,7 +987,7 @@ mod tests {
             {"address": "0x10", "mapped": true, "hidden": false, "at": [0, 0], "size": [1280, 1440],
              "workspace": {"id": 1, "name": "1"}, "floating": false, "monitor": 0,
              "class": "kitty", "title": "~", "initialClass": "kitty", "pid": 42,
-             "fullscreen": 0, "focusHistoryID": 0},
+             "fullscreen": 1, "focusHistoryID": 0},
             {"address": "0x20", "mapped": true, "hidden": false, "at": [2560, 0], "size": [900, 600],
              "workspace": {"id": -1337, "name": "chat"}, "floating": true, "monitor": 1,
              "class": "", "initialClass": "Signal", "title": "Signal", "pid": 43,
@@ -931,7 +1024,11 @@ mod tests {
         let kitty = s.focused.as_ref().expect("focused");
         assert_eq!(kitty.id, 0x10);
         assert_eq!(kitty.output.as_deref(), Some("DP-1"));
-        assert_eq!(kitty.fullscreen, Some(false));
+        assert_eq!(
+            kitty.fullscreen,
+            Some(false),
+            "1 is maximized, not fullscreen"
+        );
         assert_eq!(kitty.focused_at, Some(0.0));
         let signal = s.window(0x20).unwrap();
         assert_eq!(

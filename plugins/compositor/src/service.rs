@@ -258,6 +258,19 @@ impl Service {
     }
 
     fn explain_none(&self) -> String {
+        // A signature that is set but cannot name a directory is said, not hidden.
+        if let Some(why) = std::env::var("HYPRLAND_INSTANCE_SIGNATURE")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .and_then(|s| crate::hyprland::check_signature(&s).err())
+        {
+            return format!(
+                "no compositor found: {why}, so Hyprland's sockets cannot be found (NIRI_SOCKET, \
+                 SWAYSOCK and I3SOCK are not set either); restart the session or pass the \
+                 variable Hyprland set (`systemctl --user import-environment \
+                 HYPRLAND_INSTANCE_SIGNATURE`)"
+            );
+        }
         format!(
             "no compositor found: none of {} is set in the plugin's environment. Run \
              Utter inside a niri, Hyprland or sway session, or pass the variable to the \

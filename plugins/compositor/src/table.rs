@@ -1035,6 +1035,17 @@ fn sway_value(arg: &Arg, param: &Param) -> Result<String, String> {
     })
 }
 
+/// Whether Hyprland reads `name` as a monitor's name rather than another selector: not a
+/// direction, a number, a relative `+n`/`-n`, `current`, and no `desc:` or other prefix.
+fn is_connector_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    !(name.contains(':')
+        || name.contains(' ')
+        || name.starts_with(['+', '-'])
+        || name.bytes().all(|b| b.is_ascii_digit())
+        || ["l", "r", "u", "d", "left", "right", "up", "down", "current"].contains(&lower.as_str()))
+}
+
 /// An argument in Hyprland's dispatcher syntax (`Err` when it cannot be said there).
 /// Strings were checked on the way in to hold no control character, quote, backslash, `;` or
 /// `,` (a `,` would start a window selector after a workspace).
@@ -1054,6 +1065,14 @@ fn hyprland_value(arg: &Arg, param: &Param) -> Result<String, String> {
         }
         Arg::WorkspaceIndex(i) => i.to_string(),
         Arg::WorkspaceName(n) => format!("name:{n}"),
+        // A monitor is named by its connector: Hyprland would read a direction, a number, a
+        // `+1`, `current` or `desc:…` as another kind of selector.
+        Arg::Str(s) if param.name == "output" && !is_connector_name(s) => {
+            return Err(format!(
+                "{:?} is not a monitor's connector name (such as DP-1 or HDMI-A-1)",
+                truncate(s)
+            ));
+        }
         Arg::Str(s) => s.clone(),
         Arg::Bool(b) => b.to_string(),
         Arg::Size(SizeChange::AdjustFixed(n)) => delta(n.to_string()),
@@ -1451,6 +1470,19 @@ mod tests {
             h("set-window-height", json!(["-40"]), json!({})),
             "dispatch resizeactive 0 -40"
         );
+        assert_eq!(
+            h("focus-monitor", json!(["HDMI-A-1"]), json!({})),
+            "dispatch focusmonitor HDMI-A-1"
+        );
+        for selector in ["r", "-1", "1", "current", "desc:Dell Inc.", "DP 1"] {
+            assert!(
+                matches!(
+                    hyprland_of("focus-monitor", json!([selector]), json!({})),
+                    Err(CommandError::Unsafe(_))
+                ),
+                "{selector}"
+            );
+        }
         assert_eq!(
             h("switch-layout", json!(["next"]), json!({})),
             "switchxkblayout all next"

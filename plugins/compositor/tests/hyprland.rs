@@ -892,3 +892,93 @@ async fn hostile_arguments_and_titles_never_make_a_second_command() {
     })
     .await;
 }
+
+/// Found by a hostile reviewer: Hyprland reads a request in chunks of 1023 bytes until a
+/// shorter one, so a request of exactly that length waited (Hyprland frozen) until the
+/// client gave up, and was reported failed although it ran; a maximized window (state 1)
+/// counted as fullscreen; a reply that could not be read left the snapshot stale while it
+/// still said connected.
+#[tokio::test]
+async fn chunk_sized_requests_maximized_windows_and_unreadable_replies() {
+    within(async {
+        let fake = FakeHyprland::start().await;
+        let plugin = plugin_for(&fake).await;
+        // `/dispatch exec exec 'sh' '<x…>'` of exactly 1023 bytes.
+        let fixed = "/dispatch exec exec 'sh' ''".len();
+        let arg = "x".repeat(1023 - fixed);
+        let started = std::time::Instant::now();
+        let r = run(&plugin, json!({"command": "spawn", "args": ["sh", arg]})).await;
+        assert_eq!(r["verified"], true, "{r}");
+        assert!(
+            fake.requests().iter().any(|q| q.len() == 1023),
+            "the request was 1023 bytes"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "not left waiting: {:?}",
+            started.elapsed()
+        );
+
+        run(&plugin, json!({"command": "maximize-column"})).await;
+        assert_eq!(last_dispatch(&fake), "fullscreen 1");
+        let r = run(
+            &plugin,
+            json!({"command": "fullscreen-window", "options": {"state": "on"}}),
+        )
+        .await;
+        assert_eq!(last_dispatch(&fake), "fullscreen 0", "{r}");
+        assert_ne!(
+            r["sent"],
+            Value::Null,
+            "a maximized window is not fullscreen: {r}"
+        );
+
+        // An unreadable reply: the snapshot is said to be stale, then fresh again.
+        fake.misbehave("clients", Misbehave::Garbage);
+        fake.change(|d| d.dispatch("workspace", "2").expect("workspace 2"));
+        let mut stale = false;
+        for _ in 0..100 {
+            let health = plugin.request("plugin.health", json!({})).await.unwrap();
+            if health["status"] == "degraded" {
+                assert!(
+                    health["detail"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("j/clients"),
+                    "{health}"
+                );
+                stale = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(stale, "a failed re-read is not hidden");
+        let e = invoke(
+            &plugin,
+            "niri",
+            json!({"command": "focus-workspace", "args": [3]}),
+        )
+        .await
+        .expect_err("no action on a stale view");
+        assert!(e.message.contains("re-reading"), "{e}");
+        fake.behave("clients");
+        fake.change(|d| d.dispatch("workspace", "1").expect("workspace 1"));
+        let mut fresh = false;
+        for _ in 0..100 {
+            let context = plugin.request("context.snapshot", json!({})).await;
+            if let Ok(c) = context {
+                if c["compositor"]["connected"] == true
+                    && c["workspaces"]
+                        .as_array()
+                        .is_some_and(|w| w.iter().any(|w| w["index"] == 1 && w["focused"] == true))
+                {
+                    fresh = true;
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(fresh, "connected and current again once replies read");
+    })
+    .await;
+}

@@ -322,7 +322,8 @@ pub fn file_path(uri: &str) -> Option<std::path::PathBuf> {
             bytes.push(b);
         }
     }
-    if bytes.contains(&0) {
+    // No NUL, and nothing a message would print as a control sequence.
+    if bytes.iter().any(|b| b.is_ascii_control()) {
         return None;
     }
     Some(std::path::PathBuf::from(std::ffi::OsString::from_vec(
@@ -351,6 +352,7 @@ mod tests {
             "file://relative",
             "file:///a%zz",
             "file:///a%00b",
+            "file:///tmp/a%0Ab%1B[31m.png",
             "file:///a%4",
         ] {
             assert_eq!(file_path(bad), None, "{bad}");
