@@ -75,6 +75,9 @@ pub(crate) const TYPE_VERBS: &[&str] = &[
     "fill in the number",
     "enter the text",
     "enter text",
+    // "write the following: we used a two-sided t-test".
+    "write the following",
+    "type the following",
     "type the text",
     "type the words",
     "type out",
@@ -1156,6 +1159,10 @@ fn scroll(spoken: &Spoken<'_>) -> Outcome {
         "wheel",
         "mouse wheel",
         "swipe",
+        // "further down please", "a bit further up": on with the scrolling.
+        "a bit further",
+        "a little further",
+        "further",
         // "go down the page", "move down the document", "roll it down": only with what
         // scrolls said (a bare "go down" moves the focus).
         "go",
@@ -1366,15 +1373,13 @@ fn click_after(spoken: &Spoken<'_>, after: usize) -> Option<Result<Matched, Stri
     });
     // "the send button" is the button called Send: the article is the speaker's ("a blue
     // button" too, as a recogniser may write "the").
-    let description = ["the ", "an ", "a "]
-        .iter()
-        .find_map(|article| {
-            description
-                .get(..article.len())
-                .filter(|head| head.eq_ignore_ascii_case(article))
-                .map(|_| description[article.len()..].trim_start())
-        })
-        .unwrap_or(description);
+    let after_article = ["the ", "an ", "a "].iter().find_map(|article| {
+        description
+            .get(..article.len())
+            .filter(|head| head.eq_ignore_ascii_case(article))
+            .map(|_| description[article.len()..].trim_start())
+    });
+    let description = after_article.unwrap_or(description);
     // "downloads in the sidebar", "the save icon at the top": where it is, said to help
     // find it, is no word of its name.
     let lower = description.to_lowercase();
@@ -1402,6 +1407,40 @@ fn click_after(spoken: &Spoken<'_>, after: usize) -> Option<Result<Matched, Stri
     )
     .filter(|rest| !rest.is_empty())
     .unwrap_or(description);
+    // "the button reply": the kind said first, after an article, then the name it carries
+    // (a learner's order). Not "option 2" (no article: a name), "the menu icon" (an icon),
+    // nor "the button labelled send" (the matcher reads the label itself).
+    let description = ELEMENT_NOUNS
+        .iter()
+        .filter(|_| after_article.is_some())
+        .find_map(|noun| {
+            let lower = description.to_lowercase();
+            let rest = lower.strip_prefix(noun)?.strip_prefix(' ')?;
+            let first = rest.split(' ').next().unwrap_or("");
+            if ELEMENT_NOUNS.contains(&first)
+                || matches!(
+                    first,
+                    "called"
+                        | "named"
+                        | "labelled"
+                        | "labeled"
+                        | "that"
+                        | "saying"
+                        | "with"
+                        | "for"
+                        | "of"
+                        | "in"
+                        | "on"
+                        | "at"
+                        | "to"
+                )
+            {
+                return None;
+            }
+            let name = description[description.len() - rest.len()..].trim();
+            (!name.is_empty()).then_some(name)
+        })
+        .unwrap_or(description);
     if description.is_empty() {
         return None;
     }

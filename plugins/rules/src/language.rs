@@ -419,11 +419,12 @@ pub fn find_in_page(sources: &Sources<'_>, text: &str, raw: &str) -> Option<Vec<
     let spoken = Spoken::new(raw);
     let words = spoken.text(spoken.first);
     let (start, end) = if let Some(after) = spoken.after_verb(&["search", "find in", "search in"]) {
-        // "search this page for pricing".
+        // "search this page for pricing", "search on the page for methods".
         let rest = &words[after - spoken.first..];
         let place = FIND_PLACES
             .iter()
-            .map(|p| &p[1..])
+            .map(|p| &p[..])
+            .chain(FIND_PLACES.iter().map(|p| &p[1..]))
             .find(|p| rest.starts_with(p))?;
         (rest.get(place.len()) == Some(&"for")).then_some(())?;
         (after + place.len() + 1, spoken.last)
@@ -603,6 +604,54 @@ pub fn quick_open(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
 /// ephemeral mean, look it up" (the query, then [`TRAILING_SEARCH`]: the default engine).
 fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matched, Escalation>> {
     let words = spoken.text(spoken.first);
+    // "search on amazon left handed mouse", "search in google scholar single cell", "look
+    // on youtube for western blot tutorial": the site after "on" or "in", then the query.
+    if let Some(after) = spoken.after_verb(&["search for", "look for", "search", "look", "find"]) {
+        let rest = spoken.text(after);
+        if matches!(rest.first(), Some(&("on" | "in"))) {
+            for k in (1..=4.min(rest.len().saturating_sub(2))).rev() {
+                let Some(site) = sources
+                    .catalog
+                    .lookup_web(&rest[1..=k].join(" "))
+                    .filter(|s| s.search.is_some())
+                else {
+                    continue;
+                };
+                let mut start = after + 1 + k;
+                if rest.get(k + 1) == Some(&"for") {
+                    start += 1;
+                }
+                if start < spoken.last {
+                    return Some(query_step(
+                        spoken,
+                        start,
+                        spoken.last,
+                        site.search.as_deref()?,
+                        &site.name,
+                    ));
+                }
+            }
+        }
+    }
+    // "google scholar zebrafish fin regeneration", "google maps bakeries": a site whose name
+    // begins with "google", not a Google search for the rest.
+    if words.first() == Some(&"google") {
+        for k in (1..=2.min(words.len().saturating_sub(2))).rev() {
+            if let Some(site) = sources
+                .catalog
+                .lookup_web(&words[..=k].join(" "))
+                .filter(|s| s.search.is_some() && s.name.to_lowercase().starts_with("google "))
+            {
+                return Some(query_step(
+                    spoken,
+                    spoken.first + k + 1,
+                    spoken.last,
+                    site.search.as_deref()?,
+                    &site.name,
+                ));
+            }
+        }
+    }
     // "youtube search rust tutorial", "wikipedia search for quantum computing".
     for k in 1..=4.min(words.len()) {
         if words.get(k) != Some(&"search") {
@@ -991,12 +1040,30 @@ const FORMAT_LEADS: &[&str] = &[
 /// 3" in a browser: ctrl+3 (1 to 8), or the modifier of the profile's "first tab" (alt+3 in
 /// Firefox on Linux).
 pub fn loose_shortcut(text: &str, sources: &Sources<'_>) -> Option<Matched> {
+    // "the third tab" alone names the tab to go to (a verb left out, as learners of English
+    // do); any other word with it is no tab number.
+    let tab_alone = text
+        .strip_prefix("the ")
+        .is_some_and(|rest| tab_number(rest).is_some() && rest.ends_with(" tab"));
     // "I love this song" says something about the person; "the undo", "my history" are
     // noun phrases, not commands: a command starts with its verb or the shortcut's name.
-    if matches!(
-        text.split(' ').next(),
-        Some("i" | "the" | "a" | "an" | "my" | "some" | "more" | "our" | "your" | "this" | "that")
-    ) {
+    if !tab_alone
+        && matches!(
+            text.split(' ').next(),
+            Some(
+                "i" | "the"
+                    | "a"
+                    | "an"
+                    | "my"
+                    | "some"
+                    | "more"
+                    | "our"
+                    | "your"
+                    | "this"
+                    | "that"
+            )
+        )
+    {
         return None;
     }
     let key = crate::text::loose_key(text);

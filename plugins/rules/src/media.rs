@@ -401,7 +401,8 @@ pub(crate) fn set_volume(text: &str) -> Option<(f64, Option<String>)> {
             }
         }
     }
-    let rest = ["to", "at"]
+    // "volume on 30 percent" (German "auf"), "volume to 30", "volume at 30".
+    let rest = ["to", "at", "on"]
         .iter()
         .find_map(|p| strip_word_prefix(rest, p))
         .unwrap_or(rest);
@@ -495,8 +496,11 @@ fn media_phrase(text: &str) -> Option<MediaCommand> {
     if let Some(command) = complaint(text) {
         return Some(command);
     }
-    // "make it louder", "make it a bit quieter".
-    if let Some(rest) = strip_word_prefix(text, "make it")
+    // "make it louder", "make it a bit quieter", "make louder" (the object left out, as
+    // people new to English say it), "make the music louder".
+    if let Some(rest) = ["make it", "make the music", "make the sound", "make"]
+        .iter()
+        .find_map(|lead| strip_word_prefix(text, lead))
         && let Some(command) = media_phrase(rest).filter(|c| volume(*c))
     {
         return Some(command);
@@ -564,6 +568,10 @@ fn bare_media_phrase(text: &str) -> Option<MediaCommand> {
         ("turn the sound on", Unmute),
         ("bring the sound back", Unmute),
         ("sound back on", Unmute),
+        ("sound on", Unmute),
+        ("sound on again", Unmute),
+        ("the sound on again", Unmute),
+        ("turn the sound on again", Unmute),
     ];
     if let Some((_, command)) = fixed.iter().find(|(phrase, _)| *phrase == text) {
         return Some(*command);
@@ -610,8 +618,17 @@ fn bare_media_phrase(text: &str) -> Option<MediaCommand> {
     {
         return Some(Play);
     }
+    // "the song before", "the track before": what is played, then "before".
+    if let Some(what) = strip_word_prefix(text, "the").and_then(|r| strip_word_suffix(r, "before"))
+        && !what.is_empty()
+        && TRACK_WORDS.contains(&what)
+    {
+        return Some(Previous);
+    }
     let (verb, rest) = text.split_once(' ').unwrap_or((text, ""));
     let (allowed, command): (&[&str], MediaCommand) = match verb {
+        // "continue the music" is "resume the music" ("continue" alone may be anything).
+        "continue" if !rest.is_empty() => (MEDIA_OBJECTS, Play),
         "play" | "resume" | "unpause" => (MEDIA_OBJECTS, Play),
         "pause" => (MEDIA_OBJECTS, Pause),
         "stop" => (MEDIA_OBJECTS, Stop),
@@ -642,6 +659,7 @@ mod tests {
         assert_eq!(level("half volume"), Some((0.5, None)));
         assert_eq!(level("volume to max"), Some((1.0, None)));
         assert_eq!(level("turn the volume to 0"), Some((0.0, None)));
+        assert_eq!(level("volume on 30 percent"), Some((0.3, None)));
         assert_eq!(
             level("set the volume of spotify to 40"),
             Some((0.4, Some("spotify".to_owned())))
@@ -700,6 +718,11 @@ mod tests {
             ("ugh its way too loud", MediaCommand::VolumeDown),
             ("the music is too quiet", MediaCommand::VolumeUp),
             ("too loud", MediaCommand::VolumeDown),
+            ("make louder", MediaCommand::VolumeUp),
+            ("make the music quieter", MediaCommand::VolumeDown),
+            ("sound on again", MediaCommand::Unmute),
+            ("continue the music", MediaCommand::Play),
+            ("the song before", MediaCommand::Previous),
         ] {
             assert_eq!(media_phrase(said), Some(command), "{said}");
         }
@@ -712,6 +735,10 @@ mod tests {
             "more",
             "my boss is too loud",
             "the fan is too loud",
+            "continue",
+            "make",
+            "continue the meeting",
+            "the day before",
         ] {
             assert_eq!(media_phrase(said), None, "{said}");
         }

@@ -260,6 +260,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../data/profiles/okular.toml"),
     ),
     (
+        "zotero.toml",
+        include_str!("../../../data/profiles/zotero.toml"),
+    ),
+    (
         "papers.toml",
         include_str!("../../../data/profiles/papers.toml"),
     ),

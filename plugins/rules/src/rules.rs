@@ -707,10 +707,15 @@ fn aimed_playback(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
             else {
                 continue;
             };
+            // "in spotify, next song", "on vlc pause": where, then what.
+            let name = ["in ", "on "]
+                .iter()
+                .find_map(|p| name.strip_prefix(p))
+                .unwrap_or(&name);
             let name = ["the ", "my "]
                 .iter()
                 .find_map(|a| name.strip_prefix(a))
-                .unwrap_or(&name)
+                .unwrap_or(name)
                 .to_owned();
             let player = sources.apps.find(&name).filter(|a| {
                 crate::media::plays(a) || a.categories.iter().any(|c| c == "WebBrowser")
@@ -728,7 +733,8 @@ fn aimed_playback(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
 
 /// The ways `text` may name an application and what to do in it, as (name, rest), the name
 /// without a leading "the"/"my": "in <app> <rest>", "<rest> in <app>" (also "on", "into",
-/// "inside"), "<app> <rest>"; names of at most four words.
+/// "inside"), "<app> <rest>", and last "<rest> <app>" (two words at most); names of at most
+/// four words.
 fn app_readings(text: &str) -> Vec<(String, String)> {
     const MAX: usize = 4;
     let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
@@ -750,6 +756,11 @@ fn app_readings(text: &str) -> Vec<(String, String)> {
     }
     for k in 1..=MAX.min(n - 1) {
         readings.push((words[..k].join(" "), words[k..].join(" ")));
+    }
+    // "reload firefox", "save vs code": the command, then the application (two words at
+    // most), tried last.
+    for k in 1..=2.min(n - 1) {
+        readings.push((words[n - k..].join(" "), words[..n - k].join(" ")));
     }
     readings
         .into_iter()
@@ -1021,6 +1032,10 @@ fn journal_undo(text: &str) -> Option<Matched> {
         "take me back to where i was",
         "go back to where i was",
         "back to where i was",
+        // A learner's passive ("make it undone", German "rückgängig machen").
+        "make it undone",
+        "make that undone",
+        "make this undone",
     ];
     let canonical = numbers::digits(text);
     let said = canonical.trim();
@@ -1120,7 +1135,13 @@ fn plan_head(
         if let Some((site, url)) = sources.catalog.lookup_page(target) {
             return Some(crate::web::open_page(site, url));
         }
-        if let Some(m) = crate::web::subreddit(target, sources.catalog) {
+        // "open r studio": an application's name said in two words, not r/studio.
+        if let Some(m) = crate::web::subreddit(target, sources.catalog)
+            && !sources
+                .catalog
+                .lookup("reddit")
+                .is_some_and(|reddit| crate::web::an_app_is_named(target, reddit, sources))
+        {
             return Some(m);
         }
     }

@@ -236,6 +236,14 @@ const LEADING_FILLERS: &[&str] = &[
     "so",
     "just",
     "quickly",
+    // What joins one command to the one before it ("and now one workspace up again", "and
+    // forward again"): the command is the same said alone.
+    "and now",
+    "and then",
+    "and also",
+    "and",
+    "now",
+    "then",
 ];
 
 /// Politeness and haste dropped from the end of an utterance ("quit discord for now", "open
@@ -472,6 +480,17 @@ pub fn loose_words(phrase: &str) -> Vec<&str> {
         let word = words[i];
         if word == "bring" && words.get(i + 1) == Some(&"back") {
             kept.push("reopen");
+            i += 2;
+            continue;
+        }
+        // "open again the tab I closed" (a learner's word order): reopen.
+        if word == "open" && words.get(i + 1) == Some(&"again") {
+            kept.push("reopen");
+            i += 2;
+            continue;
+        }
+        // "go in the address bar", "go into the sidebar": only "go there".
+        if word == "go" && matches!(words.get(i + 1), Some(&("in" | "into"))) {
             i += 2;
             continue;
         }
@@ -725,6 +744,12 @@ mod tests {
             loose_key("bring back the closed tab"),
             loose_key("reopen closed tab")
         );
+        assert_eq!(
+            loose_key("open again the tab i closed"),
+            loose_key("reopen closed tab")
+        );
+        assert_eq!(loose_key("go in the address bar"), loose_key("address bar"));
+        assert_ne!(loose_key("zoom in"), loose_key("zoom"));
         assert_eq!(loose_key("zoom out a bit"), "zoom out");
         assert_ne!(loose_key("in zoom"), loose_key("zoom in"));
         assert_ne!(loose_key("line of the end"), loose_key("end of line"));

@@ -421,3 +421,13 @@ async fn the_twenty_ninth_held_out_corpus_is_scored() {
 async fn the_thirtieth_held_out_corpus_is_scored() {
     score_held_out("blind30", "thirtieth held-out", 169, 0).await;
 }
+
+/// A thirty-first held-out set (`tests/corpus/blind31/`, 200 cases), written blind by a fresh
+/// helper against the desktop of a biology PhD student, a German native speaker new to voice
+/// control, with non-native phrasings (Firefox, VS Code, Zotero, Okular, Signal, Element,
+/// Spotify, Zoom, Alacritty, Files, RStudio, LibreOffice Calc, Thunderbird, pavucontrol,
+/// Calculator): first score 137 (68.5%), 148 by effect, no false positive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_thirty_first_held_out_corpus_is_scored() {
+    score_held_out("blind31", "thirty-first held-out", 172, 0).await;
+}
