@@ -2200,12 +2200,15 @@ fn bare_command_from(sources: &Sources<'_>, spoken: &Spoken<'_>, first: usize) -
             ))
         .then_some(name)
     };
+    // Of the phrases with a slot that fit, the one with the most words of its own wins (the
+    // table is a map: "go to {x} folder" and "go to the folder {x}" must not depend on its
+    // order), then the first by text.
     let slotted = || {
         sources
             .words
             .shell_phrases
             .iter()
-            .find_map(|(said_as, run)| {
+            .filter_map(|(said_as, run)| {
                 let (head, tail) = said_as.split_once(" {x}")?;
                 let tail = tail.trim_start();
                 let rest = strip_word_prefix(&phrase, head).filter(|r| !r.is_empty())?;
@@ -2219,8 +2222,10 @@ fn bare_command_from(sources: &Sources<'_>, spoken: &Spoken<'_>, first: usize) -
                 let n = head.split(' ').count();
                 let end = last.checked_sub(n_tail).filter(|end| *end > first + n)?;
                 let name = one_name(&spoken.raw[spoken.raw_start(first + n)..spoken.raw_end(end)])?;
-                Some(run.replace("{x}", &name))
+                Some((said_as, run.replace("{x}", &name)))
             })
+            .max_by(|(a, _), (b, _)| a.len().cmp(&b.len()).then_with(|| b.cmp(a)))
+            .map(|(_, command)| command)
     };
     let command = if let Some(command) = sources.words.shell_phrases.get(&phrase) {
         command.clone()
