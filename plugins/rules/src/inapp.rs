@@ -75,9 +75,6 @@ pub(crate) const TYPE_VERBS: &[&str] = &[
     "fill in the number",
     "enter the text",
     "enter text",
-    // "write the following: we used a two-sided t-test".
-    "write the following",
-    "type the following",
     "type the text",
     "type the words",
     "type out",
@@ -1407,34 +1404,66 @@ fn click_after(spoken: &Spoken<'_>, after: usize) -> Option<Result<Matched, Stri
     )
     .filter(|rest| !rest.is_empty())
     .unwrap_or(description);
-    // "the button reply": the kind said first, after an article, then the name it carries
-    // (a learner's order). Not "option 2" (no article: a name), "the menu icon" (an icon),
-    // nor "the button labelled send" (the matcher reads the label itself).
-    let description = ELEMENT_NOUNS
+    // "the button reply": a button or link said first, after an article, then the name it
+    // carries (a learner's order). Not "option 2" (no article: a name), "the menu icon" (an
+    // icon), nor "the button labelled send" (the matcher reads the label itself).
+    let description = ["button", "link"]
         .iter()
         .filter(|_| after_article.is_some())
         .find_map(|noun| {
             let lower = description.to_lowercase();
             let rest = lower.strip_prefix(noun)?.strip_prefix(' ')?;
-            let first = rest.split(' ').next().unwrap_or("");
-            if ELEMENT_NOUNS.contains(&first)
-                || matches!(
-                    first,
-                    "called"
-                        | "named"
-                        | "labelled"
-                        | "labeled"
-                        | "that"
-                        | "saying"
-                        | "with"
-                        | "for"
-                        | "of"
-                        | "in"
-                        | "on"
-                        | "at"
-                        | "to"
-                )
-            {
+            let words: Vec<&str> = rest.split(' ').collect();
+            // One or two words of a name: not where ("below", "next to send"), how often
+            // ("twice"), a pronoun, a number or a state, and nothing after a comma or a
+            // question mark.
+            let not_a_name = |w: &str| {
+                ELEMENT_NOUNS.contains(&w)
+                    || w.chars()
+                        .any(|c| c.is_ascii_digit() || matches!(c, ',' | '?' | '!'))
+                    || matches!(
+                        w,
+                        "called"
+                            | "named"
+                            | "labelled"
+                            | "labeled"
+                            | "that"
+                            | "saying"
+                            | "with"
+                            | "for"
+                            | "of"
+                            | "in"
+                            | "on"
+                            | "off"
+                            | "at"
+                            | "to"
+                            | "below"
+                            | "above"
+                            | "under"
+                            | "over"
+                            | "there"
+                            | "here"
+                            | "it"
+                            | "this"
+                            | "twice"
+                            | "again"
+                            | "once"
+                            | "up"
+                            | "down"
+                            | "left"
+                            | "right"
+                            | "next"
+                            | "please"
+                            | "now"
+                            | "too"
+                            | "as"
+                            | "and"
+                            | "or"
+                            | "no"
+                            | "not"
+                    )
+            };
+            if words.is_empty() || words.len() > 2 || words.iter().any(|w| not_a_name(w)) {
                 return None;
             }
             let name = description[description.len() - rest.len()..].trim();

@@ -605,10 +605,20 @@ pub fn quick_open(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
 fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matched, Escalation>> {
     let words = spoken.text(spoken.first);
     // "search on amazon left handed mouse", "search in google scholar single cell", "look
-    // on youtube for western blot tutorial": the site after "on" or "in", then the query.
+    // on youtube for western blot tutorial": the site after "on" or "in", then the query
+    // ("look" only with "for" after the site: "look on amazon, it's cheaper" is advice).
     if let Some(after) = spoken.after_verb(&["search for", "look for", "search", "look", "find"]) {
         let rest = spoken.text(after);
+        let look = spoken.words[after - 1].text == "look";
         if matches!(rest.first(), Some(&("on" | "in"))) {
+            // "search in google scholar": the site alone is opened.
+            if let Some(site) = sources.catalog.lookup_web(&rest[1..].join(" "))
+                && !look
+                && rest.len() > 1
+                && rest[1..].join("").chars().count() >= 3
+            {
+                return Some(Ok(crate::web::open_site(site, false)));
+            }
             for k in (1..=4.min(rest.len().saturating_sub(2))).rev() {
                 let Some(site) = sources
                     .catalog
@@ -617,10 +627,29 @@ fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matc
                 else {
                     continue;
                 };
-                let mut start = after + 1 + k;
-                if rest.get(k + 1) == Some(&"for") {
-                    start += 1;
+                // A one- or two-letter name ("x") is a word here, not the site.
+                if rest[1..=k].join("").chars().count() < 3 {
+                    continue;
                 }
+                let with_for = rest.get(k + 1) == Some(&"for");
+                if look && !with_for {
+                    continue;
+                }
+                // "search on amazon, it's cheaper there": a comma after the site ends the
+                // command; what follows is a remark, not a query.
+                let site_end = spoken.words[after + k].raw.end;
+                let next = spoken
+                    .words
+                    .get(after + 1 + k)
+                    .map_or(site_end, |w| w.raw.start);
+                if spoken
+                    .raw
+                    .get(site_end..next)
+                    .is_some_and(|gap| gap.contains(','))
+                {
+                    return None;
+                }
+                let start = after + 1 + k + usize::from(with_for);
                 if start < spoken.last {
                     return Some(query_step(
                         spoken,
@@ -2196,7 +2225,29 @@ fn bare_command_from(sources: &Sources<'_>, spoken: &Spoken<'_>, first: usize) -
             && !name.contains(char::is_whitespace)
             && !matches!(
                 name.to_lowercase().as_str(),
-                "it" | "this" | "that" | "there" | "here"
+                "it" | "this"
+                    | "that"
+                    | "there"
+                    | "here"
+                    | "the"
+                    | "my"
+                    | "a"
+                    | "an"
+                    | "another"
+                    | "other"
+                    | "again"
+                    | "above"
+                    | "below"
+                    | "up"
+                    | "down"
+                    | "and"
+                    | "then"
+                    | "structure"
+                    | "view"
+                    | "tree"
+                    | "list"
+                    | "icon"
+                    | "name"
             ))
         .then_some(name)
     };

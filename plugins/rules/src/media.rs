@@ -618,17 +618,32 @@ fn bare_media_phrase(text: &str) -> Option<MediaCommand> {
     {
         return Some(Play);
     }
-    // "the song before", "the track before": what is played, then "before".
+    // "the song before", "the track before": what is played, then "before" ("the one
+    // before" may be anything).
     if let Some(what) = strip_word_prefix(text, "the").and_then(|r| strip_word_suffix(r, "before"))
-        && !what.is_empty()
-        && TRACK_WORDS.contains(&what)
+        && matches!(what, "song" | "track")
     {
         return Some(Previous);
     }
     let (verb, rest) = text.split_once(' ').unwrap_or((text, ""));
     let (allowed, command): (&[&str], MediaCommand) = match verb {
-        // "continue the music" is "resume the music" ("continue" alone may be anything).
-        "continue" if !rest.is_empty() => (MEDIA_OBJECTS, Play),
+        // "continue the music" is "resume the music" ("continue" alone, or "continue it",
+        // may be anything).
+        "continue"
+            if matches!(
+                rest,
+                "the music"
+                    | "my music"
+                    | "the song"
+                    | "the track"
+                    | "the playback"
+                    | "playback"
+                    | "the podcast"
+                    | "the video"
+            ) =>
+        {
+            (MEDIA_OBJECTS, Play)
+        }
         "play" | "resume" | "unpause" => (MEDIA_OBJECTS, Play),
         "pause" => (MEDIA_OBJECTS, Pause),
         "stop" => (MEDIA_OBJECTS, Stop),
@@ -738,7 +753,10 @@ mod tests {
             "continue",
             "make",
             "continue the meeting",
+            "continue it",
             "the day before",
+            "the one before",
+            "the video before",
         ] {
             assert_eq!(media_phrase(said), None, "{said}");
         }

@@ -476,10 +476,36 @@ fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     if let Some(steps) = aimed_playback(text, sources) {
         return Some(steps);
     }
-    for (name, rest) in app_readings(text) {
+    for (name, rest, app_last) in app_readings(text) {
         let Some(focus) = switch_to(&name, sources) else {
             continue;
         };
+        // "reload firefox": the application last, with no article before it ("paste the
+        // code" is no VS Code), named by its own name or id (not a word of its
+        // description: "copy citation" is no Zotero), and open.
+        if app_last {
+            let said = crate::text::compact(&name);
+            // Its own name that its desktop id holds too (a brand, as "firefox" in
+            // `firefox`; not a word such as "files" for `org.gnome.Nautilus`).
+            let own_name = sources.apps.all().iter().any(|a| {
+                (crate::text::name_key(&a.name) == said || a.id.to_lowercase() == said)
+                    && crate::text::compact(&a.id.to_lowercase()).contains(&said)
+            });
+            let article = rest.rsplit(' ').next().is_some_and(|w| {
+                matches!(
+                    w,
+                    "the" | "my" | "a" | "an" | "this" | "that" | "your" | "our"
+                )
+            });
+            let open = brought_up(&focus).is_some_and(|id| {
+                sources
+                    .context
+                    .is_some_and(|c| c.app_ids.iter().any(|a| a.eq_ignore_ascii_case(id)))
+            });
+            if !own_name || article || !open {
+                continue;
+            }
+        }
         let Some(app_id) = brought_up(&focus).map(str::to_owned) else {
             continue;
         };
@@ -735,14 +761,14 @@ fn aimed_playback(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
 /// without a leading "the"/"my": "in <app> <rest>", "<rest> in <app>" (also "on", "into",
 /// "inside"), "<app> <rest>", and last "<rest> <app>" (two words at most); names of at most
 /// four words.
-fn app_readings(text: &str) -> Vec<(String, String)> {
+fn app_readings(text: &str) -> Vec<(String, String, bool)> {
     const MAX: usize = 4;
     let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
     let n = words.len();
     let preposition = |w: &str| matches!(w, "in" | "on" | "inside" | "into");
     let mut readings: Vec<(String, String)> = Vec::new();
     if n < 2 {
-        return readings;
+        return Vec::new();
     }
     if preposition(words[0]) {
         for k in 1..=MAX.min(n.saturating_sub(2)) {
@@ -757,21 +783,27 @@ fn app_readings(text: &str) -> Vec<(String, String)> {
     for k in 1..=MAX.min(n - 1) {
         readings.push((words[..k].join(" "), words[k..].join(" ")));
     }
+    let ordinary = readings.len();
     // "reload firefox", "save vs code": the command, then the application (two words at
-    // most), tried last.
+    // most), tried last (and held to more: see `aimed_at_app`).
     for k in 1..=2.min(n - 1) {
         readings.push((words[n - k..].join(" "), words[..n - k].join(" ")));
     }
     readings
         .into_iter()
-        .map(|(name, rest)| {
+        .enumerate()
+        // The application last is named bare ("paste the code" names code, not VS Code).
+        .filter(|(i, (name, _))| {
+            *i < ordinary || !(name.starts_with("the ") || name.starts_with("my "))
+        })
+        .map(|(i, (name, rest))| {
             let name = ["the ", "my "]
                 .iter()
                 .find_map(|a| name.strip_prefix(a))
                 .map_or(name.clone(), str::to_owned);
-            (name, rest)
+            (name, rest, i >= ordinary)
         })
-        .filter(|(name, rest)| !name.is_empty() && !rest.is_empty())
+        .filter(|(name, rest, _)| !name.is_empty() && !rest.is_empty())
         .collect()
 }
 
@@ -799,7 +831,7 @@ fn names_an_app(rest: &str, focus: &Matched, sources: &Sources<'_>) -> bool {
     };
     app_readings(rest)
         .iter()
-        .any(|(name, _)| switch_to(name, sources).is_some_and(|other| !same(&id(&other))))
+        .any(|(name, _, _)| switch_to(name, sources).is_some_and(|other| !same(&id(&other))))
 }
 
 /// "undo three times", "next tab twice", "backspace five times", "delete the last two
@@ -1155,6 +1187,15 @@ fn plan_head(
     }
     if let Some(m) = settle(language::search(sources, raw), pending) {
         return Some(m);
+    }
+    // A learner's "go on google scholar" (German "geh auf"): a site of the catalog right
+    // after "go on", as written ("go on, indeed" is "continue").
+    if let Some(target) = text.strip_prefix("go on ")
+        && raw.trim_start().to_lowercase().starts_with("go on ")
+        && let Some((site, new_tab)) = site_target(target, sources.catalog)
+        && !crate::web::an_app_is_named(target, site, sources)
+    {
+        return Some(open_site(site, new_tab));
     }
     for target in targets(text, SITE_VERBS) {
         if let Some((site, new_tab)) = site_target(target, sources.catalog) {

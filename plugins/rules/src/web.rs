@@ -20,8 +20,6 @@ pub(crate) const SITE_VERBS: &[&str] = &[
     "put on",
     "go to",
     "goto",
-    // A learner's "go on" (German "geh auf"): only before a site of the catalog.
-    "go on",
     "visit",
     "check",
     "open",
