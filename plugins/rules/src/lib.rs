@@ -357,24 +357,71 @@ const TAKEN_BACK: &[&str] = &[
     "not that",
     "no sorry",
     "sorry no",
+    // A question answered at once ("quit firefox? no, it's fine").
+    "its fine",
+    "it is fine",
+    "no its fine",
+    "its ok",
+    "its okay",
+    "no thanks",
+    "nah",
+    "nah its fine",
+    "leave it",
+    "dont bother",
+];
+
+/// A clause between two others that corrects what came before it ("the first tab, sorry,
+/// the second"): which of the two is meant is not guessed, nothing is done.
+const CORRECTIONS: &[&str] = &[
+    "sorry",
+    "no",
+    "no wait",
+    "wait",
+    "i mean",
+    "or rather",
+    "actually",
+    "no sorry",
+    "sorry no",
 ];
 
 /// Why nothing is planned when the last clause of `utterance` takes back what came before
 /// it ("quit chromium, no wait"): `None` when it does not.
 fn taken_back(utterance: &str) -> Option<Escalation> {
-    let cut = utterance
+    let trimmed = utterance
         .trim_end()
-        .trim_end_matches(['.', '!', '?', ',', ' '])
-        .rfind([',', '?', '!', ';', '.'])?;
-    let (before, after) = utterance.split_at(cut);
-    let after = text::normalize(&after[1..]);
-    let before = text::normalize(before);
-    if before.is_empty() || !TAKEN_BACK.contains(&after.as_str()) {
+        .trim_end_matches(['.', '!', '?', ',', ' ']);
+    // A full stop ends a clause where a sentence ends ("Quit Chromium. Never mind."), not
+    // inside a name ("example.com").
+    let clauses: Vec<String> = trimmed
+        .replace(". ", ", ")
+        .split([',', '?', '!', ';'])
+        .map(text::normalize)
+        .filter(|c| !c.trim().is_empty())
+        .collect();
+    let [first, .., last] = clauses.as_slice() else {
+        return None;
+    };
+    let n = clauses.len();
+    // The last clause takes it back ("quit chromium, no wait"), or the last two do ("quit
+    // firefox? no, it's fine"), or a clause between corrects it ("the first tab, sorry, the
+    // second").
+    let last_two = (n >= 3).then(|| format!("{} {}", clauses[n - 2], clauses[n - 1]));
+    // ("No, no, take me back": the opening words are no command to correct.)
+    let corrected = n >= 3
+        && !CORRECTIONS.contains(&first.as_str())
+        && !TAKEN_BACK.contains(&first.as_str())
+        && clauses[1..n - 1]
+            .iter()
+            .any(|c| CORRECTIONS.contains(&c.as_str()));
+    if !(TAKEN_BACK.contains(&last.as_str())
+        || last_two.is_some_and(|two| TAKEN_BACK.contains(&two.as_str()))
+        || corrected)
+    {
         return None;
     }
     Some(Escalation {
         reason: "refused",
-        message: format!("\"{}\" was taken back; nothing is done", before.trim()),
+        message: format!("\"{}\" was taken back; nothing is done", first.trim()),
     })
 }
 
@@ -1978,6 +2025,29 @@ mod tests {
         plan(json!({"utterance": utterance, "context": {"focused": {"app_id": app_id}}}))
             .expect("planned")["steps"]
             .clone()
+    }
+
+    #[test]
+    fn an_answer_or_a_correction_takes_a_command_back() {
+        for said in [
+            "quit firefox? no, it's fine",
+            "Quit Chromium. Never mind.",
+            "the first tab, sorry, the second",
+            "reload the page? no, its fine",
+            "close slack, no wait",
+        ] {
+            assert_eq!(steps_focused(said, "code"), json!([]), "{said}");
+        }
+        assert_eq!(
+            steps_focused("open example.com", "code")[0]["op"],
+            "ensure_url"
+        );
+        assert_eq!(
+            steps_focused("pause, then play", "code")
+                .as_array()
+                .map(Vec::len),
+            Some(2)
+        );
     }
 
     /// A learner's phrasings planned since the thirty-first held-out set, and what a hostile
