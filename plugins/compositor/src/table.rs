@@ -818,26 +818,11 @@ impl Resolved<'_> {
     /// [`CommandError::Unsafe`] when an argument cannot pass through sway's `exec` quoting (a
     /// single quote, a backslash) or the command would be longer than sway reads.
     pub fn sway(&self) -> Result<String, CommandError> {
-        let focus = !matches!(self.values.get("focus"), Some(Arg::Bool(false)));
-        let template = if focus {
-            self.action.sway.as_ref()
-        } else {
-            self.action
-                .sway_no_focus
-                .as_ref()
-                .or(self.action.sway.as_ref())
-        }
-        .ok_or(CommandError::Unsupported)?;
-        let mut out = template.clone();
-        for param in self.action.params.iter().chain(self.action.options.iter()) {
-            let placeholder = format!("{{{}}}", param.name);
-            if !out.contains(&placeholder) {
-                continue;
-            }
-            let value = &self.values[&param.name];
-            let rendered = sway_value(value, param).map_err(CommandError::Unsafe)?;
-            out = out.replace(&placeholder, &rendered);
-        }
+        let out = self.command(
+            self.action.sway.as_ref(),
+            self.action.sway_no_focus.as_ref(),
+            sway_value,
+        )?;
         if out.len() > crate::sway::MAX_EXEC {
             return Err(CommandError::Unsafe(format!(
                 "the sway command would be {} bytes, more than the {} sway's exec reads",
@@ -856,14 +841,35 @@ impl Resolved<'_> {
     /// exact size: `resizeactive exact` sets both sides at once) or the command would be
     /// longer than [`crate::hyprland::MAX_REQUEST`].
     pub fn hyprland(&self) -> Result<String, CommandError> {
+        let out = self.command(
+            self.action.hyprland.as_ref(),
+            self.action.hyprland_no_focus.as_ref(),
+            hyprland_value,
+        )?;
+        // The request is `/` and this.
+        if out.len() + 1 > crate::hyprland::MAX_REQUEST {
+            return Err(CommandError::Unsafe(format!(
+                "the Hyprland command would be {} bytes, more than the {} this client sends",
+                out.len(),
+                crate::hyprland::MAX_REQUEST - 1
+            )));
+        }
+        Ok(out)
+    }
+
+    /// A command template of a compositor (`template`, or `no_focus` when the option `focus`
+    /// is false and it has one) with each `{name}` replaced by `value` of the parameter.
+    fn command(
+        &self,
+        template: Option<&String>,
+        no_focus: Option<&String>,
+        value: fn(&Arg, &Param) -> Result<String, String>,
+    ) -> Result<String, CommandError> {
         let focus = !matches!(self.values.get("focus"), Some(Arg::Bool(false)));
         let template = if focus {
-            self.action.hyprland.as_ref()
+            template
         } else {
-            self.action
-                .hyprland_no_focus
-                .as_ref()
-                .or(self.action.hyprland.as_ref())
+            no_focus.or(template)
         }
         .ok_or(CommandError::Unsupported)?;
         let mut out = template.clone();
@@ -872,17 +878,8 @@ impl Resolved<'_> {
             if !out.contains(&placeholder) {
                 continue;
             }
-            let value = &self.values[&param.name];
-            let rendered = hyprland_value(value, param).map_err(CommandError::Unsafe)?;
+            let rendered = value(&self.values[&param.name], param).map_err(CommandError::Unsafe)?;
             out = out.replace(&placeholder, &rendered);
-        }
-        // The request is `/` and this.
-        if out.len() + 1 > crate::hyprland::MAX_REQUEST {
-            return Err(CommandError::Unsafe(format!(
-                "the Hyprland command would be {} bytes, more than the {} this client sends",
-                out.len(),
-                crate::hyprland::MAX_REQUEST - 1
-            )));
         }
         Ok(out)
     }

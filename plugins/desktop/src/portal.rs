@@ -156,34 +156,44 @@ fn request_path(conn: &Connection) -> Result<(String, String), Failure> {
     Ok((token, expected))
 }
 
+/// One portal request: subscribe to its answer on the path the portal will use, make the
+/// call (`call` gets the `handle_token` to pass), and follow the path the portal answered
+/// with when it differs (portals before 0.9 ignore `handle_token`).
+async fn request<F, Fut>(conn: &Connection, call: F) -> Result<ResponseStream, Failure>
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = Result<OwnedObjectPath, String>>,
+{
+    let (token, expected) = request_path(conn)?;
+    let responses = subscribe(conn, &expected).await.map_err(Failure::Failed)?;
+    let handle = call(token).await.map_err(Failure::Failed)?;
+    if handle.as_str() != expected {
+        return subscribe(conn, handle.as_str())
+            .await
+            .map_err(Failure::Failed);
+    }
+    Ok(responses)
+}
+
 /// Open `uri` through the portal and wait (bounded) for the outcome.
 ///
 /// # Errors
 ///
 /// [`Failure::Cancelled`] or [`Failure::Failed`] with the reason.
 pub async fn open_uri(conn: &Connection, uri: &str) -> Result<Outcome, Failure> {
-    let (token, expected) = request_path(conn)?;
-    let mut responses = subscribe(conn, &expected).await.map_err(Failure::Failed)?;
-
-    let proxy = bounded(
-        QUICK,
-        "OpenURI proxy",
-        OpenUriProxy::builder(conn)
-            .cache_properties(CacheProperties::No)
-            .build(),
-    )
-    .await
-    .map_err(Failure::Failed)?;
-    let options = HashMap::from([("handle_token", Value::from(token.as_str()))]);
-    let handle = bounded(CALL, "OpenURI", proxy.open_uri("", uri, options))
-        .await
-        .map_err(Failure::Failed)?;
-    if handle.as_str() != expected {
-        // Portals before 0.9 ignore handle_token; listen on the path they chose.
-        responses = subscribe(conn, handle.as_str())
-            .await
-            .map_err(Failure::Failed)?;
-    }
+    let mut responses = request(conn, |token| async move {
+        let proxy = bounded(
+            QUICK,
+            "OpenURI proxy",
+            OpenUriProxy::builder(conn)
+                .cache_properties(CacheProperties::No)
+                .build(),
+        )
+        .await?;
+        let options = HashMap::from([("handle_token", Value::from(token.as_str()))]);
+        bounded(CALL, "OpenURI", proxy.open_uri("", uri, options)).await
+    })
+    .await?;
 
     match tokio::time::timeout(RESPONSE, responses.next()).await {
         Err(_) => Ok(Outcome::Pending),
@@ -232,30 +242,23 @@ pub const SCREENSHOT_WAIT: Duration = Duration::from_secs(30);
 /// denied), [`Failure::Failed`] with the reason otherwise (no portal, no Screenshot
 /// interface, no answer within [`SCREENSHOT_WAIT`], an answer that names no local file).
 pub async fn screenshot(conn: &Connection) -> Result<std::path::PathBuf, Failure> {
-    let (token, expected) = request_path(conn)?;
-    let mut responses = subscribe(conn, &expected).await.map_err(Failure::Failed)?;
-    let proxy = bounded(
-        QUICK,
-        "Screenshot proxy",
-        ScreenshotProxy::builder(conn)
-            .cache_properties(CacheProperties::No)
-            .build(),
-    )
-    .await
-    .map_err(Failure::Failed)?;
-    let options = HashMap::from([
-        ("handle_token", Value::from(token.as_str())),
-        ("interactive", Value::from(false)),
-        ("modal", Value::from(false)),
-    ]);
-    let handle = bounded(CALL, "Screenshot", proxy.screenshot("", options))
-        .await
-        .map_err(Failure::Failed)?;
-    if handle.as_str() != expected {
-        responses = subscribe(conn, handle.as_str())
-            .await
-            .map_err(Failure::Failed)?;
-    }
+    let mut responses = request(conn, |token| async move {
+        let proxy = bounded(
+            QUICK,
+            "Screenshot proxy",
+            ScreenshotProxy::builder(conn)
+                .cache_properties(CacheProperties::No)
+                .build(),
+        )
+        .await?;
+        let options = HashMap::from([
+            ("handle_token", Value::from(token.as_str())),
+            ("interactive", Value::from(false)),
+            ("modal", Value::from(false)),
+        ]);
+        bounded(CALL, "Screenshot", proxy.screenshot("", options)).await
+    })
+    .await?;
     let signal = match tokio::time::timeout(SCREENSHOT_WAIT, responses.next()).await {
         Err(_) => {
             return Err(Failure::Failed(format!(
