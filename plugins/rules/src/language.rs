@@ -471,25 +471,49 @@ pub fn find_in_page(sources: &Sources<'_>, text: &str, raw: &str) -> Option<Vec<
 }
 
 /// Rule `go_to_line`: "go to line forty two", "jump to line 7", "go to line one twenty"
-/// ([`crate::numbers::said_number`]) with an application focused
-/// whose profile has a "go to line" key: that key, the number typed, Enter. `None` where
-/// the focused application has none (a browser, a terminal).
+/// ([`crate::numbers::said_number`]) with an application focused whose profile has a "go to
+/// line" key, and the same for a page with its "go to page" key ("go to page 12" in a
+/// document viewer): that key, the number typed, Enter. `None` where the focused
+/// application has none (a browser, a terminal).
 pub fn go_to_line(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
-    let rest = [
-        "go to line number",
-        "jump to line number",
-        "go to line",
-        "jump to line",
-        "goto line",
-        "line number",
-    ]
-    .iter()
-    .find_map(|lead| strip_word_prefix(text, lead))?;
-    let line = crate::numbers::said_number(rest).filter(|n| (1..=1_000_000).contains(n))?;
+    const PLACES: &[(&str, &str, &[&str])] = &[
+        (
+            "go to line",
+            "go_to_line",
+            &[
+                "go to line number",
+                "jump to line number",
+                "go to line",
+                "jump to line",
+                "goto line",
+                "line number",
+            ],
+        ),
+        (
+            "go to page",
+            "go_to_page",
+            &[
+                "go to page number",
+                "jump to page number",
+                "go to page",
+                "jump to page",
+                "goto page",
+                "turn to page",
+                "page number",
+            ],
+        ),
+    ];
+    let (shortcut, rule, rest) = PLACES.iter().find_map(|(shortcut, rule, leads)| {
+        leads
+            .iter()
+            .find_map(|lead| strip_word_prefix(text, lead))
+            .map(|rest| (*shortcut, *rule, rest))
+    })?;
+    let number = crate::numbers::said_number(rest).filter(|n| (1..=1_000_000).contains(n))?;
     let profile = focused_profile(sources)?;
-    let chord = profile.shortcuts.get("go to line")?.clone();
+    let chord = profile.shortcuts.get(shortcut)?.clone();
     let step = |op: &'static str, message: String, args: Value| Matched {
-        rule: "go_to_line",
+        rule,
         op,
         message,
         args,
@@ -498,13 +522,13 @@ pub fn go_to_line(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     Some(vec![
         step(
             "key",
-            format!("open {}'s go to line", profile.name),
+            format!("open {}'s {shortcut}", profile.name),
             json!({"chord": chord}),
         ),
         step(
             "type_text",
-            format!("type {line}"),
-            json!({"text": line.to_string()}),
+            format!("type {number}"),
+            json!({"text": number.to_string()}),
         ),
         step("key", "press Return".into(), json!({"chord": "Return"})),
     ])

@@ -2069,6 +2069,15 @@ mod tests {
         };
         let first = |said: &str, app: &str| steps_focused(said, app)[0].clone();
         assert_eq!(first("make louder", "code")["args"]["command"], "volume_up");
+        let page = steps_focused("go to page 12", "org.kde.okular");
+        assert_eq!(page[0]["args"]["chord"], "ctrl+g", "{page}");
+        assert_eq!(page[1]["args"]["text"], "12", "{page}");
+        assert_eq!(page[2]["args"]["chord"], "Return", "{page}");
+        assert_eq!(
+            steps_focused("go to page 3", "code"),
+            json!([]),
+            "no page in an editor"
+        );
         assert_eq!(
             first("the song before", "code")["args"]["command"],
             "previous"
