@@ -200,19 +200,22 @@ pub async fn open_uri(conn: &Connection, uri: &str) -> Result<Outcome, Failure> 
         Ok(None) => Err(Failure::Failed(
             "the bus connection closed before the portal answered".to_owned(),
         )),
-        Ok(Some(signal)) => {
-            let code = signal
-                .args()
-                .map(|a| a.response)
-                .map_err(|e| Failure::Failed(format!("unreadable portal Response: {e}")))?;
-            match code {
-                0 => Ok(Outcome::Opened),
-                1 => Err(Failure::Cancelled),
-                other => Err(Failure::Failed(format!(
-                    "the portal answered {other} (failure)"
-                ))),
-            }
-        }
+        Ok(Some(signal)) => answered(&signal).map(|_| Outcome::Opened),
+    }
+}
+
+/// The results of a portal's `Response` that says 0 (done); 1 is [`Failure::Cancelled`]
+/// (the person dismissed the portal's dialog), anything else [`Failure::Failed`].
+fn answered(signal: &Response) -> Result<HashMap<String, OwnedValue>, Failure> {
+    let args = signal
+        .args()
+        .map_err(|e| Failure::Failed(format!("unreadable portal Response: {e}")))?;
+    match args.response {
+        0 => Ok(args.results),
+        1 => Err(Failure::Cancelled),
+        other => Err(Failure::Failed(format!(
+            "the portal answered {other} (failure)"
+        ))),
     }
 }
 
@@ -273,20 +276,8 @@ pub async fn screenshot(conn: &Connection) -> Result<std::path::PathBuf, Failure
         }
         Ok(Some(signal)) => signal,
     };
-    let args = signal
-        .args()
-        .map_err(|e| Failure::Failed(format!("unreadable portal Response: {e}")))?;
-    match args.response {
-        0 => {}
-        1 => return Err(Failure::Cancelled),
-        other => {
-            return Err(Failure::Failed(format!(
-                "the portal answered {other} (failure)"
-            )));
-        }
-    }
-    let uri = args
-        .results
+    let results = answered(&signal)?;
+    let uri = results
         .get("uri")
         .and_then(|v| String::try_from(v.try_clone().ok()?).ok())
         .ok_or_else(|| Failure::Failed("the portal's answer has no uri".to_owned()))?;

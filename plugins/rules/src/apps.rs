@@ -85,6 +85,13 @@ impl AppEntry {
         self
     }
 
+    /// Whether the desktop id holds `said` (a compacted spoken name): the name is a brand
+    /// ("firefox" in `firefox`), not a word the entry happens to be called ("files" for
+    /// `org.gnome.Nautilus`).
+    pub fn id_holds(&self, said: &str) -> bool {
+        crate::text::compact(&self.id.to_lowercase()).contains(said)
+    }
+
     /// Whether it has a window of its own whose keys are its own: not a program run in a
     /// terminal (`Terminal=true`), not a terminal emulator (whose keys go to what runs in
     /// it).

@@ -280,38 +280,18 @@ pub fn search(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escala
     if verb == "search" {
         if let Some(for_at) = words.iter().position(|w| *w == "for") {
             let site_words = words[..for_at].join(" ");
-            if let Some(site) = sources
-                .catalog
-                .lookup_web(&site_words)
-                .filter(|s| s.search.is_some())
-            {
+            if let Some(site) = sources.catalog.lookup_search(&site_words) {
                 let start = after + for_at + 1;
-                return Some(query_step(
-                    &spoken,
-                    start,
-                    spoken.last,
-                    site.search.as_deref()?,
-                    &site.name,
-                ));
+                return on_site(&spoken, start, spoken.last, site);
             }
         }
     }
     // "search for cats on youtube", "find a video about cats on youtube".
     if let Some(on_at) = words.iter().rposition(|w| *w == "on" || *w == "in") {
         let site_words = words[on_at + 1..].join(" ");
-        if let Some(site) = sources
-            .catalog
-            .lookup_web(&site_words)
-            .filter(|s| s.search.is_some())
-        {
+        if let Some(site) = sources.catalog.lookup_search(&site_words) {
             let lead = what_is_searched(&words[..on_at]);
-            return Some(query_step(
-                &spoken,
-                after + lead,
-                after + on_at,
-                site.search.as_deref()?,
-                &site.name,
-            ));
+            return on_site(&spoken, after + lead, after + on_at, site);
         }
     }
     // "find me a video on youtube about irish soda bread": the site in the middle, then
@@ -329,19 +309,10 @@ pub fn search(sources: &Sources<'_>, raw: &str) -> Option<Result<Matched, Escala
                 continue;
             }
             let site_words = words[on_at + 1..on_at + 1 + len].join(" ");
-            if let Some(site) = sources
-                .catalog
-                .lookup_web(&site_words)
-                .filter(|s| s.search.is_some())
+            if let Some(site) = sources.catalog.lookup_search(&site_words)
                 && on_at + 2 + len < words.len()
             {
-                return Some(query_step(
-                    &spoken,
-                    after + on_at + 2 + len,
-                    spoken.last,
-                    site.search.as_deref()?,
-                    &site.name,
-                ));
+                return on_site(&spoken, after + on_at + 2 + len, spoken.last, site);
             }
         }
     }
@@ -644,11 +615,7 @@ fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matc
                 return Some(Ok(crate::web::open_site(site, false)));
             }
             for k in (1..=4.min(rest.len().saturating_sub(2))).rev() {
-                let Some(site) = sources
-                    .catalog
-                    .lookup_web(&rest[1..=k].join(" "))
-                    .filter(|s| s.search.is_some())
-                else {
+                let Some(site) = sources.catalog.lookup_search(&rest[1..=k].join(" ")) else {
                     continue;
                 };
                 // A one- or two-letter name ("x") is a word here, not the site.
@@ -675,13 +642,7 @@ fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matc
                 }
                 let start = after + 1 + k + usize::from(with_for);
                 if start < spoken.last {
-                    return Some(query_step(
-                        spoken,
-                        start,
-                        spoken.last,
-                        site.search.as_deref()?,
-                        &site.name,
-                    ));
+                    return on_site(spoken, start, spoken.last, site);
                 }
             }
         }
@@ -695,13 +656,7 @@ fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matc
                 .lookup_web(&words[..=k].join(" "))
                 .filter(|s| s.search.is_some() && s.name.to_lowercase().starts_with("google "))
             {
-                return Some(query_step(
-                    spoken,
-                    spoken.first + k + 1,
-                    spoken.last,
-                    site.search.as_deref()?,
-                    &site.name,
-                ));
+                return on_site(spoken, spoken.first + k + 1, spoken.last, site);
             }
         }
     }
@@ -710,24 +665,14 @@ fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matc
         if words.get(k) != Some(&"search") {
             continue;
         }
-        let Some(site) = sources
-            .catalog
-            .lookup_web(&words[..k].join(" "))
-            .filter(|s| s.search.is_some())
-        else {
+        let Some(site) = sources.catalog.lookup_search(&words[..k].join(" ")) else {
             continue;
         };
         let mut start = spoken.first + k + 1;
         if words.get(k + 1) == Some(&"for") {
             start += 1;
         }
-        return Some(query_step(
-            spoken,
-            start,
-            spoken.last,
-            site.search.as_deref()?,
-            &site.name,
-        ));
+        return on_site(spoken, start, spoken.last, site);
     }
     // "find youtube videos about split keyboards": a site right after the verb, then what
     // kind of thing is sought and what it is about.
@@ -741,29 +686,15 @@ fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matc
             if lead == 0 {
                 continue;
             }
-            if let Some(site) = sources
-                .catalog
-                .lookup_web(&rest[..len].join(" "))
-                .filter(|s| s.search.is_some())
-            {
-                return Some(query_step(
-                    spoken,
-                    after + len + lead,
-                    spoken.last,
-                    site.search.as_deref()?,
-                    &site.name,
-                ));
+            if let Some(site) = sources.catalog.lookup_search(&rest[..len].join(" ")) {
+                return on_site(spoken, after + len + lead, spoken.last, site);
             }
         }
     }
     // "on youtube find how to solder", "on github search for niri".
     if matches!(words.first(), Some(&("on" | "in"))) {
         for k in 1..=4.min(words.len().saturating_sub(2)) {
-            let Some(site) = sources
-                .catalog
-                .lookup_web(&words[1..=k].join(" "))
-                .filter(|s| s.search.is_some())
-            else {
+            let Some(site) = sources.catalog.lookup_search(&words[1..=k].join(" ")) else {
                 continue;
             };
             let rest = &words[k + 1..];
@@ -774,13 +705,7 @@ fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matc
             if let Some(verb) = verb {
                 let start = spoken.first + k + 1 + verb.split(' ').count();
                 if start < spoken.last {
-                    return Some(query_step(
-                        spoken,
-                        start,
-                        spoken.last,
-                        site.search.as_deref()?,
-                        &site.name,
-                    ));
+                    return on_site(spoken, start, spoken.last, site);
                 }
             }
         }
@@ -789,11 +714,7 @@ fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matc
     if let Some(after) = spoken.after_verb(SITE_SEARCH_VERBS) {
         let rest = spoken.text(after);
         if let Some(on_at) = rest.iter().rposition(|w| *w == "on") {
-            if let Some(site) = sources
-                .catalog
-                .lookup_web(&rest[on_at + 1..].join(" "))
-                .filter(|s| s.search.is_some())
-            {
+            if let Some(site) = sources.catalog.lookup_search(&rest[on_at + 1..].join(" ")) {
                 // "watch something on twitch": nothing to search for; the site itself.
                 if matches!(
                     rest[..on_at].join(" ").as_str(),
@@ -802,13 +723,7 @@ fn site_search(sources: &Sources<'_>, spoken: &Spoken<'_>) -> Option<Result<Matc
                     return Some(Ok(crate::web::open_site(site, false)));
                 }
                 let lead = what_is_searched(&rest[..on_at]);
-                return Some(query_step(
-                    spoken,
-                    after + lead,
-                    after + on_at,
-                    site.search.as_deref()?,
-                    &site.name,
-                ));
+                return on_site(spoken, after + lead, after + on_at, site);
             }
         }
     }
@@ -907,6 +822,22 @@ fn search_engine(sources: &Sources<'_>) -> String {
 }
 
 /// The search step of the raw words `start..end`.
+/// [`query_step`] with `site`'s own search (`None` for a site that has none).
+fn on_site(
+    spoken: &Spoken<'_>,
+    start: usize,
+    end: usize,
+    site: &crate::sites::Site,
+) -> Option<Result<Matched, Escalation>> {
+    Some(query_step(
+        spoken,
+        start,
+        end,
+        site.search.as_deref()?,
+        &site.name,
+    ))
+}
+
 fn query_step(
     spoken: &Spoken<'_>,
     start: usize,

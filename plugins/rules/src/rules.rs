@@ -431,8 +431,7 @@ const FILE_ENDINGS: &[&str] = &[
 fn named_alone(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
     let said = crate::text::compact(text);
     let app = sources.apps.all().iter().find(|a| {
-        crate::text::name_key(&a.name) == said
-            && (text.contains(' ') || crate::text::compact(&a.id.to_lowercase()).contains(&said))
+        crate::text::name_key(&a.name) == said && (text.contains(' ') || a.id_holds(&said))
     });
     if let Some(app) = app {
         return crate::windows::switch_to(&app.name.to_lowercase(), sources).map(|m| vec![m]);
@@ -489,7 +488,7 @@ fn aimed_at_app(text: &str, sources: &Sources<'_>) -> Option<Vec<Matched>> {
             // `firefox`; not a word such as "files" for `org.gnome.Nautilus`).
             let own_name = sources.apps.all().iter().any(|a| {
                 (crate::text::name_key(&a.name) == said || a.id.to_lowercase() == said)
-                    && crate::text::compact(&a.id.to_lowercase()).contains(&said)
+                    && a.id_holds(&said)
             });
             let article = rest.rsplit(' ').next().is_some_and(|w| {
                 matches!(

@@ -321,6 +321,11 @@ impl Catalog {
         None
     }
 
+    /// [`Catalog::lookup_web`] for a site with a search of its own ("search amazon for …").
+    pub fn lookup_search(&self, target: &str) -> Option<&Site> {
+        self.lookup_web(target).filter(|s| s.search.is_some())
+    }
+
     /// [`Catalog::lookup`], else a site one of whose `web_names` `target` is: for where the
     /// web is meant ("search spotify for X", "spotify in the browser").
     pub fn lookup_web(&self, target: &str) -> Option<&Site> {
