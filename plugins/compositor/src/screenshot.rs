@@ -65,6 +65,18 @@ fn is_png(bytes: &[u8]) -> bool {
     bytes.starts_with(b"\x89PNG\r\n\x1a\n")
 }
 
+/// Whether `path` is a file (not a link) that starts like a PNG. Only the header is read: a
+/// screenshot is megabytes.
+fn is_png_file(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 8];
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+        && std::fs::File::open(path)
+            .and_then(|mut f| f.read_exact(&mut head))
+            .is_ok()
+        && is_png(&head)
+}
+
 fn failed(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::PluginError, message)
 }
@@ -150,16 +162,7 @@ pub async fn take(action: &str, snapshot: &Snapshot, dry_run: bool) -> Result<Va
             crate::link::clean(String::from_utf8_lossy(&out.stderr).trim())
         )));
     }
-    // Only the PNG header is read: a screenshot is megabytes.
-    let verified = {
-        use std::io::Read as _;
-        let mut head = [0u8; 8];
-        std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file())
-            && std::fs::File::open(&path)
-                .and_then(|mut f| f.read_exact(&mut head))
-                .is_ok()
-            && is_png(&head)
-    };
+    let verified = is_png_file(&path);
     if !verified {
         // What grim left that is no PNG is not kept as a screenshot.
         if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
@@ -230,14 +233,7 @@ pub async fn take_with_portal(
             return Err(failed(format!("{action} through the portal: {why}")));
         }
     };
-    let verified = {
-        use std::io::Read as _;
-        let mut head = [0u8; 8];
-        std::fs::File::open(&path)
-            .and_then(|mut f| f.read_exact(&mut head))
-            .is_ok()
-            && is_png(&head)
-    };
+    let verified = is_png_file(&path);
     if !verified {
         return Err(failed(format!(
             "the portal answered {}, which is no PNG file, so no screenshot was taken",
